@@ -1,0 +1,145 @@
+//! How a request ended: success or exactly one failure class (FAULTS.md). Every request
+//! that was sent ends in exactly one of these, which is what the accounting checks.
+
+use serde::{Deserialize, Serialize};
+
+/// The one classified ending of a sent request.
+///
+/// The serialized names (`snake_case`) are the keys of `requests.failed` in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The stream finished (`[DONE]`, or a finish reason at EOF).
+    Succeeded,
+    /// TCP connect refused, unknown host, connect timeout (FAULTS 27).
+    ConnectError,
+    /// TLS handshake or certificate failure (FAULTS 27).
+    TlsError,
+    /// The status line never arrived within the header timeout (FAULTS 28).
+    HeaderTimeout,
+    /// Headers arrived but no output token within the first-token timeout (FAULTS 29).
+    TtftTimeout,
+    /// A gap between chunks exceeded the idle timeout (FAULTS 30).
+    IdleTimeout,
+    /// The whole request exceeded the total timeout.
+    TotalTimeout,
+    /// EOF, reset or FIN before `[DONE]` or a finish reason (FAULTS 10, 32).
+    Truncated,
+    /// The server sent an error object, before or after tokens (FAULTS 8, 9).
+    StreamError,
+    /// HTTP 429 Too Many Requests (FAULTS 33).
+    #[serde(rename = "http_429")]
+    Http429,
+    /// Any other 4xx status.
+    #[serde(rename = "http_4xx")]
+    Http4xx,
+    /// Any 5xx status (FAULTS 33).
+    #[serde(rename = "http_5xx")]
+    Http5xx,
+    /// A status outside 2xx/4xx/5xx that is not a success (1xx leftovers, 3xx).
+    HttpOther,
+    /// A 200 whose content type is not a stream the API dialect speaks (FAULTS 26).
+    ProtocolMismatch,
+    /// One event exceeded the 1 MiB cap (FAULTS 23).
+    EventTooLarge,
+    /// A malformed event in `--strict` mode (FAULTS 7, 24).
+    MalformedEvent,
+    /// Any other transport error (the detail says which).
+    TransportError,
+    /// The run's deadline or Ctrl-C ended the request while it was in flight (FAULTS 36).
+    AbortedAtDeadline,
+}
+
+impl Outcome {
+    /// Every variant, in report order.
+    pub const ALL: [Outcome; 18] = [
+        Outcome::Succeeded,
+        Outcome::ConnectError,
+        Outcome::TlsError,
+        Outcome::HeaderTimeout,
+        Outcome::TtftTimeout,
+        Outcome::IdleTimeout,
+        Outcome::TotalTimeout,
+        Outcome::Truncated,
+        Outcome::StreamError,
+        Outcome::Http429,
+        Outcome::Http4xx,
+        Outcome::Http5xx,
+        Outcome::HttpOther,
+        Outcome::ProtocolMismatch,
+        Outcome::EventTooLarge,
+        Outcome::MalformedEvent,
+        Outcome::TransportError,
+        Outcome::AbortedAtDeadline,
+    ];
+
+    /// The stable `snake_case` name used in reports and records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::ConnectError => "connect_error",
+            Outcome::TlsError => "tls_error",
+            Outcome::HeaderTimeout => "header_timeout",
+            Outcome::TtftTimeout => "ttft_timeout",
+            Outcome::IdleTimeout => "idle_timeout",
+            Outcome::TotalTimeout => "total_timeout",
+            Outcome::Truncated => "truncated",
+            Outcome::StreamError => "stream_error",
+            Outcome::Http429 => "http_429",
+            Outcome::Http4xx => "http_4xx",
+            Outcome::Http5xx => "http_5xx",
+            Outcome::HttpOther => "http_other",
+            Outcome::ProtocolMismatch => "protocol_mismatch",
+            Outcome::EventTooLarge => "event_too_large",
+            Outcome::MalformedEvent => "malformed_event",
+            Outcome::TransportError => "transport_error",
+            Outcome::AbortedAtDeadline => "aborted_at_deadline",
+        }
+    }
+
+    /// A failure is every outcome but success and the deadline abort; the accounting
+    /// keeps aborted requests in their own bucket.
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Outcome::Succeeded | Outcome::AbortedAtDeadline)
+    }
+
+    /// The outcome class of a non-success HTTP status.
+    pub fn from_status(status: u16) -> Outcome {
+        match status {
+            429 => Outcome::Http429,
+            400..=499 => Outcome::Http4xx,
+            500..=599 => Outcome::Http5xx,
+            _ => Outcome::HttpOther,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_serde_names() {
+        for o in Outcome::ALL {
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(json, format!("\"{}\"", o.name()));
+        }
+    }
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(Outcome::from_status(429), Outcome::Http429);
+        assert_eq!(Outcome::from_status(404), Outcome::Http4xx);
+        assert_eq!(Outcome::from_status(503), Outcome::Http5xx);
+        assert_eq!(Outcome::from_status(302), Outcome::HttpOther);
+        assert!(!Outcome::Succeeded.is_failure());
+        assert!(!Outcome::AbortedAtDeadline.is_failure());
+        assert!(Outcome::Truncated.is_failure());
+    }
+}

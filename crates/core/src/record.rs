@@ -1,0 +1,220 @@
+//! The per-request record: plain data that every source (load generator, proxy,
+//! replay) produces and every number Cadence prints is computed from. Times are
+//! monotonic-clock offsets in nanoseconds from the run's start.
+
+use crate::Outcome;
+use serde::{Deserialize, Serialize};
+
+/// One content-bearing chunk's arrival: the time its bytes were read from the socket
+/// (ns since run start) and the tokens it carried when known (per-chunk usage or token
+/// ids). Serialized compactly as `[t_ns, tokens]`, `tokens` being `null` when unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk(pub u64, pub Option<u32>);
+
+impl Chunk {
+    pub fn t_ns(&self) -> u64 {
+        self.0
+    }
+    pub fn tokens(&self) -> Option<u32> {
+        self.1
+    }
+}
+
+/// Where an output-token count came from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage.completion_tokens` (last value seen).
+    Usage,
+    /// Counted from token ids the server sent with each chunk.
+    TokenIds,
+    /// Counted by running a tokenizer over the output text.
+    Tokenizer,
+    /// Nothing better: one token per content-bearing chunk.
+    Chunks,
+}
+
+impl TokenSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::TokenIds => "token_ids",
+            TokenSource::Tokenizer => "tokenizer",
+            TokenSource::Chunks => "chunks",
+        }
+    }
+}
+
+/// A token count and the source it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCount {
+    pub count: u64,
+    pub source: TokenSource,
+}
+
+/// Stream-level counters that are not outcomes but tell how clean a stream was.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamCounters {
+    /// SSE comments (`: ping`) and `event: ping` keep-alives (FAULTS 6).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keepalives: u32,
+    /// Events whose data was not valid for the dialect (FAULTS 7, 24).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub malformed: u32,
+    /// Events that arrived in the same socket read as an earlier event (FAULTS 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub coalesced: u32,
+    /// Bytes received after `[DONE]` (FAULTS 12).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_after_done: u64,
+    /// The stream ended with a finish reason but no `[DONE]` marker (FAULTS 11).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_done_marker: bool,
+    /// Socket reads that delivered body bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reads: u32,
+}
+
+fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// Everything Cadence knows about one request. Plain data: statistics are pure
+/// functions of a slice of these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Position of the request in the run (0-based, in the order requests were issued).
+    pub index: u64,
+    /// The load level (sweep step) the request belongs to; 0 for a single-level run.
+    #[serde(default)]
+    pub level: u32,
+    /// The worker (closed loop) or slot that issued it.
+    #[serde(default)]
+    pub worker: u32,
+    /// Identifier of the prompt used, when the workload names its prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_id: Option<String>,
+    /// Warm-up requests are recorded but excluded from statistics.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
+    /// When an open-loop schedule wanted the request sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_ns: Option<u64>,
+    /// When the request was handed to the connection (absent if it never was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_ns: Option<u64>,
+    /// When the response status line and headers arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_ns: Option<u64>,
+    /// When the first *visible* content (not reasoning, not tool calls) arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_content_ns: Option<u64>,
+    /// Every content-bearing chunk (content, reasoning or tool-call delta), in order.
+    #[serde(default)]
+    pub chunks: Vec<Chunk>,
+    /// When the request ended (stream finished, failed or was aborted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+    /// Prompt tokens, from usage (or the workload when it knows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens and their source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<TokenCount>,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// What went wrong, in plain words, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub counters: StreamCounters,
+}
+
+impl RequestRecord {
+    /// A record for a request that has not been sent yet.
+    pub fn new(index: u64, outcome: Outcome) -> Self {
+        RequestRecord {
+            index,
+            level: 0,
+            worker: 0,
+            prompt_id: None,
+            warmup: false,
+            scheduled_ns: None,
+            sent_ns: None,
+            headers_ns: None,
+            first_content_ns: None,
+            chunks: Vec::new(),
+            end_ns: None,
+            input_tokens: None,
+            output_tokens: None,
+            outcome,
+            http_status: None,
+            finish_reason: None,
+            error: None,
+            counters: StreamCounters::default(),
+        }
+    }
+
+    /// Time of the first content-bearing chunk.
+    pub fn first_chunk_ns(&self) -> Option<u64> {
+        self.chunks.first().map(Chunk::t_ns)
+    }
+
+    /// Time of the last content-bearing chunk.
+    pub fn last_chunk_ns(&self) -> Option<u64> {
+        self.chunks.last().map(Chunk::t_ns)
+    }
+
+    /// Output tokens: the recorded count, else the chunk count (source `chunks`).
+    pub fn output_token_count(&self) -> TokenCount {
+        self.output_tokens.unwrap_or(TokenCount {
+            count: self.chunks.len() as u64,
+            source: TokenSource::Chunks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_serializes_compactly() {
+        let c = Chunk(1500, Some(2));
+        assert_eq!(serde_json::to_string(&c).unwrap(), "[1500,2]");
+        let u = Chunk(7, None);
+        assert_eq!(serde_json::to_string(&u).unwrap(), "[7,null]");
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let mut r = RequestRecord::new(3, Outcome::Succeeded);
+        r.sent_ns = Some(10);
+        r.chunks = vec![Chunk(20, Some(1)), Chunk(30, None)];
+        r.output_tokens = Some(TokenCount {
+            count: 2,
+            source: TokenSource::Usage,
+        });
+        r.counters.keepalives = 1;
+        let line = serde_json::to_string(&r).unwrap();
+        let back: RequestRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+        assert!(!line.contains("malformed"), "zero counters are omitted: {line}");
+    }
+
+    #[test]
+    fn token_count_falls_back_to_chunks() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.chunks = vec![Chunk(1, None), Chunk(2, None)];
+        assert_eq!(
+            r.output_token_count(),
+            TokenCount {
+                count: 2,
+                source: TokenSource::Chunks
+            }
+        );
+    }
+}
