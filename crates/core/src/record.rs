@@ -168,6 +168,21 @@ impl RequestRecord {
         self.chunks.last().map(Chunk::t_ns)
     }
 
+    /// Whether the request counts as *sent* in the accounting (FAULTS.md invariants).
+    ///
+    /// A request is sent when it has a send time, or when it ended in a
+    /// connection-stage failure (`connect_error`, `tls_error`, `transport_error`): an
+    /// attempt was made even though the request never reached a connection. Any other
+    /// record without a send time (e.g. `aborted_at_deadline` before sending) never
+    /// left the client and counts as dropped.
+    pub fn was_sent(&self) -> bool {
+        self.sent_ns.is_some()
+            || matches!(
+                self.outcome,
+                Outcome::ConnectError | Outcome::TlsError | Outcome::TransportError
+            )
+    }
+
     /// Output tokens: the recorded count, else the chunk count (source `chunks`).
     pub fn output_token_count(&self) -> TokenCount {
         self.output_tokens.unwrap_or(TokenCount {
@@ -202,7 +217,10 @@ mod tests {
         let line = serde_json::to_string(&r).unwrap();
         let back: RequestRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
-        assert!(!line.contains("malformed"), "zero counters are omitted: {line}");
+        assert!(
+            !line.contains("malformed"),
+            "zero counters are omitted: {line}"
+        );
     }
 
     #[test]

@@ -1,0 +1,463 @@
+//! The metrics of one load level as pure functions of its records: latency
+//! distributions, throughput, token counts, stalls, and the request accounting that
+//! FAULTS.md requires. Every number a report prints about a level comes from here.
+
+use crate::stats::{self, Distribution};
+use crate::{Outcome, RequestRecord, TokenSource};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Gaps between chunks longer than this count as stalls unless the caller says otherwise.
+pub const DEFAULT_STALL_THRESHOLD_NS: u64 = 500_000_000;
+
+const NS_PER_MS: f64 = 1e6;
+const NS_PER_S: f64 = 1e9;
+
+/// The formulas in words, one constant per metric: [`crate::report::definitions`]
+/// gathers them so `--help`, the console and the JSON report say the same thing.
+pub mod formula {
+    pub const TTFT: &str = "time to first token: arrival of the first content-bearing chunk \
+(content, reasoning or tool-call delta) minus the time the request was sent; succeeded \
+requests only";
+    pub const TTFT_CONTENT: &str = "time to first visible content: arrival of the first chunk \
+carrying visible content (not reasoning, not tool calls) minus the send time; succeeded \
+requests that produced visible content only";
+    pub const TTFT_RESPONSE: &str = "TTFT as response time: arrival of the first \
+content-bearing chunk minus the time an open-loop schedule wanted the request sent, so \
+client-side queueing is included (coordinated omission made visible); succeeded requests \
+with a schedule only";
+    pub const ITL: &str = "inter-token latency: the gaps between consecutive content-bearing \
+chunks of a request, one sample per gap, pooled over all succeeded requests of the level";
+    pub const ITL_PER_TOKEN: &str = "per-token ITL: each ITL gap divided by the number of tokens \
+in the later chunk and entered once per token; a chunk whose token count is unknown (or 0) \
+counts as 1 token";
+    pub const TPOT: &str = "time per output token, per request: (last chunk - first chunk) / \
+(output tokens - 1), over succeeded requests with at least 2 output tokens in at least 2 \
+chunks; a distribution over requests whose mean is the 'average ITL' of some tools";
+    pub const E2E: &str = "end-to-end latency: the end of the request minus the time it was \
+sent; succeeded requests only";
+    pub const OUTPUT_SPEED: &str = "output speed, per request: (output tokens - 1) / (last \
+chunk - first chunk) in tokens/s, over the requests TPOT uses whose last chunk arrived after \
+the first";
+    pub const TOKENS_PER_CHUNK: &str = "tokens carried by each content-bearing chunk of \
+succeeded requests, where the server made the count known (burstiness)";
+    pub const THROUGHPUT: &str = "output tokens of succeeded requests per second of the \
+measured window, and succeeded requests per second; the window runs from the first send to \
+the last end among the level's non-warm-up requests unless the run sets it; absent when the \
+window has zero length";
+    pub const OUTPUT_TOKENS: &str = "output tokens per request: the server's usage count, else \
+counted token ids, else the tokenizer over the text, else one per content-bearing chunk; \
+'source' names the weakest of these any succeeded request needed; 'total' counts succeeded \
+requests, 'received_total' every request including the partial output of failed ones";
+    pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
+requests with at least one";
+    pub const REQUESTS: &str = "intended = sent + dropped; sent = succeeded + failed (by \
+outcome) + aborted. A request is sent once it has a send time or ended in a connect, TLS or \
+transport error; a request that never left the client is dropped; warm-up requests are \
+counted apart and excluded from every statistic";
+    pub const UNITS: &str = "times are in milliseconds (keys ending in _ms), speeds in \
+tokens/s, rates per second of the measured window";
+    /// One console line naming the formulas that differ most between tools.
+    pub const SHORT: &str = "TTFT = first chunk - sent; ITL = gaps between consecutive \
+chunks, pooled; TPOT = (last - first)/(tokens - 1) per request; E2E = end - sent; \
+latency from succeeded requests only; percentiles: linear interpolation (type 7)";
+}
+
+/// How to summarize a level: what the records alone cannot say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelOptions {
+    /// ITL gaps strictly longer than this are stalls (default 500 ms).
+    pub stall_threshold_ns: u64,
+    /// The measured window `[start, end]` in ns since run start. When `None` it is
+    /// derived from the records: first `sent_ns` to last `end_ns` of non-warm-up records.
+    pub window: Option<(u64, u64)>,
+    /// Requests the load shape intended to send; `None` means sent + dropped.
+    pub intended: Option<u64>,
+    /// Requests the runner dropped without leaving a record (open loop behind schedule).
+    pub dropped: u64,
+}
+
+impl Default for LevelOptions {
+    fn default() -> Self {
+        LevelOptions {
+            stall_threshold_ns: DEFAULT_STALL_THRESHOLD_NS,
+            window: None,
+            intended: None,
+            dropped: 0,
+        }
+    }
+}
+
+/// Where every request of a level went (FAULTS.md accounting invariants).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestCounts {
+    pub intended: u64,
+    /// Requests an attempt was made for (see [`RequestRecord::was_sent`]).
+    pub sent: u64,
+    pub succeeded: u64,
+    /// Requests intended but never sent: the runner's count plus records that never
+    /// left the client.
+    pub dropped: u64,
+    /// Sent requests ended by the run's deadline or Ctrl-C (`aborted_at_deadline`).
+    pub aborted: u64,
+    /// Sent requests that failed, by [`Outcome::name`]; only non-zero classes appear.
+    pub failed: BTreeMap<String, u64>,
+}
+
+impl RequestCounts {
+    /// Failed requests over every failure class.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.values().sum()
+    }
+
+    /// Verifies `intended = sent + dropped` and `sent = succeeded + Σ failed + aborted`.
+    pub fn check(&self) -> Result<(), AccountingError> {
+        if self.intended != self.sent + self.dropped {
+            return Err(AccountingError::Intended {
+                intended: self.intended,
+                sent: self.sent,
+                dropped: self.dropped,
+            });
+        }
+        let failed = self.failed_total();
+        if self.sent != self.succeeded + failed + self.aborted {
+            return Err(AccountingError::Sent {
+                sent: self.sent,
+                succeeded: self.succeeded,
+                failed,
+                aborted: self.aborted,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A broken accounting invariant: a request was lost or counted twice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccountingError {
+    #[error(
+        "request accounting broken: intended = sent + dropped fails: intended {intended}, \
+         sent {sent} + dropped {dropped} = {}; {}",
+        .sent + .dropped,
+        gap(*.intended, .sent + .dropped, "intended")
+    )]
+    Intended {
+        intended: u64,
+        sent: u64,
+        dropped: u64,
+    },
+    #[error(
+        "request accounting broken: sent = succeeded + failed + aborted fails: sent {sent}, \
+         succeeded {succeeded} + failed {failed} + aborted {aborted} = {}; {}",
+        .succeeded + .failed + .aborted,
+        gap(*.sent, .succeeded + .failed + .aborted, "sent")
+    )]
+    Sent {
+        sent: u64,
+        succeeded: u64,
+        failed: u64,
+        aborted: u64,
+    },
+}
+
+fn gap(lhs: u64, rhs: u64, what: &str) -> String {
+    if lhs > rhs {
+        format!(
+            "off by {}: {} {what} request(s) unaccounted for",
+            lhs - rhs,
+            lhs - rhs
+        )
+    } else {
+        format!(
+            "off by {}: {} more request(s) accounted for than {what}",
+            rhs - lhs,
+            rhs - lhs
+        )
+    }
+}
+
+/// Output-token totals and where the counts came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputTokens {
+    /// Output tokens of succeeded requests (what throughput divides).
+    pub total: u64,
+    /// Output tokens that arrived at all, including partial output of failed requests.
+    pub received_total: u64,
+    /// The weakest source any succeeded request's count needed (usage < token_ids <
+    /// tokenizer < chunks); `None` when no request succeeded.
+    pub source: Option<TokenSource>,
+    /// Succeeded requests per source, keyed by [`TokenSource::name`].
+    pub by_source: BTreeMap<String, u64>,
+}
+
+/// Rates over the measured window; each absent when it cannot be computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Throughput {
+    pub output_tokens_per_s: Option<f64>,
+    pub requests_per_s: Option<f64>,
+    /// Length of the measured window; absent when there is no window (no records).
+    pub window_s: Option<f64>,
+}
+
+/// ITL gaps over the stall threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stalls {
+    pub threshold_ms: f64,
+    /// Gaps longer than the threshold, over succeeded requests.
+    pub gaps: u64,
+    /// Succeeded requests with at least one such gap.
+    pub requests: u64,
+}
+
+/// Stream-cleanliness counters summed over the level's requests (failed ones too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    pub keepalives: u64,
+    pub malformed: u64,
+    pub coalesced: u64,
+    pub bytes_after_done: u64,
+    /// Requests whose stream ended with a finish reason but no `[DONE]`.
+    pub no_done_marker: u64,
+    pub reads: u64,
+}
+
+impl Counters {
+    /// Whether any counter that signals an unclean stream is non-zero (`reads` is not one).
+    pub fn any_unclean(&self) -> bool {
+        self.keepalives
+            + self.malformed
+            + self.coalesced
+            + self.bytes_after_done
+            + self.no_done_marker
+            > 0
+    }
+}
+
+/// Everything Cadence reports about one level; serializes as the metric part of a
+/// level in the JSON report (time distributions with `_ms` keys, `null` when empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelSummary {
+    pub requests: RequestCounts,
+    /// Warm-up requests, excluded from everything else.
+    pub warmup: u64,
+    #[serde(with = "stats::as_ms")]
+    pub ttft: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub ttft_content: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub ttft_response: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub itl: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub itl_per_token: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub tpot: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub e2e: Option<Distribution>,
+    /// Per-request output speed in tokens/s.
+    pub output_speed_tok_s: Option<Distribution>,
+    /// Tokens per chunk, where known.
+    pub tokens_per_chunk: Option<Distribution>,
+    pub output_tokens: OutputTokens,
+    pub throughput: Throughput,
+    pub stalls: Stalls,
+    pub counters: Counters,
+    /// Inconsistencies found in the records, in plain words.
+    pub warnings: Vec<String>,
+}
+
+/// `to − from` in ns, or `None` (and one more inconsistency) when `to < from`.
+fn span(from: u64, to: u64, bad: &mut u64) -> Option<u64> {
+    let d = to.checked_sub(from);
+    if d.is_none() {
+        *bad += 1;
+    }
+    d
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / NS_PER_MS
+}
+
+/// Summarizes one level from its records (all of which should belong to it).
+///
+/// Warm-up records are only counted. Latency distributions, output speed, tokens per
+/// chunk and stalls use succeeded requests only: the partial output of a failed
+/// request is kept and counted in `output_tokens.received_total`, never in success
+/// latency (FAULTS 8). Counters sum every non-warm-up record. See [`formula`].
+pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelSummary {
+    let mut warmup = 0u64;
+    let mut counts = RequestCounts {
+        dropped: opts.dropped,
+        ..RequestCounts::default()
+    };
+    let mut unsent_odd: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut bad_intervals = 0u64;
+    let mut no_end = 0u64;
+
+    let (mut ttft, mut ttft_content, mut ttft_response) = (vec![], vec![], vec![]);
+    let (mut itl, mut itl_tok, mut tpot, mut e2e) = (vec![], vec![], vec![], vec![]);
+    let (mut speed, mut per_chunk) = (vec![], vec![]);
+    let mut tokens = OutputTokens::default();
+    let mut stalls = Stalls {
+        threshold_ms: ms(opts.stall_threshold_ns),
+        ..Stalls::default()
+    };
+    let mut counters = Counters::default();
+    let (mut first_sent, mut last_end): (Option<u64>, Option<u64>) = (None, None);
+
+    for r in records {
+        if r.warmup {
+            warmup += 1;
+            continue;
+        }
+        let c = &r.counters;
+        counters.keepalives += u64::from(c.keepalives);
+        counters.malformed += u64::from(c.malformed);
+        counters.coalesced += u64::from(c.coalesced);
+        counters.bytes_after_done += c.bytes_after_done;
+        counters.no_done_marker += u64::from(c.no_done_marker);
+        counters.reads += u64::from(c.reads);
+        tokens.received_total += r.output_token_count().count;
+        if let Some(s) = r.sent_ns {
+            first_sent = Some(first_sent.map_or(s, |f| f.min(s)));
+        }
+        if let Some(e) = r.end_ns {
+            last_end = Some(last_end.map_or(e, |l| l.max(e)));
+        }
+
+        if !r.was_sent() {
+            counts.dropped += 1;
+            if r.outcome != Outcome::AbortedAtDeadline {
+                *unsent_odd.entry(r.outcome.name()).or_default() += 1;
+            }
+            continue;
+        }
+        counts.sent += 1;
+        match r.outcome {
+            Outcome::Succeeded => counts.succeeded += 1,
+            Outcome::AbortedAtDeadline => counts.aborted += 1,
+            o => *counts.failed.entry(o.name().to_string()).or_default() += 1,
+        }
+        if r.outcome != Outcome::Succeeded {
+            continue;
+        }
+
+        // Succeeded: latency, tokens, stalls.
+        let tc = r.output_token_count();
+        tokens.total += tc.count;
+        tokens.source = tokens.source.max(Some(tc.source));
+        *tokens
+            .by_source
+            .entry(tc.source.name().to_string())
+            .or_default() += 1;
+
+        let first = r.first_chunk_ns();
+        if let (Some(s), Some(f)) = (r.sent_ns, first) {
+            ttft.extend(span(s, f, &mut bad_intervals).map(ms));
+        }
+        if let (Some(s), Some(f)) = (r.sent_ns, r.first_content_ns) {
+            ttft_content.extend(span(s, f, &mut bad_intervals).map(ms));
+        }
+        if let (Some(s), Some(f)) = (r.scheduled_ns, first) {
+            ttft_response.extend(span(s, f, &mut bad_intervals).map(ms));
+        }
+        match (r.sent_ns, r.end_ns) {
+            (Some(s), Some(e)) => e2e.extend(span(s, e, &mut bad_intervals).map(ms)),
+            _ => no_end += 1,
+        }
+
+        let mut stalled = false;
+        for w in r.chunks.windows(2) {
+            let Some(g) = span(w[0].t_ns(), w[1].t_ns(), &mut bad_intervals) else {
+                continue;
+            };
+            itl.push(ms(g));
+            let k = w[1].tokens().filter(|&k| k > 0).unwrap_or(1);
+            itl_tok.push((ms(g) / f64::from(k), u64::from(k)));
+            if g > opts.stall_threshold_ns {
+                stalls.gaps += 1;
+                stalled = true;
+            }
+        }
+        stalls.requests += u64::from(stalled);
+        per_chunk.extend(r.chunks.iter().filter_map(|c| c.tokens()).map(f64::from));
+
+        if let (true, Some(f), Some(l)) = (
+            r.chunks.len() >= 2 && tc.count >= 2,
+            first,
+            r.last_chunk_ns(),
+        ) {
+            if let Some(d) = span(f, l, &mut bad_intervals) {
+                let steps = (tc.count - 1) as f64;
+                tpot.push(ms(d) / steps);
+                if d > 0 {
+                    speed.push(steps * NS_PER_S / d as f64);
+                }
+            }
+        }
+    }
+
+    counts.intended = opts.intended.unwrap_or(counts.sent + counts.dropped);
+
+    let window = opts.window.or(match (first_sent, last_end) {
+        (Some(s), Some(e)) => Some((s, e)),
+        _ => None,
+    });
+    let window_ns = window.map(|(s, e)| e.saturating_sub(s));
+    let per_s = |n: u64| {
+        window_ns
+            .filter(|&w| w > 0)
+            .map(|w| n as f64 * NS_PER_S / w as f64)
+    };
+    let throughput = Throughput {
+        output_tokens_per_s: per_s(tokens.total),
+        requests_per_s: per_s(counts.succeeded),
+        window_s: window_ns.map(|w| w as f64 / NS_PER_S),
+    };
+
+    let mut warnings = Vec::new();
+    for (name, n) in &unsent_odd {
+        warnings.push(format!(
+            "{n} request(s) with outcome {name} have no send time; counted as dropped"
+        ));
+    }
+    if bad_intervals > 0 {
+        warnings.push(format!(
+            "{bad_intervals} interval(s) end before they start (record timestamps out of \
+             order); those samples were skipped"
+        ));
+    }
+    if no_end > 0 {
+        warnings.push(format!(
+            "{no_end} succeeded request(s) lack a send or end time; no E2E sample for them"
+        ));
+    }
+    if window_ns == Some(0) && counts.sent > 0 {
+        warnings.push("the measured window has zero length; throughput is absent".into());
+    }
+
+    LevelSummary {
+        requests: counts,
+        warmup,
+        ttft: Distribution::from_samples(&mut ttft),
+        ttft_content: Distribution::from_samples(&mut ttft_content),
+        ttft_response: Distribution::from_samples(&mut ttft_response),
+        itl: Distribution::from_samples(&mut itl),
+        itl_per_token: Distribution::from_weighted(&mut itl_tok),
+        tpot: Distribution::from_samples(&mut tpot),
+        e2e: Distribution::from_samples(&mut e2e),
+        output_speed_tok_s: Distribution::from_samples(&mut speed),
+        tokens_per_chunk: Distribution::from_samples(&mut per_chunk),
+        output_tokens: tokens,
+        throughput,
+        stalls,
+        counters,
+        warnings,
+    }
+}

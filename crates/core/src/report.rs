@@ -1,0 +1,196 @@
+//! The report model: one value holding a run's description, each level's metrics and
+//! the definitions of every number. Its serde form IS the JSON report (checked against
+//! `schema/report.schema.json`), and every renderer reads only this.
+
+use crate::metrics::{formula, LevelSummary};
+use crate::stats::PERCENTILE_RULE;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the JSON report layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A whole run: what was measured, how, and what came out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub schema_version: u32,
+    pub cadence_version: String,
+    pub run: RunInfo,
+    pub levels: Vec<LevelReport>,
+    /// Metric name → formula in words ([`definitions`]).
+    pub definitions: BTreeMap<String, String>,
+    /// Run-wide warnings in plain words (per-level ones live in each level).
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// A report with the current schema version, this crate's version (the workspace
+    /// shares one) and the standard definitions; no warnings yet.
+    pub fn new(run: RunInfo, levels: Vec<LevelReport>) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            cadence_version: env!("CARGO_PKG_VERSION").to_string(),
+            run,
+            levels,
+            definitions: definitions(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What was run. Every field is filled by the caller, who also redacts secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunInfo {
+    /// The endpoint URL, with userinfo and secret query parameters removed.
+    pub target: String,
+    /// The API dialect (e.g. `openai-chat`).
+    pub api: String,
+    pub model: String,
+    /// The load shape, e.g. `closed_loop`.
+    pub mode: String,
+    /// Wall-clock start of the run, ms since the Unix epoch.
+    pub started_at_unix_ms: u64,
+    /// Wall time of the whole run, warm-up included.
+    pub duration_s: f64,
+    /// The command line, secrets redacted.
+    pub command: Vec<String>,
+    /// The target was Cadence's built-in simulated server.
+    pub builtin_sim: bool,
+    /// The run was cut short (Ctrl-C or a watchdog).
+    pub interrupted: bool,
+}
+
+/// One load level (sweep step): its identity and its metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelReport {
+    /// A readable label, e.g. `concurrency=64`.
+    pub name: String,
+    /// Closed-loop concurrency, when the level has one.
+    pub concurrency: Option<u32>,
+    /// Open-loop arrival rate in requests per second, when the level has one.
+    pub rate: Option<f64>,
+    /// The metrics, flattened into the level object.
+    #[serde(flatten)]
+    pub summary: LevelSummary,
+}
+
+/// Builds a level of the report from its summary.
+pub fn level_report(
+    name: impl Into<String>,
+    concurrency: Option<u32>,
+    rate: Option<f64>,
+    summary: LevelSummary,
+) -> LevelReport {
+    LevelReport {
+        name: name.into(),
+        concurrency,
+        rate,
+        summary,
+    }
+}
+
+/// Every metric's formula in words, keyed by the metric's field name in the report.
+/// The CLI's `--help`, the console and the JSON report all print these.
+pub fn definitions() -> BTreeMap<String, String> {
+    [
+        ("ttft", formula::TTFT),
+        ("ttft_content", formula::TTFT_CONTENT),
+        ("ttft_response", formula::TTFT_RESPONSE),
+        ("itl", formula::ITL),
+        ("itl_per_token", formula::ITL_PER_TOKEN),
+        ("tpot", formula::TPOT),
+        ("e2e", formula::E2E),
+        ("output_speed_tok_s", formula::OUTPUT_SPEED),
+        ("tokens_per_chunk", formula::TOKENS_PER_CHUNK),
+        ("throughput", formula::THROUGHPUT),
+        ("output_tokens", formula::OUTPUT_TOKENS),
+        ("stalls", formula::STALLS),
+        ("requests", formula::REQUESTS),
+        ("percentiles", PERCENTILE_RULE),
+        ("units", formula::UNITS),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{summarize_level, Chunk, LevelOptions, Outcome, RequestRecord};
+
+    fn run_info() -> RunInfo {
+        RunInfo {
+            target: "http://127.0.0.1:8080/v1/chat/completions".into(),
+            api: "openai-chat".into(),
+            model: "sim".into(),
+            mode: "closed_loop".into(),
+            started_at_unix_ms: 1_700_000_000_000,
+            duration_s: 1.5,
+            command: vec!["cadence".into(), "bench".into()],
+            builtin_sim: true,
+            interrupted: false,
+        }
+    }
+
+    fn report() -> Report {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = vec![Chunk(100_000_000, None), Chunk(110_000_000, None)];
+        r.end_ns = Some(120_000_000);
+        let s = summarize_level(&[r], &LevelOptions::default());
+        Report::new(
+            run_info(),
+            vec![level_report("concurrency=1", Some(1), None, s)],
+        )
+    }
+
+    #[test]
+    fn report_round_trips_through_json() {
+        let rep = report();
+        let json = serde_json::to_string(&rep).unwrap();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, rep);
+    }
+
+    #[test]
+    fn level_fields_are_flattened_next_to_its_identity() {
+        let v = serde_json::to_value(report()).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        let level = &v["levels"][0];
+        assert_eq!(level["name"], "concurrency=1");
+        assert_eq!(level["concurrency"], 1);
+        assert!(level["rate"].is_null());
+        assert_eq!(level["ttft"]["p50_ms"], 100.0);
+        assert_eq!(level["requests"]["succeeded"], 1);
+        assert!(level.get("summary").is_none());
+    }
+
+    #[test]
+    fn definitions_cover_every_reported_metric() {
+        let d = definitions();
+        for k in [
+            "ttft",
+            "ttft_content",
+            "ttft_response",
+            "itl",
+            "itl_per_token",
+            "tpot",
+            "e2e",
+            "output_speed_tok_s",
+            "tokens_per_chunk",
+            "throughput",
+            "output_tokens",
+            "stalls",
+            "requests",
+            "percentiles",
+        ] {
+            assert!(d.contains_key(k), "no definition for {k}");
+        }
+        assert!(d["percentiles"].contains("type 7"));
+        assert!(d["tpot"].contains("(output tokens - 1)"));
+        assert_eq!(report().definitions, d);
+    }
+}

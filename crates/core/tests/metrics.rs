@@ -1,0 +1,555 @@
+//! Level metrics checked with exact arithmetic on hand-built records: every expected
+//! value below is worked out by hand from the record's timestamps.
+
+use cadence_core::{
+    summarize_level, AccountingError, Chunk, Distribution, LevelOptions, Outcome, RequestCounts,
+    RequestRecord, TokenCount, TokenSource,
+};
+use std::collections::BTreeMap;
+
+const MS: u64 = 1_000_000;
+
+/// A request sent at `sent` ms with chunks `(t_ms, tokens)` ending at `end` ms.
+fn rec(
+    index: u64,
+    outcome: Outcome,
+    sent: u64,
+    chunks: &[(u64, Option<u32>)],
+    end: u64,
+) -> RequestRecord {
+    let mut r = RequestRecord::new(index, outcome);
+    r.sent_ns = Some(sent * MS);
+    r.chunks = chunks.iter().map(|&(t, k)| Chunk(t * MS, k)).collect();
+    r.end_ns = Some(end * MS);
+    r
+}
+
+fn usage(r: &mut RequestRecord, count: u64, source: TokenSource) {
+    r.output_tokens = Some(TokenCount { count, source });
+}
+
+#[track_caller]
+fn close(a: f64, b: f64) {
+    assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");
+}
+
+/// The reference request: sent 0, chunks at 100, 110, 130 ms carrying 1, 2, 1 tokens,
+/// first visible content at 110 ms, end 135 ms, usage says 4 tokens.
+fn reference() -> RequestRecord {
+    let mut r = rec(
+        0,
+        Outcome::Succeeded,
+        0,
+        &[(100, Some(1)), (110, Some(2)), (130, Some(1))],
+        135,
+    );
+    r.first_content_ns = Some(110 * MS);
+    usage(&mut r, 4, TokenSource::Usage);
+    r
+}
+
+#[test]
+fn reference_request_every_metric_exact() {
+    let opts = LevelOptions {
+        window: Some((0, 200 * MS)),
+        ..LevelOptions::default()
+    };
+    let s = summarize_level(&[reference()], &opts);
+
+    let ttft = s.ttft.unwrap();
+    assert_eq!(
+        (ttft.count, ttft.min, ttft.max, ttft.stddev),
+        (1, 100.0, 100.0, None)
+    );
+    assert_eq!(s.ttft_content.unwrap().p50, 110.0);
+    assert_eq!(s.ttft_response, None, "no schedule, no response-time TTFT");
+
+    // ITL: gaps 10 and 20 ms.
+    let itl = s.itl.unwrap();
+    assert_eq!(
+        (itl.count, itl.min, itl.mean, itl.p50, itl.max),
+        (2, 10.0, 15.0, 15.0, 20.0)
+    );
+    close(itl.p90, 19.0);
+
+    // Per-token ITL: 10 ms over 2 tokens → 5, 5; 20 ms over 1 token → 20.
+    let pt = s.itl_per_token.unwrap();
+    assert_eq!(
+        (pt.count, pt.min, pt.mean, pt.p50, pt.max),
+        (3, 5.0, 10.0, 5.0, 20.0)
+    );
+    close(pt.p90, 17.0); // h = 1.8: 5 + 0.8 * 15
+
+    // TPOT = (130 − 100) / (4 − 1) = 10 ms; output speed = 3 / 0.030 s = 100 tok/s.
+    assert_eq!(s.tpot.unwrap().p50, 10.0);
+    assert_eq!(s.output_speed_tok_s.unwrap().p50, 100.0);
+    assert_eq!(s.e2e.unwrap().p50, 135.0);
+
+    let tpc = s.tokens_per_chunk.unwrap();
+    assert_eq!((tpc.count, tpc.min, tpc.p50, tpc.max), (3, 1.0, 1.0, 2.0));
+    close(tpc.mean, 4.0 / 3.0);
+
+    // Throughput over the given 200 ms window: 4 tokens → 20 tok/s, 1 request → 5 req/s.
+    assert_eq!(s.throughput.window_s, Some(0.2));
+    assert_eq!(s.throughput.output_tokens_per_s, Some(20.0));
+    assert_eq!(s.throughput.requests_per_s, Some(5.0));
+
+    assert_eq!(s.output_tokens.total, 4);
+    assert_eq!(s.output_tokens.received_total, 4);
+    assert_eq!(s.output_tokens.source, Some(TokenSource::Usage));
+    assert_eq!(s.stalls.gaps, 0);
+    assert_eq!(s.stalls.threshold_ms, 500.0);
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    s.requests.check().unwrap();
+}
+
+#[test]
+fn window_derived_from_first_send_to_last_end() {
+    let late = rec(1, Outcome::Truncated, 50, &[(60, None)], 400);
+    let s = summarize_level(&[reference(), late], &LevelOptions::default());
+    // First send 0 ms, last end 400 ms (a failed request still bounds the window).
+    assert_eq!(s.throughput.window_s, Some(0.4));
+    assert_eq!(s.throughput.output_tokens_per_s, Some(10.0)); // 4 succeeded tokens
+    assert_eq!(s.throughput.requests_per_s, Some(2.5)); // 1 succeeded request
+}
+
+#[test]
+fn itl_is_pooled_over_gaps_not_averaged_per_request() {
+    let a = rec(
+        0,
+        Outcome::Succeeded,
+        0,
+        &[(100, None), (110, None), (130, None)],
+        130,
+    );
+    let b = rec(1, Outcome::Succeeded, 50, &[(200, None), (240, None)], 240);
+    let s = summarize_level(&[a, b], &LevelOptions::default());
+    let itl = s.itl.unwrap();
+    // Gaps 10, 20, 40: mean 70/3, not the mean of per-request means (15 + 40)/2.
+    assert_eq!(itl.count, 3);
+    close(itl.mean, 70.0 / 3.0);
+    assert_eq!((itl.min, itl.p50, itl.max), (10.0, 20.0, 40.0));
+    // Unknown chunk token counts: per-token ITL equals ITL, one entry per chunk.
+    assert_eq!(s.itl_per_token.unwrap(), itl);
+    // TTFT 100 and 150; TPOT (chunk-counted tokens) 30/2 = 15 and 40/1 = 40.
+    let ttft = s.ttft.unwrap();
+    assert_eq!((ttft.min, ttft.max, ttft.mean), (100.0, 150.0, 125.0));
+    let tpot = s.tpot.unwrap();
+    assert_eq!((tpot.count, tpot.min, tpot.max), (2, 15.0, 40.0));
+    assert_eq!(s.output_tokens.source, Some(TokenSource::Chunks));
+}
+
+#[test]
+fn f08_failed_request_tokens_received_but_not_in_success_latency() {
+    let mut failed = rec(
+        1,
+        Outcome::StreamError,
+        0,
+        &[(5, Some(3)), (900, Some(3))],
+        950,
+    );
+    usage(&mut failed, 6, TokenSource::Usage);
+    let s = summarize_level(&[reference(), failed], &LevelOptions::default());
+    assert_eq!(s.ttft.unwrap().count, 1);
+    assert_eq!(
+        s.ttft.unwrap().p50,
+        100.0,
+        "the failed request's 5 ms TTFT is excluded"
+    );
+    assert_eq!(s.itl.unwrap().count, 2);
+    assert_eq!(
+        s.itl.unwrap().max,
+        20.0,
+        "the failed request's 895 ms gap is excluded"
+    );
+    assert_eq!(s.e2e.unwrap().count, 1);
+    assert_eq!(
+        s.stalls.gaps, 0,
+        "stalls are counted over succeeded requests"
+    );
+    assert_eq!(s.output_tokens.total, 4);
+    assert_eq!(s.output_tokens.received_total, 10);
+    assert_eq!(
+        s.requests.failed,
+        BTreeMap::from([("stream_error".to_string(), 1)])
+    );
+    assert_eq!((s.requests.sent, s.requests.succeeded), (2, 1));
+    s.requests.check().unwrap();
+}
+
+#[test]
+fn warmup_requests_are_counted_apart_and_excluded() {
+    let mut w = rec(
+        9,
+        Outcome::Succeeded,
+        0,
+        &[(5000, None), (9000, None)],
+        9000,
+    );
+    w.warmup = true;
+    w.counters.keepalives = 7;
+    let mut wf = rec(10, Outcome::Http5xx, 0, &[], 10);
+    wf.warmup = true;
+    let s = summarize_level(&[w, reference(), wf], &LevelOptions::default());
+    assert_eq!(s.warmup, 2);
+    assert_eq!(
+        (s.requests.intended, s.requests.sent, s.requests.succeeded),
+        (1, 1, 1)
+    );
+    assert!(s.requests.failed.is_empty());
+    assert_eq!(s.ttft.unwrap().max, 100.0);
+    assert_eq!(s.counters.keepalives, 0);
+    assert_eq!(
+        s.throughput.window_s,
+        Some(0.135),
+        "window from non-warm-up records"
+    );
+    assert_eq!(s.output_tokens.received_total, 4);
+}
+
+#[test]
+fn one_chunk_request_has_no_itl_tpot_or_speed() {
+    let mut r = rec(0, Outcome::Succeeded, 0, &[(80, Some(5))], 90);
+    usage(&mut r, 5, TokenSource::Usage);
+    let s = summarize_level(&[r], &LevelOptions::default());
+    assert_eq!(s.ttft.unwrap().p50, 80.0);
+    assert_eq!(s.e2e.unwrap().p50, 90.0);
+    assert_eq!(s.itl, None);
+    assert_eq!(s.itl_per_token, None);
+    assert_eq!(
+        s.tpot, None,
+        "5 tokens in one chunk: no inter-token time to divide"
+    );
+    assert_eq!(s.output_speed_tok_s, None);
+    assert_eq!(s.tokens_per_chunk.unwrap().p50, 5.0);
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(
+        json["itl"].is_null() && json["tpot"].is_null() && json["output_speed_tok_s"].is_null()
+    );
+}
+
+#[test]
+fn coalesced_chunks_give_zero_tpot_and_no_infinite_speed() {
+    // Two chunks stamped with the same read time (FAULTS 2).
+    let r = rec(0, Outcome::Succeeded, 0, &[(50, None), (50, None)], 60);
+    let s = summarize_level(&[r], &LevelOptions::default());
+    assert_eq!(s.itl.unwrap().p50, 0.0);
+    assert_eq!(s.tpot.unwrap().p50, 0.0);
+    assert_eq!(s.output_speed_tok_s, None);
+}
+
+#[test]
+fn per_token_itl_unknown_or_zero_counts_as_one_token() {
+    let r = rec(
+        0,
+        Outcome::Succeeded,
+        0,
+        &[(10, Some(1)), (20, None), (50, Some(0)), (90, Some(4))],
+        90,
+    );
+    let s = summarize_level(&[r], &LevelOptions::default());
+    // Gaps 10 (unknown → 1 token), 30 (0 → 1 token), 40 over 4 tokens → 10 × 4.
+    let pt = s.itl_per_token.unwrap();
+    assert_eq!(pt.count, 6);
+    assert_eq!((pt.min, pt.p50, pt.max), (10.0, 10.0, 30.0));
+    close(pt.mean, 80.0 / 6.0);
+    // Tokens per chunk only where known: 1, 0, 4.
+    assert_eq!(s.tokens_per_chunk.unwrap().count, 3);
+}
+
+#[test]
+fn stalls_count_gaps_strictly_over_threshold() {
+    let a = rec(
+        0,
+        Outcome::Succeeded,
+        0,
+        &[(0, None), (600, None), (700, None), (1300, None)],
+        1300,
+    );
+    let b = rec(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
+    let c = rec(2, Outcome::Succeeded, 0, &[(0, None), (501, None)], 501);
+    let s = summarize_level(&[a, b, c], &LevelOptions::default());
+    assert_eq!((s.stalls.gaps, s.stalls.requests), (3, 2));
+    // A stall is still one large ITL sample, never dropped (FAULTS 31).
+    assert_eq!(s.itl.unwrap().max, 600.0);
+
+    let strict = LevelOptions {
+        stall_threshold_ns: 100 * MS,
+        ..LevelOptions::default()
+    };
+    let b2 = rec(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
+    let s = summarize_level(&[b2], &strict);
+    assert_eq!(
+        (s.stalls.threshold_ms, s.stalls.gaps, s.stalls.requests),
+        (100.0, 1, 1)
+    );
+}
+
+#[test]
+fn token_source_is_the_weakest_used_by_succeeded_requests() {
+    let mut a = rec(0, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
+    usage(&mut a, 10, TokenSource::Usage);
+    let mut b = rec(1, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
+    usage(&mut b, 12, TokenSource::TokenIds);
+    let mut failed = rec(2, Outcome::Truncated, 0, &[(1, None)], 3);
+    usage(&mut failed, 1, TokenSource::Tokenizer);
+
+    let s = summarize_level(
+        &[a.clone(), b.clone(), failed.clone()],
+        &LevelOptions::default(),
+    );
+    assert_eq!(
+        s.output_tokens.source,
+        Some(TokenSource::TokenIds),
+        "failed requests do not weaken it"
+    );
+    assert_eq!(
+        s.output_tokens.by_source,
+        BTreeMap::from([("usage".into(), 1), ("token_ids".into(), 1)])
+    );
+    assert_eq!(
+        (s.output_tokens.total, s.output_tokens.received_total),
+        (22, 23)
+    );
+
+    let mut c = rec(
+        3,
+        Outcome::Succeeded,
+        0,
+        &[(1, None), (2, None), (3, None)],
+        3,
+    );
+    c.output_tokens = None; // falls back to one token per chunk
+    let s = summarize_level(&[a, b, c], &LevelOptions::default());
+    assert_eq!(s.output_tokens.source, Some(TokenSource::Chunks));
+    assert_eq!(s.output_tokens.by_source["chunks"], 1);
+    assert_eq!(s.output_tokens.total, 25);
+
+    let s = summarize_level(&[failed], &LevelOptions::default());
+    assert_eq!(
+        s.output_tokens.source, None,
+        "no succeeded request, no source"
+    );
+    assert_eq!(s.output_tokens.total, 0);
+}
+
+#[test]
+fn accounting_sent_dropped_and_outcomes() {
+    let mut connect = RequestRecord::new(1, Outcome::ConnectError); // never reached a socket
+    connect.end_ns = Some(3 * MS);
+    let unsent_abort = RequestRecord::new(2, Outcome::AbortedAtDeadline);
+    let sent_abort = rec(3, Outcome::AbortedAtDeadline, 10, &[(20, None)], 30);
+    let h429 = rec(4, Outcome::Http429, 0, &[], 1);
+    let h429b = rec(5, Outcome::Http429, 0, &[], 1);
+    let opts = LevelOptions {
+        dropped: 3,
+        ..LevelOptions::default()
+    };
+    let s = summarize_level(
+        &[reference(), connect, unsent_abort, sent_abort, h429, h429b],
+        &opts,
+    );
+    let c = &s.requests;
+    assert_eq!(c.sent, 5);
+    assert_eq!(c.dropped, 4, "3 from the runner + 1 aborted before sending");
+    assert_eq!(c.intended, 9);
+    assert_eq!((c.succeeded, c.aborted), (1, 1));
+    assert_eq!(
+        c.failed,
+        BTreeMap::from([("connect_error".into(), 1), ("http_429".into(), 2)])
+    );
+    c.check().unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+#[test]
+fn accounting_check_names_the_failed_equation_and_the_gap() {
+    let s = summarize_level(
+        &[reference()],
+        &LevelOptions {
+            intended: Some(10),
+            dropped: 2,
+            ..LevelOptions::default()
+        },
+    );
+    let err = s.requests.check().unwrap_err();
+    assert_eq!(
+        err,
+        AccountingError::Intended {
+            intended: 10,
+            sent: 1,
+            dropped: 2
+        }
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("intended = sent + dropped"), "{msg}");
+    assert!(msg.contains("intended 10, sent 1 + dropped 2 = 3"), "{msg}");
+    assert!(
+        msg.contains("off by 7: 7 intended request(s) unaccounted for"),
+        "{msg}"
+    );
+
+    let counts = RequestCounts {
+        intended: 5,
+        sent: 5,
+        succeeded: 3,
+        dropped: 0,
+        aborted: 1,
+        failed: BTreeMap::from([("truncated".into(), 2)]),
+    };
+    let msg = counts.check().unwrap_err().to_string();
+    assert!(msg.contains("sent = succeeded + failed + aborted"), "{msg}");
+    assert!(
+        msg.contains("sent 5, succeeded 3 + failed 2 + aborted 1 = 6"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("off by 1: 1 more request(s) accounted for than sent"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn record_without_send_time_but_an_ending_is_dropped_with_a_warning() {
+    let mut odd = RequestRecord::new(1, Outcome::Succeeded);
+    odd.chunks = vec![Chunk(5 * MS, None)];
+    let s = summarize_level(&[reference(), odd], &LevelOptions::default());
+    assert_eq!(
+        (s.requests.sent, s.requests.dropped, s.requests.succeeded),
+        (1, 1, 1)
+    );
+    s.requests.check().unwrap();
+    assert_eq!(
+        s.warnings,
+        vec!["1 request(s) with outcome succeeded have no send time; counted as dropped"]
+    );
+}
+
+#[test]
+fn out_of_order_timestamps_are_skipped_and_reported() {
+    let r = rec(0, Outcome::Succeeded, 200, &[(100, None), (90, None)], 300);
+    let s = summarize_level(&[r], &LevelOptions::default());
+    assert_eq!(s.ttft, None);
+    assert_eq!(s.itl, None);
+    assert_eq!(s.e2e.unwrap().p50, 100.0);
+    assert!(
+        s.warnings[0].starts_with("3 interval(s) end before they start"),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn zero_length_window_leaves_throughput_absent() {
+    let opts = LevelOptions {
+        window: Some((5 * MS, 5 * MS)),
+        ..LevelOptions::default()
+    };
+    let s = summarize_level(&[reference()], &opts);
+    assert_eq!(s.throughput.window_s, Some(0.0));
+    assert_eq!(s.throughput.output_tokens_per_s, None);
+    assert_eq!(s.throughput.requests_per_s, None);
+    assert!(s.warnings.iter().any(|w| w.contains("zero length")));
+    let json = serde_json::to_value(s.throughput).unwrap();
+    assert!(json["output_tokens_per_s"].is_null());
+}
+
+#[test]
+fn empty_level_is_absent_not_zero() {
+    let s = summarize_level(&[], &LevelOptions::default());
+    assert_eq!(s.requests, RequestCounts::default());
+    s.requests.check().unwrap();
+    for d in [
+        s.ttft,
+        s.ttft_content,
+        s.itl,
+        s.itl_per_token,
+        s.tpot,
+        s.e2e,
+        s.output_speed_tok_s,
+    ] {
+        assert_eq!(d, None);
+    }
+    assert_eq!(s.throughput.window_s, None);
+    assert_eq!(s.throughput.output_tokens_per_s, None);
+}
+
+#[test]
+fn ttft_response_measures_from_the_schedule() {
+    let mut r = reference();
+    r.scheduled_ns = Some(0);
+    r.sent_ns = Some(40 * MS); // the client sent it 40 ms late
+    let s = summarize_level(&[r], &LevelOptions::default());
+    assert_eq!(s.ttft.unwrap().p50, 60.0);
+    assert_eq!(s.ttft_response.unwrap().p50, 100.0);
+}
+
+#[test]
+fn stream_counters_are_summed_over_all_requests() {
+    let mut a = reference();
+    a.counters.keepalives = 2;
+    a.counters.coalesced = 1;
+    a.counters.reads = 3;
+    let mut b = rec(1, Outcome::StreamError, 0, &[], 5);
+    b.counters.malformed = 4;
+    b.counters.bytes_after_done = 10;
+    b.counters.no_done_marker = true;
+    b.counters.reads = 1;
+    let s = summarize_level(&[a, b], &LevelOptions::default());
+    let c = s.counters;
+    assert_eq!(
+        (
+            c.keepalives,
+            c.malformed,
+            c.coalesced,
+            c.bytes_after_done,
+            c.no_done_marker,
+            c.reads
+        ),
+        (2, 4, 1, 10, 1, 4)
+    );
+    assert!(c.any_unclean());
+}
+
+#[test]
+fn summary_json_uses_ms_keys_and_plain_keys_for_other_units() {
+    let s = summarize_level(&[reference()], &LevelOptions::default());
+    let v = serde_json::to_value(&s).unwrap();
+    let keys: Vec<&str> = v["ttft"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = vec![
+        "count",
+        "mean_ms",
+        "stddev_ms",
+        "min_ms",
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+    ];
+    let mut got = keys.clone();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    assert_eq!(v["ttft"]["p50_ms"], 100.0);
+    assert!(
+        v["ttft"]["stddev_ms"].is_null(),
+        "stddev of one sample is absent"
+    );
+    assert_eq!(v["output_speed_tok_s"]["p50"], 100.0);
+    assert_eq!(v["output_tokens"]["source"], "usage");
+    let back: cadence_core::LevelSummary = serde_json::from_value(v).unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn distribution_is_reexported_for_callers() {
+    let d: Option<Distribution> = Distribution::from_samples(&mut [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(d.unwrap().p50, 2.5);
+}
