@@ -26,15 +26,15 @@ pub struct Report {
 
 impl Report {
     /// A report with the current schema version, this crate's version (the workspace
-    /// shares one) and the standard definitions; no warnings yet.
-    pub fn new(run: RunInfo, levels: Vec<LevelReport>) -> Report {
+    /// shares one) and the standard [`definitions`].
+    pub fn new(run: RunInfo, levels: Vec<LevelReport>, warnings: Vec<String>) -> Report {
         Report {
             schema_version: SCHEMA_VERSION,
             cadence_version: env!("CARGO_PKG_VERSION").to_string(),
             run,
             levels,
             definitions: definitions(),
-            warnings: Vec::new(),
+            warnings,
         }
     }
 }
@@ -76,17 +76,13 @@ pub struct LevelReport {
     pub summary: LevelSummary,
 }
 
-/// Builds a level of the report from its summary.
-pub fn level_report(
-    name: impl Into<String>,
-    concurrency: Option<u32>,
-    rate: Option<f64>,
-    summary: LevelSummary,
-) -> LevelReport {
+/// Builds a level of the report from its summary; the caller sets `concurrency` or
+/// `rate` when the level has one.
+pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelReport {
     LevelReport {
         name: name.into(),
-        concurrency,
-        rate,
+        concurrency: None,
+        rate: None,
         summary,
     }
 }
@@ -141,10 +137,9 @@ mod tests {
         r.chunks = vec![Chunk(100_000_000, None), Chunk(110_000_000, None)];
         r.end_ns = Some(120_000_000);
         let s = summarize_level(&[r], &LevelOptions::default());
-        Report::new(
-            run_info(),
-            vec![level_report("concurrency=1", Some(1), None, s)],
-        )
+        let mut level = level_report("concurrency=1", s);
+        level.concurrency = Some(1);
+        Report::new(run_info(), vec![level], vec![])
     }
 
     #[test]
