@@ -1,0 +1,809 @@
+//! OpenAI-style API dialects: one event's data (an SSE `data` field or an NDJSON line)
+//! turned into a normalized [`StreamEvent`], so the tracker never looks at JSON.
+//!
+//! Parsing is serde with borrowed strings and every field loosely typed: an unexpected
+//! type in a field Cadence does not need never rejects a chunk, and unknown fields are
+//! skipped without allocating. Only invalid JSON, JSON that is not an object, or an
+//! object with none of `choices`, `usage`, `error` is malformed.
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+/// Which request/response shape the endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/v1/chat/completions`: text in `choices[].delta.content`.
+    Chat,
+    /// `/v1/completions`: text in `choices[].text`.
+    Completions,
+}
+
+/// What a delta carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeltaKind {
+    /// Visible output text (chat `content` or `refusal`, completions `text`).
+    Content,
+    /// Reasoning text (`reasoning_content` or `reasoning`).
+    Reasoning,
+    /// Tool-call name and argument fragments (`tool_calls`, legacy `function_call`).
+    ToolCall,
+}
+
+/// One piece of output in a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delta<'a> {
+    pub kind: DeltaKind,
+    pub text: Cow<'a, str>,
+    /// Tokens the chunk says it carries (token-id array length). Reported on the first
+    /// delta of the chunk only, so summing over deltas never counts twice.
+    pub tokens: Option<u32>,
+}
+
+/// Token usage as the server reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+}
+
+/// Everything one data chunk said. A chunk can carry output, usage and a finish reason
+/// at once. Text fields are `None` when absent, null or empty (FAULTS 15, 16); several
+/// choices are concatenated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParsedChunk<'a> {
+    pub content: Option<Cow<'a, str>>,
+    pub reasoning: Option<Cow<'a, str>>,
+    pub tool_call: Option<Cow<'a, str>>,
+    /// Total length of the choices' `token_ids` / `tokens` arrays, when present.
+    pub tokens: Option<u32>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> ParsedChunk<'a> {
+    /// Content, reasoning or tool-call output: a content-bearing chunk.
+    pub fn has_output(&self) -> bool {
+        self.content.is_some() || self.reasoning.is_some() || self.tool_call.is_some()
+    }
+
+    /// The chunk's deltas, reasoning first, then tool calls, then content.
+    pub fn deltas(&self) -> impl Iterator<Item = Delta<'_>> + '_ {
+        let mut tokens = self.tokens;
+        [
+            (DeltaKind::Reasoning, &self.reasoning),
+            (DeltaKind::ToolCall, &self.tool_call),
+            (DeltaKind::Content, &self.content),
+        ]
+        .into_iter()
+        .filter_map(move |(kind, text)| {
+            text.as_deref().map(|t| Delta {
+                kind,
+                text: Cow::Borrowed(t),
+                tokens: tokens.take(),
+            })
+        })
+    }
+}
+
+/// A normalized stream event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent<'a> {
+    /// A data chunk (possibly carrying nothing, like a role-only first chunk).
+    Chunk(ParsedChunk<'a>),
+    /// The server reported an error (`{"error": {...}}`, `{"error": "..."}` or vLLM's
+    /// `{"object": "error", "message": ...}`).
+    Error { message: Cow<'a, str> },
+    /// The `[DONE]` marker.
+    Done,
+    /// Invalid JSON, JSON that is not an object, or no recognised shape.
+    Malformed,
+}
+
+/// Parse one event's data for `api`.
+pub fn parse_data(api: Api, data: &str) -> StreamEvent<'_> {
+    let data = data.trim_ascii();
+    if data == "[DONE]" {
+        return StreamEvent::Done;
+    }
+    if !data.starts_with('{') {
+        return StreamEvent::Malformed;
+    }
+    let raw: RawChunk<'_> = match serde_json::from_str(data) {
+        Ok(r) => r,
+        Err(_) => return StreamEvent::Malformed,
+    };
+    if let Some(err) = raw.error {
+        match err {
+            ErrorField::Absent => {}
+            ErrorField::Message(m) => return StreamEvent::Error { message: m },
+            ErrorField::Unnamed => {
+                return StreamEvent::Error {
+                    message: Cow::Borrowed(data),
+                }
+            }
+        }
+    }
+    if raw.object.as_ref().and_then(|o| o.0.as_deref()) == Some("error") {
+        let message = raw.message.and_then(|m| m.0).unwrap_or(Cow::Borrowed(data));
+        return StreamEvent::Error { message };
+    }
+    let usage = raw.usage;
+    let Some(ch) = raw.choices else {
+        return match usage {
+            Some(u) => StreamEvent::Chunk(ParsedChunk {
+                usage: Some(u),
+                ..ParsedChunk::default()
+            }),
+            None => StreamEvent::Malformed,
+        };
+    };
+    let content = match api {
+        Api::Chat => ch.content,
+        Api::Completions => ch.text,
+    };
+    StreamEvent::Chunk(ParsedChunk {
+        content,
+        reasoning: ch.reasoning,
+        tool_call: ch.tool_call,
+        tokens: ch.tokens,
+        usage,
+        finish_reason: ch.finish_reason,
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Raw serde shapes. Everything optional, loosely typed, borrowed where possible.
+
+#[derive(Deserialize)]
+struct RawChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Choices<'a>>,
+    #[serde(default, deserialize_with = "loose_usage")]
+    usage: Option<Usage>,
+    #[serde(borrow, default)]
+    error: Option<ErrorField<'a>>,
+    #[serde(borrow, default)]
+    object: Option<LooseStr<'a>>,
+    #[serde(borrow, default)]
+    message: Option<LooseStr<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<RawDelta<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<LooseStr<'a>>,
+    #[serde(default)]
+    token_ids: Option<Count>,
+    #[serde(default)]
+    tokens: Option<Count>,
+}
+
+#[derive(Deserialize)]
+struct RawDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    refusal: Option<LooseStr<'a>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<LooseStr<'a>>,
+    #[serde(borrow, default)]
+    reasoning: Option<LooseStr<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<ToolCalls<'a>>,
+    #[serde(borrow, default)]
+    function_call: Option<RawFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawToolCall<'a> {
+    #[serde(borrow, default)]
+    function: Option<RawFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawFunction<'a> {
+    #[serde(borrow, default)]
+    name: Option<LooseStr<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<LooseStr<'a>>,
+}
+
+impl<'a> RawFunction<'a> {
+    fn text(self) -> Option<Cow<'a, str>> {
+        let mut out = None;
+        append(&mut out, self.name.and_then(|n| n.0));
+        append(&mut out, self.arguments.and_then(|a| a.0));
+        out
+    }
+}
+
+/// Append `more` to `acc`, borrowing when `acc` was empty; empty strings are nothing.
+fn append<'a>(acc: &mut Option<Cow<'a, str>>, more: Option<Cow<'a, str>>) {
+    let Some(more) = more.filter(|m| !m.is_empty()) else {
+        return;
+    };
+    match acc {
+        None => *acc = Some(more),
+        Some(a) => a.to_mut().push_str(&more),
+    }
+}
+
+fn loose_usage<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usage>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Usage>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("usage")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            Usage::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// A string, or nothing for any other JSON value (which is skipped).
+struct LooseStr<'a>(Option<Cow<'a, str>>);
+
+/// Content text: a string, or an array of content parts (strings or `{"text": ...}`)
+/// concatenated; anything else is nothing.
+struct Text<'a>(Option<Cow<'a, str>>);
+
+/// The length of an array; anything else is nothing.
+struct Count(Option<u32>);
+
+/// `choices[]` folded into one accumulator without allocating a Vec.
+#[derive(Default)]
+struct Choices<'a> {
+    content: Option<Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
+    reasoning: Option<Cow<'a, str>>,
+    tool_call: Option<Cow<'a, str>>,
+    tokens: Option<u32>,
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+/// `tool_calls[]` folded into their concatenated name/argument text.
+struct ToolCalls<'a>(Option<Cow<'a, str>>);
+
+enum ErrorField<'a> {
+    /// `null` or `false`: no error.
+    Absent,
+    Message(Cow<'a, str>),
+    /// An error without a usable message: the whole data is the message.
+    Unnamed,
+}
+
+/// Generates the visitor methods that turn scalars into `$none` and drain containers.
+macro_rules! skip_scalars {
+    ($none:expr) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+    };
+}
+
+macro_rules! skip_containers {
+    ($none:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($none)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($none)
+        }
+    };
+}
+
+macro_rules! skip_strings {
+    ($none:expr) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+    };
+}
+
+struct LooseStrVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for LooseStrVisitor<'a> {
+    type Value = LooseStr<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(LooseStr(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(LooseStr(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(LooseStr(Some(Cow::Owned(v))))
+    }
+    skip_scalars!(LooseStr(None));
+    skip_containers!(LooseStr(None));
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LooseStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LooseStrVisitor(PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct PartObj<'a> {
+    #[serde(borrow, default)]
+    text: Option<LooseStr<'a>>,
+}
+
+struct TextVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+    type Value = Text<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("content text")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Text(Some(Cow::Owned(v))))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut acc = None;
+        while let Some(part) = seq.next_element::<Part<'a>>()? {
+            append(&mut acc, part.0);
+        }
+        Ok(Text(acc))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text(None))
+    }
+    skip_scalars!(Text(None));
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor(PhantomData))
+    }
+}
+
+/// One content part: a string or an object with a `text` field.
+struct Part<'a>(Option<Cow<'a, str>>);
+
+struct PartVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for PartVisitor<'a> {
+    type Value = Part<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content part")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Part(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Part(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let obj = PartObj::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Part(obj.text.and_then(|t| t.0)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Part(None))
+    }
+    skip_scalars!(Part(None));
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Part<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PartVisitor(PhantomData))
+    }
+}
+
+struct CountVisitor;
+
+impl<'de> Visitor<'de> for CountVisitor {
+    type Value = Count;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut n: u32 = 0;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            n = n.saturating_add(1);
+        }
+        Ok(Count(Some(n)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Count(None))
+    }
+    skip_scalars!(Count(None));
+    skip_strings!(Count(None));
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CountVisitor)
+    }
+}
+
+struct ChoicesVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ChoicesVisitor<'a> {
+    type Value = Choices<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of choices")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut acc = Choices::default();
+        while let Some(c) = seq.next_element::<RawChoice<'a>>()? {
+            if let Some(d) = c.delta {
+                append(&mut acc.content, d.content.and_then(|t| t.0));
+                append(&mut acc.content, d.refusal.and_then(|t| t.0));
+                // Some servers send the same text as both names: take one.
+                let reasoning = d
+                    .reasoning_content
+                    .and_then(|t| t.0)
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| d.reasoning.and_then(|t| t.0));
+                append(&mut acc.reasoning, reasoning);
+                append(&mut acc.tool_call, d.tool_calls.and_then(|t| t.0));
+                append(
+                    &mut acc.tool_call,
+                    d.function_call.and_then(RawFunction::text),
+                );
+            }
+            append(&mut acc.text, c.text.and_then(|t| t.0));
+            if acc.finish_reason.is_none() {
+                acc.finish_reason = c.finish_reason.and_then(|f| f.0).filter(|f| !f.is_empty());
+            }
+            let n = c.token_ids.and_then(|n| n.0).or(c.tokens.and_then(|n| n.0));
+            if let Some(n) = n {
+                acc.tokens = Some(acc.tokens.unwrap_or(0).saturating_add(n));
+            }
+        }
+        Ok(acc)
+    }
+    skip_scalars!(Choices::default());
+    skip_strings!(Choices::default());
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Choices::default())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ChoicesVisitor(PhantomData))
+    }
+}
+
+struct ToolCallsVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ToolCallsVisitor<'a> {
+    type Value = ToolCalls<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of tool calls")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut acc = None;
+        while let Some(c) = seq.next_element::<RawToolCall<'a>>()? {
+            append(&mut acc, c.function.and_then(RawFunction::text));
+        }
+        Ok(ToolCalls(acc))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(ToolCalls(None))
+    }
+    skip_scalars!(ToolCalls(None));
+    skip_strings!(ToolCalls(None));
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ToolCalls<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ToolCallsVisitor(PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorObj<'a> {
+    #[serde(borrow, default)]
+    message: Option<LooseStr<'a>>,
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<LooseStr<'a>>,
+}
+
+struct ErrorVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ErrorVisitor<'a> {
+    type Value = ErrorField<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an error")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(ErrorField::Message(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(ErrorField::Message(Cow::Owned(v.to_owned())))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let obj = ErrorObj::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let message = obj
+            .message
+            .and_then(|m| m.0)
+            .filter(|m| !m.is_empty())
+            .or_else(|| obj.kind.and_then(|k| k.0).filter(|k| !k.is_empty()));
+        Ok(message.map_or(ErrorField::Unnamed, ErrorField::Message))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(ErrorField::Unnamed)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(if v {
+            ErrorField::Unnamed
+        } else {
+            ErrorField::Absent
+        })
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Unnamed)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Unnamed)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Unnamed)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ErrorField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ErrorVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(api: Api, data: &str) -> ParsedChunk<'_> {
+        match parse_data(api, data) {
+            StreamEvent::Chunk(c) => c,
+            other => panic!("not a chunk: {other:?}"),
+        }
+    }
+
+    const SAMPLE: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" hello"},"finish_reason":null}]}"#;
+
+    #[test]
+    fn typical_chat_chunk_borrows() {
+        let c = chunk(Api::Chat, SAMPLE);
+        assert!(matches!(c.content, Some(Cow::Borrowed(" hello"))));
+        assert_eq!(c.finish_reason, None);
+        assert_eq!(c.usage, None);
+        assert_eq!(c.tokens, None);
+        assert!(c.has_output());
+    }
+
+    #[test]
+    fn escaped_content_is_unescaped() {
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"delta":{"content":"a\nb \u00e9"}}]}"#,
+        );
+        assert_eq!(c.content.as_deref(), Some("a\nb \u{e9}"));
+    }
+
+    #[test]
+    fn role_only_and_empty_content_are_not_output() {
+        for d in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":null}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{}}]}"#,
+            r#"{"choices":[]}"#,
+        ] {
+            assert!(!chunk(Api::Chat, d).has_output(), "{d}");
+        }
+    }
+
+    #[test]
+    fn reasoning_and_tool_calls() {
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"delta":{"reasoning_content":"think","reasoning":"think","content":"x"}}]}"#,
+        );
+        assert_eq!(c.reasoning.as_deref(), Some("think"));
+        assert_eq!(c.content.as_deref(), Some("x"));
+        let kinds: Vec<DeltaKind> = c.deltas().map(|d| d.kind).collect();
+        assert_eq!(kinds, vec![DeltaKind::Reasoning, DeltaKind::Content]);
+
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get","arguments":""}}]}}]}"#,
+        );
+        assert_eq!(c.tool_call.as_deref(), Some("get"));
+        assert_eq!(c.content, None);
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
+        );
+        assert_eq!(c.tool_call.as_deref(), Some("{\"a\":"));
+    }
+
+    #[test]
+    fn completions_text_and_token_ids() {
+        let c = chunk(
+            Api::Completions,
+            r#"{"choices":[{"index":0,"text":"ab","token_ids":[1,2],"finish_reason":"length"}]}"#,
+        );
+        assert_eq!(c.content.as_deref(), Some("ab"));
+        assert_eq!(c.tokens, Some(2));
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        // A chat parse of a completions chunk finds no content.
+        assert!(!chunk(Api::Chat, r#"{"choices":[{"text":"ab"}]}"#).has_output());
+        let c = chunk(
+            Api::Completions,
+            r#"{"choices":[{"text":"ab","tokens":[5,6,7]}]}"#,
+        );
+        assert_eq!(c.tokens, Some(3));
+    }
+
+    #[test]
+    fn usage_only_chunk() {
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#,
+        );
+        assert!(!c.has_output());
+        assert_eq!(
+            c.usage,
+            Some(Usage {
+                prompt_tokens: Some(5),
+                completion_tokens: Some(7)
+            })
+        );
+        let c = chunk(Api::Chat, r#"{"usage":{"completion_tokens":3}}"#);
+        assert_eq!(c.usage.unwrap().completion_tokens, Some(3));
+        let c = chunk(Api::Chat, r#"{"choices":[],"usage":null}"#);
+        assert_eq!(c.usage, None);
+    }
+
+    #[test]
+    fn errors() {
+        let msg = |d: &'static str| match parse_data(Api::Chat, d) {
+            StreamEvent::Error { message } => message.into_owned(),
+            other => panic!("{d}: {other:?}"),
+        };
+        assert_eq!(msg(r#"{"error":{"message":"boom","type":"x"}}"#), "boom");
+        assert_eq!(msg(r#"{"error":"plain"}"#), "plain");
+        assert_eq!(msg(r#"{"error":{"type":"overloaded"}}"#), "overloaded");
+        assert_eq!(
+            msg(r#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#),
+            "bad"
+        );
+        assert_eq!(
+            msg(r#"{"error":{"code":500}}"#),
+            r#"{"error":{"code":500}}"#
+        );
+        // A null error is no error.
+        assert!(matches!(
+            parse_data(Api::Chat, r#"{"choices":[],"error":null}"#),
+            StreamEvent::Chunk(_)
+        ));
+    }
+
+    #[test]
+    fn done_and_malformed() {
+        assert_eq!(parse_data(Api::Chat, "[DONE]"), StreamEvent::Done);
+        assert_eq!(parse_data(Api::Chat, " [DONE] "), StreamEvent::Done);
+        for d in [
+            ": keepalive",
+            "{not json",
+            "[1,2]",
+            "42",
+            "\"s\"",
+            "{}",
+            r#"{"id":"x"}"#,
+            r#"{"choices":[]} trailing"#,
+            "",
+        ] {
+            assert_eq!(parse_data(Api::Chat, d), StreamEvent::Malformed, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn odd_types_do_not_reject_a_chunk() {
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"a"},"b"],"tool_calls":null},"finish_reason":7,"token_ids":"x"}]}"#,
+        );
+        assert_eq!(c.content.as_deref(), Some("ab"));
+        assert_eq!(c.finish_reason, None);
+        assert_eq!(c.tokens, None);
+    }
+
+    #[test]
+    fn several_choices_are_merged() {
+        let c = chunk(
+            Api::Chat,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"token_ids":[1]},{"index":1,"delta":{"content":"b"},"token_ids":[2,3],"finish_reason":"stop"}]}"#,
+        );
+        assert_eq!(c.content.as_deref(), Some("ab"));
+        assert_eq!(c.tokens, Some(3));
+        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+    }
+
+    #[test]
+    fn api_serde_names() {
+        assert_eq!(serde_json::to_string(&Api::Chat).unwrap(), "\"chat\"");
+        assert_eq!(
+            serde_json::from_str::<Api>("\"completions\"").unwrap(),
+            Api::Completions
+        );
+    }
+}

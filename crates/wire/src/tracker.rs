@@ -1,0 +1,474 @@
+//! The seam between bytes and records: the HTTP client, the proxy and replay feed each
+//! socket read (stamped with the time it was read) to a [`StreamTracker`], which writes
+//! chunks, token counts, counters and the outcome into a `RequestRecord`.
+//!
+//! The caller owns `http_status`, `sent_ns` and `headers_ns`; the tracker only writes
+//! what the body says, and `rec.outcome` / `rec.end_ns`.
+
+use crate::dialect::{parse_data, Api, ParsedChunk, StreamEvent};
+use crate::ndjson::{NdjsonDecoder, NdjsonItem};
+use crate::sse::{SseDecoder, SseItem};
+use crate::{truncate_str, MAX_EVENT_BYTES};
+use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
+use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
+
+/// Cap on the output text kept for a tokenizer (visible and reasoning text each).
+pub const MAX_TEXT_BYTES: usize = 4 << 20;
+
+/// Cap on the server's error message stored in `rec.error`.
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+/// How the response body frames its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Framing {
+    /// `text/event-stream`.
+    Sse,
+    /// Newline-delimited JSON.
+    Ndjson,
+}
+
+/// What the tracker needs to know about a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackerConfig {
+    pub api: Api,
+    pub framing: Framing,
+    /// A malformed event fails the request (`malformed_event`) instead of being counted.
+    pub strict: bool,
+}
+
+/// Whether the caller should keep reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The stream has a terminal failure (`event_too_large`, strict `malformed_event`);
+    /// stop reading and call [`StreamTracker::finish`].
+    Stop,
+}
+
+/// Incremental per-request stream state.
+#[derive(Debug, Clone)]
+pub struct StreamTracker {
+    config: TrackerConfig,
+    sse: SseDecoder,
+    ndjson: NdjsonDecoder,
+    st: State,
+}
+
+/// Where the first bytes of an SSE body suggest a bare JSON body (an error object sent
+/// without SSE framing, FAULTS 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RawBody {
+    /// Only whitespace so far.
+    Unknown,
+    /// Starts with `{`: kept until an SSE item shows up.
+    Collect,
+    Off,
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    api: Api,
+    strict: bool,
+    /// `[DONE]` seen.
+    done: bool,
+    /// A terminal failure: later reads are ignored.
+    stopped: bool,
+    finished: bool,
+    /// An outcome that the end of the stream cannot change.
+    decided: Option<Outcome>,
+    finish_reason_seen: bool,
+    /// Last `usage.completion_tokens`, for per-chunk increases.
+    last_completion: Option<u64>,
+    usage_seen: bool,
+    token_id_sum: u64,
+    token_ids_seen: bool,
+    has_output: bool,
+    text: String,
+    reasoning: String,
+    /// Content-bearing events in the current read.
+    read_events: u32,
+    last_read_ns: u64,
+    /// A CR ended the `[DONE]` event at the end of a read: an LF opening the next read
+    /// is part of it, not a byte after it.
+    skip_lf_after_done: bool,
+    saw_item: bool,
+    raw_mode: RawBody,
+    raw: Vec<u8>,
+}
+
+impl StreamTracker {
+    pub fn new(config: TrackerConfig) -> Self {
+        StreamTracker {
+            config,
+            sse: SseDecoder::new(),
+            ndjson: NdjsonDecoder::new(),
+            st: State {
+                api: config.api,
+                strict: config.strict,
+                done: false,
+                stopped: false,
+                finished: false,
+                decided: None,
+                finish_reason_seen: false,
+                last_completion: None,
+                usage_seen: false,
+                token_id_sum: 0,
+                token_ids_seen: false,
+                has_output: false,
+                text: String::new(),
+                reasoning: String::new(),
+                read_events: 0,
+                last_read_ns: 0,
+                skip_lf_after_done: false,
+                saw_item: false,
+                raw_mode: if config.framing == Framing::Sse {
+                    RawBody::Unknown
+                } else {
+                    RawBody::Off
+                },
+                raw: Vec::new(),
+            },
+        }
+    }
+
+    pub fn config(&self) -> TrackerConfig {
+        self.config
+    }
+
+    /// One socket read's bytes, stamped with the time (ns since run start) the caller
+    /// took BEFORE calling.
+    pub fn feed(&mut self, t_ns: u64, bytes: &[u8], rec: &mut RequestRecord) -> Flow {
+        if bytes.is_empty() {
+            return self.flow();
+        }
+        rec.counters.reads = rec.counters.reads.saturating_add(1);
+        if self.st.stopped || self.st.finished {
+            return self.flow();
+        }
+        if self.st.done {
+            self.count_after_done(bytes, rec);
+            return Flow::Continue;
+        }
+        self.st.last_read_ns = t_ns;
+        self.st.read_events = 0;
+        if self.st.raw_mode != RawBody::Off {
+            self.st.sniff_raw(bytes);
+        }
+        let st = &mut self.st;
+        let consumed = match self.config.framing {
+            Framing::Sse => self
+                .sse
+                .feed_with(bytes, &mut |item| st.on_sse(item, t_ns, rec)),
+            Framing::Ndjson => self
+                .ndjson
+                .feed_with(bytes, &mut |item| st.on_ndjson(item, t_ns, rec)),
+        };
+        if self.st.done {
+            rec.counters.bytes_after_done += (bytes.len() - consumed) as u64;
+            self.st.skip_lf_after_done =
+                self.config.framing == Framing::Sse && self.sse.awaiting_lf();
+        }
+        self.flow()
+    }
+
+    /// EOF reached normally: flush decoders, classify, set `rec.end_ns = Some(t_ns)` and
+    /// `rec.outcome`. A second call only updates `end_ns` and the outcome.
+    pub fn finish(&mut self, t_ns: u64, rec: &mut RequestRecord) {
+        if !self.st.finished {
+            self.st.finished = true;
+            if !self.st.stopped && !self.st.done {
+                // A tail flushed at EOF arrived with the last read.
+                let t = self.st.last_read_ns;
+                let st = &mut self.st;
+                match self.config.framing {
+                    Framing::Sse => self.sse.finish_with(&mut |item| st.on_sse(item, t, rec)),
+                    Framing::Ndjson => self
+                        .ndjson
+                        .finish_with(&mut |item| st.on_ndjson(item, t, rec)),
+                }
+                self.st.raw_fallback(rec);
+            }
+        }
+        rec.end_ns = Some(t_ns);
+        rec.outcome = match self.st.decided {
+            Some(o) => o,
+            None if self.st.done => Outcome::Succeeded,
+            None if self.st.finish_reason_seen => {
+                rec.counters.no_done_marker = true;
+                Outcome::Succeeded
+            }
+            None => {
+                if rec.error.is_none() {
+                    rec.error = Some(if self.st.saw_item {
+                        "stream ended without [DONE] or a finish reason".to_owned()
+                    } else {
+                        "stream ended without any event".to_owned()
+                    });
+                }
+                Outcome::Truncated
+            }
+        };
+    }
+
+    /// True once any content-bearing chunk (content, reasoning or tool-call delta) arrived.
+    pub fn has_output(&self) -> bool {
+        self.st.has_output
+    }
+
+    /// True once `[DONE]` was seen (the caller may stop reading after a short grace).
+    pub fn is_done(&self) -> bool {
+        self.st.done
+    }
+
+    /// The visible output text so far (content deltas joined), capped at 4 MiB.
+    pub fn text(&self) -> &str {
+        &self.st.text
+    }
+
+    /// The reasoning text so far (reasoning deltas joined), capped at 4 MiB: a
+    /// tokenizer counting output tokens needs it too.
+    pub fn reasoning_text(&self) -> &str {
+        &self.st.reasoning
+    }
+
+    fn flow(&self) -> Flow {
+        if self.st.stopped {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn count_after_done(&mut self, bytes: &[u8], rec: &mut RequestRecord) {
+        let mut n = bytes.len();
+        if std::mem::take(&mut self.st.skip_lf_after_done) && bytes[0] == b'\n' {
+            n -= 1;
+        }
+        rec.counters.bytes_after_done += n as u64;
+    }
+}
+
+impl State {
+    fn on_sse(&mut self, item: SseItem<'_>, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
+        if !self.saw_item {
+            self.saw_item = true;
+            self.raw_mode = RawBody::Off;
+            self.raw = Vec::new();
+        }
+        match item {
+            SseItem::Comment(_) => {
+                rec.counters.keepalives += 1;
+                ControlFlow::Continue(())
+            }
+            SseItem::Dataless { event } => {
+                if event == "ping" {
+                    rec.counters.keepalives += 1;
+                } else if event == "error" {
+                    self.error(rec, "the server sent an error event without data");
+                }
+                ControlFlow::Continue(())
+            }
+            SseItem::Event(ev) => {
+                if ev.event == "ping" {
+                    rec.counters.keepalives += 1;
+                    return ControlFlow::Continue(());
+                }
+                if ev.lossy && self.malformed(rec).is_break() {
+                    return ControlFlow::Break(());
+                }
+                if ev.event == "error" {
+                    let msg = match parse_data(self.api, ev.data) {
+                        StreamEvent::Error { message } => message,
+                        _ => ev.data.into(),
+                    };
+                    let msg = if msg.trim().is_empty() {
+                        "the server sent an error event".into()
+                    } else {
+                        msg
+                    };
+                    self.error(rec, &msg);
+                    return ControlFlow::Continue(());
+                }
+                self.on_data(ev.data, t_ns, rec)
+            }
+            SseItem::TooLarge => self.too_large(rec),
+            SseItem::Incomplete { .. } => {
+                // WHATWG discards an event not ended by a blank line; it is counted as
+                // malformed but, arriving at EOF, does not decide the outcome.
+                rec.counters.malformed += 1;
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    fn on_ndjson(
+        &mut self,
+        item: NdjsonItem<'_>,
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) -> ControlFlow<()> {
+        self.saw_item = true;
+        match item {
+            NdjsonItem::Line { text, lossy } => {
+                if lossy && self.malformed(rec).is_break() {
+                    return ControlFlow::Break(());
+                }
+                self.on_data(text, t_ns, rec)
+            }
+            NdjsonItem::TooLarge => self.too_large(rec),
+        }
+    }
+
+    fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
+        match parse_data(self.api, data) {
+            StreamEvent::Chunk(c) => {
+                self.on_chunk(c, t_ns, rec);
+                ControlFlow::Continue(())
+            }
+            StreamEvent::Done => {
+                self.done = true;
+                ControlFlow::Break(())
+            }
+            StreamEvent::Error { message } => {
+                self.error(rec, &message);
+                ControlFlow::Continue(())
+            }
+            StreamEvent::Malformed => self.malformed(rec),
+        }
+    }
+
+    fn on_chunk(&mut self, c: ParsedChunk<'_>, t_ns: u64, rec: &mut RequestRecord) {
+        let mut usage_increase = None;
+        if let Some(u) = c.usage {
+            if let Some(ct) = u.completion_tokens {
+                usage_increase = Some(ct.saturating_sub(self.last_completion.unwrap_or(0)));
+                self.last_completion = Some(ct);
+                self.usage_seen = true;
+                rec.output_tokens = Some(TokenCount {
+                    count: ct,
+                    source: TokenSource::Usage,
+                });
+            }
+            if let Some(pt) = u.prompt_tokens {
+                rec.input_tokens = Some(pt);
+            }
+        }
+        if let Some(n) = c.tokens {
+            self.token_id_sum += u64::from(n);
+            self.token_ids_seen = true;
+            if !self.usage_seen {
+                rec.output_tokens = Some(TokenCount {
+                    count: self.token_id_sum,
+                    source: TokenSource::TokenIds,
+                });
+            }
+        }
+        if let Some(fr) = c.finish_reason.as_deref() {
+            self.finish_reason_seen = true;
+            if rec.finish_reason.as_deref() != Some(fr) {
+                rec.finish_reason = Some(fr.to_owned());
+            }
+        }
+        if !c.has_output() {
+            return;
+        }
+        let tokens = c
+            .tokens
+            .or_else(|| usage_increase.map(|n| u32::try_from(n).unwrap_or(u32::MAX)));
+        rec.chunks.push(Chunk(t_ns, tokens));
+        self.has_output = true;
+        if self.read_events > 0 {
+            rec.counters.coalesced += 1;
+        }
+        self.read_events += 1;
+        if let Some(text) = c.content.as_deref() {
+            if rec.first_content_ns.is_none() {
+                rec.first_content_ns = Some(t_ns);
+            }
+            push_capped(&mut self.text, text);
+        }
+        if let Some(text) = c.reasoning.as_deref() {
+            push_capped(&mut self.reasoning, text);
+        }
+    }
+
+    fn error(&mut self, rec: &mut RequestRecord, message: &str) {
+        if self.decided.is_none() {
+            self.decided = Some(Outcome::StreamError);
+            rec.outcome = Outcome::StreamError;
+            rec.error = Some(truncate_str(message, MAX_ERROR_BYTES).to_owned());
+        }
+    }
+
+    fn malformed(&mut self, rec: &mut RequestRecord) -> ControlFlow<()> {
+        rec.counters.malformed += 1;
+        if !self.strict {
+            return ControlFlow::Continue(());
+        }
+        self.fail(
+            rec,
+            Outcome::MalformedEvent,
+            "malformed event (strict mode)",
+        )
+    }
+
+    fn too_large(&mut self, rec: &mut RequestRecord) -> ControlFlow<()> {
+        self.fail(
+            rec,
+            Outcome::EventTooLarge,
+            "an event exceeded the 1 MiB cap",
+        )
+    }
+
+    /// A terminal failure: decide the outcome (unless an error object already did) and
+    /// stop reading.
+    fn fail(&mut self, rec: &mut RequestRecord, outcome: Outcome, why: &str) -> ControlFlow<()> {
+        self.stopped = true;
+        if self.decided.is_none() {
+            self.decided = Some(outcome);
+            rec.outcome = outcome;
+            rec.error = Some(why.to_owned());
+        }
+        ControlFlow::Break(())
+    }
+
+    /// Keep the start of an SSE body that looks like bare JSON, until SSE shows up.
+    fn sniff_raw(&mut self, bytes: &[u8]) {
+        if self.raw_mode == RawBody::Unknown {
+            match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+                None => return,
+                Some(b'{') => self.raw_mode = RawBody::Collect,
+                Some(_) => {
+                    self.raw_mode = RawBody::Off;
+                    return;
+                }
+            }
+        }
+        if self.raw.len() + bytes.len() > MAX_EVENT_BYTES {
+            self.raw_mode = RawBody::Off;
+            self.raw = Vec::new();
+        } else {
+            self.raw.extend_from_slice(bytes);
+        }
+    }
+
+    /// At EOF: an SSE body with no SSE item that is a bare JSON error object is a
+    /// stream error, not a truncation (FAULTS 9).
+    fn raw_fallback(&mut self, rec: &mut RequestRecord) {
+        if self.raw_mode != RawBody::Collect || self.saw_item {
+            return;
+        }
+        let raw = std::mem::take(&mut self.raw);
+        let text = String::from_utf8_lossy(&raw);
+        if let StreamEvent::Error { message } = parse_data(self.api, &text) {
+            self.error(rec, &message);
+        }
+    }
+}
+
+fn push_capped(buf: &mut String, s: &str) {
+    let room = MAX_TEXT_BYTES.saturating_sub(buf.len());
+    buf.push_str(truncate_str(s, room));
+}
