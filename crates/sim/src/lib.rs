@@ -1,1 +1,55 @@
-//! placeholder
+//! `cadence-sim`: a seeded, deterministic OpenAI-compatible streaming server.
+//! It is Cadence's default benchmark target and the test suite's fault
+//! injector; its send log is the ground truth a fidelity check compares the
+//! client's timestamps against.
+//!
+//! # Endpoints
+//! `POST /v1/chat/completions`, `POST /v1/completions` (SSE when
+//! `"stream": true`, else one JSON completion after the whole planned delay),
+//! `GET /v1/models`, `GET /health`.
+//!
+//! # What a stream looks like
+//! Chat: a role chunk (`delta: {"role":"assistant","content":""}`) at once,
+//! then one content chunk per `burst` tokens on the planned cadence, the last
+//! with `finish_reason: "length"`, then (with `stream_options.include_usage`)
+//! a `choices: []` usage chunk, then `data: [DONE]`. With
+//! `stream_options.continuous_usage_stats` every chunk carries running usage.
+//! Completions: the same without the role chunk, `text` instead of `delta`.
+//! A token is one word with a leading space from a small vocabulary
+//! ([`text::VOCAB`]). The prompt-token count is the number of
+//! whitespace-separated words in the messages' text or the prompt
+//! ([`request::prompt_tokens`]).
+//!
+//! # Determinism
+//! Request `i` (arrival order, or the `x-cadence-request` header) of a sim
+//! with seed `s` always gets the same schedule and text: [`plan()`] is a pure
+//! function of `(config, i, max_tokens, overrides)` and the stream sleeps to
+//! absolute deadlines from the moment the request arrived.
+//!
+//! # Per-request controls (headers)
+//! `x-cadence-fault: NAME` (or model `fault/NAME`), `x-cadence-ttft-ms`,
+//! `x-cadence-itl-ms`, `x-cadence-burst`, `x-cadence-stall-ms` with
+//! `x-cadence-stall-after: K` (one pause after K content chunks),
+//! `x-cadence-fault-after: K` (where truncating faults cut),
+//! `x-cadence-request: N`. Every response carries `x-cadence-request`.
+//! See [`Fault`] for the fault names.
+
+pub mod config;
+pub mod dist;
+pub mod fault;
+pub mod openai;
+pub mod plan;
+pub mod request;
+mod rng;
+pub mod script;
+pub mod send_log;
+pub mod server;
+mod stream;
+pub mod text;
+
+pub use config::{ConfigError, SimConfig};
+pub use dist::{parse_duration, Dist, DistParseError};
+pub use fault::{Fault, UnknownFault};
+pub use plan::{plan, planned_delays, Overrides, PlannedChunk, Stall, StreamPlan};
+pub use send_log::{SendLog, SentStream};
+pub use server::{app, serve, spawn, spawn_with_state, SimServer, SimState};

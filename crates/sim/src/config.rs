@@ -1,0 +1,107 @@
+//! The knobs of the simulated server: how fast it "thinks" and "types".
+//! Plain data with a realistic default, validated once before serving.
+
+use std::time::Duration;
+
+use crate::dist::Dist;
+
+/// How the simulated model behaves. Every field can also be overridden per
+/// request with `x-cadence-*` headers (see the crate docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Seeds every per-request generator: same seed and request index ⇒ same
+    /// timings and text.
+    pub seed: u64,
+    /// Time from receiving the request to the first content chunk.
+    pub ttft: Dist,
+    /// Time between consecutive content chunks.
+    pub itl: Dist,
+    /// Tokens per content chunk (values below 1 are treated as 1).
+    pub burst: u32,
+    /// Per gap between chunks, the chance of an extra stall drawn from `stall`.
+    pub stall_probability: f64,
+    /// Duration of a random stall.
+    pub stall: Dist,
+    /// Output tokens when the request names neither `max_tokens` nor
+    /// `max_completion_tokens`.
+    pub default_max_tokens: u32,
+    /// The name listed by `/v1/models` (any name is accepted in requests).
+    pub model: String,
+    /// On shutdown, how long in-flight streams may run before they are cut.
+    pub drain_timeout: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            ttft: Dist::Uniform(Duration::from_millis(20), Duration::from_millis(60)),
+            itl: Dist::Normal {
+                mean: Duration::from_millis(10),
+                stddev: Duration::from_millis(1),
+            },
+            burst: 1,
+            stall_probability: 0.0,
+            stall: Dist::Fixed(Duration::from_millis(250)),
+            default_max_tokens: 128,
+            model: "cadence-sim".to_owned(),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A configuration the server refuses to start with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("burst must be at least 1 token per chunk (got {0})")]
+    Burst(u32),
+    #[error("stall probability must be between 0 and 1 (got {0})")]
+    StallProbability(f64),
+    #[error("default max tokens must be at least 1")]
+    MaxTokens,
+    #[error("model name must not be empty")]
+    Model,
+}
+
+impl SimConfig {
+    /// Checks the values that have no sensible meaning when out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.burst == 0 {
+            return Err(ConfigError::Burst(self.burst));
+        }
+        if !(0.0..=1.0).contains(&self.stall_probability) {
+            return Err(ConfigError::StallProbability(self.stall_probability));
+        }
+        if self.default_max_tokens == 0 {
+            return Err(ConfigError::MaxTokens);
+        }
+        if self.model.trim().is_empty() {
+            return Err(ConfigError::Model);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_validation_names_the_field() {
+        SimConfig::default().validate().unwrap();
+        let bad = SimConfig {
+            stall_probability: 1.5,
+            ..SimConfig::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("stall probability"));
+        let bad = SimConfig {
+            burst: 0,
+            ..SimConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().to_string().contains("burst"));
+    }
+}

@@ -1,0 +1,232 @@
+//! The schedule of one simulated stream, computed up front by a pure function
+//! of (config, request index, max tokens, overrides). The streaming task only
+//! follows it, so determinism is testable without a clock or a socket.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::config::SimConfig;
+use crate::rng::SimRng;
+use crate::text::VOCAB;
+
+/// Per-request overrides of the configured cadence (from `x-cadence-*` headers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Fixed time to first content chunk.
+    pub ttft: Option<Duration>,
+    /// Fixed gap between content chunks.
+    pub itl: Option<Duration>,
+    /// Tokens per chunk.
+    pub burst: Option<u32>,
+    /// One extra pause in the stream.
+    pub stall: Option<Stall>,
+}
+
+/// One pause of `duration` after `after` content chunks have been sent
+/// (`after = 0` delays the first content chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    pub after: u32,
+    pub duration: Duration,
+}
+
+/// One content chunk: when it is due, measured from the moment the request
+/// was received, and the token ids it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedChunk {
+    pub at: Duration,
+    pub tokens: Vec<u32>,
+}
+
+/// Every content chunk of one stream, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamPlan {
+    pub request: u64,
+    pub chunks: Vec<PlannedChunk>,
+}
+
+impl StreamPlan {
+    /// The first entry is the TTFT, then the gap before each later chunk.
+    pub fn delays(&self) -> Vec<Duration> {
+        let mut prev = Duration::ZERO;
+        self.chunks
+            .iter()
+            .map(|c| {
+                let d = c.at - prev;
+                prev = c.at;
+                d
+            })
+            .collect()
+    }
+
+    /// Tokens over all chunks.
+    pub fn token_count(&self) -> u32 {
+        self.chunks.iter().map(|c| c.tokens.len() as u32).sum()
+    }
+
+    /// When the last chunk is due (zero for an empty plan).
+    pub fn last_at(&self) -> Duration {
+        self.chunks.last().map_or(Duration::ZERO, |c| c.at)
+    }
+}
+
+/// Random streams derived from the seed; timing and text are independent, so
+/// changing the cadence never changes the words.
+const TIMING: u64 = 1;
+const TEXT: u64 = 2;
+
+/// Plans one stream of `max_tokens` tokens for request number `request`.
+///
+/// Chunk `i` (0-based) is due at `ttft + itl₁ + … + itlᵢ`, plus any random
+/// stalls (`config.stall_probability` per gap) and the override stall. Every
+/// chunk carries `burst` tokens except possibly the last.
+pub fn plan(
+    config: &SimConfig,
+    request: u64,
+    max_tokens: u32,
+    overrides: &Overrides,
+) -> StreamPlan {
+    let mut time_rng = SimRng::for_request(config.seed, request, TIMING);
+    let mut text_rng = SimRng::for_request(config.seed, request, TEXT);
+    let burst = overrides.burst.unwrap_or(config.burst).max(1);
+    let n_chunks = max_tokens.div_ceil(burst);
+    let mut chunks = Vec::with_capacity(n_chunks as usize);
+    let mut at = Duration::ZERO;
+    let mut left = max_tokens;
+    for i in 0..n_chunks {
+        at += if i == 0 {
+            overrides
+                .ttft
+                .unwrap_or_else(|| config.ttft.sample(&mut time_rng))
+        } else {
+            let gap = overrides
+                .itl
+                .unwrap_or_else(|| config.itl.sample(&mut time_rng));
+            let p = config.stall_probability;
+            if p > 0.0 && time_rng.random::<f64>() < p {
+                gap + config.stall.sample(&mut time_rng)
+            } else {
+                gap
+            }
+        };
+        if let Some(stall) = overrides.stall {
+            if stall.after == i {
+                at += stall.duration;
+            }
+        }
+        let take = left.min(burst);
+        left -= take;
+        let tokens = (0..take)
+            .map(|_| text_rng.random_range(0..VOCAB.len() as u32))
+            .collect();
+        chunks.push(PlannedChunk { at, tokens });
+    }
+    StreamPlan { request, chunks }
+}
+
+/// The planned delays of request `request` with no overrides: TTFT first, then
+/// the gap before each later content chunk.
+pub fn planned_delays(config: &SimConfig, request: u64, max_tokens: u32) -> Vec<Duration> {
+    plan(config, request, max_tokens, &Overrides::default()).delays()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::Dist;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn fixed_cadence_is_exact() {
+        let config = SimConfig {
+            ttft: Dist::Fixed(ms(50)),
+            itl: Dist::Fixed(ms(10)),
+            burst: 3,
+            ..SimConfig::default()
+        };
+        let p = plan(&config, 0, 10, &Overrides::default());
+        let tokens: Vec<usize> = p.chunks.iter().map(|c| c.tokens.len()).collect();
+        assert_eq!(tokens, [3, 3, 3, 1]);
+        assert_eq!(p.delays(), [ms(50), ms(10), ms(10), ms(10)]);
+        assert_eq!(p.token_count(), 10);
+        assert_eq!(p.last_at(), ms(80));
+    }
+
+    #[test]
+    fn same_seed_same_plan_other_seed_other_plan() {
+        let config = SimConfig {
+            seed: 42,
+            ..SimConfig::default()
+        };
+        let a = plan(&config, 3, 64, &Overrides::default());
+        assert_eq!(a, plan(&config, 3, 64, &Overrides::default()));
+        assert_ne!(a, plan(&config, 4, 64, &Overrides::default()));
+        let other = SimConfig {
+            seed: 43,
+            ..config.clone()
+        };
+        assert_ne!(a, plan(&other, 3, 64, &Overrides::default()));
+        assert_eq!(planned_delays(&config, 3, 64), a.delays());
+    }
+
+    #[test]
+    fn cadence_changes_never_change_the_words() {
+        let slow = SimConfig {
+            itl: Dist::Fixed(ms(100)),
+            ..SimConfig::default()
+        };
+        let a = plan(&SimConfig::default(), 0, 32, &Overrides::default());
+        let b = plan(&slow, 0, 32, &Overrides::default());
+        let words = |p: &StreamPlan| {
+            p.chunks
+                .iter()
+                .flat_map(|c| c.tokens.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(words(&a), words(&b));
+        assert_ne!(a.delays(), b.delays());
+    }
+
+    #[test]
+    fn overrides_and_the_stall_land_where_asked() {
+        let o = Overrides {
+            ttft: Some(ms(5)),
+            itl: Some(ms(2)),
+            burst: Some(2),
+            stall: Some(Stall {
+                after: 2,
+                duration: ms(1000),
+            }),
+        };
+        let p = plan(&SimConfig::default(), 0, 8, &o);
+        assert_eq!(p.delays(), [ms(5), ms(2), ms(1002), ms(2)]);
+        let first = Overrides {
+            stall: Some(Stall {
+                after: 0,
+                duration: ms(1000),
+            }),
+            ttft: Some(ms(5)),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            plan(&SimConfig::default(), 0, 1, &first).delays(),
+            [ms(1005)]
+        );
+    }
+
+    #[test]
+    fn random_stalls_follow_the_probability() {
+        let config = SimConfig {
+            itl: Dist::Fixed(ms(10)),
+            stall_probability: 1.0,
+            stall: Dist::Fixed(ms(90)),
+            ..SimConfig::default()
+        };
+        let d = planned_delays(&config, 0, 4);
+        assert_eq!(&d[1..], [ms(100), ms(100), ms(100)]);
+    }
+}

@@ -1,0 +1,256 @@
+//! What a client asked for: the OpenAI request body (only the fields the sim
+//! honours) and the `x-cadence-*` control headers, both validated up front so
+//! a bad value is a clear 400, never a silent default.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::fault::{Fault, UnknownFault};
+use crate::text::count_words;
+
+/// Header names of the per-request controls.
+pub mod headers {
+    pub const FAULT: &str = "x-cadence-fault";
+    pub const TTFT_MS: &str = "x-cadence-ttft-ms";
+    pub const ITL_MS: &str = "x-cadence-itl-ms";
+    pub const BURST: &str = "x-cadence-burst";
+    pub const STALL_MS: &str = "x-cadence-stall-ms";
+    pub const STALL_AFTER: &str = "x-cadence-stall-after";
+    /// Chunks sent before a truncating fault cuts the stream
+    /// (`error_after_tokens`, `eof_no_done`, `reset`, `huge_event`,
+    /// `invalid_json`, and the reasoning chunks of `reasoning_first`).
+    pub const FAULT_AFTER: &str = "x-cadence-fault-after";
+    /// Use this request index (for the plan and the send log) instead of the
+    /// arrival counter; echoed on every response as well.
+    pub const REQUEST: &str = "x-cadence-request";
+}
+
+/// The model-name prefix that selects a fault for clients that cannot set headers.
+pub const FAULT_MODEL_PREFIX: &str = "fault/";
+
+/// Parsed `x-cadence-*` headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Controls {
+    pub fault: Option<Fault>,
+    pub ttft: Option<Duration>,
+    pub itl: Option<Duration>,
+    pub burst: Option<u32>,
+    pub stall: Option<Duration>,
+    pub stall_after: Option<u32>,
+    pub fault_after: Option<u32>,
+    pub request: Option<u64>,
+}
+
+/// Why a request was refused with 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("header {name} must be a whole number, got `{value}`")]
+    Header { name: &'static str, value: String },
+    #[error("header x-cadence-burst must be at least 1")]
+    ZeroBurst,
+    #[error(transparent)]
+    UnknownFault(#[from] UnknownFault),
+    #[error("the request body is not valid JSON for this endpoint: {0}")]
+    Body(String),
+    #[error("max_tokens must be at least 1")]
+    ZeroMaxTokens,
+    #[error("fault `{0}` only applies to /v1/chat/completions")]
+    ChatOnlyFault(Fault),
+}
+
+fn number<T: std::str::FromStr>(
+    map: &HeaderMap,
+    name: &'static str,
+) -> Result<Option<T>, RequestError> {
+    let Some(raw) = map.get(name) else {
+        return Ok(None);
+    };
+    let text = raw.to_str().unwrap_or("").trim();
+    text.parse().map(Some).map_err(|_| RequestError::Header {
+        name,
+        value: String::from_utf8_lossy(raw.as_bytes()).into_owned(),
+    })
+}
+
+fn millis(map: &HeaderMap, name: &'static str) -> Result<Option<Duration>, RequestError> {
+    Ok(number::<u64>(map, name)?.map(Duration::from_millis))
+}
+
+impl Controls {
+    pub fn from_headers(map: &HeaderMap) -> Result<Self, RequestError> {
+        let fault = match map.get(headers::FAULT) {
+            Some(v) => Some(String::from_utf8_lossy(v.as_bytes()).parse::<Fault>()?),
+            None => None,
+        };
+        let burst = number::<u32>(map, headers::BURST)?;
+        if burst == Some(0) {
+            return Err(RequestError::ZeroBurst);
+        }
+        Ok(Controls {
+            fault,
+            ttft: millis(map, headers::TTFT_MS)?,
+            itl: millis(map, headers::ITL_MS)?,
+            burst,
+            stall: millis(map, headers::STALL_MS)?,
+            stall_after: number(map, headers::STALL_AFTER)?,
+            fault_after: number(map, headers::FAULT_AFTER)?,
+            request: number(map, headers::REQUEST)?,
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RawBody {
+    model: Option<String>,
+    messages: Option<Vec<Value>>,
+    prompt: Option<Value>,
+    stream: Option<bool>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    stream_options: Option<RawStreamOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RawStreamOptions {
+    include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
+}
+
+/// The parts of a chat or completions request the sim honours.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiRequest {
+    pub model: Option<String>,
+    pub stream: bool,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u32>,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    /// See [`prompt_tokens`].
+    pub prompt_tokens: u32,
+}
+
+impl ApiRequest {
+    pub fn parse(body: &[u8]) -> Result<Self, RequestError> {
+        let raw: RawBody = if body.iter().all(u8::is_ascii_whitespace) {
+            RawBody::default()
+        } else {
+            serde_json::from_slice(body).map_err(|e| RequestError::Body(e.to_string()))?
+        };
+        let max_tokens = raw.max_completion_tokens.or(raw.max_tokens);
+        if max_tokens == Some(0) {
+            return Err(RequestError::ZeroMaxTokens);
+        }
+        let opts = raw.stream_options.unwrap_or_default();
+        Ok(ApiRequest {
+            prompt_tokens: prompt_tokens(raw.messages.as_deref(), raw.prompt.as_ref()),
+            model: raw.model,
+            stream: raw.stream.unwrap_or(false),
+            max_tokens,
+            include_usage: opts.include_usage.unwrap_or(false),
+            continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
+        })
+    }
+
+    /// The fault named by a `fault/NAME` model, if the model is one.
+    pub fn model_fault(&self) -> Result<Option<Fault>, UnknownFault> {
+        match self
+            .model
+            .as_deref()
+            .and_then(|m| m.strip_prefix(FAULT_MODEL_PREFIX))
+        {
+            Some(name) => name.parse().map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The prompt-token estimate: whitespace-separated words in every message's
+/// text content (string, or the `text` of content parts) plus the `prompt`
+/// (a string, an array of strings, or an array of token ids counted one each).
+pub fn prompt_tokens(messages: Option<&[Value]>, prompt: Option<&Value>) -> u32 {
+    fn text_words(v: &Value) -> u32 {
+        match v {
+            Value::String(s) => count_words(s),
+            Value::Array(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    Value::Number(_) => 1,
+                    Value::Object(o) => o.get("text").map_or(0, text_words),
+                    other => text_words(other),
+                })
+                .fold(0u32, u32::saturating_add),
+            _ => 0,
+        }
+    }
+    let from_messages = messages
+        .unwrap_or_default()
+        .iter()
+        .map(|m| m.get("content").map_or(0, text_words))
+        .fold(0u32, u32::saturating_add);
+    from_messages.saturating_add(prompt.map_or(0, text_words))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn headers_parse_and_bad_values_are_named() {
+        let mut h = HeaderMap::new();
+        h.insert(headers::FAULT, HeaderValue::from_static("stall"));
+        h.insert(headers::ITL_MS, HeaderValue::from_static("7"));
+        h.insert(headers::STALL_AFTER, HeaderValue::from_static("2"));
+        let c = Controls::from_headers(&h).unwrap();
+        assert_eq!(c.fault, Some(Fault::Stall));
+        assert_eq!(c.itl, Some(Duration::from_millis(7)));
+        assert_eq!(c.stall_after, Some(2));
+        h.insert(headers::TTFT_MS, HeaderValue::from_static("soon"));
+        let err = Controls::from_headers(&h).unwrap_err().to_string();
+        assert!(
+            err.contains("x-cadence-ttft-ms") && err.contains("soon"),
+            "{err}"
+        );
+        h.remove(headers::TTFT_MS);
+        h.insert(headers::FAULT, HeaderValue::from_static("bogus"));
+        let err = Controls::from_headers(&h).unwrap_err().to_string();
+        assert!(err.contains("bogus") && err.contains("split_utf8"), "{err}");
+    }
+
+    #[test]
+    fn body_fields_and_prompt_estimate() {
+        let r = ApiRequest::parse(
+            br#"{"model":"fault/crlf","stream":true,"max_tokens":9,"max_completion_tokens":5,
+                "stream_options":{"include_usage":true},
+                "messages":[{"role":"system","content":"be brief"},
+                            {"role":"user","content":[{"type":"text","text":"hello there  world"}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.max_tokens, Some(5));
+        assert!(r.stream && r.include_usage && !r.continuous_usage);
+        assert_eq!(r.prompt_tokens, 5);
+        assert_eq!(r.model_fault().unwrap(), Some(Fault::Crlf));
+        let p = ApiRequest::parse(br#"{"prompt":["a b", "c"],"stream":null}"#).unwrap();
+        assert_eq!((p.prompt_tokens, p.stream), (3, false));
+        assert_eq!(
+            ApiRequest::parse(br#"{"prompt":[1,2,3,4]}"#)
+                .unwrap()
+                .prompt_tokens,
+            4
+        );
+        assert!(ApiRequest::parse(b"{nope").is_err());
+        assert_eq!(
+            ApiRequest::parse(br#"{"max_tokens":0}"#),
+            Err(RequestError::ZeroMaxTokens)
+        );
+        assert!(ApiRequest::parse(br#"{"model":"fault/x"}"#)
+            .unwrap()
+            .model_fault()
+            .is_err());
+    }
+}

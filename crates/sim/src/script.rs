@@ -1,0 +1,512 @@
+//! Turns a planned stream plus a fault into the exact bytes to write and when:
+//! a list of timed body frames. Pure, so every fault's wire format is tested
+//! without a server; the streaming task only replays the script.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::fault::Fault;
+use crate::openai::{error_body, Dialect, Piece, Usage, Writer};
+use crate::plan::StreamPlan;
+use crate::text::Vocabulary;
+
+/// Size of the `huge_event` event's padding: over the 1 MiB cap clients apply.
+pub const HUGE_EVENT_PADDING: usize = (1 << 20) + (64 << 10);
+
+/// Events per frame under `coalesce`.
+pub const COALESCE_GROUP: usize = 3;
+
+/// Everything the script needs to know about one streamed request.
+#[derive(Debug, Clone)]
+pub struct StreamSpec<'a> {
+    pub dialect: Dialect,
+    pub fault: Option<Fault>,
+    pub plan: &'a StreamPlan,
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    pub prompt_tokens: u32,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    /// Where truncating faults cut (chunks sent before the cut); default
+    /// half the chunks, at least one.
+    pub fault_after: Option<u32>,
+    /// How long `no_tokens` stays silent before ending the body.
+    pub silence: Duration,
+}
+
+/// One body frame: written at `at` (from the request's start), carrying whole
+/// content chunks with these token counts (the send log stamps them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub at: Duration,
+    pub bytes: Bytes,
+    pub tokens: Vec<u32>,
+    /// Let the connection flush before this frame (used when splitting an
+    /// event, so the pieces leave as separate writes).
+    pub yield_first: bool,
+}
+
+/// The frames of one response body and how it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    pub frames: Vec<Frame>,
+    /// Wait until then after the last frame before ending the body.
+    pub end_at: Option<Duration>,
+    /// End with a body error (the connection is cut) instead of cleanly.
+    pub reset: bool,
+    pub content_type: &'static str,
+}
+
+#[derive(Debug, Clone)]
+enum Payload {
+    /// One event's data; embedded `\n` become separate `data:` lines.
+    Data(String),
+    Done,
+    Comment(&'static str),
+    Named(&'static str, &'static str),
+    Raw(&'static str),
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    at: Duration,
+    payload: Payload,
+    /// Tokens if this is a content-bearing chunk, else 0.
+    tokens: u32,
+}
+
+fn default_cut(n: usize) -> usize {
+    (n / 2).max(1).min(n)
+}
+
+/// Builds the script for one streamed request.
+pub fn build(spec: &StreamSpec<'_>) -> Script {
+    let fault = spec.fault;
+    let is = |f: Fault| fault == Some(f);
+    let chunks = &spec.plan.chunks;
+    let n = chunks.len();
+    let cut = spec
+        .fault_after
+        .map_or_else(|| default_cut(n), |k| (k as usize).min(n));
+    let w = Writer {
+        dialect: spec.dialect,
+        id: spec.id,
+        created: spec.created,
+        model: spec.model,
+        pretty: is(Fault::MultilineData),
+    };
+    let vocab = if is(Fault::SplitUtf8) {
+        Vocabulary::Utf8
+    } else if is(Fault::DataPrefixText) {
+        Vocabulary::SseLookalike
+    } else {
+        Vocabulary::Plain
+    };
+    let (include_usage, continuous) = match fault {
+        Some(Fault::NoUsage) => (false, false),
+        Some(Fault::UsageOnlyChunk) => (true, spec.continuous_usage),
+        Some(Fault::UsageEveryChunk) => (true, true),
+        _ => (spec.include_usage, spec.continuous_usage),
+    };
+    let usage = |completion: u32| continuous.then(|| Usage::new(spec.prompt_tokens, completion));
+    let first_at = chunks.first().map_or(Duration::ZERO, |c| c.at);
+
+    let mut events = Vec::with_capacity(n + 4);
+    let mut end_at = None;
+    let mut reset = false;
+
+    if is(Fault::ErrorOnly) {
+        events.push(Event {
+            at: first_at,
+            payload: Payload::Data(error_body(
+                "simulated error: the model failed before producing output",
+                "server_error",
+                500,
+            )),
+            tokens: 0,
+        });
+        return frame(spec, events, None, false);
+    }
+
+    let truncated = matches!(
+        fault,
+        Some(Fault::ErrorAfterTokens | Fault::EofNoDone | Fault::Reset | Fault::NoTokens)
+    );
+    let send_n = match fault {
+        Some(Fault::NoTokens) => 0,
+        _ if truncated => cut,
+        _ => n,
+    };
+    let reasoning_n = if is(Fault::ReasoningFirst) {
+        spec.fault_after.map_or(n / 2, |k| (k as usize).min(n))
+    } else {
+        0
+    };
+    let huge_at = is(Fault::HugeEvent).then(|| cut.min(n.saturating_sub(1)));
+    let tool = is(Fault::ToolCalls);
+
+    if spec.dialect == Dialect::Chat {
+        events.push(Event {
+            at: Duration::ZERO,
+            payload: Payload::Data(w.chunk(
+                Piece::Role { null_content: tool },
+                None,
+                None,
+                usage(0),
+            )),
+            tokens: 0,
+        });
+    }
+
+    let mut produced = 0u32;
+    let mut text = String::new();
+    for (i, c) in chunks.iter().enumerate().take(send_n) {
+        produced += c.tokens.len() as u32;
+        text.clear();
+        vocab.push_text(&c.tokens, &mut text);
+        let last = i + 1 == n;
+        if tool {
+            // The arguments build a JSON object across the chunks.
+            text = text.replace('"', "'");
+            if i == 0 {
+                text.insert_str(0, "{\"query\": \"");
+            }
+            if last {
+                text.push_str("\"}");
+            }
+        }
+        if huge_at == Some(i) {
+            text.push(' ');
+            text.extend(std::iter::repeat_n('x', HUGE_EVENT_PADDING));
+        }
+        let piece = if tool {
+            Piece::Tool {
+                first: i == 0,
+                arguments: &text,
+            }
+        } else if i < reasoning_n {
+            Piece::Reasoning(&text)
+        } else {
+            Piece::Content(Some(&text))
+        };
+        let finish = (last && !truncated).then_some(if tool { "tool_calls" } else { "length" });
+        let ids = is(Fault::MultiToken).then_some(c.tokens.as_slice());
+        events.push(Event {
+            at: c.at,
+            payload: Payload::Data(w.chunk(piece, finish, ids, usage(produced))),
+            tokens: c.tokens.len() as u32,
+        });
+    }
+    let tail_at = events.last().map_or(Duration::ZERO, |e| e.at);
+    // When the first chunk that was never sent was due.
+    let cut_at = chunks.get(send_n).map_or(tail_at, |c| c.at);
+
+    match fault {
+        Some(Fault::ErrorAfterTokens) => events.push(Event {
+            at: cut_at,
+            payload: Payload::Data(error_body(
+                "simulated error: generation failed mid-stream",
+                "server_error",
+                500,
+            )),
+            tokens: 0,
+        }),
+        Some(Fault::EofNoDone) => {}
+        Some(Fault::Reset) => {
+            end_at = Some(cut_at);
+            reset = true;
+        }
+        Some(Fault::NoTokens) => end_at = Some(spec.silence),
+        _ => {
+            if include_usage {
+                events.push(Event {
+                    at: tail_at,
+                    payload: Payload::Data(w.usage_only(Usage::new(spec.prompt_tokens, produced))),
+                    tokens: 0,
+                });
+            }
+            if !is(Fault::FinishNoDone) {
+                events.push(Event {
+                    at: tail_at,
+                    payload: Payload::Done,
+                    tokens: 0,
+                });
+            }
+            if is(Fault::BytesAfterDone) {
+                let late = w.chunk(Piece::Content(Some(" after-done")), None, None, None);
+                events.push(Event {
+                    at: tail_at,
+                    payload: Payload::Data(late),
+                    tokens: 0,
+                });
+                events.push(Event {
+                    at: tail_at,
+                    payload: Payload::Raw("trailing garbage after the end marker\n\n"),
+                    tokens: 0,
+                });
+            }
+        }
+    }
+
+    match fault {
+        Some(Fault::Keepalive) => {
+            let mut k = 0;
+            interleave(&mut events, |_| {
+                k += 1;
+                Some(if k % 2 == 1 {
+                    Payload::Comment("ping")
+                } else {
+                    Payload::Named("ping", r#"{"type":"ping"}"#)
+                })
+            });
+        }
+        Some(Fault::GarbageData) => {
+            interleave(&mut events, |_| {
+                Some(Payload::Data(": keepalive".to_owned()))
+            });
+        }
+        Some(Fault::EmptyContent) => {
+            interleave(&mut events, |ordinal| {
+                (ordinal > 0).then(|| {
+                    let content = if ordinal % 2 == 1 { Some("") } else { None };
+                    Payload::Data(w.chunk(Piece::Content(content), None, None, None))
+                })
+            });
+        }
+        Some(Fault::InvalidJson) => {
+            let broken = w.chunk(Piece::Content(Some(" broken")), None, None, None);
+            let broken = broken[..broken.len() / 2].to_owned();
+            let mut once = Some(Payload::Data(broken));
+            interleave(&mut events, |ordinal| {
+                if ordinal == cut.min(n.saturating_sub(1)) {
+                    once.take()
+                } else {
+                    None
+                }
+            });
+        }
+        _ => {}
+    }
+
+    frame(spec, events, end_at, reset)
+}
+
+/// Inserts an extra event before the content chunk number `ordinal` (0-based)
+/// wherever `extra(ordinal)` gives one, halfway between it and the event before.
+fn interleave(events: &mut Vec<Event>, mut extra: impl FnMut(usize) -> Option<Payload>) {
+    let mut out = Vec::with_capacity(events.len() * 2);
+    let mut prev_at = Duration::ZERO;
+    let mut ordinal = 0;
+    for e in events.drain(..) {
+        if e.tokens > 0 {
+            if let Some(payload) = extra(ordinal) {
+                out.push(Event {
+                    at: prev_at + (e.at - prev_at) / 2,
+                    payload,
+                    tokens: 0,
+                });
+            }
+            ordinal += 1;
+        }
+        prev_at = e.at;
+        out.push(e);
+    }
+    *events = out;
+}
+
+/// Line ending and `data:` prefix choices of the SSE encoding.
+struct Sse {
+    eol: &'static str,
+    /// Prefix of `[DONE]` and `event:` data lines.
+    data: &'static str,
+    /// Prefix of the data lines of chunk events.
+    json_data: &'static str,
+}
+
+fn encode_sse(sse: &Sse, payload: &Payload, out: &mut Vec<u8>) {
+    let eol = sse.eol.as_bytes();
+    match payload {
+        Payload::Data(data) => {
+            for line in data.split('\n') {
+                out.extend_from_slice(sse.json_data.as_bytes());
+                out.extend_from_slice(line.as_bytes());
+                out.extend_from_slice(eol);
+            }
+        }
+        Payload::Done => {
+            out.extend_from_slice(sse.data.as_bytes());
+            out.extend_from_slice(b"[DONE]");
+            out.extend_from_slice(eol);
+        }
+        Payload::Comment(text) => {
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(eol);
+        }
+        Payload::Named(name, data) => {
+            out.extend_from_slice(b"event: ");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(eol);
+            out.extend_from_slice(sse.data.as_bytes());
+            out.extend_from_slice(data.as_bytes());
+            out.extend_from_slice(eol);
+        }
+        Payload::Raw(raw) => {
+            out.extend_from_slice(raw.as_bytes());
+            return;
+        }
+    }
+    out.extend_from_slice(eol);
+}
+
+fn encode_ndjson(payload: &Payload, out: &mut Vec<u8>) {
+    match payload {
+        Payload::Data(data) => {
+            out.extend_from_slice(data.as_bytes());
+            out.push(b'\n');
+        }
+        Payload::Raw(raw) => out.extend_from_slice(raw.as_bytes()),
+        Payload::Done | Payload::Comment(_) | Payload::Named(..) => {}
+    }
+}
+
+fn frame(
+    spec: &StreamSpec<'_>,
+    events: Vec<Event>,
+    end_at: Option<Duration>,
+    reset: bool,
+) -> Script {
+    let fault = spec.fault;
+    let ndjson = fault == Some(Fault::Ndjson);
+    let sse = match fault {
+        Some(Fault::Crlf) => Sse {
+            eol: "\r\n",
+            data: "data: ",
+            json_data: "data: ",
+        },
+        Some(Fault::Cr) => Sse {
+            eol: "\r",
+            data: "data: ",
+            json_data: "data: ",
+        },
+        Some(Fault::DataNoSpace) => Sse {
+            eol: "\n",
+            data: "data:",
+            json_data: "data:",
+        },
+        Some(Fault::DataTwoSpaces) => Sse {
+            eol: "\n",
+            data: "data: ",
+            json_data: "data:  ",
+        },
+        _ => Sse {
+            eol: "\n",
+            data: "data: ",
+            json_data: "data: ",
+        },
+    };
+    let encode = |e: &Event| {
+        let mut out = Vec::new();
+        if ndjson {
+            encode_ndjson(&e.payload, &mut out);
+        } else {
+            encode_sse(&sse, &e.payload, &mut out);
+        }
+        out
+    };
+    let content = |e: &Event| {
+        if e.tokens > 0 {
+            vec![e.tokens]
+        } else {
+            Vec::new()
+        }
+    };
+
+    let mut frames = Vec::with_capacity(events.len());
+    match fault {
+        Some(Fault::Coalesce) => {
+            for group in events.chunks(COALESCE_GROUP) {
+                let mut bytes = Vec::new();
+                let mut tokens = Vec::new();
+                for e in group {
+                    bytes.extend(encode(e));
+                    tokens.extend(content(e));
+                }
+                frames.push(Frame {
+                    at: group.last().map_or(Duration::ZERO, |e| e.at),
+                    bytes: Bytes::from(bytes),
+                    tokens,
+                    yield_first: false,
+                });
+            }
+        }
+        Some(Fault::SplitBytes) => {
+            for e in &events {
+                let bytes = Bytes::from(encode(e));
+                let len = bytes.len();
+                for i in 0..len {
+                    frames.push(Frame {
+                        at: e.at,
+                        bytes: bytes.slice(i..i + 1),
+                        tokens: if i + 1 == len { content(e) } else { Vec::new() },
+                        yield_first: true,
+                    });
+                }
+            }
+        }
+        Some(Fault::SplitUtf8) => {
+            for e in &events {
+                let bytes = Bytes::from(encode(e));
+                // Split right after the lead byte of the first multi-byte character.
+                match bytes.iter().position(|&b| b >= 0xC0) {
+                    Some(lead) => {
+                        frames.push(Frame {
+                            at: e.at,
+                            bytes: bytes.slice(..=lead),
+                            tokens: Vec::new(),
+                            yield_first: false,
+                        });
+                        frames.push(Frame {
+                            at: e.at,
+                            bytes: bytes.slice(lead + 1..),
+                            tokens: content(e),
+                            yield_first: true,
+                        });
+                    }
+                    None => frames.push(Frame {
+                        at: e.at,
+                        bytes,
+                        tokens: content(e),
+                        yield_first: false,
+                    }),
+                }
+            }
+        }
+        _ => {
+            for e in &events {
+                let bytes = encode(e);
+                if bytes.is_empty() {
+                    continue;
+                }
+                frames.push(Frame {
+                    at: e.at,
+                    bytes: Bytes::from(bytes),
+                    tokens: content(e),
+                    yield_first: false,
+                });
+            }
+        }
+    }
+    Script {
+        frames,
+        end_at,
+        reset,
+        content_type: if ndjson {
+            "application/x-ndjson"
+        } else {
+            "text/event-stream"
+        },
+    }
+}

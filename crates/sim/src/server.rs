@@ -1,0 +1,486 @@
+//! The HTTP face of the sim: routes, per-request fault selection, and a
+//! server handle with graceful shutdown that cuts streams still running when
+//! the drain timeout passes (a `no_tokens` stream would otherwise hold it 1 h).
+
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config::SimConfig;
+use crate::fault::Fault;
+use crate::openai::{self, error_body, Dialect, Usage, Writer};
+use crate::plan::{plan, Overrides, Stall};
+use crate::request::{headers, ApiRequest, Controls, RequestError};
+use crate::script::{self, StreamSpec};
+use crate::send_log::{Recorder, SendLog};
+use crate::stream::{self, Kill};
+use crate::text::Vocabulary;
+
+/// Default `stall` fault pause when `x-cadence-stall-ms` is absent.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(2);
+/// Default `stall` position when `x-cadence-stall-after` is absent.
+pub const DEFAULT_STALL_AFTER: u32 = 1;
+/// Default `header_delay` wait before the response headers.
+pub const DEFAULT_HEADER_DELAY: Duration = Duration::from_secs(10);
+/// Default `no_tokens` silence after the role chunk.
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(3600);
+/// Tokens per chunk under `multi_token` when `x-cadence-burst` is absent.
+pub const MULTI_TOKEN_BURST: u32 = 4;
+/// Largest accepted request body (long-context prompts are big).
+pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+
+/// Shared state of one sim: its config, send log, request counter and the
+/// switch that cuts live streams at the end of a drain. Cheap to clone.
+#[derive(Clone)]
+pub struct SimState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: SimConfig,
+    log: SendLog,
+    next_request: AtomicU64,
+    kill: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for SimState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimState")
+            .field("config", &self.inner.config)
+            .field("requests", &self.inner.next_request.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimState {
+    /// A state with an in-memory send log (see [`SendLog::new`]).
+    pub fn new(config: SimConfig) -> Self {
+        SimState::with_send_log(config, SendLog::new())
+    }
+
+    /// A state recording into `log` (e.g. one with a file sink).
+    pub fn with_send_log(config: SimConfig, log: SendLog) -> Self {
+        SimState {
+            inner: Arc::new(Inner {
+                config,
+                log,
+                next_request: AtomicU64::new(0),
+                kill: watch::channel(false).0,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.inner.config
+    }
+
+    pub fn send_log(&self) -> &SendLog {
+        &self.inner.log
+    }
+
+    /// Requests received so far (the next arrival index).
+    pub fn requests(&self) -> u64 {
+        self.inner.next_request.load(Ordering::Relaxed)
+    }
+
+    /// Ends every live stream now with a body error (the connection is cut)
+    /// and makes waiting handlers give up. Used when a drain times out.
+    pub fn abort_streams(&self) {
+        self.inner.kill.send_replace(true);
+    }
+
+    fn kill(&self) -> Kill {
+        Kill(self.inner.kill.subscribe())
+    }
+}
+
+/// The sim's routes: `POST /v1/chat/completions`, `POST /v1/completions`,
+/// `GET /v1/models`, `GET /health`.
+pub fn app(state: SimState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        .with_state(state)
+}
+
+async fn health() -> Response {
+    json_response(StatusCode::OK, r#"{"status":"ok"}"#.to_owned())
+}
+
+async fn models(State(state): State<SimState>) -> Response {
+    let body = serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": state.config().model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "cadence-sim",
+        }],
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+async fn not_found() -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        error_body(
+            "no such route; cadence-sim serves POST /v1/chat/completions, POST /v1/completions, \
+             GET /v1/models and GET /health",
+            "invalid_request_error",
+            404,
+        ),
+    )
+}
+
+async fn chat(State(state): State<SimState>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Dialect::Chat, headers, body).await
+}
+
+async fn completions(State(state): State<SimState>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Dialect::Completion, headers, body).await
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn bad_request(err: &RequestError) -> Response {
+    let mut error = serde_json::json!({
+        "message": err.to_string(),
+        "type": "invalid_request_error",
+        "code": 400,
+    });
+    if matches!(err, RequestError::UnknownFault(_)) {
+        error["valid_faults"] = Fault::ALL.iter().map(|(_, n)| *n).collect();
+    }
+    json_response(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({ "error": error }).to_string(),
+    )
+}
+
+fn with_request_header(mut response: Response, request: u64) -> Response {
+    response
+        .headers_mut()
+        .insert(headers::REQUEST, HeaderValue::from(request));
+    response
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+const HTML_ERROR_PAGE: &str = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n\
+<body><h1>502 Bad Gateway</h1><p>cadence-sim: a simulated proxy error page served with status 200.</p></body></html>\n";
+
+async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Bytes) -> Response {
+    let received = Instant::now();
+    let controls = match Controls::from_headers(&headers) {
+        Ok(c) => c,
+        Err(e) => return bad_request(&e),
+    };
+    let api = match ApiRequest::parse(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(&e),
+    };
+    let fault = match controls.fault {
+        Some(f) => Some(f),
+        None => match api.model_fault() {
+            Ok(f) => f,
+            Err(e) => return bad_request(&RequestError::UnknownFault(e)),
+        },
+    };
+    if let Some(f) = fault.filter(|f| f.chat_only() && dialect != Dialect::Chat) {
+        return bad_request(&RequestError::ChatOnlyFault(f));
+    }
+    let request = controls
+        .request
+        .unwrap_or_else(|| state.inner.next_request.fetch_add(1, Ordering::Relaxed));
+    let response = respond(&state, dialect, &controls, &api, fault, request, received).await;
+    with_request_header(response, request)
+}
+
+fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
+    let stall = match fault {
+        // For these two the stall header is their own duration.
+        Some(Fault::HeaderDelay | Fault::NoTokens) => None,
+        Some(Fault::Stall) => Some(Stall {
+            after: controls.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
+            duration: controls.stall.unwrap_or(DEFAULT_STALL),
+        }),
+        _ => controls.stall.map(|duration| Stall {
+            after: controls.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
+            duration,
+        }),
+    };
+    let burst = match fault {
+        Some(Fault::MultiToken) => Some(controls.burst.unwrap_or(MULTI_TOKEN_BURST)),
+        _ => controls.burst,
+    };
+    Overrides {
+        ttft: controls.ttft,
+        itl: controls.itl,
+        burst,
+        stall,
+    }
+}
+
+async fn respond(
+    state: &SimState,
+    dialect: Dialect,
+    controls: &Controls,
+    api: &ApiRequest,
+    fault: Option<Fault>,
+    request: u64,
+    received: Instant,
+) -> Response {
+    let retry = |status: StatusCode, message: &str, kind: &str| {
+        let mut r = json_response(status, error_body(message, kind, status.as_u16()));
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    };
+    match fault {
+        Some(Fault::Status429) => {
+            return retry(
+                StatusCode::TOO_MANY_REQUESTS,
+                "simulated rate limit: retry after 1 s",
+                "rate_limit_exceeded",
+            )
+        }
+        Some(Fault::Status503) => {
+            return retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "simulated overload: retry after 1 s",
+                "service_unavailable",
+            )
+        }
+        Some(Fault::Html200) => {
+            return (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                HTML_ERROR_PAGE,
+            )
+                .into_response()
+        }
+        _ => {}
+    }
+
+    let config = state.config();
+    let max_tokens = api.max_tokens.unwrap_or(config.default_max_tokens).max(1);
+    let plan = plan(config, request, max_tokens, &overrides(controls, fault));
+    let mut kill = state.kill();
+    let mut start = received;
+    if fault == Some(Fault::HeaderDelay) {
+        let delay = controls.stall.unwrap_or(DEFAULT_HEADER_DELAY);
+        if !kill.sleep_until(received + delay).await {
+            return shutting_down();
+        }
+        // The stream's own cadence starts once the headers are out.
+        start = Instant::now();
+    }
+    let id = match dialect {
+        Dialect::Chat => format!("chatcmpl-cadence-{request}"),
+        Dialect::Completion => format!("cmpl-cadence-{request}"),
+    };
+    let model = api.model.as_deref().unwrap_or(&config.model);
+    let created = unix_seconds();
+
+    if !api.stream {
+        if !kill.sleep_until(start + plan.last_at()).await {
+            return shutting_down();
+        }
+        let mut text = String::new();
+        for c in &plan.chunks {
+            Vocabulary::Plain.push_text(&c.tokens, &mut text);
+        }
+        let w = Writer {
+            dialect,
+            id: &id,
+            created,
+            model,
+            pretty: false,
+        };
+        let usage = Usage::new(api.prompt_tokens, plan.token_count());
+        return json_response(
+            StatusCode::OK,
+            openai::completion(&w, &text, "length", usage),
+        );
+    }
+
+    let script = script::build(&StreamSpec {
+        dialect,
+        fault,
+        plan: &plan,
+        id: &id,
+        created,
+        model,
+        prompt_tokens: api.prompt_tokens,
+        include_usage: api.include_usage,
+        continuous_usage: api.continuous_usage,
+        fault_after: controls.fault_after,
+        silence: controls.stall.unwrap_or(DEFAULT_SILENCE),
+    });
+    let content_type = script.content_type;
+    let recorder = Recorder::new(
+        state.send_log().clone(),
+        request,
+        fault.map(Fault::name),
+        received,
+    );
+    let body: Body = stream::body(script, start, kill, recorder);
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn shutting_down() -> Response {
+    json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        error_body("cadence-sim is shutting down", "service_unavailable", 503),
+    )
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then stops
+/// accepting, lets live streams finish for `config.drain_timeout`, cuts the
+/// ones still running, and returns. Sets `TCP_NODELAY` on every connection so
+/// each chunk leaves at once.
+pub async fn serve(
+    listener: TcpListener,
+    state: SimState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let (signalled_tx, signalled_rx) = oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = signalled_tx.send(());
+    };
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
+    let server = axum::serve(listener, app(state.clone()))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => return result,
+        _ = signalled_rx => {}
+    }
+    let drain = state.config().drain_timeout;
+    if let Ok(result) = tokio::time::timeout(drain, &mut server).await {
+        return result;
+    }
+    tracing::info!("drain timeout ({drain:?}) passed; cutting the streams still running");
+    state.abort_streams();
+    match tokio::time::timeout(Duration::from_secs(1), &mut server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("connections still open after cutting streams; leaving them");
+            Ok(())
+        }
+    }
+}
+
+/// A sim running in a background task.
+#[derive(Debug)]
+pub struct SimServer {
+    /// Where it listens (the real port when bound to port 0).
+    pub addr: SocketAddr,
+    /// Its send log.
+    pub send_log: SendLog,
+    state: SimState,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl SimServer {
+    /// `http://ADDR` (no trailing slash).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn state(&self) -> &SimState {
+        &self.state
+    }
+
+    /// Stops accepting, drains live streams for up to the configured drain
+    /// timeout, cuts the rest, and waits for the server task.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("cadence-sim server ended with an error: {e}"),
+                Err(e) => tracing::warn!("cadence-sim server task failed: {e}"),
+            }
+        }
+        let _ = self.send_log.flush();
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            self.state.abort_streams();
+            task.abort();
+        }
+    }
+}
+
+/// Binds `addr` (use port 0 for a free port) and serves `config` in a
+/// background task.
+pub async fn spawn(config: SimConfig, addr: SocketAddr) -> io::Result<SimServer> {
+    config
+        .validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    spawn_with_state(SimState::new(config), addr).await
+}
+
+/// Like [`spawn`], with a state built by the caller (e.g. a file send log).
+pub async fn spawn_with_state(state: SimState, addr: SocketAddr) -> io::Result<SimServer> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, state.clone(), async move {
+        let _ = stopped.await;
+    }));
+    Ok(SimServer {
+        addr,
+        send_log: state.send_log().clone(),
+        state,
+        stop: Some(stop),
+        task: Some(task),
+    })
+}
