@@ -1,0 +1,255 @@
+//! The console summary, checked line by line on hand-built reports.
+
+mod common;
+
+use cadence_report::console::render;
+
+fn line_starting<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
+}
+
+/// The cells of a table row after its 16-character label.
+fn cells(line: &str) -> Vec<String> {
+    let rest: String = line.chars().skip(16).collect();
+    let mut v = Vec::new();
+    let mut cur = Vec::new();
+    for w in rest.split_whitespace() {
+        // "102.3 ms" is one cell: a unit word joins the number before it.
+        if matches!(w, "µs" | "ms" | "s") {
+            cur.push(w);
+            v.push(cur.join(" "));
+            cur.clear();
+        } else {
+            if !cur.is_empty() {
+                v.push(cur.join(" "));
+                cur.clear();
+            }
+            cur.push(w);
+        }
+    }
+    if !cur.is_empty() {
+        v.push(cur.join(" "));
+    }
+    v
+}
+
+#[test]
+fn header_names_target_api_model_load_requests_and_duration() {
+    let out = render(&common::full_report(), false);
+    let mut lines = out.lines();
+    let first = lines.next().unwrap();
+    assert!(
+        first.starts_with("Cadence 0.1.0 http://127.0.0.1:8080/v1/chat/completions"),
+        "{first}"
+    );
+    let second = lines.next().unwrap();
+    assert_eq!(
+        second,
+        "  api openai-chat, model llama-3-8b, closed_loop, 2 levels, 641 requests sent, 12.50 s"
+    );
+}
+
+#[test]
+fn single_level_header_shows_concurrency_and_flags() {
+    let out = render(&common::sparse_report(), false);
+    assert!(out.contains("(built-in simulator)"), "{out}");
+    assert!(out.contains(", concurrency 2, 2 requests sent, "), "{out}");
+    assert!(
+        out.contains("interrupted: figures cover what was measured"),
+        "{out}"
+    );
+}
+
+#[test]
+fn table_rows_use_readable_units() {
+    let out = render(&common::full_report(), false);
+    let block = &out[out.find("── concurrency=64 ──").unwrap()..];
+    assert!(block.starts_with("── concurrency=64 ── 640 sent, 636 succeeded"));
+    let head = block.lines().nth(1).unwrap();
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        ["count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"]
+    );
+    assert_eq!(
+        cells(line_starting(block, "TTFT  ")),
+        [
+            "636", "102.3 ms", "98.70 ms", "150.0 ms", "180.0 ms", "240.0 ms", "700.0 ms",
+            "1.234 s"
+        ]
+    );
+    assert_eq!(cells(line_starting(block, "TTFT (content)"))[0], "600");
+    assert_eq!(
+        cells(line_starting(block, "ITL/token")),
+        [
+            "81000",
+            "11.50 ms",
+            "850.0 µs",
+            "29.00 ms",
+            "34.00 ms",
+            "58.00 ms",
+            "500.0 ms",
+            "800.0 ms"
+        ]
+    );
+    assert_eq!(cells(line_starting(block, "ITL  "))[1], "23.46 ms");
+    assert_eq!(cells(line_starting(block, "TPOT"))[7], "41.00 ms");
+    assert_eq!(cells(line_starting(block, "E2E"))[1], "3.100 s");
+    assert_eq!(
+        cells(line_starting(block, "Speed (tok/s)"))[1..3],
+        ["45.50", "46.50"]
+    );
+    assert_eq!(cells(line_starting(block, "Tokens/chunk"))[1], "1.250");
+    assert!(
+        !block.contains("TTFT (response)"),
+        "no schedule, no response-time row"
+    );
+}
+
+#[test]
+fn facts_lines_for_throughput_tokens_outcomes_stalls_and_stream() {
+    let out = render(&common::full_report(), false);
+    let block = &out[out.find("── concurrency=64 ──").unwrap()..];
+    assert_eq!(
+        line_starting(block, "Throughput"),
+        "Throughput      6513 output tok/s, 50.88 req/s over a 12.50 s window"
+    );
+    assert_eq!(
+        line_starting(block, "Output tokens"),
+        "Output tokens   81408 from succeeded requests (source: tokenizer (requests by source: \
+         tokenizer 36, usage 600)); 81500 received incl. failed"
+    );
+    assert_eq!(
+        line_starting(block, "Requests"),
+        "Requests        640 intended, 640 sent, 636 succeeded, 2 stream_error, 1 truncated, \
+         1 aborted, 0 dropped"
+    );
+    assert_eq!(
+        line_starting(block, "Warm-up"),
+        "Warm-up         8 requests, excluded from every figure"
+    );
+    assert_eq!(
+        line_starting(block, "Stalls"),
+        "Stalls          14 gaps over 500.0 ms in 9 requests"
+    );
+    assert_eq!(
+        line_starting(block, "Stream"),
+        "Stream          12 keep-alives, 40 coalesced events, 3 streams without [DONE] (over 79000 reads)"
+    );
+    assert!(line_starting(block, "Warning").contains("have no send time"));
+    assert!(
+        out.contains("Warning: the client's event loop lagged"),
+        "{out}"
+    );
+}
+
+#[test]
+fn computed_level_shows_exact_values_and_response_ttft() {
+    let out = render(&common::full_report(), false);
+    let block =
+        &out[out.find("── concurrency=1 ──").unwrap()..out.find("── concurrency=64 ──").unwrap()];
+    assert_eq!(
+        cells(line_starting(block, "TTFT  "))[..3],
+        ["1", "100.0 ms", "100.0 ms"]
+    );
+    assert_eq!(
+        cells(line_starting(block, "TTFT (response)"))[1],
+        "100.0 ms"
+    );
+    assert_eq!(
+        cells(line_starting(block, "ITL  "))[..3],
+        ["2", "15.00 ms", "15.00 ms"]
+    );
+    assert_eq!(
+        cells(line_starting(block, "ITL/token"))[..3],
+        ["3", "10.00 ms", "5.000 ms"]
+    );
+    assert_eq!(cells(line_starting(block, "TPOT"))[1], "15.00 ms"); // 3 chunks, no usage: 30 / 2
+    assert_eq!(
+        cells(line_starting(block, "Speed (tok/s)"))[..2],
+        ["1", "66.67"]
+    );
+    assert_eq!(
+        line_starting(block, "Stalls"),
+        "Stalls          no gap over 500.0 ms"
+    );
+    assert!(
+        !block.contains("Stream "),
+        "clean streams print no counter line"
+    );
+    assert!(!block.contains("Warm-up"), "no warm-up, no line");
+}
+
+#[test]
+fn absent_values_are_dashes_never_zero() {
+    let out = render(&common::sparse_report(), false);
+    for label in [
+        "TTFT  ",
+        "TTFT (content)",
+        "ITL  ",
+        "ITL/token",
+        "TPOT",
+        "E2E",
+        "Speed (tok/s)",
+    ] {
+        let line = line_starting(&out, label);
+        assert_eq!(cells(line), vec!["–"; 8], "{line}");
+    }
+    assert_eq!(
+        line_starting(&out, "Throughput"),
+        "Throughput      0 output tok/s, 0 req/s over a 5.000 ms window"
+    );
+    assert!(line_starting(&out, "Output tokens").contains("(source: –)"));
+    assert_eq!(
+        line_starting(&out, "Requests"),
+        "Requests        2 intended, 2 sent, 0 succeeded, 1 connect_error, 1 http_5xx, 0 aborted, 0 dropped"
+    );
+}
+
+#[test]
+fn broken_accounting_is_printed() {
+    let mut r = common::sparse_report();
+    r.levels[0].summary.requests.intended = 5;
+    let out = render(&r, false);
+    assert!(out.contains("intended = sent + dropped fails"), "{out}");
+}
+
+#[test]
+fn sweep_gets_a_summary_table() {
+    let out = render(&common::full_report(), false);
+    let at = out.find("Summary by level").expect("a sweep summary");
+    let table: Vec<&str> = out[at..].lines().collect();
+    assert!(table[1].starts_with("level"));
+    assert!(table[2].starts_with("concurrency=1 "), "{}", table[2]);
+    assert!(table[3].starts_with("concurrency=64 "), "{}", table[3]);
+    assert!(
+        table[3].contains("98.70 ms") && table[3].contains("6513"),
+        "{}",
+        table[3]
+    );
+    let single = render(&common::sparse_report(), false);
+    assert!(!single.contains("Summary by level"));
+}
+
+#[test]
+fn formula_line_names_the_definitions() {
+    let out = render(&common::full_report(), false);
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("Formulas: "), "{last}");
+    for part in [
+        "ITL = gaps between consecutive chunks, pooled",
+        "TPOT = (last - first)/(tokens - 1) per request",
+        "linear interpolation (type 7)",
+    ] {
+        assert!(last.contains(part), "{last}");
+    }
+}
+
+#[test]
+fn color_only_when_asked() {
+    let plain = render(&common::full_report(), false);
+    assert!(!plain.contains('\x1b'));
+    let colored = render(&common::full_report(), true);
+    assert!(colored.contains("\x1b[1m") && colored.contains("\x1b[31m2 stream_error\x1b[0m"));
+}
