@@ -224,6 +224,22 @@ mod tests {
     }
 
     #[test]
+    fn sent_means_a_send_time_or_a_connection_stage_failure() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        assert!(!r.was_sent(), "no send time, no attempt");
+        r.sent_ns = Some(1);
+        assert!(r.was_sent());
+        for o in [
+            Outcome::ConnectError,
+            Outcome::TlsError,
+            Outcome::TransportError,
+        ] {
+            assert!(RequestRecord::new(0, o).was_sent(), "{o} is an attempt");
+        }
+        assert!(!RequestRecord::new(0, Outcome::AbortedAtDeadline).was_sent());
+    }
+
+    #[test]
     fn token_count_falls_back_to_chunks() {
         let mut r = RequestRecord::new(0, Outcome::Succeeded);
         r.chunks = vec![Chunk(1, None), Chunk(2, None)];

@@ -19,6 +19,7 @@ pub const QUANTILES: [f64; 5] = [0.50, 0.90, 0.95, 0.99, 0.999];
 /// A set with no samples has no `Distribution` at all (`Option::None`): a missing value
 /// is absent, never zero.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Distribution {
     pub count: u64,
     pub mean: f64,
