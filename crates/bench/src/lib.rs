@@ -1,1 +1,18 @@
-//! placeholder
+//! The load generator: an HTTP client that timestamps every body read before parsing,
+//! a runner that drives load shapes and accounts for every request, and a sink that
+//! writes records as the run goes.
+
+pub mod body;
+pub mod client;
+pub mod clock;
+pub mod exec;
+pub mod progress;
+pub mod runner;
+pub mod secret;
+pub mod sink;
+pub mod target;
+pub mod workload;
+
+pub use clock::Clock;
+pub use exec::{Cancel, Timeouts};
+pub use runner::{run, RunContext, RunPlan, RunSummary, StopReason};

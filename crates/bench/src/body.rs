@@ -1,0 +1,133 @@
+//! Builds the request bodies for each API dialect (`stream: true`, usage requested),
+//! with the user's `--extra-body` merged in, so every request is ready to send as bytes.
+
+use bytes::Bytes;
+use cadence_wire::Api;
+use serde_json::{json, Map, Value};
+
+/// What every request of a run carries.
+#[derive(Debug, Clone)]
+pub struct BodySpec {
+    pub api: Api,
+    pub model: String,
+    pub max_tokens: Option<u32>,
+    /// Merged last, so it overrides anything above (objects merge key by key).
+    pub extra: Option<Map<String, Value>>,
+}
+
+impl BodySpec {
+    /// The JSON body for one prompt.
+    pub fn body(&self, prompt: &str) -> Bytes {
+        let mut v = match self.api {
+            Api::Chat => json!({
+                "model": self.model,
+                "messages": [{"role": "user", "content": prompt}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            }),
+            Api::Completions => json!({
+                "model": self.model,
+                "prompt": prompt,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            }),
+        };
+        if let Some(n) = self.max_tokens {
+            v["max_tokens"] = json!(n);
+        }
+        if let Some(extra) = &self.extra {
+            merge(&mut v, &Value::Object(extra.clone()));
+        }
+        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
+    }
+}
+
+/// Deep-merges `patch` into `base`: objects key by key, anything else replaces; a
+/// `null` in the patch removes the key (so `--extra-body '{"stream_options":null}'` works).
+pub fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    b.remove(k);
+                } else {
+                    merge(b.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// Parses `--extra-body`: a JSON object.
+pub fn parse_extra_body(s: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(s) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!("--extra-body must be a JSON object, got {other}")),
+        Err(e) => Err(format!("--extra-body is not valid JSON: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(b: Bytes) -> Value {
+        serde_json::from_slice(&b).unwrap()
+    }
+
+    #[test]
+    fn chat_body_streams_with_usage() {
+        let spec = BodySpec {
+            api: Api::Chat,
+            model: "m".into(),
+            max_tokens: Some(16),
+            extra: None,
+        };
+        let v = parse(spec.body("hi"));
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["max_tokens"], 16);
+    }
+
+    #[test]
+    fn completions_body_uses_prompt() {
+        let spec = BodySpec {
+            api: Api::Completions,
+            model: "m".into(),
+            max_tokens: None,
+            extra: None,
+        };
+        let v = parse(spec.body("once"));
+        assert_eq!(v["prompt"], "once");
+        assert!(v.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn extra_body_merges_deeply_and_null_removes() {
+        let extra = parse_extra_body(
+            r#"{"ignore_eos": true, "stream_options": {"continuous_usage_stats": true}, "max_tokens": null}"#,
+        )
+        .unwrap();
+        let spec = BodySpec {
+            api: Api::Chat,
+            model: "m".into(),
+            max_tokens: Some(8),
+            extra: Some(extra),
+        };
+        let v = parse(spec.body("x"));
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
+        assert!(v.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn extra_body_must_be_an_object() {
+        assert!(parse_extra_body("[1]").unwrap_err().contains("JSON object"));
+        assert!(parse_extra_body("{")
+            .unwrap_err()
+            .contains("not valid JSON"));
+    }
+}

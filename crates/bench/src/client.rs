@@ -1,0 +1,128 @@
+//! The HTTP client: hyper 1.x over HTTP/1.1 keep-alive (a pool sized to the
+//! concurrency), or HTTP/2; TLS through rustls with the webpki roots.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use http_body_util::Full;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::time::Duration;
+
+pub type HyperClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Idle connections kept per host; the run's concurrency.
+    pub pool_size: usize,
+    pub connect_timeout: Duration,
+    /// Speak HTTP/2 only (h2c prior knowledge on http://, ALPN on https://).
+    pub http2: bool,
+}
+
+/// Builds the shared client.
+pub fn build(config: &ClientConfig) -> HyperClient {
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(config.connect_timeout));
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http();
+    let https = if config.http2 {
+        builder.enable_http2().wrap_connector(http)
+    } else {
+        builder.enable_http1().enable_http2().wrap_connector(http)
+    };
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(config.pool_size)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .http2_only(config.http2)
+        .build(https)
+}
+
+/// Parses `--header 'Name: value'`.
+pub fn parse_header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = s.split_once(':').ok_or_else(|| {
+        format!(
+            "--header must look like 'Name: value', got '{}'",
+            header_name_only(s)
+        )
+    })?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("'{}' is not a valid header name", name.trim()))?;
+    let mut value = HeaderValue::from_str(value.trim()).map_err(|_| {
+        format!("the value of header '{name}' has characters a header cannot carry")
+    })?;
+    value.set_sensitive(true);
+    Ok((name, value))
+}
+
+/// The name part of a header argument, for messages and recorded command lines
+/// (the value may be a secret).
+pub fn header_name_only(s: &str) -> String {
+    s.split_once(':')
+        .map_or("<unnamed>", |(n, _)| n.trim())
+        .to_string()
+}
+
+/// Headers every request carries: JSON content type, the bearer token when given, and
+/// the user's own headers (which win).
+pub fn base_headers(
+    api_key: Option<&str>,
+    extra: &[(HeaderName, HeaderValue)],
+) -> Result<HeaderMap, String> {
+    let mut h = HeaderMap::new();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream, application/x-ndjson, application/json"),
+    );
+    h.insert(
+        http::header::USER_AGENT,
+        HeaderValue::from_static(concat!("cadence/", env!("CARGO_PKG_VERSION"))),
+    );
+    if let Some(key) = api_key {
+        let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the API key has characters a header cannot carry".to_string())?;
+        v.set_sensitive(true);
+        h.insert(http::header::AUTHORIZATION, v);
+    }
+    for (n, v) in extra {
+        h.insert(n.clone(), v.clone());
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_parsing() {
+        let (n, v) = parse_header("X-Test:  abc ").unwrap();
+        assert_eq!(n.as_str(), "x-test");
+        assert_eq!(v.to_str().unwrap(), "abc");
+        assert!(v.is_sensitive());
+        let err = parse_header("novalue-secret").unwrap_err();
+        assert!(
+            !err.contains("secret") || err.contains("<unnamed>"),
+            "{err}"
+        );
+        assert!(parse_header("bad name: x").is_err());
+    }
+
+    #[test]
+    fn bearer_is_sensitive_and_user_headers_win() {
+        let extra = vec![parse_header("content-type: application/foo").unwrap()];
+        let h = base_headers(Some("k-123"), &extra).unwrap();
+        assert!(h[http::header::AUTHORIZATION].is_sensitive());
+        assert_eq!(h[http::header::CONTENT_TYPE], "application/foo");
+    }
+}

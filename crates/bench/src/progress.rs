@@ -1,0 +1,141 @@
+//! The live progress line on stderr: done / in flight / failed, elapsed, and running
+//! ITL and TTFT p50/p99 over recent requests. Hidden when stderr is not a terminal or
+//! with `--quiet`.
+
+use cadence_core::{Outcome, RequestRecord};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Recent samples kept for the running percentiles.
+const WINDOW_ITL: usize = 20_000;
+const WINDOW_TTFT: usize = 2_000;
+
+#[derive(Clone)]
+pub struct Progress {
+    bar: ProgressBar,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    in_flight: AtomicU64,
+    failed: AtomicU64,
+    recent: Mutex<Recent>,
+}
+
+struct Recent {
+    itl_ms: VecDeque<f64>,
+    ttft_ms: VecDeque<f64>,
+    last_draw: Instant,
+}
+
+impl Progress {
+    /// `total` is the number of requests when known.
+    pub fn new(total: Option<u64>, visible: bool) -> Progress {
+        let bar = if !visible {
+            ProgressBar::hidden()
+        } else {
+            let bar = match total {
+                Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()),
+                None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            };
+            let template = if total.is_some() {
+                "{elapsed:>4} [{bar:24}] {pos}/{len} {msg}"
+            } else {
+                "{elapsed:>4} {spinner} {pos} done {msg}"
+            };
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        };
+        Progress {
+            bar,
+            inner: Arc::new(Inner {
+                in_flight: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                recent: Mutex::new(Recent {
+                    itl_ms: VecDeque::new(),
+                    ttft_ms: VecDeque::new(),
+                    last_draw: Instant::now(),
+                }),
+            }),
+        }
+    }
+
+    pub fn started(&self) {
+        self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn ended(&self) {
+        self.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Called by the sink for each finished request.
+    pub fn record(&self, rec: &RequestRecord) {
+        if self.bar.is_hidden() {
+            return;
+        }
+        if rec.outcome.is_failure() {
+            self.inner.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        self.bar.inc(1);
+        let mut r = self.inner.recent.lock().expect("progress lock");
+        if rec.outcome == Outcome::Succeeded && !rec.warmup {
+            if let (Some(s), Some(f)) = (rec.sent_ns, rec.first_chunk_ns()) {
+                push(
+                    &mut r.ttft_ms,
+                    WINDOW_TTFT,
+                    f.saturating_sub(s) as f64 / 1e6,
+                );
+            }
+            for w in rec.chunks.windows(2) {
+                push(
+                    &mut r.itl_ms,
+                    WINDOW_ITL,
+                    (w[1].t_ns() - w[0].t_ns()) as f64 / 1e6,
+                );
+            }
+        }
+        if r.last_draw.elapsed() >= Duration::from_millis(250) {
+            r.last_draw = Instant::now();
+            let msg = format!(
+                "in flight {} failed {} | ITL p50 {} p99 {} | TTFT p50 {} p99 {}",
+                self.inner.in_flight.load(Ordering::Relaxed),
+                self.inner.failed.load(Ordering::Relaxed),
+                pct(&r.itl_ms, 0.5),
+                pct(&r.itl_ms, 0.99),
+                pct(&r.ttft_ms, 0.5),
+                pct(&r.ttft_ms, 0.99),
+            );
+            drop(r);
+            self.bar.set_message(msg);
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn push(q: &mut VecDeque<f64>, cap: usize, v: f64) {
+    if q.len() == cap {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+fn pct(q: &VecDeque<f64>, p: f64) -> String {
+    if q.is_empty() {
+        return "–".into();
+    }
+    let mut v: Vec<f64> = q.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    let x = v[((v.len() - 1) as f64 * p).round() as usize];
+    format!("{x:.1}ms")
+}

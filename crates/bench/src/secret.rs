@@ -1,0 +1,110 @@
+//! Keeps secrets (API keys, bearer tokens, key-like query parameters) out of records,
+//! logs and reports: every string that leaves the client passes through here.
+
+/// Scrubs known secret values and secret-shaped substrings from `text`.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+const MASK: &str = "[REDACTED]";
+
+impl Redactor {
+    /// A redactor that also removes each of `secrets` verbatim (values shorter than
+    /// 4 characters are ignored: they would mask ordinary text).
+    pub fn new<I: IntoIterator<Item = String>>(secrets: I) -> Self {
+        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 4).collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        Redactor { secrets }
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), MASK);
+            }
+        }
+        redact_patterns(&out)
+    }
+}
+
+/// Masks token-shaped values: `Bearer X`, `sk-…` keys, and `key=` / `api_key=` /
+/// `token=` style parameters, wherever they stand in the text.
+pub fn redact_patterns(text: &str) -> String {
+    // (marker, whether the marker is part of the secret itself)
+    const MARKERS: [(&str, bool); 8] = [
+        ("Bearer ", false),
+        ("bearer ", false),
+        ("sk-", true),
+        ("key=", false),
+        ("api_key=", false),
+        ("api-key=", false),
+        ("token=", false),
+        ("x-api-key: ", false),
+    ];
+    let is_end = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '&' | ',' | ';' | ')');
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    'scan: while i < text.len() {
+        let rest = &text[i..];
+        let at_word_start = text[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+        for (marker, inclusive) in MARKERS {
+            if !rest.starts_with(marker) || (inclusive && !at_word_start) {
+                continue;
+            }
+            let value = &rest[marker.len()..];
+            let len = value.find(is_end).unwrap_or(value.len());
+            if len == 0 || (inclusive && len < 8) {
+                continue;
+            }
+            if !inclusive {
+                out.push_str(marker);
+            }
+            out.push_str(MASK);
+            i += marker.len() + len;
+            continue 'scan;
+        }
+        let c = rest.chars().next().expect("non-empty");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removes_known_secret_anywhere() {
+        let r = Redactor::new(["canary-secret-123".to_string()]);
+        let got = r.redact("server said: bad key canary-secret-123!");
+        assert!(!got.contains("canary-secret-123"), "{got}");
+        assert!(got.contains("[REDACTED]"));
+    }
+
+    #[test]
+    fn masks_bearer_and_query_keys() {
+        let got = redact_patterns("Authorization: Bearer abc.def and https://x/y?key=zzz&q=1");
+        assert!(!got.contains("abc.def"), "{got}");
+        assert!(!got.contains("zzz"), "{got}");
+        assert!(got.contains("&q=1"), "{got}");
+    }
+
+    #[test]
+    fn masks_openai_style_keys() {
+        let got = redact_patterns("invalid key sk-proj-ABCDEFGHIJKLMNOP here");
+        assert!(!got.contains("ABCDEFGH"), "{got}");
+        assert!(got.ends_with(" here"), "{got}");
+    }
+
+    #[test]
+    fn leaves_plain_text_alone() {
+        let t = "a task-force of 5 tokens, müßig";
+        assert_eq!(redact_patterns(t), t);
+    }
+}

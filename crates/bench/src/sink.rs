@@ -1,0 +1,94 @@
+//! Where finished records go: written as JSON Lines the moment each request ends (so a
+//! crash or Ctrl-C keeps what was measured), kept for the report, and summarised for
+//! the live progress line. Runs on its own thread so file I/O never stalls the client.
+
+use crate::progress::Progress;
+use cadence_core::RequestRecord;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+/// The sending side, cloned into every request task.
+#[derive(Debug, Clone)]
+pub struct RecordSender(mpsc::Sender<RequestRecord>);
+
+impl RecordSender {
+    pub fn send(&self, rec: RequestRecord) {
+        // The receiver lives until `RecordSink::finish`, after every task has ended.
+        let _ = self.0.send(rec);
+    }
+}
+
+/// The receiving thread.
+pub struct RecordSink {
+    handle: JoinHandle<std::io::Result<Vec<RequestRecord>>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("cannot create the records file {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing records failed: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("the record writer thread panicked")]
+    Panicked,
+}
+
+impl RecordSink {
+    /// Starts the writer. The file is created (truncated) now, so a bad path fails
+    /// before any request is sent.
+    pub fn start(
+        path: Option<&Path>,
+        progress: Progress,
+    ) -> Result<(RecordSender, RecordSink), SinkError> {
+        let mut out = match path {
+            Some(p) => Some(BufWriter::new(File::create(p).map_err(|source| {
+                SinkError::Create {
+                    path: p.to_path_buf(),
+                    source,
+                }
+            })?)),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel::<RequestRecord>();
+        let handle = std::thread::Builder::new()
+            .name("cadence-records".into())
+            .spawn(move || {
+                let mut all = Vec::new();
+                let mut write_error = None;
+                for rec in rx {
+                    if let (Some(w), None) = (out.as_mut(), write_error.as_ref()) {
+                        let res = serde_json::to_writer(&mut *w, &rec)
+                            .map_err(std::io::Error::from)
+                            .and_then(|_| w.write_all(b"\n"))
+                            .and_then(|_| w.flush());
+                        if let Err(e) = res {
+                            write_error = Some(e);
+                        }
+                    }
+                    progress.record(&rec);
+                    all.push(rec);
+                }
+                match write_error {
+                    Some(e) => Err(e),
+                    None => Ok(all),
+                }
+            })
+            .map_err(SinkError::Write)?;
+        Ok((RecordSender(tx), RecordSink { handle }))
+    }
+
+    /// Waits for every sender to be dropped, then returns the records in the order
+    /// they finished.
+    pub fn finish(self) -> Result<Vec<RequestRecord>, SinkError> {
+        self.handle
+            .join()
+            .map_err(|_| SinkError::Panicked)?
+            .map_err(SinkError::Write)
+    }
+}

@@ -1,0 +1,268 @@
+//! The runner against `cadence sim` on a real socket: every request is accounted for
+//! (intended = sent + dropped; sent = succeeded + failed + aborted), warm-up is tagged,
+//! a deadline drains then aborts, and records reach the file as requests finish.
+
+use cadence_bench::body::BodySpec;
+use cadence_bench::client::{self, ClientConfig};
+use cadence_bench::progress::Progress;
+use cadence_bench::secret::Redactor;
+use cadence_bench::sink::RecordSink;
+use cadence_bench::workload::RequestFactory;
+use cadence_bench::{Clock, RunContext, RunPlan, StopReason, Timeouts};
+use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::{Outcome, RequestRecord};
+use cadence_sim::SimConfig;
+use cadence_wire::Api;
+use http::{HeaderName, HeaderValue};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn sim(itl: &str) -> cadence_sim::SimServer {
+    let config = SimConfig {
+        ttft: "fixed:5ms".parse().unwrap(),
+        itl: itl.parse().unwrap(),
+        ..SimConfig::default()
+    };
+    cadence_sim::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap()
+}
+
+fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<RunContext> {
+    let extra: Vec<(HeaderName, HeaderValue)> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            )
+        })
+        .collect();
+    Arc::new(RunContext {
+        client: client::build(&ClientConfig {
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(2),
+            http2: false,
+        }),
+        factory: RequestFactory {
+            endpoint: format!("http://{addr}/v1/chat/completions")
+                .parse()
+                .unwrap(),
+            headers: client::base_headers(None, &extra).unwrap(),
+            body: BodySpec {
+                api: Api::Chat,
+                model: "m".into(),
+                max_tokens: Some(max_tokens),
+                extra: None,
+            },
+            prompts: vec!["a".into(), "b".into()],
+        },
+        timeouts: Timeouts::default(),
+        api: Api::Chat,
+        strict: false,
+        redactor: Redactor::default(),
+        progress: Progress::new(None, false),
+    })
+}
+
+fn plan(
+    concurrency: u32,
+    requests: Option<u64>,
+    duration: Option<Duration>,
+    warmup: u64,
+) -> RunPlan {
+    RunPlan {
+        concurrency,
+        requests,
+        duration,
+        warmup,
+        grace: Duration::from_millis(100),
+        level: 0,
+    }
+}
+
+/// The invariants of FAULTS.md, checked with the same code the CLI uses.
+fn assert_accounted(records: &[RequestRecord], intended: u64, dropped: u64) {
+    let measured = records.iter().filter(|r| !r.warmup).count() as u64;
+    let warm = records.len() as u64 - measured;
+    let level = summarize_level(
+        records,
+        &LevelOptions {
+            stall_threshold_ns: 500_000_000,
+            window: None,
+            intended: Some(intended - warm),
+            dropped,
+        },
+    );
+    level.requests.check().expect("accounting adds up");
+    assert_eq!(level.requests.intended, measured + dropped);
+    let mut indices: Vec<u64> = records.iter().map(|r| r.index).collect();
+    indices.sort();
+    indices.dedup();
+    assert_eq!(
+        indices.len(),
+        records.len(),
+        "one record per request, none twice"
+    );
+}
+
+#[tokio::test]
+async fn closed_loop_sends_exactly_the_requests_and_tags_warmup() {
+    let server = sim("fixed:1ms").await;
+    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+    let p = plan(4, Some(20), None, 3);
+    let s = cadence_bench::run(
+        context(server.addr, 4, &[]),
+        &p,
+        Clock::start(),
+        tx,
+        std::future::pending(),
+    )
+    .await;
+    let records = sink.finish().unwrap();
+    assert_eq!(s.stop, StopReason::Completed);
+    assert_eq!(s.intended, 23);
+    assert_eq!(records.len(), 23);
+    assert_eq!(records.iter().filter(|r| r.warmup).count(), 3);
+    assert!(records.iter().filter(|r| r.warmup).all(|r| r.index < 3));
+    assert!(
+        records.iter().all(|r| r.outcome == Outcome::Succeeded),
+        "{records:?}"
+    );
+    assert!(records.iter().all(|r| r.worker < 4));
+    assert_accounted(&records, s.intended, s.dropped);
+}
+
+#[tokio::test]
+async fn concurrency_is_never_exceeded() {
+    let server = sim("fixed:2ms").await;
+    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+    let p = plan(3, Some(12), None, 0);
+    cadence_bench::run(
+        context(server.addr, 5, &[]),
+        &p,
+        Clock::start(),
+        tx,
+        std::future::pending(),
+    )
+    .await;
+    let records = sink.finish().unwrap();
+    // At any request's send time, at most `concurrency` requests were open.
+    for r in &records {
+        let t = r.sent_ns.unwrap();
+        let open = records
+            .iter()
+            .filter(|o| o.sent_ns.unwrap() <= t && o.end_ns.unwrap() > t)
+            .count();
+        assert!(open <= 3, "{open} in flight at {t}");
+    }
+}
+
+#[tokio::test]
+async fn f36_deadline_drains_then_aborts_keeping_tokens() {
+    // Streams of 200 tokens at 5 ms take ~1 s; the run stops issuing after 150 ms and
+    // allows 100 ms of grace, so in-flight streams are aborted with partial tokens.
+    let server = sim("fixed:5ms").await;
+    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+    let p = plan(4, None, Some(Duration::from_millis(150)), 0);
+    let s = cadence_bench::run(
+        context(server.addr, 200, &[]),
+        &p,
+        Clock::start(),
+        tx,
+        std::future::pending(),
+    )
+    .await;
+    let records = sink.finish().unwrap();
+    assert_eq!(s.stop, StopReason::Deadline);
+    assert_eq!(s.intended, 4);
+    assert_eq!(s.aborted_in_flight, 4);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.outcome == Outcome::AbortedAtDeadline),
+        "{records:?}"
+    );
+    assert!(
+        records.iter().all(|r| !r.chunks.is_empty()),
+        "partial tokens are kept"
+    );
+    assert!(!s.watchdog_fired);
+    assert_accounted(&records, s.intended, s.dropped);
+}
+
+#[tokio::test]
+async fn stop_signal_ends_the_run_and_everything_is_accounted() {
+    let server = sim("fixed:5ms").await;
+    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+    let p = plan(2, Some(1000), None, 0);
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let s = cadence_bench::run(context(server.addr, 20, &[]), &p, Clock::start(), tx, stop).await;
+    let records = sink.finish().unwrap();
+    assert_eq!(s.stop, StopReason::Interrupted);
+    assert!(s.intended < 1000);
+    assert_eq!(records.len() as u64, s.intended);
+    assert_accounted(&records, s.intended, s.dropped);
+}
+
+#[tokio::test]
+async fn failures_are_accounted_by_class() {
+    let server = sim("fixed:1ms").await;
+    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+    let p = plan(2, Some(6), None, 0);
+    let cx = context(server.addr, 4, &[("x-cadence-fault", "status_503")]);
+    let s = cadence_bench::run(cx, &p, Clock::start(), tx, std::future::pending()).await;
+    let records = sink.finish().unwrap();
+    assert!(records.iter().all(|r| r.outcome == Outcome::Http5xx));
+    assert_accounted(&records, s.intended, s.dropped);
+    let level = summarize_level(
+        &records,
+        &LevelOptions {
+            stall_threshold_ns: 1,
+            window: None,
+            intended: None,
+            dropped: 0,
+        },
+    );
+    assert_eq!(level.requests.failed.get("http_5xx"), Some(&6));
+    assert_eq!(level.requests.succeeded, 0);
+}
+
+#[tokio::test]
+async fn records_are_written_as_requests_finish() {
+    let server = sim("fixed:1ms").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("records.jsonl");
+    let (tx, sink) = RecordSink::start(Some(&path), Progress::new(None, false)).unwrap();
+    let p = plan(2, Some(5), None, 0);
+    cadence_bench::run(
+        context(server.addr, 3, &[]),
+        &p,
+        Clock::start(),
+        tx,
+        std::future::pending(),
+    )
+    .await;
+    let records = sink.finish().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let parsed: Vec<RequestRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed, records);
+}
+
+#[test]
+fn bad_records_path_fails_before_any_request() {
+    let err = RecordSink::start(
+        Some(std::path::Path::new("/nonexistent-dir/x.jsonl")),
+        Progress::new(None, false),
+    )
+    .err()
+    .expect("cannot create");
+    assert!(
+        err.to_string().contains("/nonexistent-dir/x.jsonl"),
+        "{err}"
+    );
+}

@@ -1,0 +1,341 @@
+//! `cadence bench`: validate the flags into a run, start the built-in simulator when no
+//! URL is given, drive the load, then print and write the report. Ctrl-C stops sending,
+//! drains, and still reports.
+
+use crate::builtin_sim::BuiltinSim;
+use crate::cli::BenchArgs;
+use crate::exit::{usage, Exit};
+use anyhow::Context;
+use bytes::Bytes;
+use cadence_bench::body::{parse_extra_body, BodySpec};
+use cadence_bench::client::{self, ClientConfig, HyperClient};
+use cadence_bench::progress::Progress;
+use cadence_bench::secret::{redact_patterns, Redactor};
+use cadence_bench::sink::RecordSink;
+use cadence_bench::target::{redact_url, Target};
+use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
+use cadence_bench::{Clock, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
+use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::report::{level_report, Report, RunInfo};
+use cadence_core::RequestRecord;
+use http_body_util::{BodyExt, Full};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Default measured requests when neither --requests nor --duration is given.
+const DEFAULT_REQUESTS: u64 = 64;
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
+    // Validate everything before a single request goes out.
+    let extra = args
+        .extra_body
+        .as_deref()
+        .map(parse_extra_body)
+        .transpose()
+        .map_err(usage)?;
+    let extra_headers = args
+        .headers
+        .iter()
+        .map(|h| client::parse_header(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    if args.requests == Some(0) {
+        return Err(usage("--requests must be at least 1"));
+    }
+    let requests = match (args.requests, args.duration) {
+        (None, None) => Some(DEFAULT_REQUESTS),
+        (n, _) => n,
+    };
+
+    let builtin = match &args.url {
+        Some(_) => None,
+        None => {
+            let config = cadence_sim::SimConfig {
+                seed: args.seed,
+                ..Default::default()
+            };
+            Some(BuiltinSim::start(config)?)
+        }
+    };
+    let url = match (&args.url, &builtin) {
+        (Some(u), _) => u.clone(),
+        (None, Some(sim)) => format!("http://{}/v1", sim.addr),
+        (None, None) => unreachable!("a built-in sim is started when no URL is given"),
+    };
+    let target =
+        Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
+    if builtin.is_some() && !args.quiet {
+        eprintln!("No URL given: benchmarking the built-in simulator at {url} (cadence sim).");
+    }
+
+    let api_key = if builtin.is_some() {
+        None
+    } else {
+        std::env::var(&args.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    let mut secrets: Vec<String> = api_key.iter().cloned().collect();
+    secrets.extend(
+        extra_headers
+            .iter()
+            .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
+    );
+    let redactor = Redactor::new(secrets);
+    let headers = client::base_headers(api_key.as_deref(), &extra_headers).map_err(usage)?;
+
+    let http = client::build(&ClientConfig {
+        pool_size: args.concurrency as usize,
+        connect_timeout: args.connect_timeout,
+        http2: args.http2,
+    });
+    let model = match (&args.model, &builtin) {
+        (Some(m), _) => m.clone(),
+        (None, Some(_)) => cadence_sim::SimConfig::default().model,
+        (None, None) => first_model(
+            &http,
+            &target,
+            &headers,
+            args.connect_timeout + args.header_timeout,
+        )
+        .await
+        .map_err(|e| {
+            usage(format!(
+                "{}; pass --model NAME",
+                redactor.redact(&format!("{e:#}"))
+            ))
+        })?,
+    };
+
+    let factory = RequestFactory {
+        endpoint: target.endpoint.clone(),
+        headers,
+        body: BodySpec {
+            api: target.api,
+            model: model.clone(),
+            max_tokens: Some(args.max_tokens),
+            extra,
+        },
+        prompts: vec![args
+            .prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
+    };
+    let plan = RunPlan {
+        concurrency: args.concurrency,
+        requests,
+        duration: args.duration,
+        warmup: args.warmup,
+        grace: args.grace,
+        level: 0,
+    };
+    let visible = !args.quiet && std::io::stderr().is_terminal();
+    let progress = Progress::new(requests.map(|n| n + args.warmup), visible);
+    let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
+    let cx = Arc::new(RunContext {
+        client: http,
+        factory,
+        timeouts: Timeouts {
+            connect: args.connect_timeout,
+            header: args.header_timeout,
+            first_token: args.ttft_timeout,
+            idle: args.idle_timeout,
+            total: args.total_timeout,
+        },
+        api: target.api,
+        strict: args.strict,
+        redactor,
+        progress: progress.clone(),
+    });
+
+    let started_at_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let clock = Clock::start();
+    let stop = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let summary = cadence_bench::run(cx, &plan, clock, sender, stop).await;
+    progress.finish();
+    let records = sink
+        .finish()
+        .context("the records could not all be written")?;
+    drop(builtin);
+
+    let info = RunInfo {
+        target: target.display(),
+        api: format!("{:?}", target.api).to_lowercase(),
+        model,
+        mode: "closed_loop".into(),
+        started_at_unix_ms,
+        duration_s: summary.wall.as_secs_f64(),
+        command: redacted_command(std::env::args()),
+        builtin_sim: args.url.is_none(),
+        interrupted: summary.stop == StopReason::Interrupted,
+    };
+    let (report, exit) = build_report(info, &plan, &records, &summary, args.stall_threshold);
+    print!(
+        "{}",
+        cadence_report::console::render(&report, std::io::stdout().is_terminal())
+    );
+    if let Some(path) = &args.json {
+        std::fs::write(path, cadence_report::json::render(&report))
+            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+    }
+    Ok(exit)
+}
+
+/// Turns records and the run summary into the report, with the warnings a reader
+/// needs, and decides the exit code.
+pub fn build_report(
+    info: RunInfo,
+    plan: &RunPlan,
+    records: &[RequestRecord],
+    summary: &RunSummary,
+    stall_threshold: Duration,
+) -> (Report, Exit) {
+    let warmup_sent = records.iter().filter(|r| r.warmup).count() as u64;
+    let opts = LevelOptions {
+        stall_threshold_ns: stall_threshold.as_nanos() as u64,
+        window: None,
+        intended: Some(summary.intended.saturating_sub(warmup_sent)),
+        dropped: summary.dropped,
+    };
+    let level = summarize_level(records, &opts);
+    let mut warnings = Vec::new();
+    let mut exit = Exit::Ok;
+    if let Err(e) = level.requests.check() {
+        warnings.push(format!("accounting does not add up: {e}"));
+        exit = Exit::Invalid;
+    }
+    if level.requests.sent > 0 && level.requests.succeeded == 0 {
+        warnings.push("no request succeeded: the latency figures are empty".into());
+        exit = Exit::Invalid;
+    }
+    if summary.watchdog_fired {
+        warnings.push("the watchdog ended requests that did not stop when cancelled".into());
+        exit = Exit::Invalid;
+    }
+    let (lag_p99, lag_max) = summary.loop_lag;
+    if lag_p99 > Duration::from_millis(5) {
+        warnings.push(format!(
+            "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by that much; figures are unreliable",
+            lag_p99.as_secs_f64() * 1e3,
+            lag_max.as_secs_f64() * 1e3
+        ));
+    }
+    let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
+    let coalesced: u64 = records.iter().map(|r| r.counters.coalesced as u64).sum();
+    if chunks > 0 && coalesced * 100 > chunks {
+        warnings.push(format!(
+            "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
+        ));
+    }
+    if summary.aborted_in_flight > 0 {
+        warnings.push(format!(
+            "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
+            summary.aborted_in_flight
+        ));
+    }
+    let name = format!("concurrency={}", plan.concurrency);
+    let mut lr = level_report(name, level);
+    lr.concurrency = Some(plan.concurrency);
+    let report = Report::new(info, vec![lr], warnings);
+    if summary.stop == StopReason::Interrupted && exit == Exit::Ok {
+        exit = Exit::Interrupted;
+    }
+    (report, exit)
+}
+
+/// The command line as it may be stored: header values, URL credentials and query
+/// values, and anything key-shaped are removed.
+pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut header_next = false;
+    for a in args {
+        if header_next {
+            out.push(format!("{}: [REDACTED]", client::header_name_only(&a)));
+            header_next = false;
+        } else if a == "-H" || a == "--header" {
+            out.push(a);
+            header_next = true;
+        } else if let Some(v) = a.strip_prefix("--header=") {
+            out.push(format!(
+                "--header={}: [REDACTED]",
+                client::header_name_only(v)
+            ));
+        } else if a.contains("://") {
+            out.push(redact_url(&a));
+        } else {
+            out.push(redact_patterns(&a));
+        }
+    }
+    out
+}
+
+/// Asks the server which models it serves and takes the first.
+async fn first_model(
+    http: &HyperClient,
+    target: &Target,
+    headers: &http::HeaderMap,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let mut req = http::Request::get(target.models.clone()).body(Full::new(Bytes::new()))?;
+    for (k, v) in headers {
+        if k != http::header::CONTENT_TYPE {
+            req.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    let fetch = async {
+        let resp = http
+            .request(req)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", cadence_bench::exec::error_chain(&e)))?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        anyhow::ensure!(status.is_success(), "HTTP {status}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&body).context("the model list is not JSON")?;
+        v["data"][0]["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow::anyhow!("the model list is empty"))
+    };
+    tokio::time::timeout(timeout, fetch)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
+        .with_context(|| {
+            format!(
+                "could not list models at {}",
+                redact_url(&target.models.to_string())
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_loses_secrets() {
+        let argv = [
+            "cadence",
+            "bench",
+            "https://u:pw@h/v1?key=abc",
+            "-H",
+            "x-api-key: s3cr3t",
+            "--header=Authorization: Bearer t0k",
+            "--extra-body",
+            r#"{"api_key=zzz": 1}"#,
+        ]
+        .map(String::from);
+        let out = redacted_command(argv).join(" ");
+        for secret in ["pw", "abc", "s3cr3t", "t0k", "zzz"] {
+            assert!(!out.contains(secret), "{secret} leaked: {out}");
+        }
+        assert!(out.contains("x-api-key: [REDACTED]"), "{out}");
+    }
+}

@@ -1,0 +1,67 @@
+//! The simulator started in-process when `cadence bench` gets no URL: it runs on its
+//! own thread and runtime so its token pacing does not share the client's event loop.
+
+use cadence_sim::SimConfig;
+use std::net::SocketAddr;
+
+/// A running in-process simulator; dropped = shut down.
+pub struct BuiltinSim {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BuiltinSim {
+    pub fn start(config: SimConfig) -> anyhow::Result<BuiltinSim> {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("cadence-sim".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    match cadence_sim::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0))).await {
+                        Ok(server) => {
+                            let _ = addr_tx.send(Ok(server.addr));
+                            let _ = stop_rx.await;
+                            server.shutdown().await;
+                        }
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(e));
+                        }
+                    }
+                });
+            })?;
+        let addr = addr_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the built-in simulator thread died before it listened"))?
+            .map_err(|e| {
+                anyhow::anyhow!("the built-in simulator could not listen on 127.0.0.1: {e}")
+            })?;
+        Ok(BuiltinSim {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for BuiltinSim {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Exit codes: distinct for success, fatal error, bad usage, SLO breach, an invalid run
+//! and an interrupted one, so scripts and CI can tell them apart.
+
+/// The process exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The run completed and its figures are valid.
+    Ok = 0,
+    /// Cadence could not do what was asked (I/O, internal error).
+    Error = 1,
+    /// Bad command-line usage or configuration.
+    Usage = 2,
+    /// An SLO was breached (reserved for `--slo`).
+    SloBreached = 3,
+    /// The run's figures are not valid: no request succeeded, the accounting did not
+    /// add up, or the watchdog had to end the run.
+    Invalid = 4,
+    /// Interrupted by Ctrl-C; the report of what was measured was still written.
+    Interrupted = 130,
+}
+
+pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached; 4 run invalid (no request succeeded, accounting mismatch, watchdog); 130 interrupted (report still written)";
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(e: Exit) -> Self {
+        std::process::ExitCode::from(e as u8)
+    }
+}
+
+/// A configuration error found after clap's parsing (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Shorthand: a usage error as an `anyhow::Error`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}

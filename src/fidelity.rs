@@ -1,0 +1,282 @@
+//! `cadence fidelity`: the end-to-end check that the client measures what the server
+//! did. A `cadence sim` child process streams on a fixed schedule and logs the moment it
+//! wrote each chunk; the real client benchmarks it; the pooled gaps of both are compared.
+
+use crate::cli::FidelityArgs;
+use crate::exit::{usage, Exit};
+use anyhow::Context;
+use cadence_bench::body::BodySpec;
+use cadence_bench::client::{self, ClientConfig};
+use cadence_bench::progress::Progress;
+use cadence_bench::secret::Redactor;
+use cadence_bench::sink::RecordSink;
+use cadence_bench::target::Target;
+use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
+use cadence_bench::{Clock, RunContext, RunPlan, Timeouts};
+use cadence_core::stats::Distribution;
+use cadence_core::{Outcome, RequestRecord};
+use cadence_wire::Api;
+use serde::Serialize;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The acceptance bounds of the core issue: (streams up to, p50 relative, p99 absolute ms).
+const BOUNDS: [(u32, f64, f64); 2] = [(100, 0.02, 0.5), (u32::MAX, 0.05, 2.0)];
+
+#[derive(Debug, Serialize)]
+pub struct LevelResult {
+    pub concurrency: u32,
+    pub requests: u64,
+    pub succeeded: u64,
+    pub gaps: u64,
+    pub true_p50_ms: f64,
+    pub measured_p50_ms: f64,
+    pub p50_error_pct: f64,
+    pub true_p99_ms: f64,
+    pub measured_p99_ms: f64,
+    pub p99_error_ms: f64,
+    pub bound_p50_pct: f64,
+    pub bound_p99_ms: f64,
+    pub pass: bool,
+}
+
+pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
+    if args.concurrency.contains(&0) || args.rounds == 0 || args.tokens < 2 {
+        return Err(usage(
+            "--concurrency levels and --rounds must be at least 1, --tokens at least 2",
+        ));
+    }
+    let exe = std::env::current_exe()
+        .context("cannot find the cadence executable to start the simulator")?;
+    let dir = tempfile_dir()?;
+    let mut results = Vec::new();
+    println!(
+        "Fidelity: sim ITL fixed {:?}, {} tokens per request; truth = the simulator's send log",
+        args.itl, args.tokens
+    );
+    println!(
+        "{:>8} {:>9} {:>9} {:>11} {:>11} {:>8} {:>11} {:>11} {:>9}  verdict",
+        "streams",
+        "requests",
+        "gaps",
+        "true p50",
+        "meas. p50",
+        "err",
+        "true p99",
+        "meas. p99",
+        "err"
+    );
+    for &c in &args.concurrency {
+        let log = dir.join(format!("send-{c}.jsonl"));
+        let r = level(&exe, &log, c, &args).await?;
+        println!(
+            "{:>8} {:>9} {:>9} {:>9.3}ms {:>9.3}ms {:>7.2}% {:>9.3}ms {:>9.3}ms {:>7.3}ms  {}",
+            r.concurrency,
+            r.requests,
+            r.gaps,
+            r.true_p50_ms,
+            r.measured_p50_ms,
+            r.p50_error_pct,
+            r.true_p99_ms,
+            r.measured_p99_ms,
+            r.p99_error_ms,
+            if r.pass {
+                "pass".to_string()
+            } else {
+                format!("FAIL (bounds {}% / {} ms)", r.bound_p50_pct, r.bound_p99_ms)
+            }
+        );
+        results.push(r);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if results.iter().all(|r| r.pass) {
+        Exit::Ok
+    } else {
+        Exit::Invalid
+    })
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("cadence-fidelity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// A child process that is stopped when dropped.
+struct SimChild(Child);
+
+impl SimChild {
+    fn start(exe: &Path, log: &Path, args: &FidelityArgs) -> anyhow::Result<(SimChild, String)> {
+        let itl = format!("fixed:{}ms", args.itl.as_secs_f64() * 1e3);
+        let mut child = Command::new(exe)
+            .args([
+                "sim",
+                "--addr",
+                "127.0.0.1:0",
+                "--ttft",
+                "fixed:20ms",
+                "--itl",
+                &itl,
+            ])
+            .args(["--max-tokens", &args.tokens.to_string(), "--send-log"])
+            .arg(log)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .context("cannot start the simulator process")?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .map(str::to_string)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the simulator did not say where it listens (got '{}')",
+                    line.trim()
+                )
+            })?;
+        Ok((SimChild(child), url))
+    }
+
+    /// Asks the simulator to stop (SIGINT, so it flushes its log) and waits.
+    fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        for _ in 0..100 {
+            if self.0.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        anyhow::bail!("the simulator did not stop within 5 s")
+    }
+}
+
+impl Drop for SimChild {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+async fn level(
+    exe: &Path,
+    log: &Path,
+    concurrency: u32,
+    args: &FidelityArgs,
+) -> anyhow::Result<LevelResult> {
+    let (sim, url) = SimChild::start(exe, log, args)?;
+    let target = Target::resolve(&url, Some(Api::Chat)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let requests = concurrency as u64 * args.rounds;
+    let http = client::build(&ClientConfig {
+        pool_size: concurrency as usize,
+        connect_timeout: Duration::from_secs(10),
+        http2: false,
+    });
+    let cx = Arc::new(RunContext {
+        client: http,
+        factory: RequestFactory {
+            endpoint: target.endpoint.clone(),
+            headers: client::base_headers(None, &[]).map_err(anyhow::Error::msg)?,
+            body: BodySpec {
+                api: Api::Chat,
+                model: "fidelity".into(),
+                max_tokens: Some(args.tokens),
+                extra: None,
+            },
+            prompts: vec![DEFAULT_PROMPT.to_string()],
+        },
+        timeouts: Timeouts::default(),
+        api: Api::Chat,
+        strict: false,
+        redactor: Redactor::default(),
+        progress: Progress::new(None, false),
+    });
+    let plan = RunPlan {
+        concurrency,
+        requests: Some(requests),
+        duration: None,
+        warmup: 0,
+        grace: Duration::from_secs(5),
+        level: 0,
+    };
+    let (sender, sink) = RecordSink::start(None, Progress::new(None, false))?;
+    cadence_bench::run(cx, &plan, Clock::start(), sender, std::future::pending()).await;
+    let records = sink.finish()?;
+    sim.stop()?;
+
+    let mut measured = pooled_gaps_ms(
+        records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Succeeded)
+            .map(|r: &RequestRecord| r.chunks.iter().map(|c| c.t_ns())),
+    );
+    let text = std::fs::read_to_string(log)
+        .with_context(|| format!("cannot read the send log {}", log.display()))?;
+    let streams: Vec<cadence_sim::SentStream> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("the send log is not JSON lines of sent streams")?;
+    let mut truth = pooled_gaps_ms(streams.iter().map(|s| s.chunks_ns.iter().copied()));
+    let gaps = measured.len() as u64;
+    let m = Distribution::from_samples(&mut measured)
+        .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
+    let t = Distribution::from_samples(&mut truth)
+        .ok_or_else(|| anyhow::anyhow!("the send log has no gaps"))?;
+    let (_, b50, b99) = *BOUNDS
+        .iter()
+        .find(|(n, _, _)| concurrency <= *n)
+        .expect("last bound is open");
+    let p50_err = (m.p50 - t.p50).abs() / t.p50;
+    let p99_err = (m.p99 - t.p99).abs();
+    Ok(LevelResult {
+        concurrency,
+        requests,
+        succeeded: records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Succeeded)
+            .count() as u64,
+        gaps,
+        true_p50_ms: t.p50,
+        measured_p50_ms: m.p50,
+        p50_error_pct: p50_err * 100.0,
+        true_p99_ms: t.p99,
+        measured_p99_ms: m.p99,
+        p99_error_ms: p99_err,
+        bound_p50_pct: b50 * 100.0,
+        bound_p99_ms: b99,
+        pass: p50_err <= b50 && p99_err <= b99 && records.len() as u64 == requests,
+    })
+}
+
+/// Gaps between consecutive times of each stream, pooled, in ms.
+fn pooled_gaps_ms<I, J>(streams: I) -> Vec<f64>
+where
+    I: Iterator<Item = J>,
+    J: Iterator<Item = u64>,
+{
+    let mut out = Vec::new();
+    for s in streams {
+        let mut prev = None;
+        for t in s {
+            if let Some(p) = prev {
+                out.push(t.saturating_sub(p) as f64 / 1e6);
+            }
+            prev = Some(t);
+        }
+    }
+    out
+}

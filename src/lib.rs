@@ -1,0 +1,71 @@
+//! The `cadence` command-line tool, as a library: the binary calls [`main`], tests call
+//! the subcommands directly.
+
+pub mod bench_cmd;
+pub mod builtin_sim;
+pub mod cli;
+pub mod exit;
+pub mod fidelity;
+pub mod sim_cmd;
+
+use clap::{CommandFactory, FromArgMatches};
+use cli::{Cli, Command};
+use exit::Exit;
+
+/// The metric definitions, shown under `cadence bench --help`.
+fn definitions_help() -> String {
+    let mut s = String::from("Metric definitions (each report repeats them):\n");
+    for (name, formula) in cadence_core::report::definitions() {
+        s.push_str(&format!("  {name}: {formula}\n"));
+    }
+    s.push_str(&format!("\nExit codes: {}", exit::EXIT_CODES_HELP));
+    s
+}
+
+/// Parses the command line, runs the subcommand, and returns its exit code.
+pub fn main() -> std::process::ExitCode {
+    let cmd = Cli::command().mut_subcommand("bench", |c| c.after_long_help(definitions_help()));
+    let matches = cmd.get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Error.into();
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Bench(args) => bench_cmd::run(*args).await,
+            Command::Sim(args) => sim_cmd::run(args).await,
+            Command::Fidelity(args) => fidelity::run(args).await,
+        }
+    });
+    // Request tasks still parked on a dead connection must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(code) => code.into(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.downcast_ref::<exit::UsageError>()
+                .map_or(Exit::Error, |_| Exit::Usage)
+                .into()
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CADENCE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

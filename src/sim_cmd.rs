@@ -1,0 +1,67 @@
+//! `cadence sim`: the simulator as a standalone OpenAI-compatible server, until Ctrl-C.
+
+use crate::cli::SimArgs;
+use crate::exit::{usage, Exit};
+use cadence_sim::{Dist, SendLog, SimConfig, SimState};
+
+/// Validates the flags into a simulator configuration.
+pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
+    let mut c = SimConfig {
+        seed: args.seed,
+        ..SimConfig::default()
+    };
+    let dist = |flag: &str, v: &str| -> anyhow::Result<Dist> {
+        v.parse::<Dist>()
+            .map_err(|e| usage(format!("--{flag}: {e}")))
+    };
+    if let Some(v) = &args.ttft {
+        c.ttft = dist("ttft", v)?;
+    }
+    if let Some(v) = &args.itl {
+        c.itl = dist("itl", v)?;
+    }
+    if let Some(v) = &args.stall {
+        c.stall = dist("stall", v)?;
+    }
+    if let Some(b) = args.burst {
+        if b == 0 {
+            return Err(usage("--burst must be at least 1"));
+        }
+        c.burst = b;
+    }
+    if let Some(p) = args.stall_probability {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(usage("--stall-probability must be between 0 and 1"));
+        }
+        c.stall_probability = p;
+    }
+    if let Some(n) = args.max_tokens {
+        c.default_max_tokens = n;
+    }
+    if let Some(m) = &args.model {
+        c.model = m.clone();
+    }
+    Ok(c)
+}
+
+pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {
+    let config = config(&args)?;
+    config.validate().map_err(|e| usage(e.to_string()))?;
+    let state = match &args.send_log {
+        Some(path) => {
+            let log = SendLog::with_capacity(0).with_file(path).map_err(|e| {
+                anyhow::anyhow!("cannot create the send log {}: {e}", path.display())
+            })?;
+            SimState::with_send_log(config, log)
+        }
+        None => SimState::new(config),
+    };
+    let server = cadence_sim::spawn_with_state(state, args.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
+    // The first line on stdout is the address, for scripts that started us on port 0.
+    println!("listening on http://{}/v1", server.addr);
+    let _ = tokio::signal::ctrl_c().await;
+    server.shutdown().await;
+    Ok(Exit::Ok)
+}
