@@ -24,7 +24,9 @@
 //! Request `i` (arrival order, or the `x-cadence-request` header) of a sim
 //! with seed `s` always gets the same schedule and text: [`plan()`] is a pure
 //! function of `(config, i, max_tokens, overrides)` and the stream sleeps to
-//! absolute deadlines from the moment the request arrived.
+//! absolute deadlines from the moment the request arrived (tokio's timer has
+//! 1 ms resolution, so a chunk leaves within 1 ms after its planned time).
+//! Only `created` (wall-clock seconds) varies between runs.
 //!
 //! # Per-request controls (headers)
 //! `x-cadence-fault: NAME` (or model `fault/NAME`), `x-cadence-ttft-ms`,
@@ -32,7 +34,9 @@
 //! `x-cadence-stall-after: K` (one pause after K content chunks),
 //! `x-cadence-fault-after: K` (where truncating faults cut),
 //! `x-cadence-request: N`. Every response carries `x-cadence-request`.
-//! See [`Fault`] for the fault names.
+//! See [`Fault`] for the fault names. Non-streamed requests honour only
+//! `status_429`, `status_503`, `html_200` and `header_delay`; the other
+//! faults shape streams.
 
 pub mod config;
 pub mod dist;

@@ -510,3 +510,94 @@ fn frame(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::dist::Dist;
+    use crate::plan::{plan, Overrides};
+
+    fn script(fault: Option<Fault>, include_usage: bool) -> Script {
+        let config = SimConfig {
+            ttft: Dist::Fixed(Duration::from_millis(50)),
+            itl: Dist::Fixed(Duration::from_millis(10)),
+            ..SimConfig::default()
+        };
+        let plan = plan(&config, 0, 4, &Overrides::default());
+        build(&StreamSpec {
+            dialect: Dialect::Chat,
+            fault,
+            plan: &plan,
+            id: "x",
+            created: 0,
+            model: "m",
+            prompt_tokens: 1,
+            include_usage,
+            continuous_usage: false,
+            fault_after: None,
+            silence: Duration::from_secs(1),
+        })
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn normal_stream_frames_and_times() {
+        let s = script(None, true);
+        let times: Vec<Duration> = s.frames.iter().map(|f| f.at).collect();
+        // role, 4 content, usage, [DONE]
+        assert_eq!(
+            times,
+            [ms(0), ms(50), ms(60), ms(70), ms(80), ms(80), ms(80)]
+        );
+        let tokens: Vec<Vec<u32>> = s.frames.iter().map(|f| f.tokens.clone()).collect();
+        assert_eq!(
+            tokens,
+            [vec![], vec![1], vec![1], vec![1], vec![1], vec![], vec![]]
+        );
+        assert_eq!(&s.frames[6].bytes[..], b"data: [DONE]\n\n");
+        assert!(!s.reset && s.end_at.is_none());
+    }
+
+    #[test]
+    fn split_bytes_stamps_the_chunk_on_its_last_byte() {
+        let s = script(Some(Fault::SplitBytes), false);
+        let whole = script(None, false);
+        let joined: Vec<u8> = s.frames.iter().flat_map(|f| f.bytes.to_vec()).collect();
+        let expected: Vec<u8> = whole.frames.iter().flat_map(|f| f.bytes.to_vec()).collect();
+        assert_eq!(joined, expected);
+        let stamped: Vec<usize> = s
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !f.tokens.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(stamped.len(), 4);
+        for i in stamped {
+            assert_eq!(&s.frames[i].bytes[..], b"\n", "the event's final byte");
+        }
+    }
+
+    #[test]
+    fn coalesced_frames_leave_with_their_last_event() {
+        let s = script(Some(Fault::Coalesce), false);
+        let shape: Vec<(Duration, Vec<u32>)> =
+            s.frames.iter().map(|f| (f.at, f.tokens.clone())).collect();
+        // [role, c1, c2] [c3, c4, DONE]
+        assert_eq!(shape, [(ms(60), vec![1, 1]), (ms(80), vec![1, 1])]);
+    }
+
+    #[test]
+    fn reset_and_no_tokens_end_as_planned() {
+        let r = script(Some(Fault::Reset), false);
+        assert!(r.reset);
+        assert_eq!(r.end_at, Some(ms(70)), "when the third chunk was due");
+        let n = script(Some(Fault::NoTokens), false);
+        assert_eq!(n.frames.len(), 1);
+        assert_eq!(n.end_at, Some(Duration::from_secs(1)));
+    }
+}
