@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use cadence_sim::{SimConfig, SimState};
+use cadence_sim::SimState;
 use common::*;
 use serde_json::{json, Value};
 
