@@ -476,7 +476,7 @@ async fn f33_status_429_and_503_with_retry_after() {
 
 #[tokio::test(start_paused = true)]
 async fn faults_apply_to_completions_too() {
-    let state = SimState::new(SimConfig { ..fixed_config() });
+    let state = SimState::new(fixed_config());
     let body = json!({"prompt": "p", "stream": true, "max_tokens": 4});
     let r = send(
         &state,
