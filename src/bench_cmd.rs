@@ -244,7 +244,8 @@ pub fn build_report(
     let mut lr = level_report(name, level);
     lr.concurrency = Some(plan.concurrency);
     let report = Report::new(info, vec![lr], warnings);
-    if summary.stop == StopReason::Interrupted && exit == Exit::Ok {
+    // The user who pressed Ctrl-C knows the run is partial; say interrupted, not invalid.
+    if summary.stop == StopReason::Interrupted {
         exit = Exit::Interrupted;
     }
     (report, exit)

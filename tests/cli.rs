@@ -1,0 +1,344 @@
+//! The real `cadence` binary: exit codes, usage errors, the JSON report against the
+//! checked-in schema, secrets never leaking, and Ctrl-C still reporting.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+fn cadence() -> Command {
+    let mut c = Command::cargo_bin("cadence").unwrap();
+    c.env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(120));
+    c
+}
+
+fn validate(json: &str) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
+}
+
+#[test]
+fn bench_without_url_runs_the_builtin_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let records = dir.path().join("records.jsonl");
+    cadence()
+        .args([
+            "bench",
+            "-n",
+            "6",
+            "-c",
+            "3",
+            "--max-tokens",
+            "5",
+            "--warmup",
+            "2",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("TTFT")
+                .and(predicate::str::contains("ITL"))
+                .and(predicate::str::contains("built-in simulator")),
+        );
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let level = &v["levels"][0];
+    assert_eq!(level["requests"]["succeeded"], 6);
+    assert_eq!(level["warmup"], 2);
+    assert_eq!(level["itl"]["count"], 6 * 4, "4 gaps per 5-token stream");
+    assert_eq!(level["output_tokens"]["source"], "usage");
+    assert_eq!(v["run"]["builtin_sim"], true);
+    let lines = std::fs::read_to_string(&records).unwrap();
+    assert_eq!(
+        lines.lines().count(),
+        8,
+        "warm-up requests are recorded too"
+    );
+}
+
+#[test]
+fn bench_help_states_the_formulas_and_exit_codes() {
+    cadence()
+        .args(["bench", "--help"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("ITL")
+                .and(predicate::str::contains("Exit codes"))
+                .and(predicate::str::contains("type 7")),
+        );
+}
+
+#[test]
+fn bad_extra_body_is_a_usage_error() {
+    cadence()
+        .args(["bench", "--extra-body", "[1,2]", "-n", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("JSON object"));
+}
+
+#[test]
+fn bad_header_is_a_usage_error_without_its_value() {
+    cadence()
+        .args(["bench", "-H", "no-colon-secretvalue", "-n", "1"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("Name: value")
+                .and(predicate::str::contains("secretvalue").not()),
+        );
+}
+
+#[test]
+fn bad_duration_is_a_usage_error() {
+    cadence()
+        .args(["bench", "--duration", "soon"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("duration"));
+}
+
+#[test]
+fn unreachable_server_is_an_invalid_run_with_classified_failures() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    cadence()
+        .args([
+            "bench",
+            &format!("http://{addr}/v1"),
+            "--model",
+            "m",
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("connect_error"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["levels"][0]["requests"]["failed"]["connect_error"], 3);
+    assert!(
+        v["levels"][0]["ttft"].is_null(),
+        "no success: TTFT absent, not 0"
+    );
+}
+
+#[test]
+fn model_is_discovered_when_not_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    // The simulator as a separate process, its address read from its first line.
+    let mut sim = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args([
+            "sim",
+            "--addr",
+            "127.0.0.1:0",
+            "--model",
+            "served-model",
+            "--itl",
+            "1ms",
+            "--ttft",
+            "1ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = sim.stdout.take().unwrap();
+    let mut first = Vec::new();
+    let mut byte = [0u8; 1];
+    while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+        first.push(byte[0]);
+    }
+    let line = String::from_utf8(first).unwrap();
+    let url = line
+        .strip_prefix("listening on ")
+        .expect("sim prints its address")
+        .to_string();
+    let result = cadence()
+        .args([
+            "bench",
+            &url,
+            "-n",
+            "2",
+            "--max-tokens",
+            "3",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .assert();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    result.code(0);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["run"]["model"], "served-model");
+}
+
+/// A hostile server that echoes every request header back in a 401 body.
+fn echo_server() -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(false).unwrap();
+        for _ in 0..3 {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut n = 0;
+            while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf[n..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+            }
+            let echoed = String::from_utf8_lossy(&buf[..n]).to_string();
+            let body = format!(
+                "{{\"error\":{{\"message\":\"bad key, you sent: {}\"}}}}",
+                echoed.replace(['\r', '\n', '"'], " ")
+            );
+            let resp = format!(
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(resp.as_bytes());
+        }
+    });
+    (addr, handle)
+}
+
+#[test]
+fn secret_canary_never_reaches_output_records_or_report() {
+    const KEY: &str = "canary-KEY-7f3a9b2c";
+    const HDR: &str = "canary-HDR-51e0d4aa";
+    let (addr, server) = echo_server();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let records = dir.path().join("r.jsonl");
+    let out = cadence()
+        .env("MY_KEY", KEY)
+        .args([
+            "bench",
+            &format!("http://{addr}/v1"),
+            "--model",
+            "m",
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--api-key-env",
+            "MY_KEY",
+        ])
+        .args(["-H", &format!("x-api-key: {HDR}"), "--json"])
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    server.join().unwrap();
+    assert_eq!(out.status.code(), Some(4), "every request failed with 401");
+    let rec_text = std::fs::read_to_string(&records).unwrap();
+    assert!(
+        rec_text.contains("http_4xx"),
+        "the echo server answered: {rec_text}"
+    );
+    let everything = [
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        std::fs::read_to_string(&json).unwrap(),
+        rec_text,
+    ];
+    for (i, text) in everything.iter().enumerate() {
+        assert!(!text.contains(KEY), "API key leaked in output #{i}: {text}");
+        assert!(
+            !text.contains(HDR),
+            "header secret leaked in output #{i}: {text}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_drains_and_still_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let records = dir.path().join("r.jsonl");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args([
+            "bench",
+            "-n",
+            "100000",
+            "-c",
+            "4",
+            "--max-tokens",
+            "100",
+            "--grace",
+            "100ms",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["run"]["interrupted"], true);
+    let req = &v["levels"][0]["requests"];
+    assert!(req["aborted"].as_u64().unwrap() >= 1, "{req}");
+    let lines = std::fs::read_to_string(&records).unwrap().lines().count() as u64;
+    assert_eq!(
+        lines,
+        req["sent"].as_u64().unwrap(),
+        "every sent request has a record"
+    );
+}
