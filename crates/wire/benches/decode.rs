@@ -69,6 +69,60 @@ fn bench(c: &mut Criterion) {
         b.iter(|| run(Api::Chat, Framing::Sse, black_box(&reads)))
     });
     group.finish();
+
+    // The parts, to see where the time goes.
+    let mut parts = c.benchmark_group("parts");
+    parts.throughput(Throughput::Elements(CHUNKS as u64));
+    parts.bench_function("sse_framing_only", |b| {
+        b.iter(|| {
+            let mut dec = cadence_wire::sse::SseDecoder::new();
+            let mut n = 0usize;
+            for r in &reads {
+                dec.feed(black_box(r), &mut |item| {
+                    if let cadence_wire::sse::SseItem::Event(e) = item {
+                        n += e.data.len();
+                    }
+                });
+            }
+            n
+        })
+    });
+    let datas: Vec<String> = reads
+        .iter()
+        .map(|r| String::from_utf8(r[6..r.len() - 2].to_vec()).unwrap())
+        .collect();
+    parts.bench_function("parse_data_only", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            for d in &datas {
+                if let cadence_wire::dialect::StreamEvent::Chunk(c) =
+                    cadence_wire::dialect::parse_data(Api::Chat, black_box(d))
+                {
+                    n += c.content.map_or(0, |t| t.len());
+                }
+            }
+            n
+        })
+    });
+    // Reference points for this machine: what serde_json costs just to walk the JSON,
+    // and a plain UTF-8 check of the same bytes.
+    parts.bench_function("baseline_serde_ignored_any", |b| {
+        b.iter(|| {
+            for d in datas.iter().filter(|d| d.starts_with('{')) {
+                let _: serde::de::IgnoredAny = serde_json::from_str(black_box(d)).unwrap();
+            }
+        })
+    });
+    parts.bench_function("baseline_from_utf8", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            for r in &reads {
+                n += std::str::from_utf8(black_box(r)).unwrap().len();
+            }
+            n
+        })
+    });
+    parts.finish();
 }
 
 criterion_group!(benches, bench);

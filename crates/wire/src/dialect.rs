@@ -1,16 +1,19 @@
 //! OpenAI-style API dialects: one event's data (an SSE `data` field or an NDJSON line)
 //! turned into a normalized [`StreamEvent`], so the tracker never looks at JSON.
 //!
-//! Parsing is serde with borrowed strings and every field loosely typed: an unexpected
-//! type in a field Cadence does not need never rejects a chunk, and unknown fields are
-//! skipped without allocating. Only invalid JSON, JSON that is not an object, or an
-//! object with none of `choices`, `usage`, `error` is malformed.
+//! The reference parse is serde with borrowed strings and every field loosely typed: an
+//! unexpected type in a field Cadence does not need never rejects a chunk, and unknown
+//! fields are skipped without allocating. Only invalid JSON, JSON that is not an
+//! object, or an object with none of `choices`, `usage`, `error` is malformed. A
+//! hand-written fast path (`fast`) takes the common shapes first, for speed.
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
+
+mod fast;
 
 /// Which request/response shape the endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,6 +117,14 @@ pub fn parse_data(api: Api, data: &str) -> StreamEvent<'_> {
     if !data.starts_with('{') {
         return StreamEvent::Malformed;
     }
+    if let Some(ev) = fast::parse(api, data) {
+        return ev;
+    }
+    parse_object(api, data)
+}
+
+/// The serde path: the reference for every shape, used when the fast path declines.
+fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
     let raw: RawChunk<'_> = match serde_json::from_str(data) {
         Ok(r) => r,
         Err(_) => return StreamEvent::Malformed,
@@ -805,5 +816,206 @@ mod tests {
             serde_json::from_str::<Api>("\"completions\"").unwrap(),
             Api::Completions
         );
+    }
+
+    #[test]
+    fn common_shapes_take_the_fast_path() {
+        for (api, d) in [
+            (Api::Chat, SAMPLE),
+            (
+                Api::Chat,
+                r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+            ),
+            (
+                Api::Chat,
+                r#"{"choices":[{"delta":{"reasoning_content":"a\nb","content":null}}]}"#,
+            ),
+            (
+                Api::Chat,
+                r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+            ),
+            (
+                Api::Completions,
+                r#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hi","token_ids":[1,2],"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#,
+            ),
+        ] {
+            let fast = fast::parse(api, d).unwrap_or_else(|| panic!("declined: {d}"));
+            assert_eq!(fast, parse_object(api, d), "{d}");
+        }
+    }
+
+    mod differential {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn pick(v: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
+            prop::sample::select(v).prop_map(str::to_owned)
+        }
+
+        fn text_value() -> impl Strategy<Value = String> + Clone {
+            prop_oneof![
+                4 => pick(&[
+                    "null",
+                    r#""""#,
+                    r#"" hello""#,
+                    r#""h\u00e9llo \ud83d\ude00""#,
+                    r#""a\nb\t\"q\"\\ \/""#,
+                    "\"\u{e9}t\u{e9} \u{1F600}\"",
+                ]),
+                1 => pick(&[
+                    r#""lone \ud800 x""#,
+                    r#""bad \x escape""#,
+                    r#"[{"type":"text","text":"a"},"b"]"#,
+                    "5",
+                    "{}",
+                ]),
+            ]
+        }
+
+        fn object(fields: Vec<(String, String)>) -> String {
+            let body: Vec<String> = fields
+                .into_iter()
+                .map(|(k, v)| format!("\"{k}\" : {v}"))
+                .collect();
+            format!("{{ {} }}", body.join(","))
+        }
+
+        /// Each key at most once (absent sometimes), in random order; now and then a
+        /// random duplicate.
+        fn fields(
+            entries: Vec<(&'static str, BoxedStrategy<String>)>,
+        ) -> impl Strategy<Value = Vec<(String, String)>> {
+            let n = entries.len();
+            let each: Vec<_> = entries
+                .into_iter()
+                .map(|(k, v)| prop::option::weighted(0.6, v.prop_map(move |v| (k.to_owned(), v))))
+                .collect();
+            (each, prop::option::weighted(0.05, 0..n))
+                .prop_map(|(v, dup)| {
+                    let mut f: Vec<(String, String)> = v.into_iter().flatten().collect();
+                    if let Some(i) = dup {
+                        if let Some(e) = f.get(i % f.len().max(1)).cloned() {
+                            f.push(e);
+                        }
+                    }
+                    f
+                })
+                .prop_shuffle()
+        }
+
+        fn delta() -> impl Strategy<Value = String> {
+            let tool = prop_oneof![
+                3 => Just("null".to_owned()),
+                1 => pick(&[
+                    r#"[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]"#,
+                    r#"[{"index":0,"function":{"arguments":"{\"a\":1}"}}]"#,
+                ]),
+            ];
+            prop_oneof![
+                1 => pick(&["null", "{}", "\"x\""]),
+                6 => fields(vec![
+                    ("content", text_value().boxed()),
+                    ("reasoning_content", text_value().boxed()),
+                    ("reasoning", text_value().boxed()),
+                    ("refusal", text_value().boxed()),
+                    ("role", pick(&[r#""assistant""#]).boxed()),
+                    ("tool_calls", tool.boxed()),
+                ])
+                .prop_map(object),
+            ]
+        }
+
+        fn choice() -> impl Strategy<Value = String> {
+            let finish = prop_oneof![
+                4 => pick(&["null", r#""stop""#, r#""length""#, r#""""#]),
+                1 => pick(&["7", "[]"]),
+            ];
+            let ids = prop_oneof![
+                4 => pick(&["null", "[1,2,3]", "[]", "[ 7 ]"]),
+                1 => pick(&["\"x\"", "{}", "[1,]", "-1.5e3", "01"]),
+            ];
+            let logprobs = pick(&[
+                "null",
+                r#"{"content":[{"token":"a","logprob":-0.1,"bytes":[97],"top_logprobs":[]}]}"#,
+                r#"{"tokens":["a"],"token_logprobs":[-1.5E+2],"top_logprobs":null,"text_offset":[0]}"#,
+                "tru",
+            ]);
+            fields(vec![
+                ("index", pick(&["0", "1"]).boxed()),
+                ("delta", delta().boxed()),
+                ("text", text_value().boxed()),
+                ("finish_reason", finish.boxed()),
+                ("token_ids", ids.clone().boxed()),
+                ("tokens", ids.boxed()),
+                ("logprobs", logprobs.boxed()),
+            ])
+            .prop_map(object)
+        }
+
+        fn chunk_json() -> impl Strategy<Value = String> {
+            let choices = prop_oneof![
+                1 => pick(&["null", "[]", "{}", "\"x\""]),
+                6 => prop::collection::vec(choice(), 0..3).prop_map(|v| format!("[{}]", v.join(","))),
+            ];
+            let usage = prop_oneof![
+                4 => pick(&[
+                    "null",
+                    r#"{"prompt_tokens":5,"completion_tokens":7}"#,
+                    r#"{"completion_tokens":null,"total_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}"#,
+                ]),
+                1 => pick(&[
+                    r#"{"completion_tokens":-1}"#,
+                    r#"{"completion_tokens":1.0}"#,
+                    r#"{"completion_tokens":18446744073709551616}"#,
+                    r#"{"completion_tokens":1,"completion_tokens":2}"#,
+                    "\"x\"",
+                ]),
+            ];
+            let object_field = prop_oneof![
+                5 => pick(&[r#""chat.completion.chunk""#, r#""text_completion""#]),
+                1 => pick(&[r#""error""#, "null", "12"]),
+            ];
+            let error = prop_oneof![
+                5 => Just("null".to_owned()),
+                1 => pick(&[r#"{"message":"boom"}"#, r#""plain""#, "true", "false"]),
+            ];
+            fields(vec![
+                ("id", pick(&[r#""chatcmpl-1""#, r#""cmpl-\u0041""#]).boxed()),
+                ("object", object_field.boxed()),
+                ("created", pick(&["1", "1.7e9", "-3"]).boxed()),
+                ("model", pick(&[r#""m""#]).boxed()),
+                ("choices", choices.boxed()),
+                ("usage", usage.boxed()),
+                ("error", error.boxed()),
+                ("message", pick(&[r#""boom""#, "{}"]).boxed()),
+            ])
+            .prop_map(object)
+        }
+
+        fn check(api: Api, s: &str) -> Result<(), TestCaseError> {
+            if let Some(fast) = fast::parse(api, s) {
+                prop_assert_eq!(fast, parse_object(api, s), "input: {}", s);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn fast_path_agrees_with_serde(s in chunk_json(), cut in any::<prop::sample::Index>(), junk in any::<char>()) {
+                check(Api::Chat, &s)?;
+                check(Api::Completions, &s)?;
+                // Damaged copies: cut short, or a character inserted.
+                let mut at = cut.index(s.len() + 1);
+                while !s.is_char_boundary(at) {
+                    at -= 1;
+                }
+                check(Api::Chat, &s[..at])?;
+                let mut damaged = s.clone();
+                damaged.insert(at, junk);
+                check(Api::Chat, &damaged)?;
+            }
+        }
     }
 }

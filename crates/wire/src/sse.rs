@@ -187,9 +187,14 @@ impl SseDecoder {
                 pos = 1;
             }
         }
+        // The common case, an event whose only data line and blank line both sit in this
+        // read, is dispatched straight from `bytes`: the data value waits here instead of
+        // being copied, and is copied only if anything else happens first.
+        let mut pending: Option<&[u8]> = None;
         while pos < bytes.len() {
             let rest = &bytes[pos..];
             let Some(i) = memchr2(b'\n', b'\r', rest) else {
+                self.flush_pending(&mut pending);
                 let _ = self.partial(rest, out);
                 return bytes.len();
             };
@@ -203,13 +208,38 @@ impl SseDecoder {
                     self.skip_lf = true;
                 }
             }
-            let flow = self.end_line(&rest[..i], out);
+            let line = &rest[..i];
             pos = next;
+            let whole = self.line.is_empty() && !self.discarding;
+            let flow = if whole && line.is_empty() && pending.is_some() {
+                self.dispatch_borrowed(pending.take().unwrap_or_default(), out)
+            } else if let (true, None, true, Some(v)) =
+                (whole, pending, self.data.is_empty(), data_value(line))
+            {
+                if line.len() > self.cap {
+                    self.too_large(false, out)
+                } else {
+                    pending = Some(v);
+                    ControlFlow::Continue(())
+                }
+            } else {
+                self.flush_pending(&mut pending);
+                self.end_line(line, out)
+            };
             if flow.is_break() {
                 break;
             }
         }
+        self.flush_pending(&mut pending);
         pos
+    }
+
+    /// Copy a data value held back by [`process`](Self::process) into the buffer.
+    fn flush_pending(&mut self, pending: &mut Option<&[u8]>) {
+        if let Some(v) = pending.take() {
+            self.data.extend_from_slice(v);
+            self.data.push(b'\n');
+        }
     }
 
     /// Bytes of a line whose end has not arrived yet.
@@ -303,26 +333,46 @@ impl SseDecoder {
                 self.event_type.clear();
                 self.event_type.push_str(&String::from_utf8_lossy(value));
             }
-            b"id" => {
-                if memchr(0, value).is_none() {
-                    self.last_id.clear();
-                    self.last_id.push_str(&String::from_utf8_lossy(value));
-                }
+            b"id" if memchr(0, value).is_none() => {
+                self.last_id.clear();
+                self.last_id.push_str(&String::from_utf8_lossy(value));
             }
-            b"retry" => {
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    // All ASCII digits, so valid UTF-8; overflow is ignored.
-                    if let Some(ms) = std::str::from_utf8(value)
-                        .ok()
-                        .and_then(|s| s.parse::<u64>().ok())
-                    {
-                        self.retry = Some(ms);
-                    }
+            // All ASCII digits, so valid UTF-8; an overflowing value is ignored.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                if let Some(ms) = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    self.retry = Some(ms);
                 }
             }
             _ => {}
         }
         ControlFlow::Continue(())
+    }
+
+    /// A blank line ending an event whose single data value is `data` (not buffered).
+    fn dispatch_borrowed(
+        &mut self,
+        data: &[u8],
+        out: &mut impl FnMut(SseItem<'_>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let (data, data_lossy) = utf8(data, &mut self.scratch);
+        let event = if self.event_type.is_empty() {
+            "message"
+        } else {
+            self.event_type.as_str()
+        };
+        let id = (!self.last_id.is_empty()).then_some(self.last_id.as_str());
+        let lossy = data_lossy || event.contains('\u{FFFD}');
+        let flow = out(SseItem::Event(SseEvent {
+            event,
+            data,
+            id,
+            lossy,
+        }));
+        self.event_type.clear();
+        flow
     }
 
     /// A blank line: dispatch the pending event, if any.
@@ -362,6 +412,16 @@ impl SseDecoder {
         }
         self.event_type.clear();
         flow
+    }
+}
+
+/// The value of a `data` field line, or `None` for any other line.
+#[inline]
+fn data_value(line: &[u8]) -> Option<&[u8]> {
+    match line.strip_prefix(b"data")? {
+        [] => Some(&[]),
+        [b':', v @ ..] => Some(strip_one_space(v)),
+        _ => None,
     }
 }
 
