@@ -13,8 +13,32 @@ use std::time::Duration;
     propagate_version = true
 )]
 pub struct Cli {
+    /// Runtime worker threads. Default: one per core, or one fewer when a simulator
+    /// Cadence started shares this machine (so client and server do not preempt each other).
+    #[arg(long, global = true, env = "CADENCE_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The worker threads to run with on a machine of `cores` cores.
+    pub fn worker_threads(&self, cores: usize) -> usize {
+        if let Some(t) = self.threads {
+            return t as usize;
+        }
+        let shares_with_sim = match &self.command {
+            Command::Bench(b) => b.url.is_none(),
+            Command::Fidelity(_) => true,
+            Command::Sim(_) => false,
+        };
+        if shares_with_sim {
+            cores.saturating_sub(1).max(1)
+        } else {
+            cores.max(1)
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
