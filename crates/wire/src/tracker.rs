@@ -252,7 +252,8 @@ impl StreamTracker {
 
 impl State {
     fn on_sse(&mut self, item: SseItem<'_>, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
-        if !self.saw_item {
+        // An incomplete tail at EOF is no evidence that the body was SSE.
+        if !self.saw_item && !matches!(item, SseItem::Incomplete { .. }) {
             self.saw_item = true;
             self.raw_mode = RawBody::Off;
             self.raw = Vec::new();
