@@ -518,3 +518,32 @@ async fn total_timeout_is_its_own_outcome() {
     .await;
     assert_eq!(rec.outcome, Outcome::TotalTimeout, "{rec:?}");
 }
+
+#[tokio::test]
+async fn http2_prior_knowledge_streams() {
+    let h = harness().await;
+    let h2 = Harness {
+        client: client::build(&ClientConfig {
+            pool_size: 2,
+            connect_timeout: Duration::from_secs(2),
+            http2: true,
+        }),
+        sim: h.sim,
+    };
+    let (req, _) = factory(h2.sim.addr, Api::Chat, &[], 6, None).build(0);
+    let rec = request_with(&h2, req, Api::Chat, quick(), false).await;
+    assert_eq!(rec.outcome, Outcome::Succeeded, "{rec:?}");
+    assert_eq!(rec.chunks.len(), 6);
+}
+
+#[tokio::test]
+async fn f27_tls_to_a_plain_http_server_is_a_tls_error() {
+    let h = harness().await;
+    let mut f = factory(h.sim.addr, Api::Chat, &[], 4, None);
+    f.endpoint = format!("https://{}/v1/chat/completions", h.sim.addr)
+        .parse()
+        .unwrap();
+    let (req, _) = f.build(0);
+    let rec = request_with(&h, req, Api::Chat, quick(), false).await;
+    assert_eq!(rec.outcome, Outcome::TlsError, "{rec:?}");
+}
