@@ -44,8 +44,20 @@ fn own(i: SseItem<'_>) -> Item {
 fn text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(vec![
-            "a", "Z", "0", " ", ":", "{", "\"", "\u{e9}", "\u{4e16}", "\u{1F600}", "\u{FEFF}",
-            "\t", "data", "\0",
+            "a",
+            "Z",
+            "0",
+            " ",
+            ":",
+            "{",
+            "\"",
+            "\u{e9}",
+            "\u{4e16}",
+            "\u{1F600}",
+            "\u{FEFF}",
+            "\t",
+            "data",
+            "\0",
         ]),
         0..12,
     )
