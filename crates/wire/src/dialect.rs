@@ -110,17 +110,40 @@ pub enum StreamEvent<'a> {
 
 /// Parse one event's data for `api`.
 pub fn parse_data(api: Api, data: &str) -> StreamEvent<'_> {
+    let mut chunk = ParsedChunk::default();
+    match parse_data_into(api, data, &mut chunk) {
+        None => StreamEvent::Chunk(chunk),
+        Some(other) => other,
+    }
+}
+
+/// [`parse_data`] for the hot path: a chunk is written into `chunk` (which must be
+/// empty) and `None` returned, so the large chunk struct is never moved around; any
+/// other event is returned.
+pub(crate) fn parse_data_into<'a>(
+    api: Api,
+    data: &'a str,
+    chunk: &mut ParsedChunk<'a>,
+) -> Option<StreamEvent<'a>> {
     let data = data.trim_ascii();
     if data == "[DONE]" {
-        return StreamEvent::Done;
+        return Some(StreamEvent::Done);
     }
     if !data.starts_with('{') {
-        return StreamEvent::Malformed;
+        return Some(StreamEvent::Malformed);
     }
-    if let Some(ev) = fast::parse(api, data) {
-        return ev;
+    if fast::parse(api, data, chunk).is_some() {
+        return None;
     }
-    parse_object(api, data)
+    // The fast path may have filled part of the chunk before declining.
+    *chunk = ParsedChunk::default();
+    match parse_object(api, data) {
+        StreamEvent::Chunk(c) => {
+            *chunk = c;
+            None
+        }
+        other => Some(other),
+    }
 }
 
 /// The serde path: the reference for every shape, used when the fast path declines.
@@ -839,8 +862,9 @@ mod tests {
                 r#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hi","token_ids":[1,2],"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#,
             ),
         ] {
-            let fast = fast::parse(api, d).unwrap_or_else(|| panic!("declined: {d}"));
-            assert_eq!(fast, parse_object(api, d), "{d}");
+            let mut c = ParsedChunk::default();
+            fast::parse(api, d, &mut c).unwrap_or_else(|| panic!("declined: {d}"));
+            assert_eq!(StreamEvent::Chunk(c), parse_object(api, d), "{d}");
         }
     }
 
@@ -993,8 +1017,9 @@ mod tests {
         }
 
         fn check(api: Api, s: &str) -> Result<(), TestCaseError> {
-            if let Some(fast) = fast::parse(api, s) {
-                prop_assert_eq!(fast, parse_object(api, s), "input: {}", s);
+            let mut c = ParsedChunk::default();
+            if fast::parse(api, s, &mut c).is_some() {
+                prop_assert_eq!(StreamEvent::Chunk(c), parse_object(api, s), "input: {}", s);
             }
             Ok(())
         }

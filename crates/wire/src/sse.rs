@@ -53,6 +53,8 @@ pub struct SseDecoder {
     /// The data buffer: each `data` value followed by LF.
     data: Vec<u8>,
     event_type: String,
+    /// The `event:` value was not valid UTF-8.
+    event_lossy: bool,
     last_id: String,
     retry: Option<u64>,
     scratch: String,
@@ -85,6 +87,7 @@ impl SseDecoder {
             line: Vec::new(),
             data: Vec::new(),
             event_type: String::new(),
+            event_lossy: false,
             last_id: String::new(),
             retry: None,
             scratch: String::new(),
@@ -116,6 +119,7 @@ impl SseDecoder {
         self.line.clear();
         self.data.clear();
         self.event_type.clear();
+        self.event_lossy = false;
         self.last_id.clear();
         self.retry = None;
         self.bom.reset();
@@ -274,6 +278,7 @@ impl SseDecoder {
                 self.discarding = false;
                 self.data.clear();
                 self.event_type.clear();
+                self.event_lossy = false;
             }
             return ControlFlow::Continue(());
         }
@@ -303,6 +308,7 @@ impl SseDecoder {
         self.line = Vec::new();
         self.data = Vec::new();
         self.event_type.clear();
+        self.event_lossy = false;
         self.discarding = true;
         self.discard_line_nonempty = mid_line;
         out(SseItem::TooLarge)
@@ -330,8 +336,10 @@ impl SseDecoder {
                 self.data.push(b'\n');
             }
             b"event" => {
+                let (text, lossy) = utf8(value, &mut self.scratch);
                 self.event_type.clear();
-                self.event_type.push_str(&String::from_utf8_lossy(value));
+                self.event_type.push_str(text);
+                self.event_lossy = lossy;
             }
             b"id" if memchr(0, value).is_none() => {
                 self.last_id.clear();
@@ -364,7 +372,7 @@ impl SseDecoder {
             self.event_type.as_str()
         };
         let id = (!self.last_id.is_empty()).then_some(self.last_id.as_str());
-        let lossy = data_lossy || event.contains('\u{FFFD}');
+        let lossy = data_lossy || self.event_lossy;
         let flow = out(SseItem::Event(SseEvent {
             event,
             data,
@@ -372,6 +380,7 @@ impl SseDecoder {
             lossy,
         }));
         self.event_type.clear();
+        self.event_lossy = false;
         flow
     }
 
@@ -389,6 +398,7 @@ impl SseDecoder {
                 })
             };
             self.event_type.clear();
+            self.event_lossy = false;
             return flow;
         }
         self.data.pop(); // the LF after the last data line
@@ -399,7 +409,7 @@ impl SseDecoder {
             self.event_type.as_str()
         };
         let id = (!self.last_id.is_empty()).then_some(self.last_id.as_str());
-        let lossy = data_lossy || event.contains('\u{FFFD}');
+        let lossy = data_lossy || self.event_lossy;
         let flow = out(SseItem::Event(SseEvent {
             event,
             data,
@@ -411,6 +421,7 @@ impl SseDecoder {
             self.data = Vec::new();
         }
         self.event_type.clear();
+        self.event_lossy = false;
         flow
     }
 }

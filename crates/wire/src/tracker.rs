@@ -5,7 +5,7 @@
 //! The caller owns `http_status`, `sent_ns` and `headers_ns`; the tracker only writes
 //! what the body says, and `rec.outcome` / `rec.end_ns`.
 
-use crate::dialect::{parse_data, Api, ParsedChunk, StreamEvent};
+use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, StreamEvent};
 use crate::ndjson::{NdjsonDecoder, NdjsonItem};
 use crate::sse::{SseDecoder, SseItem};
 use crate::{truncate_str, MAX_EVENT_BYTES};
@@ -323,9 +323,14 @@ impl State {
     }
 
     fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
-        match parse_data(self.api, data) {
+        let mut chunk = ParsedChunk::default();
+        let Some(event) = parse_data_into(self.api, data, &mut chunk) else {
+            self.on_chunk(&chunk, t_ns, rec);
+            return ControlFlow::Continue(());
+        };
+        match event {
             StreamEvent::Chunk(c) => {
-                self.on_chunk(c, t_ns, rec);
+                self.on_chunk(&c, t_ns, rec);
                 ControlFlow::Continue(())
             }
             StreamEvent::Done => {
@@ -340,7 +345,7 @@ impl State {
         }
     }
 
-    fn on_chunk(&mut self, c: ParsedChunk<'_>, t_ns: u64, rec: &mut RequestRecord) {
+    fn on_chunk(&mut self, c: &ParsedChunk<'_>, t_ns: u64, rec: &mut RequestRecord) {
         let mut usage_increase = None;
         if let Some(u) = c.usage {
             if let Some(ct) = u.completion_tokens {

@@ -4,14 +4,15 @@
 //! nesting...) it returns `None` and the serde path, which is the reference, decides.
 //! `tests::fast_path_agrees_with_serde` checks that the two never disagree.
 
-use super::{Api, ParsedChunk, StreamEvent, Usage};
+use super::{Api, ParsedChunk, Usage};
 use std::borrow::Cow;
 
 /// Nesting deeper than this is left to serde (which has its own limit).
 const MAX_DEPTH: u32 = 64;
 
-/// `None`: not decided here, use the serde path.
-pub(super) fn parse(api: Api, data: &str) -> Option<StreamEvent<'_>> {
+/// Fill `out` (empty on entry) from a chunk. `None`: not decided here, use the serde
+/// path (`out` may then hold part of the chunk).
+pub(super) fn parse<'a>(api: Api, data: &'a str, out: &mut ParsedChunk<'a>) -> Option<()> {
     let mut c = Cur {
         s: data,
         b: data.as_bytes(),
@@ -19,7 +20,6 @@ pub(super) fn parse(api: Api, data: &str) -> Option<StreamEvent<'_>> {
     };
     c.ws();
     c.eat(b'{')?;
-    let mut out = ParsedChunk::default();
     let mut choices_seen = false;
     let mut seen = 0u8;
     c.ws();
@@ -37,7 +37,7 @@ pub(super) fn parse(api: Api, data: &str) -> Option<StreamEvent<'_>> {
                         // `choices: null` is absent.
                     } else {
                         choices_seen = true;
-                        c.choices(api, &mut out)?;
+                        c.choices(api, out)?;
                     }
                 }
                 "usage" => {
@@ -82,7 +82,7 @@ pub(super) fn parse(api: Api, data: &str) -> Option<StreamEvent<'_>> {
     if !choices_seen && out.usage.is_none() {
         return None;
     }
-    Some(StreamEvent::Chunk(out))
+    Some(())
 }
 
 /// Mark key `bit` as seen; a second time means a duplicate, which serde rejects.
