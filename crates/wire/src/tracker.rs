@@ -175,6 +175,12 @@ impl StreamTracker {
 
     /// EOF reached normally: flush decoders, classify, set `rec.end_ns = Some(t_ns)` and
     /// `rec.outcome`. A second call only updates `end_ns` and the outcome.
+    ///
+    /// Outcome: a failure decided while feeding (error object, oversized event, strict
+    /// malformed) stays; else `[DONE]` seen → `Succeeded`; else a finish reason seen →
+    /// `Succeeded` with `no_done_marker`; else `Truncated`, with a plain-words
+    /// `rec.error` when none was set. A caller that ends the stream itself (idle or
+    /// total timeout, deadline) sets its own outcome after this call.
     pub fn finish(&mut self, t_ns: u64, rec: &mut RequestRecord) {
         if !self.st.finished {
             self.st.finished = true;
