@@ -15,6 +15,8 @@ use std::marker::PhantomData;
 
 mod fast;
 
+pub(crate) use fast::Prefix;
+
 /// Which request/response shape the endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,7 +113,7 @@ pub enum StreamEvent<'a> {
 /// Parse one event's data for `api`.
 pub fn parse_data(api: Api, data: &str) -> StreamEvent<'_> {
     let mut chunk = ParsedChunk::default();
-    match parse_data_into(api, data, &mut chunk) {
+    match parse_data_into(api, data, &mut chunk, None) {
         None => StreamEvent::Chunk(chunk),
         Some(other) => other,
     }
@@ -119,11 +121,13 @@ pub fn parse_data(api: Api, data: &str) -> StreamEvent<'_> {
 
 /// [`parse_data`] for the hot path: a chunk is written into `chunk` (which must be
 /// empty) and `None` returned, so the large chunk struct is never moved around; any
-/// other event is returned.
+/// other event is returned. `prefix` carries the opening shared by a stream's chunks
+/// from one call to the next.
 pub(crate) fn parse_data_into<'a>(
     api: Api,
     data: &'a str,
     chunk: &mut ParsedChunk<'a>,
+    prefix: Option<&mut Prefix>,
 ) -> Option<StreamEvent<'a>> {
     let data = data.trim_ascii();
     if data == "[DONE]" {
@@ -132,7 +136,7 @@ pub(crate) fn parse_data_into<'a>(
     if !data.starts_with('{') {
         return Some(StreamEvent::Malformed);
     }
-    if fast::parse(api, data, chunk).is_some() {
+    if fast::parse(api, data, chunk, prefix).is_some() {
         return None;
     }
     // The fast path may have filled part of the chunk before declining.
@@ -862,9 +866,14 @@ mod tests {
                 r#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hi","token_ids":[1,2],"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#,
             ),
         ] {
-            let mut c = ParsedChunk::default();
-            fast::parse(api, d, &mut c).unwrap_or_else(|| panic!("declined: {d}"));
-            assert_eq!(StreamEvent::Chunk(c), parse_object(api, d), "{d}");
+            let mut prefix = Prefix::default();
+            // Twice: the second parse resumes after the cached opening.
+            for _ in 0..2 {
+                let mut c = ParsedChunk::default();
+                fast::parse(api, d, &mut c, Some(&mut prefix))
+                    .unwrap_or_else(|| panic!("declined: {d}"));
+                assert_eq!(StreamEvent::Chunk(c), parse_object(api, d), "{d}");
+            }
         }
     }
 
@@ -1016,10 +1025,14 @@ mod tests {
             .prop_map(object)
         }
 
-        fn check(api: Api, s: &str) -> Result<(), TestCaseError> {
-            let mut c = ParsedChunk::default();
-            if fast::parse(api, s, &mut c).is_some() {
-                prop_assert_eq!(StreamEvent::Chunk(c), parse_object(api, s), "input: {}", s);
+        /// With and without the prefix cache (which the caller may carry over from an
+        /// earlier, similar input): whenever the fast path decides, serde agrees.
+        fn check(api: Api, s: &str, prefix: &mut Prefix) -> Result<(), TestCaseError> {
+            for cache in [None, Some(&mut *prefix)] {
+                let mut c = ParsedChunk::default();
+                if fast::parse(api, s, &mut c, cache).is_some() {
+                    prop_assert_eq!(StreamEvent::Chunk(c), parse_object(api, s), "input: {}", s);
+                }
             }
             Ok(())
         }
@@ -1029,17 +1042,21 @@ mod tests {
 
             #[test]
             fn fast_path_agrees_with_serde(s in chunk_json(), cut in any::<prop::sample::Index>(), junk in any::<char>()) {
-                check(Api::Chat, &s)?;
-                check(Api::Completions, &s)?;
-                // Damaged copies: cut short, or a character inserted.
+                let mut prefix = Prefix::default();
+                check(Api::Chat, &s, &mut prefix)?;
+                check(Api::Completions, &s, &mut prefix)?;
+                // Damaged copies, parsed with the cache the intact one left: cut short,
+                // or a character inserted (often after the cached opening).
                 let mut at = cut.index(s.len() + 1);
                 while !s.is_char_boundary(at) {
                     at -= 1;
                 }
-                check(Api::Chat, &s[..at])?;
+                let p0 = prefix.clone();
+                check(Api::Chat, &s[..at], &mut prefix)?;
                 let mut damaged = s.clone();
                 damaged.insert(at, junk);
-                check(Api::Chat, &damaged)?;
+                prefix = p0;
+                check(Api::Chat, &damaged, &mut prefix)?;
             }
         }
     }

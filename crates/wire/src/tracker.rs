@@ -5,7 +5,7 @@
 //! The caller owns `http_status`, `sent_ns` and `headers_ns`; the tracker only writes
 //! what the body says, and `rec.outcome` / `rec.end_ns`.
 
-use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, StreamEvent};
+use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, Prefix, StreamEvent};
 use crate::ndjson::{NdjsonDecoder, NdjsonItem};
 use crate::sse::{SseDecoder, SseItem};
 use crate::{truncate_str, MAX_EVENT_BYTES};
@@ -94,6 +94,8 @@ struct State {
     /// is part of it, not a byte after it.
     skip_lf_after_done: bool,
     saw_item: bool,
+    /// The opening its chunks share, so the parser can skip it (see `Prefix`).
+    prefix: Prefix,
     raw_mode: RawBody,
     raw: Vec<u8>,
 }
@@ -123,6 +125,7 @@ impl StreamTracker {
                 last_read_ns: 0,
                 skip_lf_after_done: false,
                 saw_item: false,
+                prefix: Prefix::default(),
                 raw_mode: if config.framing == Framing::Sse {
                     RawBody::Unknown
                 } else {
@@ -330,7 +333,8 @@ impl State {
 
     fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
         let mut chunk = ParsedChunk::default();
-        let Some(event) = parse_data_into(self.api, data, &mut chunk) else {
+        let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
+        else {
             self.on_chunk(&chunk, t_ns, rec);
             return ControlFlow::Continue(());
         };

@@ -10,68 +10,112 @@ use std::borrow::Cow;
 /// Nesting deeper than this is left to serde (which has its own limit).
 const MAX_DEPTH: u32 = 64;
 
+/// The validated opening of an earlier chunk, up to its `"choices":` key and the
+/// whitespace after it, with the parser state there. The chunks of one stream usually
+/// share it byte for byte (id, object, created, model), and identical bytes leave this
+/// parser in an identical state (no lookahead reaches past it), so a chunk that starts
+/// with it resumes right after instead of walking it again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prefix {
+    bytes: Vec<u8>,
+    /// `seen` key bits at that point.
+    seen: u8,
+}
+
 /// Fill `out` (empty on entry) from a chunk. `None`: not decided here, use the serde
 /// path (`out` may then hold part of the chunk).
-pub(super) fn parse<'a>(api: Api, data: &'a str, out: &mut ParsedChunk<'a>) -> Option<()> {
+pub(super) fn parse<'a>(
+    api: Api,
+    data: &'a str,
+    out: &mut ParsedChunk<'a>,
+    mut prefix: Option<&mut Prefix>,
+) -> Option<()> {
     let mut c = Cur {
         s: data,
         b: data.as_bytes(),
         i: 0,
     };
-    c.ws();
-    c.eat(b'{')?;
     let mut choices_seen = false;
     let mut seen = 0u8;
-    c.ws();
-    if !c.peek_is(b'}') {
-        loop {
+    // A key whose value is next, when resuming after a cached prefix.
+    let mut resume_key: Option<&'a str> = None;
+    match prefix.as_deref() {
+        Some(p) if !p.bytes.is_empty() && c.b.starts_with(&p.bytes) => {
+            c.i = p.bytes.len();
             c.ws();
-            let key = c.key()?;
+            seen = p.seen;
+            resume_key = Some("choices");
+        }
+        _ => {
             c.ws();
-            c.eat(b':')?;
+            c.eat(b'{')?;
             c.ws();
-            match key {
-                "choices" => {
-                    once(&mut seen, 1)?;
-                    if c.null() {
-                        // `choices: null` is absent.
-                    } else {
-                        choices_seen = true;
-                        c.choices(api, out)?;
+            if c.peek_is(b'}') {
+                return None; // `{}` has no recognised shape: serde says malformed
+            }
+        }
+    }
+    loop {
+        let key = match resume_key.take() {
+            Some(k) => k,
+            None => {
+                c.ws();
+                let key = c.key()?;
+                c.ws();
+                c.eat(b':')?;
+                c.ws();
+                // Nothing before `choices` changed `out` (no usage): remember the opening.
+                if key == "choices" && out.usage.is_none() {
+                    if let Some(p) = prefix.as_deref_mut() {
+                        p.bytes.clear();
+                        p.bytes.extend_from_slice(&c.b[..c.i]);
+                        p.seen = seen;
                     }
                 }
-                "usage" => {
-                    once(&mut seen, 2)?;
-                    if !c.null() {
-                        out.usage = Some(c.usage()?);
-                    }
+                key
+            }
+        };
+        match key {
+            "choices" => {
+                once(&mut seen, 1)?;
+                if c.null() {
+                    // `choices: null` is absent.
+                } else {
+                    choices_seen = true;
+                    c.choices(api, out)?;
                 }
-                "error" => {
-                    once(&mut seen, 4)?;
-                    if !c.null() {
+            }
+            "usage" => {
+                once(&mut seen, 2)?;
+                if !c.null() {
+                    out.usage = Some(c.usage()?);
+                }
+            }
+            "error" => {
+                once(&mut seen, 4)?;
+                if !c.null() {
+                    return None;
+                }
+            }
+            "object" => {
+                once(&mut seen, 8)?;
+                if c.peek_is(b'"') {
+                    if c.string()? == "error" {
                         return None;
                     }
-                }
-                "object" => {
-                    once(&mut seen, 8)?;
-                    if c.peek_is(b'"') {
-                        if c.string()? == "error" {
-                            return None;
-                        }
-                    } else {
-                        c.skip(0)?;
-                    }
-                }
-                "message" => {
-                    once(&mut seen, 16)?;
+                } else {
                     c.skip(0)?;
                 }
-                _ => c.skip(0)?,
             }
-            c.ws();
-            if c.eat(b',').is_none() {
-                break;
+            "message" => {
+                once(&mut seen, 16)?;
+                c.skip(0)?;
             }
+            _ => c.skip(0)?,
+        }
+        c.ws();
+        if c.eat(b',').is_none() {
+            break;
         }
     }
     c.eat(b'}')?;
