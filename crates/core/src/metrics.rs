@@ -3,7 +3,7 @@
 //! FAULTS.md requires. Every number a report prints about a level comes from here.
 
 use crate::stats::{self, Distribution};
-use crate::{Outcome, RequestRecord, TokenSource};
+use crate::{Chunk, Outcome, RequestRecord, TokenSource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -280,8 +280,63 @@ fn span(from: u64, to: u64, bad: &mut u64) -> Option<u64> {
     d
 }
 
-fn ms(ns: u64) -> f64 {
+pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / NS_PER_MS
+}
+
+// Per-request measurements, shared by `summarize_level`, the SLO module and the time
+// series so one formula lives in one place. Each returns `None` when the record lacks
+// a time it needs, or when an interval ends before it starts (which also adds one to
+// `bad`, the count of inconsistencies the level reports).
+
+/// TTFT in ms: first content-bearing chunk − sent.
+pub(crate) fn ttft_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
+    span(r.sent_ns?, r.first_chunk_ns()?, bad).map(ms)
+}
+
+/// Time to first visible content in ms: first visible content − sent.
+pub(crate) fn ttft_content_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
+    span(r.sent_ns?, r.first_content_ns?, bad).map(ms)
+}
+
+/// TTFT as response time in ms: first content-bearing chunk − scheduled.
+pub(crate) fn ttft_response_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
+    span(r.scheduled_ns?, r.first_chunk_ns()?, bad).map(ms)
+}
+
+/// E2E in ms: end − sent.
+pub(crate) fn e2e_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
+    span(r.sent_ns?, r.end_ns?, bad).map(ms)
+}
+
+/// The tokens a chunk stands for in per-token ITL: its count, or 1 when unknown or 0.
+pub(crate) fn per_token_weight(c: &Chunk) -> u64 {
+    u64::from(c.tokens().filter(|&k| k > 0).unwrap_or(1))
+}
+
+/// The request's ITL gaps in ns, each with the later chunk (whose arrival ends it).
+/// Gaps that end before they start are skipped (and counted in `bad`).
+pub(crate) fn itl_gaps<'a>(
+    r: &'a RequestRecord,
+    bad: &'a mut u64,
+) -> impl Iterator<Item = (u64, &'a Chunk)> + 'a {
+    r.chunks
+        .windows(2)
+        .filter_map(move |w| span(w[0].t_ns(), w[1].t_ns(), bad).map(|g| (g, &w[1])))
+}
+
+/// TPOT in ms and output speed in tokens/s of one request, when it qualifies: at least
+/// 2 output tokens in at least 2 chunks. Speed is `None` when the last chunk arrived
+/// with the first (a zero-length span).
+pub(crate) fn tpot_and_speed(r: &RequestRecord, bad: &mut u64) -> Option<(f64, Option<f64>)> {
+    let tokens = r.output_token_count().count;
+    if r.chunks.len() < 2 || tokens < 2 {
+        return None;
+    }
+    let d = span(r.first_chunk_ns()?, r.last_chunk_ns()?, bad)?;
+    let steps = (tokens - 1) as f64;
+    let speed = (d > 0).then(|| steps * NS_PER_S / d as f64);
+    Some((ms(d) / steps, speed))
 }
 
 /// Summarizes one level from its records (all of which should belong to it).
@@ -357,29 +412,20 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
             .entry(tc.source.name().to_string())
             .or_default() += 1;
 
-        let first = r.first_chunk_ns();
-        if let (Some(s), Some(f)) = (r.sent_ns, first) {
-            ttft.extend(span(s, f, &mut bad_intervals).map(ms));
-        }
-        if let (Some(s), Some(f)) = (r.sent_ns, r.first_content_ns) {
-            ttft_content.extend(span(s, f, &mut bad_intervals).map(ms));
-        }
-        if let (Some(s), Some(f)) = (r.scheduled_ns, first) {
-            ttft_response.extend(span(s, f, &mut bad_intervals).map(ms));
-        }
-        match (r.sent_ns, r.end_ns) {
-            (Some(s), Some(e)) => e2e.extend(span(s, e, &mut bad_intervals).map(ms)),
-            _ => no_end += 1,
+        ttft.extend(ttft_ms(r, &mut bad_intervals));
+        ttft_content.extend(ttft_content_ms(r, &mut bad_intervals));
+        ttft_response.extend(ttft_response_ms(r, &mut bad_intervals));
+        if r.sent_ns.is_some() && r.end_ns.is_some() {
+            e2e.extend(e2e_ms(r, &mut bad_intervals));
+        } else {
+            no_end += 1;
         }
 
         let mut stalled = false;
-        for w in r.chunks.windows(2) {
-            let Some(g) = span(w[0].t_ns(), w[1].t_ns(), &mut bad_intervals) else {
-                continue;
-            };
+        for (g, later) in itl_gaps(r, &mut bad_intervals) {
             itl.push(ms(g));
-            let k = w[1].tokens().filter(|&k| k > 0).unwrap_or(1);
-            itl_tok.push((ms(g) / f64::from(k), u64::from(k)));
+            let k = per_token_weight(later);
+            itl_tok.push((ms(g) / k as f64, k));
             if g > opts.stall_threshold_ns {
                 stalls.gaps += 1;
                 stalled = true;
@@ -388,18 +434,9 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         stalls.requests += u64::from(stalled);
         per_chunk.extend(r.chunks.iter().filter_map(|c| c.tokens()).map(f64::from));
 
-        if let (true, Some(f), Some(l)) = (
-            r.chunks.len() >= 2 && tc.count >= 2,
-            first,
-            r.last_chunk_ns(),
-        ) {
-            if let Some(d) = span(f, l, &mut bad_intervals) {
-                let steps = (tc.count - 1) as f64;
-                tpot.push(ms(d) / steps);
-                if d > 0 {
-                    speed.push(steps * NS_PER_S / d as f64);
-                }
-            }
+        if let Some((t, s)) = tpot_and_speed(r, &mut bad_intervals) {
+            tpot.push(t);
+            speed.extend(s);
         }
     }
 
