@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 pub const DEFAULT_STALL_THRESHOLD_NS: u64 = 500_000_000;
 
 const NS_PER_MS: f64 = 1e6;
-const NS_PER_S: f64 = 1e9;
+pub(crate) const NS_PER_S: f64 = 1e9;
 
 /// The formulas in words, one constant per metric: [`crate::report::definitions`]
 /// gathers them so `--help`, the console and the JSON report say the same thing.

@@ -3,7 +3,10 @@
 //! `schema/report.schema.json`), and every renderer reads only this.
 
 use crate::metrics::{formula, LevelSummary};
+use crate::pacing::{self, Pacing};
+use crate::slo::{self, Goodput, SloResult};
 use crate::stats::PERCENTILE_RULE;
+use crate::timeseries::{self, TimeBucket};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -74,6 +77,21 @@ pub struct LevelReport {
     /// The metrics, flattened into the level object.
     #[serde(flatten)]
     pub summary: LevelSummary,
+    /// Each `--slo` evaluated on this level ([`crate::Slo::evaluate`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slos: Vec<SloResult>,
+    /// Requests that met every SLO ([`crate::goodput`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+    /// Figures per time bucket of the run ([`crate::time_series`]); JSON only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_series: Vec<TimeBucket>,
+    /// Why a sweep level ended before its measurement window did, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
+    /// How well an open-loop client kept its schedule ([`crate::pacing()`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<Pacing>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -84,6 +102,11 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         concurrency: None,
         rate: None,
         summary,
+        slos: Vec::new(),
+        goodput: None,
+        time_series: Vec::new(),
+        stopped_early: None,
+        pacing: None,
     }
 }
 
@@ -104,6 +127,10 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("output_tokens", formula::OUTPUT_TOKENS),
         ("stalls", formula::STALLS),
         ("requests", formula::REQUESTS),
+        ("slos", slo::FORMULA),
+        ("goodput", slo::GOODPUT_FORMULA),
+        ("pacing", pacing::FORMULA),
+        ("time_series", timeseries::FORMULA),
         ("percentiles", PERCENTILE_RULE),
         ("units", formula::UNITS),
     ]
@@ -164,6 +191,46 @@ mod tests {
     }
 
     #[test]
+    fn new_level_fields_are_left_out_until_set() {
+        let v = serde_json::to_value(report()).unwrap();
+        let level = v["levels"][0].as_object().unwrap();
+        for k in ["slos", "goodput", "time_series", "stopped_early", "pacing"] {
+            assert!(!level.contains_key(k), "{k} should be omitted when empty");
+        }
+        // And a saved report without them reads back with them empty.
+        let back: Report = serde_json::from_value(v).unwrap();
+        assert!(back.levels[0].slos.is_empty() && back.levels[0].pacing.is_none());
+    }
+
+    #[test]
+    fn level_with_every_new_field_round_trips() {
+        let mut rep = report();
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.scheduled_ns = Some(0);
+        r.sent_ns = Some(3_000_000);
+        r.chunks = vec![Chunk(100_000_000, None), Chunk(110_000_000, None)];
+        r.end_ns = Some(120_000_000);
+        let records = [r];
+        let level = &mut rep.levels[0];
+        let slo: crate::Slo = "itl.p99<=50ms".parse().unwrap();
+        level.slos = vec![slo.evaluate(&level.summary)];
+        level.goodput = Some(crate::goodput(&records, &[slo], Some(0.12)));
+        level.time_series = crate::time_series(&records, 100_000_000);
+        level.stopped_early = Some("error share over 50 %".into());
+        level.pacing = crate::pacing(&records, 1, 0.001);
+        let v = serde_json::to_value(&rep).unwrap();
+        let l = &v["levels"][0];
+        assert_eq!(l["slos"][0]["slo"], "itl.p99<=50ms");
+        assert_eq!(l["slos"][0]["pass"], true);
+        assert_eq!(l["goodput"]["good_requests"], 1);
+        assert_eq!(l["time_series"].as_array().unwrap().len(), 2);
+        assert_eq!(l["stopped_early"], "error share over 50 %");
+        assert_eq!(l["pacing"]["late"], 1, "sent 3 ms after schedule");
+        assert_eq!(l["pacing"]["dropped"], 1);
+        assert_eq!(serde_json::from_value::<Report>(v).unwrap(), rep);
+    }
+
+    #[test]
     fn definitions_cover_every_reported_metric() {
         let d = definitions();
         for k in [
@@ -180,6 +247,10 @@ mod tests {
             "output_tokens",
             "stalls",
             "requests",
+            "slos",
+            "goodput",
+            "pacing",
+            "time_series",
             "percentiles",
         ] {
             assert!(d.contains_key(k), "no definition for {k}");

@@ -1,0 +1,518 @@
+//! Service-level objectives such as `itl.p99<=50ms`: parsed from `--slo`, evaluated
+//! against a level's distributions (the SLO gate) and against single requests (goodput),
+//! with the same formulas as [`crate::metrics`].
+
+use crate::metrics::{self, LevelSummary};
+use crate::stats::Distribution;
+use crate::{Outcome, RequestRecord};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The SLO rule in words, for the report's definitions.
+pub const FORMULA: &str = "each --slo 'metric.stat<op>bound' (e.g. itl.p99<=50ms) compares \
+the level's figure (e.g. the p99 of pooled ITL) with the bound, in ms for times and tokens/s \
+for output_speed; an SLO whose metric has no samples fails";
+
+/// Goodput in words, for the report's definitions.
+pub const GOODPUT_FORMULA: &str = "requests that succeeded and met every SLO on their own \
+values (a request's TTFT, TPOT, E2E or output speed; for ITL the statistic over that \
+request's own gaps; a metric that does not apply to a short answer, such as ITL for a \
+one-chunk answer, counts as met); share = good / sent non-warm-up requests; requests_per_s = \
+good / measured window";
+
+/// What an SLO constrains: one of the level's distributions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SloMetric {
+    Ttft,
+    TtftContent,
+    TtftResponse,
+    Itl,
+    ItlPerToken,
+    Tpot,
+    E2e,
+    /// Per-request output speed, tokens/s.
+    OutputSpeed,
+}
+
+impl SloMetric {
+    pub const ALL: [SloMetric; 8] = [
+        SloMetric::Ttft,
+        SloMetric::TtftContent,
+        SloMetric::TtftResponse,
+        SloMetric::Itl,
+        SloMetric::ItlPerToken,
+        SloMetric::Tpot,
+        SloMetric::E2e,
+        SloMetric::OutputSpeed,
+    ];
+
+    /// The name used in SLO expressions.
+    pub fn name(self) -> &'static str {
+        match self {
+            SloMetric::Ttft => "ttft",
+            SloMetric::TtftContent => "ttft_content",
+            SloMetric::TtftResponse => "ttft_response",
+            SloMetric::Itl => "itl",
+            SloMetric::ItlPerToken => "itl_per_token",
+            SloMetric::Tpot => "tpot",
+            SloMetric::E2e => "e2e",
+            SloMetric::OutputSpeed => "output_speed",
+        }
+    }
+
+    /// Whether values are times (milliseconds); otherwise tokens/s.
+    pub fn is_time(self) -> bool {
+        self != SloMetric::OutputSpeed
+    }
+
+    /// The unit of [`Slo::bound`] and [`SloResult::observed`]: `ms` or `tok/s`.
+    pub fn unit(self) -> &'static str {
+        if self.is_time() {
+            "ms"
+        } else {
+            "tok/s"
+        }
+    }
+
+    /// The level's distribution of this metric (ms, or tokens/s for output speed).
+    pub fn distribution(self, level: &LevelSummary) -> Option<Distribution> {
+        match self {
+            SloMetric::Ttft => level.ttft,
+            SloMetric::TtftContent => level.ttft_content,
+            SloMetric::TtftResponse => level.ttft_response,
+            SloMetric::Itl => level.itl,
+            SloMetric::ItlPerToken => level.itl_per_token,
+            SloMetric::Tpot => level.tpot,
+            SloMetric::E2e => level.e2e,
+            SloMetric::OutputSpeed => level.output_speed_tok_s,
+        }
+    }
+}
+
+impl FromStr for SloMetric {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            // The report's key for output speed is accepted too.
+            "output_speed_tok_s" => Ok(SloMetric::OutputSpeed),
+            _ => SloMetric::ALL.into_iter().find(|m| m.name() == s).ok_or(()),
+        }
+    }
+}
+
+/// Which figure of the distribution an SLO constrains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SloStat {
+    Mean,
+    Min,
+    Max,
+    P50,
+    P90,
+    P95,
+    P99,
+    P999,
+}
+
+impl SloStat {
+    pub const ALL: [SloStat; 8] = [
+        SloStat::Mean,
+        SloStat::Min,
+        SloStat::Max,
+        SloStat::P50,
+        SloStat::P90,
+        SloStat::P95,
+        SloStat::P99,
+        SloStat::P999,
+    ];
+
+    /// The name used in SLO expressions (`p999` is also accepted as `p99.9`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SloStat::Mean => "mean",
+            SloStat::Min => "min",
+            SloStat::Max => "max",
+            SloStat::P50 => "p50",
+            SloStat::P90 => "p90",
+            SloStat::P95 => "p95",
+            SloStat::P99 => "p99",
+            SloStat::P999 => "p999",
+        }
+    }
+
+    /// This figure of `d`.
+    pub fn of(self, d: &Distribution) -> f64 {
+        match self {
+            SloStat::Mean => d.mean,
+            SloStat::Min => d.min,
+            SloStat::Max => d.max,
+            SloStat::P50 => d.p50,
+            SloStat::P90 => d.p90,
+            SloStat::P95 => d.p95,
+            SloStat::P99 => d.p99,
+            SloStat::P999 => d.p999,
+        }
+    }
+}
+
+impl FromStr for SloStat {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "p99.9" => Ok(SloStat::P999),
+            _ => SloStat::ALL.into_iter().find(|t| t.name() == s).ok_or(()),
+        }
+    }
+}
+
+/// The comparison an observed value must satisfy against the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SloOp {
+    Le,
+    Lt,
+    Ge,
+    Gt,
+}
+
+impl SloOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            SloOp::Le => "<=",
+            SloOp::Lt => "<",
+            SloOp::Ge => ">=",
+            SloOp::Gt => ">",
+        }
+    }
+
+    /// Whether `observed op bound` holds.
+    pub fn holds(self, observed: f64, bound: f64) -> bool {
+        match self {
+            SloOp::Le => observed <= bound,
+            SloOp::Lt => observed < bound,
+            SloOp::Ge => observed >= bound,
+            SloOp::Gt => observed > bound,
+        }
+    }
+}
+
+/// One SLO, e.g. `itl.p99<=50ms`: `metric.stat`, an operator, and a bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    pub metric: SloMetric,
+    pub stat: SloStat,
+    pub op: SloOp,
+    /// In milliseconds for times, tokens/s for output speed.
+    pub bound: f64,
+    /// The expression normalized: canonical names, no spaces, the bound in the unit it
+    /// was written in (`µs` spelled `us`), e.g. `itl.p99<=50ms`, `ttft.p90<=2s`.
+    pub text: String,
+}
+
+/// Why an SLO expression was rejected; the message says what is wrong and shows a
+/// valid example.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid SLO {input:?}: {reason}; write it like 'itl.p99<=50ms', 'ttft.p90<=2s' or 'output_speed.p50>=20'")]
+pub struct SloParseError {
+    pub input: String,
+    pub reason: String,
+}
+
+const METRIC_LIST: &str =
+    "ttft, ttft_content, ttft_response, itl, itl_per_token, tpot, e2e, output_speed";
+const STAT_LIST: &str = "mean, min, max, p50, p90, p95, p99, p999 (or p99.9)";
+
+/// Time-unit spellings and the canonical name each normalizes to.
+const TIME_UNITS: [(&str, &str); 6] = [
+    ("ns", "ns"),
+    ("us", "us"),
+    ("µs", "us"), // micro sign U+00B5
+    ("μs", "us"), // Greek mu U+03BC
+    ("ms", "ms"),
+    ("s", "s"),
+];
+
+impl FromStr for Slo {
+    type Err = SloParseError;
+
+    fn from_str(input: &str) -> Result<Slo, SloParseError> {
+        let err = |reason: String| SloParseError {
+            input: input.to_string(),
+            reason,
+        };
+        let s: String = input.chars().filter(|c| !c.is_whitespace()).collect();
+        if s.is_empty() {
+            return Err(err("it is empty".into()));
+        }
+        let at = s
+            .find(['<', '>', '='])
+            .ok_or_else(|| err("no comparison (<=, <, >= or >)".into()))?;
+        let (lhs, rest) = s.split_at(at);
+        let (op, rhs) = if let Some(r) = rest.strip_prefix("<=") {
+            (SloOp::Le, r)
+        } else if let Some(r) = rest.strip_prefix(">=") {
+            (SloOp::Ge, r)
+        } else if let Some(r) = rest.strip_prefix('<') {
+            (SloOp::Lt, r)
+        } else if let Some(r) = rest.strip_prefix('>') {
+            (SloOp::Gt, r)
+        } else {
+            return Err(err(format!(
+                "unknown comparison at {rest:?}; use <=, <, >= or >"
+            )));
+        };
+
+        let lhs = lhs.to_ascii_lowercase();
+        let (metric_s, stat_s) = lhs.split_once('.').ok_or_else(|| {
+            err(format!(
+                "{lhs:?} is not metric.stat (metrics: {METRIC_LIST}; stats: {STAT_LIST})"
+            ))
+        })?;
+        let metric: SloMetric = metric_s.parse().map_err(|()| {
+            err(format!(
+                "unknown metric {metric_s:?} (metrics: {METRIC_LIST})"
+            ))
+        })?;
+        let stat: SloStat = stat_s
+            .parse()
+            .map_err(|()| err(format!("unknown statistic {stat_s:?} (stats: {STAT_LIST})")))?;
+
+        if rhs.is_empty() {
+            return Err(err("no bound after the comparison".into()));
+        }
+        if rhs.starts_with(['<', '>', '=']) {
+            return Err(err(format!(
+                "unknown comparison {:?}; use <=, <, >= or >",
+                &rest[..rest.len() - rhs.len() + 1]
+            )));
+        }
+        let num_end = rhs
+            .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E')))
+            .unwrap_or(rhs.len());
+        let (num_s, unit_s) = rhs.split_at(num_end);
+        let value: f64 = num_s
+            .parse()
+            .map_err(|_| err(format!("the bound {rhs:?} does not start with a number")))?;
+        if !value.is_finite() || value < 0.0 {
+            return Err(err(format!(
+                "the bound {num_s} must be a finite number >= 0"
+            )));
+        }
+        let value = value + 0.0; // -0 is 0
+        let number = format!("{value}");
+
+        let (bound, text_unit) = if metric.is_time() {
+            if unit_s.is_empty() {
+                return Err(err(format!(
+                    "{} is a time and needs a unit (ns, us, ms or s): say {number}ms",
+                    metric.name()
+                )));
+            }
+            let (_, canon) = TIME_UNITS
+                .iter()
+                .find(|(spelling, _)| *spelling == unit_s)
+                .ok_or_else(|| {
+                    err(format!(
+                        "unknown time unit {unit_s:?}; use ns, us, µs, ms or s"
+                    ))
+                })?;
+            // Divide for sub-millisecond units so 50us is exactly the double nearest 0.05.
+            let ms = match *canon {
+                "ns" => value / 1e6,
+                "us" => value / 1e3,
+                "ms" => value,
+                _ => value * 1e3,
+            };
+            (ms, *canon)
+        } else {
+            match unit_s {
+                "" | "tok/s" => (value, ""),
+                u if TIME_UNITS.iter().any(|(spelling, _)| *spelling == u) => {
+                    return Err(err(format!(
+                        "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
+                         'output_speed.p50>=20'"
+                    )))
+                }
+                u => {
+                    return Err(err(format!(
+                        "unknown unit {u:?} for output_speed (tokens/s): write no unit"
+                    )))
+                }
+            }
+        };
+
+        Ok(Slo {
+            metric,
+            stat,
+            op,
+            bound,
+            text: format!(
+                "{}.{}{}{number}{text_unit}",
+                metric.name(),
+                stat.name(),
+                op.symbol()
+            ),
+        })
+    }
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// An SLO evaluated on one level, as the JSON report holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloResult {
+    /// The normalized expression ([`Slo::text`]).
+    pub slo: String,
+    /// The level's figure, in `unit`; `None` when the level has no samples of it.
+    pub observed: Option<f64>,
+    /// The bound, in `unit`.
+    pub bound: f64,
+    /// `ms` for times, `tok/s` for output speed.
+    pub unit: String,
+    /// Whether the observed figure meets the bound; `false` when there is none.
+    pub pass: bool,
+}
+
+/// What one request says about an SLO.
+enum PerRequest {
+    Value(f64),
+    /// The metric does not apply to a request this short (fewer than two chunks for
+    /// ITL, fewer than two tokens in two chunks for TPOT and output speed, no visible
+    /// content for `ttft_content`): nothing to violate.
+    NotApplicable,
+    /// A time the metric needs is missing or out of order.
+    Missing,
+}
+
+impl Slo {
+    /// Evaluates the SLO on a level's distributions. A metric with no samples fails,
+    /// with `observed: None`.
+    pub fn evaluate(&self, level: &LevelSummary) -> SloResult {
+        let observed = self
+            .metric
+            .distribution(level)
+            .map(|d| self.stat.of(&d))
+            .filter(|v| !v.is_nan());
+        SloResult {
+            slo: self.text.clone(),
+            observed,
+            bound: self.bound,
+            unit: self.metric.unit().to_string(),
+            pass: observed.is_some_and(|v| self.op.holds(v, self.bound)),
+        }
+    }
+
+    /// The SLO's metric for one request, whatever its outcome, in ms (or tokens/s):
+    /// that request's TTFT, TTFT to content, TTFT from schedule, TPOT, E2E or output
+    /// speed, or for `itl` / `itl_per_token` the statistic over that request's own gaps
+    /// (e.g. its p99 gap). `None` when the request has no such value.
+    pub fn request_value(&self, rec: &RequestRecord) -> Option<f64> {
+        match self.per_request(rec) {
+            PerRequest::Value(v) => Some(v),
+            PerRequest::NotApplicable | PerRequest::Missing => None,
+        }
+    }
+
+    /// Whether one request meets the SLO: it succeeded, and its [`Slo::request_value`]
+    /// satisfies the bound, or the metric does not apply to it (a one-chunk answer has
+    /// no ITL gap to be too slow, a one-token answer no TPOT, an answer that is all
+    /// reasoning or tool calls no visible-content TTFT). A missing time it needs
+    /// (no first chunk for TTFT, no schedule for `ttft_response`) fails.
+    pub fn request_meets(&self, rec: &RequestRecord) -> bool {
+        if rec.outcome != Outcome::Succeeded {
+            return false;
+        }
+        match self.per_request(rec) {
+            PerRequest::Value(v) => self.op.holds(v, self.bound),
+            PerRequest::NotApplicable => true,
+            PerRequest::Missing => false,
+        }
+    }
+
+    fn per_request(&self, r: &RequestRecord) -> PerRequest {
+        let bad = &mut 0u64;
+        let single = |v: Option<f64>| v.map_or(PerRequest::Missing, PerRequest::Value);
+        match self.metric {
+            SloMetric::Ttft => single(metrics::ttft_ms(r, bad)),
+            SloMetric::TtftResponse => single(metrics::ttft_response_ms(r, bad)),
+            SloMetric::E2e => single(metrics::e2e_ms(r, bad)),
+            SloMetric::TtftContent => {
+                // Chunks but no visible content: all reasoning or tool calls.
+                if r.first_content_ns.is_none() && r.sent_ns.is_some() && !r.chunks.is_empty() {
+                    PerRequest::NotApplicable
+                } else {
+                    single(metrics::ttft_content_ms(r, bad))
+                }
+            }
+            SloMetric::Tpot | SloMetric::OutputSpeed => {
+                match metrics::tpot_and_speed(r, bad) {
+                    Some((tpot, _)) if self.metric == SloMetric::Tpot => PerRequest::Value(tpot),
+                    Some((_, Some(speed))) => PerRequest::Value(speed),
+                    // Every token in one instant: no span to measure a speed over.
+                    Some((_, None)) => PerRequest::NotApplicable,
+                    None if *bad > 0 => PerRequest::Missing,
+                    None => PerRequest::NotApplicable,
+                }
+            }
+            SloMetric::Itl | SloMetric::ItlPerToken => {
+                if r.chunks.len() < 2 {
+                    return PerRequest::NotApplicable;
+                }
+                let d = if self.metric == SloMetric::Itl {
+                    let mut gaps: Vec<f64> = metrics::itl_gaps(r, bad)
+                        .map(|(g, _)| metrics::ms(g))
+                        .collect();
+                    Distribution::from_samples(&mut gaps)
+                } else {
+                    let mut gaps: Vec<(f64, u64)> = metrics::itl_gaps(r, bad)
+                        .map(|(g, later)| {
+                            let k = metrics::per_token_weight(later);
+                            (metrics::ms(g) / k as f64, k)
+                        })
+                        .collect();
+                    Distribution::from_weighted(&mut gaps)
+                };
+                single(d.map(|d| self.stat.of(&d)))
+            }
+        }
+    }
+}
+
+/// Requests that met every SLO: the goodput of a level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Goodput {
+    /// Non-warm-up sent requests that succeeded and met every SLO.
+    pub good_requests: u64,
+    /// `good_requests` / sent requests; `None` when nothing was sent.
+    pub share: Option<f64>,
+    /// `good_requests` per second of the measured window; `None` without a window of
+    /// positive length.
+    pub requests_per_s: Option<f64>,
+}
+
+/// Goodput over the non-warm-up *sent* requests of `records` (see
+/// [`RequestRecord::was_sent`]): a request is good when it succeeded and
+/// [`Slo::request_meets`] every SLO (with no SLOs, every succeeded request is good).
+/// `window_s` is the level's measured window (`throughput.window_s`).
+pub fn goodput(records: &[RequestRecord], slos: &[Slo], window_s: Option<f64>) -> Goodput {
+    let mut sent = 0u64;
+    let mut good = 0u64;
+    for r in records.iter().filter(|r| !r.warmup && r.was_sent()) {
+        sent += 1;
+        if r.outcome == Outcome::Succeeded && slos.iter().all(|s| s.request_meets(r)) {
+            good += 1;
+        }
+    }
+    Goodput {
+        good_requests: good,
+        share: (sent > 0).then(|| good as f64 / sent as f64),
+        requests_per_s: window_s
+            .filter(|&w| w > 0.0 && w.is_finite())
+            .map(|w| good as f64 / w),
+    }
+}
