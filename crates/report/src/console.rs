@@ -3,7 +3,7 @@
 //! whether the figures can be trusted, and one line naming the formulas.
 
 use cadence_core::metrics::{formula, LevelSummary};
-use cadence_core::{Distribution, LevelReport, Report};
+use cadence_core::{Distribution, LevelReport, Pacing, Report, SloResult};
 use std::fmt::Write;
 
 /// Shown wherever a value is absent (no samples): never a 0.
@@ -57,6 +57,9 @@ impl Painter {
     fn red(self, s: &str) -> String {
         self.paint(s, "31")
     }
+    fn green(self, s: &str) -> String {
+        self.paint(s, "32")
+    }
     fn yellow(self, s: &str) -> String {
         self.paint(s, "33")
     }
@@ -100,7 +103,7 @@ fn header(out: &mut String, r: &Report, p: Painter) {
 fn load_of(l: &LevelReport) -> String {
     match (l.concurrency, l.rate) {
         (Some(c), _) => format!("concurrency {c}"),
-        (None, Some(r)) => format!("rate {} req/s", sig4(r)),
+        (None, Some(r)) => format!("rate {} req/s", fmt_rate(r)),
         (None, None) => l.name.clone(),
     }
 }
@@ -148,6 +151,81 @@ fn level_block(out: &mut String, l: &LevelReport, p: Painter) {
         out.push('\n');
     }
     facts(out, s, p);
+    if let Some(pc) = &l.pacing {
+        pacing(out, pc, p);
+    }
+    slos(out, &l.slos, p);
+    if let Some(g) = &l.goodput {
+        let share = g
+            .share
+            .map_or(String::new(), |s| format!(" ({} of sent)", fmt_pct(s)));
+        let _ = writeln!(
+            out,
+            "{}{} requests met every SLO{share}, {} req/s",
+            label("Goodput"),
+            g.good_requests,
+            opt(g.requests_per_s, sig4)
+        );
+    }
+    if let Some(why) = &l.stopped_early {
+        let _ = writeln!(out, "{}{why}", p.yellow(&label("Stopped early")));
+    }
+    for w in &s.warnings {
+        let _ = writeln!(out, "{}{}", p.yellow(&label("Warning")), w);
+    }
+}
+
+fn pacing(out: &mut String, pc: &Pacing, p: Painter) {
+    let _ = writeln!(
+        out,
+        "{}{} late (> 1 ms behind schedule) of {} sent, {} dropped; lag p50 {}, p99 {}, max {}",
+        label("Pacing"),
+        pc.late,
+        pc.sent,
+        pc.dropped,
+        fmt_ms(pc.lag_p50_ms),
+        fmt_ms(pc.lag_p99_ms),
+        fmt_ms(pc.lag_max_ms)
+    );
+    if pc.invalid {
+        let share = pc.late_share().map_or(ABSENT.to_string(), fmt_pct);
+        let _ = writeln!(
+            out,
+            "{}{}",
+            label(""),
+            p.red(&format!(
+                "INVALID: {share} of sends were late, over --max-late {}: the client fell \
+                 behind its schedule and the figures are unreliable",
+                fmt_pct(pc.max_late_share)
+            ))
+        );
+    }
+}
+
+fn slos(out: &mut String, slos: &[SloResult], p: Painter) {
+    let w = slos
+        .iter()
+        .map(|r| r.slo.chars().count())
+        .max()
+        .unwrap_or(0);
+    for r in slos {
+        let observed = match r.observed {
+            Some(v) if r.unit == "ms" => fmt_ms(v),
+            Some(v) => format!("{} {}", sig4(v), r.unit),
+            None => format!("{ABSENT} (no samples)"),
+        };
+        let verdict = if r.pass {
+            p.green("pass")
+        } else {
+            p.red("FAIL")
+        };
+        let _ = writeln!(
+            out,
+            "{}{:<w$}  observed {observed}  {verdict}",
+            label("SLO"),
+            r.slo
+        );
+    }
 }
 
 /// count, mean, p50, p90, p95, p99, p99.9, max.
@@ -259,9 +337,6 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
             c.reads
         );
     }
-    for w in &s.warnings {
-        let _ = writeln!(out, "{}{}", p.yellow(&label("Warning")), w);
-    }
 }
 
 fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
@@ -272,38 +347,116 @@ fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
         .unwrap_or(0)
         .max(5)
         + 2;
-    let heads = [
-        "sent", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50", "E2E p99", "tok/s",
-        "req/s",
+    let (load_head, load): (&str, fn(&LevelReport) -> String) =
+        if levels.iter().all(|l| l.concurrency.is_some()) {
+            ("conc", |l| {
+                l.concurrency.map_or(ABSENT.into(), |c| c.to_string())
+            })
+        } else if levels.iter().all(|l| l.rate.is_some()) {
+            ("rate/s", |l| opt(l.rate, fmt_rate))
+        } else {
+            ("load", |l| match (l.concurrency, l.rate) {
+                (Some(c), _) => format!("c={c}"),
+                (None, Some(r)) => format!("{}/s", fmt_rate(r)),
+                (None, None) => ABSENT.into(),
+            })
+        };
+    let any_slo = levels.iter().any(|l| !l.slos.is_empty());
+    let any_goodput = levels.iter().any(|l| l.goodput.is_some());
+
+    // (heading, width) per column; narrow ones for counts.
+    let mut heads: Vec<(&str, usize)> = vec![
+        (load_head, 8),
+        ("sent", 8),
+        ("ok", 8),
+        ("errors", 8),
+        ("TTFT p50", 10),
+        ("TTFT p99", 10),
+        ("ITL p50", 10),
+        ("ITL p99", 10),
+        ("TPOT p50", 10),
+        ("E2E p99", 10),
+        ("tok/s", 10),
+        ("req/s", 10),
     ];
+    if any_goodput {
+        heads.push(("good/s", 10));
+    }
+    if any_slo {
+        heads.push(("SLOs", 10));
+    }
     let _ = writeln!(out, "{}", p.bold("Summary by level"));
     let _ = write!(out, "{:<name_w$}", "level");
-    for h in heads {
-        let _ = write!(out, "{h:>10}");
+    for (h, w) in &heads {
+        let _ = write!(out, "{h:>w$}");
     }
     out.push('\n');
     for l in levels {
         let s = &l.summary;
         let t =
             |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
-        let cells = [
-            s.requests.sent.to_string(),
-            s.requests.succeeded.to_string(),
-            t(&s.ttft, |d| d.p50),
-            t(&s.ttft, |d| d.p99),
-            t(&s.itl, |d| d.p50),
-            t(&s.itl, |d| d.p99),
-            t(&s.tpot, |d| d.p50),
-            t(&s.e2e, |d| d.p99),
-            opt(s.throughput.output_tokens_per_s, sig4),
-            opt(s.throughput.requests_per_s, sig4),
+        let errors = s.requests.failed_total();
+        let mut cells = vec![
+            (load(l), false),
+            (s.requests.sent.to_string(), false),
+            (s.requests.succeeded.to_string(), false),
+            (errors.to_string(), errors > 0),
+            (t(&s.ttft, |d| d.p50), false),
+            (t(&s.ttft, |d| d.p99), false),
+            (t(&s.itl, |d| d.p50), false),
+            (t(&s.itl, |d| d.p99), false),
+            (t(&s.tpot, |d| d.p50), false),
+            (t(&s.e2e, |d| d.p99), false),
+            (opt(s.throughput.output_tokens_per_s, sig4), false),
+            (opt(s.throughput.requests_per_s, sig4), false),
         ];
+        if any_goodput {
+            cells.push((opt(l.goodput.and_then(|g| g.requests_per_s), sig4), false));
+        }
+        if any_slo {
+            let failed = l.slos.iter().filter(|r| !r.pass).count();
+            cells.push(match (l.slos.len(), failed) {
+                (0, _) => (ABSENT.into(), false),
+                (_, 0) => ("pass".into(), false),
+                (n, f) => (format!("FAIL {f}/{n}"), true),
+            });
+        }
         let _ = write!(out, "{:<name_w$}", l.name);
-        for c in cells {
-            let _ = write!(out, "{c:>10}");
+        for ((c, alarm), (_, w)) in cells.into_iter().zip(&heads) {
+            let padded = format!("{c:>w$}");
+            let _ = write!(out, "{}", if alarm { p.red(&padded) } else { padded });
         }
         out.push('\n');
     }
+}
+
+/// A rate as given (`2`, `0.5`, `12.5`): four significant digits, trailing zeros cut.
+fn fmt_rate(r: f64) -> String {
+    let s = sig4(r);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A share (0.25) as a percentage ("25 %"), at most three decimals, trailing zeros cut.
+fn fmt_pct(share: f64) -> String {
+    let v = share * 100.0;
+    let dec = if v.abs() >= 10.0 {
+        1
+    } else if v.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
+    let s = format!("{v:.dec$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
+    format!("{s} %")
 }
 
 /// A number with about four significant digits (at most three decimals).
@@ -366,6 +519,22 @@ mod tests {
         assert_eq!(fmt_ms(3_600_000.0), "3600 s");
         assert_eq!(fmt_seconds(12.0), "12.00 s");
         assert_eq!(fmt_seconds(0.2), "200.0 ms");
+    }
+
+    #[test]
+    fn percentages_and_rates_read_as_written() {
+        assert_eq!(fmt_pct(0.001), "0.1 %");
+        assert_eq!(fmt_pct(0.5), "50 %");
+        assert_eq!(fmt_pct(1.0), "100 %");
+        assert_eq!(fmt_pct(0.0), "0 %");
+        assert_eq!(fmt_pct(0.95652), "95.7 %");
+        assert_eq!(fmt_pct(0.025), "2.5 %");
+        assert_eq!(fmt_pct(0.00012), "0.012 %");
+        assert_eq!(fmt_rate(2.0), "2");
+        assert_eq!(fmt_rate(0.5), "0.5");
+        assert_eq!(fmt_rate(12.5), "12.5");
+        assert_eq!(fmt_rate(1000.0), "1000");
+        assert_eq!(fmt_rate(1.0 / 3.0), "0.333");
     }
 
     #[test]

@@ -253,3 +253,185 @@ fn color_only_when_asked() {
     let colored = render(&common::full_report(), true);
     assert!(colored.contains("\x1b[1m") && colored.contains("\x1b[31m2 stream_error\x1b[0m"));
 }
+
+/// The block of the level named `name`, up to the next level or the summary table.
+fn block<'a>(out: &'a str, name: &str) -> &'a str {
+    let start = out
+        .find(&format!("── {name} ──"))
+        .unwrap_or_else(|| panic!("no level {name} in:\n{out}"));
+    let skip = start + "── ".len();
+    let rest = &out[skip..];
+    let end = ["\n── ", "\nSummary by level"]
+        .iter()
+        .filter_map(|m| rest.find(m))
+        .min()
+        .map_or(out.len(), |e| skip + e);
+    &out[start..end]
+}
+
+#[test]
+fn slo_lines_show_the_figure_and_the_verdict() {
+    let out = render(&common::open_loop_report(), false);
+    let calm = block(&out, "rate=2");
+    let lines: Vec<&str> = calm.lines().filter(|l| l.starts_with("SLO ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "SLO             itl.p99<=50ms    observed 20.00 ms  pass",
+            "SLO             ttft.p90<=150ms  observed 100.0 ms  pass",
+        ]
+    );
+    let hot = block(&out, "rate=8");
+    assert_eq!(
+        line_starting(hot, "SLO "),
+        "SLO             itl.p99<=50ms    observed 60.00 ms  FAIL"
+    );
+}
+
+#[test]
+fn slo_without_samples_and_speed_slos_read_plainly() {
+    let mut r = common::open_loop_report();
+    r.levels[0].slos = vec![
+        cadence_core::SloResult {
+            slo: "ttft_response.p99<=1s".into(),
+            observed: None,
+            bound: 1000.0,
+            unit: "ms".into(),
+            pass: false,
+        },
+        cadence_core::SloResult {
+            slo: "output_speed.p50>=20".into(),
+            observed: Some(46.5),
+            bound: 20.0,
+            unit: "tok/s".into(),
+            pass: true,
+        },
+    ];
+    let out = render(&r, false);
+    let calm = block(&out, "rate=2");
+    let lines: Vec<&str> = calm.lines().filter(|l| l.starts_with("SLO ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "SLO             ttft_response.p99<=1s  observed – (no samples)  FAIL",
+            "SLO             output_speed.p50>=20   observed 46.50 tok/s  pass",
+        ]
+    );
+}
+
+#[test]
+fn goodput_pacing_and_early_stop_lines() {
+    let out = render(&common::open_loop_report(), false);
+    let calm = block(&out, "rate=2");
+    assert_eq!(
+        line_starting(calm, "Goodput"),
+        "Goodput         2 requests met every SLO (100 % of sent), 3.150 req/s"
+    );
+    assert_eq!(
+        line_starting(calm, "Pacing"),
+        "Pacing          0 late (> 1 ms behind schedule) of 2 sent, 0 dropped; lag p50 0 ms, \
+         p99 0 ms, max 0 ms"
+    );
+    assert!(!calm.contains("INVALID"), "{calm}");
+    assert!(!calm.contains("Stopped early"), "{calm}");
+
+    let hot = block(&out, "rate=8");
+    assert_eq!(
+        line_starting(hot, "Goodput"),
+        "Goodput         0 requests met every SLO (0 % of sent), 0 req/s"
+    );
+    assert_eq!(
+        line_starting(hot, "Pacing"),
+        "Pacing          1 late (> 1 ms behind schedule) of 2 sent, 1 dropped; lag p50 1.500 ms, \
+         p99 2.970 ms, max 3.000 ms"
+    );
+    let invalid = hot
+        .lines()
+        .find(|l| l.contains("INVALID"))
+        .expect("INVALID line");
+    assert_eq!(
+        invalid.trim_start(),
+        "INVALID: 50 % of sends were late, over --max-late 0.1 %: the client fell behind its \
+         schedule and the figures are unreliable"
+    );
+    assert_eq!(
+        line_starting(hot, "Stopped early"),
+        "Stopped early   more than half of the requests failed (1 of 2)"
+    );
+    // Closed-loop levels print none of these.
+    let closed = render(&common::full_report(), false);
+    for what in ["SLO ", "Goodput", "Pacing", "Stopped early"] {
+        assert!(!closed.lines().any(|l| l.starts_with(what)), "{what}");
+    }
+}
+
+#[test]
+fn time_series_stays_out_of_the_console() {
+    let r = common::open_loop_report();
+    assert!(!r.levels[0].time_series.is_empty(), "the fixture has one");
+    let out = render(&r, false);
+    for word in ["start_s", "Time series", "bucket"] {
+        assert!(!out.contains(word), "{word} in:\n{out}");
+    }
+}
+
+#[test]
+fn verdicts_and_invalid_pacing_are_colored() {
+    let out = render(&common::open_loop_report(), true);
+    assert!(out.contains("\x1b[32mpass\x1b[0m"), "{out}");
+    assert!(out.contains("\x1b[31mFAIL\x1b[0m"), "{out}");
+    assert!(out.contains("\x1b[31mINVALID: 50 % of sends"), "{out}");
+    assert!(out.contains("\x1b[33mStopped early"), "{out}");
+}
+
+#[test]
+fn rate_sweep_table_shows_rate_errors_goodput_and_slos() {
+    let out = render(&common::open_loop_report(), false);
+    let at = out.find("Summary by level").expect("a sweep summary");
+    let table: Vec<&str> = out[at..].lines().take(4).collect();
+    assert_eq!(
+        table[1].split_whitespace().collect::<Vec<_>>().join(" "),
+        "level rate/s sent ok errors TTFT p50 TTFT p99 ITL p50 ITL p99 TPOT p50 E2E p99 \
+         tok/s req/s good/s SLOs"
+    );
+    // rate=2: 2 sent, 2 ok, 0 errors, TTFT 100 ms, ITL p50 15 / p99 20, TPOT 15,
+    // E2E p99 135 ms, 6 tokens and 2 requests over 0.635 s.
+    assert_eq!(
+        table[2].split_whitespace().collect::<Vec<_>>().join(" "),
+        "rate=2 2 2 2 0 100.0 ms 100.0 ms 15.00 ms 20.00 ms 15.00 ms 135.0 ms 9.449 3.150 \
+         3.150 pass"
+    );
+    // rate=8: 1 ok, 1 error, one gap of 60 ms; nothing good; one SLO of two failed.
+    let hot: Vec<&str> = table[3].split_whitespace().collect();
+    assert_eq!(hot[..5], ["rate=8", "8", "2", "1", "1"]);
+    assert_eq!(
+        line_starting(block(&out, "rate=8"), "Requests"),
+        "Requests        3 intended, 2 sent, 1 succeeded, 1 http_5xx, 0 aborted, 1 dropped"
+    );
+    assert_eq!(hot[hot.len() - 3..], ["0", "FAIL", "1/2"]);
+    assert!(table[3].contains("60.00 ms"), "{}", table[3]);
+    assert!(out.contains(", rate ") || out.contains("2 levels"), "{out}");
+}
+
+#[test]
+fn concurrency_sweep_table_has_a_conc_column_and_no_slo_columns() {
+    let out = render(&common::full_report(), false);
+    let at = out.find("Summary by level").unwrap();
+    let table: Vec<&str> = out[at..].lines().collect();
+    let head: Vec<&str> = table[1].split_whitespace().collect();
+    assert_eq!(head[..5], ["level", "conc", "sent", "ok", "errors"]);
+    assert!(!head.contains(&"SLOs") && !head.contains(&"good/s"));
+    let many: Vec<&str> = table[3].split_whitespace().collect();
+    assert_eq!(many[..5], ["concurrency=64", "64", "640", "636", "3"]);
+}
+
+#[test]
+fn single_rate_level_header_reads_the_rate_as_written() {
+    let mut r = common::open_loop_report();
+    r.levels.truncate(1);
+    let out = render(&r, false);
+    assert!(
+        out.contains(", open_loop, rate 2 req/s, 2 requests sent, "),
+        "{out}"
+    );
+}

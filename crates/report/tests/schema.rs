@@ -4,7 +4,7 @@
 
 mod common;
 
-use cadence_core::{Outcome, Report, TokenSource};
+use cadence_core::{Outcome, Report, SloMetric, SloStat, TokenSource};
 use cadence_report::json;
 use serde_json::Value;
 
@@ -195,4 +195,140 @@ fn schema_names_match_the_code() {
         enum_at(&schema, "/$defs/output_tokens/properties/source/enum"),
         sources
     );
+}
+
+#[test]
+fn report_with_every_new_level_field_validates() {
+    let doc = rendered(&common::open_loop_report());
+    assert_valid(&doc);
+    for level in doc["levels"].as_array().unwrap() {
+        for k in ["slos", "goodput", "time_series", "pacing"] {
+            assert!(level.get(k).is_some(), "{k} missing from {}", level["name"]);
+        }
+    }
+    let hot = &doc["levels"][1];
+    assert_eq!(hot["slos"][0]["slo"], "itl.p99<=50ms");
+    assert_eq!(hot["slos"][0]["pass"], false);
+    assert_eq!(hot["pacing"]["invalid"], true);
+    assert_eq!(hot["goodput"]["share"], 0.0);
+    assert_eq!(
+        hot["stopped_early"],
+        "more than half of the requests failed (1 of 2)"
+    );
+    // 100 ms buckets from 0 to the last end at 635 ms: 7 buckets.
+    assert_eq!(doc["levels"][0]["time_series"].as_array().unwrap().len(), 7);
+    // And the closed-loop report leaves every one of them out.
+    let closed = rendered(&common::full_report());
+    for k in ["slos", "goodput", "time_series", "stopped_early", "pacing"] {
+        assert!(closed["levels"][0].get(k).is_none(), "{k}");
+    }
+}
+
+fn slo(d: &mut Value) -> &mut serde_json::Map<String, Value> {
+    d["levels"][0]["slos"][0].as_object_mut().unwrap()
+}
+
+#[test]
+fn broken_new_fields_are_rejected() {
+    let base = rendered(&common::open_loop_report());
+    type Break = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Break)> = vec![
+        (
+            "an SLO result without its verdict",
+            Box::new(|d| {
+                slo(d).remove("pass");
+            }),
+        ),
+        (
+            "an SLO result in an unknown unit",
+            Box::new(|d| {
+                slo(d).insert("unit".into(), "s".into());
+            }),
+        ),
+        (
+            "an SLO result with a textual observation",
+            Box::new(|d| {
+                slo(d).insert("observed".into(), "fast".into());
+            }),
+        ),
+        (
+            "an SLO on an unknown statistic",
+            Box::new(|d| {
+                slo(d).insert("slo".into(), "itl.p98<=50ms".into());
+            }),
+        ),
+        (
+            "an SLO result with an extra key",
+            Box::new(|d| {
+                slo(d).insert("margin".into(), 1.into());
+            }),
+        ),
+        (
+            "an SLO verdict as a string",
+            Box::new(|d| {
+                slo(d).insert("pass".into(), "yes".into());
+            }),
+        ),
+        (
+            "an empty slos list",
+            Box::new(|d| d["levels"][0]["slos"] = Value::Array(vec![])),
+        ),
+        (
+            "a goodput share over 1",
+            Box::new(|d| d["levels"][0]["goodput"]["share"] = 1.5.into()),
+        ),
+        (
+            "a time bucket without itl_p99_ms",
+            Box::new(|d| {
+                d["levels"][0]["time_series"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("itl_p99_ms");
+            }),
+        ),
+        (
+            "a negative bucket count",
+            Box::new(|d| d["levels"][0]["time_series"][1]["completed"] = (-1).into()),
+        ),
+        (
+            "pacing without its invalid flag",
+            Box::new(|d| {
+                d["levels"][1]["pacing"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("invalid");
+            }),
+        ),
+        (
+            "an empty stopped_early",
+            Box::new(|d| d["levels"][1]["stopped_early"] = "".into()),
+        ),
+        (
+            "an unknown level key",
+            Box::new(|d| d["levels"][1]["slo_results"] = Value::Array(vec![])),
+        ),
+    ];
+    for (why, break_it) in cases {
+        let mut doc = base.clone();
+        break_it(&mut doc);
+        assert_invalid(&doc, why);
+    }
+}
+
+#[test]
+fn schema_accepts_every_slo_the_parser_can_normalize() {
+    let base = rendered(&common::open_loop_report());
+    let v = validator();
+    for m in SloMetric::ALL {
+        for s in SloStat::ALL {
+            let unit = if m.is_time() { "ms" } else { "" };
+            let text = format!("{}.{}>=1.5{unit}", m.name(), s.name());
+            let parsed: cadence_core::Slo = text.parse().unwrap();
+            assert_eq!(parsed.text, text);
+            let mut doc = base.clone();
+            doc["levels"][0]["slos"][0]["slo"] = text.clone().into();
+            doc["levels"][0]["slos"][0]["unit"] = m.unit().into();
+            assert!(v.is_valid(&doc), "schema rejects {text}");
+        }
+    }
 }

@@ -139,3 +139,60 @@ pub fn sparse_report() -> Report {
     run.interrupted = true;
     Report::new(run, vec![level], vec![])
 }
+
+/// A request scheduled at `sched` ms, sent at `sent` ms, with chunks at `chunks` ms
+/// (one token each) and ending 5 ms after the last.
+fn paced(index: u64, sched: u64, sent: u64, chunks: &[u64], outcome: Outcome) -> RequestRecord {
+    let ms = 1_000_000;
+    let mut r = RequestRecord::new(index, outcome);
+    r.scheduled_ns = Some(sched * ms);
+    r.sent_ns = Some(sent * ms);
+    r.chunks = chunks.iter().map(|&t| Chunk(t * ms, Some(1))).collect();
+    r.first_content_ns = r.first_chunk_ns();
+    r.end_ns = Some((chunks.last().copied().unwrap_or(sent) + 5) * ms);
+    r
+}
+
+/// An open-loop rate sweep whose levels carry every optional field, computed from
+/// hand-built records: SLO results, goodput, time series, pacing, and (second level)
+/// an early stop and invalid pacing.
+///
+/// Level `rate=2`: two requests sent on time, TTFT 100 ms, gaps 10, 20, 10, 20 ms:
+/// `itl.p99<=50ms` passes (20 ms), `ttft.p90<=150ms` passes (100 ms), both requests
+/// good over a 0.635 s window (3.150 good req/s).
+/// Level `rate=8`: one request sent 3 ms late with TTFT 100 ms and a 60 ms gap, one
+/// 5xx sent on time, one arrival dropped: `itl.p99<=50ms` fails (60 ms), no request is
+/// good, pacing is invalid (1 of 2 sends late, lags 3 and 0 ms), and it stopped early.
+pub fn open_loop_report() -> Report {
+    let slos: Vec<cadence_core::Slo> = ["itl.p99<=50ms", "ttft.p90<=150ms"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let level = |name: &str, rate: f64, records: &[RequestRecord], dropped: u64| {
+        let opts = LevelOptions {
+            dropped,
+            ..LevelOptions::default()
+        };
+        let summary = summarize_level(records, &opts);
+        let window = summary.throughput.window_s;
+        let mut l = level_report(name, summary);
+        l.rate = Some(rate);
+        l.slos = slos.iter().map(|s| s.evaluate(&l.summary)).collect();
+        l.goodput = Some(cadence_core::goodput(records, &slos, window));
+        l.time_series = cadence_core::time_series(records, 100_000_000);
+        l.pacing = cadence_core::pacing(records, dropped, 0.001);
+        l
+    };
+    let slow = [
+        paced(0, 0, 0, &[100, 110, 130], Outcome::Succeeded),
+        paced(1, 500, 500, &[600, 610, 630], Outcome::Succeeded),
+    ];
+    let mut failed = paced(3, 125, 125, &[], Outcome::Http5xx);
+    failed.http_status = Some(503);
+    let fast = [paced(2, 0, 3, &[103, 163], Outcome::Succeeded), failed];
+    let mut hot = level("rate=8", 8.0, &fast, 1);
+    hot.stopped_early = Some("more than half of the requests failed (1 of 2)".into());
+    let mut run = run_info();
+    run.mode = "open_loop".into();
+    Report::new(run, vec![level("rate=2", 2.0, &slow, 0), hot], vec![])
+}
