@@ -11,6 +11,7 @@ pub mod runner;
 pub mod secret;
 pub mod sink;
 pub mod target;
+pub mod trace;
 pub mod workload;
 
 pub use clock::Clock;
