@@ -3,7 +3,7 @@
 //! drains, and still reports.
 
 use crate::builtin_sim::BuiltinSim;
-use crate::cli::BenchArgs;
+use crate::cli::{ArrivalsArg, BenchArgs};
 use crate::exit::{usage, Exit};
 use anyhow::Context;
 use bytes::Bytes;
@@ -14,10 +14,12 @@ use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
-use cadence_bench::{Clock, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
+use cadence_bench::{
+    ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
+};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo};
-use cadence_core::RequestRecord;
+use cadence_core::{Outcome, RequestRecord};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -25,6 +27,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Default measured requests when neither --requests nor --duration is given.
 const DEFAULT_REQUESTS: u64 = 64;
+/// Default closed-loop concurrency.
+const DEFAULT_CONCURRENCY: u32 = 8;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     // Validate everything before a single request goes out.
@@ -86,7 +90,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let headers = client::base_headers(api_key.as_deref(), &extra_headers).map_err(usage)?;
 
     let http = client::build(&ClientConfig {
-        pool_size: args.concurrency as usize,
+        pool_size: args
+            .concurrency
+            .as_ref()
+            .and_then(|c| c.0.iter().max().copied())
+            .or(args.max_concurrency)
+            .unwrap_or(DEFAULT_CONCURRENCY) as usize,
         connect_timeout: args.connect_timeout,
         http2: args.http2,
     });
@@ -108,6 +117,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         })?,
     };
 
+    if let Some(extra) = &extra {
+        let overridden: Vec<&str> = [
+            "model",
+            "max_tokens",
+            "stream",
+            "stream_options",
+            "messages",
+            "prompt",
+        ]
+        .into_iter()
+        .filter(|k| extra.contains_key(*k))
+        .collect();
+        if !overridden.is_empty() && !args.quiet {
+            eprintln!(
+                "Note: --extra-body sets {} and overrides the flags for them.",
+                overridden.join(", ")
+            );
+        }
+    }
     let factory = RequestFactory {
         endpoint: target.endpoint.clone(),
         headers,
@@ -122,16 +150,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .clone()
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
     };
-    let plan = RunPlan {
-        concurrency: args.concurrency,
-        requests,
-        duration: args.duration,
-        warmup: args.warmup,
-        grace: args.grace,
-        level: 0,
-    };
+    let loads = loads(&args);
     let visible = !args.quiet && std::io::stderr().is_terminal();
-    let progress = Progress::new(requests.map(|n| n + args.warmup), visible);
+    let progress = Progress::new(
+        requests.map(|n| (n + args.warmup) * loads.len() as u64),
+        visible,
+    );
     let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
     let cx = Arc::new(RunContext {
         client: http,
@@ -149,16 +173,42 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         progress: progress.clone(),
     });
 
+    // One Ctrl-C ends the current level (drained, reported) and skips the rest.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+        }
+    });
+
     let started_at_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let clock = Clock::start();
-    let stop = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
+    let mut levels = Vec::new();
+    for (i, load) in loads.iter().enumerate() {
+        let plan = RunPlan {
+            load: load.clone(),
+            requests,
+            duration: args.duration,
+            warmup: args.warmup,
+            grace: args.grace,
+            level: i as u32,
+            stop_when_saturated: loads.len() > 1,
+        };
+        let mut rx = stop_rx.clone();
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let summary = cadence_bench::run(cx.clone(), &plan, clock, sender.clone(), stop).await;
+        let interrupted = summary.stop == StopReason::Interrupted;
+        levels.push((plan, summary));
+        if interrupted {
+            break;
         }
-    };
-    let summary = cadence_bench::run(cx, &plan, clock, sender, stop).await;
+    }
+    drop(sender);
+    drop(cx);
     progress.finish();
     let records = sink
         .finish()
@@ -169,14 +219,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         target: target.display(),
         api: format!("{:?}", target.api).to_lowercase(),
         model,
-        mode: "closed_loop".into(),
+        mode: match (&args.rate, args.arrivals) {
+            (None, _) => "closed_loop".into(),
+            (Some(_), ArrivalsArg::Constant) => "open_loop_constant".into(),
+            (Some(_), ArrivalsArg::Poisson) => "open_loop_poisson".into(),
+        },
         started_at_unix_ms,
-        duration_s: summary.wall.as_secs_f64(),
+        duration_s: clock.origin().elapsed().as_secs_f64(),
         command: redacted_command(std::env::args()),
         builtin_sim: args.url.is_none(),
-        interrupted: summary.stop == StopReason::Interrupted,
+        interrupted: levels
+            .iter()
+            .any(|(_, s)| s.stop == StopReason::Interrupted),
     };
-    let (report, exit) = build_report(info, &plan, &records, &summary, args.stall_threshold);
+    let (report, exit) = build_report(info, &levels, &records, args.stall_threshold);
     print!(
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
@@ -188,67 +244,180 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// Turns records and the run summary into the report, with the warnings a reader
-/// needs, and decides the exit code.
+/// The levels to run, in order.
+fn loads(args: &BenchArgs) -> Vec<Load> {
+    match &args.rate {
+        Some(rates) => rates
+            .0
+            .iter()
+            .map(|&rate| Load::Open {
+                rate,
+                process: match args.arrivals {
+                    ArrivalsArg::Constant => ArrivalProcess::Constant,
+                    ArrivalsArg::Poisson => ArrivalProcess::Poisson { seed: args.seed },
+                },
+                max_concurrency: args.max_concurrency,
+                ramp_up: args.ramp_up.unwrap_or_default(),
+            })
+            .collect(),
+        None => args
+            .concurrency
+            .clone()
+            .map_or_else(|| vec![DEFAULT_CONCURRENCY], |c| c.0)
+            .into_iter()
+            .map(|concurrency| Load::Closed { concurrency })
+            .collect(),
+    }
+}
+
+/// Turns records and the levels' summaries into the report, with the warnings a
+/// reader needs, and decides the exit code.
 pub fn build_report(
     info: RunInfo,
-    plan: &RunPlan,
+    levels: &[(RunPlan, RunSummary)],
     records: &[RequestRecord],
-    summary: &RunSummary,
     stall_threshold: Duration,
 ) -> (Report, Exit) {
-    let warmup_sent = records.iter().filter(|r| r.warmup).count() as u64;
-    let opts = LevelOptions {
-        stall_threshold_ns: stall_threshold.as_nanos() as u64,
-        window: None,
-        intended: Some(summary.intended.saturating_sub(warmup_sent)),
-        dropped: summary.dropped,
-    };
-    let level = summarize_level(records, &opts);
     let mut warnings = Vec::new();
     let mut exit = Exit::Ok;
-    if let Err(e) = level.requests.check() {
-        warnings.push(format!("accounting does not add up: {e}"));
-        exit = Exit::Invalid;
+    let mut level_reports = Vec::new();
+    let mut any_success = false;
+    for (plan, summary) in levels {
+        let recs: Vec<RequestRecord> = records
+            .iter()
+            .filter(|r| r.level == plan.level)
+            .cloned()
+            .collect();
+        let warmup_seen = recs.iter().filter(|r| r.warmup).count() as u64;
+        let opts = LevelOptions {
+            stall_threshold_ns: stall_threshold.as_nanos() as u64,
+            window: None,
+            intended: Some(summary.intended.saturating_sub(warmup_seen)),
+            // Dropped arrivals have records of their own (no send time).
+            dropped: 0,
+        };
+        let mut level = summarize_level(&recs, &opts);
+        if let Err(e) = level.requests.check() {
+            level
+                .warnings
+                .push(format!("accounting does not add up: {e}"));
+            exit = Exit::Invalid;
+        }
+        any_success |= level.requests.succeeded > 0;
+        if summary.watchdog_fired {
+            level
+                .warnings
+                .push("the watchdog ended requests that did not stop when cancelled".into());
+            exit = Exit::Invalid;
+        }
+        let (lag_p99, lag_max) = summary.loop_lag;
+        if lag_p99 > Duration::from_millis(5) {
+            level.warnings.push(format!(
+                "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
+                lag_p99.as_secs_f64() * 1e3,
+                lag_max.as_secs_f64() * 1e3
+            ));
+        }
+        let chunks: u64 = recs.iter().map(|r| r.chunks.len() as u64).sum();
+        let coalesced: u64 = recs.iter().map(|r| r.counters.coalesced as u64).sum();
+        if chunks > 0 && coalesced * 100 > chunks {
+            level.warnings.push(format!(
+                "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
+            ));
+        }
+        if summary.aborted_in_flight > 0 {
+            level.warnings.push(format!(
+                "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
+                summary.aborted_in_flight
+            ));
+        }
+        level.warnings.extend(record_warnings(&recs));
+        let mut lr = level_report(plan.load.label(), level);
+        match plan.load {
+            Load::Closed { concurrency } => lr.concurrency = Some(concurrency),
+            Load::Open { rate, .. } => lr.rate = Some(rate),
+        }
+        level_reports.push(lr);
     }
-    if level.requests.sent > 0 && level.requests.succeeded == 0 {
+    if !any_success && records.iter().any(|r| r.was_sent()) {
         warnings.push("no request succeeded: the latency figures are empty".into());
         exit = Exit::Invalid;
     }
-    if summary.watchdog_fired {
-        warnings.push("the watchdog ended requests that did not stop when cancelled".into());
-        exit = Exit::Invalid;
-    }
-    let (lag_p99, lag_max) = summary.loop_lag;
-    if lag_p99 > Duration::from_millis(5) {
-        warnings.push(format!(
-            "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by that much; figures are unreliable",
-            lag_p99.as_secs_f64() * 1e3,
-            lag_max.as_secs_f64() * 1e3
-        ));
-    }
-    let chunks: u64 = records.iter().map(|r| r.chunks.len() as u64).sum();
-    let coalesced: u64 = records.iter().map(|r| r.counters.coalesced as u64).sum();
-    if chunks > 0 && coalesced * 100 > chunks {
-        warnings.push(format!(
-            "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
-        ));
-    }
-    if summary.aborted_in_flight > 0 {
-        warnings.push(format!(
-            "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
-            summary.aborted_in_flight
-        ));
-    }
-    let name = format!("concurrency={}", plan.concurrency);
-    let mut lr = level_report(name, level);
-    lr.concurrency = Some(plan.concurrency);
-    let report = Report::new(info, vec![lr], warnings);
+    let report = Report::new(info, level_reports, warnings);
     // The user who pressed Ctrl-C knows the run is partial; say interrupted, not invalid.
-    if summary.stop == StopReason::Interrupted {
+    if levels
+        .iter()
+        .any(|(_, s)| s.stop == StopReason::Interrupted)
+    {
         exit = Exit::Interrupted;
     }
     (report, exit)
+}
+
+/// What the records say that the figures alone do not: why requests failed (the
+/// commonest message per class), requests resent on a stale connection, and chunks
+/// that carried several tokens without saying how many.
+fn record_warnings(recs: &[RequestRecord]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut out = Vec::new();
+    let mut by_class: BTreeMap<&'static str, BTreeMap<String, u64>> = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.outcome.is_failure() && !r.warmup) {
+        let msg: String = r
+            .error
+            .as_deref()
+            .unwrap_or("no detail")
+            .chars()
+            .take(200)
+            .collect();
+        *by_class
+            .entry(r.outcome.name())
+            .or_default()
+            .entry(msg)
+            .or_default() += 1;
+    }
+    for (class, msgs) in by_class {
+        let total: u64 = msgs.values().sum();
+        let (msg, n) = msgs.iter().max_by_key(|(_, n)| **n).expect("non-empty");
+        let others = if msgs.len() > 1 {
+            format!(" ({} other messages; see the records)", msgs.len() - 1)
+        } else {
+            String::new()
+        };
+        out.push(format!("{total} × {class}: {msg} [{n}×]{others}"));
+    }
+    let resent = recs
+        .iter()
+        .filter(|r| r.counters.stale_connection_retries > 0)
+        .count();
+    if resent > 0 {
+        out.push(format!(
+            "{resent} requests were sent again because the server had closed the pooled keep-alive connection before answering (the server closes connections after streams); send time is the resend"
+        ));
+    }
+    let ok: Vec<&RequestRecord> = recs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
+        .collect();
+    let unknown_multi = ok
+        .iter()
+        .filter(|r| {
+            r.output_tokens
+                .is_some_and(|t| t.count > r.chunks.len() as u64)
+                && r.chunks.iter().all(|c| c.tokens().is_none())
+        })
+        .count();
+    if unknown_multi > 0 {
+        let tokens: u64 = ok
+            .iter()
+            .filter_map(|r| r.output_tokens.map(|t| t.count))
+            .sum();
+        let chunks: usize = ok.iter().map(|r| r.chunks.len()).sum();
+        out.push(format!(
+            "in {unknown_multi} of {} requests the server reported more tokens than chunks ({tokens} tokens in {chunks} chunks overall): some chunks carry several tokens but do not say which, so ITL per token equals ITL per chunk there",
+            ok.len()
+        ));
+    }
+    out
 }
 
 /// The command line as it may be stored: header values, URL credentials and query

@@ -52,6 +52,107 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalsArg {
+    Constant,
+    Poisson,
+}
+
+/// Parses a level list: `8`, `1,2,4`, `1..128:x2`, `4..16:+4` (ranges include the end
+/// when a step lands on it).
+pub fn parse_levels(s: &str) -> Result<Vec<f64>, String> {
+    const MAX_LEVELS: usize = 1000;
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(format!("'{s}' has an empty level"));
+        }
+        if let Some((range, step)) = part.split_once(':') {
+            let (a, b) = range
+                .split_once("..")
+                .ok_or_else(|| format!("'{part}': a range looks like 1..128:x2 or 4..16:+4"))?;
+            let (a, b) = (number(a)?, number(b)?);
+            if a > b {
+                return Err(format!("'{part}': the range goes down"));
+            }
+            let (mul, add) = if let Some(k) = step.strip_prefix('x') {
+                (number(k)?, 0.0)
+            } else if let Some(k) = step.strip_prefix('+') {
+                (1.0, number(k)?)
+            } else {
+                return Err(format!("'{part}': the step is xK (multiply) or +K (add)"));
+            };
+            if mul <= 1.0 && add <= 0.0 {
+                return Err(format!("'{part}': the step must grow the level"));
+            }
+            let mut v = a;
+            while v <= b * (1.0 + 1e-12) {
+                out.push(v);
+                if out.len() > MAX_LEVELS {
+                    return Err(format!("'{s}' makes more than {MAX_LEVELS} levels"));
+                }
+                v = v * mul + add;
+            }
+        } else {
+            out.push(number(part)?);
+        }
+    }
+    Ok(out)
+}
+
+fn number(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("'{s}': levels must be positive"));
+    }
+    Ok(v)
+}
+
+/// Closed-loop levels (a newtype so clap takes the list as one value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts(pub Vec<u32>);
+
+/// Open-loop levels in requests/s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates(pub Vec<f64>);
+
+fn parse_counts(s: &str) -> Result<Counts, String> {
+    parse_levels(s)?
+        .into_iter()
+        .map(|v| {
+            if v.fract() != 0.0 || v > 100_000.0 {
+                Err(format!(
+                    "concurrency {v} must be a whole number from 1 to 100000"
+                ))
+            } else {
+                Ok(v as u32)
+            }
+        })
+        .collect::<Result<_, _>>()
+        .map(Counts)
+}
+
+fn parse_rates(s: &str) -> Result<Rates, String> {
+    parse_levels(s).map(Rates)
+}
+
+/// `0.1%` or `0.001`.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("'{s}' is not a share; write 0.1% or 0.001"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("'{s}' must be between 0 and 100%"));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ApiArg {
     /// OpenAI chat completions (`/v1/chat/completions`).
     Chat,
@@ -87,9 +188,33 @@ pub struct BenchArgs {
     #[arg(long)]
     pub model: Option<String>,
 
-    /// Requests in flight at once (closed loop).
-    #[arg(short = 'c', long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub concurrency: u32,
+    /// Requests in flight at once (closed loop). A list or range sweeps levels:
+    /// `1,2,4,8` or `1..128:x2` (×2 steps) or `4..16:+4`. Default 8.
+    #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate")]
+    pub concurrency: Option<Counts>,
+
+    /// Open loop: requests per second, sent on schedule whatever the server does.
+    /// A list or range sweeps levels: `1,2,5,10` or `1..64:x2`.
+    #[arg(short = 'r', long, value_parser = parse_rates)]
+    pub rate: Option<Rates>,
+
+    /// Open-loop inter-arrival times: evenly spaced, or Poisson (seeded by --seed).
+    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    pub arrivals: ArrivalsArg,
+
+    /// Open loop: at most this many requests in flight; arrivals beyond it are dropped
+    /// (and counted).
+    #[arg(long, requires = "rate", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_concurrency: Option<u32>,
+
+    /// Open loop: grow the rate linearly from 0 over this long.
+    #[arg(long, requires = "rate", value_parser = parse_duration)]
+    pub ramp_up: Option<Duration>,
+
+    /// Open loop: the share of sends more than 1 ms behind schedule (or dropped) above
+    /// which the run is invalid (exit 4): `0.1%` or `0.001`.
+    #[arg(long, default_value = "0.1%", value_parser = parse_share)]
+    pub max_late: f64,
 
     /// Measured requests to send. Default 64 when --duration is not given.
     #[arg(short = 'n', long)]
@@ -240,4 +365,89 @@ pub struct FidelityArgs {
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_lists_and_ranges() {
+        assert_eq!(parse_levels("8").unwrap(), vec![8.0]);
+        assert_eq!(parse_levels("1, 2,5").unwrap(), vec![1.0, 2.0, 5.0]);
+        assert_eq!(
+            parse_levels("1..128:x2").unwrap(),
+            vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+        );
+        assert_eq!(
+            parse_levels("4..16:+4").unwrap(),
+            vec![4.0, 8.0, 12.0, 16.0]
+        );
+        assert_eq!(
+            parse_levels("1..10:x3").unwrap(),
+            vec![1.0, 3.0, 9.0],
+            "the end is included only when hit"
+        );
+        assert_eq!(parse_levels("0.5..2:x2").unwrap(), vec![0.5, 1.0, 2.0]);
+        assert_eq!(
+            parse_counts("1..4:+1,8").unwrap(),
+            Counts(vec![1, 2, 3, 4, 8])
+        );
+    }
+
+    #[test]
+    fn bad_levels_say_why() {
+        assert!(parse_levels("1..8:x1").unwrap_err().contains("grow"));
+        assert!(parse_levels("8..1:x2").unwrap_err().contains("down"));
+        assert!(parse_levels("0").unwrap_err().contains("positive"));
+        assert!(parse_levels("1..8").is_err());
+        assert!(parse_levels("1,,2").unwrap_err().contains("empty"));
+        assert!(parse_levels("1..1e9:+1").unwrap_err().contains("more than"));
+        assert!(parse_counts("1.5").unwrap_err().contains("whole"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_flags_parse_into_levels() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["cadence", "bench", "-c", "1..8:x2"]).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("bench")
+        };
+        assert_eq!(b.concurrency, Some(Counts(vec![1, 2, 4, 8])));
+        let cli = Cli::try_parse_from([
+            "cadence",
+            "bench",
+            "--rate",
+            "5,10",
+            "--arrivals",
+            "poisson",
+        ])
+        .unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("bench")
+        };
+        assert_eq!(b.rate, Some(Rates(vec![5.0, 10.0])));
+        assert!(
+            Cli::try_parse_from(["cadence", "bench", "-c", "4", "--rate", "5"]).is_err(),
+            "closed and open loop conflict"
+        );
+        assert!(
+            Cli::try_parse_from(["cadence", "bench", "--max-concurrency", "4"]).is_err(),
+            "a cap needs --rate"
+        );
+    }
+
+    #[test]
+    fn shares() {
+        assert_eq!(parse_share("0.1%").unwrap(), 0.001);
+        assert_eq!(parse_share("0.02").unwrap(), 0.02);
+        assert!(parse_share("150%").is_err());
+        assert!(parse_share("abc").is_err());
+    }
 }

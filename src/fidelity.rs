@@ -12,7 +12,7 @@ use cadence_bench::secret::Redactor;
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::Target;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
-use cadence_bench::{Clock, RunContext, RunPlan, Timeouts};
+use cadence_bench::{Clock, Load, RunContext, RunPlan, Timeouts};
 use cadence_core::stats::Distribution;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_wire::Api;
@@ -204,12 +204,13 @@ async fn level(
         progress: Progress::new(None, false),
     });
     let plan = RunPlan {
-        concurrency,
+        load: Load::Closed { concurrency },
         requests: Some(requests),
         duration: None,
         warmup: 0,
         grace: Duration::from_secs(5),
         level: 0,
+        stop_when_saturated: false,
     };
     let (sender, sink) = RecordSink::start(None, Progress::new(None, false))?;
     cadence_bench::run(cx, &plan, Clock::start(), sender, std::future::pending()).await;

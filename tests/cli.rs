@@ -266,8 +266,12 @@ fn secret_canary_never_reaches_output_records_or_report() {
         .arg(&records)
         .output()
         .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "every request failed with 401: {out:?}"
+    );
     server.join().unwrap();
-    assert_eq!(out.status.code(), Some(4), "every request failed with 401");
     let rec_text = std::fs::read_to_string(&records).unwrap();
     assert!(
         rec_text.contains("http_4xx"),

@@ -95,15 +95,32 @@ pub async fn execute(
         Outcome::HeaderTimeout
     };
 
-    let response = tokio::select! {
+    // A pooled keep-alive connection the server already closed fails before any
+    // response byte: the request never reached the server, so it is sent once more on
+    // a fresh connection (and the record says so). Nothing else is ever retried.
+    let spare = copy_request(&req);
+    let send = async {
+        match cx.client.request(req).await {
+            Err(e) if is_stale_connection(&e) => {
+                let resent = Instant::now();
+                (cx.client.request(spare).await, Some(resent))
+            }
+            r => (r, None),
+        }
+    };
+    let (response, resent) = tokio::select! {
         biased;
         _ = cancel.cancelled() => return end(cx, rec, Outcome::AbortedAtDeadline, Some("run ended before the response headers".into())),
         _ = sleep_until(header_deadline) => {
             let msg = format!("no response headers within {:?}", header_deadline - sent_at);
             return end(cx, rec, header_outcome, Some(msg));
         }
-        r = cx.client.request(req) => r,
+        r = send => r,
     };
+    if let Some(t) = resent {
+        rec.sent_ns = Some(cx.clock.ns_at(t));
+        rec.counters.stale_connection_retries += 1;
+    }
     let response = match response {
         Ok(r) => r,
         Err(e) => {
@@ -292,6 +309,32 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
     let _ = tokio::time::timeout_at(deadline, read).await;
     buf.truncate(limit);
     String::from_utf8_lossy(&buf).trim().to_string()
+}
+
+/// A request with the same method, URI, version, headers and body.
+fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
+    let mut copy = http::Request::new(req.body().clone());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
+}
+
+/// The connection closed before any response byte (a stale pooled connection), as
+/// opposed to a failure to connect or an error after the server answered.
+fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message() || h.is_canceled();
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Classifies an error from the pooled client into an outcome with plain words.

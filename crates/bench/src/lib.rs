@@ -2,6 +2,7 @@
 //! a runner that drives load shapes and accounts for every request, and a sink that
 //! writes records as the run goes.
 
+pub mod arrivals;
 pub mod body;
 pub mod client;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod target;
 pub mod trace;
 pub mod workload;
 
+pub use arrivals::ArrivalProcess;
 pub use clock::Clock;
 pub use exec::{Cancel, Timeouts};
-pub use runner::{run, RunContext, RunPlan, RunSummary, StopReason};
+pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason};

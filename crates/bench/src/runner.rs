@@ -1,8 +1,11 @@
 //! The load runner: one dispatch loop hands tickets to request tasks, each of which
-//! executes one request and sends its record to the sink. Closed loop is a pool of
-//! `concurrency` slots; the run ends by request count, duration, or a stop signal
-//! (Ctrl-C), then drains in-flight requests within a grace period and aborts the rest.
+//! executes one request and sends its record to the sink. Closed loop waits for one of
+//! `concurrency` slots; open loop takes tickets from the pacing thread and drops an
+//! arrival when the `max_concurrency` cap is full. A level ends by request count,
+//! duration, saturation or a stop signal (Ctrl-C), then drains in-flight requests
+//! within a grace period and aborts the rest.
 
+use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 use crate::client::HyperClient;
 use crate::clock::Clock;
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
@@ -14,16 +17,42 @@ use cadence_core::{Outcome, RequestRecord};
 use cadence_wire::Api;
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
+
+/// The shape of the load.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// A fixed number of requests in flight; each slot sends again when its request ends.
+    Closed { concurrency: u32 },
+    /// Requests sent at scheduled times whatever the server does (coordinated omission
+    /// stays visible); arrivals beyond `max_concurrency` in flight are dropped.
+    Open {
+        rate: f64,
+        process: ArrivalProcess,
+        max_concurrency: Option<u32>,
+        ramp_up: Duration,
+    },
+}
+
+impl Load {
+    /// A label for reports: `concurrency=8`, `rate=5/s`.
+    pub fn label(&self) -> String {
+        match self {
+            Load::Closed { concurrency } => format!("concurrency={concurrency}"),
+            Load::Open { rate, .. } => format!("rate={rate}/s"),
+        }
+    }
+}
 
 /// How much load, for how long.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
-    /// Requests in flight at once (closed loop).
-    pub concurrency: u32,
+    pub load: Load,
     /// Measured requests to send (warm-up requests come on top).
     pub requests: Option<u64>,
     /// Stop issuing requests after this long.
@@ -34,6 +63,20 @@ pub struct RunPlan {
     pub grace: Duration,
     /// Load level tag written into every record.
     pub level: u32,
+    /// End the level early once it is clearly saturated (sweeps).
+    pub stop_when_saturated: bool,
+}
+
+impl RunPlan {
+    /// Slots for the pool: closed-loop concurrency or the open-loop cap.
+    fn slot_cap(&self) -> Option<u32> {
+        match self.load {
+            Load::Closed { concurrency } => Some(concurrency.max(1)),
+            Load::Open {
+                max_concurrency, ..
+            } => max_concurrency,
+        }
+    }
 }
 
 /// Everything the request tasks share.
@@ -56,6 +99,8 @@ pub enum StopReason {
     Deadline,
     /// The stop signal fired (Ctrl-C).
     Interrupted,
+    /// The level was clearly saturated (see `RunSummary::stopped_early`).
+    Saturated,
 }
 
 /// What a run produced besides the records (which went to the sink).
@@ -63,8 +108,11 @@ pub enum StopReason {
 pub struct RunSummary {
     /// Requests the run meant to send (dispatched ones; warm-up included).
     pub intended: u64,
-    /// Requests that could not be sent (closed loop: 0).
+    /// Open-loop arrivals dropped because `max_concurrency` requests were in flight
+    /// (each has a record with no send time).
     pub dropped: u64,
+    /// Why the level ended before its plan, in plain words.
+    pub stopped_early: Option<String>,
     pub stop: StopReason,
     /// In-flight requests had to be cancelled after the grace period.
     pub aborted_in_flight: u64,
@@ -89,49 +137,104 @@ pub async fn run(
 ) -> RunSummary {
     let started = Instant::now();
     let lag_probe = LagProbe::start();
-    let concurrency = plan.concurrency.max(1);
     let total = plan.requests.map(|n| n + plan.warmup);
     let deadline = plan.duration.map(|d| started + d);
     let (cancel_tx, cancel) = Cancel::new();
     let in_flight: Arc<Mutex<BTreeSet<(u64, u32)>>> = Arc::default();
+    let slots = Slots::new(plan.slot_cap());
+    let tally = Arc::new(Tally::default());
 
-    // The slot pool: a slot id is taken per request and given back when it ends.
-    let (slot_tx, mut slot_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
-    for w in 0..concurrency {
-        slot_tx.send(w).expect("receiver alive");
-    }
+    // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
+    let (_pacer, mut tickets) = match &plan.load {
+        Load::Closed { .. } => (None, None),
+        Load::Open {
+            rate,
+            process,
+            ramp_up,
+            ..
+        } => {
+            let schedule = Schedule::new(*rate, *process, *ramp_up);
+            let (pacer, rx) = Pacer::start(started.into_std(), schedule, total);
+            (Some(pacer), Some(rx))
+        }
+    };
 
     tokio::pin!(stop);
     let mut tasks = JoinSet::new();
     let mut next: u64 = 0;
+    let mut dropped = 0u64;
+    let mut stopped_early = None;
+    let far = started + Duration::from_secs(86_400 * 365);
     let stop_reason = loop {
         if total.is_some_and(|t| next >= t) {
             break StopReason::Completed;
         }
-        let far = started + Duration::from_secs(86_400 * 365);
-        let slot = tokio::select! {
-            biased;
-            _ = &mut stop => break StopReason::Interrupted,
-            _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
-            s = slot_rx.recv() => s.expect("the runner holds a slot sender"),
+        if plan.stop_when_saturated {
+            if let Some(why) =
+                tally.saturation(&plan.load, in_flight.lock().expect("in-flight lock").len())
+            {
+                stopped_early = Some(why);
+                break StopReason::Saturated;
+            }
+        }
+        // The next arrival: a free slot (closed loop) or a ticket from the pacer.
+        let (scheduled, permit) = match tickets.as_mut() {
+            None => tokio::select! {
+                biased;
+                _ = &mut stop => break StopReason::Interrupted,
+                _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
+                p = slots.acquire() => (None, p),
+            },
+            Some(rx) => {
+                let ticket: Ticket = tokio::select! {
+                    biased;
+                    _ = &mut stop => break StopReason::Interrupted,
+                    _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
+                    t = rx.recv() => match t {
+                        Some(t) => t,
+                        None => break StopReason::Completed,
+                    },
+                };
+                debug_assert_eq!(ticket.index, next);
+                match slots.try_acquire() {
+                    Some(p) => (Some(ticket.scheduled), p),
+                    None => {
+                        // The cap is full: the arrival is dropped, and recorded as such.
+                        let mut rec = RequestRecord::new(next, Outcome::AbortedAtDeadline);
+                        rec.level = plan.level;
+                        rec.warmup = next < plan.warmup;
+                        rec.scheduled_ns = Some(clock.ns_at(ticket.scheduled));
+                        rec.error = Some(format!(
+                            "dropped: {} requests were already in flight (--max-concurrency)",
+                            slots.cap.unwrap_or(0)
+                        ));
+                        sink.send(rec);
+                        dropped += 1;
+                        next += 1;
+                        continue;
+                    }
+                }
+            }
         };
         // Reap finished tasks so the set stays small on long runs.
         while tasks.try_join_next().is_some() {}
         let index = next;
         next += 1;
+        let slot = permit.id;
         let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
         rec.level = plan.level;
         rec.worker = slot;
         rec.warmup = index < plan.warmup;
+        rec.scheduled_ns = scheduled.map(|t| clock.ns_at(t));
         in_flight
             .lock()
             .expect("in-flight lock")
             .insert((index, slot));
         let cx = cx.clone();
         let sink = sink.clone();
-        let slot_tx = slot_tx.clone();
         let mut cancel = cancel.clone();
         let in_flight = in_flight.clone();
+        let tally = tally.clone();
         tasks.spawn(async move {
             let (req, pid) = cx.factory.build(index);
             rec.prompt_id = Some(pid.to_string());
@@ -150,8 +253,9 @@ pub async fn run(
                 .lock()
                 .expect("in-flight lock")
                 .remove(&(index, slot));
+            tally.finished(&rec);
             sink.send(rec);
-            let _ = slot_tx.send(slot);
+            drop(permit);
         });
     };
     let intended = next;
@@ -213,7 +317,8 @@ pub async fn run(
     drop(sink);
     RunSummary {
         intended,
-        dropped: 0,
+        dropped,
+        stopped_early,
         stop: if stop_seen {
             StopReason::Interrupted
         } else {
@@ -223,6 +328,121 @@ pub async fn run(
         watchdog_fired,
         wall: started.elapsed(),
         loop_lag: lag_probe.finish().await,
+    }
+}
+
+/// The pool of request slots: a semaphore bounds how many are in flight, and each
+/// permit carries a reusable worker id for the records.
+struct Slots {
+    cap: Option<u32>,
+    sem: Arc<Semaphore>,
+    ids: Arc<Mutex<SlotIds>>,
+}
+
+#[derive(Default)]
+struct SlotIds {
+    free: Vec<u32>,
+    next: u32,
+}
+
+/// A held slot; dropping it frees the slot and its id.
+struct SlotPermit {
+    id: u32,
+    ids: Arc<Mutex<SlotIds>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for SlotPermit {
+    fn drop(&mut self) {
+        self.ids.lock().expect("slot ids lock").free.push(self.id);
+    }
+}
+
+impl Slots {
+    fn new(cap: Option<u32>) -> Slots {
+        let permits = cap.map_or(Semaphore::MAX_PERMITS, |c| c as usize);
+        Slots {
+            cap,
+            sem: Arc::new(Semaphore::new(permits)),
+            ids: Arc::default(),
+        }
+    }
+
+    fn permit(&self, permit: OwnedSemaphorePermit) -> SlotPermit {
+        let mut ids = self.ids.lock().expect("slot ids lock");
+        let id = ids.free.pop().unwrap_or_else(|| {
+            ids.next += 1;
+            ids.next - 1
+        });
+        SlotPermit {
+            id,
+            ids: self.ids.clone(),
+            _permit: permit,
+        }
+    }
+
+    async fn acquire(&self) -> SlotPermit {
+        let p = self
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        self.permit(p)
+    }
+
+    fn try_acquire(&self) -> Option<SlotPermit> {
+        self.sem
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(|p| self.permit(p))
+    }
+}
+
+/// Running counts the saturation rule reads.
+#[derive(Default)]
+struct Tally {
+    finished: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Tally {
+    /// Requests needed before the error rule may stop a level.
+    const MIN_FOR_ERRORS: u64 = 20;
+    /// Open loop: this many seconds of arrivals in flight is unbounded queueing.
+    const QUEUE_SECONDS: f64 = 30.0;
+
+    fn finished(&self, rec: &RequestRecord) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        if rec.outcome.is_failure() {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Why the level is clearly saturated, if it is.
+    fn saturation(&self, load: &Load, in_flight: usize) -> Option<String> {
+        let finished = self.finished.load(Ordering::Relaxed);
+        let failed = self.failed.load(Ordering::Relaxed);
+        if finished >= Self::MIN_FOR_ERRORS && failed * 2 > finished {
+            return Some(format!(
+                "saturated: {failed} of {finished} finished requests failed"
+            ));
+        }
+        if let Load::Open {
+            rate,
+            max_concurrency: None,
+            ..
+        } = load
+        {
+            if in_flight as f64 > rate * Self::QUEUE_SECONDS && in_flight > 100 {
+                return Some(format!(
+                    "saturated: {in_flight} requests in flight, more than {} s of arrivals: the server is not keeping up",
+                    Self::QUEUE_SECONDS
+                ));
+            }
+        }
+        None
     }
 }
 

@@ -8,7 +8,7 @@ use cadence_bench::progress::Progress;
 use cadence_bench::secret::Redactor;
 use cadence_bench::sink::RecordSink;
 use cadence_bench::workload::RequestFactory;
-use cadence_bench::{Clock, RunContext, RunPlan, StopReason, Timeouts};
+use cadence_bench::{Clock, Load, RunContext, RunPlan, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::{Outcome, RequestRecord};
 use cadence_sim::SimConfig;
@@ -73,12 +73,13 @@ fn plan(
     warmup: u64,
 ) -> RunPlan {
     RunPlan {
-        concurrency,
+        load: Load::Closed { concurrency },
         requests,
         duration,
         warmup,
         grace: Duration::from_millis(100),
         level: 0,
+        stop_when_saturated: false,
     }
 }
 

@@ -70,6 +70,10 @@ pub struct StreamCounters {
     /// The stream ended with a finish reason but no `[DONE]` marker (FAULTS 11).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_done_marker: bool,
+    /// The request was sent again because a pooled keep-alive connection turned out
+    /// to be closed before any response byte (the server never saw it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_connection_retries: u32,
     /// Socket reads that delivered body bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads: u32,

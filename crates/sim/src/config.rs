@@ -29,6 +29,17 @@ pub struct SimConfig {
     pub model: String,
     /// On shutdown, how long in-flight streams may run before they are cut.
     pub drain_timeout: Duration,
+    /// A window in which the whole server stalls (FAULTS 34), from the sim's start.
+    pub freeze: Option<Freeze>,
+}
+
+/// The server stops producing tokens from `at` (after the sim starts) for `duration`:
+/// streams already running resume where they were, one freeze later; requests that
+/// arrive during it start when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freeze {
+    pub at: Duration,
+    pub duration: Duration,
 }
 
 impl Default for SimConfig {
@@ -46,6 +57,7 @@ impl Default for SimConfig {
             default_max_tokens: 128,
             model: "cadence-sim".to_owned(),
             drain_timeout: Duration::from_secs(5),
+            freeze: None,
         }
     }
 }

@@ -51,7 +51,7 @@ pub mod server;
 mod stream;
 pub mod text;
 
-pub use config::{ConfigError, SimConfig};
+pub use config::{ConfigError, Freeze, SimConfig};
 pub use dist::{parse_duration, Dist, DistParseError};
 pub use fault::{Fault, UnknownFault};
 pub use plan::{plan, planned_delays, Overrides, PlannedChunk, Stall, StreamPlan};

@@ -291,7 +291,15 @@ async fn respond(
     let max_tokens = api.max_tokens.unwrap_or(config.default_max_tokens).max(1);
     let plan = plan(config, request, max_tokens, &overrides(controls, fault));
     let mut kill = state.kill();
-    let mut start = received;
+    let freeze = config.freeze.map(|f| {
+        let from = Instant::from_std(state.send_log().epoch()) + f.at;
+        (from, from + f.duration)
+    });
+    let mut start = match freeze {
+        // Arriving while the server is frozen: nothing happens until it thaws.
+        Some((from, until)) if received >= from && received < until => until,
+        _ => received,
+    };
     if fault == Some(Fault::HeaderDelay) {
         let delay = controls.stall.unwrap_or(DEFAULT_HEADER_DELAY);
         if !kill.sleep_until(received + delay).await {
@@ -349,7 +357,7 @@ async fn respond(
         fault.map(Fault::name),
         received,
     );
-    let body: Body = stream::body(script, start, kill, recorder);
+    let body: Body = stream::body(script, start, freeze, kill, recorder);
     (
         StatusCode::OK,
         [

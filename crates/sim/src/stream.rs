@@ -47,6 +47,8 @@ impl Kill {
 struct Replay {
     frames: std::vec::IntoIter<Frame>,
     start: Instant,
+    /// The server-wide freeze window, if any.
+    freeze: Option<(Instant, Instant)>,
     end_at: Option<Duration>,
     reset: bool,
     kill: Kill,
@@ -62,12 +64,22 @@ fn killed() -> io::Error {
 }
 
 impl Replay {
+    /// When a frame planned at `at` leaves: a stream that was running when the server
+    /// froze resumes one freeze later.
+    fn due(&self, at: Duration) -> Instant {
+        let due = self.start + at;
+        match self.freeze {
+            Some((from, until)) if self.start < from && due >= from => due + (until - from),
+            _ => due,
+        }
+    }
+
     async fn next(mut self) -> Option<(Result<Bytes, io::Error>, Self)> {
         if self.done {
             return None;
         }
         if let Some(frame) = self.frames.next() {
-            if !self.kill.sleep_until(self.start + frame.at).await {
+            if !self.kill.sleep_until(self.due(frame.at)).await {
                 self.done = true;
                 self.recorder.finish(false);
                 return Some((Err(killed()), self));
@@ -98,10 +110,17 @@ impl Replay {
 }
 
 /// The response body that plays `script` from `start`.
-pub(crate) fn body(script: Script, start: Instant, kill: Kill, recorder: Recorder) -> Body {
+pub(crate) fn body(
+    script: Script,
+    start: Instant,
+    freeze: Option<(Instant, Instant)>,
+    kill: Kill,
+    recorder: Recorder,
+) -> Body {
     let replay = Replay {
         frames: script.frames.into_iter(),
         start,
+        freeze,
         end_at: script.end_at,
         reset: script.reset,
         kill,
