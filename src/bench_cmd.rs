@@ -19,7 +19,7 @@ use cadence_bench::{
 };
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo};
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::{goodput, pacing, time_series, Outcome, RequestRecord, Slo};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -232,7 +232,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .iter()
             .any(|(_, s)| s.stop == StopReason::Interrupted),
     };
-    let (report, exit) = build_report(info, &levels, &records, args.stall_threshold);
+    let checks = Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        max_late: args.max_late,
+        time_bucket: args.time_bucket,
+    };
+    let (report, exit) = build_report(info, &levels, &records, &checks);
     print!(
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
@@ -270,14 +276,26 @@ fn loads(args: &BenchArgs) -> Vec<Load> {
     }
 }
 
+/// What each level is judged against.
+#[derive(Debug, Clone)]
+pub struct Checks {
+    pub stall_threshold: Duration,
+    pub slos: Vec<Slo>,
+    /// Share of late sends (open loop) above which a level is invalid.
+    pub max_late: f64,
+    pub time_bucket: Duration,
+}
+
 /// Turns records and the levels' summaries into the report, with the warnings a
 /// reader needs, and decides the exit code.
 pub fn build_report(
     info: RunInfo,
     levels: &[(RunPlan, RunSummary)],
     records: &[RequestRecord],
-    stall_threshold: Duration,
+    checks: &Checks,
 ) -> (Report, Exit) {
+    let stall_threshold = checks.stall_threshold;
+    let mut slo_breached = false;
     let mut warnings = Vec::new();
     let mut exit = Exit::Ok;
     let mut level_reports = Vec::new();
@@ -332,7 +350,27 @@ pub fn build_report(
             ));
         }
         level.warnings.extend(record_warnings(&recs));
+        let window_s = level.throughput.window_s;
         let mut lr = level_report(plan.load.label(), level);
+        lr.pacing = pacing(&recs, 0, checks.max_late);
+        if lr.pacing.as_ref().is_some_and(|p| p.invalid) {
+            exit = Exit::Invalid;
+        }
+        if !checks.slos.is_empty() {
+            lr.slos = checks
+                .slos
+                .iter()
+                .map(|s| s.evaluate(&lr.summary))
+                .collect();
+            lr.goodput = Some(goodput(&recs, &checks.slos, window_s));
+            slo_breached |= lr.slos.iter().any(|r| !r.pass);
+        }
+        // Buckets run on the run clock; a later sweep level starts where it starts.
+        lr.time_series = time_series(&recs, checks.time_bucket.as_nanos().max(1) as u64)
+            .into_iter()
+            .skip_while(|b| b.completed == 0 && b.failed == 0 && b.output_tokens == 0)
+            .collect();
+        lr.stopped_early = summary.stopped_early.clone();
         match plan.load {
             Load::Closed { concurrency } => lr.concurrency = Some(concurrency),
             Load::Open { rate, .. } => lr.rate = Some(rate),
@@ -344,6 +382,9 @@ pub fn build_report(
         exit = Exit::Invalid;
     }
     let report = Report::new(info, level_reports, warnings);
+    if slo_breached && exit == Exit::Ok {
+        exit = Exit::SloBreached;
+    }
     // The user who pressed Ctrl-C knows the run is partial; say interrupted, not invalid.
     if levels
         .iter()

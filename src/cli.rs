@@ -138,6 +138,11 @@ fn parse_rates(s: &str) -> Result<Rates, String> {
     parse_levels(s).map(Rates)
 }
 
+fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
+    s.parse()
+        .map_err(|e: cadence_core::SloParseError| e.to_string())
+}
+
 /// `0.1%` or `0.001`.
 pub fn parse_share(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -284,6 +289,16 @@ pub struct BenchArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// A service-level objective checked per level, e.g. 'itl.p99<=50ms',
+    /// 'ttft.p90<=2s', 'output_speed.p50>=20' (repeatable). A breach exits with 3.
+    #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
+    pub slos: Vec<cadence_core::Slo>,
+
+    /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
+    /// over the run).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub time_bucket: Duration,
+
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -337,6 +352,14 @@ pub struct SimArgs {
     /// Model name listed at /v1/models.
     #[arg(long)]
     pub model: Option<String>,
+
+    /// Freeze the whole server this long after it starts (FAULTS 34), for --freeze-for.
+    #[arg(long, value_parser = parse_duration, requires = "freeze_for")]
+    pub freeze_at: Option<Duration>,
+
+    /// How long the freeze lasts.
+    #[arg(long, value_parser = parse_duration, requires = "freeze_at")]
+    pub freeze_for: Option<Duration>,
 
     /// Write one JSON line per streamed request with the time each chunk was written
     /// (ns since the simulator started): the truth a fidelity check compares against.

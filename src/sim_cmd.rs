@@ -41,6 +41,9 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
     if let Some(m) = &args.model {
         c.model = m.clone();
     }
+    if let (Some(at), Some(duration)) = (args.freeze_at, args.freeze_for) {
+        c.freeze = Some(cadence_sim::Freeze { at, duration });
+    }
     Ok(c)
 }
 

@@ -387,3 +387,159 @@ fn fidelity_compares_client_gaps_with_the_send_log() {
         "the sim's own gaps are ~5 ms: {truth}"
     );
 }
+
+fn run_json(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = cadence()
+        .args(args)
+        .arg("--quiet")
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| panic!("no report: {out:?}"));
+    validate(&text);
+    (
+        out.status.code(),
+        serde_json::from_str(&text).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+    )
+}
+
+#[test]
+fn open_loop_reports_pacing_and_response_time() {
+    // Pacing precision is a benchmark; this checks the mechanics (--max-late 100%).
+    let (code, v, _) = run_json(&[
+        "bench",
+        "--rate",
+        "40",
+        "-n",
+        "20",
+        "--max-tokens",
+        "3",
+        "--max-late",
+        "100%",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(v["run"]["mode"], "open_loop_constant");
+    let level = &v["levels"][0];
+    assert_eq!(level["rate"], 40.0);
+    assert_eq!(level["pacing"]["sent"], 20);
+    assert_eq!(level["pacing"]["dropped"], 0);
+    assert_eq!(
+        level["ttft_response"]["count"], 20,
+        "response time is measured from the schedule"
+    );
+    assert!(level["ttft_response"]["p50_ms"].as_f64() >= level["ttft"]["p50_ms"].as_f64());
+}
+
+#[test]
+fn open_loop_cap_drops_arrivals_and_accounts_for_them() {
+    let (code, v, _) = run_json(&[
+        "bench",
+        "--rate",
+        "100",
+        "-n",
+        "20",
+        "--max-concurrency",
+        "1",
+        "--max-tokens",
+        "20",
+        "--max-late",
+        "100%",
+    ]);
+    assert_eq!(code, Some(0));
+    let req = &v["levels"][0]["requests"];
+    let (intended, sent, dropped) = (
+        req["intended"].as_u64().unwrap(),
+        req["sent"].as_u64().unwrap(),
+        req["dropped"].as_u64().unwrap(),
+    );
+    assert_eq!(intended, 20);
+    assert!(
+        dropped > 0,
+        "one slot cannot take 100 req/s of 200 ms streams: {req}"
+    );
+    assert_eq!(intended, sent + dropped);
+}
+
+#[test]
+fn sweep_runs_each_level_with_its_own_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("r.jsonl");
+    let (code, v, stdout) = run_json(&[
+        "bench",
+        "-c",
+        "1..2:+1",
+        "-n",
+        "3",
+        "--max-tokens",
+        "3",
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    let names: Vec<&str> = v["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["concurrency=1", "concurrency=2"]);
+    assert!(v["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["requests"]["succeeded"] == 3));
+    assert!(stdout.contains("Summary by level"), "{stdout}");
+    let levels: Vec<u64> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["level"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(levels.iter().filter(|&&l| l == 0).count(), 3);
+    assert_eq!(levels.iter().filter(|&&l| l == 1).count(), 3);
+}
+
+#[test]
+fn slo_gate_exits_3_on_breach_and_0_on_pass() {
+    let (code, v, stdout) = run_json(&[
+        "bench",
+        "-n",
+        "4",
+        "--max-tokens",
+        "4",
+        "--slo",
+        "itl.p50<=1us",
+    ]);
+    assert_eq!(code, Some(3), "{stdout}");
+    assert_eq!(v["levels"][0]["slos"][0]["pass"], false);
+    assert!(stdout.contains("FAIL"), "{stdout}");
+    let (code, v, _) = run_json(&[
+        "bench",
+        "-n",
+        "4",
+        "--max-tokens",
+        "4",
+        "--slo",
+        "itl.p50<=10s",
+        "--slo",
+        "ttft.p99<=30s",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(v["levels"][0]["goodput"]["good_requests"], 4);
+}
+
+#[test]
+fn bad_slo_is_a_usage_error() {
+    cadence()
+        .args(["bench", "--slo", "itl.p99<=50"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unit"));
+}

@@ -267,3 +267,83 @@ fn bad_records_path_fails_before_any_request() {
         "{err}"
     );
 }
+
+/// FAULTS 34: a server freeze during a fixed-rate run shows in response-time
+/// percentiles (from the scheduled send); a closed loop over the same freeze hides it
+/// from everything but the maximum (coordinated omission).
+#[tokio::test]
+async fn f34_freeze_shows_in_open_loop_response_time_not_in_closed_loop() {
+    use cadence_bench::{ArrivalProcess, Load};
+    let freeze = Some(cadence_sim::Freeze {
+        at: Duration::from_millis(500),
+        duration: Duration::from_millis(500),
+    });
+    let start_sim = || async {
+        let config = SimConfig {
+            ttft: "fixed:5ms".parse().unwrap(),
+            itl: "fixed:5ms".parse().unwrap(),
+            freeze,
+            ..SimConfig::default()
+        };
+        cadence_sim::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap()
+    };
+    let run_with = |load: Load, addr: SocketAddr| async move {
+        let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
+        let p = RunPlan {
+            load,
+            requests: None,
+            duration: Some(Duration::from_millis(1500)),
+            warmup: 0,
+            grace: Duration::from_secs(2),
+            level: 0,
+            stop_when_saturated: false,
+        };
+        cadence_bench::run(
+            context(addr, 3, &[]),
+            &p,
+            Clock::start(),
+            tx,
+            std::future::pending(),
+        )
+        .await;
+        let records = sink.finish().unwrap();
+        summarize_level(&records, &LevelOptions::default())
+    };
+
+    let sim = start_sim().await;
+    let open = run_with(
+        Load::Open {
+            rate: 40.0,
+            process: ArrivalProcess::Constant,
+            max_concurrency: None,
+            ramp_up: Duration::ZERO,
+        },
+        sim.addr,
+    )
+    .await;
+    let sim = start_sim().await;
+    let closed = run_with(Load::Closed { concurrency: 2 }, sim.addr).await;
+
+    let open_p90 = open.ttft_response.expect("open loop has a schedule").p90;
+    let closed_p90 = closed.ttft.expect("closed loop succeeded").p90;
+    // Both slots were mid-stream when the server froze: it lands in their E2E.
+    let closed_max = closed.e2e.expect("closed loop succeeded").max;
+    assert!(
+        open_p90 > 300.0,
+        "a third of the open-loop arrivals waited out the freeze: p90 {open_p90} ms"
+    );
+    assert!(
+        closed_p90 < 150.0,
+        "the closed loop only sent 2 requests into the freeze: p90 {closed_p90} ms"
+    );
+    assert!(
+        closed_max > 300.0,
+        "the freeze is still the closed loop's maximum: {closed_max} ms"
+    );
+    assert!(
+        closed.ttft_response.is_none(),
+        "closed loop has no schedule"
+    );
+}
