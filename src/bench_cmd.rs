@@ -13,7 +13,7 @@ use cadence_bench::progress::Progress;
 use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
-use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
+use cadence_bench::workload::{synthetic_prompt, RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{
     ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
 };
@@ -47,9 +47,31 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     if args.requests == Some(0) {
         return Err(usage("--requests must be at least 1"));
     }
-    let requests = match (args.requests, args.duration) {
-        (None, None) => Some(DEFAULT_REQUESTS),
-        (n, _) => n,
+    if args.max_concurrency.is_some() && args.rate.is_none() && args.trace.is_none() {
+        return Err(usage(
+            "--max-concurrency caps an open loop: use it with --rate or --trace",
+        ));
+    }
+    let trace = match &args.trace {
+        Some(path) => {
+            if !(args.trace_speed.is_finite() && args.trace_speed > 0.0) {
+                return Err(usage("--trace-speed must be a positive number"));
+            }
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read the trace {}: {e}", path.display())))?;
+            let mut entries = cadence_bench::trace::parse_trace(&text)
+                .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+            cadence_bench::trace::scale(&mut entries, args.trace_speed);
+            Some(entries)
+        }
+        None => None,
+    };
+    let requests = match (args.requests, args.duration, &trace) {
+        (n, _, Some(entries)) => {
+            Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
+        }
+        (None, None, None) => Some(DEFAULT_REQUESTS),
+        (n, _, None) => n,
     };
 
     let builtin = match &args.url {
@@ -136,7 +158,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             );
         }
     }
-    let factory = RequestFactory {
+    let mut factory = RequestFactory {
         endpoint: target.endpoint.clone(),
         headers,
         body: BodySpec {
@@ -149,8 +171,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .prompt
             .clone()
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
+        max_tokens: Vec::new(),
     };
-    let loads = loads(&args);
+    if let Some(entries) = &trace {
+        factory.prompts = entries
+            .iter()
+            .map(|e| match (&e.prompt, e.input_tokens) {
+                (Some(p), _) => p.clone(),
+                (None, Some(n)) => synthetic_prompt(n),
+                (None, None) => args
+                    .prompt
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_PROMPT.to_string()),
+            })
+            .collect();
+        factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
+    }
+    let loads = match &trace {
+        Some(entries) => vec![Load::Trace {
+            offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
+            max_concurrency: args.max_concurrency,
+        }],
+        None => loads(&args),
+    };
     let visible = !args.quiet && std::io::stderr().is_terminal();
     let progress = Progress::new(
         requests.map(|n| (n + args.warmup) * loads.len() as u64),
@@ -220,6 +263,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         api: format!("{:?}", target.api).to_lowercase(),
         model,
         mode: match (&args.rate, args.arrivals) {
+            _ if args.trace.is_some() => "trace_replay".into(),
             (None, _) => "closed_loop".into(),
             (Some(_), ArrivalsArg::Constant) => "open_loop_constant".into(),
             (Some(_), ArrivalsArg::Poisson) => "open_loop_poisson".into(),
@@ -374,6 +418,7 @@ pub fn build_report(
         match plan.load {
             Load::Closed { concurrency } => lr.concurrency = Some(concurrency),
             Load::Open { rate, .. } => lr.rate = Some(rate),
+            Load::Trace { .. } => {}
         }
         level_reports.push(lr);
     }

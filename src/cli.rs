@@ -203,13 +203,23 @@ pub struct BenchArgs {
     #[arg(short = 'r', long, value_parser = parse_rates)]
     pub rate: Option<Rates>,
 
+    /// Replay a trace: JSON Lines with an arrival time (`timestamp` ms as in Mooncake
+    /// traces, `timestamp_ms`, `arrival_s`, `time_s` or `offset_ms`) and a `prompt`
+    /// or `input_length`, optionally `output_length`/`max_tokens`. Open loop.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "concurrency"])]
+    pub trace: Option<PathBuf>,
+
+    /// Replay the trace this many times faster (2 = arrivals twice as dense).
+    #[arg(long, default_value_t = 1.0, requires = "trace")]
+    pub trace_speed: f64,
+
     /// Open-loop inter-arrival times: evenly spaced, or Poisson (seeded by --seed).
     #[arg(long, value_enum, default_value = "constant", requires = "rate")]
     pub arrivals: ArrivalsArg,
 
     /// Open loop: at most this many requests in flight; arrivals beyond it are dropped
     /// (and counted).
-    #[arg(long, requires = "rate", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_concurrency: Option<u32>,
 
     /// Open loop: grow the rate linearly from 0 over this long.
@@ -461,8 +471,8 @@ mod tests {
             "closed and open loop conflict"
         );
         assert!(
-            Cli::try_parse_from(["cadence", "bench", "--max-concurrency", "4"]).is_err(),
-            "a cap needs --rate"
+            Cli::try_parse_from(["cadence", "bench", "--trace", "t", "--rate", "5"]).is_err(),
+            "a trace has its own arrivals"
         );
     }
 

@@ -196,6 +196,7 @@ async fn level(
                 extra: None,
             },
             prompts: vec![DEFAULT_PROMPT.to_string()],
+            max_tokens: Vec::new(),
         },
         timeouts: Timeouts::default(),
         api: Api::Chat,

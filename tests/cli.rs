@@ -543,3 +543,80 @@ fn bad_slo_is_a_usage_error() {
         .code(2)
         .stderr(predicate::str::contains("unit"));
 }
+
+#[test]
+fn trace_replay_sends_at_recorded_offsets_with_recorded_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    // Mooncake layout: timestamp in ms, input and output lengths.
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 1000, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [1]}\n\
+         # a comment\n\
+         {\"timestamp\": 1400, \"input_length\": 30, \"output_length\": 4, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 1200, \"prompt\": \"hello there\", \"output_length\": 3}\n",
+    )
+    .unwrap();
+    let records = dir.path().join("r.jsonl");
+    let (code, v, _) = run_json(&[
+        "bench",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-speed",
+        "2",
+        "--max-late",
+        "100%",
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(v["run"]["mode"], "trace_replay");
+    assert_eq!(v["levels"][0]["requests"]["succeeded"], 3);
+    let mut recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    recs.sort_by_key(|r| r["index"].as_u64());
+    let tokens: Vec<u64> = recs
+        .iter()
+        .map(|r| r["output_tokens"]["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        tokens,
+        [2, 3, 4],
+        "sorted by arrival, each with its own output length"
+    );
+    let sched: Vec<f64> = recs
+        .iter()
+        .map(|r| r["scheduled_ns"].as_u64().unwrap() as f64 / 1e6)
+        .collect();
+    // Offsets 0, 200, 400 ms compressed 2× → 0, 100, 200 ms after the first.
+    assert!(((sched[1] - sched[0]) - 100.0).abs() < 1.0, "{sched:?}");
+    assert!(((sched[2] - sched[0]) - 200.0).abs() < 1.0, "{sched:?}");
+}
+
+#[test]
+fn bad_trace_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 1, \"input_length\": 3}\n{\"input_length\": 3}\n",
+    )
+    .unwrap();
+    cadence()
+        .args(["bench", "--trace", trace.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("line 2"));
+}
+
+#[test]
+fn a_cap_without_an_open_loop_is_a_usage_error() {
+    cadence()
+        .args(["bench", "--max-concurrency", "4"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("open loop"));
+}

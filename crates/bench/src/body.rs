@@ -18,6 +18,11 @@ pub struct BodySpec {
 impl BodySpec {
     /// The JSON body for one prompt.
     pub fn body(&self, prompt: &str) -> Bytes {
+        self.body_with(prompt, self.max_tokens)
+    }
+
+    /// The JSON body for one prompt with its own output length.
+    pub fn body_with(&self, prompt: &str, max_tokens: Option<u32>) -> Bytes {
         let mut v = match self.api {
             Api::Chat => json!({
                 "model": self.model,
@@ -32,7 +37,7 @@ impl BodySpec {
                 "stream_options": {"include_usage": true},
             }),
         };
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = max_tokens {
             v["max_tokens"] = json!(n);
         }
         if let Some(extra) = &self.extra {

@@ -6,6 +6,7 @@
 //! within a grace period and aborts the rest.
 
 use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
+
 use crate::client::HyperClient;
 use crate::clock::Clock;
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
@@ -37,6 +38,11 @@ pub enum Load {
         max_concurrency: Option<u32>,
         ramp_up: Duration,
     },
+    /// Requests sent at recorded arrival offsets (trace replay), open loop.
+    Trace {
+        offsets: Arc<Vec<Duration>>,
+        max_concurrency: Option<u32>,
+    },
 }
 
 impl Load {
@@ -45,6 +51,24 @@ impl Load {
         match self {
             Load::Closed { concurrency } => format!("concurrency={concurrency}"),
             Load::Open { rate, .. } => format!("rate={rate}/s"),
+            Load::Trace { offsets, .. } => format!("trace({} arrivals)", offsets.len()),
+        }
+    }
+
+    /// The send offsets of an open-loop shape; `None` for closed loop.
+    fn schedule(&self) -> Option<Box<dyn Iterator<Item = Duration> + Send>> {
+        match self {
+            Load::Closed { .. } => None,
+            Load::Open {
+                rate,
+                process,
+                ramp_up,
+                ..
+            } => Some(Box::new(Schedule::new(*rate, *process, *ramp_up))),
+            Load::Trace { offsets, .. } => {
+                let offsets = offsets.clone();
+                Some(Box::new((0..offsets.len()).map(move |i| offsets[i])))
+            }
         }
     }
 }
@@ -73,6 +97,9 @@ impl RunPlan {
         match self.load {
             Load::Closed { concurrency } => Some(concurrency.max(1)),
             Load::Open {
+                max_concurrency, ..
+            }
+            | Load::Trace {
                 max_concurrency, ..
             } => max_concurrency,
         }
@@ -145,15 +172,9 @@ pub async fn run(
     let tally = Arc::new(Tally::default());
 
     // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
-    let (_pacer, mut tickets) = match &plan.load {
-        Load::Closed { .. } => (None, None),
-        Load::Open {
-            rate,
-            process,
-            ramp_up,
-            ..
-        } => {
-            let schedule = Schedule::new(*rate, *process, *ramp_up);
+    let (_pacer, mut tickets) = match plan.load.schedule() {
+        None => (None, None),
+        Some(schedule) => {
             let (pacer, rx) = Pacer::start(started.into_std(), schedule, total);
             (Some(pacer), Some(rx))
         }

@@ -57,6 +57,7 @@ fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<R
                 extra: None,
             },
             prompts: vec!["a".into(), "b".into()],
+            max_tokens: Vec::new(),
         },
         timeouts: Timeouts::default(),
         api: Api::Chat,

@@ -68,6 +68,7 @@ fn factory(
             extra: extra.map(|e| cadence_bench::body::parse_extra_body(e).unwrap()),
         },
         prompts: vec!["hello there".into()],
+        max_tokens: Vec::new(),
     }
 }
 
