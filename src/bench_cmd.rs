@@ -3,13 +3,14 @@
 //! drains, and still reports.
 
 use crate::builtin_sim::BuiltinSim;
-use crate::cli::{ArrivalsArg, BenchArgs};
+use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
 use crate::exit::{usage, Exit};
 use anyhow::Context;
 use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
 use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
+use cadence_bench::search::Search;
 use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
@@ -18,7 +19,7 @@ use cadence_bench::{
     ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
 };
 use cadence_core::metrics::{summarize_level, LevelOptions};
-use cadence_core::report::{level_report, Report, RunInfo};
+use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
 use cadence_core::{goodput, pacing, time_series, Outcome, RequestRecord, Slo};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
@@ -47,7 +48,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     if args.requests == Some(0) {
         return Err(usage("--requests must be at least 1"));
     }
-    if args.max_concurrency.is_some() && args.rate.is_none() && args.trace.is_none() {
+    if args.find_max.is_some() && args.slos.is_empty() {
+        return Err(usage("--find-max searches for the highest level meeting every --slo: give at least one --slo"));
+    }
+    if args.find_max.is_some() && args.trace.is_some() {
+        return Err(usage("--find-max cannot be combined with --trace"));
+    }
+    if args.max_concurrency.is_some()
+        && args.rate.is_none()
+        && args.trace.is_none()
+        && args.find_max != Some(SearchAxis::Rate)
+    {
         return Err(usage(
             "--max-concurrency caps an open loop: use it with --rate or --trace",
         ));
@@ -229,15 +240,51 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         .map_or(0, |d| d.as_millis() as u64);
     let clock = Clock::start();
     let mut levels = Vec::new();
-    for (i, load) in loads.iter().enumerate() {
+    let mut search = args.find_max.map(|axis| {
+        let start = match axis {
+            SearchAxis::Rate => args.rate.as_ref().map_or(1.0, |r| r.0[0]),
+            SearchAxis::Concurrency => args.concurrency.as_ref().map_or(1.0, |c| c.0[0] as f64),
+        };
+        (
+            axis,
+            Search::new(
+                start,
+                axis == SearchAxis::Concurrency,
+                args.max_probes as usize,
+            ),
+        )
+    });
+    let mut planned = loads.clone().into_iter();
+    for i in 0u32.. {
+        // The next level: the next of the list, or the search's next probe.
+        let load = match &search {
+            None => planned.next(),
+            Some((axis, s)) => s.next().map(|v| match axis {
+                SearchAxis::Concurrency => Load::Closed {
+                    concurrency: v as u32,
+                },
+                SearchAxis::Rate => Load::Open {
+                    rate: v,
+                    process: arrival_process(&args),
+                    max_concurrency: args.max_concurrency,
+                    ramp_up: args.ramp_up.unwrap_or_default(),
+                },
+            }),
+        };
+        let Some(load) = load else { break };
+        let probe_level = match &load {
+            Load::Closed { concurrency } => *concurrency as f64,
+            Load::Open { rate, .. } => *rate,
+            Load::Trace { .. } => 0.0,
+        };
         let plan = RunPlan {
-            load: load.clone(),
+            load,
             requests,
             duration: args.duration,
             warmup: args.warmup,
             grace: args.grace,
-            level: i as u32,
-            stop_when_saturated: loads.len() > 1,
+            level: i,
+            stop_when_saturated: loads.len() > 1 || search.is_some(),
         };
         let mut rx = stop_rx.clone();
         let stop = async move {
@@ -245,6 +292,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         };
         let summary = cadence_bench::run(cx.clone(), &plan, clock, sender.clone(), stop).await;
         let interrupted = summary.stop == StopReason::Interrupted;
+        if let Some((_, s)) = &mut search {
+            if !interrupted {
+                let recs = sender.level_records(i).await;
+                let level = summarize_level(&recs, &LevelOptions::default());
+                let pass = level.requests.succeeded > 0
+                    && args.slos.iter().all(|slo| slo.evaluate(&level).pass);
+                s.record(probe_level, pass);
+            }
+        }
         levels.push((plan, summary));
         if interrupted {
             break;
@@ -264,6 +320,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         model,
         mode: match (&args.rate, args.arrivals) {
             _ if args.trace.is_some() => "trace_replay".into(),
+            (None, ArrivalsArg::Constant) if args.find_max == Some(SearchAxis::Rate) => {
+                "open_loop_constant".into()
+            }
+            (None, ArrivalsArg::Poisson) if args.find_max == Some(SearchAxis::Rate) => {
+                "open_loop_poisson".into()
+            }
             (None, _) => "closed_loop".into(),
             (Some(_), ArrivalsArg::Constant) => "open_loop_constant".into(),
             (Some(_), ArrivalsArg::Poisson) => "open_loop_poisson".into(),
@@ -282,7 +344,33 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         max_late: args.max_late,
         time_bucket: args.time_bucket,
     };
-    let (report, exit) = build_report(info, &levels, &records, &checks);
+    let (mut report, mut exit) = build_report(info, &levels, &records, &checks);
+    if let Some((axis, s)) = &search {
+        report.search = Some(SearchReport {
+            axis: match axis {
+                SearchAxis::Rate => "rate".into(),
+                SearchAxis::Concurrency => "concurrency".into(),
+            },
+            best: s.best(),
+            first_fail: s.first_fail(),
+            probes: s
+                .probes()
+                .iter()
+                .map(|p| SearchProbe {
+                    level: p.level,
+                    pass: p.pass,
+                })
+                .collect(),
+        });
+        // Probes above the frontier breach by design: the search itself succeeded.
+        if exit == Exit::SloBreached {
+            exit = if s.best().is_some() {
+                Exit::Ok
+            } else {
+                Exit::SloBreached
+            };
+        }
+    }
     print!(
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
@@ -294,6 +382,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
+fn arrival_process(args: &BenchArgs) -> ArrivalProcess {
+    match args.arrivals {
+        ArrivalsArg::Constant => ArrivalProcess::Constant,
+        ArrivalsArg::Poisson => ArrivalProcess::Poisson { seed: args.seed },
+    }
+}
+
 /// The levels to run, in order.
 fn loads(args: &BenchArgs) -> Vec<Load> {
     match &args.rate {
@@ -302,10 +397,7 @@ fn loads(args: &BenchArgs) -> Vec<Load> {
             .iter()
             .map(|&rate| Load::Open {
                 rate,
-                process: match args.arrivals {
-                    ArrivalsArg::Constant => ArrivalProcess::Constant,
-                    ArrivalsArg::Poisson => ArrivalProcess::Poisson { seed: args.seed },
-                },
+                process: arrival_process(args),
                 max_concurrency: args.max_concurrency,
                 ramp_up: args.ramp_up.unwrap_or_default(),
             })

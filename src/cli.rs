@@ -52,6 +52,12 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SearchAxis {
+    Rate,
+    Concurrency,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ArrivalsArg {
     Constant,
     Poisson,
@@ -303,6 +309,15 @@ pub struct BenchArgs {
     /// 'ttft.p90<=2s', 'output_speed.p50>=20' (repeatable). A breach exits with 3.
     #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
     pub slos: Vec<cadence_core::Slo>,
+
+    /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
+    /// the first --rate / --concurrency value (default 1), then bisect.
+    #[arg(long, value_enum, value_name = "AXIS")]
+    pub find_max: Option<SearchAxis>,
+
+    /// Most levels the --find-max search may probe.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_probes: u32,
 
     /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
     /// over the run).

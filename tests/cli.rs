@@ -620,3 +620,77 @@ fn a_cap_without_an_open_loop_is_a_usage_error() {
         .code(2)
         .stderr(predicate::str::contains("open loop"));
 }
+
+#[test]
+fn find_max_grows_while_slos_hold_and_reports_probes() {
+    let (code, v, stdout) = run_json(&[
+        "bench",
+        "--find-max",
+        "concurrency",
+        "--max-probes",
+        "3",
+        "-n",
+        "4",
+        "--max-tokens",
+        "3",
+        "--slo",
+        "itl.p50<=10s",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let s = &v["search"];
+    assert_eq!(s["axis"], "concurrency");
+    let probes: Vec<f64> = s["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["level"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        probes,
+        [1.0, 2.0, 4.0],
+        "doubling from 1, bounded by --max-probes"
+    );
+    assert_eq!(s["best"], 4.0);
+    assert!(s["first_fail"].is_null());
+    assert_eq!(
+        v["levels"].as_array().unwrap().len(),
+        3,
+        "each probe is a level"
+    );
+    assert!(stdout.contains("at least 4"), "{stdout}");
+}
+
+#[test]
+fn find_max_with_an_impossible_slo_finds_nothing_and_exits_3() {
+    let (code, v, _) = run_json(&[
+        "bench",
+        "--find-max",
+        "concurrency",
+        "-c",
+        "4",
+        "-n",
+        "2",
+        "--max-tokens",
+        "3",
+        "--slo",
+        "itl.p50<=1us",
+    ]);
+    assert_eq!(code, Some(3));
+    let probes: Vec<f64> = v["search"]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["level"].as_f64().unwrap())
+        .collect();
+    assert_eq!(probes, [4.0, 2.0, 1.0], "searches down from the start to 1");
+    assert!(v["search"]["best"].is_null());
+}
+
+#[test]
+fn find_max_needs_an_slo() {
+    cadence()
+        .args(["bench", "--find-max", "rate"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--slo"));
+}

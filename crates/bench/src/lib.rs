@@ -9,6 +9,7 @@ pub mod clock;
 pub mod exec;
 pub mod progress;
 pub mod runner;
+pub mod search;
 pub mod secret;
 pub mod sink;
 pub mod target;

@@ -10,14 +10,32 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+/// What travels to the writer thread.
+#[derive(Debug)]
+enum Msg {
+    Record(Box<RequestRecord>),
+    /// Reply with every record of a level received so far.
+    Level(u32, tokio::sync::oneshot::Sender<Vec<RequestRecord>>),
+}
+
 /// The sending side, cloned into every request task.
 #[derive(Debug, Clone)]
-pub struct RecordSender(mpsc::Sender<RequestRecord>);
+pub struct RecordSender(mpsc::Sender<Msg>);
 
 impl RecordSender {
     pub fn send(&self, rec: RequestRecord) {
         // The receiver lives until `RecordSink::finish`, after every task has ended.
-        let _ = self.0.send(rec);
+        let _ = self.0.send(Msg::Record(Box::new(rec)));
+    }
+
+    /// The records of `level` so far. The channel is FIFO, so once a level's run has
+    /// returned (every task ended and sent), all of its records are included.
+    pub async fn level_records(&self, level: u32) -> Vec<RequestRecord> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.0.send(Msg::Level(level, tx)).is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
     }
 }
 
@@ -55,13 +73,25 @@ impl RecordSink {
             })?)),
             None => None,
         };
-        let (tx, rx) = mpsc::channel::<RequestRecord>();
+        let (tx, rx) = mpsc::channel::<Msg>();
         let handle = std::thread::Builder::new()
             .name("cadence-records".into())
             .spawn(move || {
                 let mut all = Vec::new();
                 let mut write_error = None;
-                for rec in rx {
+                for msg in rx {
+                    let rec = match msg {
+                        Msg::Record(rec) => *rec,
+                        Msg::Level(level, reply) => {
+                            let recs = all
+                                .iter()
+                                .filter(|r: &&RequestRecord| r.level == level)
+                                .cloned()
+                                .collect();
+                            let _ = reply.send(recs);
+                            continue;
+                        }
+                    };
                     if let (Some(w), None) = (out.as_mut(), write_error.as_ref()) {
                         let res = serde_json::to_writer(&mut *w, &rec)
                             .map_err(std::io::Error::from)

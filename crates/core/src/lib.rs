@@ -19,7 +19,10 @@ pub use metrics::{
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing};
 pub use record::{Chunk, RequestRecord, StreamCounters, TokenCount, TokenSource};
-pub use report::{definitions, level_report, LevelReport, Report, RunInfo, SCHEMA_VERSION};
+pub use report::{
+    definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
+    SCHEMA_VERSION,
+};
 pub use slo::{goodput, Goodput, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat};
 pub use stats::{Distribution, PERCENTILE_RULE};
 pub use timeseries::{time_series, TimeBucket};

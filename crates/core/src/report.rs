@@ -25,6 +25,27 @@ pub struct Report {
     pub definitions: BTreeMap<String, String>,
     /// Run-wide warnings in plain words (per-level ones live in each level).
     pub warnings: Vec<String>,
+    /// The outcome of `--find-max`: the highest level that met every SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchReport>,
+}
+
+/// The SLO search's answer and the probes that led to it (each probe is also a level).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchReport {
+    /// `rate` or `concurrency`.
+    pub axis: String,
+    /// The highest probed level that met every SLO (`null`: none did).
+    pub best: Option<f64>,
+    /// The lowest probed level that failed (`null`: none did; the frontier is higher).
+    pub first_fail: Option<f64>,
+    pub probes: Vec<SearchProbe>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchProbe {
+    pub level: f64,
+    pub pass: bool,
 }
 
 impl Report {
@@ -38,6 +59,7 @@ impl Report {
             levels,
             definitions: definitions(),
             warnings,
+            search: None,
         }
     }
 }

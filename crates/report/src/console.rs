@@ -26,6 +26,10 @@ pub fn render(report: &Report, color: bool) -> String {
         out.push('\n');
         sweep_table(&mut out, &report.levels, p);
     }
+    if let Some(s) = &report.search {
+        out.push('\n');
+        search_line(&mut out, s, p);
+    }
     if !report.warnings.is_empty() {
         out.push('\n');
         for w in &report.warnings {
@@ -35,6 +39,30 @@ pub fn render(report: &Report, color: bool) -> String {
     out.push('\n');
     let _ = writeln!(out, "{}", p.dim(&format!("Formulas: {}.", formula::SHORT)));
     out
+}
+
+/// `--find-max`: the answer first, then how it was found.
+fn search_line(out: &mut String, s: &cadence_core::SearchReport, p: Painter) {
+    let unit = if s.axis == "rate" { " req/s" } else { "" };
+    let answer = match (s.best, s.first_fail) {
+        (Some(b), Some(f)) => format!("{b}{unit} (the next probe up, {f}{unit}, breached an SLO)"),
+        (Some(b), None) => {
+            format!("at least {b}{unit} (no probe breached an SLO; raise the probe limit)")
+        }
+        (None, _) => p.red("none: even the lowest probe breached an SLO"),
+    };
+    let probes: Vec<String> = s
+        .probes
+        .iter()
+        .map(|pr| format!("{}{}", pr.level, if pr.pass { "✓" } else { "✗" }))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{} highest {} meeting every SLO: {answer}",
+        p.bold("Search"),
+        s.axis
+    );
+    let _ = writeln!(out, "       probes in order: {}", probes.join(" "));
 }
 
 #[derive(Clone, Copy)]

@@ -435,3 +435,36 @@ fn single_rate_level_header_reads_the_rate_as_written() {
         "{out}"
     );
 }
+
+#[test]
+fn search_answer_and_probes_are_printed() {
+    let mut report = common::open_loop_report();
+    report.search = Some(cadence_core::SearchReport {
+        axis: "rate".into(),
+        best: Some(12.0),
+        first_fail: Some(16.0),
+        probes: vec![
+            cadence_core::SearchProbe {
+                level: 1.0,
+                pass: true,
+            },
+            cadence_core::SearchProbe {
+                level: 16.0,
+                pass: false,
+            },
+            cadence_core::SearchProbe {
+                level: 12.0,
+                pass: true,
+            },
+        ],
+    });
+    let text = cadence_report::console::render(&report, false);
+    assert!(
+        text.contains("highest rate meeting every SLO: 12 req/s"),
+        "{text}"
+    );
+    assert!(text.contains("1✓ 16✗ 12✓"), "{text}");
+    report.search.as_mut().unwrap().best = None;
+    let text = cadence_report::console::render(&report, false);
+    assert!(text.contains("none: even the lowest probe"), "{text}");
+}
