@@ -472,6 +472,16 @@ pub fn build_report(
                 lag_max.as_secs_f64() * 1e3
             ));
         }
+        if let Some(cpu) = summary.cpu {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+            let share = cpu.as_secs_f64() / summary.wall.as_secs_f64().max(1e-9) / cores;
+            if share > 0.85 {
+                level.warnings.push(format!(
+                    "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
+                    share * 100.0
+                ));
+            }
+        }
         let chunks: u64 = recs.iter().map(|r| r.chunks.len() as u64).sum();
         let coalesced: u64 = recs.iter().map(|r| r.counters.coalesced as u64).sum();
         if chunks > 0 && coalesced * 100 > chunks {

@@ -6,6 +6,7 @@ pub mod arrivals;
 pub mod body;
 pub mod client;
 pub mod clock;
+pub mod cpu;
 pub mod exec;
 pub mod progress;
 pub mod runner;

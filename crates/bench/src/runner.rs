@@ -149,6 +149,8 @@ pub struct RunSummary {
     pub wall: Duration,
     /// Event-loop lag seen by a 10 ms probe: (p99, max).
     pub loop_lag: (Duration, Duration),
+    /// CPU time this process used during the level (absent off Linux).
+    pub cpu: Option<Duration>,
 }
 
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
@@ -163,6 +165,7 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> RunSummary {
     let started = Instant::now();
+    let cpu_at_start = crate::cpu::process_cpu_time();
     let lag_probe = LagProbe::start();
     let total = plan.requests.map(|n| n + plan.warmup);
     let deadline = plan.duration.map(|d| started + d);
@@ -349,6 +352,9 @@ pub async fn run(
         watchdog_fired,
         wall: started.elapsed(),
         loop_lag: lag_probe.finish().await,
+        cpu: crate::cpu::process_cpu_time()
+            .zip(cpu_at_start)
+            .map(|(end, start)| end.saturating_sub(start)),
     }
 }
 
