@@ -93,6 +93,9 @@ pub struct Ticket {
     pub scheduled: tokio::time::Instant,
 }
 
+/// How long before a send time the pacing thread stops sleeping and spins.
+const SPIN: Duration = Duration::from_micros(200);
+
 /// The pacing thread: sleeps to each scheduled time and hands the ticket over.
 pub struct Pacer {
     stop: Arc<AtomicBool>,
@@ -116,7 +119,9 @@ impl Pacer {
                 while limit.is_none_or(|l| index < l) {
                     let Some(offset) = schedule.next() else { break };
                     let at = start + offset;
-                    // Sleep in short slices so a stop is seen promptly.
+                    // Sleep in short slices so a stop is seen promptly, waking a little
+                    // early: the OS wakes a sleeping thread tens to hundreds of µs late,
+                    // so the last stretch is spun.
                     loop {
                         if stopped.load(Ordering::Relaxed) {
                             return;
@@ -125,7 +130,12 @@ impl Pacer {
                         if now >= at {
                             break;
                         }
-                        std::thread::sleep((at - now).min(Duration::from_millis(50)));
+                        let left = at - now;
+                        if left > SPIN {
+                            std::thread::sleep((left - SPIN).min(Duration::from_millis(50)));
+                        } else {
+                            std::hint::spin_loop();
+                        }
                     }
                     let ticket = Ticket {
                         index,
