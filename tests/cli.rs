@@ -14,6 +14,15 @@ fn cadence() -> Command {
     c
 }
 
+/// Runs `cadence ARGS`, expecting exit 2 with `needle` in the error.
+fn usage_error(args: &[&str], needle: &str) {
+    cadence()
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(needle));
+}
+
 fn validate(json: &str) {
     let schema: serde_json::Value =
         serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
@@ -90,11 +99,10 @@ fn bench_help_states_the_formulas_and_exit_codes() {
 
 #[test]
 fn bad_extra_body_is_a_usage_error() {
-    cadence()
-        .args(["bench", "--extra-body", "[1,2]", "-n", "1"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("JSON object"));
+    usage_error(
+        &["bench", "--extra-body", "[1,2]", "-n", "1"],
+        "JSON object",
+    );
 }
 
 #[test]
@@ -111,11 +119,7 @@ fn bad_header_is_a_usage_error_without_its_value() {
 
 #[test]
 fn bad_duration_is_a_usage_error() {
-    cadence()
-        .args(["bench", "--duration", "soon"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("duration"));
+    usage_error(&["bench", "--duration", "soon"], "duration");
 }
 
 #[test]
@@ -537,11 +541,7 @@ fn slo_gate_exits_3_on_breach_and_0_on_pass() {
 
 #[test]
 fn bad_slo_is_a_usage_error() {
-    cadence()
-        .args(["bench", "--slo", "itl.p99<=50"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("unit"));
+    usage_error(&["bench", "--slo", "itl.p99<=50"], "unit");
 }
 
 #[test]
@@ -605,20 +605,12 @@ fn bad_trace_names_the_line() {
         "{\"timestamp\": 1, \"input_length\": 3}\n{\"input_length\": 3}\n",
     )
     .unwrap();
-    cadence()
-        .args(["bench", "--trace", trace.to_str().unwrap()])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("line 2"));
+    usage_error(&["bench", "--trace", trace.to_str().unwrap()], "line 2");
 }
 
 #[test]
 fn a_cap_without_an_open_loop_is_a_usage_error() {
-    cadence()
-        .args(["bench", "--max-concurrency", "4"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("open loop"));
+    usage_error(&["bench", "--max-concurrency", "4"], "open loop");
 }
 
 #[test]
@@ -688,9 +680,5 @@ fn find_max_with_an_impossible_slo_finds_nothing_and_exits_3() {
 
 #[test]
 fn find_max_needs_an_slo() {
-    cadence()
-        .args(["bench", "--find-max", "rate"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--slo"));
+    usage_error(&["bench", "--find-max", "rate"], "--slo");
 }
