@@ -200,7 +200,10 @@ pub async fn execute(
         } else {
             outcome
         };
-        if timer.deadline() != deadline {
+        // The idle deadline moves with every read; re-arming the timer per chunk would
+        // put a timer-wheel update on the hot path. It is moved earlier here when the
+        // phase changes, and later only when it fires too soon (below).
+        if deadline < timer.deadline() {
             timer.as_mut().reset(deadline);
         }
         tokio::select! {
@@ -250,6 +253,11 @@ pub async fn execute(
                 break;
             }
             _ = &mut timer => {
+                if Instant::now() < deadline {
+                    // Bytes arrived since the timer was armed: not idle yet.
+                    timer.as_mut().reset(deadline);
+                    continue;
+                }
                 let t = cx.clock.now_ns();
                 if tracker.is_done() {
                     // The stream said [DONE] but the connection stayed open: done is done.

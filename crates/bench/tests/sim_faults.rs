@@ -632,3 +632,29 @@ async fn a_connection_that_never_answers_is_retried_only_once() {
     assert_eq!(rec.counters.stale_connection_retries, 1);
     assert!(rec.error.unwrap().contains("closed"));
 }
+
+#[tokio::test]
+async fn a_stream_longer_than_the_idle_timeout_that_never_idles_succeeds() {
+    // 8 chunks 50 ms apart last ~350 ms, well past a 150 ms idle timeout, but no gap
+    // reaches it: the idle deadline must follow the reads.
+    let h = harness().await;
+    let t = Timeouts {
+        idle: Duration::from_millis(150),
+        ..quick()
+    };
+    let (req, _) = factory(
+        h.sim.addr,
+        Api::Chat,
+        &[("x-cadence-itl-ms", "50")],
+        8,
+        None,
+    )
+    .build(0);
+    let rec = request_with(&h, req, Api::Chat, t, false).await;
+    assert_eq!(rec.outcome, Outcome::Succeeded, "{rec:?}");
+    let span = rec.last_chunk_ns().unwrap() - rec.first_chunk_ns().unwrap();
+    assert!(
+        span > 300_000_000,
+        "the stream outlived the idle timeout: {span} ns"
+    );
+}
