@@ -130,12 +130,27 @@ fn push(q: &mut VecDeque<f64>, cap: usize, v: f64) {
     q.push_back(v);
 }
 
+/// A running percentile by the report's own rule, so the live line and the final
+/// report never disagree on what "p99" means.
 fn pct(q: &VecDeque<f64>, p: f64) -> String {
-    if q.is_empty() {
-        return "–".into();
-    }
     let mut v: Vec<f64> = q.iter().copied().collect();
     v.sort_by(f64::total_cmp);
-    let x = v[((v.len() - 1) as f64 * p).round() as usize];
-    format!("{x:.1}ms")
+    match cadence_core::stats::quantile_sorted(&v, p) {
+        Some(x) => format!("{x:.1}ms"),
+        None => "–".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_percentiles_follow_the_report_rule() {
+        let q: VecDeque<f64> = [4.0, 1.0, 3.0, 2.0].into_iter().collect();
+        // Type 7 (linear interpolation): p50 of 1..4 is 2.5, p90 is 3.7.
+        assert_eq!(pct(&q, 0.5), "2.5ms");
+        assert_eq!(pct(&q, 0.9), "3.7ms");
+        assert_eq!(pct(&VecDeque::new(), 0.5), "–");
+    }
 }
