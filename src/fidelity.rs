@@ -13,8 +13,8 @@ use cadence_bench::sink::RecordSink;
 use cadence_bench::target::Target;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{Clock, Load, RunContext, RunPlan, Timeouts};
-use cadence_core::stats::Distribution;
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::{Chunk, Outcome, RequestRecord};
 use cadence_wire::Api;
 use serde::Serialize;
 use std::io::{BufRead, BufReader};
@@ -218,12 +218,6 @@ async fn level(
     let records = sink.finish()?;
     sim.stop()?;
 
-    let mut measured = pooled_gaps_ms(
-        records
-            .iter()
-            .filter(|r| r.outcome == Outcome::Succeeded)
-            .map(|r: &RequestRecord| r.chunks.iter().map(|c| c.t_ns())),
-    );
     let text = std::fs::read_to_string(log)
         .with_context(|| format!("cannot read the send log {}", log.display()))?;
     let streams: Vec<cadence_sim::SentStream> = text
@@ -232,12 +226,14 @@ async fn level(
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .context("the send log is not JSON lines of sent streams")?;
-    let mut truth = pooled_gaps_ms(streams.iter().map(|s| s.chunks_ns.iter().copied()));
-    let gaps = measured.len() as u64;
-    let m = Distribution::from_samples(&mut measured)
+    // Both sides go through core's own ITL (pooled gaps of succeeded requests), so the
+    // check compares measurements, not two formulas.
+    let itl = |recs: &[RequestRecord]| summarize_level(recs, &LevelOptions::default()).itl;
+    let m = itl(&records)
         .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
-    let t = Distribution::from_samples(&mut truth)
+    let t = itl(&streams.iter().map(sent_stream_record).collect::<Vec<_>>())
         .ok_or_else(|| anyhow::anyhow!("the send log has no gaps"))?;
+    let gaps = m.count;
     let (_, b50, b99) = *BOUNDS
         .iter()
         .find(|(n, _, _)| concurrency <= *n)
@@ -264,21 +260,27 @@ async fn level(
     })
 }
 
-/// Gaps between consecutive times of each stream, pooled, in ms.
-fn pooled_gaps_ms<I, J>(streams: I) -> Vec<f64>
-where
-    I: Iterator<Item = J>,
-    J: Iterator<Item = u64>,
-{
-    let mut out = Vec::new();
-    for s in streams {
-        let mut prev = None;
-        for t in s {
-            if let Some(p) = prev {
-                out.push(t.saturating_sub(p) as f64 / 1e6);
-            }
-            prev = Some(t);
-        }
-    }
-    out
+/// The simulator's view of one stream as a record: its chunks at the times it wrote
+/// them. Streams it could not finish count as failed, like the client's.
+fn sent_stream_record(s: &cadence_sim::SentStream) -> RequestRecord {
+    let outcome = if s.finished {
+        Outcome::Succeeded
+    } else {
+        Outcome::Truncated
+    };
+    let mut rec = RequestRecord::new(s.request, outcome);
+    rec.sent_ns = Some(s.received_ns);
+    rec.chunks = s
+        .chunks_ns
+        .iter()
+        .zip(
+            s.tokens
+                .iter()
+                .map(|&t| Some(t))
+                .chain(std::iter::repeat(None)),
+        )
+        .map(|(&t, tokens)| Chunk(t, tokens))
+        .collect();
+    rec.end_ns = rec.last_chunk_ns().or(Some(s.received_ns));
+    rec
 }
