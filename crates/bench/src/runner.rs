@@ -16,7 +16,7 @@ use crate::sink::RecordSender;
 use crate::workload::RequestFactory;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_wire::Api;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -153,6 +153,13 @@ pub struct RunSummary {
     pub cpu: Option<Duration>,
 }
 
+/// What the runner remembers of a request while it is in flight.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    scheduled_ns: Option<u64>,
+    dispatched_ns: u64,
+}
+
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
 const WATCHDOG: Duration = Duration::from_secs(5);
 
@@ -170,7 +177,9 @@ pub async fn run(
     let total = plan.requests.map(|n| n + plan.warmup);
     let deadline = plan.duration.map(|d| started + d);
     let (cancel_tx, cancel) = Cancel::new();
-    let in_flight: Arc<Mutex<BTreeSet<(u64, u32)>>> = Arc::default();
+    // Requests in flight, keyed by (index, slot), with the time they were dispatched:
+    // what the watchdog needs to account for a request that never answers.
+    let in_flight: Arc<Mutex<BTreeMap<(u64, u32), InFlight>>> = Arc::default();
     let slots = Slots::new(plan.slot_cap());
     let tally = Arc::new(Tally::default());
 
@@ -250,10 +259,13 @@ pub async fn run(
         rec.worker = slot;
         rec.warmup = index < plan.warmup;
         rec.scheduled_ns = scheduled.map(|t| clock.ns_at(t));
-        in_flight
-            .lock()
-            .expect("in-flight lock")
-            .insert((index, slot));
+        in_flight.lock().expect("in-flight lock").insert(
+            (index, slot),
+            InFlight {
+                scheduled_ns: rec.scheduled_ns,
+                dispatched_ns: clock.now_ns(),
+            },
+        );
         let cx = cx.clone();
         let sink = sink.clone();
         let mut cancel = cancel.clone();
@@ -320,18 +332,20 @@ pub async fn run(
     if watchdog_fired {
         // Tasks that ignored cancellation: account for them rather than lose them.
         tasks.abort_all();
-        let stuck: Vec<(u64, u32)> = in_flight
+        let stuck: Vec<((u64, u32), InFlight)> = in_flight
             .lock()
             .expect("in-flight lock")
             .iter()
-            .copied()
+            .map(|(k, v)| (*k, *v))
             .collect();
-        for (index, slot) in stuck {
+        for ((index, slot), at) in stuck {
             let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
             rec.level = plan.level;
             rec.worker = slot;
             rec.warmup = index < plan.warmup;
-            rec.sent_ns = Some(0);
+            rec.scheduled_ns = at.scheduled_ns;
+            // Its own send time died with the task; dispatch came just before it.
+            rec.sent_ns = Some(at.dispatched_ns);
             rec.end_ns = Some(clock.now_ns());
             rec.error =
                 Some("the watchdog ended a request that did not stop when cancelled".into());
