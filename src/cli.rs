@@ -31,7 +31,7 @@ impl Cli {
         let shares_with_sim = match &self.command {
             Command::Bench(b) => b.url.is_none(),
             Command::Fidelity(_) => true,
-            Command::Sim(_) => false,
+            Command::Sim(_) | Command::Plan(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -46,9 +46,11 @@ pub enum Command {
     /// Benchmark a streaming endpoint (or, with no URL, the built-in simulator).
     Bench(Box<BenchArgs>),
     /// Serve the simulated OpenAI-compatible streaming LLM.
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
     /// Check the client's timing fidelity against the simulator's own send log.
     Fidelity(FidelityArgs),
+    /// Predict a run from the engine model in virtual time (no server, no HTTP).
+    Plan(Box<crate::plan_cmd::PlanArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,7 +126,7 @@ pub struct Counts(pub Vec<u32>);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates(pub Vec<f64>);
 
-fn parse_counts(s: &str) -> Result<Counts, String> {
+pub(crate) fn parse_counts(s: &str) -> Result<Counts, String> {
     parse_levels(s)?
         .into_iter()
         .map(|v| {
@@ -140,11 +142,11 @@ fn parse_counts(s: &str) -> Result<Counts, String> {
         .map(Counts)
 }
 
-fn parse_rates(s: &str) -> Result<Rates, String> {
+pub(crate) fn parse_rates(s: &str) -> Result<Rates, String> {
     parse_levels(s).map(Rates)
 }
 
-fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
+pub(crate) fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
     s.parse()
         .map_err(|e: cadence_core::SloParseError| e.to_string())
 }
@@ -390,6 +392,10 @@ pub struct SimArgs {
     /// (ns since the simulator started): the truth a fidelity check compares against.
     #[arg(long, value_name = "FILE")]
     pub send_log: Option<PathBuf>,
+
+    /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
+    #[command(flatten)]
+    pub engine: crate::plan_cmd::EngineOpts,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ pub mod builtin_sim;
 pub mod cli;
 pub mod exit;
 pub mod fidelity;
+pub mod plan_cmd;
 pub mod sim_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -44,8 +45,9 @@ pub fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Bench(args) => bench_cmd::run(*args).await,
-            Command::Sim(args) => sim_cmd::run(args).await,
+            Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Plan(args) => plan_cmd::run(*args),
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.

@@ -38,6 +38,11 @@ pub enum Arrivals {
 pub struct PlanLevel {
     pub records: Vec<RequestRecord>,
     pub steps: Vec<StepInfo>,
+    /// Sequences pre-empted for KV-cache room (and recomputed).
+    pub preemptions: u64,
+    /// Per request, ns from arrival to first admission (batch slot and KV room, or a
+    /// prefill worker), in record order.
+    pub queue_ns: Vec<u64>,
     /// Virtual time the level ended at (ns since `start_ns` of the first level).
     pub end_ns: u64,
 }
@@ -65,6 +70,8 @@ pub fn plan_level(
         _ => SplitMix::new(0),
     };
     let mut next_arrival: Option<u64> = None;
+    let mut preemptions = 0u64;
+    let mut queue_ns = vec![0u64; total as usize];
 
     let send = |t: u64,
                 worker: u32,
@@ -150,7 +157,12 @@ pub fn plan_level(
                     idle_workers.push(r.worker);
                 }
                 Event::Step(s) => steps.push(s),
-                Event::Scheduled { .. } | Event::Preempted { .. } => {}
+                Event::Scheduled { id, t } => {
+                    let r = &records[by_id[&id]];
+                    let arrived = r.sent_ns.unwrap_or(start_ns + t) - start_ns;
+                    queue_ns[by_id[&id]] = t - arrived;
+                }
+                Event::Preempted { .. } => preemptions += 1,
             }
         }
         if matches!(arrivals, Arrivals::Closed { .. }) {
@@ -200,6 +212,8 @@ pub fn plan_level(
     PlanLevel {
         records,
         steps,
+        preemptions,
+        queue_ns,
         end_ns,
     }
 }

@@ -35,6 +35,8 @@ pub struct StepInfo {
     pub prefill_tokens: u32,
     /// Tokens emitted by this step (first tokens of finished prefills included).
     pub emitted: u32,
+    /// Positions fed through the model: (k + 1) per decoding sequence + prefill tokens.
+    pub tokens: u32,
     /// Sequences holding a batch slot and waiting for one, after the step.
     pub running: u32,
     pub waiting: u32,
@@ -91,6 +93,7 @@ struct Step {
     /// Aligned with `running`.
     work: Vec<Work>,
     prefill_tokens: u32,
+    tokens: u32,
 }
 
 /// The engine: decode loop, queues, KV accounting and (disaggregated) prefill workers.
@@ -366,6 +369,7 @@ impl Engine {
             end,
             work,
             prefill_tokens,
+            tokens: decode_tokens + prefill_tokens,
         });
     }
 
@@ -426,6 +430,7 @@ impl Engine {
             decoding,
             prefill_tokens: step.prefill_tokens,
             emitted: emitted_total,
+            tokens: step.tokens,
             running: self.running.len() as u32,
             waiting: self.waiting() as u32,
             kv_used: self.kv_used,
