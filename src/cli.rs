@@ -426,6 +426,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn worker_threads_leave_a_core_to_a_simulator_cadence_started() {
+        let cli = |args: &[&str]| Cli::try_parse_from(args).unwrap();
+        // Bench with no URL starts the simulator in-process: one core is left to it.
+        assert_eq!(cli(&["cadence", "bench"]).worker_threads(2), 1);
+        assert_eq!(cli(&["cadence", "bench"]).worker_threads(1), 1);
+        assert_eq!(cli(&["cadence", "fidelity"]).worker_threads(8), 7);
+        // Against a separate server, or serving, every core is used.
+        let url = ["cadence", "bench", "http://127.0.0.1:1"];
+        assert_eq!(cli(&url).worker_threads(2), 2);
+        assert_eq!(cli(&["cadence", "sim"]).worker_threads(4), 4);
+        // --threads wins.
+        assert_eq!(
+            cli(&["cadence", "--threads", "3", "bench"]).worker_threads(2),
+            3
+        );
+    }
+
+    #[test]
     fn level_lists_and_ranges() {
         assert_eq!(parse_levels("8").unwrap(), vec![8.0]);
         assert_eq!(parse_levels("1, 2,5").unwrap(), vec![1.0, 2.0, 5.0]);

@@ -32,7 +32,9 @@ pub fn main() -> std::process::ExitCode {
         Err(e) => e.exit(),
     };
     init_tracing();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cli.worker_threads(cores))
         .enable_all()
         .build()
     {
