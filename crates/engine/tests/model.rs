@@ -403,3 +403,20 @@ fn an_aborted_request_frees_its_slot_and_kv_and_says_nothing_more() {
     e.advance(0, &mut out);
     assert_eq!(e.next_time(), None);
 }
+
+#[test]
+fn the_readmes_engine_file_loads() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("```toml\n")
+        .expect("a TOML example in the README")
+        + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let spec = EngineSpec::from_toml(&readme[start..end]).unwrap();
+    assert_eq!(spec.name, "llama-3.1-8b@l40s-fp8");
+    assert_eq!(spec.serving.max_batch, 64);
+    assert_eq!(
+        spec.serving.prefill,
+        Prefill::Chunked { chunk_tokens: 2048 }
+    );
+}
