@@ -208,6 +208,12 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u32,
 
+    /// Closed loop: mean time from a response's end to the client's next request
+    /// reaching the engine (uniform in ½–1½ × this, seeded). Real clients never
+    /// come back in the same nanosecond.
+    #[arg(long, default_value = "500us", value_parser = parse_duration)]
+    pub client_turnaround: Duration,
+
     /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -298,6 +304,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         warmup: args.warmup,
         input_tokens: args.input_tokens,
         max_tokens: args.max_tokens,
+        turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     let started = std::time::Instant::now();
     let mut start_ns = 0u64;
