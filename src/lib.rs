@@ -6,6 +6,7 @@ pub mod builtin_sim;
 pub mod cli;
 pub mod exit;
 pub mod fidelity;
+pub mod proxy_cmd;
 pub mod sim_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -46,6 +47,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Bench(args) => bench_cmd::run(*args).await,
             Command::Sim(args) => sim_cmd::run(args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Proxy(args) => proxy_cmd::run(*args).await,
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.

@@ -392,6 +392,15 @@ impl Drop for Job {
             );
         }
         let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
+        // `error` was redacted when it was set; nothing else here can carry a secret.
+        tracing::debug!(
+            request = rec.index,
+            route = %self.labels.route,
+            outcome = rec.outcome.name(),
+            chunks = rec.chunks.len(),
+            error = rec.error.as_deref().unwrap_or(""),
+            "cadence proxy: request finished"
+        );
         self.shared.finish(rec, &self.labels);
     }
 }

@@ -115,10 +115,15 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         connect_timeout: Duration::from_secs(10),
         http2: false,
     });
+    // Alert bounds become bucket bounds, and the top finite bucket stays above the
+    // longest TTFT the timeouts allow (upstream headers + idle).
+    let longest =
+        (config.limits.upstream_header_timeout + config.limits.idle_timeout).as_secs_f64();
     let alert_bounds: Vec<f64> = config
         .alerts
         .iter()
         .filter_map(|r| r.bound_seconds())
+        .chain((longest >= 1200.0).then_some(longest.ceil() + 1.0))
         .collect();
     let max_age = config
         .alerts
@@ -366,7 +371,7 @@ fn report_transition(shared: &Arc<Shared>, t: Transition) {
     if t.status == "firing" {
         tracing::warn!(alert = %t.alert, value = %value, "cadence proxy: alert firing");
     } else {
-        tracing::info!(alert = %t.alert, value = %value, "cadence proxy: alert resolved");
+        tracing::warn!(alert = %t.alert, value = %value, "cadence proxy: alert resolved");
     }
     let Some(url) = shared.config.alert_webhook.clone() else {
         return;

@@ -30,6 +30,12 @@ async fn compare(
     if let Some(f) = fault {
         headers.push(("x-cadence-fault", f));
     }
+    if fault == Some("reset") {
+        // A TCP reset discards data the receiver has not read yet; space the tokens so
+        // both readers have read them before the cut, and the comparison is about the
+        // proxy, not about a race in the kernel.
+        headers.push(("x-cadence-itl-ms", "20"));
+    }
     let mut last = None;
     let (du, pu) = (format!("{direct}{path}"), format!("{proxied}{path}"));
     for _attempt in 0..3 {
