@@ -6,6 +6,7 @@ pub mod builtin_sim;
 pub mod cli;
 pub mod exit;
 pub mod fidelity;
+pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod sim_cmd;
 
@@ -32,7 +33,9 @@ pub fn main() -> std::process::ExitCode {
         Err(e) => e.exit(),
     };
     init_tracing();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cli.worker_threads(cores))
         .enable_all()
         .build()
     {
@@ -45,9 +48,10 @@ pub fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Bench(args) => bench_cmd::run(*args).await,
-            Command::Sim(args) => sim_cmd::run(args).await,
+            Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
             Command::Proxy(args) => proxy_cmd::run(*args).await,
+            Command::Plan(args) => plan_cmd::run(*args),
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.
