@@ -7,6 +7,7 @@ pub mod cli;
 pub mod exit;
 pub mod fidelity;
 pub mod plan_cmd;
+pub mod proxy_cmd;
 pub mod sim_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -49,6 +50,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Bench(args) => bench_cmd::run(*args).await,
             Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Proxy(args) => proxy_cmd::run(*args).await,
             Command::Plan(args) => plan_cmd::run(*args),
         }
     });
