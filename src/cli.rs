@@ -31,7 +31,7 @@ impl Cli {
         let shares_with_sim = match &self.command {
             Command::Bench(b) => b.url.is_none(),
             Command::Fidelity(_) => true,
-            Command::Sim(_) => false,
+            Command::Sim(_) | Command::Report(_) | Command::Compare(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -49,6 +49,11 @@ pub enum Command {
     Sim(SimArgs),
     /// Check the client's timing fidelity against the simulator's own send log.
     Fidelity(FidelityArgs),
+    /// Rebuild a report (console, JSON, CSV, HTML, Markdown) from saved records or a
+    /// saved JSON report.
+    Report(crate::report_cmd::ReportArgs),
+    /// Compare two runs (JSON reports or records files) per level and metric.
+    Compare(crate::compare_cmd::CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -331,6 +336,9 @@ pub struct BenchArgs {
     /// Write one JSON line per request here, as requests finish.
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub outputs: crate::report_cmd::OutputArgs,
 
     /// No progress line.
     #[arg(short, long)]

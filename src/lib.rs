@@ -4,8 +4,10 @@
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;
+pub mod compare_cmd;
 pub mod exit;
 pub mod fidelity;
+pub mod report_cmd;
 pub mod sim_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -46,6 +48,8 @@ pub fn main() -> std::process::ExitCode {
             Command::Bench(args) => bench_cmd::run(*args).await,
             Command::Sim(args) => sim_cmd::run(args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Report(args) => report_cmd::run(args),
+            Command::Compare(args) => compare_cmd::run(args),
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.
