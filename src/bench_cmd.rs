@@ -91,13 +91,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
 
     let builtin = match &args.url {
         Some(_) => None,
-        None => {
-            let config = cadence_sim::SimConfig {
-                seed: args.seed,
-                ..Default::default()
-            };
-            Some(BuiltinSim::start(config)?)
-        }
+        None => Some(BuiltinSim::start(crate::builtin_sim::config(args.seed))?),
     };
     let url = match (&args.url, &builtin) {
         (Some(u), _) => u.clone(),
@@ -107,7 +101,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let target =
         Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
     if builtin.is_some() && !args.quiet {
-        eprintln!("No URL given: benchmarking the built-in simulator at {url} (cadence sim).");
+        eprintln!(
+            "No URL given: benchmarking the built-in simulator at {url} (cadence sim --preset {}).",
+            crate::builtin_sim::PRESET
+        );
     }
 
     let api_key = if builtin.is_some() {
@@ -138,7 +135,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     });
     let model = match (&args.model, &builtin) {
         (Some(m), _) => m.clone(),
-        (None, Some(_)) => cadence_sim::SimConfig::default().model,
+        (None, Some(_)) => crate::builtin_sim::config(args.seed).model,
         (None, None) => first_model(
             &http,
             &target,
