@@ -46,8 +46,8 @@ pub struct CompareArgs {
     pub seed: u64,
 
     /// Smallest change called better or worse, even when beyond noise: run-to-run
-    /// differences of one machine that resampling one run cannot see ('3%' or 0.03).
-    #[arg(long, default_value = "3%", value_parser = crate::cli::parse_share)]
+    /// differences of one machine that resampling one run cannot see ('5%' or 0.05).
+    #[arg(long, default_value = "5%", value_parser = crate::cli::parse_share)]
     pub min_change: f64,
 }
 
