@@ -393,7 +393,7 @@ impl EngineMetrics {
                 m.e2e.clone(),
             );
             r.register(
-                "vllm:iteration_tokens",
+                "vllm:iteration_tokens_total",
                 "Tokens processed per engine step (decode + prefill)",
                 m.iteration_tokens.clone(),
             );
