@@ -7,6 +7,7 @@ pub mod cli;
 pub mod exit;
 pub mod fidelity;
 pub mod sim_cmd;
+pub mod workload_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};

@@ -14,11 +14,11 @@ pub mod timeseries;
 
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
-    RequestCounts, Stalls, Throughput,
+    RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing};
-pub use record::{Chunk, RequestRecord, StreamCounters, TokenCount, TokenSource};
+pub use record::{Chunk, RequestRecord, StreamCounters, TokenCount, TokenSource, TokenSources};
 pub use report::{
     definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
     SCHEMA_VERSION,
