@@ -296,3 +296,33 @@ fn bench_without_a_url_runs_the_engine_it_is_given() {
         .code(2)
         .stderr(predicate::str::contains("without a URL"));
 }
+
+#[test]
+fn plan_draws_lengths_from_the_workload_distributions() {
+    let args = [
+        "--preset",
+        "llama-3.1-8b@h100-fp8",
+        "-c",
+        "8",
+        "-n",
+        "100",
+        "--input-tokens",
+        "uniform:100..4000",
+        "--max-tokens",
+        "normal:100,30",
+    ];
+    let a = plan_json(&args);
+    let level = &a["levels"][0];
+    assert_eq!(level["requests"]["succeeded"], 100);
+    let total = level["output_tokens"]["total"].as_u64().unwrap();
+    assert!(
+        total != 100 * 100 && (7_000..13_000).contains(&total),
+        "{total}"
+    );
+    // Prompts from 100 to 4000 tokens: prefill time, hence TTFT, varies a lot.
+    let ttft = &level["ttft"];
+    assert!(ttft["max_ms"].as_f64().unwrap() > 3.0 * ttft["min_ms"].as_f64().unwrap());
+    // Same seed, same draws.
+    let b = plan_json(&args);
+    assert_eq!(b["levels"][0]["output_tokens"], level["output_tokens"]);
+}

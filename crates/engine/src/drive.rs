@@ -12,7 +12,7 @@ use crate::rng::SplitMix;
 use crate::spec::EngineSpec;
 
 /// What each request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
     /// Measured requests.
     pub requests: u64,
@@ -25,6 +25,20 @@ pub struct Workload {
     /// seeded. Real clients never come back in the same nanosecond; with 0 they do,
     /// and identical requests stay in lock-step.
     pub turnaround_ns: u64,
+    /// Per request (prompt tokens, max tokens), used in turn; empty: every request
+    /// asks for `input_tokens` and `max_tokens`.
+    pub lengths: Vec<(u32, u32)>,
+}
+
+impl Workload {
+    /// Prompt and output tokens of request `i` of a level.
+    pub fn lengths_of(&self, i: u64) -> (u32, u32) {
+        if self.lengths.is_empty() {
+            (self.input_tokens, self.max_tokens)
+        } else {
+            self.lengths[(i % self.lengths.len() as u64) as usize]
+        }
+    }
 }
 
 /// How requests arrive.
@@ -97,7 +111,8 @@ pub fn plan_level(
         r.warmup = i < workload.warmup;
         r.sent_ns = Some(start_ns + t);
         r.headers_ns = Some(start_ns + t);
-        r.input_tokens = Some(workload.input_tokens as u64);
+        let (prompt_tokens, max_tokens) = workload.lengths_of(i);
+        r.input_tokens = Some(prompt_tokens as u64);
         if !matches!(arrivals, Arrivals::Closed { .. }) {
             r.scheduled_ns = Some(start_ns + t);
         }
@@ -107,8 +122,8 @@ pub fn plan_level(
             t,
             Request {
                 id: i,
-                prompt_tokens: workload.input_tokens,
-                max_tokens: workload.max_tokens,
+                prompt_tokens,
+                max_tokens,
             },
             out,
         );

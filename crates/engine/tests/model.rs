@@ -22,6 +22,7 @@ fn itl_p50_ms(spec: &EngineSpec, concurrency: u32) -> f64 {
         input_tokens: 256,
         max_tokens: 128,
         turnaround_ns: 0,
+        lengths: Vec::new(),
     };
     let level = plan_level(spec, Arrivals::Closed { concurrency }, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());
@@ -270,6 +271,7 @@ fn speculation_emits_the_expected_tokens_per_step() {
         input_tokens: 64,
         max_tokens: 2000,
         turnaround_ns: 0,
+        lengths: Vec::new(),
     };
     let level = plan_level(&spec, Arrivals::Closed { concurrency: 16 }, &w, 0, 0, 0);
     let mut counts = [0u64; 6];
@@ -309,6 +311,7 @@ fn plan_accounts_for_every_request_open_loop_too() {
         input_tokens: 512,
         max_tokens: 64,
         turnaround_ns: 0,
+        lengths: Vec::new(),
     };
     let a = plan_level(
         &spec,
@@ -440,6 +443,7 @@ fn clients_that_come_back_at_different_times_land_prompts_in_others_steps() {
             input_tokens: 512,
             max_tokens: 128,
             turnaround_ns,
+            lengths: Vec::new(),
         };
         let level = plan_level(&spec, Arrivals::Closed { concurrency: 8 }, &w, 0, 0, 0);
         let s = summarize_level(&level.records, &LevelOptions::default());
