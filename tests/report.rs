@@ -132,7 +132,11 @@ fn saved_runs_pass_through_the_slo_gate() {
         .args(["--slo", "itl.p50<=10s", "--convention", "guidellm"])
         .assert()
         .code(0)
-        .stdout(predicate::str::contains("guidellm *"));
+        .stdout(
+            predicate::str::contains("guidellm *")
+                .and(predicate::str::contains("ITL (guidellm)"))
+                .and(predicate::str::contains("TPOT (guidellm)")),
+        );
     cadence()
         .arg("report")
         .arg(dir.path().join("bench.json"))
