@@ -291,3 +291,42 @@ fn compare_flags_a_planted_itl_regression_and_not_a_rerun() {
             "significance needs per-request samples",
         ));
 }
+
+#[test]
+fn records_files_from_several_clients_merge_by_level() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    sweep(d1.path(), &[]);
+    sweep(d2.path(), &[]);
+    let json = d1.path().join("merged.json");
+    let md = d1.path().join("merged.md");
+    cadence()
+        .arg("report")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("merged 2 records files"));
+    let v = read_json(&json);
+    validate(&v);
+    for level in v["levels"].as_array().unwrap() {
+        let req = &level["requests"];
+        assert_eq!(req["intended"], 12, "intended adds up across files: {req}");
+        assert_eq!(req["succeeded"], 12);
+    }
+    // Compare's Markdown for a PR comment, from the same files.
+    cadence()
+        .arg("compare")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .args(["--markdown", "-"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("| itl.p99 |")
+                .and(predicate::str::contains("**concurrency=2**")),
+        );
+}
