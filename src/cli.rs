@@ -31,7 +31,11 @@ impl Cli {
         let shares_with_sim = match &self.command {
             Command::Bench(b) => b.url.is_none(),
             Command::Fidelity(_) => true,
-            Command::Sim(_) | Command::Plan(_) | Command::Report(_) | Command::Compare(_) => false,
+            Command::Sim(_)
+            | Command::Plan(_)
+            | Command::Proxy(_)
+            | Command::Report(_)
+            | Command::Compare(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -49,6 +53,9 @@ pub enum Command {
     Sim(Box<SimArgs>),
     /// Check the client's timing fidelity against the simulator's own send log.
     Fidelity(FidelityArgs),
+    /// Sit in front of a streaming endpoint: forward traffic unchanged, measure every
+    /// stream (TTFT, ITL, TPOT), export Prometheus metrics, serve /stats, evaluate alerts.
+    Proxy(Box<crate::proxy_cmd::ProxyArgs>),
     /// Predict a run from the engine model in virtual time (no server, no HTTP).
     Plan(Box<crate::plan_cmd::PlanArgs>),
     /// Rebuild a report (console, JSON, CSV, HTML, Markdown) from saved records or a

@@ -8,6 +8,7 @@ pub mod compare_cmd;
 pub mod exit;
 pub mod fidelity;
 pub mod plan_cmd;
+pub mod proxy_cmd;
 pub mod report_cmd;
 pub mod sim_cmd;
 
@@ -51,6 +52,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Bench(args) => bench_cmd::run(*args).await,
             Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Proxy(args) => proxy_cmd::run(*args).await,
             Command::Report(args) => report_cmd::run(args),
             Command::Compare(args) => compare_cmd::run(args),
             Command::Plan(args) => plan_cmd::run(*args),

@@ -24,7 +24,7 @@ pub use metrics::{
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing};
-pub use record::{Chunk, RequestRecord, StreamCounters, TokenCount, TokenSource};
+pub use record::{Chunk, RecordSource, RequestRecord, StreamCounters, TokenCount, TokenSource};
 pub use report::{
     definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
     SCHEMA_VERSION,
