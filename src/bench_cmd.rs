@@ -89,6 +89,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         (n, _, None) => n,
     };
 
+    let mut workload = crate::workload_cmd::prepare(
+        &args.workload,
+        args.max_tokens,
+        args.prompt.as_deref(),
+        trace.is_some(),
+        requests,
+        args.seed,
+    )?;
+    if !args.quiet {
+        for note in &workload.notes {
+            eprintln!("Note: {note}.");
+        }
+    }
+
     let builtin = match &args.url {
         Some(_) => None,
         None => Some(BuiltinSim::start(crate::builtin_sim::config(args.seed))?),
@@ -176,7 +190,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         body: BodySpec {
             api: target.api,
             model: model.clone(),
-            max_tokens: Some(args.max_tokens),
+            max_tokens: Some(
+                args.max_tokens
+                    .and_then(|d| d.fixed())
+                    .unwrap_or(crate::workload_cmd::DEFAULT_MAX_TOKENS),
+            ),
             extra,
         },
         prompts: vec![args
@@ -184,6 +202,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .clone()
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
         max_tokens: Vec::new(),
+        items: Vec::new(),
+        prefixes: Vec::new(),
+        think_time: std::time::Duration::ZERO,
     };
     if let Some(entries) = &trace {
         factory.prompts = entries
@@ -199,6 +220,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .collect();
         factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
     }
+    workload.apply(&mut factory);
     let loads = match &trace {
         Some(entries) => vec![Load::Trace {
             offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
@@ -226,6 +248,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         strict: args.strict,
         redactor,
         progress: progress.clone(),
+        tokenizer: workload.tokenizer.clone(),
     });
 
     // One Ctrl-C ends the current level (drained, reported) and skips the rest.

@@ -263,9 +263,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
 
-    /// max_tokens of each request.
-    #[arg(long, default_value_t = 64)]
-    pub max_tokens: u32,
+    /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
+    /// drawn per request by --seed (default 64; a dataset's recorded reply lengths).
+    #[arg(long, value_name = "DIST", value_parser = crate::workload_cmd::parse_length)]
+    pub max_tokens: Option<cadence_bench::prompts::LengthDist>,
+
+    #[command(flatten)]
+    pub workload: crate::workload_cmd::WorkloadArgs,
 
     /// The prompt of every request (default: a built-in story prompt).
     #[arg(long)]

@@ -11,6 +11,7 @@ pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;
 pub mod sim_cmd;
+pub mod workload_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};

@@ -69,6 +69,9 @@ fn factory(
         },
         prompts: vec!["hello there".into()],
         max_tokens: Vec::new(),
+        items: Vec::new(),
+        prefixes: Vec::new(),
+        think_time: std::time::Duration::ZERO,
     }
 }
 

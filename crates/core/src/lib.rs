@@ -20,11 +20,13 @@ pub use charts::{chart_data, ChartData};
 pub use conventions::{convention_views, Convention, ConventionView};
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
-    RequestCounts, Stalls, Throughput,
+    RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing};
-pub use record::{Chunk, RecordSource, RequestRecord, StreamCounters, TokenCount, TokenSource};
+pub use record::{
+    Chunk, RecordSource, RequestRecord, StreamCounters, TokenCount, TokenSource, TokenSources,
+};
 pub use report::{
     definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
     SCHEMA_VERSION,

@@ -166,6 +166,8 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("throughput", formula::THROUGHPUT),
         ("output_tokens", formula::OUTPUT_TOKENS),
         ("stalls", formula::STALLS),
+        ("token_agreement", formula::TOKEN_AGREEMENT),
+        ("by_turn", formula::BY_TURN),
         ("requests", formula::REQUESTS),
         ("slos", slo::FORMULA),
         ("goodput", slo::GOODPUT_FORMULA),

@@ -328,6 +328,43 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         o.received_total
     );
 
+    if !s.token_agreement.is_empty() {
+        let each: Vec<String> = s
+            .token_agreement
+            .iter()
+            .map(|a| {
+                let pct = a
+                    .diff_pct
+                    .map_or_else(|| ABSENT.to_string(), |d| format!("{d:+.1}%"));
+                format!(
+                    "{} {pct} (max {} on one request, {} of {} differ)",
+                    a.source.name(),
+                    a.max_abs_diff,
+                    a.requests_differing,
+                    a.requests
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}vs the count used: {}",
+            label("Token sources"),
+            each.join("; ")
+        );
+    }
+    for t in &s.by_turn {
+        let _ = writeln!(
+            out,
+            "{}{} requests, TTFT p50 {} p99 {}, ITL p50 {} p99 {}",
+            label(&format!("Turn {}", t.turn)),
+            t.requests,
+            opt(t.ttft.map(|d| d.p50), fmt_ms),
+            opt(t.ttft.map(|d| d.p99), fmt_ms),
+            opt(t.itl.map(|d| d.p50), fmt_ms),
+            opt(t.itl.map(|d| d.p99), fmt_ms)
+        );
+    }
+
     let q = &s.requests;
     let mut parts = vec![
         format!("{} intended", q.intended),

@@ -6,7 +6,7 @@
 use cadence_core::metrics::{Counters, OutputTokens, RequestCounts, Stalls, Throughput};
 use cadence_core::{
     level_report, summarize_level, Chunk, Distribution, LevelOptions, LevelSummary, Outcome,
-    Report, RequestRecord, RunInfo, TokenSource,
+    Report, RequestRecord, RunInfo, SourceAgreement, TokenSource, TurnSummary,
 };
 use std::collections::BTreeMap;
 
@@ -97,6 +97,21 @@ pub fn full_level() -> LevelSummary {
         warnings: vec![
             "1 request(s) with outcome succeeded have no send time; counted as dropped".into(),
         ],
+        token_agreement: vec![SourceAgreement {
+            source: TokenSource::Chunks,
+            requests: 636,
+            total: 80_000,
+            used_total: 81_408,
+            diff_pct: Some(-1.7295597484276729),
+            max_abs_diff: 9,
+            requests_differing: 120,
+        }],
+        by_turn: vec![TurnSummary {
+            turn: 1,
+            requests: 318,
+            ttft: dist(318, [150.0, 140.0, 200.0, 220.0, 300.0, 700.0, 1234.5]),
+            itl: None,
+        }],
     }
 }
 
