@@ -1,8 +1,24 @@
 //! The simulator started in-process when `cadence bench` gets no URL: it runs on its
 //! own thread and runtime so its token pacing does not share the client's event loop.
+//! It times tokens with a small engine model, so a sweep shows ITL rising with load.
 
 use cadence_sim::SimConfig;
 use std::net::SocketAddr;
+
+/// The engine preset the built-in simulator runs.
+pub const PRESET: &str = "tiny@cpu";
+
+/// The built-in simulator's configuration: the [`PRESET`] engine, named after it.
+pub fn config(seed: u64) -> SimConfig {
+    let mut engine = cadence_engine::preset(PRESET).expect("the built-in preset exists");
+    engine.serving.seed = seed;
+    SimConfig {
+        seed,
+        model: PRESET.to_owned(),
+        engine: Some(engine),
+        ..SimConfig::default()
+    }
+}
 
 /// A running in-process simulator; dropped = shut down.
 pub struct BuiltinSim {

@@ -31,7 +31,11 @@ impl Cli {
         let shares_with_sim = match &self.command {
             Command::Bench(b) => b.url.is_none(),
             Command::Fidelity(_) => true,
-            Command::Sim(_) => false,
+            Command::Sim(_)
+            | Command::Plan(_)
+            | Command::Proxy(_)
+            | Command::Report(_)
+            | Command::Compare(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -46,9 +50,19 @@ pub enum Command {
     /// Benchmark a streaming endpoint (or, with no URL, the built-in simulator).
     Bench(Box<BenchArgs>),
     /// Serve the simulated OpenAI-compatible streaming LLM.
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
     /// Check the client's timing fidelity against the simulator's own send log.
     Fidelity(FidelityArgs),
+    /// Sit in front of a streaming endpoint: forward traffic unchanged, measure every
+    /// stream (TTFT, ITL, TPOT), export Prometheus metrics, serve /stats, evaluate alerts.
+    Proxy(Box<crate::proxy_cmd::ProxyArgs>),
+    /// Predict a run from the engine model in virtual time (no server, no HTTP).
+    Plan(Box<crate::plan_cmd::PlanArgs>),
+    /// Rebuild a report (console, JSON, CSV, HTML, Markdown) from saved records or a
+    /// saved JSON report.
+    Report(crate::report_cmd::ReportArgs),
+    /// Compare two runs (JSON reports or records files) per level and metric.
+    Compare(crate::compare_cmd::CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,7 +138,7 @@ pub struct Counts(pub Vec<u32>);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates(pub Vec<f64>);
 
-fn parse_counts(s: &str) -> Result<Counts, String> {
+pub(crate) fn parse_counts(s: &str) -> Result<Counts, String> {
     parse_levels(s)?
         .into_iter()
         .map(|v| {
@@ -140,11 +154,11 @@ fn parse_counts(s: &str) -> Result<Counts, String> {
         .map(Counts)
 }
 
-fn parse_rates(s: &str) -> Result<Rates, String> {
+pub(crate) fn parse_rates(s: &str) -> Result<Rates, String> {
     parse_levels(s).map(Rates)
 }
 
-fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
+pub(crate) fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
     s.parse()
         .map_err(|e: cadence_core::SloParseError| e.to_string())
 }
@@ -336,6 +350,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub outputs: crate::report_cmd::OutputArgs,
+
     /// No progress line.
     #[arg(short, long)]
     pub quiet: bool,
@@ -394,6 +411,10 @@ pub struct SimArgs {
     /// (ns since the simulator started): the truth a fidelity check compares against.
     #[arg(long, value_name = "FILE")]
     pub send_log: Option<PathBuf>,
+
+    /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
+    #[command(flatten)]
+    pub engine: crate::plan_cmd::EngineOpts,
 }
 
 #[derive(Debug, Args)]
@@ -422,6 +443,24 @@ pub struct FidelityArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_threads_leave_a_core_to_a_simulator_cadence_started() {
+        let cli = |args: &[&str]| Cli::try_parse_from(args).unwrap();
+        // Bench with no URL starts the simulator in-process: one core is left to it.
+        assert_eq!(cli(&["cadence", "bench"]).worker_threads(2), 1);
+        assert_eq!(cli(&["cadence", "bench"]).worker_threads(1), 1);
+        assert_eq!(cli(&["cadence", "fidelity"]).worker_threads(8), 7);
+        // Against a separate server, or serving, every core is used.
+        let url = ["cadence", "bench", "http://127.0.0.1:1"];
+        assert_eq!(cli(&url).worker_threads(2), 2);
+        assert_eq!(cli(&["cadence", "sim"]).worker_threads(4), 4);
+        // --threads wins.
+        assert_eq!(
+            cli(&["cadence", "--threads", "3", "bench"]).worker_threads(2),
+            3
+        );
+    }
 
     #[test]
     fn level_lists_and_ranges() {

@@ -4,8 +4,12 @@
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;
+pub mod compare_cmd;
 pub mod exit;
 pub mod fidelity;
+pub mod plan_cmd;
+pub mod proxy_cmd;
+pub mod report_cmd;
 pub mod sim_cmd;
 pub mod workload_cmd;
 
@@ -32,7 +36,9 @@ pub fn main() -> std::process::ExitCode {
         Err(e) => e.exit(),
     };
     init_tracing();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cli.worker_threads(cores))
         .enable_all()
         .build()
     {
@@ -45,8 +51,12 @@ pub fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Bench(args) => bench_cmd::run(*args).await,
-            Command::Sim(args) => sim_cmd::run(args).await,
+            Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
+            Command::Proxy(args) => proxy_cmd::run(*args).await,
+            Command::Report(args) => report_cmd::run(args),
+            Command::Compare(args) => compare_cmd::run(args),
+            Command::Plan(args) => plan_cmd::run(*args),
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.

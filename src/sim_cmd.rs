@@ -44,6 +44,10 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
     if let (Some(at), Some(duration)) = (args.freeze_at, args.freeze_for) {
         c.freeze = Some(cadence_sim::Freeze { at, duration });
     }
+    c.engine = args.engine.resolve(args.seed)?;
+    if let (Some(e), None) = (&c.engine, &args.model) {
+        c.model = e.name.clone();
+    }
     Ok(c)
 }
 
@@ -64,6 +68,12 @@ pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
     // The first line on stdout is the address, for scripts that started us on port 0.
     println!("listening on http://{}/v1", server.addr);
+    if let Some(e) = &server.state().config().engine {
+        eprintln!(
+            "timing tokens with the engine model {} (metrics at http://{}/metrics)",
+            e.name, server.addr
+        );
+    }
     let _ = tokio::signal::ctrl_c().await;
     server.shutdown().await;
     Ok(Exit::Ok)

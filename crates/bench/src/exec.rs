@@ -354,7 +354,7 @@ fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
 }
 
 /// Classifies an error from the pooled client into an outcome with plain words.
-fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
+pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
     let chain = error_chain(e);
     if is_tls_error(e) {
         (Outcome::TlsError, format!("TLS failed: {chain}"))

@@ -83,6 +83,23 @@ impl TokenSources {
     }
 }
 
+/// Which Cadence component produced a record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordSource {
+    /// The load generator (`cadence bench`); files written before this field existed.
+    #[default]
+    Bench,
+    /// Live traffic measured by `cadence proxy`.
+    Proxy,
+}
+
+impl RecordSource {
+    fn is_bench(&self) -> bool {
+        *self == RecordSource::Bench
+    }
+}
+
 /// Stream-level counters that are not outcomes but tell how clean a stream was.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamCounters {
@@ -183,6 +200,9 @@ pub struct RequestRecord {
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
+    /// Who measured the request; omitted for `bench` so older readers see no change.
+    #[serde(default, skip_serializing_if = "RecordSource::is_bench")]
+    pub source: RecordSource,
 }
 
 impl RequestRecord {
@@ -212,6 +232,7 @@ impl RequestRecord {
             session: None,
             turn: None,
             prefix_group: None,
+            source: RecordSource::Bench,
         }
     }
 
@@ -278,6 +299,19 @@ mod tests {
             !line.contains("malformed"),
             "zero counters are omitted: {line}"
         );
+    }
+
+    #[test]
+    fn source_defaults_to_bench_and_round_trips_proxy() {
+        let old: RequestRecord =
+            serde_json::from_str(r#"{"index":1,"outcome":"succeeded"}"#).unwrap();
+        assert_eq!(old.source, RecordSource::Bench);
+        assert!(!serde_json::to_string(&old).unwrap().contains("source"));
+        let mut r = RequestRecord::new(2, Outcome::Succeeded);
+        r.source = RecordSource::Proxy;
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""source":"proxy""#), "{line}");
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
     }
 
     #[test]

@@ -21,10 +21,11 @@ pub fn render(report: &Report, color: bool) -> String {
     for level in &report.levels {
         out.push('\n');
         level_block(&mut out, level, p);
+        conventions(&mut out, report, level, p);
     }
     if report.levels.len() > 1 {
         out.push('\n');
-        sweep_table(&mut out, &report.levels, p);
+        sweep_table(&mut out, report, p);
     }
     if let Some(s) = &report.search {
         out.push('\n');
@@ -404,7 +405,53 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
     }
 }
 
-fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
+/// The compatibility view: the level's ITL and TPOT as each tool's formula gives them.
+fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
+    if l.conventions.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+        p.bold(&label("Convention")),
+        "ITL mean",
+        "ITL p50",
+        "ITL p99",
+        "TPOT mean",
+        "TPOT p50",
+        "TPOT p99"
+    );
+    for c in &l.conventions {
+        let t =
+            |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
+        let mark = if r.convention.as_deref() == Some(c.convention.as_str()) {
+            " *"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+            label(&format!("  {}{mark}", c.convention)),
+            t(&c.itl, |d| d.mean),
+            t(&c.itl, |d| d.p50),
+            t(&c.itl, |d| d.p99),
+            t(&c.tpot, |d| d.mean),
+            t(&c.tpot, |d| d.p50),
+            t(&c.tpot, |d| d.p99),
+        );
+    }
+    if let Some(c) = &r.convention {
+        let _ = writeln!(
+            out,
+            "{}* headline: the summary by level shows ITL and TPOT as {c} computes them",
+            label("")
+        );
+    }
+}
+
+fn sweep_table(out: &mut String, report: &Report, p: Painter) {
+    let levels = &report.levels;
     let name_w = levels
         .iter()
         .map(|l| l.name.chars().count())
@@ -458,6 +505,7 @@ fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
     out.push('\n');
     for l in levels {
         let s = &l.summary;
+        let (itl, tpot) = crate::headline(report, l);
         let t =
             |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
         let errors = s.requests.failed_total();
@@ -468,9 +516,9 @@ fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
             (errors.to_string(), errors > 0),
             (t(&s.ttft, |d| d.p50), false),
             (t(&s.ttft, |d| d.p99), false),
-            (t(&s.itl, |d| d.p50), false),
-            (t(&s.itl, |d| d.p99), false),
-            (t(&s.tpot, |d| d.p50), false),
+            (t(&itl, |d| d.p50), false),
+            (t(&itl, |d| d.p99), false),
+            (t(&tpot, |d| d.p50), false),
             (t(&s.e2e, |d| d.p99), false),
             (opt(s.throughput.output_tokens_per_s, sig4), false),
             (opt(s.throughput.requests_per_s, sig4), false),

@@ -31,6 +31,10 @@ pub struct SimConfig {
     pub drain_timeout: Duration,
     /// A window in which the whole server stalls (FAULTS 34), from the sim's start.
     pub freeze: Option<Freeze>,
+    /// Time tokens with this engine model (continuous batching, KV cache, roofline
+    /// steps) instead of the flat `ttft`/`itl` cadence. Requests with a fault or a
+    /// per-request timing header still follow the flat plan.
+    pub engine: Option<cadence_engine::EngineSpec>,
 }
 
 /// The server stops producing tokens from `at` (after the sim starts) for `duration`:
@@ -58,6 +62,7 @@ impl Default for SimConfig {
             model: "cadence-sim".to_owned(),
             drain_timeout: Duration::from_secs(5),
             freeze: None,
+            engine: None,
         }
     }
 }
@@ -73,6 +78,8 @@ pub enum ConfigError {
     MaxTokens,
     #[error("model name must not be empty")]
     Model,
+    #[error("engine: {0}")]
+    Engine(#[from] cadence_engine::SpecError),
 }
 
 impl SimConfig {
@@ -89,6 +96,9 @@ impl SimConfig {
         }
         if self.model.trim().is_empty() {
             return Err(ConfigError::Model);
+        }
+        if let Some(e) = &self.engine {
+            e.validate()?;
         }
         Ok(())
     }

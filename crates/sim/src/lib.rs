@@ -6,7 +6,16 @@
 //! # Endpoints
 //! `POST /v1/chat/completions`, `POST /v1/completions` (SSE when
 //! `"stream": true`, else one JSON completion after the whole planned delay),
-//! `GET /v1/models`, `GET /health`.
+//! `GET /v1/models`, `GET /health`, `GET /metrics` (OpenMetrics text; with an
+//! engine model, vLLM's metric names: queue, prefill and decode time, batch size
+//! per step, running/waiting, KV-cache usage, token counters).
+//!
+//! # Engine timing
+//! With [`SimConfig::engine`] set, streams are timed by the engine model of
+//! `cadence-engine` (see [`engine_mode`]): requests share batched decode steps, so
+//! ITL grows with load, long prompts stall decode, speculation sends multi-token
+//! chunks. A request with a fault or a per-request timing header is served by the
+//! flat plan instead (its fault applies exactly as without an engine).
 //!
 //! # What a stream looks like
 //! Chat: a role chunk (`delta: {"role":"assistant","content":""}`) at once,
@@ -41,6 +50,7 @@
 
 pub mod config;
 pub mod dist;
+pub mod engine_mode;
 pub mod fault;
 pub mod openai;
 pub mod plan;
@@ -54,6 +64,7 @@ pub mod text;
 
 pub use config::{ConfigError, Freeze, SimConfig};
 pub use dist::{parse_duration, Dist, DistParseError};
+pub use engine_mode::EngineMetrics;
 pub use fault::{Fault, UnknownFault};
 pub use plan::{plan, planned_delays, Overrides, PlannedChunk, Stall, StreamPlan};
 pub use send_log::{SendLog, SentStream};

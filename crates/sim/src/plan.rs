@@ -74,7 +74,7 @@ impl StreamPlan {
 /// Random streams derived from the seed; timing and text are independent, so
 /// changing the cadence never changes the words.
 const TIMING: u64 = 1;
-const TEXT: u64 = 2;
+pub(crate) const TEXT: u64 = 2;
 
 /// Plans one stream of `max_tokens` tokens for request number `request`.
 ///

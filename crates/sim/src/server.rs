@@ -21,11 +21,15 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use rand::Rng;
+
 use crate::config::SimConfig;
+use crate::engine_mode::{self, Emit, EngineHandle, EngineMetrics, EngineStream};
 use crate::fault::Fault;
 use crate::openai::{self, error_body, Dialect, Usage, Writer};
-use crate::plan::{plan, Overrides, Stall};
+use crate::plan::{plan, Overrides, Stall, TEXT as TEXT_STREAM};
 use crate::request::{headers, ApiRequest, Controls, RequestError};
+use crate::rng::SimRng;
 use crate::script::{self, StreamSpec};
 use crate::send_log::{Recorder, SendLog};
 use crate::stream::{self, Kill};
@@ -53,6 +57,8 @@ pub struct SimState {
 
 struct Inner {
     config: SimConfig,
+    metrics: Arc<EngineMetrics>,
+    engine: std::sync::OnceLock<EngineHandle>,
     log: SendLog,
     next_request: AtomicU64,
     kill: watch::Sender<bool>,
@@ -77,6 +83,8 @@ impl SimState {
     pub fn with_send_log(config: SimConfig, log: SendLog) -> Self {
         SimState {
             inner: Arc::new(Inner {
+                metrics: Arc::new(EngineMetrics::new(&config.model, config.engine.is_some())),
+                engine: std::sync::OnceLock::new(),
                 config,
                 log,
                 next_request: AtomicU64::new(0),
@@ -107,6 +115,24 @@ impl SimState {
     fn kill(&self) -> Kill {
         Kill(self.inner.kill.subscribe())
     }
+
+    /// The server-side metrics served at `/metrics`.
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.inner.metrics
+    }
+
+    /// The engine task (started on first use, inside the runtime), if configured.
+    fn engine(&self) -> Option<&EngineHandle> {
+        let spec = self.inner.config.engine.as_ref()?;
+        Some(self.inner.engine.get_or_init(|| {
+            let freeze = self
+                .inner
+                .config
+                .freeze
+                .map(|f| (Instant::from_std(self.send_log().epoch()), f));
+            EngineHandle::spawn(spec.clone(), self.inner.metrics.clone(), freeze)
+        }))
+    }
 }
 
 /// The sim's routes: `POST /v1/chat/completions`, `POST /v1/completions`,
@@ -115,6 +141,7 @@ pub fn app(state: SimState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))
+        .route("/metrics", get(metrics))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .fallback(not_found)
@@ -137,6 +164,18 @@ async fn models(State(state): State<SimState>) -> Response {
         }],
     });
     json_response(StatusCode::OK, body.to_string())
+}
+
+async fn metrics(State(state): State<SimState>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics().render(),
+    )
+        .into_response()
 }
 
 async fn not_found() -> Response {
@@ -196,6 +235,7 @@ const HTML_ERROR_PAGE: &str = "<!DOCTYPE html>\n<html><head><title>502 Bad Gatew
 
 async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Bytes) -> Response {
     let received = Instant::now();
+    state.inner.metrics.requests.inc();
     let controls = match Controls::from_headers(&headers) {
         Ok(c) => c,
         Err(e) => return bad_request(&e),
@@ -289,6 +329,16 @@ async fn respond(
 
     let config = state.config();
     let max_tokens = api.max_tokens.unwrap_or(config.default_max_tokens).max(1);
+    let flat_timing = controls.ttft.is_some()
+        || controls.itl.is_some()
+        || controls.burst.is_some()
+        || controls.stall.is_some();
+    if fault.is_none() && !flat_timing {
+        if let Some(engine) = state.engine() {
+            return engine_response(state, engine, dialect, api, request, received, max_tokens)
+                .await;
+        }
+    }
     let plan = plan(config, request, max_tokens, &overrides(controls, fault));
     let mut kill = state.kill();
     let freeze = config.freeze.map(|f| {
@@ -363,6 +413,103 @@ async fn respond(
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A request timed by the engine model: submitted to the engine task, streamed as
+/// its tokens come out (or answered whole when not streamed).
+async fn engine_response(
+    state: &SimState,
+    engine: &EngineHandle,
+    dialect: Dialect,
+    api: &ApiRequest,
+    request: u64,
+    received: Instant,
+    max_tokens: u32,
+) -> Response {
+    let capacity = engine.spec().kv_capacity();
+    if api.prompt_tokens as u64 + max_tokens as u64 > capacity {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            error_body(
+                &format!(
+                    "this engine's KV cache holds {capacity} tokens; the request needs {} prompt + {max_tokens} output tokens",
+                    api.prompt_tokens
+                ),
+                "invalid_request_error",
+                400,
+            ),
+        );
+    }
+    let config = state.config();
+    let mut rx = engine.submit(api.prompt_tokens, max_tokens);
+    let id = match dialect {
+        Dialect::Chat => format!("chatcmpl-cadence-{request}"),
+        Dialect::Completion => format!("cmpl-cadence-{request}"),
+    };
+    let model = api.model.clone().unwrap_or_else(|| config.model.clone());
+    let mut text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
+    if !api.stream {
+        let mut kill = state.kill();
+        let mut produced = 0u32;
+        loop {
+            let msg = tokio::select! {
+                biased;
+                () = kill.wait() => return shutting_down(),
+                m = rx.recv() => m,
+            };
+            match msg {
+                Some(Emit::Tokens(n)) => produced += n,
+                Some(Emit::Finished) | None => break,
+                Some(Emit::Rejected(reason)) => {
+                    return json_response(
+                        StatusCode::BAD_REQUEST,
+                        error_body(&reason, "invalid_request_error", 400),
+                    )
+                }
+            }
+        }
+        let ids: Vec<u32> = (0..produced)
+            .map(|_| text_rng.random_range(0..crate::text::VOCAB.len() as u32))
+            .collect();
+        let mut text = String::new();
+        Vocabulary::Plain.push_text(&ids, &mut text);
+        let w = Writer {
+            dialect,
+            id: &id,
+            created: unix_seconds(),
+            model: &model,
+            pretty: false,
+        };
+        return json_response(
+            StatusCode::OK,
+            openai::completion(&w, &text, "length", Usage::new(api.prompt_tokens, produced)),
+        );
+    }
+    let recorder = Recorder::new(state.send_log().clone(), request, None, received);
+    let body = engine_mode::body(EngineStream {
+        rx,
+        dialect,
+        id,
+        created: unix_seconds(),
+        model,
+        prompt_tokens: api.prompt_tokens,
+        max_tokens,
+        include_usage: api.include_usage,
+        continuous_usage: api.continuous_usage,
+        text_rng,
+        kill: state.kill(),
+        recorder,
+    });
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
             (header::HeaderName::from_static("x-accel-buffering"), "no"),
         ],

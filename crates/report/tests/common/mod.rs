@@ -26,6 +26,7 @@ pub fn run_info() -> RunInfo {
         ],
         builtin_sim: false,
         interrupted: false,
+        machine: None,
     }
 }
 
@@ -127,16 +128,21 @@ pub fn full_report() -> Report {
     a.first_content_ns = Some(100 * ms);
     a.scheduled_ns = Some(0);
     a.end_ns = Some(135 * ms);
-    let computed = summarize_level(&[a], &LevelOptions::default());
+    let computed = summarize_level(std::slice::from_ref(&a), &LevelOptions::default());
     let mut one = level_report("concurrency=1", computed);
     one.concurrency = Some(1);
+    one.conventions = cadence_core::convention_views(std::slice::from_ref(&a));
+    one.charts = cadence_core::chart_data(&[a]);
     let mut many = level_report("concurrency=64", full_level());
     many.concurrency = Some(64);
-    Report::new(
+    let mut r = Report::new(
         run_info(),
         vec![one, many],
         vec!["the client's event loop lagged (p99 7.0 ms): figures are unreliable".into()],
-    )
+    );
+    r.convention = Some("vllm".into());
+    r.run.machine = Some("linux x86_64, 2 cores".into());
+    r
 }
 
 /// One level where nothing succeeded: every distribution is absent.

@@ -1,0 +1,515 @@
+//! The engine's step loop as a discrete-event model in virtual nanoseconds: the
+//! caller submits requests at times of its choosing and advances the clock; the
+//! engine reports what happened (admissions, tokens, pre-emptions, steps) as events.
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::rng::SplitMix;
+use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, RECOMPUTE_CHUNK};
+
+/// What the engine did, in time order. A request's first `Tokens` is its first token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The request got a batch slot (or a prefill worker) for the first time.
+    Scheduled { id: u64, t: u64 },
+    /// The request's stream gained `n` tokens at `t` (one chunk).
+    Tokens { id: u64, t: u64, n: u32 },
+    /// The request produced its last token.
+    Finished { id: u64, t: u64 },
+    /// The KV cache ran out: the request lost its cache and waits to be recomputed.
+    Preempted { id: u64, t: u64 },
+    /// The request can never be served (it would not fit in the KV cache alone).
+    Rejected { id: u64, t: u64, reason: String },
+    /// One decode-loop step finished.
+    Step(StepInfo),
+}
+
+/// The shape of one step, for server-side metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepInfo {
+    pub start: u64,
+    pub end: u64,
+    /// Sequences that decoded in this step.
+    pub decoding: u32,
+    /// Prompt tokens processed in this step (chunked prefill or recompute).
+    pub prefill_tokens: u32,
+    /// Tokens emitted by this step (first tokens of finished prefills included).
+    pub emitted: u32,
+    /// Positions fed through the model: (k + 1) per decoding sequence + prefill tokens.
+    pub tokens: u32,
+    /// Sequences holding a batch slot and waiting for one, after the step.
+    pub running: u32,
+    pub waiting: u32,
+    /// KV-cache tokens in use after the step, and the capacity.
+    pub kv_used: u64,
+    pub kv_capacity: u64,
+}
+
+/// A request as the engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub id: u64,
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Seq {
+    id: u64,
+    prompt: u32,
+    max_tokens: u32,
+    generated: u32,
+    /// Context positions already in the KV cache.
+    prefilled: u32,
+    /// Positions to prefill before decoding (prompt, or prompt + generated on recompute).
+    target: u32,
+    scheduled: bool,
+    /// KV tokens held.
+    alloc: u64,
+}
+
+impl Seq {
+    fn context(&self) -> u64 {
+        (self.prompt + self.generated) as u64
+    }
+    fn decoding(&self) -> bool {
+        self.prefilled >= self.target
+    }
+    fn remaining(&self) -> u32 {
+        self.max_tokens - self.generated
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    Decode,
+    Prefill(u32),
+}
+
+#[derive(Debug)]
+struct Step {
+    start: u64,
+    end: u64,
+    /// Aligned with `running`.
+    work: Vec<Work>,
+    prefill_tokens: u32,
+    tokens: u32,
+}
+
+/// The engine: decode loop, queues, KV accounting and (disaggregated) prefill workers.
+#[derive(Debug)]
+pub struct Engine {
+    spec: EngineSpec,
+    capacity: u64,
+    budget: u32,
+    spec_decode: Option<Speculation>,
+    rng: SplitMix,
+    now: u64,
+    waiting: VecDeque<Seq>,
+    running: Vec<Seq>,
+    kv_used: u64,
+    step: Option<Step>,
+    wake: Option<u64>,
+    /// Disaggregated prefill: queue, workers (busy until, sequence), transfers.
+    prefill_queue: VecDeque<Seq>,
+    workers: Vec<Option<(u64, Seq)>>,
+    transfers: Vec<(u64, Seq)>,
+    /// Requests the client gave up on while they sat in a step or a prefill worker:
+    /// dropped, with their KV freed, when that work ends.
+    aborted: HashSet<u64>,
+}
+
+impl Engine {
+    /// An idle engine at time 0. `spec` must be valid ([`EngineSpec::validate`]).
+    pub fn new(spec: EngineSpec) -> Engine {
+        let (budget, workers) = match spec.serving.prefill {
+            Prefill::Chunked { chunk_tokens } => (chunk_tokens, 0),
+            Prefill::Disaggregated { workers, .. } => (RECOMPUTE_CHUNK, workers as usize),
+        };
+        Engine {
+            capacity: spec.kv_capacity(),
+            budget,
+            spec_decode: spec.serving.speculation,
+            rng: SplitMix::new(spec.serving.seed),
+            now: 0,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            kv_used: 0,
+            step: None,
+            wake: None,
+            prefill_queue: VecDeque::new(),
+            workers: vec![None; workers],
+            transfers: Vec::new(),
+            aborted: HashSet::new(),
+            spec,
+        }
+    }
+
+    pub fn spec(&self) -> &EngineSpec {
+        &self.spec
+    }
+
+    /// Sequences holding a batch slot.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Requests waiting for a slot (and, disaggregated, for a prefill worker).
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+            + self.prefill_queue.len()
+            + self.transfers.len()
+            + self.workers.iter().flatten().count()
+    }
+
+    pub fn kv_used(&self) -> u64 {
+        self.kv_used
+    }
+
+    pub fn kv_capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The time of the next thing the engine will do, if anything is pending.
+    pub fn next_time(&self) -> Option<u64> {
+        let step = self.step.as_ref().map(|s| s.end);
+        let workers = self.workers.iter().flatten().map(|(t, _)| *t).min();
+        let transfers = self.transfers.iter().map(|(t, _)| *t).min();
+        [step, self.wake, workers, transfers]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// A request arrives at `t` (not before the last time advanced to).
+    /// Requests arriving at the same time join the same step.
+    pub fn submit(&mut self, t: u64, req: Request, out: &mut Vec<Event>) {
+        self.run_until(t, false, out);
+        let kv_need = req.prompt_tokens as u64 + req.max_tokens as u64;
+        if req.max_tokens == 0 || kv_need > self.capacity {
+            out.push(Event::Rejected {
+                id: req.id,
+                t,
+                reason: format!(
+                    "prompt ({}) + max_tokens ({}) tokens exceed the KV cache ({} tokens)",
+                    req.prompt_tokens, req.max_tokens, self.capacity
+                ),
+            });
+            return;
+        }
+        let seq = Seq {
+            id: req.id,
+            prompt: req.prompt_tokens,
+            max_tokens: req.max_tokens,
+            generated: 0,
+            prefilled: 0,
+            target: req.prompt_tokens,
+            scheduled: false,
+            alloc: 0,
+        };
+        if self.workers.is_empty() {
+            self.waiting.push_back(seq);
+            self.wake_at(t);
+        } else {
+            self.prefill_queue.push_back(seq);
+            self.start_prefills(t, out);
+        }
+    }
+
+    /// The client went away at `t`: the request stops taking slots, KV and steps
+    /// (at once if it was waiting, at the end of its current step otherwise) and
+    /// emits nothing more.
+    pub fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
+        self.run_until(t, false, out);
+        let before = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        self.waiting.retain(|s| s.id != id);
+        self.prefill_queue.retain(|s| s.id != id);
+        self.transfers.retain(|(_, s)| s.id != id);
+        let after = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        let busy = self.running.iter().any(|s| s.id == id)
+            || self.workers.iter().flatten().any(|(_, s)| s.id == id);
+        if after == before && busy {
+            self.aborted.insert(id);
+        }
+    }
+
+    /// Processes everything due at or before `t`, in time order.
+    pub fn advance(&mut self, t: u64, out: &mut Vec<Event>) {
+        self.run_until(t, true, out);
+    }
+
+    fn run_until(&mut self, t: u64, inclusive: bool, out: &mut Vec<Event>) {
+        while let Some(next) = self.next_time().filter(|&n| n < t || (inclusive && n == t)) {
+            self.now = next;
+            if self.step.as_ref().is_some_and(|s| s.end == next) {
+                self.finish_step(out);
+                self.start_step(next, out);
+            } else if let Some(i) = self
+                .workers
+                .iter()
+                .position(|w| w.as_ref().is_some_and(|(e, _)| *e == next))
+            {
+                self.finish_prefill(i, next, out);
+            } else if let Some(i) = self.transfers.iter().position(|(e, _)| *e == next) {
+                let (_, mut seq) = self.transfers.swap_remove(i);
+                seq.prefilled = seq.prompt;
+                seq.target = seq.prompt;
+                self.waiting.push_back(seq);
+                self.wake_at(next);
+            } else {
+                self.wake = None;
+                if self.step.is_none() {
+                    self.start_step(next, out);
+                }
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    fn wake_at(&mut self, t: u64) {
+        if self.step.is_none() {
+            self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+        }
+    }
+
+    fn jitter(&mut self) -> f64 {
+        let j = self.spec.serving.jitter;
+        if j == 0.0 {
+            1.0
+        } else {
+            1.0 + j * (2.0 * self.rng.unit() - 1.0)
+        }
+    }
+
+    fn jittered_ns(&mut self, seconds: f64) -> u64 {
+        ((seconds * self.jitter() * 1e9).round() as u64).max(1)
+    }
+
+    /// Worst-case KV growth of the running sequences in the next step.
+    fn growth(&self) -> u64 {
+        if self.spec.serving.kv_policy == KvPolicy::Reserve {
+            return 0;
+        }
+        let verified = self.spec.verified_per_step();
+        self.running
+            .iter()
+            .map(|s| {
+                if s.decoding() {
+                    s.remaining().min(verified) as u64
+                } else {
+                    1
+                }
+            })
+            .sum()
+    }
+
+    fn start_step(&mut self, t: u64, out: &mut Vec<Event>) {
+        self.wake = None;
+        let reserve = self.spec.serving.kv_policy == KvPolicy::Reserve;
+        // Pre-empt, latest admitted first, until the step's growth fits.
+        while !reserve && self.kv_used + self.growth() > self.capacity && self.running.len() > 1 {
+            let mut seq = self.running.pop().expect("more than one running");
+            self.kv_used -= seq.alloc;
+            seq.alloc = 0;
+            seq.prefilled = 0;
+            seq.target = seq.prompt + seq.generated;
+            out.push(Event::Preempted { id: seq.id, t });
+            self.waiting.push_front(seq);
+        }
+        // Admit in arrival order while a slot and KV room allow.
+        while self.running.len() < self.spec.serving.max_batch as usize {
+            let Some(front) = self.waiting.front() else {
+                break;
+            };
+            let need = if reserve {
+                front.prompt as u64 + front.max_tokens as u64
+            } else {
+                front.context() + 1
+            };
+            if self.kv_used + self.growth() + need > self.capacity {
+                break;
+            }
+            let mut seq = self.waiting.pop_front().expect("front exists");
+            // Reserve holds the whole budget; pre-empt holds the context and grows.
+            seq.alloc = if reserve { need } else { seq.context() };
+            self.kv_used += seq.alloc;
+            if !seq.scheduled {
+                seq.scheduled = true;
+                out.push(Event::Scheduled { id: seq.id, t });
+            }
+            self.running.push(seq);
+        }
+        if self.running.is_empty() {
+            self.step = None;
+            return;
+        }
+        let verified = self.spec.verified_per_step();
+        let decode_tokens: u32 = self
+            .running
+            .iter()
+            .filter(|s| s.decoding())
+            .map(|_| verified)
+            .sum();
+        let mut left = self.budget.saturating_sub(decode_tokens);
+        let mut work = Vec::with_capacity(self.running.len());
+        let mut bytes_ctx = 0u64;
+        let mut attended = 0u64;
+        let mut prefill_tokens = 0u32;
+        let mut any_decode = false;
+        for s in &self.running {
+            if s.decoding() {
+                any_decode = true;
+                work.push(Work::Decode);
+                bytes_ctx += s.context();
+                attended += verified as u64 * s.context();
+            } else {
+                let c = (s.target - s.prefilled).min(left);
+                left -= c;
+                prefill_tokens += c;
+                work.push(Work::Prefill(c));
+                let p = s.prefilled as u64;
+                bytes_ctx += p + c as u64;
+                attended += c as u64 * p + (c as u64 * (c as u64 + 1)) / 2;
+            }
+        }
+        let tokens = (decode_tokens + prefill_tokens) as u64;
+        let sp = &self.spec;
+        let bytes = sp.weight_bytes_read(tokens) + sp.kv_bytes_per_token() * bytes_ctx as f64;
+        let flops = 2.0 * sp.active_params() * tokens as f64
+            + sp.attention_flops_per_position() * attended as f64;
+        let draft = match self.spec_decode {
+            Some(s) if any_decode => s.draft_us * 1e-6,
+            _ => 0.0,
+        };
+        let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
+            + sp.serving.step_overhead_us * 1e-6
+            + draft;
+        let end = t + self.jittered_ns(seconds);
+        self.step = Some(Step {
+            start: t,
+            end,
+            work,
+            prefill_tokens,
+            tokens: decode_tokens + prefill_tokens,
+        });
+    }
+
+    /// Tokens a decoding sequence emits this step: 1, or with speculation the
+    /// accepted drafts (each with chance α, up to the first rejection) + 1.
+    fn emitted(&mut self) -> u32 {
+        match self.spec_decode {
+            None => 1,
+            Some(s) => {
+                let mut n = 1;
+                while n <= s.k && self.rng.unit() < s.alpha {
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+
+    fn finish_step(&mut self, out: &mut Vec<Event>) {
+        let step = self.step.take().expect("a step is running");
+        let t = step.end;
+        let reserve = self.spec.serving.kv_policy == KvPolicy::Reserve;
+        let mut emitted_total = 0u32;
+        let mut decoding = 0u32;
+        let mut keep = Vec::with_capacity(self.running.len());
+        let running = std::mem::take(&mut self.running);
+        for (mut s, w) in running.into_iter().zip(step.work) {
+            if self.aborted.remove(&s.id) {
+                self.kv_used -= s.alloc;
+                continue;
+            }
+            let n = match w {
+                Work::Decode => {
+                    decoding += 1;
+                    self.emitted().min(s.remaining())
+                }
+                Work::Prefill(c) => {
+                    s.prefilled += c;
+                    u32::from(s.decoding())
+                }
+            };
+            if n > 0 {
+                s.generated += n;
+                emitted_total += n;
+                if !reserve {
+                    s.alloc += n as u64;
+                    self.kv_used += n as u64;
+                }
+                out.push(Event::Tokens { id: s.id, t, n });
+            }
+            if s.remaining() == 0 {
+                self.kv_used -= s.alloc;
+                out.push(Event::Finished { id: s.id, t });
+            } else {
+                keep.push(s);
+            }
+        }
+        self.running = keep;
+        out.push(Event::Step(StepInfo {
+            start: step.start,
+            end: t,
+            decoding,
+            prefill_tokens: step.prefill_tokens,
+            emitted: emitted_total,
+            tokens: step.tokens,
+            running: self.running.len() as u32,
+            waiting: self.waiting() as u32,
+            kv_used: self.kv_used,
+            kv_capacity: self.capacity,
+        }));
+    }
+
+    fn start_prefills(&mut self, t: u64, out: &mut Vec<Event>) {
+        for i in 0..self.workers.len() {
+            if self.workers[i].is_some() {
+                continue;
+            }
+            let Some(mut seq) = self.prefill_queue.pop_front() else {
+                return;
+            };
+            seq.scheduled = true;
+            out.push(Event::Scheduled { id: seq.id, t });
+            let p = seq.prompt as u64;
+            let sp = &self.spec;
+            let bytes = sp.weight_bytes_read(p) + sp.kv_bytes_per_token() * p as f64;
+            let flops = 2.0 * sp.active_params() * p as f64
+                + sp.attention_flops_per_position() * (p * (p + 1) / 2) as f64;
+            let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
+                + sp.serving.step_overhead_us * 1e-6;
+            let end = t + self.jittered_ns(seconds);
+            self.workers[i] = Some((end, seq));
+        }
+    }
+
+    fn finish_prefill(&mut self, worker: usize, t: u64, out: &mut Vec<Event>) {
+        let (_, mut seq) = self.workers[worker].take().expect("worker busy");
+        if self.aborted.remove(&seq.id) {
+            self.start_prefills(t, out);
+            return;
+        }
+        seq.generated = 1;
+        out.push(Event::Tokens {
+            id: seq.id,
+            t,
+            n: 1,
+        });
+        if seq.remaining() == 0 {
+            out.push(Event::Finished { id: seq.id, t });
+        } else if let Prefill::Disaggregated {
+            transfer_ms,
+            link_gbs,
+            ..
+        } = self.spec.serving.prefill
+        {
+            let bytes = self.spec.kv_bytes_per_token() * seq.prompt as f64;
+            let delay = transfer_ms * 1e-3 + bytes / (link_gbs * 1e9);
+            let arrive = t + ((delay * 1e9).round() as u64);
+            self.transfers.push((arrive, seq));
+        }
+        self.start_prefills(t, out);
+    }
+}

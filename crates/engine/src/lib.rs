@@ -1,0 +1,34 @@
+//! `cadence-engine`: a deterministic, discrete-event model of an LLM serving engine in
+//! virtual nanoseconds. No sockets, no clocks: the same code drives `cadence plan`
+//! (pure virtual time) and the real-time `cadence sim --preset` (tokio timers).
+//!
+//! # The model
+//! One decode loop runs *steps*. Before each step the scheduler admits waiting
+//! requests while a batch slot and KV-cache room allow, then one step serves every
+//! running sequence: decoding ones produce 1 token (or, with speculation, 1..=k+1),
+//! prefilling ones advance their prompt by a chunk from the step's token budget.
+//! A step lasts
+//!
+//! ```text
+//! max(bytes_read / (bandwidth · gpus · mbu), flops / (peak · gpus · mfu)) + overhead
+//! bytes_read = weight bytes read + Σ kv_bytes_per_token · context of each sequence
+//! flops      = 2 · active_params · tokens_in_step + 4 · layers · hidden · Σ attended positions
+//! ```
+//!
+//! times a seeded jitter factor. With disaggregated prefill, prompts are processed
+//! by separate prefill workers (the first token comes from there) and reach the
+//! decode loop after a KV-transfer delay, so long prompts no longer stretch decode
+//! steps. See [`EngineSpec`] for every parameter and [`presets`] for real ones.
+
+pub mod drive;
+pub mod engine;
+pub mod presets;
+pub mod rng;
+pub mod spec;
+
+pub use drive::{plan_level, Arrivals, PlanLevel, Workload};
+pub use engine::{Engine, Event, StepInfo};
+pub use presets::{preset, PRESETS};
+pub use spec::{
+    EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, SpecError, Speculation,
+};

@@ -1,0 +1,482 @@
+//! The parameters of a serving engine (model, hardware, serving policy) and the
+//! figures derived from them (weight bytes, KV bytes per token, KV capacity).
+//! Plain data, loadable from TOML, validated once.
+
+use serde::{Deserialize, Serialize};
+
+/// One engine: a model served on some hardware with a serving policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    /// `model@hardware`, e.g. `llama-3.1-8b@h100-bf16`.
+    pub name: String,
+    pub model: ModelSpec,
+    pub hardware: HardwareSpec,
+    #[serde(default)]
+    pub serving: ServingSpec,
+}
+
+/// The model's shape (from its `config.json`) and the precision it is served in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Total parameters in billions (every expert of an MoE): what must sit in memory.
+    pub params_b: f64,
+    /// Parameters used per token in billions (MoE: shared + the routed experts);
+    /// default: `params_b` (dense).
+    #[serde(default)]
+    pub active_params_b: Option<f64>,
+    /// MoE: experts per layer (0 = dense).
+    #[serde(default)]
+    pub experts: u32,
+    /// MoE: experts each token is routed to.
+    #[serde(default)]
+    pub experts_per_token: u32,
+    /// `num_hidden_layers`.
+    pub layers: u32,
+    /// `hidden_size` (attention FLOPs per attended position: 4 · layers · hidden).
+    pub hidden: u32,
+    /// `num_key_value_heads` (grouped-query attention).
+    pub kv_heads: u32,
+    /// `head_dim` (or `hidden_size / num_attention_heads`).
+    pub head_dim: u32,
+    /// Bytes per weight: 2 (bf16), 1 (fp8), 0.5 (int4).
+    pub bytes_per_param: f64,
+    /// Bytes per KV-cache element: 2 (bf16), 1 (fp8 KV cache).
+    #[serde(default = "two")]
+    pub kv_bytes_per_elem: f64,
+}
+
+fn two() -> f64 {
+    2.0
+}
+
+/// The accelerators one engine instance (one tensor-parallel group) runs on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareSpec {
+    /// GPUs in the tensor-parallel group: bandwidth, FLOP/s and memory add up.
+    #[serde(default = "one")]
+    pub gpus: u32,
+    /// Memory per GPU, GB (10⁹ bytes).
+    pub memory_gb: f64,
+    /// Memory bandwidth per GPU, GB/s (datasheet).
+    pub bandwidth_gbs: f64,
+    /// Dense peak per GPU at the weights' precision, TFLOP/s (datasheet, no sparsity).
+    pub peak_tflops: f64,
+    /// Share of peak bandwidth a decode step achieves (model bandwidth utilisation).
+    #[serde(default = "default_mbu")]
+    pub bandwidth_efficiency: f64,
+    /// Share of peak FLOP/s a compute-bound step achieves (model FLOPs utilisation).
+    #[serde(default = "default_mfu")]
+    pub compute_efficiency: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_mbu() -> f64 {
+    0.8
+}
+fn default_mfu() -> f64 {
+    0.5
+}
+
+/// How the engine schedules: batch slots, KV cache, prefill placement, speculation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServingSpec {
+    /// Sequences decoded together at most (vLLM `max_num_seqs`).
+    pub max_batch: u32,
+    /// KV-cache capacity in tokens; default: what fits in `memory_utilization` of
+    /// the GPUs' memory after the weights.
+    pub kv_capacity_tokens: Option<u64>,
+    /// Share of GPU memory the engine may use (vLLM `gpu_memory_utilization`).
+    pub memory_utilization: f64,
+    /// Fixed cost per step (scheduling, sampling, kernel launches, TP all-reduce), µs.
+    pub step_overhead_us: f64,
+    pub prefill: Prefill,
+    pub kv_policy: KvPolicy,
+    pub speculation: Option<Speculation>,
+    /// Each step's time is multiplied by `1 + jitter · u`, `u` uniform in [-1, 1).
+    pub jitter: f64,
+    pub seed: u64,
+}
+
+impl Default for ServingSpec {
+    fn default() -> Self {
+        ServingSpec {
+            max_batch: 256,
+            kv_capacity_tokens: None,
+            memory_utilization: 0.9,
+            step_overhead_us: 2000.0,
+            prefill: Prefill::default(),
+            kv_policy: KvPolicy::Preempt,
+            speculation: None,
+            jitter: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+/// Where prompts are processed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Prefill {
+    /// Prompts are cut into chunks that ride along in decode steps (vLLM chunked
+    /// prefill): each step carries at most `chunk_tokens` tokens, decodes first.
+    Chunked { chunk_tokens: u32 },
+    /// Prompts run on `workers` separate prefill instances (same hardware), one
+    /// prompt at a time each; the first token comes from there, and the sequence
+    /// joins the decode loop `transfer_ms` + KV bytes / `link_gbs` later.
+    Disaggregated {
+        workers: u32,
+        transfer_ms: f64,
+        #[serde(default = "default_link")]
+        link_gbs: f64,
+    },
+}
+
+fn default_link() -> f64 {
+    // 400 Gb/s RDMA NIC.
+    50.0
+}
+
+impl Default for Prefill {
+    fn default() -> Self {
+        Prefill::Chunked { chunk_tokens: 2048 }
+    }
+}
+
+/// What happens when the KV cache is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvPolicy {
+    /// Admit on the prompt's KV; when growing sequences run out of room, the latest
+    /// admitted is pre-empted and later recomputed (vLLM's default).
+    Preempt,
+    /// Admit only when prompt + max_tokens fit; the rest wait in the queue.
+    Reserve,
+}
+
+/// Speculative decoding: `k` draft tokens per step, each accepted with chance
+/// `alpha` until the first rejection; a step emits accepted + 1 tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculation {
+    pub k: u32,
+    pub alpha: f64,
+    /// The draft model's cost per step, µs.
+    #[serde(default)]
+    pub draft_us: f64,
+}
+
+impl Speculation {
+    /// Expected tokens per step: (1 − α^(k+1)) / (1 − α) (k + 1 when α = 1).
+    pub fn expected_tokens(&self) -> f64 {
+        if self.alpha >= 1.0 {
+            (self.k + 1) as f64
+        } else {
+            (1.0 - self.alpha.powi(self.k as i32 + 1)) / (1.0 - self.alpha)
+        }
+    }
+}
+
+/// An engine spec that cannot be simulated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("{0} must be a positive number")]
+    NotPositive(&'static str),
+    #[error("{0} must be between 0 and 1")]
+    NotAShare(&'static str),
+    #[error("the weights ({weights_gb:.1} GB) leave no room for a KV cache in {usable_gb:.1} GB of usable GPU memory; add GPUs or give serving.kv_capacity_tokens")]
+    NoKvRoom { weights_gb: f64, usable_gb: f64 },
+    #[error("MoE needs 0 < experts_per_token < experts and active_params_b < params_b")]
+    Moe,
+    #[error("chunk_tokens ({chunk}) must exceed max_batch × tokens verified per step ({need}), or prompts could starve")]
+    ChunkBudget { chunk: u32, need: u64 },
+    #[error("cannot read the engine file: {0}")]
+    Toml(String),
+}
+
+impl EngineSpec {
+    /// Parses a TOML engine file (the same layout as [`EngineSpec`]'s fields).
+    pub fn from_toml(text: &str) -> Result<EngineSpec, SpecError> {
+        let spec: EngineSpec = toml::from_str(text).map_err(|e| SpecError::Toml(e.to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let m = &self.model;
+        let h = &self.hardware;
+        let s = &self.serving;
+        let positive = [
+            ("model.params_b", m.params_b),
+            ("model.bytes_per_param", m.bytes_per_param),
+            ("model.kv_bytes_per_elem", m.kv_bytes_per_elem),
+            ("model.layers", m.layers as f64),
+            ("model.hidden", m.hidden as f64),
+            ("model.kv_heads", m.kv_heads as f64),
+            ("model.head_dim", m.head_dim as f64),
+            ("hardware.gpus", h.gpus as f64),
+            ("hardware.memory_gb", h.memory_gb),
+            ("hardware.bandwidth_gbs", h.bandwidth_gbs),
+            ("hardware.peak_tflops", h.peak_tflops),
+            ("serving.max_batch", s.max_batch as f64),
+        ];
+        for (name, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(SpecError::NotPositive(name));
+            }
+        }
+        if let Some(a) = m.active_params_b {
+            if !(a.is_finite() && a > 0.0 && a <= m.params_b) {
+                return Err(SpecError::NotPositive("model.active_params_b (≤ params_b)"));
+            }
+        }
+        if m.experts > 0
+            && (m.experts_per_token == 0
+                || m.experts_per_token >= m.experts
+                || self.active_params() >= m.params_b * 1e9)
+        {
+            return Err(SpecError::Moe);
+        }
+        let shares = [
+            ("hardware.bandwidth_efficiency", h.bandwidth_efficiency),
+            ("hardware.compute_efficiency", h.compute_efficiency),
+            ("serving.memory_utilization", s.memory_utilization),
+        ];
+        for (name, v) in shares {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(SpecError::NotAShare(name));
+            }
+        }
+        if !(0.0..1.0).contains(&s.jitter) {
+            return Err(SpecError::NotAShare("serving.jitter"));
+        }
+        if !(s.step_overhead_us.is_finite() && s.step_overhead_us >= 0.0) {
+            return Err(SpecError::NotPositive("serving.step_overhead_us"));
+        }
+        if let Some(sp) = s.speculation {
+            if sp.k == 0 {
+                return Err(SpecError::NotPositive("serving.speculation.k"));
+            }
+            if !(0.0..=1.0).contains(&sp.alpha) {
+                return Err(SpecError::NotAShare("serving.speculation.alpha"));
+            }
+            if !(sp.draft_us.is_finite() && sp.draft_us >= 0.0) {
+                return Err(SpecError::NotPositive("serving.speculation.draft_us"));
+            }
+        }
+        let chunk = match s.prefill {
+            Prefill::Chunked { chunk_tokens } => chunk_tokens,
+            Prefill::Disaggregated {
+                workers,
+                transfer_ms,
+                link_gbs,
+            } => {
+                if workers == 0 {
+                    return Err(SpecError::NotPositive("serving.prefill.workers"));
+                }
+                if !(transfer_ms.is_finite() && transfer_ms >= 0.0) {
+                    return Err(SpecError::NotPositive("serving.prefill.transfer_ms"));
+                }
+                if !(link_gbs.is_finite() && link_gbs > 0.0) {
+                    return Err(SpecError::NotPositive("serving.prefill.link_gbs"));
+                }
+                RECOMPUTE_CHUNK
+            }
+        };
+        let need = s.max_batch as u64 * self.verified_per_step() as u64;
+        if (chunk as u64) <= need {
+            return Err(SpecError::ChunkBudget { chunk, need });
+        }
+        if s.kv_capacity_tokens == Some(0) {
+            return Err(SpecError::NotPositive("serving.kv_capacity_tokens"));
+        }
+        if s.kv_capacity_tokens.is_none() && self.derived_kv_capacity() == 0 {
+            return Err(SpecError::NoKvRoom {
+                weights_gb: self.weight_bytes() / 1e9,
+                usable_gb: self.usable_memory_bytes() / 1e9,
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes of all weights (every expert).
+    pub fn weight_bytes(&self) -> f64 {
+        self.model.params_b * 1e9 * self.model.bytes_per_param
+    }
+
+    /// Parameters used per token.
+    pub fn active_params(&self) -> f64 {
+        self.model.active_params_b.unwrap_or(self.model.params_b) * 1e9
+    }
+
+    /// Weight bytes a step touching `tokens` tokens reads. Dense: all of them. MoE:
+    /// the shared part plus the experts any of the tokens is routed to, expected
+    /// share `1 − (1 − k/E)^tokens` under uniform routing.
+    pub fn weight_bytes_read(&self, tokens: u64) -> f64 {
+        let m = &self.model;
+        if m.experts == 0 {
+            return self.weight_bytes();
+        }
+        let total = m.params_b * 1e9;
+        let routed = m.experts_per_token as f64 / m.experts as f64;
+        let expert_params = (total - self.active_params()) / (1.0 - routed);
+        let shared = total - expert_params;
+        let touched = 1.0 - (1.0 - routed).powf(tokens.max(1) as f64);
+        (shared + expert_params * touched) * m.bytes_per_param
+    }
+
+    /// KV-cache bytes per token: 2 (K and V) · layers · kv_heads · head_dim · bytes.
+    pub fn kv_bytes_per_token(&self) -> f64 {
+        let m = &self.model;
+        2.0 * m.layers as f64 * m.kv_heads as f64 * m.head_dim as f64 * m.kv_bytes_per_elem
+    }
+
+    fn usable_memory_bytes(&self) -> f64 {
+        self.hardware.gpus as f64 * self.hardware.memory_gb * 1e9 * self.serving.memory_utilization
+    }
+
+    fn derived_kv_capacity(&self) -> u64 {
+        let room = self.usable_memory_bytes() - self.weight_bytes();
+        if room <= 0.0 {
+            0
+        } else {
+            (room / self.kv_bytes_per_token()) as u64
+        }
+    }
+
+    /// KV-cache capacity in tokens: given, or derived from memory.
+    pub fn kv_capacity(&self) -> u64 {
+        self.serving
+            .kv_capacity_tokens
+            .unwrap_or_else(|| self.derived_kv_capacity())
+    }
+
+    /// Effective bytes per second a step reads at.
+    pub fn bandwidth(&self) -> f64 {
+        let h = &self.hardware;
+        h.gpus as f64 * h.bandwidth_gbs * 1e9 * h.bandwidth_efficiency
+    }
+
+    /// Effective FLOP/s a compute-bound step achieves.
+    pub fn compute(&self) -> f64 {
+        let h = &self.hardware;
+        h.gpus as f64 * h.peak_tflops * 1e12 * h.compute_efficiency
+    }
+
+    /// Positions each decoding sequence feeds through the model per step (k + 1).
+    pub fn verified_per_step(&self) -> u32 {
+        self.serving.speculation.map_or(1, |s| s.k + 1)
+    }
+
+    /// The decode step time of a batch of `batch` sequences each at `context`
+    /// tokens, in seconds, without jitter (for tables and calibration).
+    pub fn decode_step_s(&self, batch: u64, context: u64) -> f64 {
+        let tokens = batch * self.verified_per_step() as u64;
+        let bytes =
+            self.weight_bytes_read(tokens) + self.kv_bytes_per_token() * (batch * context) as f64;
+        let flops = 2.0 * self.active_params() * tokens as f64
+            + self.attention_flops_per_position() * (tokens * context) as f64;
+        let draft = self.serving.speculation.map_or(0.0, |s| s.draft_us * 1e-6);
+        (bytes / self.bandwidth()).max(flops / self.compute())
+            + self.serving.step_overhead_us * 1e-6
+            + draft
+    }
+
+    /// FLOPs per (query token, attended position) pair: QKᵀ and AV, 2 each, per layer.
+    pub fn attention_flops_per_position(&self) -> f64 {
+        4.0 * self.model.layers as f64 * self.model.hidden as f64
+    }
+}
+
+/// Token budget per step for recomputing pre-empted sequences in disaggregated mode.
+pub const RECOMPUTE_CHUNK: u32 = 8192;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::preset;
+
+    #[test]
+    fn llama_70b_kv_bytes_and_weights_follow_the_config() {
+        let s = preset("llama-3.1-70b@4xh100-bf16").unwrap();
+        // 80 layers × 8 KV heads × 128 dims × 2 (K, V) × 2 bytes.
+        assert_eq!(s.kv_bytes_per_token(), 327_680.0);
+        assert_eq!(s.weight_bytes(), 141.2e9);
+        // fp8 weights and fp8 KV halve both.
+        let s = preset("llama-3.1-70b@h100-fp8").unwrap();
+        assert_eq!(s.kv_bytes_per_token(), 163_840.0);
+        assert_eq!(s.weight_bytes(), 70.6e9);
+    }
+
+    #[test]
+    fn speculation_expectation_matches_the_closed_form() {
+        let sp = Speculation {
+            k: 4,
+            alpha: 0.8,
+            draft_us: 0.0,
+        };
+        assert!((sp.expected_tokens() - 3.3616).abs() < 1e-9);
+        let all = Speculation { alpha: 1.0, ..sp };
+        assert_eq!(all.expected_tokens(), 5.0);
+    }
+
+    #[test]
+    fn moe_reads_more_experts_as_the_batch_grows() {
+        let s = preset("mixtral-8x7b@h100-fp8").unwrap();
+        let one = s.weight_bytes_read(1);
+        let many = s.weight_bytes_read(256);
+        assert!(one < 0.4 * s.weight_bytes(), "{one}");
+        assert!((many - s.weight_bytes()).abs() < 1e-6 * s.weight_bytes());
+    }
+
+    #[test]
+    fn toml_round_trip_and_errors_name_the_field() {
+        let text = r#"
+            name = "toy@toy"
+            [model]
+            params_b = 1.0
+            layers = 16
+            hidden = 2048
+            kv_heads = 8
+            head_dim = 64
+            bytes_per_param = 2
+            [hardware]
+            memory_gb = 24
+            bandwidth_gbs = 1000
+            peak_tflops = 100
+            [serving]
+            max_batch = 8
+            prefill = { mode = "disaggregated", workers = 2, transfer_ms = 5 }
+            speculation = { k = 3, alpha = 0.7 }
+        "#;
+        let s = EngineSpec::from_toml(text).unwrap();
+        assert_eq!(s.hardware.gpus, 1);
+        assert_eq!(
+            s.serving.prefill,
+            Prefill::Disaggregated {
+                workers: 2,
+                transfer_ms: 5.0,
+                link_gbs: 50.0
+            }
+        );
+        assert_eq!(s.serving.speculation.unwrap().k, 3);
+        let bad = text.replace("peak_tflops = 100", "peak_tflops = 0");
+        let e = EngineSpec::from_toml(&bad).unwrap_err().to_string();
+        assert!(e.contains("hardware.peak_tflops"), "{e}");
+        let typo = text.replace("layers = 16", "layer = 16");
+        assert!(EngineSpec::from_toml(&typo).is_err());
+    }
+
+    #[test]
+    fn weights_that_do_not_fit_are_refused() {
+        let mut s = preset("llama-3.1-70b@h100-fp8").unwrap();
+        s.model.bytes_per_param = 2.0;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("no room for a KV cache"), "{e}");
+    }
+}

@@ -1,0 +1,422 @@
+//! The engine model's effects, reproduced exactly in virtual time: batching
+//! stretches ITL, a full KV cache queues or pre-empts, long prompts spike co-located
+//! ITL and disaggregation removes the spikes, speculation emits several tokens.
+
+use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_engine::engine::Request;
+use cadence_engine::{
+    plan_level, preset, Arrivals, Engine, EngineSpec, Event, KvPolicy, Prefill, Speculation,
+    Workload,
+};
+
+fn quiet(name: &str) -> EngineSpec {
+    let mut s = preset(name).unwrap();
+    s.serving.jitter = 0.0;
+    s
+}
+
+fn itl_p50_ms(spec: &EngineSpec, concurrency: u32) -> f64 {
+    let w = Workload {
+        requests: 4 * concurrency as u64,
+        warmup: 0,
+        input_tokens: 256,
+        max_tokens: 128,
+    };
+    let level = plan_level(spec, Arrivals::Closed { concurrency }, &w, 0, 0, 0);
+    let s = summarize_level(&level.records, &LevelOptions::default());
+    assert_eq!(s.requests.succeeded, w.requests);
+    s.itl.unwrap().p50
+}
+
+#[test]
+fn itl_grows_with_the_batch() {
+    let spec = quiet("llama-3.1-8b@h100-bf16");
+    let itl: Vec<f64> = [1, 8, 64, 256]
+        .iter()
+        .map(|&c| itl_p50_ms(&spec, c))
+        .collect();
+    assert!(itl.windows(2).all(|w| w[0] < w[1]), "{itl:?}");
+    // Batch 1 is the weights' read time plus overhead: 16.06 GB / (3.35 TB/s · 0.85) + 0.7 ms.
+    assert!((itl[0] - 6.34).abs() < 0.1, "{itl:?}");
+    // 256 sequences at ~320 tokens read ~10.7 GB of KV on top of the weights.
+    assert!(itl[3] > 1.5 * itl[0], "{itl:?}");
+}
+
+#[test]
+fn one_request_follows_the_roofline_to_the_nanosecond() {
+    let spec = quiet("llama-3.1-8b@h100-bf16");
+    let mut e = Engine::new(spec.clone());
+    let mut out = Vec::new();
+    let req = Request {
+        id: 7,
+        prompt_tokens: 100,
+        max_tokens: 3,
+    };
+    e.submit(0, req, &mut out);
+    while let Some(t) = e.next_time() {
+        e.advance(t, &mut out);
+    }
+    let tokens: Vec<(u64, u32)> = out
+        .iter()
+        .filter_map(|e| match e {
+            Event::Tokens { t, n, .. } => Some((*t, *n)),
+            _ => None,
+        })
+        .collect();
+    // Prefill step: 100 prompt tokens; then decode steps at context 101 and 102.
+    let kv = spec.kv_bytes_per_token();
+    let prefill = (spec.weight_bytes() + kv * 100.0) / spec.bandwidth()
+        + spec.serving.step_overhead_us * 1e-6;
+    let prefill = prefill.max(
+        (2.0 * spec.active_params() * 100.0 + spec.attention_flops_per_position() * 5050.0)
+            / spec.compute()
+            + spec.serving.step_overhead_us * 1e-6,
+    );
+    let ns = |s: f64| (s * 1e9).round() as u64;
+    let t1 = ns(prefill);
+    let t2 = t1 + ns(spec.decode_step_s(1, 101));
+    let t3 = t2 + ns(spec.decode_step_s(1, 102));
+    assert_eq!(tokens, [(t1, 1), (t2, 1), (t3, 1)]);
+    assert!(out.contains(&Event::Scheduled { id: 7, t: 0 }));
+    assert!(out.contains(&Event::Finished { id: 7, t: t3 }));
+    assert_eq!(e.kv_used(), 0);
+}
+
+fn run_all(e: &mut Engine, reqs: &[(u64, Request)]) -> Vec<Event> {
+    let mut out = Vec::new();
+    for &(t, r) in reqs {
+        e.submit(t, r, &mut out);
+    }
+    while let Some(t) = e.next_time() {
+        e.advance(t, &mut out);
+    }
+    out
+}
+
+fn tiny_kv(policy: KvPolicy) -> EngineSpec {
+    let mut s = quiet("llama-3.1-8b@h100-bf16");
+    // Room for 4 requests' prompts, not for their outputs.
+    s.serving.kv_capacity_tokens = Some(1000);
+    s.serving.kv_policy = policy;
+    s
+}
+
+fn eight_requests() -> Vec<(u64, Request)> {
+    (0..8)
+        .map(|id| {
+            (
+                0,
+                Request {
+                    id,
+                    prompt_tokens: 200,
+                    max_tokens: 300,
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_kv_cache_preempts_and_recomputes_and_every_token_still_arrives() {
+    let mut e = Engine::new(tiny_kv(KvPolicy::Preempt));
+    let out = run_all(&mut e, &eight_requests());
+    let preempted = out
+        .iter()
+        .filter(|e| matches!(e, Event::Preempted { .. }))
+        .count();
+    assert!(preempted > 0);
+    for id in 0..8 {
+        let n: u32 = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Tokens { id: i, n, .. } if *i == id => Some(*n),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(n, 300, "request {id}");
+    }
+    // The cache is never over-committed.
+    for ev in &out {
+        if let Event::Step(s) = ev {
+            assert!(s.kv_used <= s.kv_capacity, "{s:?}");
+        }
+    }
+    assert_eq!(e.kv_used(), 0);
+}
+
+#[test]
+fn a_full_kv_cache_with_reservation_queues_instead() {
+    let mut e = Engine::new(tiny_kv(KvPolicy::Reserve));
+    let out = run_all(&mut e, &eight_requests());
+    assert!(!out.iter().any(|e| matches!(e, Event::Preempted { .. })));
+    let max_running = out
+        .iter()
+        .filter_map(|e| match e {
+            Event::Step(s) => Some(s.running),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    // 500 tokens reserved each: two fit in 1000, the others queue.
+    assert!(max_running <= 2, "{max_running}");
+    let first_waits = out
+        .iter()
+        .filter_map(|e| match e {
+            Event::Step(s) => Some(s.waiting),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert_eq!(first_waits, 6);
+    let finished = out
+        .iter()
+        .filter(|e| matches!(e, Event::Finished { .. }))
+        .count();
+    assert_eq!(finished, 8);
+}
+
+#[test]
+fn a_request_larger_than_the_cache_is_rejected() {
+    let mut e = Engine::new(tiny_kv(KvPolicy::Preempt));
+    let out = run_all(
+        &mut e,
+        &[(
+            5,
+            Request {
+                id: 1,
+                prompt_tokens: 900,
+                max_tokens: 200,
+            },
+        )],
+    );
+    assert!(
+        matches!(&out[..], [Event::Rejected { id: 1, t: 5, reason }] if reason.contains("KV cache"))
+    );
+}
+
+/// 32 chat streams (short prompts, long outputs) share the engine with long
+/// documents arriving every 400 ms: the case disaggregation was invented for.
+fn prefill_heavy(spec: &EngineSpec) -> (f64, f64) {
+    let mut reqs = Vec::new();
+    for id in 0..32 {
+        reqs.push((
+            id * 1_000_000,
+            Request {
+                id,
+                prompt_tokens: 128,
+                max_tokens: 400,
+            },
+        ));
+    }
+    for j in 0..20 {
+        reqs.push((
+            50_000_000 + j * 400_000_000,
+            Request {
+                id: 1000 + j,
+                prompt_tokens: 8000,
+                max_tokens: 16,
+            },
+        ));
+    }
+    reqs.sort_by_key(|(t, r)| (*t, r.id));
+    let mut e = Engine::new(spec.clone());
+    let out = run_all(&mut e, &reqs);
+    let mut gaps = Vec::new();
+    for id in 0..32 {
+        let times: Vec<u64> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Tokens { id: i, t, .. } if *i == id => Some(*t),
+                _ => None,
+            })
+            .collect();
+        gaps.extend(times.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6));
+    }
+    let d = cadence_core::stats::Distribution::from_samples(&mut gaps).unwrap();
+    (d.p90, d.p99)
+}
+
+#[test]
+fn long_prompts_spike_colocated_itl_and_disaggregation_removes_the_spikes() {
+    let mut colocated = quiet("llama-3.1-70b@4xh100-bf16");
+    // vLLM V0's default token budget per step with chunked prefill.
+    colocated.serving.prefill = Prefill::Chunked { chunk_tokens: 512 };
+    let mut disagg = colocated.clone();
+    disagg.serving.prefill = Prefill::Disaggregated {
+        workers: 1,
+        transfer_ms: 5.0,
+        link_gbs: 50.0,
+    };
+    let (c90, c99) = prefill_heavy(&colocated);
+    let (d90, d99) = prefill_heavy(&disagg);
+    eprintln!("colocated p90 {c90:.1} p99 {c99:.1}; disaggregated p90 {d90:.1} p99 {d99:.1}");
+    let ratio = c99 / d99;
+    assert!((2.0..=5.0).contains(&ratio), "p99 ratio {ratio:.2}");
+}
+
+#[test]
+fn speculation_emits_the_expected_tokens_per_step() {
+    let mut spec = quiet("llama-3.1-8b@h100-bf16");
+    let sp = Speculation {
+        k: 4,
+        alpha: 0.8,
+        draft_us: 0.0,
+    };
+    spec.serving.speculation = Some(sp);
+    let w = Workload {
+        requests: 64,
+        warmup: 0,
+        input_tokens: 64,
+        max_tokens: 2000,
+    };
+    let level = plan_level(&spec, Arrivals::Closed { concurrency: 16 }, &w, 0, 0, 0);
+    let mut counts = [0u64; 6];
+    for r in &level.records {
+        // The first chunk is the prefill's token and the last may be cut by max_tokens.
+        for c in &r.chunks[1..r.chunks.len() - 1] {
+            counts[c.1.unwrap() as usize] += 1;
+        }
+        let total: u32 = r.chunks.iter().map(|c| c.1.unwrap()).sum();
+        assert_eq!(total, 2000);
+    }
+    assert_eq!(counts[0], 0);
+    let steps: u64 = counts.iter().sum();
+    let mean = counts
+        .iter()
+        .enumerate()
+        .map(|(n, c)| n as f64 * *c as f64)
+        .sum::<f64>()
+        / steps as f64;
+    // (1 − 0.8⁵) / (1 − 0.8) = 3.3616; over ~38 k steps the standard error is ~0.008.
+    assert!((mean - sp.expected_tokens()).abs() < 0.04, "{mean}");
+    // P(1 token) = 1 − α = 0.2; P(5 tokens) = α⁴ = 0.4096.
+    let share = |n: usize| counts[n] as f64 / steps as f64;
+    assert!((share(1) - 0.2).abs() < 0.01, "{counts:?}");
+    assert!((share(5) - 0.4096).abs() < 0.01, "{counts:?}");
+    // The report sees the chunks: mean tokens per chunk well above 1.
+    let s = summarize_level(&level.records, &LevelOptions::default());
+    assert!(s.tokens_per_chunk.unwrap().mean > 3.0);
+}
+
+#[test]
+fn plan_accounts_for_every_request_open_loop_too() {
+    let spec = quiet("llama-3.1-8b@h100-fp8");
+    let w = Workload {
+        requests: 500,
+        warmup: 10,
+        input_tokens: 512,
+        max_tokens: 64,
+    };
+    let a = plan_level(
+        &spec,
+        Arrivals::Poisson {
+            rate: 20.0,
+            seed: 3,
+        },
+        &w,
+        2,
+        1_000,
+        40,
+    );
+    assert_eq!(a.records.len(), 510);
+    assert_eq!(a.records[0].index, 40);
+    assert!(a
+        .records
+        .iter()
+        .all(|r| r.level == 2 && r.sent_ns >= Some(1_000)));
+    assert_eq!(a.records.iter().filter(|r| r.warmup).count(), 10);
+    let s = summarize_level(&a.records, &LevelOptions::default());
+    assert_eq!(s.requests.succeeded, 500);
+    s.requests.check().unwrap();
+    // Same seed, same plan; another seed, other arrivals.
+    let b = plan_level(
+        &spec,
+        Arrivals::Poisson {
+            rate: 20.0,
+            seed: 3,
+        },
+        &w,
+        2,
+        1_000,
+        40,
+    );
+    assert_eq!(a.records, b.records);
+    let c = plan_level(
+        &spec,
+        Arrivals::Poisson {
+            rate: 20.0,
+            seed: 4,
+        },
+        &w,
+        2,
+        1_000,
+        40,
+    );
+    assert_ne!(a.records, c.records);
+    // Poisson at 20/s over 510 arrivals spans about 25 s.
+    let last = a.records.iter().filter_map(|r| r.sent_ns).max().unwrap();
+    assert!((20e9..30e9).contains(&(last as f64)), "{last}");
+}
+
+#[test]
+fn an_aborted_request_frees_its_slot_and_kv_and_says_nothing_more() {
+    let mut e = Engine::new(quiet("llama-3.1-8b@h100-bf16"));
+    let mut out = Vec::new();
+    let r = |id| Request {
+        id,
+        prompt_tokens: 100,
+        max_tokens: 1000,
+    };
+    e.submit(0, r(1), &mut out);
+    e.submit(0, r(2), &mut out);
+    // Run a few steps, then the client of request 1 goes away mid-step.
+    for _ in 0..5 {
+        let t = e.next_time().unwrap();
+        e.advance(t, &mut out);
+    }
+    let t = e.next_time().unwrap() - 1;
+    e.abort(t, 1, &mut out);
+    let mark = out.len();
+    while let Some(t) = e.next_time() {
+        e.advance(t, &mut out);
+    }
+    assert!(!out[mark..].iter().any(|e| matches!(
+        e,
+        Event::Tokens { id: 1, .. } | Event::Finished { id: 1, .. }
+    )));
+    assert!(out.contains(&Event::Finished {
+        id: 2,
+        t: match out.last() {
+            Some(Event::Step(s)) => s.end,
+            other => panic!("{other:?}"),
+        }
+    }));
+    assert_eq!(e.kv_used(), 0);
+    assert_eq!(e.running(), 0);
+    // Aborting a request that only waits removes it at once.
+    let mut e = Engine::new(quiet("llama-3.1-8b@h100-bf16"));
+    let mut out = Vec::new();
+    e.submit(0, r(3), &mut out);
+    e.abort(0, 3, &mut out);
+    assert_eq!(e.waiting(), 0);
+    assert_eq!(e.next_time(), Some(0));
+    e.advance(0, &mut out);
+    assert_eq!(e.next_time(), None);
+}
+
+#[test]
+fn the_readmes_engine_file_loads() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("```toml\n")
+        .expect("a TOML example in the README")
+        + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let spec = EngineSpec::from_toml(&readme[start..end]).unwrap();
+    assert_eq!(spec.name, "llama-3.1-8b@l40s-fp8");
+    assert_eq!(spec.serving.max_batch, 64);
+    assert_eq!(
+        spec.serving.prefill,
+        Prefill::Chunked { chunk_tokens: 2048 }
+    );
+}

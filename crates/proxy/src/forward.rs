@@ -1,0 +1,519 @@
+//! One proxied request: read the (small) request body to learn the model, send it
+//! upstream unchanged, and hand the response to the client frame by frame through a
+//! bounded channel, while a copy of each frame's bytes goes to the wire tracker with
+//! the time it was read. Whatever way the request ends, its record is finished once.
+
+use crate::metrics::{ActiveGuard, Route, StreamLabels};
+use crate::server::Shared;
+use bytes::Bytes;
+use cadence_bench::secret::Redactor;
+use cadence_core::{Outcome, RecordSource, RequestRecord};
+use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body the client receives: a fixed one, or frames from the stream task.
+pub enum ProxyBody {
+    Full(Option<Bytes>),
+    Stream(StreamBody),
+}
+
+/// Frames from the stream task. An error is held back for one poll: hyper aborts the
+/// connection on a body error without flushing what it buffered, so the `Pending`
+/// lets it write out the bytes before the error (the client gets every byte the
+/// upstream sent before it failed).
+pub struct StreamBody {
+    rx: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+    held: Option<BoxError>,
+}
+
+impl StreamBody {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(e) = self.held.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.held = Some(e);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            other => other,
+        }
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Stream(s) => s.poll(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ProxyBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ProxyBody::Full(None) => SizeHint::with_exact(0),
+            ProxyBody::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// A response the proxy writes itself (the request was not forwarded, or failed).
+fn own_response(status: StatusCode, msg: &str, close: bool) -> Response<ProxyBody> {
+    let body = format!(
+        "{{\"error\":{{\"message\":{},\"type\":\"cadence_proxy\"}}}}\n",
+        serde_json::Value::String(msg.to_string())
+    );
+    let mut r = Response::new(ProxyBody::Full(Some(Bytes::from(body))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if close {
+        r.headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
+}
+
+/// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), plus the
+/// ones named by `Connection`.
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ] {
+        h.remove(n);
+    }
+}
+
+/// Header and query values that are secrets, so any text that leaves the proxy can be
+/// scrubbed of them (FAULTS 46).
+pub(crate) fn secrets_of(headers: &HeaderMap, query: Option<&str>) -> Redactor {
+    let mut s = Vec::new();
+    for name in [
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "proxy-authorization",
+    ] {
+        for v in headers.get_all(name) {
+            if let Ok(v) = v.to_str() {
+                s.push(v.trim().to_string());
+                if let Some((_, token)) = v.trim().split_once(' ') {
+                    s.push(token.trim().to_string());
+                }
+            }
+        }
+    }
+    for pair in query.unwrap_or("").split('&') {
+        if let Some((k, v)) = pair.split_once('=') {
+            let k = k.to_ascii_lowercase();
+            if ["key", "token", "secret", "sig", "password"]
+                .iter()
+                .any(|w| k.contains(w))
+            {
+                s.push(v.to_string());
+            }
+        }
+    }
+    Redactor::new(s)
+}
+
+#[derive(serde::Deserialize)]
+struct Peek {
+    model: Option<String>,
+    stream: Option<bool>,
+}
+
+/// The framing of a streamed response, by content type; `application/json` counts as
+/// NDJSON only when the request asked for a stream.
+fn stream_framing(content_type: Option<&str>, asked_stream: bool) -> Option<Framing> {
+    let mime = content_type?.split(';').next()?.trim().to_ascii_lowercase();
+    match mime.as_str() {
+        "text/event-stream" => Some(Framing::Sse),
+        "application/x-ndjson" | "application/jsonl" | "application/jsonlines" => {
+            Some(Framing::Ndjson)
+        }
+        "application/json" if asked_stream => Some(Framing::Ndjson),
+        _ => None,
+    }
+}
+
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    conflicting_length: bool,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if conflicting_length {
+        shared.metrics.rejected("conflicting_length");
+        return own_response(
+            StatusCode::BAD_REQUEST,
+            "the request has both Content-Length and Transfer-Encoding",
+            true,
+        );
+    }
+    let (mut parts, body) = req.into_parts();
+    let route = Route::of_path(parts.uri.path());
+    let redactor = secrets_of(&parts.headers, parts.uri.query());
+    let body = match Limited::new(body, shared.config.limits.max_request_body)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.is::<http_body_util::LengthLimitError>() {
+                shared.metrics.rejected("body_too_large");
+                return own_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "the request body is larger than {} bytes",
+                        shared.config.limits.max_request_body
+                    ),
+                    true,
+                );
+            }
+            shared.metrics.rejected("body_read_failed");
+            return own_response(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+                true,
+            );
+        }
+    };
+    let peek: Option<Peek> = if route == Route::Other {
+        None
+    } else {
+        serde_json::from_slice(&body).ok()
+    };
+    let labels = StreamLabels {
+        model: shared
+            .models
+            .label(peek.as_ref().and_then(|p| p.model.as_deref())),
+        route: route.name().to_string(),
+    };
+    let asked_stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
+
+    // The upstream request: same method, path, query, headers and body.
+    let upstream = &shared.config.upstream;
+    let prefix = upstream.path().trim_end_matches('/');
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let uri = http::Uri::builder()
+        .scheme(upstream.scheme_str().unwrap_or("http"))
+        .authority(upstream.authority().map_or("", |a| a.as_str()))
+        .path_and_query(format!("{prefix}{pq}"))
+        .build();
+    let Ok(uri) = uri else {
+        shared.metrics.rejected("bad_target");
+        return own_response(
+            StatusCode::BAD_REQUEST,
+            "the request target is not valid",
+            true,
+        );
+    };
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(http::header::HOST);
+    let mut up = Request::new(Full::new(body));
+    *up.method_mut() = parts.method;
+    *up.uri_mut() = uri;
+    *up.headers_mut() = parts.headers;
+
+    let index = shared
+        .next_index
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+    rec.source = RecordSource::Proxy;
+    let active = shared.metrics.stream_started(&labels);
+    let mut job = Job {
+        rec,
+        tracker: None,
+        labels,
+        redactor,
+        ended: false,
+        plain_outcome: Outcome::Succeeded,
+        _active: active,
+        shared: shared.clone(),
+        _in_flight: shared.in_flight_token(),
+    };
+
+    job.rec.sent_ns = Some(shared.clock.now_ns());
+    let timeout = shared.config.limits.upstream_header_timeout;
+    let response = match tokio::time::timeout(timeout, shared.client.request(up)).await {
+        Err(_) => {
+            let msg = format!("no response headers from the upstream within {timeout:?}");
+            job.end(Outcome::HeaderTimeout, Some(msg.clone()));
+            return own_response(StatusCode::GATEWAY_TIMEOUT, &msg, false);
+        }
+        Ok(Err(e)) => {
+            let (outcome, msg) = cadence_bench::exec::classify_client_error(&e);
+            let msg = job.redactor.redact(&msg);
+            job.end(outcome, Some(msg.clone()));
+            return own_response(StatusCode::BAD_GATEWAY, &msg, false);
+        }
+        Ok(Ok(r)) => r,
+    };
+    job.rec.headers_ns = Some(shared.clock.now_ns());
+    let (mut parts, body) = response.into_parts();
+    let status = parts.status;
+    job.rec.http_status = Some(status.as_u16());
+    if status.is_success() {
+        let ct = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let api = match route {
+            Route::Chat => Some(Api::Chat),
+            Route::Completions => Some(Api::Completions),
+            Route::Other => None,
+        };
+        if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
+            job.tracker = Some(StreamTracker::new(TrackerConfig {
+                api,
+                framing,
+                strict: false,
+            }));
+        }
+    } else {
+        job.plain_outcome = Outcome::from_status(status.as_u16());
+        job.rec.error = Some(format!("HTTP {}", status.as_u16()));
+    }
+    strip_hop_by_hop(&mut parts.headers);
+    let (tx, rx) = mpsc::channel(shared.config.limits.stream_buffer_frames.max(1));
+    tokio::spawn(pump(job, body, tx));
+    Response::from_parts(parts, ProxyBody::Stream(StreamBody { rx, held: None }))
+}
+
+/// One request's measurement state; finishing it (or dropping it unfinished, when the
+/// client went away before the response) accounts for the request exactly once.
+struct Job {
+    rec: RequestRecord,
+    tracker: Option<StreamTracker>,
+    labels: StreamLabels,
+    redactor: Redactor,
+    ended: bool,
+    /// The outcome of a clean end when there is no tracker (plain or error bodies).
+    plain_outcome: Outcome,
+    _active: ActiveGuard,
+    shared: Arc<Shared>,
+    /// Dropped last, after the record was handed over (shutdown waits for it).
+    _in_flight: Option<mpsc::Sender<()>>,
+}
+
+impl Job {
+    fn now(&self) -> u64 {
+        self.shared.clock.now_ns()
+    }
+
+    /// Ends with `outcome` decided by the proxy (not the stream's own ending).
+    fn end(&mut self, outcome: Outcome, error: Option<String>) {
+        let t = self.now();
+        if let Some(tr) = self.tracker.as_mut() {
+            tr.finish(t, &mut self.rec);
+        }
+        self.rec.end_ns = Some(t);
+        self.rec.outcome = outcome;
+        if let Some(e) = error {
+            self.rec.error = Some(self.redactor.redact(&e));
+        }
+        self.ended = true;
+    }
+
+    /// The upstream body ended cleanly.
+    fn end_clean(&mut self) {
+        let t = self.now();
+        match self.tracker.as_mut() {
+            Some(tr) => tr.finish(t, &mut self.rec),
+            None => {
+                self.rec.end_ns = Some(t);
+                self.rec.outcome = self.plain_outcome;
+            }
+        }
+        if let Some(e) = self.rec.error.take() {
+            self.rec.error = Some(self.redactor.redact(&e));
+        }
+        self.ended = true;
+    }
+
+    fn client_gone(&mut self) {
+        self.shared.metrics.client_disconnected();
+        let msg = format!(
+            "the client disconnected after {} chunks; the upstream request was cancelled",
+            self.rec.chunks.len()
+        );
+        self.end(Outcome::AbortedAtDeadline, Some(msg));
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The handler was dropped: the client left before the response headers.
+            self.shared.metrics.client_disconnected();
+            self.end(
+                Outcome::AbortedAtDeadline,
+                Some("the client disconnected before the response headers".into()),
+            );
+        }
+        let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
+        // `error` was redacted when it was set; nothing else here can carry a secret.
+        tracing::debug!(
+            request = rec.index,
+            route = %self.labels.route,
+            outcome = rec.outcome.name(),
+            chunks = rec.chunks.len(),
+            error = rec.error.as_deref().unwrap_or(""),
+            "cadence proxy: request finished"
+        );
+        self.shared.finish(rec, &self.labels);
+    }
+}
+
+/// Reads the upstream body and forwards each frame unchanged the moment it arrives;
+/// a full channel (slow client) pauses reading (back-pressure); a closed channel
+/// (client gone) drops the upstream body, which cancels the upstream request.
+async fn pump(mut job: Job, mut body: Incoming, tx: mpsc::Sender<Result<Frame<Bytes>, BoxError>>) {
+    let idle = job.shared.config.limits.idle_timeout;
+    let mut parsing = true;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = tx.closed() => {
+                job.client_gone();
+                return;
+            }
+            r = tokio::time::timeout(idle, body.frame()) => r,
+        };
+        match next {
+            Err(_) => {
+                let (outcome, what) = if job.tracker.as_ref().is_some_and(|t| t.has_output()) {
+                    (Outcome::IdleTimeout, "no bytes from the upstream")
+                } else if job.tracker.is_some() {
+                    (Outcome::TtftTimeout, "no output from the upstream")
+                } else {
+                    (Outcome::IdleTimeout, "no bytes from the upstream")
+                };
+                let msg = format!("{what} for {idle:?}; the stream was ended");
+                job.end(outcome, Some(msg.clone()));
+                // An error, not an end: the client must not take it for a full answer.
+                let _ = tx.send(Err(msg.into())).await;
+                return;
+            }
+            Ok(None) => {
+                job.end_clean();
+                return;
+            }
+            Ok(Some(Err(e))) => {
+                let msg = format!("the upstream connection failed mid-response: {e}");
+                job.end(Outcome::Truncated, Some(msg.clone()));
+                let _ = tx.send(Err(job.redactor.redact(&msg).into())).await;
+                return;
+            }
+            Ok(Some(Ok(frame))) => {
+                let t = job.now();
+                let data = frame.data_ref().cloned();
+                if tx.send(Ok(frame)).await.is_err() {
+                    job.client_gone();
+                    return;
+                }
+                if let (Some(data), Some(tr)) = (data, job.tracker.as_mut()) {
+                    if parsing {
+                        parsing = tr.feed(t, &data, &mut job.rec) == Flow::Continue;
+                    } else {
+                        job.rec.counters.reads = job.rec.counters.reads.saturating_add(1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_come_from_auth_headers_and_key_like_query_params() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer tok-aaaa1111"),
+        );
+        h.insert("x-api-key", HeaderValue::from_static("xk-bbbb2222"));
+        h.insert("api-key", HeaderValue::from_static("ak-cccc3333"));
+        let r = secrets_of(&h, Some("a=1&key=qk-dddd4444&access_token=at-eeee5555"));
+        let text = "tok-aaaa1111 xk-bbbb2222 ak-cccc3333 qk-dddd4444 at-eeee5555 a=1";
+        let out = r.redact(text);
+        for s in ["aaaa1111", "bbbb2222", "cccc3333", "dddd4444", "eeee5555"] {
+            assert!(!out.contains(s), "{out}");
+        }
+        assert!(out.ends_with("a=1"));
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_not_forwarded() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("close, x-trace"));
+        h.insert("x-trace", HeaderValue::from_static("1"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("x-keep", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn framing_by_content_type() {
+        assert_eq!(
+            stream_framing(Some("text/event-stream; charset=utf-8"), false),
+            Some(Framing::Sse)
+        );
+        assert_eq!(
+            stream_framing(Some("application/x-ndjson"), false),
+            Some(Framing::Ndjson)
+        );
+        assert_eq!(stream_framing(Some("application/json"), false), None);
+        assert_eq!(
+            stream_framing(Some("application/json"), true),
+            Some(Framing::Ndjson)
+        );
+        assert_eq!(stream_framing(Some("text/html"), true), None);
+        assert_eq!(stream_framing(None, true), None);
+    }
+}

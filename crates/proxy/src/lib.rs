@@ -1,0 +1,124 @@
+//! `cadence proxy`: a transparent streaming proxy that measures every stream of live
+//! traffic with the same parser and record as the load generator, exports Prometheus
+//! metrics, serves rolling-window percentiles on `/stats` and evaluates alert rules.
+//!
+//! Bytes pass through unchanged and each frame is forwarded the moment it arrives;
+//! the tap only reads a copy. See the README's `cadence proxy` section.
+
+pub mod alert;
+mod forward;
+pub mod framing_guard;
+pub mod live;
+pub mod metrics;
+pub mod records;
+mod server;
+
+pub use alert::{AlertRule, Alerts, Transition};
+pub use records::{RecordWriter, RecordsConfig, RecordsError};
+pub use server::{spawn, Proxy};
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Limits and timeouts: streaming-friendly (idle, never total), each with a default a
+/// serving engineer would pick.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (request line and headers) in bytes → 431 beyond.
+    pub max_header_bytes: usize,
+    /// Most request header lines → 431 beyond.
+    pub max_headers: usize,
+    /// A client must send its complete request head within this (slowloris).
+    pub header_read_timeout: Duration,
+    /// Largest request body in bytes → 413 beyond.
+    pub max_request_body: usize,
+    /// From sending upstream to the upstream's response headers → 504 beyond.
+    pub upstream_header_timeout: Duration,
+    /// Longest silence from the upstream once its headers arrived.
+    pub idle_timeout: Duration,
+    /// Frames buffered per stream between the upstream reader and the client writer;
+    /// when full, reading from the upstream pauses (back-pressure).
+    pub stream_buffer_frames: usize,
+    /// On shutdown, how long in-flight streams may finish before they are cut.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(10),
+            max_request_body: 64 << 20,
+            upstream_header_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(300),
+            stream_buffer_frames: 16,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything `spawn` needs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: SocketAddr,
+    /// `http[s]://host[:port][/prefix]`; request paths are appended to the prefix.
+    pub upstream: http::Uri,
+    /// Where `/metrics`, `/stats` and `/health` are served (none: not served).
+    pub metrics_listen: Option<SocketAddr>,
+    pub records: Option<RecordsConfig>,
+    pub alerts: Vec<AlertRule>,
+    pub alert_webhook: Option<http::Uri>,
+    /// How often alert rules are evaluated.
+    pub alert_interval: Duration,
+    /// Model names allowed as a metric label; others become `other`.
+    pub models: Vec<String>,
+    /// Cap on the records the rolling window keeps (memory bound for `/stats`).
+    pub stats_max_records: usize,
+    pub limits: Limits,
+}
+
+impl ProxyConfig {
+    pub fn new(listen: SocketAddr, upstream: http::Uri) -> Self {
+        ProxyConfig {
+            listen,
+            upstream,
+            metrics_listen: None,
+            records: None,
+            alerts: Vec::new(),
+            alert_webhook: None,
+            alert_interval: Duration::from_secs(1),
+            models: Vec::new(),
+            stats_max_records: 200_000,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Why the proxy could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("invalid upstream URL {0:?}: use http://host:port or https://host[/prefix]")]
+    Upstream(String),
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+}
+
+/// Validates an upstream URL: scheme http or https, a host, no query.
+pub fn parse_upstream(s: &str) -> Result<http::Uri, ProxyError> {
+    let bad = || ProxyError::Upstream(cadence_bench::secret::redact_patterns(s));
+    let uri: http::Uri = s.parse().map_err(|_| bad())?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err(bad()),
+    }
+    if uri.host().is_none() || uri.query().is_some() {
+        return Err(bad());
+    }
+    Ok(uri)
+}

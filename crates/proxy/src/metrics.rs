@@ -1,0 +1,454 @@
+//! The proxy's Prometheus metrics (`prometheus-client`, OpenMetrics text): latency
+//! histograms in seconds with bounded labels, request and token counters, and a gauge
+//! of streams in flight. Every observation comes from a finished `RequestRecord` by
+//! core's definitions, so Prometheus and `cadence report` agree on what ITL means.
+
+use cadence_core::{Outcome, RequestRecord};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::Arc;
+
+/// Bucket bounds in seconds: from 0.5 ms, dense where ITL and TTFT SLOs live (every
+/// round SLO from 1 ms to 1 s is a bound, so `le` answers "how many met it" exactly),
+/// up to 1200 s, above the longest default timeout. Alert bounds are added.
+pub const DEFAULT_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06,
+    0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 7.5,
+    10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0,
+];
+
+/// The route a request took, a fixed set so the label stays bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    Chat,
+    Completions,
+    Other,
+}
+
+impl Route {
+    /// By path suffix, so `/v1/chat/completions` and `/openai/v1/chat/completions` match.
+    pub fn of_path(path: &str) -> Route {
+        let p = path.trim_end_matches('/');
+        if p.ends_with("/chat/completions") {
+            Route::Chat
+        } else if p.ends_with("/completions") {
+            Route::Completions
+        } else {
+            Route::Other
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Chat => "chat",
+            Route::Completions => "completions",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// Maps request model names to label values: names on the allow-list pass, every other
+/// name (and a missing one) becomes `other`, so a client cannot blow up the series
+/// count (FAULTS 47).
+#[derive(Debug, Clone, Default)]
+pub struct ModelLabels {
+    allowed: Vec<String>,
+}
+
+impl ModelLabels {
+    pub fn new(allowed: Vec<String>) -> Self {
+        ModelLabels { allowed }
+    }
+
+    pub fn label(&self, model: Option<&str>) -> String {
+        match model {
+            Some(m) if self.allowed.iter().any(|a| a == m) => m.to_string(),
+            _ => "other".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    pub model: String,
+    pub route: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub model: String,
+    pub route: String,
+    pub outcome: String,
+}
+
+type Hist<L> = Family<L, Histogram, Buckets>;
+
+/// Builds each labelled histogram with the proxy's bucket bounds.
+#[derive(Debug, Clone)]
+pub struct Buckets(Arc<Vec<f64>>);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+/// All series the proxy exports.
+pub struct Metrics {
+    registry: Registry,
+    ttft: Hist<StreamLabels>,
+    itl: Hist<StreamLabels>,
+    tpot: Hist<StreamLabels>,
+    duration: Hist<OutcomeLabels>,
+    requests: Family<OutcomeLabels, Counter>,
+    output_tokens: Family<StreamLabels, Counter>,
+    active: Family<StreamLabels, Gauge>,
+    client_disconnects: Counter,
+    rejected: Family<RejectLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    pub reason: String,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// `DEFAULT_BUCKETS` plus `extra` bounds (seconds), sorted, without duplicates.
+pub fn buckets_with(extra: &[f64]) -> Vec<f64> {
+    let mut b: Vec<f64> = DEFAULT_BUCKETS
+        .iter()
+        .copied()
+        .chain(extra.iter().copied().filter(|x| x.is_finite() && *x > 0.0))
+        .collect();
+    b.sort_by(f64::total_cmp);
+    b.dedup_by(|a, b| (*a - *b).abs() <= 1e-12 * b.abs());
+    b
+}
+
+impl Metrics {
+    /// `extra_bounds_s`: thresholds (seconds) that must be bucket bounds, e.g. alert
+    /// bounds.
+    pub fn new(extra_bounds_s: &[f64]) -> Metrics {
+        let b = Buckets(Arc::new(buckets_with(extra_bounds_s)));
+        let ttft: Hist<StreamLabels> = Family::new_with_constructor(b.clone());
+        let itl: Hist<StreamLabels> = Family::new_with_constructor(b.clone());
+        let tpot: Hist<StreamLabels> = Family::new_with_constructor(b.clone());
+        let duration: Hist<OutcomeLabels> = Family::new_with_constructor(b);
+        let requests = Family::<OutcomeLabels, Counter>::default();
+        let output_tokens = Family::<StreamLabels, Counter>::default();
+        let active = Family::<StreamLabels, Gauge>::default();
+        let client_disconnects = Counter::default();
+        let rejected = Family::<RejectLabels, Counter>::default();
+
+        let mut registry = Registry::with_prefix("cadence");
+        registry.register_with_unit(
+            "ttft",
+            "Time to first token: first content-bearing chunk minus request sent upstream (succeeded streams)",
+            Unit::Seconds,
+            ttft.clone(),
+        );
+        registry.register_with_unit(
+            "itl",
+            "Inter-token latency: every gap between consecutive content-bearing chunks (succeeded streams)",
+            Unit::Seconds,
+            itl.clone(),
+        );
+        registry.register_with_unit(
+            "tpot",
+            "Time per output token per request: (last chunk - first chunk) / (output tokens - 1)",
+            Unit::Seconds,
+            tpot.clone(),
+        );
+        registry.register_with_unit(
+            "request_duration",
+            "Request sent upstream to the end of the response, every outcome",
+            Unit::Seconds,
+            duration.clone(),
+        );
+        registry.register(
+            "requests",
+            "Proxied requests by outcome (succeeded or one failure class)",
+            requests.clone(),
+        );
+        registry.register(
+            "output_tokens",
+            "Output tokens received, including partial output of failed requests",
+            output_tokens.clone(),
+        );
+        registry.register(
+            "active_streams",
+            "Requests in flight through the proxy",
+            active.clone(),
+        );
+        registry.register(
+            "client_disconnects",
+            "Clients that went away mid-response (upstream request cancelled)",
+            client_disconnects.clone(),
+        );
+        registry.register(
+            "rejected_requests",
+            "Requests the proxy answered itself without forwarding, by reason",
+            rejected.clone(),
+        );
+        Metrics {
+            registry,
+            ttft,
+            itl,
+            tpot,
+            duration,
+            requests,
+            output_tokens,
+            active,
+            client_disconnects,
+            rejected,
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// A stream started; the returned guard decrements the gauge when dropped.
+    pub fn stream_started(&self, labels: &StreamLabels) -> ActiveGuard {
+        let g = self.active.get_or_create(labels).clone();
+        g.inc();
+        ActiveGuard(g)
+    }
+
+    pub fn client_disconnected(&self) {
+        self.client_disconnects.inc();
+    }
+
+    pub fn rejected(&self, reason: &str) {
+        self.rejected
+            .get_or_create(&RejectLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records one finished request. Latency histograms take succeeded requests only
+    /// (core's rule: partial output of a failure is not success latency); duration,
+    /// counters and tokens take every request.
+    pub fn observe(&self, rec: &RequestRecord, labels: &StreamLabels) {
+        let ol = OutcomeLabels {
+            model: labels.model.clone(),
+            route: labels.route.clone(),
+            outcome: rec.outcome.name().to_string(),
+        };
+        self.requests.get_or_create(&ol).inc();
+        if let (Some(s), Some(e)) = (rec.sent_ns, rec.end_ns) {
+            if e >= s {
+                self.duration.get_or_create(&ol).observe(secs(e - s));
+            }
+        }
+        let tokens = rec.output_token_count().count;
+        if tokens > 0 {
+            self.output_tokens.get_or_create(labels).inc_by(tokens);
+        }
+        if rec.outcome != Outcome::Succeeded {
+            return;
+        }
+        let p = per_request(rec);
+        if let Some(t) = p.ttft {
+            self.ttft.get_or_create(labels).observe(t);
+        }
+        if !p.itl.is_empty() {
+            let itl = self.itl.get_or_create(labels);
+            for g in p.itl {
+                itl.observe(g);
+            }
+        }
+        if let Some(t) = p.tpot {
+            self.tpot.get_or_create(labels).observe(t);
+        }
+    }
+}
+
+/// Keeps the active-streams gauge honest whatever way a request ends.
+#[derive(Debug)]
+pub struct ActiveGuard(Gauge);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// One request's values in seconds by core's formulas (see `cadence_core::metrics`).
+pub struct PerRequest {
+    pub ttft: Option<f64>,
+    pub itl: Vec<f64>,
+    pub tpot: Option<f64>,
+}
+
+/// TTFT = first chunk − sent; ITL = consecutive chunk gaps; TPOT = (last − first) /
+/// (tokens − 1) when at least 2 tokens in 2 chunks. Out-of-order times are skipped.
+pub fn per_request(rec: &RequestRecord) -> PerRequest {
+    let ttft = match (rec.sent_ns, rec.first_chunk_ns()) {
+        (Some(s), Some(f)) if f >= s => Some(secs(f - s)),
+        _ => None,
+    };
+    let itl = rec
+        .chunks
+        .windows(2)
+        .filter_map(|w| w[1].t_ns().checked_sub(w[0].t_ns()).map(secs))
+        .collect();
+    let tokens = rec.output_token_count().count;
+    let tpot = match (rec.first_chunk_ns(), rec.last_chunk_ns()) {
+        (Some(f), Some(l)) if rec.chunks.len() >= 2 && tokens >= 2 && l >= f => {
+            Some(secs(l - f) / (tokens - 1) as f64)
+        }
+        _ => None,
+    };
+    PerRequest { ttft, itl, tpot }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::{Chunk, TokenCount, TokenSource};
+
+    fn labels() -> StreamLabels {
+        StreamLabels {
+            model: "m".into(),
+            route: "chat".into(),
+        }
+    }
+
+    #[test]
+    fn buckets_start_at_half_a_millisecond_and_pass_the_longest_timeout() {
+        let b = buckets_with(&[]);
+        assert_eq!(b[0], 0.0005);
+        assert!(*b.last().unwrap() > 600.0);
+        for slo in [0.001, 0.01, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0] {
+            assert!(b.contains(&slo), "{slo} s is a bound");
+        }
+        let with = buckets_with(&[0.033, 0.05]);
+        assert!(with.contains(&0.033));
+        assert_eq!(
+            with.len(),
+            b.len() + 1,
+            "a bound already there is not doubled"
+        );
+    }
+
+    #[test]
+    fn model_label_is_allow_listed() {
+        let m = ModelLabels::new(vec!["llama".into()]);
+        assert_eq!(m.label(Some("llama")), "llama");
+        assert_eq!(m.label(Some("llama-2")), "other");
+        assert_eq!(m.label(None), "other");
+    }
+
+    #[test]
+    fn routes_by_path_suffix() {
+        assert_eq!(Route::of_path("/v1/chat/completions"), Route::Chat);
+        assert_eq!(Route::of_path("/x/v1/completions/"), Route::Completions);
+        assert_eq!(Route::of_path("/v1/models"), Route::Other);
+    }
+
+    #[test]
+    fn observe_follows_core_definitions() {
+        let m = Metrics::new(&[]);
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = vec![
+            Chunk(40_000_000, None),
+            Chunk(50_000_000, None),
+            Chunk(70_000_000, None),
+        ];
+        r.end_ns = Some(80_000_000);
+        r.output_tokens = Some(TokenCount {
+            count: 5,
+            source: TokenSource::Usage,
+        });
+        m.observe(&r, &labels());
+        let text = m.encode();
+        assert!(
+            text.contains(r#"cadence_ttft_seconds_count{model="m",route="chat"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cadence_ttft_seconds_sum{model="m",route="chat"} 0.04"#),
+            "{text}"
+        );
+        // Gaps 10 ms and 20 ms.
+        assert!(
+            text.contains(r#"cadence_itl_seconds_count{model="m",route="chat"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cadence_itl_seconds_sum{model="m",route="chat"} 0.03"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cadence_itl_seconds_bucket{le="0.015",model="m",route="chat"} 1"#),
+            "{text}"
+        );
+        // TPOT = 30 ms / 4.
+        assert!(
+            text.contains(r#"cadence_tpot_seconds_sum{model="m",route="chat"} 0.0075"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cadence_output_tokens_total{model="m",route="chat"} 5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"cadence_requests_total{model="m",route="chat",outcome="succeeded"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"cadence_request_duration_seconds_sum{model="m",route="chat",outcome="succeeded"} 0.08"#), "{text}");
+    }
+
+    #[test]
+    fn failed_requests_count_but_add_no_latency() {
+        let m = Metrics::new(&[]);
+        let mut r = RequestRecord::new(0, Outcome::Truncated);
+        r.sent_ns = Some(0);
+        r.chunks = vec![Chunk(10, None), Chunk(20, None)];
+        r.end_ns = Some(30);
+        m.observe(&r, &labels());
+        let text = m.encode();
+        assert!(text.contains(r#"outcome="truncated"} 1"#), "{text}");
+        assert!(!text.contains("cadence_itl_seconds_count"), "{text}");
+        assert!(
+            text.contains(r#"cadence_output_tokens_total{model="m",route="chat"} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn active_gauge_returns_to_zero() {
+        let m = Metrics::new(&[]);
+        {
+            let _g = m.stream_started(&labels());
+            assert!(m
+                .encode()
+                .contains(r#"cadence_active_streams{model="m",route="chat"} 1"#));
+        }
+        assert!(m
+            .encode()
+            .contains(r#"cadence_active_streams{model="m",route="chat"} 0"#));
+    }
+}

@@ -1,0 +1,399 @@
+//! Wiring: the client-facing HTTP/1.1 listener (limits, header timeout, smuggling
+//! guard), the metrics listener (`/metrics`, `/stats`, `/health`), the alert loop and
+//! graceful shutdown that drains streams and flushes records.
+
+use crate::alert::{Alerts, Transition};
+use crate::forward;
+use crate::framing_guard::{GuardedIo, Verdicts};
+use crate::live::{LiveWindow, WindowStats};
+use crate::metrics::{Metrics, StreamLabels};
+use crate::records::RecordWriter;
+use crate::{ProxyConfig, ProxyError};
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use bytes::Bytes;
+use cadence_bench::client::HyperClient;
+use cadence_bench::Clock;
+use cadence_core::RequestRecord;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+/// State every request handler shares.
+pub(crate) struct Shared {
+    pub config: ProxyConfig,
+    pub client: HyperClient,
+    pub clock: Clock,
+    pub next_index: AtomicU64,
+    pub metrics: Metrics,
+    pub models: crate::metrics::ModelLabels,
+    pub live: Mutex<LiveWindow>,
+    pub alerts: Mutex<Alerts>,
+    pub records: Option<RecordWriter>,
+    /// Cloned by every stream; shutdown waits until all clones are gone.
+    pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl Shared {
+    /// Accounts for one finished request: metrics, the live window and the records file.
+    pub fn finish(&self, rec: RequestRecord, labels: &StreamLabels) {
+        self.metrics.observe(&rec, labels);
+        if let Ok(mut live) = self.live.lock() {
+            live.push(rec.clone());
+        }
+        if let Some(w) = &self.records {
+            w.send(rec);
+        }
+    }
+
+    pub fn in_flight_token(&self) -> Option<mpsc::Sender<()>> {
+        self.in_flight.lock().ok().and_then(|g| g.clone())
+    }
+}
+
+/// A running proxy.
+pub struct Proxy {
+    /// Where clients connect (the real port when bound to port 0).
+    pub addr: SocketAddr,
+    /// Where `/metrics` and `/stats` are served.
+    pub metrics_addr: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    in_flight_done: mpsc::Receiver<()>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .field("metrics_addr", &self.metrics_addr)
+            .finish()
+    }
+}
+
+/// Binds the listeners, opens the records file, and serves in background tasks.
+pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ProxyError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ProxyError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let metrics_listener = match config.metrics_listen {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .map_err(|source| ProxyError::Bind { addr: a, source })?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let records = config
+        .records
+        .clone()
+        .map(RecordWriter::start)
+        .transpose()?;
+
+    let client = cadence_bench::client::build(&cadence_bench::client::ClientConfig {
+        pool_size: 1024,
+        connect_timeout: Duration::from_secs(10),
+        http2: false,
+    });
+    // Alert bounds become bucket bounds, and the top finite bucket stays above the
+    // longest TTFT the timeouts allow (upstream headers + idle).
+    let longest =
+        (config.limits.upstream_header_timeout + config.limits.idle_timeout).as_secs_f64();
+    let alert_bounds: Vec<f64> = config
+        .alerts
+        .iter()
+        .filter_map(|r| r.bound_seconds())
+        .chain((longest >= 1200.0).then_some(longest.ceil() + 1.0))
+        .collect();
+    let max_age = config
+        .alerts
+        .iter()
+        .map(|r| r.window)
+        .chain([crate::alert::MAX_WINDOW])
+        .max()
+        .unwrap_or(crate::alert::MAX_WINDOW);
+    let (in_flight_tx, in_flight_done) = mpsc::channel(1);
+    let shared = Arc::new(Shared {
+        models: crate::metrics::ModelLabels::new(config.models.clone()),
+        live: Mutex::new(LiveWindow::new(
+            max_age.as_nanos() as u64,
+            config.stats_max_records,
+        )),
+        alerts: Mutex::new(Alerts::new(config.alerts.clone())),
+        metrics: Metrics::new(&alert_bounds),
+        config,
+        client,
+        clock: Clock::start(),
+        next_index: AtomicU64::new(0),
+        records,
+        in_flight: Mutex::new(Some(in_flight_tx)),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(accept_loop(listener, shared.clone(), stopped.clone()));
+    if let Some(l) = metrics_listener {
+        let app = metrics_app(shared.clone());
+        let mut s = stopped.clone();
+        tasks.spawn(async move {
+            let _ = axum::serve(l, app)
+                .with_graceful_shutdown(async move {
+                    until_stopped(&mut s).await;
+                })
+                .await;
+        });
+    }
+    if !shared.config.alerts.is_empty() {
+        tasks.spawn(alert_loop(shared.clone(), stopped));
+    }
+    Ok(Proxy {
+        addr,
+        metrics_addr,
+        shared,
+        stop,
+        tasks,
+        in_flight_done,
+    })
+}
+
+impl Proxy {
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The current `/stats` document.
+    pub fn stats(&self) -> serde_json::Value {
+        serde_json::to_value(stats(&self.shared)).unwrap_or_default()
+    }
+
+    /// Stops accepting, lets in-flight streams finish for up to the drain timeout (then
+    /// cuts them; they are recorded as aborted), and flushes the records file.
+    /// Returns the number of records written.
+    pub async fn shutdown(mut self) -> Result<u64, RecordsErrorOrZero> {
+        let _ = self.stop.send(true);
+        let drain = self.shared.config.limits.drain_timeout;
+        // Connection tasks end when their streams end, or at the drain timeout.
+        let _ = tokio::time::timeout(drain + Duration::from_secs(1), async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        if let Ok(mut g) = self.shared.in_flight.lock() {
+            g.take();
+        }
+        // Every stream task holds a token; all dropped means all recorded.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.in_flight_done.recv()).await;
+        let shared = Arc::try_unwrap(self.shared);
+        match shared {
+            Ok(s) => match s.records {
+                Some(w) => w.finish(),
+                None => Ok(0),
+            },
+            Err(_) => {
+                tracing::warn!("cadence proxy: some request tasks outlived shutdown");
+                Ok(0)
+            }
+        }
+    }
+}
+
+/// What `shutdown` can fail with.
+pub type RecordsErrorOrZero = crate::RecordsError;
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.config.limits.header_read_timeout)
+        .max_headers(shared.config.limits.max_headers)
+        .max_header_size(shared.config.limits.max_header_bytes)
+        .max_buf_size(shared.config.limits.max_header_bytes.max(8192) + 8192)
+        .keep_alive(true);
+    let builder = Arc::new(builder);
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, _peer) = tokio::select! {
+            _ = until_stopped(&mut stopped) => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!("cadence proxy: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let verdicts = Verdicts::default();
+        let io = TokioIo::new(GuardedIo::new(stream, verdicts.clone()));
+        let s = shared.clone();
+        let svc = service_fn(move |req| {
+            let conflict = verdicts.next();
+            let s = s.clone();
+            async move { Ok::<_, Infallible>(forward::handle(s, conflict, req).await) }
+        });
+        let builder = builder.clone();
+        let mut stop = stopped.clone();
+        let drain = shared.config.limits.drain_timeout;
+        conns.spawn(async move {
+            let conn = builder.serve_connection(io, svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = until_stopped(&mut stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(drain, conn.as_mut()).await;
+                }
+            }
+        });
+    }
+    // Drain the connections (each bounded by the drain timeout).
+    while conns.join_next().await.is_some() {}
+}
+
+/// Resolves once shutdown was asked for (or the proxy handle is gone).
+async fn until_stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// `/stats`: the rolling windows and the alerts.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    pub uptime_s: f64,
+    pub percentile_rule: &'static str,
+    pub windows: Vec<WindowStats>,
+    pub alerts: Vec<crate::alert::AlertStatus>,
+}
+
+fn stats(shared: &Shared) -> Stats {
+    let now = shared.clock.now_ns();
+    let windows = match shared.live.lock() {
+        Ok(mut live) => {
+            live.evict(now);
+            [60u64, 300]
+                .iter()
+                .map(|s| live.summary(now, s * 1_000_000_000))
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    Stats {
+        uptime_s: now as f64 / 1e9,
+        percentile_rule: cadence_core::PERCENTILE_RULE,
+        windows,
+        alerts: shared.alerts.lock().map(|a| a.status()).unwrap_or_default(),
+    }
+}
+
+fn metrics_app(shared: Arc<Shared>) -> axum::Router {
+    async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+        (
+            [(
+                http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            s.metrics.encode(),
+        )
+    }
+    async fn stats_json(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+        axum::Json(stats(&s))
+    }
+    axum::Router::new()
+        .route("/metrics", get(metrics))
+        .route("/stats", get(stats_json))
+        .route("/health", get(|| async { "ok\n" }))
+        .with_state(shared)
+}
+
+async fn alert_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(shared.config.alert_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = until_stopped(&mut stopped) => return,
+            _ = tick.tick() => {}
+        }
+        let now = shared.clock.now_ns();
+        let transitions = {
+            let (Ok(mut live), Ok(mut alerts)) = (shared.live.lock(), shared.alerts.lock()) else {
+                return;
+            };
+            live.evict(now);
+            let mut cache: Vec<(u64, WindowStats)> = Vec::new();
+            alerts.evaluate(now, |rule| {
+                let w = rule.window.as_nanos() as u64;
+                if let Some((_, s)) = cache.iter().find(|(k, _)| *k == w) {
+                    return rule.observe(&s.summary);
+                }
+                let s = live.summary(now, w);
+                let v = rule.observe(&s.summary);
+                cache.push((w, s));
+                v
+            })
+        };
+        for t in transitions {
+            report_transition(&shared, t);
+        }
+    }
+}
+
+fn report_transition(shared: &Arc<Shared>, t: Transition) {
+    let value = t
+        .value
+        .map_or("no samples".to_string(), |v| format!("{v:.3} {}", t.unit));
+    if t.status == "firing" {
+        tracing::warn!(alert = %t.alert, value = %value, "cadence proxy: alert firing");
+    } else {
+        tracing::warn!(alert = %t.alert, value = %value, "cadence proxy: alert resolved");
+    }
+    let Some(url) = shared.config.alert_webhook.clone() else {
+        return;
+    };
+    let body = serde_json::to_vec(&t).unwrap_or_default();
+    let client = shared.client.clone();
+    tokio::spawn(async move {
+        let req = http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)));
+        let Ok(req) = req else { return };
+        match tokio::time::timeout(Duration::from_secs(10), client.request(req)).await {
+            Ok(Ok(resp)) if resp.status().is_success() => {}
+            Ok(Ok(resp)) => tracing::warn!(
+                "cadence proxy: the alert webhook answered HTTP {}",
+                resp.status().as_u16()
+            ),
+            Ok(Err(e)) => tracing::warn!(
+                "cadence proxy: the alert webhook failed: {}",
+                cadence_bench::secret::redact_patterns(&e.to_string())
+            ),
+            Err(_) => tracing::warn!("cadence proxy: the alert webhook timed out after 10 s"),
+        }
+    });
+}

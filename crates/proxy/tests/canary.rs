@@ -1,0 +1,258 @@
+//! FAULTS 46 and the accounting rule "a secret canary sent through every fault appears
+//! nowhere": one key, in `Authorization`, `x-api-key`, `api-key` and `?key=`, through
+//! every sim fault and every proxy fault; then the logs, records, metrics, `/stats`,
+//! alert webhook posts and every response the proxy wrote are searched for it.
+
+mod common;
+
+use axum::routing::post;
+use cadence_proxy::RecordsConfig;
+use common::*;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CANARY: &str = "sk-canary-5f3a9c1e7b2d4068";
+
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+impl Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn secret_headers() -> Vec<(&'static str, String)> {
+    vec![
+        ("authorization", format!("Bearer {CANARY}")),
+        ("x-api-key", CANARY.to_string()),
+        ("api-key", CANARY.to_string()),
+    ]
+}
+
+async fn secret_fetch(c: &TestClient, base: &str, extra: &[(&str, &str)], body: &str) -> Fetched {
+    let url = format!("{base}/v1/chat/completions?key={CANARY}&api_key={CANARY}");
+    let h = secret_headers();
+    let mut headers: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    headers.extend_from_slice(extra);
+    fetch(c, "POST", &url, &headers, body).await
+}
+
+async fn raw(addr: std::net::SocketAddr, bytes: String, read_for: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(bytes.as_bytes()).await;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = tokio::time::Instant::now() + read_for;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(end, s.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f46_secret_canary_appears_nowhere() {
+    let logs = Logs::default();
+    let l2 = logs.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || l2.clone())
+        .init();
+
+    let posts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ps = posts.clone();
+    let hook_app = axum::Router::new().route(
+        "/hook",
+        post(move |body: String| {
+            let ps = ps.clone();
+            async move {
+                ps.lock().unwrap().push(body);
+                "ok"
+            }
+        }),
+    );
+    let hl = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
+    let hook = format!("http://{}/hook", hl.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(hl, hook_app).await });
+
+    // An upstream that echoes the caller's Authorization into an error event.
+    let echo_app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|h: http::HeaderMap| async move {
+            let auth = h
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            (
+                [(http::header::CONTENT_TYPE, "text/event-stream")],
+                format!("data: {{\"error\":{{\"message\":\"invalid key: {auth}\"}}}}\n\n"),
+            )
+        }),
+    );
+    let el = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
+    let echo_url = format!("http://{}", el.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(el, echo_app).await });
+
+    let s = sim(fast_sim_config()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let records = |name: &str| RecordsConfig {
+        path: dir.path().join(name),
+        max_bytes: 64 << 20,
+        keep: 1,
+    };
+    let main = proxy(&s.url(), |c| {
+        c.records = Some(records("main.jsonl"));
+        c.alerts = vec!["itl.p50>0ms over 1s".parse().unwrap()];
+        c.alert_webhook = Some(hook.parse().unwrap());
+        c.alert_interval = Duration::from_millis(50);
+        c.limits.header_read_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let strict = proxy(&s.url(), |c| {
+        c.records = Some(records("strict.jsonl"));
+        c.limits.upstream_header_timeout = Duration::from_millis(100);
+        c.limits.idle_timeout = Duration::from_millis(100);
+    })
+    .await;
+    // Nothing listens on a port we bound and closed.
+    let dead = {
+        let l = std::net::TcpListener::bind(LOCAL).unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let refused = proxy(&dead, |c| c.records = Some(records("refused.jsonl"))).await;
+    let echo = proxy(&echo_url, |c| c.records = Some(records("echo.jsonl"))).await;
+
+    let c = client();
+    let mut responses: Vec<String> = Vec::new();
+    let mut keep = |f: &Fetched| {
+        responses.push(format!("{:?}\n{}\n{:?}", f.headers, f.text(), f.error));
+    };
+    // Every sim fault, through the proxy.
+    for (_, name) in cadence_sim::Fault::ALL {
+        let f = secret_fetch(
+            &c,
+            &main.url(),
+            &[("x-cadence-fault", name), ("x-cadence-stall-ms", "20")],
+            &chat_body(5, true),
+        )
+        .await;
+        keep(&f);
+    }
+    // Upstream header timeout (504), idle timeout, refused upstream (502).
+    let f = secret_fetch(
+        &c,
+        &strict.url(),
+        &[
+            ("x-cadence-fault", "header_delay"),
+            ("x-cadence-stall-ms", "400"),
+        ],
+        &chat_body(5, true),
+    )
+    .await;
+    assert_eq!(f.status, 504);
+    keep(&f);
+    let f = secret_fetch(
+        &c,
+        &strict.url(),
+        &[
+            ("x-cadence-fault", "no_tokens"),
+            ("x-cadence-stall-ms", "400"),
+        ],
+        &chat_body(5, true),
+    )
+    .await;
+    assert!(f.error.is_some());
+    keep(&f);
+    let f = secret_fetch(&c, &refused.url(), &[], &chat_body(5, true)).await;
+    assert_eq!(f.status, 502);
+    keep(&f);
+    // The echoing upstream: its body reaches the client unchanged (the proxy is
+    // transparent), but the record's error is redacted.
+    let f = secret_fetch(&c, &echo.url(), &[], &chat_body(5, true)).await;
+    assert!(
+        f.text().contains(CANARY),
+        "the upstream's own body passes through"
+    );
+
+    // Proxy faults on raw connections: 431, 400 (CL + TE), slowloris, disconnect.
+    let auth = format!("Authorization: Bearer {CANARY}\r\nx-api-key: {CANARY}\r\n");
+    let big = format!(
+        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}X-Big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let r = raw(main.addr, big, Duration::from_secs(3)).await;
+    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
+    responses.push(r);
+    let body = chat_body(2, true);
+    let smuggle = format!(
+        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let r = raw(main.addr, smuggle, Duration::from_secs(3)).await;
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    responses.push(r);
+    let slow = format!("POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\n{auth}");
+    responses.push(raw(main.addr, slow, Duration::from_secs(2)).await);
+    {
+        let long = chat_body(2000, true);
+        let mut s = TcpStream::connect(main.addr).await.unwrap();
+        let req = format!(
+            "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\n\r\n{long}",
+            long.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 2048];
+        let _ = s.read(&mut buf).await.unwrap();
+    }
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics_addr = main.metrics_addr.unwrap();
+    let metrics = get_text(&format!("http://{metrics_addr}/metrics")).await;
+    let stats = get_text(&format!("http://{metrics_addr}/stats")).await;
+    assert!(
+        metrics.contains("cadence_client_disconnects_total 1"),
+        "{metrics}"
+    );
+    for p in [main, strict, refused, echo] {
+        p.shutdown().await.unwrap();
+    }
+    let mut files = String::new();
+    for name in ["main.jsonl", "strict.jsonl", "refused.jsonl", "echo.jsonl"] {
+        files.push_str(&std::fs::read_to_string(dir.path().join(name)).unwrap());
+    }
+    let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let posts = posts.lock().unwrap().join("\n");
+
+    // The checks are not vacuous: each output holds what it should.
+    assert!(files.lines().count() >= 38, "{files}");
+    assert!(files.contains("invalid key: [REDACTED]"), "{files}");
+    assert!(logs.contains("request finished"), "{logs}");
+    assert!(metrics.contains("cadence_requests_total"));
+    assert!(stats.contains("windows"));
+    assert!(posts.contains("firing"), "{posts}");
+    for (what, text) in [
+        ("records", &files),
+        ("logs", &logs),
+        ("metrics", &metrics),
+        ("/stats", &stats),
+        ("webhook posts", &posts),
+        ("responses", &responses.join("\n")),
+    ] {
+        assert!(!text.contains(CANARY), "the canary leaked into {what}");
+        assert!(
+            !text.contains("5f3a9c1e7b2d4068"),
+            "part of the canary leaked into {what}"
+        );
+    }
+}

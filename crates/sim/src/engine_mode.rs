@@ -1,0 +1,567 @@
+//! Engine-timed serving: one tokio task runs the engine model's step loop against
+//! `tokio::time` (so tests run it under a paused clock) and feeds every request's
+//! stream as its tokens come out; the server-side view goes to `/metrics` in the
+//! Prometheus/OpenMetrics text format with vLLM's metric names.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cadence_engine::engine::Request;
+use cadence_engine::{Engine, EngineSpec, Event};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::config::Freeze;
+
+/// What a stream hears from the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Emit {
+    /// `n` tokens, one chunk.
+    Tokens(u32),
+    /// The last token has been emitted.
+    Finished,
+    /// The engine cannot serve the request.
+    Rejected(String),
+}
+
+struct Submit {
+    prompt_tokens: u32,
+    max_tokens: u32,
+    reply: mpsc::UnboundedSender<Emit>,
+}
+
+/// The handle streams submit through. Cheap to clone; the engine task ends when
+/// the last handle is dropped.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: mpsc::UnboundedSender<Submit>,
+    spec: Arc<EngineSpec>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle")
+            .field("engine", &self.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineHandle {
+    /// Starts the engine task; virtual time 0 is now. `freeze` (from the sim's
+    /// start at `sim_epoch`) stops the step loop for its duration.
+    pub fn spawn(
+        spec: EngineSpec,
+        metrics: Arc<EngineMetrics>,
+        freeze: Option<(Instant, Freeze)>,
+    ) -> EngineHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let clock = Clock::new(Instant::now(), freeze);
+        let spec = Arc::new(spec);
+        tokio::spawn(run((*spec).clone(), clock, rx, metrics));
+        EngineHandle { tx, spec }
+    }
+
+    pub fn spec(&self) -> &EngineSpec {
+        &self.spec
+    }
+
+    /// Queues a request; its tokens arrive on the returned channel.
+    pub fn submit(&self, prompt_tokens: u32, max_tokens: u32) -> mpsc::UnboundedReceiver<Emit> {
+        let (reply, rx) = mpsc::unbounded_channel();
+        let _ = self.tx.send(Submit {
+            prompt_tokens,
+            max_tokens,
+            reply,
+        });
+        rx
+    }
+}
+
+/// Maps real instants to the engine's virtual nanoseconds and back. A freeze
+/// window stops virtual time: events due during or after it happen one freeze later.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    epoch: Instant,
+    /// The freeze as virtual offsets from `epoch`: starts at `.0`, lasts `.1`.
+    freeze: Option<(u64, u64)>,
+}
+
+impl Clock {
+    fn new(epoch: Instant, freeze: Option<(Instant, Freeze)>) -> Clock {
+        let freeze = freeze.and_then(|(sim_start, f)| {
+            let from = sim_start + f.at;
+            let until = from + f.duration;
+            (until > epoch).then(|| {
+                let start = from.saturating_duration_since(epoch);
+                let left = until - epoch.max(from);
+                (start.as_nanos() as u64, left.as_nanos() as u64)
+            })
+        });
+        Clock { epoch, freeze }
+    }
+
+    fn virtual_now(&self, now: Instant) -> u64 {
+        let r = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        match self.freeze {
+            Some((at, len)) if r >= at => at + r.saturating_sub(at + len),
+            _ => r,
+        }
+    }
+
+    fn deadline(&self, v: u64) -> Instant {
+        let shift = match self.freeze {
+            Some((at, len)) if v >= at => len,
+            _ => 0,
+        };
+        self.epoch + Duration::from_nanos(v + shift)
+    }
+}
+
+struct Live {
+    reply: mpsc::UnboundedSender<Emit>,
+    arrived: u64,
+    scheduled: Option<u64>,
+    first: Option<u64>,
+    last: u64,
+}
+
+async fn run(
+    spec: EngineSpec,
+    clock: Clock,
+    mut rx: mpsc::UnboundedReceiver<Submit>,
+    metrics: Arc<EngineMetrics>,
+) {
+    let mut engine = Engine::new(spec);
+    let mut live: HashMap<u64, Live> = HashMap::new();
+    let mut next_id = 0u64;
+    let mut out = Vec::new();
+    let mut open = true;
+    while open || engine.next_time().is_some() {
+        let due = engine.next_time();
+        tokio::select! {
+            biased;
+            msg = rx.recv(), if open => match msg {
+                Some(s) => {
+                    let now = clock.virtual_now(Instant::now());
+                    let id = next_id;
+                    next_id += 1;
+                    metrics.prompt_tokens.inc_by(s.prompt_tokens as u64);
+                    live.insert(id, Live { reply: s.reply, arrived: now, scheduled: None, first: None, last: now });
+                    engine.submit(now, Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens }, &mut out);
+                }
+                None => open = false,
+            },
+            () = sleep_until_opt(due.map(|v| clock.deadline(v))) => {
+                let v = due.expect("slept only with a deadline");
+                engine.advance(v, &mut out);
+            }
+        }
+        let mut gone = Vec::new();
+        for e in out.drain(..) {
+            dispatch(e, &mut live, &metrics, &mut gone);
+        }
+        if !gone.is_empty() {
+            let now = clock.virtual_now(Instant::now());
+            for id in gone {
+                metrics.aborted.inc();
+                engine.abort(now, id, &mut out);
+            }
+            for e in out.drain(..) {
+                dispatch(e, &mut live, &metrics, &mut Vec::new());
+            }
+        }
+        metrics.running.set(engine.running() as i64);
+        metrics.waiting.set(engine.waiting() as i64);
+        metrics
+            .kv_usage
+            .set(engine.kv_used() as f64 / engine.kv_capacity().max(1) as f64);
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Routes one engine event to its stream and the metrics; requests whose client
+/// went away (the stream's receiver is gone) are added to `gone`.
+fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &mut Vec<u64>) {
+    match e {
+        Event::Scheduled { id, t } => {
+            if let Some(l) = live.get_mut(&id) {
+                l.scheduled = Some(t);
+                m.queue_time.observe(secs(t - l.arrived));
+            }
+        }
+        Event::Tokens { id, t, n } => {
+            m.generation_tokens.inc_by(n as u64);
+            if let Some(l) = live.get_mut(&id) {
+                match l.first {
+                    None => {
+                        l.first = Some(t);
+                        m.ttft.observe(secs(t - l.arrived));
+                        if let Some(s) = l.scheduled {
+                            m.prefill_time.observe(secs(t - s));
+                        }
+                    }
+                    Some(_) => m.itl.observe(secs(t - l.last)),
+                }
+                l.last = t;
+                // Like vLLM, a request whose client disconnected is aborted.
+                if l.reply.send(Emit::Tokens(n)).is_err() {
+                    live.remove(&id);
+                    gone.push(id);
+                }
+            }
+        }
+        Event::Finished { id, t } => {
+            if let Some(l) = live.remove(&id) {
+                m.e2e.observe(secs(t - l.arrived));
+                if let Some(f) = l.first {
+                    m.decode_time.observe(secs(t - f));
+                }
+                m.success.inc();
+                let _ = l.reply.send(Emit::Finished);
+            }
+        }
+        Event::Preempted { .. } => {
+            m.preemptions.inc();
+        }
+        Event::Rejected { id, reason, .. } => {
+            if let Some(l) = live.remove(&id) {
+                let _ = l.reply.send(Emit::Rejected(reason));
+            }
+        }
+        Event::Step(s) => {
+            m.batch_size.observe(s.decoding as f64);
+            m.iteration_tokens.observe(s.tokens as f64);
+            m.step_time.observe(secs(s.end - s.start));
+        }
+    }
+}
+
+/// The sim's server-side metrics, named as vLLM names its own (`vllm:` prefix,
+/// `model_name` label) so dashboards and scrapers built for vLLM read the sim.
+pub struct EngineMetrics {
+    registry: Registry,
+    pub requests: Counter,
+    aborted: Counter,
+    running: Gauge,
+    waiting: Gauge,
+    kv_usage: Gauge<f64, std::sync::atomic::AtomicU64>,
+    prompt_tokens: Counter,
+    generation_tokens: Counter,
+    preemptions: Counter,
+    success: Counter,
+    queue_time: Histogram,
+    prefill_time: Histogram,
+    decode_time: Histogram,
+    ttft: Histogram,
+    itl: Histogram,
+    e2e: Histogram,
+    batch_size: Histogram,
+    iteration_tokens: Histogram,
+    step_time: Histogram,
+}
+
+impl std::fmt::Debug for EngineMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineMetrics").finish_non_exhaustive()
+    }
+}
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms … ~65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl EngineMetrics {
+    /// Metrics for the model `model`; the engine families only when `engine`.
+    pub fn new(model: &str, engine: bool) -> EngineMetrics {
+        let mut registry = Registry::with_labels(std::iter::once((
+            Cow::Borrowed("model_name"),
+            Cow::Owned(model.to_owned()),
+        )));
+        let m = EngineMetrics {
+            requests: Counter::default(),
+            aborted: Counter::default(),
+            running: Gauge::default(),
+            waiting: Gauge::default(),
+            kv_usage: Gauge::default(),
+            prompt_tokens: Counter::default(),
+            generation_tokens: Counter::default(),
+            preemptions: Counter::default(),
+            success: Counter::default(),
+            queue_time: seconds_histogram(),
+            prefill_time: seconds_histogram(),
+            decode_time: seconds_histogram(),
+            ttft: seconds_histogram(),
+            itl: seconds_histogram(),
+            e2e: seconds_histogram(),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            iteration_tokens: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+            step_time: seconds_histogram(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "cadence_sim:requests_received",
+            "Requests the simulator received (every mode, faults included)",
+            m.requests.clone(),
+        );
+        if engine {
+            let r = &mut registry;
+            r.register(
+                "vllm:num_requests_running",
+                "Requests holding a batch slot",
+                m.running.clone(),
+            );
+            r.register(
+                "vllm:num_requests_waiting",
+                "Requests waiting for a slot, KV room or a prefill worker",
+                m.waiting.clone(),
+            );
+            r.register(
+                "vllm:kv_cache_usage_perc",
+                "KV-cache usage, 1 = full",
+                m.kv_usage.clone(),
+            );
+            r.register(
+                "vllm:prompt_tokens",
+                "Prompt tokens received",
+                m.prompt_tokens.clone(),
+            );
+            r.register(
+                "vllm:generation_tokens",
+                "Tokens generated",
+                m.generation_tokens.clone(),
+            );
+            r.register(
+                "vllm:num_preemptions",
+                "Sequences pre-empted for KV-cache room",
+                m.preemptions.clone(),
+            );
+            r.register(
+                "vllm:request_success",
+                "Requests that finished",
+                m.success.clone(),
+            );
+            r.register(
+                "cadence_sim:requests_aborted",
+                "Requests aborted because the client went away",
+                m.aborted.clone(),
+            );
+            r.register(
+                "vllm:request_queue_time_seconds",
+                "Arrival to first scheduling",
+                m.queue_time.clone(),
+            );
+            r.register(
+                "vllm:request_prefill_time_seconds",
+                "First scheduling to first token",
+                m.prefill_time.clone(),
+            );
+            r.register(
+                "vllm:request_decode_time_seconds",
+                "First token to last token",
+                m.decode_time.clone(),
+            );
+            r.register(
+                "vllm:time_to_first_token_seconds",
+                "Arrival to first token, server side",
+                m.ttft.clone(),
+            );
+            r.register(
+                "vllm:inter_token_latency_seconds",
+                "Gap between a request's consecutive chunks, server side",
+                m.itl.clone(),
+            );
+            r.register(
+                "vllm:e2e_request_latency_seconds",
+                "Arrival to last token, server side",
+                m.e2e.clone(),
+            );
+            r.register(
+                "vllm:iteration_tokens",
+                "Tokens processed per engine step (decode + prefill)",
+                m.iteration_tokens.clone(),
+            );
+            r.register(
+                "cadence_sim:step_batch_size",
+                "Sequences decoding in each engine step",
+                m.batch_size.clone(),
+            );
+            r.register(
+                "cadence_sim:step_duration_seconds",
+                "Duration of each engine step",
+                m.step_time.clone(),
+            );
+        }
+        EngineMetrics { registry, ..m }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        prometheus_client::encoding::text::encode(&mut s, &self.registry)
+            .expect("writing to a String cannot fail");
+        s
+    }
+}
+
+/// One engine-timed response: what the stream needs to write its chunks.
+pub(crate) struct EngineStream {
+    pub rx: mpsc::UnboundedReceiver<Emit>,
+    pub dialect: crate::openai::Dialect,
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    pub text_rng: crate::rng::SimRng,
+    pub kill: crate::stream::Kill,
+    pub recorder: crate::send_log::Recorder,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Tokens,
+    Done,
+}
+
+struct BodyState {
+    s: EngineStream,
+    produced: u32,
+    phase: Phase,
+}
+
+fn sse(data: &str) -> bytes::Bytes {
+    bytes::Bytes::from(format!("data: {data}\n\n"))
+}
+
+impl BodyState {
+    fn writer(&self) -> crate::openai::Writer<'_> {
+        crate::openai::Writer {
+            dialect: self.s.dialect,
+            id: &self.s.id,
+            created: self.s.created,
+            model: &self.s.model,
+            pretty: false,
+        }
+    }
+
+    fn usage(&self) -> Option<crate::openai::Usage> {
+        self.s
+            .continuous_usage
+            .then(|| crate::openai::Usage::new(self.s.prompt_tokens, self.produced))
+    }
+
+    fn tail(&mut self) -> bytes::Bytes {
+        let mut out = String::new();
+        if self.s.include_usage {
+            let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
+            out.push_str(&format!("data: {}\n\n", self.writer().usage_only(u)));
+        }
+        out.push_str("data: [DONE]\n\n");
+        self.phase = Phase::Done;
+        self.s.recorder.finish(true);
+        bytes::Bytes::from(out)
+    }
+
+    async fn next(mut self) -> Option<(Result<bytes::Bytes, std::io::Error>, Self)> {
+        use crate::openai::{Dialect, Piece};
+        use rand::Rng;
+        match self.phase {
+            Phase::Done => None,
+            Phase::Start => {
+                self.phase = Phase::Tokens;
+                if self.s.dialect == Dialect::Chat {
+                    let role = self.writer().chunk(
+                        Piece::Role {
+                            null_content: false,
+                        },
+                        None,
+                        None,
+                        self.usage(),
+                    );
+                    return Some((Ok(sse(&role)), self));
+                }
+                Box::pin(self.next()).await
+            }
+            Phase::Tokens => {
+                let msg = tokio::select! {
+                    biased;
+                    () = self.s.kill.wait() => None,
+                    m = self.s.rx.recv() => Some(m),
+                };
+                match msg {
+                    None => {
+                        self.phase = Phase::Done;
+                        self.s.recorder.finish(false);
+                        let e = std::io::Error::new(
+                            std::io::ErrorKind::ConnectionAborted,
+                            "cadence-sim is shutting down",
+                        );
+                        Some((Err(e), self))
+                    }
+                    Some(Some(Emit::Tokens(n))) => {
+                        let ids: Vec<u32> = (0..n)
+                            .map(|_| {
+                                self.s
+                                    .text_rng
+                                    .random_range(0..crate::text::VOCAB.len() as u32)
+                            })
+                            .collect();
+                        let mut text = String::new();
+                        crate::text::Vocabulary::Plain.push_text(&ids, &mut text);
+                        self.produced += n;
+                        let last = self.produced >= self.s.max_tokens;
+                        let chunk = self.writer().chunk(
+                            Piece::Content(Some(&text)),
+                            last.then_some("length"),
+                            None,
+                            self.usage(),
+                        );
+                        self.s.recorder.sent(&[n]);
+                        Some((Ok(sse(&chunk)), self))
+                    }
+                    Some(Some(Emit::Finished)) | Some(None) => {
+                        let tail = self.tail();
+                        Some((Ok(tail), self))
+                    }
+                    Some(Some(Emit::Rejected(reason))) => {
+                        self.phase = Phase::Done;
+                        self.s.recorder.finish(false);
+                        let body = crate::openai::error_body(&reason, "invalid_request_error", 400);
+                        Some((Ok(sse(&body)), self))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The SSE body of an engine-timed stream: role chunk at once (chat), one content
+/// chunk per engine emission, then usage (if asked) and `[DONE]`.
+pub(crate) fn body(s: EngineStream) -> axum::body::Body {
+    let state = BodyState {
+        s,
+        produced: 0,
+        phase: Phase::Start,
+    };
+    axum::body::Body::from_stream(futures_util::stream::unfold(state, BodyState::next))
+}

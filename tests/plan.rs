@@ -1,0 +1,260 @@
+//! `cadence plan` and `cadence sim --preset` through the real binary: the planned
+//! report is the same report (schema-valid, one level per load), presets and TOML
+//! engines load or fail clearly, and an engine sim streams multi-token chunks.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::Duration;
+
+fn cadence() -> Command {
+    let mut c = Command::cargo_bin("cadence").unwrap();
+    c.timeout(Duration::from_secs(120));
+    c
+}
+
+fn validate(json: &str) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
+}
+
+fn plan_json(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("plan.json");
+    cadence()
+        .arg("plan")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("Summary by level").or(predicate::str::contains("TTFT")));
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    serde_json::from_str(&text).unwrap()
+}
+
+fn p50(level: &serde_json::Value, metric: &str) -> f64 {
+    level[metric]["p50_ms"].as_f64().unwrap()
+}
+
+#[test]
+fn plan_reports_each_concurrency_level_like_a_run() {
+    let v = plan_json(&[
+        "--preset",
+        "llama-3.1-8b@h100-fp8",
+        "-c",
+        "1,64",
+        "-n",
+        "200",
+        "--input-tokens",
+        "1000",
+        "--max-tokens",
+        "100",
+    ]);
+    assert_eq!(v["run"]["mode"], "closed_loop");
+    assert_eq!(v["run"]["model"], "llama-3.1-8b@h100-fp8");
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    assert_eq!(levels[1]["concurrency"], 64);
+    for l in levels {
+        assert_eq!(l["requests"]["succeeded"], 200);
+        assert_eq!(l["output_tokens"]["total"], 200 * 100);
+    }
+    assert!(p50(&levels[1], "itl") > p50(&levels[0], "itl"));
+    assert!(p50(&levels[1], "ttft") > p50(&levels[0], "ttft"));
+}
+
+#[test]
+fn plan_open_loop_and_what_ifs() {
+    let base = vec![
+        "--preset",
+        "llama-3.1-70b@4xh100-bf16",
+        "--rate",
+        "2",
+        "-n",
+        "100",
+        "--input-tokens",
+        "6000",
+        "--max-tokens",
+        "200",
+    ];
+    let mut args = base.clone();
+    args.extend(["--chunk-tokens", "1024"]);
+    let colocated = plan_json(&args);
+    assert_eq!(colocated["run"]["mode"], "open_loop_poisson");
+    assert_eq!(colocated["levels"][0]["rate"], 2.0);
+    let mut args = base.clone();
+    args.extend(["--prefill-workers", "2"]);
+    let disaggregated = plan_json(&args);
+    let p99 = |v: &serde_json::Value| v["levels"][0]["itl"]["p99_ms"].as_f64().unwrap();
+    assert!(
+        p99(&colocated) > 2.0 * p99(&disaggregated),
+        "co-located {} ms vs disaggregated {} ms",
+        p99(&colocated),
+        p99(&disaggregated)
+    );
+    let mut args = base.clone();
+    args.extend(["--speculate", "4:0.8"]);
+    let spec = plan_json(&args);
+    assert!(
+        spec["levels"][0]["tokens_per_chunk"]["mean"]
+            .as_f64()
+            .unwrap()
+            > 2.5
+    );
+}
+
+#[test]
+fn list_presets_names_them_with_their_figures() {
+    cadence()
+        .args(["plan", "--list-presets"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("llama-3.1-70b@h100-fp8")
+                .and(predicate::str::contains("mixtral-8x7b@h100-fp8"))
+                .and(predicate::str::contains("tiny@cpu"))
+                .and(predicate::str::contains("KV capacity")),
+        );
+}
+
+#[test]
+fn bad_engines_are_usage_errors() {
+    let unknown = cadence()
+        .args(["plan", "--preset", "gpt-9@abacus"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&unknown.get_output().stderr).to_string();
+    assert!(
+        err.contains("no preset 'gpt-9@abacus'") && err.contains("llama-3.1-8b@h100-fp8"),
+        "{err}"
+    );
+    cadence()
+        .args(["plan", "-c", "4"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--preset"));
+    cadence()
+        .args(["sim", "--addr", "127.0.0.1:0", "--speculate", "4:0.8"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--preset"));
+    cadence()
+        .args(["plan", "--preset", "tiny@cpu", "--speculate", "4:1.5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ALPHA"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.toml");
+    std::fs::write(&file, "name = \"x@y\"\n[model]\nparams_b = 1\n").unwrap();
+    cadence()
+        .args(["plan", "--engine"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("e.toml").and(predicate::str::contains("layers")));
+}
+
+#[test]
+fn a_toml_engine_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gpu.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "llama-3.1-8b@l40s-fp8"
+[model]
+params_b = 8.03
+layers = 32
+hidden = 4096
+kv_heads = 8
+head_dim = 128
+bytes_per_param = 1
+[hardware]
+memory_gb = 48
+bandwidth_gbs = 864
+peak_tflops = 733
+[serving]
+max_batch = 64
+"#,
+    )
+    .unwrap();
+    let v = plan_json(&["--engine", file.to_str().unwrap(), "-c", "1", "-n", "20"]);
+    assert_eq!(v["run"]["model"], "llama-3.1-8b@l40s-fp8");
+    // 8.03 GB / (864 GB/s · 0.8) + 2 ms default overhead ≈ 13.6 ms.
+    let itl = p50(&v["levels"][0], "itl");
+    assert!((13.0..15.0).contains(&itl), "{itl}");
+}
+
+/// `cadence sim --preset … --speculate 4:0.8` on port 0: one raw HTTP/1.1 request,
+/// read to the end, chunk sizes counted from the words of each content delta.
+#[test]
+fn sim_with_a_preset_streams_multi_token_chunks() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args([
+            "sim",
+            "--addr",
+            "127.0.0.1:0",
+            "--preset",
+            "llama-3.1-8b@h100-fp8",
+            "--speculate",
+            "4:0.8",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .and_then(|s| s.strip_suffix("/v1"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let body = r#"{"model":"m","stream":true,"max_tokens":120,"messages":[{"role":"user","content":"hello"}]}"#;
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        tcp,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let sizes: Vec<usize> = response
+        .split("data: ")
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d.split("\n\n").next()?).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .filter(|c| !c.is_empty())
+        .map(|c| c.split_whitespace().count())
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 120, "{sizes:?}");
+    assert!(sizes.iter().any(|&n| n > 1), "{sizes:?}");
+    assert!(
+        sizes.len() < 80,
+        "speculation needs fewer chunks than tokens: {sizes:?}"
+    );
+    assert!(response.contains("data: [DONE]"));
+}

@@ -1,0 +1,146 @@
+//! `cadence proxy` end to end as a process: usage errors exit 2 with a clear message;
+//! in front of `cadence sim` it forwards a stream, and SIGINT drains and flushes the
+//! records file before a clean exit.
+
+use assert_cmd::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+fn cadence() -> Command {
+    Command::cargo_bin("cadence").unwrap()
+}
+
+#[test]
+fn proxy_usage_errors_exit_2_with_the_reason() {
+    for (args, want) in [
+        (vec!["--upstream", "ftp://x"], "invalid upstream URL"),
+        (
+            vec!["--upstream", "http://127.0.0.1:1", "--alert", "itl.p50>50"],
+            "needs a unit",
+        ),
+        (
+            vec![
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--alert",
+                "itl.p50>50ms for soon",
+            ],
+            "not a duration",
+        ),
+        (
+            vec![
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--alert-webhook",
+                "http://127.0.0.1:2/",
+            ],
+            "needs at least one --alert",
+        ),
+    ] {
+        let out = cadence()
+            .arg("proxy")
+            .args(&args)
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_listening(args: &[&str]) -> (Killed, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+    (Killed(child), url)
+}
+
+#[test]
+fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("live.jsonl");
+    let (_sim, sim_url) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
+    ]);
+    let (mut proxy, proxy_url) = spawn_listening(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &sim_url,
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    let addr = proxy_url.strip_prefix("http://").unwrap();
+    let body =
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}"#;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = String::new();
+    s.read_to_string(&mut got).unwrap();
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains("data: [DONE]"), "{got}");
+
+    let pid = proxy.0.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    for _ in 0..200 {
+        if let Some(s) = proxy.0.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        status.expect("proxy did not exit on SIGINT").code(),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&records).unwrap();
+    let recs: Vec<cadence_core::RequestRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 1, "{text}");
+    assert_eq!(recs[0].source, cadence_core::RecordSource::Proxy);
+    assert_eq!(recs[0].outcome, cadence_core::Outcome::Succeeded);
+    assert_eq!(recs[0].chunks.len(), 5);
+}
