@@ -390,6 +390,21 @@ mod tests {
     }
 
     #[test]
+    fn prompts_come_from_the_given_corpus_only() {
+        let corpus = "Alpha beta gamma. Delta epsilon zeta eta!\n\nTheta iota kappa?";
+        let g = PromptGen::new(corpus, Counter::Words).unwrap();
+        let words: std::collections::BTreeSet<&str> = corpus.split_whitespace().collect();
+        let mut rng = SmallRng::seed_from_u64(2);
+        let p = g.prompt(100, &mut rng, false);
+        assert_eq!(p.split_whitespace().count(), 100);
+        assert!(p.split_whitespace().all(|w| words.contains(w)), "{p}");
+        assert!(
+            !p.contains("  ") && !p.contains('\n'),
+            "whitespace collapsed"
+        );
+    }
+
+    #[test]
     fn a_corpus_without_single_token_words_is_refused() {
         assert_eq!(
             PromptGen::new("   ", Counter::Words).unwrap_err(),
