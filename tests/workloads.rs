@@ -41,8 +41,8 @@ fn bench(args: &[&str]) -> (Option<i32>, Value, Vec<Value>, String) {
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        // Level markers (`cadence_level`) sit between the request records.
-        .filter(|v| v.get("outcome").is_some())
+        // Level and run lines (`cadence_level`, `cadence_run`) sit beside the records.
+        .filter(|v| v.get("index").is_some())
         .collect();
     (
         out.status.code(),

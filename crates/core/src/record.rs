@@ -52,6 +52,23 @@ pub struct TokenCount {
     pub source: TokenSource,
 }
 
+/// Which Cadence component produced a record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordSource {
+    /// The load generator (`cadence bench`); files written before this field existed.
+    #[default]
+    Bench,
+    /// Live traffic measured by `cadence proxy`.
+    Proxy,
+}
+
+impl RecordSource {
+    fn is_bench(&self) -> bool {
+        *self == RecordSource::Bench
+    }
+}
+
 /// The output-token count each source gave for one request, so a report can show how
 /// far they disagree. The chunk count is `chunks.len()` and is not repeated here.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,23 +97,6 @@ impl TokenSources {
             TokenSource::Tokenizer => self.tokenizer,
             TokenSource::Chunks => None,
         }
-    }
-}
-
-/// Which Cadence component produced a record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordSource {
-    /// The load generator (`cadence bench`); files written before this field existed.
-    #[default]
-    Bench,
-    /// Live traffic measured by `cadence proxy`.
-    Proxy,
-}
-
-impl RecordSource {
-    fn is_bench(&self) -> bool {
-        *self == RecordSource::Bench
     }
 }
 
@@ -183,6 +183,9 @@ pub struct RequestRecord {
     pub error: Option<String>,
     #[serde(default)]
     pub counters: StreamCounters,
+    /// Who measured the request; omitted for `bench` so older readers see no change.
+    #[serde(default, skip_serializing_if = "RecordSource::is_bench")]
+    pub source: RecordSource,
     /// Output-token counts by source (what `output_tokens` chose from).
     #[serde(default, skip_serializing_if = "TokenSources::is_empty")]
     pub token_sources: TokenSources,
@@ -200,9 +203,6 @@ pub struct RequestRecord {
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
-    /// Who measured the request; omitted for `bench` so older readers see no change.
-    #[serde(default, skip_serializing_if = "RecordSource::is_bench")]
-    pub source: RecordSource,
 }
 
 impl RequestRecord {
@@ -227,12 +227,12 @@ impl RequestRecord {
             finish_reason: None,
             error: None,
             counters: StreamCounters::default(),
+            source: RecordSource::Bench,
             token_sources: TokenSources::default(),
             chunk_tokens_source: None,
             session: None,
             turn: None,
             prefix_group: None,
-            source: RecordSource::Bench,
         }
     }
 
