@@ -449,6 +449,19 @@ fn a_hub_id_without_network_is_a_clear_usage_error() {
         .code(2)
         .stderr(predicates::str::contains("does not download tokenizers"));
     cadence()
+        .args([
+            "bench",
+            "-n",
+            "1",
+            "--input-tokens",
+            "5",
+            "--corpus",
+            "/no/such/corpus.txt",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot read the corpus"));
+    cadence()
         .args(["bench", "-n", "1", "--input-tokens", "normal:5"])
         .assert()
         .code(2)
