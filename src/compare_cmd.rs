@@ -203,6 +203,18 @@ fn interval(r: &MetricChange) -> String {
     })
 }
 
+/// A row's cells: metric, A, B, change, interval, verdict.
+fn cells(r: &MetricChange) -> [String; 6] {
+    [
+        r.metric.clone(),
+        num(r.a, &r.unit),
+        num(r.b, &r.unit),
+        pct(r.change),
+        interval(r),
+        verdict(r.verdict).to_string(),
+    ]
+}
+
 /// The console form.
 pub fn render_text(c: &Comparison) -> String {
     let mut s = format!("Comparing A = {}\n      with B = {}\n", c.a, c.b);
@@ -212,14 +224,9 @@ pub fn render_text(c: &Comparison) -> String {
             l.level, "metric", "A", "B", "change", "95% interval", "verdict"
         ));
         for r in &l.rows {
+            let [m, a, b, ch, iv, v] = cells(r);
             s.push_str(&format!(
-                "  {:<18} {:>12} {:>12} {:>9} {:>20}  {}\n",
-                r.metric,
-                num(r.a, &r.unit),
-                num(r.b, &r.unit),
-                pct(r.change),
-                interval(r),
-                verdict(r.verdict)
+                "  {m:<18} {a:>12} {b:>12} {ch:>9} {iv:>20}  {v}\n"
             ));
         }
     }
@@ -248,15 +255,7 @@ pub fn render_markdown(c: &Comparison) -> String {
             l.level
         ));
         for r in &l.rows {
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                r.metric,
-                num(r.a, &r.unit),
-                num(r.b, &r.unit),
-                pct(r.change),
-                interval(r),
-                verdict(r.verdict)
-            ));
+            s.push_str(&format!("| {} |\n", cells(r).join(" | ")));
         }
     }
     for n in &c.notes {

@@ -274,6 +274,12 @@ fn secret_canary_never_reaches_output_records_or_report() {
         .arg(&json)
         .arg("--records")
         .arg(&records)
+        .arg("--html")
+        .arg(dir.path().join("r.html"))
+        .arg("--markdown")
+        .arg(dir.path().join("r.md"))
+        .arg("--csv")
+        .arg(dir.path().join("csv/"))
         .output()
         .unwrap();
     assert_eq!(
@@ -292,6 +298,10 @@ fn secret_canary_never_reaches_output_records_or_report() {
         String::from_utf8_lossy(&out.stderr).to_string(),
         std::fs::read_to_string(&json).unwrap(),
         rec_text,
+        std::fs::read_to_string(dir.path().join("r.html")).unwrap(),
+        std::fs::read_to_string(dir.path().join("r.md")).unwrap(),
+        std::fs::read_to_string(dir.path().join("csv/levels.csv")).unwrap(),
+        std::fs::read_to_string(dir.path().join("csv/requests.csv")).unwrap(),
     ];
     for (i, text) in everything.iter().enumerate() {
         assert!(!text.contains(KEY), "API key leaked in output #{i}: {text}");

@@ -132,7 +132,11 @@ fn saved_runs_pass_through_the_slo_gate() {
         .args(["--slo", "itl.p50<=10s", "--convention", "guidellm"])
         .assert()
         .code(0)
-        .stdout(predicate::str::contains("guidellm *"));
+        .stdout(
+            predicate::str::contains("guidellm *")
+                .and(predicate::str::contains("ITL (guidellm)"))
+                .and(predicate::str::contains("TPOT (guidellm)")),
+        );
     cadence()
         .arg("report")
         .arg(dir.path().join("bench.json"))
@@ -286,4 +290,43 @@ fn compare_flags_a_planted_itl_regression_and_not_a_rerun() {
         .stdout(predicate::str::contains(
             "significance needs per-request samples",
         ));
+}
+
+#[test]
+fn records_files_from_several_clients_merge_by_level() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    sweep(d1.path(), &[]);
+    sweep(d2.path(), &[]);
+    let json = d1.path().join("merged.json");
+    let md = d1.path().join("merged.md");
+    cadence()
+        .arg("report")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("merged 2 records files"));
+    let v = read_json(&json);
+    validate(&v);
+    for level in v["levels"].as_array().unwrap() {
+        let req = &level["requests"];
+        assert_eq!(req["intended"], 12, "intended adds up across files: {req}");
+        assert_eq!(req["succeeded"], 12);
+    }
+    // Compare's Markdown for a PR comment, from the same files.
+    cadence()
+        .arg("compare")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .args(["--markdown", "-"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("| itl.p99 |")
+                .and(predicate::str::contains("**concurrency=2**")),
+        );
 }

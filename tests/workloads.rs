@@ -37,12 +37,13 @@ fn bench(args: &[&str]) -> (Option<i32>, Value, Vec<Value>, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let text = std::fs::read_to_string(&json).unwrap_or_else(|_| panic!("no report: {stderr}"));
     validate(&text);
+    // Request records only: the file also holds one `cadence_level` line per level and
+    // a `cadence_run` line (the replay metadata `cadence report` reads).
     let records = std::fs::read_to_string(&recs)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        // Level and run lines (`cadence_level`, `cadence_run`) sit beside the records.
-        .filter(|v| v.get("index").is_some())
+        .filter(|l| !l.starts_with("{\"cadence_"))
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     (
         out.status.code(),
@@ -447,6 +448,19 @@ fn a_hub_id_without_network_is_a_clear_usage_error() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("does not download tokenizers"));
+    cadence()
+        .args([
+            "bench",
+            "-n",
+            "1",
+            "--input-tokens",
+            "5",
+            "--corpus",
+            "/no/such/corpus.txt",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot read the corpus"));
     cadence()
         .args(["bench", "-n", "1", "--input-tokens", "normal:5"])
         .assert()

@@ -131,12 +131,12 @@ pub struct PromptGen {
     text: String,
     /// Each word as a byte range of `text` *including* its leading space.
     units: Vec<(u32, u32)>,
-    /// Tokens of each unit after other text (with its space).
-    tokens: Vec<u16>,
     /// Tokens of each unit at the very start of a prompt (without its space).
     first_tokens: Vec<u16>,
     /// Units that start a sentence.
     sentence_starts: Vec<u32>,
+    /// Running token sums: `cum[i]` is the tokens of units `0..i` (after a space).
+    cum: Vec<u64>,
     counter: Counter,
     /// Whether the check found the tokenizer splitting at spaces (see the module docs).
     local: bool,
@@ -178,12 +178,17 @@ impl PromptGen {
                 sentence_starts.push(i as u32);
             }
         }
+        let mut cum = Vec::with_capacity(tokens.len() + 1);
+        cum.push(0u64);
+        for &t in &tokens {
+            cum.push(cum.last().copied().unwrap_or(0) + u64::from(t));
+        }
         let mut g = PromptGen {
             text,
             units,
-            tokens,
             first_tokens,
             sentence_starts,
+            cum,
             counter,
             local: true,
         };
@@ -229,71 +234,76 @@ impl PromptGen {
     }
 
     /// Whole sentences from random places, word by word, until exactly `n` tokens:
-    /// a word that would overshoot is replaced by the next word that fits.
+    /// a word that would overshoot is replaced by the next word that fits. Runs of
+    /// words are found by binary search on running token sums and copied at once.
     fn assemble(&self, n: usize, rng: &mut impl Rng, continuation: bool) -> String {
         let mut out = String::with_capacity(n * 6);
-        let mut left = n;
+        let mut left = n as u64;
         let mut i = self.random_sentence(rng);
-        let mut in_sentence = 0usize;
-        while left > 0 {
-            let first = out.is_empty() && !continuation;
-            let t = usize::from(if first {
-                self.first_tokens[i]
-            } else {
-                self.tokens[i]
-            });
-            if t >= 1 && t <= left {
-                let (s, e) = self.units[i];
-                let s = if first { s + 1 } else { s };
-                out.push_str(&self.text[s as usize..e as usize]);
-                left -= t;
-                in_sentence += 1;
+        if !continuation {
+            // The first word has no space before it, and may tokenize differently.
+            while usize::from(self.first_tokens[i]) == 0 || u64::from(self.first_tokens[i]) > left {
+                i = (i + 1) % self.units.len();
             }
+            let (s, e) = self.units[i];
+            out.push_str(&self.text[s as usize + 1..e as usize]);
+            left -= u64::from(self.first_tokens[i]);
             i += 1;
-            // After a sentence or two, jump elsewhere so prompts differ early.
-            if i == self.units.len() || (in_sentence > 24 && self.is_sentence_start(i)) {
+        }
+        let mut stop = self.jump_at(i);
+        while left > 0 {
+            if i >= stop {
+                // After a sentence or two, jump elsewhere so prompts differ early.
                 i = self.random_sentence(rng);
-                in_sentence = 0;
+                stop = self.jump_at(i);
             }
+            // The longest run i..j whose tokens fit.
+            let base = self.cum[i];
+            let j = i + self.cum[i + 1..=stop].partition_point(|&c| c - base <= left);
+            if j > i {
+                out.push_str(&self.text[self.units[i].0 as usize..self.units[j - 1].1 as usize]);
+                left -= self.cum[j] - base;
+            }
+            // Unit j (if any) overshoots: skip it and look further.
+            i = j + 1;
         }
         out
+    }
+
+    /// Where a run starting at unit `i` ends: the first sentence start at least 25
+    /// words on, or the end of the corpus.
+    fn jump_at(&self, i: usize) -> usize {
+        let k = self
+            .sentence_starts
+            .partition_point(|&s| (s as usize) < i + 25);
+        self.sentence_starts
+            .get(k)
+            .map_or(self.units.len(), |&s| s as usize)
     }
 
     fn random_sentence(&self, rng: &mut impl Rng) -> usize {
         self.sentence_starts[rng.random_range(0..self.sentence_starts.len())] as usize
     }
 
-    fn is_sentence_start(&self, i: usize) -> bool {
-        self.sentence_starts.binary_search(&(i as u32)).is_ok()
-    }
-
-    /// The slow path for tokenizers that merge across spaces: re-tokenize and trim or
-    /// extend a word at a time until the count is exact.
+    /// The slow path for tokenizers that merge across spaces: re-tokenize, then drop
+    /// words from the end or append fresh words (about as many tokens as missing)
+    /// until the count is exact.
     fn adjust(&self, mut p: String, n: usize, rng: &mut impl Rng, continuation: bool) -> String {
-        let single: Vec<&str> = self
-            .units
-            .iter()
-            .zip(&self.tokens)
-            .filter(|(_, &t)| t == 1)
-            .map(|(&(s, e), _)| &self.text[s as usize..e as usize])
-            .take(64)
-            .collect();
-        for _ in 0..64 {
+        for _ in 0..400 {
             let c = self.counter.count(&p);
             if c == n {
                 return p;
             }
-            if c > n {
-                match p.rfind(' ') {
-                    Some(k) if k > 0 => p.truncate(k),
-                    _ => p.clear(),
-                }
+            if c < n {
+                let more = self.assemble(n - c, rng, continuation || !p.is_empty());
+                p.push_str(&more);
             } else {
-                let w = single[rng.random_range(0..single.len())];
-                if p.is_empty() && !continuation {
-                    p.push_str(&w[1..]);
-                } else {
-                    p.push_str(w);
+                // Drop about as many words as there are extra tokens (at least one).
+                for _ in 0..((c - n) / 2).max(1) {
+                    match p.rfind(' ') {
+                        Some(k) if k > 0 => p.truncate(k),
+                        _ => p.clear(),
+                    }
                 }
             }
         }
@@ -377,6 +387,21 @@ mod tests {
         let c = g.prompt(64, &mut SmallRng::seed_from_u64(4), false);
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn prompts_come_from_the_given_corpus_only() {
+        let corpus = "Alpha beta gamma. Delta epsilon zeta eta!\n\nTheta iota kappa?";
+        let g = PromptGen::new(corpus, Counter::Words).unwrap();
+        let words: std::collections::BTreeSet<&str> = corpus.split_whitespace().collect();
+        let mut rng = SmallRng::seed_from_u64(2);
+        let p = g.prompt(100, &mut rng, false);
+        assert_eq!(p.split_whitespace().count(), 100);
+        assert!(p.split_whitespace().all(|w| words.contains(w)), "{p}");
+        assert!(
+            !p.contains("  ") && !p.contains('\n'),
+            "whitespace collapsed"
+        );
     }
 
     #[test]

@@ -138,12 +138,24 @@ impl Tokenizer {
         }
         let c = attribute(&content, text.chunk_ends.iter().map(|e| e.0 as usize));
         let r = attribute(&reasoning, text.chunk_ends.iter().map(|e| e.1 as usize));
+        let mut counts: Vec<u32> = c.iter().zip(&r).map(|(a, b)| a + b).collect();
+        // The server's own count wins: re-tokenizing generated text can give another
+        // total (a model need not emit the canonical tokenization), so the shares are
+        // scaled to the server's total.
+        if let Some(used) = rec
+            .output_tokens
+            .filter(|t| t.source != TokenSource::Tokenizer)
+        {
+            if used.count != total {
+                scale_to(&mut counts, used.count);
+            }
+        }
         // A chunk that added no text (a tool-call delta) keeps an unknown count.
         let mut prev = (0u32, 0u32);
         for (i, chunk) in rec.chunks.iter_mut().enumerate() {
             let end = text.chunk_ends[i];
             if end != prev {
-                chunk.1 = Some(c[i] + r[i]);
+                chunk.1 = Some(counts[i]);
             }
             prev = end;
         }
@@ -174,6 +186,29 @@ pub fn attribute(token_ends: &[usize], chunk_ends: impl Iterator<Item = usize>) 
     out
 }
 
+/// Scales `counts` to add up to `target` by the largest-remainder rule (each share
+/// rounded down, the leftover units to the largest fractions, earlier chunks first on
+/// ties). All zeros stay zeros.
+pub fn scale_to(counts: &mut [u32], target: u64) {
+    let sum: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    if sum == 0 || sum == target {
+        return;
+    }
+    let mut rem: Vec<(u64, usize)> = Vec::with_capacity(counts.len());
+    let mut given = 0u64;
+    for (i, c) in counts.iter_mut().enumerate() {
+        let exact = u64::from(*c) * target;
+        let floor = exact / sum;
+        rem.push((exact % sum, i));
+        *c = u32::try_from(floor).unwrap_or(u32::MAX);
+        given += floor;
+    }
+    rem.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for &(_, i) in rem.iter().take((target - given) as usize) {
+        counts[i] += 1;
+    }
+}
+
 fn looks_like_hub_id(spec: &str) -> bool {
     let parts: Vec<&str> = spec.split('/').collect();
     parts.len() == 2
@@ -189,6 +224,16 @@ fn looks_like_hub_id(spec: &str) -> bool {
 /// use instead of a downloaded model tokenizer (GPT-2-style pre-tokenization, the
 /// same pipeline as Llama 3, Qwen and GPT-family `tokenizer.json` files).
 pub fn train_bpe(text: &str, vocab_size: usize) -> Result<Tokenizer, TokenizerError> {
+    train_bpe_with(text, vocab_size, true)
+}
+
+/// [`train_bpe`], optionally without splitting at spaces first: merges then cross
+/// word boundaries (the case synthetic prompts must re-tokenize to stay exact).
+pub fn train_bpe_with(
+    text: &str,
+    vocab_size: usize,
+    split_at_spaces: bool,
+) -> Result<Tokenizer, TokenizerError> {
     use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
     use tokenizers::normalizers::NormalizerWrapper;
     use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -202,7 +247,11 @@ pub fn train_bpe(text: &str, vocab_size: usize) -> Result<Tokenizer, TokenizerEr
         .build();
     let mut tk = TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, ByteLevel, ByteLevel>::new()
         .with_model(BPE::default())
-        .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
+        .with_pre_tokenizer(Some(
+            ByteLevel::default()
+                .add_prefix_space(false)
+                .use_regex(split_at_spaces),
+        ))
         .with_post_processor(Some(ByteLevel::default()))
         .with_decoder(Some(ByteLevel::default()))
         .build()
@@ -230,6 +279,20 @@ mod tests {
             vec![1, 0, 2, 1]
         );
         assert_eq!(attribute(&[], [1].into_iter()), vec![0]);
+    }
+
+    #[test]
+    fn scaling_keeps_shares_and_hits_the_server_total() {
+        let mut c = vec![1, 1, 4, 1, 1];
+        scale_to(&mut c, 6);
+        assert_eq!(c.iter().sum::<u32>(), 6);
+        assert_eq!(c, vec![1, 1, 3, 1, 0], "8 -> 6: 0.75 each, 3 for the 4");
+        let mut up = vec![1, 2];
+        scale_to(&mut up, 6);
+        assert_eq!(up, vec![2, 4]);
+        let mut zero = vec![0, 0];
+        scale_to(&mut zero, 5);
+        assert_eq!(zero, vec![0, 0]);
     }
 
     #[test]
@@ -297,6 +360,33 @@ mod tests {
             "the fixture shows the boundary effect"
         );
         assert_eq!(rec.chunk_tokens_source, Some(TokenSource::Tokenizer));
+    }
+
+    #[test]
+    fn annotate_scales_chunk_shares_to_the_server_total() {
+        let tk = fixture();
+        let pieces = [" We hold", " these truths", " to be self-evident"];
+        let mut text = StreamText::default();
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        for (i, p) in pieces.iter().enumerate() {
+            text.content.push_str(p);
+            text.chunk_ends.push((text.content.len() as u32, 0));
+            rec.chunks.push(Chunk(i as u64, None));
+        }
+        let whole = tk.count(&text.content) as u64;
+        rec.output_tokens = Some(TokenCount {
+            count: whole - 2,
+            source: TokenSource::Usage,
+        });
+        tk.annotate(&mut rec, &text);
+        let per_chunk: u64 = rec.chunks.iter().map(|c| u64::from(c.1.unwrap())).sum();
+        assert_eq!(
+            per_chunk,
+            whole - 2,
+            "chunk counts follow the server's total"
+        );
+        assert_eq!(rec.token_sources.tokenizer, Some(whole));
+        assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
     }
 
     #[test]

@@ -54,3 +54,18 @@ fn the_same_seed_gives_the_same_prompts() {
     let distinct: std::collections::BTreeSet<String> = make(5).into_iter().collect();
     assert_eq!(distinct.len(), 20, "prompts differ from one another");
 }
+
+#[test]
+fn a_tokenizer_that_merges_across_spaces_still_gets_exact_prompts() {
+    let tk = cadence_bench::tokenizer::train_bpe_with(CORPUS, 1500, false).unwrap();
+    let g = PromptGen::builtin(Counter::Tokenizer(tk.clone())).unwrap();
+    assert!(
+        !g.splits_at_spaces(),
+        "the check notices merges across spaces"
+    );
+    let mut rng = SmallRng::seed_from_u64(3);
+    for n in [1, 2, 5, 40, 333] {
+        let p = g.prompt(n, &mut rng, false);
+        assert_eq!(tk.count(&p), n, "{p:?}");
+    }
+}

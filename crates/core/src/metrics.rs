@@ -42,7 +42,8 @@ the first";
     pub const TOKENS_PER_CHUNK: &str = "tokens carried by each content-bearing chunk of \
 succeeded requests, where the count is known: from per-chunk usage or token ids the server \
 sent, else from the run's tokenizer (each token of the joined text attributed to the chunk \
-that completed it, so the chunk counts add up to the whole-text count) (burstiness)";
+that completed it, then scaled by largest remainder to the server's usage count when that \
+differs, so chunk counts add up to the count used) (burstiness)";
     pub const THROUGHPUT: &str = "output tokens of succeeded requests per second of the \
 measured window, and succeeded requests per second; the window runs from the first send to \
 the last end among the level's non-warm-up requests unless the run sets it; absent when the \

@@ -20,7 +20,7 @@ pub fn render(report: &Report, color: bool) -> String {
     header(&mut out, report, p);
     for level in &report.levels {
         out.push('\n');
-        level_block(&mut out, level, p);
+        level_block(&mut out, level, report.convention.as_deref(), p);
         conventions(&mut out, report, level, p);
     }
     if report.levels.len() > 1 {
@@ -137,7 +137,7 @@ fn load_of(l: &LevelReport) -> String {
     }
 }
 
-fn level_block(out: &mut String, l: &LevelReport, p: Painter) {
+fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: Painter) {
     let s = &l.summary;
     let q = &s.requests;
     let _ = writeln!(
@@ -167,6 +167,26 @@ fn level_block(out: &mut String, l: &LevelReport, p: Painter) {
         ("E2E", time(&s.e2e)),
         ("Speed (tok/s)", s.output_speed_tok_s.map(|d| row(&d, sig4))),
     ]);
+    // `--convention`: the headline tool's ITL and TPOT right under Cadence's own.
+    let headline = convention
+        .filter(|c| *c != "cadence")
+        .and_then(|c| l.conventions.iter().find(|v| v.convention == c));
+    let (itl_label, tpot_label) = headline.map_or((String::new(), String::new()), |v| {
+        (
+            format!("ITL ({})", v.convention),
+            format!("TPOT ({})", v.convention),
+        )
+    });
+    if let Some(v) = headline {
+        let at = rows
+            .iter()
+            .position(|(k, _)| *k == "E2E")
+            .unwrap_or(rows.len());
+        rows.insert(at, (itl_label.as_str(), time(&v.itl)));
+        if v.tpot_formula.is_some() {
+            rows.insert(at + 1, (tpot_label.as_str(), time(&v.tpot)));
+        }
+    }
     if s.tokens_per_chunk.is_some() {
         rows.push(("Tokens/chunk", s.tokens_per_chunk.map(|d| row(&d, sig4))));
     }
@@ -444,7 +464,7 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
     if let Some(c) = &r.convention {
         let _ = writeln!(
             out,
-            "{}* headline: the summary by level shows ITL and TPOT as {c} computes them",
+            "{}* headline: the ITL/TPOT rows marked ({c}) above and the summary by level use {c}'s formulas",
             label("")
         );
     }
