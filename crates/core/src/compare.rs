@@ -34,29 +34,8 @@ pub const METRICS: [SloMetric; 5] = [
 ];
 pub const STATS: [SloStat; 4] = [SloStat::Mean, SloStat::P50, SloStat::P90, SloStat::P99];
 
-/// A small deterministic generator (SplitMix64): the bootstrap must give the same
-/// answer for the same inputs on every machine.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by multiply-shift (bias below 2^-32 for our n).
-    pub fn below(&mut self, n: usize) -> usize {
-        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
-    }
-}
+/// The bootstrap's generator: the same answer for the same inputs on every machine.
+pub use crate::rng::SplitMix64;
 
 /// Per-request samples of `metric` over the succeeded, non-warm-up `records`: one value
 /// per request (TTFT, TPOT, E2E, output speed), or all of a request's gaps for ITL.
@@ -399,16 +378,6 @@ impl FailOn {
 mod tests {
     use super::*;
     use crate::{summarize_level, Chunk, LevelOptions};
-
-    #[test]
-    fn splitmix_is_the_reference_sequence() {
-        // First outputs of SplitMix64 seeded with 0 (Vigna's reference implementation).
-        let mut r = SplitMix64::new(0);
-        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-        let mut r = SplitMix64::new(7);
-        assert!((0..1000).all(|_| r.below(3) < 3));
-    }
 
     #[test]
     fn stats_match_the_report_rules() {

@@ -11,6 +11,7 @@ pub mod outcome;
 pub mod pacing;
 pub mod record;
 pub mod report;
+pub mod rng;
 pub mod runlog;
 pub mod slo;
 pub mod stats;

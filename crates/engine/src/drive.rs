@@ -8,7 +8,7 @@ use cadence_core::record::{Chunk, RequestRecord, TokenCount, TokenSource};
 use cadence_core::Outcome;
 
 use crate::engine::{Engine, Event, Request, StepInfo};
-use crate::rng::SplitMix;
+use crate::rng::{self, SplitMix64};
 use crate::spec::EngineSpec;
 
 /// What each request asks for.
@@ -87,10 +87,10 @@ pub fn plan_level(
     let closed = matches!(arrivals, Arrivals::Closed { .. });
     // Closed loop: (when, worker) of the next requests on their way.
     let mut pending: Vec<(u64, u32)> = Vec::new();
-    let mut turnaround_rng = SplitMix::new(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32));
+    let mut turnaround_rng = rng::seeded(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32));
     let mut rng = match arrivals {
-        Arrivals::Poisson { seed, .. } => SplitMix::new(seed ^ level as u64),
-        _ => SplitMix::new(0),
+        Arrivals::Poisson { seed, .. } => rng::seeded(seed ^ level as u64),
+        _ => rng::seeded(0),
     };
     let mut next_arrival: Option<u64> = None;
     let mut preemptions = 0u64;
@@ -234,11 +234,11 @@ pub fn plan_level(
 }
 
 /// A client's turnaround: uniform in [½, 1½] × the mean.
-fn turnaround(mean_ns: u64, rng: &mut SplitMix) -> u64 {
+fn turnaround(mean_ns: u64, rng: &mut SplitMix64) -> u64 {
     (mean_ns as f64 * (0.5 + rng.unit())).round() as u64
 }
 
-fn gap_ns(arrivals: Arrivals, rng: &mut SplitMix) -> u64 {
+fn gap_ns(arrivals: Arrivals, rng: &mut SplitMix64) -> u64 {
     match arrivals {
         Arrivals::Closed { .. } => 0,
         Arrivals::Constant { rate } => (1e9 / rate).round() as u64,

@@ -4,7 +4,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::rng::SplitMix;
+use crate::rng::{self, SplitMix64};
 use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, RECOMPUTE_CHUNK};
 
 /// What the engine did, in time order. A request's first `Tokens` is its first token.
@@ -103,7 +103,7 @@ pub struct Engine {
     capacity: u64,
     budget: u32,
     spec_decode: Option<Speculation>,
-    rng: SplitMix,
+    rng: SplitMix64,
     now: u64,
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
@@ -130,7 +130,7 @@ impl Engine {
             capacity: spec.kv_capacity(),
             budget,
             spec_decode: spec.serving.speculation,
-            rng: SplitMix::new(spec.serving.seed),
+            rng: rng::seeded(spec.serving.seed),
             now: 0,
             waiting: VecDeque::new(),
             running: Vec::new(),

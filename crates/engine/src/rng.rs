@@ -1,24 +1,10 @@
-//! SplitMix64 (Steele, Lea, Flood 2014): a seed means the same jitter, acceptance
-//! draws and arrivals on every platform and every `rand` release.
+//! The engine's seeded generator: `cadence-core`'s SplitMix64 with the seed salted, so
+//! a seed means the same jitter, acceptance draws and arrivals on every platform and
+//! every `rand` release, and a stream of its own apart from the other users of a seed.
 
-#[derive(Debug, Clone)]
-pub struct SplitMix(u64);
+pub use cadence_core::rng::SplitMix64;
 
-impl SplitMix {
-    pub fn new(seed: u64) -> Self {
-        SplitMix(seed ^ 0xCADE_0E61_4E00_0000)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), 53 bits.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// The engine's generator for `seed`.
+pub fn seeded(seed: u64) -> SplitMix64 {
+    SplitMix64::new(seed ^ 0xCADE_0E61_4E00_0000)
 }

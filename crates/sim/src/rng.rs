@@ -1,17 +1,17 @@
-//! A tiny seeded generator (SplitMix64) so that a seed means the same token
-//! timings and text on every platform and every `rand` release; `SmallRng`
-//! promises neither.
+//! The sim's seeded generator: `cadence-core`'s SplitMix64 behind `rand`'s `RngCore`,
+//! so that a seed means the same token timings and text on every platform and every
+//! `rand` release; `SmallRng` promises neither.
 
+use cadence_core::rng::SplitMix64;
 use rand::RngCore;
 
-/// SplitMix64 (Steele, Lea, Flood 2014): 64 bits of state, passes BigCrush,
-/// more than good enough for simulated latencies and filler words.
+/// SplitMix64 for `rand_distr` samplers, one stream per request and purpose.
 #[derive(Debug, Clone)]
-pub struct SimRng(u64);
+pub struct SimRng(SplitMix64);
 
 impl SimRng {
     pub fn new(seed: u64) -> Self {
-        SimRng(seed)
+        SimRng(SplitMix64::new(seed))
     }
 
     /// A generator for one purpose (`stream`) of one request, derived from the
@@ -29,11 +29,7 @@ impl RngCore for SimRng {
     }
 
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn fill_bytes(&mut self, dst: &mut [u8]) {
