@@ -1,18 +1,13 @@
 //! The real `cadence` binary: exit codes, usage errors, the JSON report against the
 //! checked-in schema, secrets never leaking, and Ctrl-C still reporting.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{cadence, read_records, record_lines, validate};
 use predicates::prelude::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
-
-fn cadence() -> Command {
-    let mut c = Command::cargo_bin("cadence").unwrap();
-    c.env_remove("OPENAI_API_KEY")
-        .timeout(Duration::from_secs(120));
-    c
-}
 
 /// Runs `cadence ARGS`, expecting exit 2 with `needle` in the error.
 fn usage_error(args: &[&str], needle: &str) {
@@ -21,27 +16,6 @@ fn usage_error(args: &[&str], needle: &str) {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(needle));
-}
-
-/// The request-record lines of a records file (it also holds one metadata line per
-/// level and one for the run, each an object keyed `cadence_level` / `cadence_run`).
-fn record_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines().filter(|l| !l.starts_with("{\"cadence_"))
-}
-
-fn validate(json: &str) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(json).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&doc)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "report does not match the schema: {errors:#?}"
-    );
 }
 
 #[test]
@@ -588,10 +562,7 @@ fn trace_replay_sends_at_recorded_offsets_with_recorded_lengths() {
     assert_eq!(code, Some(0));
     assert_eq!(v["run"]["mode"], "trace_replay");
     assert_eq!(v["levels"][0]["requests"]["succeeded"], 3);
-    let text = std::fs::read_to_string(&records).unwrap();
-    let mut recs: Vec<serde_json::Value> = record_lines(&text)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut recs = read_records(&records);
     recs.sort_by_key(|r| r["index"].as_u64());
     let tokens: Vec<u64> = recs
         .iter()

@@ -4,7 +4,8 @@
 //! `target/tmp/cadence-html-report.png` for people to look at. CI installs Debian's
 //! `chromium` (`.ci/run`); without it this test fails and says so.
 
-use assert_cmd::Command;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -66,10 +67,7 @@ fn headless(page: &Path, profile: &Path, args: &[&str]) -> Output {
 fn html_report_of_a_sweep_draws_every_chart_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("report.html");
-    Command::cargo_bin("cadence")
-        .unwrap()
-        .env_remove("OPENAI_API_KEY")
-        .timeout(Duration::from_secs(120))
+    common::cadence()
         .args([
             "bench",
             "-c",

@@ -2,31 +2,12 @@
 //! report is the same report (schema-valid, one level per load), presets and TOML
 //! engines load or fail clearly, and an engine sim streams multi-token chunks.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{cadence, validate};
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::Duration;
-
-fn cadence() -> Command {
-    let mut c = Command::cargo_bin("cadence").unwrap();
-    c.timeout(Duration::from_secs(120));
-    c
-}
-
-fn validate(json: &str) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(json).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&doc)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "report does not match the schema: {errors:#?}"
-    );
-}
 
 fn plan_json(args: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();

@@ -3,27 +3,19 @@
 //! written, the SLO gate works on saved runs, and compare flags a planted ITL
 //! regression but not a rerun of the same configuration.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{record_lines, validate_report};
 use predicates::prelude::*;
 use std::path::Path;
 use std::time::Duration;
 
+/// The shared command with a longer watchdog: these tests run a sweep, then rebuild it.
 fn cadence() -> Command {
-    let mut c = Command::cargo_bin("cadence").unwrap();
-    c.env_remove("OPENAI_API_KEY")
-        .timeout(Duration::from_secs(180));
+    let mut c = common::cadence();
+    c.timeout(Duration::from_secs(180));
     c
-}
-
-fn validate(v: &serde_json::Value) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "schema: {errors:#?}");
 }
 
 fn read_json(p: &Path) -> serde_json::Value {
@@ -60,7 +52,7 @@ fn report_from_records_or_json_is_the_bench_report_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let (bench, out) = sweep(dir.path(), &["--slo", "ttft.p99<=30s"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    validate(&bench);
+    validate_report(&bench);
     let level = &bench["levels"][0];
     assert_eq!(level["conventions"].as_array().unwrap().len(), 5);
     assert_eq!(level["charts"]["itl_cdf"].as_array().unwrap().len(), 103);
@@ -151,11 +143,7 @@ fn a_records_file_without_metadata_still_rebuilds_and_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     sweep(dir.path(), &[]);
     let text = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
-    let old: String = text
-        .lines()
-        .filter(|l| !l.starts_with("{\"cadence_"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let old: String = record_lines(&text).map(|l| format!("{l}\n")).collect();
     let old_path = dir.path().join("old.jsonl");
     std::fs::write(&old_path, old).unwrap();
     let json = dir.path().join("old.json");
@@ -168,7 +156,7 @@ fn a_records_file_without_metadata_still_rebuilds_and_says_what_is_missing() {
         .code(0)
         .stdout(predicate::str::contains("no run line"));
     let v = read_json(&json);
-    validate(&v);
+    validate_report(&v);
     assert_eq!(v["levels"].as_array().unwrap().len(), 2);
     assert_eq!(v["levels"][1]["name"], "level 1");
     assert_eq!(v["levels"][1]["requests"]["succeeded"], 6);
@@ -311,7 +299,7 @@ fn records_files_from_several_clients_merge_by_level() {
         .code(0)
         .stdout(predicate::str::contains("merged 2 records files"));
     let v = read_json(&json);
-    validate(&v);
+    validate_report(&v);
     for level in v["levels"].as_array().unwrap() {
         let req = &level["requests"];
         assert_eq!(req["intended"], 12, "intended adds up across files: {req}");

@@ -2,18 +2,12 @@
 //! lengths, ShareGPT and JSON Lines datasets, multi-turn sessions, shared prefixes,
 //! the tokenizer, and per-token ITL from every per-chunk token source.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{cadence, read_records, validate};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
-
-fn cadence() -> Command {
-    let mut c = Command::cargo_bin("cadence").unwrap();
-    c.env_remove("OPENAI_API_KEY")
-        .timeout(Duration::from_secs(120));
-    c
-}
 
 /// Fast simulated cadence for every request.
 const FAST: [&str; 4] = ["-H", "x-cadence-ttft-ms: 5", "-H", "x-cadence-itl-ms: 3"];
@@ -37,34 +31,13 @@ fn bench(args: &[&str]) -> (Option<i32>, Value, Vec<Value>, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let text = std::fs::read_to_string(&json).unwrap_or_else(|_| panic!("no report: {stderr}"));
     validate(&text);
-    // Request records only: the file also holds one `cadence_level` line per level and
-    // a `cadence_run` line (the replay metadata `cadence report` reads).
-    let records = std::fs::read_to_string(&recs)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with("{\"cadence_"))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = read_records(&recs);
     (
         out.status.code(),
         serde_json::from_str(&text).unwrap(),
         records,
         stderr,
     )
-}
-
-fn validate(json: &str) {
-    let schema: Value = serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
-    let doc: Value = serde_json::from_str(json).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&doc)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "report does not match the schema: {errors:#?}"
-    );
 }
 
 fn succeeded(recs: &[Value]) -> usize {

@@ -1,0 +1,54 @@
+//! Helpers the root end-to-end tests share (`mod common;` in each): the real `cadence`
+//! command, the report's check against the checked-in JSON schema, and the request
+//! records of a records file.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The real `cadence` binary, with no API key inherited from the environment and a
+/// 120 s watchdog.
+pub fn cadence() -> Command {
+    let mut c = Command::cargo_bin("cadence").unwrap();
+    c.env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(120));
+    c
+}
+
+/// Asserts that the report `json` (text) matches `schema/report.schema.json`.
+#[allow(dead_code)]
+pub fn validate(json: &str) {
+    validate_report(&serde_json::from_str(json).unwrap());
+}
+
+/// Asserts that the parsed `report` matches `schema/report.schema.json`.
+#[allow(dead_code)]
+pub fn validate_report(report: &Value) {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../schema/report.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
+}
+
+/// The request-record lines of a records file (it also holds one metadata line per
+/// level and one for the run, each an object keyed `cadence_level` / `cadence_run`).
+#[allow(dead_code)]
+pub fn record_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| !l.starts_with("{\"cadence_"))
+}
+
+/// The request records of the records file at `path`, parsed, in file order.
+#[allow(dead_code)]
+pub fn read_records(path: &Path) -> Vec<Value> {
+    record_lines(&std::fs::read_to_string(path).unwrap())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
