@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cadence_engine::{preset, EngineSpec, Speculation};
 use cadence_sim::{Freeze, SimConfig, SimState};
-use common::{chat, get, send, Reply};
+use common::{chat, get, post_chat, with_usage};
 
 fn quiet(name: &str) -> EngineSpec {
     let mut s = preset(name).unwrap();
@@ -24,28 +24,6 @@ fn engine_config(spec: EngineSpec) -> SimConfig {
     }
 }
 
-/// When each content chunk arrived, and how many tokens (words) it carried.
-fn content_times(r: &Reply) -> Vec<(Duration, u32)> {
-    let mut out = Vec::new();
-    for (t, bytes) in &r.frames {
-        let text = String::from_utf8_lossy(bytes);
-        for event in text.split("\n\n") {
-            let Some(data) = event.strip_prefix("data: ") else {
-                continue;
-            };
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(data) else {
-                continue;
-            };
-            if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
-                if !c.is_empty() {
-                    out.push((*t, c.split_whitespace().count() as u32));
-                }
-            }
-        }
-    }
-    out
-}
-
 fn near(a: Duration, b_ns: u64) -> bool {
     let a = a.as_nanos() as i128;
     // The tokio timer fires on whole milliseconds.
@@ -56,9 +34,9 @@ fn near(a: Duration, b_ns: u64) -> bool {
 async fn chunks_leave_when_the_models_steps_end() {
     let spec = quiet("llama-3.1-70b@h100-fp8");
     let state = SimState::new(engine_config(spec.clone()));
-    let r = send(&state, "/v1/chat/completions", &[], chat(4)).await;
+    let r = post_chat(&state, &[], chat(4)).await;
     assert_eq!(r.status, 200);
-    let got = content_times(&r);
+    let got = r.content_times();
     assert_eq!(got.iter().map(|c| c.1).collect::<Vec<_>>(), [1, 1, 1, 1]);
     // "say something nice" is 3 prompt tokens: a prefill step, then decode steps
     // at contexts 4, 5, 6.
@@ -81,12 +59,12 @@ async fn median_gap_ms(concurrency: usize) -> f64 {
     let mut body = chat(32);
     body["messages"][0]["content"] = "word ".repeat(1000).into();
     let replies = futures_util::future::join_all(
-        (0..concurrency).map(|_| send(&state, "/v1/chat/completions", &[], body.clone())),
+        (0..concurrency).map(|_| post_chat(&state, &[], body.clone())),
     )
     .await;
     let mut gaps = Vec::new();
     for r in &replies {
-        let t = content_times(r);
+        let t = r.content_times();
         assert_eq!(t.iter().map(|c| c.1).sum::<u32>(), 32);
         gaps.extend(t.windows(2).map(|w| (w[1].0 - w[0].0).as_secs_f64() * 1e3));
     }
@@ -112,10 +90,8 @@ async fn speculation_sends_chunks_of_several_tokens() {
         draft_us: 0.0,
     });
     let state = SimState::new(engine_config(spec));
-    let mut body = chat(300);
-    body["stream_options"] = serde_json::json!({"include_usage": true});
-    let r = send(&state, "/v1/chat/completions", &[], body).await;
-    let sizes: Vec<u32> = content_times(&r).iter().map(|c| c.1).collect();
+    let r = post_chat(&state, &[], with_usage(300)).await;
+    let sizes: Vec<u32> = r.content_times().iter().map(|c| c.1).collect();
     assert_eq!(sizes.iter().sum::<u32>(), 300);
     assert!(sizes.iter().all(|&n| (1..=5).contains(&n)), "{sizes:?}");
     assert!(sizes.iter().filter(|&&n| n > 1).count() > sizes.len() / 2);
@@ -130,9 +106,8 @@ async fn speculation_sends_chunks_of_several_tokens() {
 #[tokio::test(start_paused = true)]
 async fn faults_still_apply_on_an_engine_sim() {
     let state = SimState::new(engine_config(quiet("tiny@cpu")));
-    let r = send(
+    let r = post_chat(
         &state,
-        "/v1/chat/completions",
         &[("x-cadence-fault", "error_after_tokens")],
         chat(8),
     )
@@ -143,13 +118,7 @@ async fn faults_still_apply_on_an_engine_sim() {
         r.text()
     );
     assert!(!r.text().contains("[DONE]"));
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-fault", "status_429")],
-        chat(8),
-    )
-    .await;
+    let r = post_chat(&state, &[("x-cadence-fault", "status_429")], chat(8)).await;
     assert_eq!(r.status, 429);
 }
 
@@ -163,8 +132,8 @@ async fn a_freeze_stops_the_engine_for_its_duration() {
         ..engine_config(quiet("tiny@cpu"))
     };
     let state = SimState::new(config);
-    let r = send(&state, "/v1/chat/completions", &[], chat(3)).await;
-    let t = content_times(&r);
+    let r = post_chat(&state, &[], chat(3)).await;
+    let t = r.content_times();
     assert_eq!(t.len(), 3);
     assert!(t[0].0 >= Duration::from_secs(2), "{t:?}");
     assert!(t[2].0 < Duration::from_millis(2100), "{t:?}");
@@ -177,10 +146,10 @@ async fn unstreamed_and_oversized_requests() {
     let state = SimState::new(engine_config(spec));
     let mut body = chat(10);
     body["stream"] = false.into();
-    let r = send(&state, "/v1/chat/completions", &[], body).await;
+    let r = post_chat(&state, &[], body).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["usage"]["completion_tokens"], 10);
-    let r = send(&state, "/v1/chat/completions", &[], chat(100)).await;
+    let r = post_chat(&state, &[], chat(100)).await;
     assert_eq!(r.status, 400);
     assert!(
         r.text().contains("KV cache holds 64 tokens"),
@@ -192,10 +161,7 @@ async fn unstreamed_and_oversized_requests() {
 #[tokio::test(start_paused = true)]
 async fn metrics_tell_the_servers_side() {
     let state = SimState::new(engine_config(quiet("tiny@cpu")));
-    futures_util::future::join_all(
-        (0..4).map(|_| send(&state, "/v1/chat/completions", &[], chat(5))),
-    )
-    .await;
+    futures_util::future::join_all((0..4).map(|_| post_chat(&state, &[], chat(5)))).await;
     let r = get(&state, "/metrics").await;
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().contains("openmetrics"));

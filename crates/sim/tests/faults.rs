@@ -13,18 +13,12 @@ async fn with_fault(name: &str, extra: &[(&str, &str)], body: Value) -> (Reply, 
     let state = SimState::new(fixed_config());
     let mut headers = vec![("x-cadence-fault", name)];
     headers.extend_from_slice(extra);
-    let r = send(&state, "/v1/chat/completions", &headers, body).await;
+    let r = post_chat(&state, &headers, body).await;
     (r, state)
 }
 
 async fn fault(name: &str) -> Reply {
     with_fault(name, &[], chat(6)).await.0
-}
-
-fn with_usage(max_tokens: u32) -> Value {
-    let mut b = chat(max_tokens);
-    b["stream_options"] = json!({"include_usage": true});
-    b
 }
 
 fn normal_shape(r: &Reply) {
@@ -430,7 +424,7 @@ async fn f31_stall_headers_work_without_the_fault_and_the_fault_has_defaults() {
         ("x-cadence-stall-after", "0"),
     ];
     let state = SimState::new(fixed_config());
-    send(&state, "/v1/chat/completions", &headers, chat(2)).await;
+    post_chat(&state, &headers, chat(2)).await;
     let s = &state.send_log().snapshot()[0];
     assert_eq!(
         s.chunks_ns[0] - s.received_ns,

@@ -33,10 +33,7 @@ async fn models_lists_the_configured_model() {
 async fn unknown_route_is_a_json_404() {
     let r = get(&SimState::new(SimConfig::default()), "/v2/nothing").await;
     assert_eq!(r.status, 404);
-    assert!(r.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("/v1/chat/completions"));
+    assert!(r.error_message().contains("/v1/chat/completions"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -44,13 +41,7 @@ async fn chat_stream_has_role_content_finish_usage_and_done() {
     let state = SimState::new(fixed_config());
     let mut body = chat(5);
     body["stream_options"] = json!({"include_usage": true});
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-burst", "2")],
-        body,
-    )
-    .await;
+    let r = post_chat(&state, &[("x-cadence-burst", "2")], body).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     assert_eq!(r.header("cache-control"), Some("no-cache"));
@@ -94,13 +85,7 @@ async fn chat_stream_has_role_content_finish_usage_and_done() {
 
 #[tokio::test(start_paused = true)]
 async fn no_usage_unless_asked() {
-    let r = send(
-        &SimState::new(fixed_config()),
-        "/v1/chat/completions",
-        &[],
-        chat(3),
-    )
-    .await;
+    let r = post_chat(&SimState::new(fixed_config()), &[], chat(3)).await;
     assert!(r.chunks().iter().all(|c| c.get("usage").is_none()));
     assert_eq!(r.contents().len(), 3);
     assert_eq!(r.events().last().unwrap(), "[DONE]");
@@ -110,13 +95,7 @@ async fn no_usage_unless_asked() {
 async fn continuous_usage_stats_put_running_usage_on_every_chunk() {
     let mut body = chat(3);
     body["stream_options"] = json!({"include_usage": true, "continuous_usage_stats": true});
-    let r = send(
-        &SimState::new(fixed_config()),
-        "/v1/chat/completions",
-        &[],
-        body,
-    )
-    .await;
+    let r = post_chat(&SimState::new(fixed_config()), &[], body).await;
     let running: Vec<u64> = r
         .chunks()
         .iter()
@@ -157,32 +136,20 @@ async fn max_tokens_is_honoured_and_defaults_to_config() {
             .map(|c| c.split_whitespace().count())
             .sum::<usize>()
     };
-    let r = send(&state, "/v1/chat/completions", &[], chat(11)).await;
+    let r = post_chat(&state, &[], chat(11)).await;
     assert_eq!(count(&r), 11);
     let mut body = chat(11);
     body["max_completion_tokens"] = json!(2);
-    assert_eq!(
-        count(&send(&state, "/v1/chat/completions", &[], body).await),
-        2
-    );
+    assert_eq!(count(&post_chat(&state, &[], body).await), 2);
     let body = json!({"stream": true, "messages": []});
-    assert_eq!(
-        count(&send(&state, "/v1/chat/completions", &[], body).await),
-        7
-    );
+    assert_eq!(count(&post_chat(&state, &[], body).await), 7);
 }
 
 #[tokio::test(start_paused = true)]
 async fn non_stream_returns_one_completion_after_the_planned_delay() {
     let body =
         json!({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
-    let r = send(
-        &SimState::new(fixed_config()),
-        "/v1/chat/completions",
-        &[],
-        body,
-    )
-    .await;
+    let r = post_chat(&SimState::new(fixed_config()), &[], body).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.head_after, ms(50 + 3 * 10));
     let v = r.json();
@@ -202,7 +169,7 @@ async fn non_stream_returns_one_completion_after_the_planned_delay() {
 #[tokio::test(start_paused = true)]
 async fn fixed_itl_gives_exact_send_log_gaps() {
     let state = SimState::new(fixed_config());
-    let r = send(&state, "/v1/chat/completions", &[], chat(6)).await;
+    let r = post_chat(&state, &[], chat(6)).await;
     let log = state.send_log().snapshot();
     assert_eq!(log.len(), 1);
     let s = &log[0];
@@ -238,7 +205,7 @@ async fn the_random_schedule_is_followed_exactly() {
     };
     let state = SimState::new(config.clone());
     for _ in 0..3 {
-        send(&state, "/v1/chat/completions", &[], chat(20)).await;
+        post_chat(&state, &[], chat(20)).await;
     }
     // Deadlines are absolute and tokio's timer ticks every millisecond, so
     // each chunk leaves within 1 ms after its planned offset, never drifting.
@@ -268,11 +235,7 @@ async fn same_seed_same_text_and_timings() {
         let state = SimState::new(config.clone());
         let mut texts = Vec::new();
         for _ in 0..3 {
-            texts.push(
-                send(&state, "/v1/chat/completions", &[], chat(16))
-                    .await
-                    .contents(),
-            );
+            texts.push(post_chat(&state, &[], chat(16)).await.contents());
         }
         let timings: Vec<Vec<u64>> = state
             .send_log()
@@ -292,9 +255,7 @@ async fn same_seed_same_text_and_timings() {
         seed: 8,
         ..config.clone()
     });
-    let c = send(&other, "/v1/chat/completions", &[], chat(16))
-        .await
-        .contents();
+    let c = post_chat(&other, &[], chat(16)).await.contents();
     assert_ne!(c, a_text[0]);
 }
 
@@ -302,13 +263,7 @@ async fn same_seed_same_text_and_timings() {
 async fn request_header_pins_the_plan_and_is_echoed() {
     let config = fixed_config();
     let state = SimState::new(config.clone());
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-request", "41")],
-        chat(4),
-    )
-    .await;
+    let r = post_chat(&state, &[("x-cadence-request", "41")], chat(4)).await;
     assert_eq!(r.header("x-cadence-request"), Some("41"));
     let expected = plan(&config, 41, 4, &Overrides::default());
     let words: Vec<String> = expected
@@ -332,7 +287,7 @@ async fn header_overrides_set_the_cadence() {
         ("x-cadence-itl-ms", "3"),
         ("x-cadence-burst", "2"),
     ];
-    send(&state, "/v1/chat/completions", &headers, chat(6)).await;
+    post_chat(&state, &headers, chat(6)).await;
     let s = &state.send_log().snapshot()[0];
     assert_eq!(s.tokens, [2, 2, 2]);
     assert_eq!(s.chunks_ns[0] - s.received_ns, 5_000_000);
@@ -342,58 +297,22 @@ async fn header_overrides_set_the_cadence() {
 #[tokio::test(start_paused = true)]
 async fn bad_requests_are_400_with_a_reason() {
     let state = SimState::new(SimConfig::default());
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-itl-ms", "fast")],
-        chat(2),
-    )
-    .await;
+    let r = post_chat(&state, &[("x-cadence-itl-ms", "fast")], chat(2)).await;
     assert_eq!(r.status, 400);
-    assert!(r.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("x-cadence-itl-ms"));
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-burst", "0")],
-        chat(2),
-    )
-    .await;
+    assert!(r.error_message().contains("x-cadence-itl-ms"));
+    let r = post_chat(&state, &[("x-cadence-burst", "0")], chat(2)).await;
     assert_eq!(r.status, 400);
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[],
-        json!({"max_tokens": -1}),
-    )
-    .await;
+    let r = post_chat(&state, &[], json!({"max_tokens": -1})).await;
     assert_eq!(r.status, 400);
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[],
-        json!({"max_tokens": 0}),
-    )
-    .await;
+    let r = post_chat(&state, &[], json!({"max_tokens": 0})).await;
     assert_eq!(r.status, 400);
-    assert!(r.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("max_tokens"));
+    assert!(r.error_message().contains("max_tokens"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn unknown_fault_is_400_listing_valid_names() {
     let state = SimState::new(SimConfig::default());
-    let r = send(
-        &state,
-        "/v1/chat/completions",
-        &[("x-cadence-fault", "gremlins")],
-        chat(2),
-    )
-    .await;
+    let r = post_chat(&state, &[("x-cadence-fault", "gremlins")], chat(2)).await;
     assert_eq!(r.status, 400);
     let err = &r.json()["error"];
     assert!(err["message"].as_str().unwrap().contains("gremlins"));
@@ -403,7 +322,7 @@ async fn unknown_fault_is_400_listing_valid_names() {
 
     let mut body = chat(2);
     body["model"] = json!("fault/gremlins");
-    let r = send(&state, "/v1/chat/completions", &[], body).await;
+    let r = post_chat(&state, &[], body).await;
     assert_eq!(r.status, 400);
 }
 
@@ -412,7 +331,7 @@ async fn fault_can_be_chosen_by_model_name() {
     let state = SimState::new(fixed_config());
     let mut body = chat(3);
     body["model"] = json!("fault/crlf");
-    let r = send(&state, "/v1/chat/completions", &[], body).await;
+    let r = post_chat(&state, &[], body).await;
     assert!(r.text().contains("\r\n\r\n"));
     assert_eq!(
         state.send_log().snapshot()[0].fault.as_deref(),
@@ -432,10 +351,7 @@ async fn chat_only_faults_are_refused_on_completions() {
     )
     .await;
     assert_eq!(r.status, 400);
-    assert!(r.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("chat"));
+    assert!(r.error_message().contains("chat"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -452,6 +368,6 @@ async fn an_abandoned_stream_is_logged_unfinished() {
 #[tokio::test(start_paused = true)]
 async fn send_log_capacity_zero_keeps_nothing_in_memory() {
     let state = SimState::with_send_log(fixed_config(), cadence_sim::SendLog::with_capacity(0));
-    send(&state, "/v1/chat/completions", &[], chat(2)).await;
+    post_chat(&state, &[], chat(2)).await;
     assert!(state.send_log().is_empty());
 }

@@ -87,6 +87,11 @@ pub async fn get(state: &SimState, path: &str) -> Reply {
     }
 }
 
+/// `send` to the chat completions endpoint.
+pub async fn post_chat(state: &SimState, headers: &[(&str, &str)], body: Value) -> Reply {
+    send(state, "/v1/chat/completions", headers, body).await
+}
+
 /// Sends a chat stream request, reads `frames` body frames, then hangs up (drops
 /// the body) as a client that goes away does.
 pub async fn hang_up_after(state: &SimState, body: Value, frames: usize) {
@@ -109,6 +114,13 @@ pub fn chat(max_tokens: u32) -> Value {
         "max_tokens": max_tokens,
         "messages": [{"role": "user", "content": "say something nice"}],
     })
+}
+
+/// A chat stream request body that asks for the usage chunk.
+pub fn with_usage(max_tokens: u32) -> Value {
+    let mut b = chat(max_tokens);
+    b["stream_options"] = serde_json::json!({"include_usage": true});
+    b
 }
 
 impl Reply {
@@ -159,6 +171,35 @@ impl Reply {
     /// Content chunks: chat `delta.content` or completions `text`, non-empty.
     pub fn contents(&self) -> Vec<String> {
         self.chunks().iter().filter_map(content_of).collect()
+    }
+
+    /// When each content chunk arrived, and how many tokens (words) it carried; events
+    /// are read frame by frame (`data: ` and LF only), so each keeps its frame's time.
+    pub fn content_times(&self) -> Vec<(Duration, u32)> {
+        let mut out = Vec::new();
+        for (t, bytes) in &self.frames {
+            let text = String::from_utf8_lossy(bytes);
+            for event in text.split("\n\n") {
+                let Some(data) = event.strip_prefix("data: ") else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if let Some(c) = content_of(&v) {
+                    out.push((*t, c.split_whitespace().count() as u32));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `error.message` of a JSON error body.
+    pub fn error_message(&self) -> String {
+        self.json()["error"]["message"]
+            .as_str()
+            .expect("an error body with a message")
+            .to_owned()
     }
 }
 
