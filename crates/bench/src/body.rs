@@ -23,31 +23,16 @@ impl BodySpec {
 
     /// The JSON body for one prompt with its own output length.
     pub fn body_with(&self, prompt: &str, max_tokens: Option<u32>) -> Bytes {
-        let mut v = match self.api {
-            Api::Chat => json!({
-                "model": self.model,
-                "messages": [{"role": "user", "content": prompt}],
-                "stream": true,
-                "stream_options": {"include_usage": true},
-            }),
-            Api::Completions => json!({
-                "model": self.model,
-                "prompt": prompt,
-                "stream": true,
-                "stream_options": {"include_usage": true},
-            }),
-        };
-        if let Some(n) = max_tokens {
-            v["max_tokens"] = json!(n);
+        match self.api {
+            Api::Chat => self.encode(
+                "messages",
+                json!([{"role": "user", "content": prompt}]),
+                max_tokens,
+            ),
+            Api::Completions => self.encode("prompt", json!(prompt), max_tokens),
         }
-        if let Some(extra) = &self.extra {
-            merge(&mut v, &Value::Object(extra.clone()));
-        }
-        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
     }
-}
 
-impl BodySpec {
     /// The JSON body for a conversation: chat sends the messages as they are; a
     /// completions endpoint gets their contents joined by blank lines as the prompt.
     pub fn body_messages(
@@ -66,25 +51,31 @@ impl BodySpec {
                     .iter()
                     .map(|m| json!({"role": m.role, "content": m.content}))
                     .collect();
-                let mut v = json!({
-                    "model": self.model,
-                    "messages": msgs,
-                    "stream": true,
-                    "stream_options": {"include_usage": true},
-                });
-                if let Some(n) = max_tokens {
-                    v["max_tokens"] = json!(n);
-                }
-                if let Some(extra) = &self.extra {
-                    merge(&mut v, &Value::Object(extra.clone()));
-                }
-                Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
+                self.encode("messages", Value::Array(msgs), max_tokens)
             }
             Api::Completions => {
                 let joined: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
                 self.body_with(&joined.join("\n\n"), max_tokens)
             }
         }
+    }
+
+    /// The body around the request's input (`input_key`: `messages` or `prompt`):
+    /// the model, streaming with usage, `max_tokens` when set, `--extra-body` last.
+    fn encode(&self, input_key: &str, input: Value, max_tokens: Option<u32>) -> Bytes {
+        let mut v = json!({
+            "model": self.model,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        v[input_key] = input;
+        if let Some(n) = max_tokens {
+            v["max_tokens"] = json!(n);
+        }
+        if let Some(extra) = &self.extra {
+            merge(&mut v, &Value::Object(extra.clone()));
+        }
+        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
     }
 }
 

@@ -113,26 +113,15 @@ impl RequestFactory {
             None => user.to_owned(),
         };
         let Some(item) = self.item(k) else {
-            let (mut request, pid) = self.build(k);
-            if let Some((g, _)) = prefix {
-                let prompt = self.prompts.get(pid).map_or(DEFAULT_PROMPT, String::as_str);
-                let max_tokens = self
-                    .max_tokens
-                    .get(pid)
-                    .copied()
-                    .flatten()
-                    .or(self.body.max_tokens);
-                *request.body_mut() = Full::new(self.body.body_with(&join(prompt), max_tokens));
-                return BuiltTurn {
-                    request,
-                    prompt_id: pid.to_string(),
-                    prefix_group: Some(g),
-                };
-            }
+            let (pid, prompt, max_tokens) = self.listed(k);
+            let body = match prefix {
+                Some(_) => self.body.body_with(&join(prompt), max_tokens),
+                None => self.body.body_with(prompt, max_tokens),
+            };
             return BuiltTurn {
-                request,
+                request: self.request(body),
                 prompt_id: pid.to_string(),
-                prefix_group: None,
+                prefix_group: prefix.map(|(g, _)| g),
             };
         };
         let turn = turn.min(item.turns.len().saturating_sub(1));
@@ -155,12 +144,8 @@ impl RequestFactory {
             }
         }
         let max_tokens = item.turns[turn].max_tokens.or(self.body.max_tokens);
-        let mut request = Request::post(self.endpoint.clone())
-            .body(Full::new(self.body.body_messages(&messages, max_tokens)))
-            .expect("method, URI and body are valid");
-        *request.headers_mut() = self.headers.clone();
         BuiltTurn {
-            request,
+            request: self.request(self.body.body_messages(&messages, max_tokens)),
             prompt_id: item.id.clone(),
             prefix_group: prefix.map(|(g, _)| g),
         }
@@ -168,6 +153,13 @@ impl RequestFactory {
 
     /// The request and the id of the prompt it used.
     pub fn build(&self, index: u64) -> (Request<Full<Bytes>>, usize) {
+        let (pid, prompt, max_tokens) = self.listed(index);
+        (self.request(self.body.body_with(prompt, max_tokens)), pid)
+    }
+
+    /// The listed prompt request `index` uses (the built-in one when there are none):
+    /// its id, its text and its output length (its own, else the run's).
+    fn listed(&self, index: u64) -> (usize, &str, Option<u32>) {
         let pid = (index % self.prompts.len().max(1) as u64) as usize;
         let prompt = self.prompts.get(pid).map_or(DEFAULT_PROMPT, String::as_str);
         let max_tokens = self
@@ -176,11 +168,16 @@ impl RequestFactory {
             .copied()
             .flatten()
             .or(self.body.max_tokens);
+        (pid, prompt, max_tokens)
+    }
+
+    /// A POST of `body` to the endpoint with the run's headers.
+    fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
         let mut req = Request::post(self.endpoint.clone())
-            .body(Full::new(self.body.body_with(prompt, max_tokens)))
+            .body(Full::new(body))
             .expect("method, URI and body are valid");
         *req.headers_mut() = self.headers.clone();
-        (req, pid)
+        req
     }
 }
 
