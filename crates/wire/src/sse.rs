@@ -216,7 +216,7 @@ impl SseDecoder {
             pos = next;
             let whole = self.line.is_empty() && !self.discarding;
             let flow = if whole && line.is_empty() && pending.is_some() {
-                self.dispatch_borrowed(pending.take().unwrap_or_default(), out)
+                self.dispatch_data(pending.take().unwrap_or_default(), out)
             } else if let (true, None, true, Some(v)) =
                 (whole, pending, self.data.is_empty(), data_value(line))
             {
@@ -359,8 +359,9 @@ impl SseDecoder {
         ControlFlow::Continue(())
     }
 
-    /// A blank line ending an event whose single data value is `data` (not buffered).
-    fn dispatch_borrowed(
+    /// A blank line ending an event whose data is `data` (borrowed from the read when it
+    /// was a single line, else the buffer); clears the event type.
+    fn dispatch_data(
         &mut self,
         data: &[u8],
         out: &mut impl FnMut(SseItem<'_>) -> ControlFlow<()>,
@@ -402,26 +403,13 @@ impl SseDecoder {
             return flow;
         }
         self.data.pop(); // the LF after the last data line
-        let (data, data_lossy) = utf8(&self.data, &mut self.scratch);
-        let event = if self.event_type.is_empty() {
-            "message"
-        } else {
-            self.event_type.as_str()
-        };
-        let id = (!self.last_id.is_empty()).then_some(self.last_id.as_str());
-        let lossy = data_lossy || self.event_lossy;
-        let flow = out(SseItem::Event(SseEvent {
-            event,
-            data,
-            id,
-            lossy,
-        }));
-        self.data.clear();
-        if self.data.capacity() > SHRINK_ABOVE {
-            self.data = Vec::new();
+                         // Taken out for the call (no allocation) and put back to keep its capacity.
+        let mut data = std::mem::take(&mut self.data);
+        let flow = self.dispatch_data(&data, out);
+        data.clear();
+        if data.capacity() <= SHRINK_ABOVE {
+            self.data = data;
         }
-        self.event_type.clear();
-        self.event_lossy = false;
         flow
     }
 }
