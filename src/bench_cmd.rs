@@ -197,10 +197,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             );
         }
     }
-    let mut factory = RequestFactory {
-        endpoint: target.endpoint.clone(),
+    let mut factory = RequestFactory::new(
+        target.endpoint.clone(),
         headers,
-        body: BodySpec {
+        BodySpec {
             api: target.api,
             model: model.clone(),
             max_tokens: Some(
@@ -210,15 +210,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             ),
             extra,
         },
-        prompts: vec![args
+        vec![args
             .prompt
             .clone()
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
-        max_tokens: Vec::new(),
-        items: Vec::new(),
-        prefixes: Vec::new(),
-        think_time: std::time::Duration::ZERO,
-    };
+    );
     if let Some(entries) = &trace {
         factory.prompts = entries
             .iter()

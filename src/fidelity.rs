@@ -186,21 +186,17 @@ async fn level(
     });
     let cx = Arc::new(RunContext {
         client: http,
-        factory: RequestFactory {
-            endpoint: target.endpoint.clone(),
-            headers: client::base_headers(None, &[]).map_err(anyhow::Error::msg)?,
-            body: BodySpec {
+        factory: RequestFactory::new(
+            target.endpoint.clone(),
+            client::base_headers(None, &[]).map_err(anyhow::Error::msg)?,
+            BodySpec {
                 api: Api::Chat,
                 model: "fidelity".into(),
                 max_tokens: Some(args.tokens),
                 extra: None,
             },
-            prompts: vec![DEFAULT_PROMPT.to_string()],
-            max_tokens: Vec::new(),
-            items: Vec::new(),
-            prefixes: Vec::new(),
-            think_time: std::time::Duration::ZERO,
-        },
+            vec![DEFAULT_PROMPT.to_string()],
+        ),
         timeouts: Timeouts::default(),
         api: Api::Chat,
         strict: false,

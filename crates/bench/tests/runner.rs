@@ -45,23 +45,19 @@ fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<R
             connect_timeout: Duration::from_secs(2),
             http2: false,
         }),
-        factory: RequestFactory {
-            endpoint: format!("http://{addr}/v1/chat/completions")
+        factory: RequestFactory::new(
+            format!("http://{addr}/v1/chat/completions")
                 .parse()
                 .unwrap(),
-            headers: client::base_headers(None, &extra).unwrap(),
-            body: BodySpec {
+            client::base_headers(None, &extra).unwrap(),
+            BodySpec {
                 api: Api::Chat,
                 model: "m".into(),
                 max_tokens: Some(max_tokens),
                 extra: None,
             },
-            prompts: vec!["a".into(), "b".into()],
-            max_tokens: Vec::new(),
-            items: Vec::new(),
-            prefixes: Vec::new(),
-            think_time: std::time::Duration::ZERO,
-        },
+            vec!["a".into(), "b".into()],
+        ),
         timeouts: Timeouts::default(),
         api: Api::Chat,
         strict: false,

@@ -58,21 +58,17 @@ fn factory(
         Api::Chat => "chat/completions",
         Api::Completions => "completions",
     };
-    RequestFactory {
-        endpoint: format!("http://{addr}/v1/{path}").parse().unwrap(),
-        headers: client::base_headers(None, &extra_headers).unwrap(),
-        body: BodySpec {
+    RequestFactory::new(
+        format!("http://{addr}/v1/{path}").parse().unwrap(),
+        client::base_headers(None, &extra_headers).unwrap(),
+        BodySpec {
             api,
             model: "m".into(),
             max_tokens: Some(max_tokens),
             extra: extra.map(|e| cadence_bench::body::parse_extra_body(e).unwrap()),
         },
-        prompts: vec!["hello there".into()],
-        max_tokens: Vec::new(),
-        items: Vec::new(),
-        prefixes: Vec::new(),
-        think_time: std::time::Duration::ZERO,
-    }
+        vec!["hello there".into()],
+    )
 }
 
 async fn request_with(
