@@ -1,42 +1,23 @@
 //! Level metrics checked with exact arithmetic on hand-built records: every expected
 //! value below is worked out by hand from the record's timestamps.
 
+mod common;
+
 use cadence_core::{
     summarize_level, AccountingError, Chunk, Distribution, LevelOptions, Outcome, RequestCounts,
     RequestRecord, TokenCount, TokenSource,
 };
+use common::{close, record, MS};
 use std::collections::BTreeMap;
-
-const MS: u64 = 1_000_000;
-
-/// A request sent at `sent` ms with chunks `(t_ms, tokens)` ending at `end` ms.
-fn rec(
-    index: u64,
-    outcome: Outcome,
-    sent: u64,
-    chunks: &[(u64, Option<u32>)],
-    end: u64,
-) -> RequestRecord {
-    let mut r = RequestRecord::new(index, outcome);
-    r.sent_ns = Some(sent * MS);
-    r.chunks = chunks.iter().map(|&(t, k)| Chunk(t * MS, k)).collect();
-    r.end_ns = Some(end * MS);
-    r
-}
 
 fn usage(r: &mut RequestRecord, count: u64, source: TokenSource) {
     r.output_tokens = Some(TokenCount { count, source });
 }
 
-#[track_caller]
-fn close(a: f64, b: f64) {
-    assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");
-}
-
 /// The reference request: sent 0, chunks at 100, 110, 130 ms carrying 1, 2, 1 tokens,
 /// first visible content at 110 ms, end 135 ms, usage says 4 tokens.
 fn reference() -> RequestRecord {
-    let mut r = rec(
+    let mut r = record(
         0,
         Outcome::Succeeded,
         0,
@@ -105,7 +86,7 @@ fn reference_request_every_metric_exact() {
 
 #[test]
 fn window_derived_from_first_send_to_last_end() {
-    let late = rec(1, Outcome::Truncated, 50, &[(60, None)], 400);
+    let late = record(1, Outcome::Truncated, 50, &[(60, None)], 400);
     let s = summarize_level(&[reference(), late], &LevelOptions::default());
     // First send 0 ms, last end 400 ms (a failed request still bounds the window).
     assert_eq!(s.throughput.window_s, Some(0.4));
@@ -115,14 +96,14 @@ fn window_derived_from_first_send_to_last_end() {
 
 #[test]
 fn itl_is_pooled_over_gaps_not_averaged_per_request() {
-    let a = rec(
+    let a = record(
         0,
         Outcome::Succeeded,
         0,
         &[(100, None), (110, None), (130, None)],
         130,
     );
-    let b = rec(1, Outcome::Succeeded, 50, &[(200, None), (240, None)], 240);
+    let b = record(1, Outcome::Succeeded, 50, &[(200, None), (240, None)], 240);
     let s = summarize_level(&[a, b], &LevelOptions::default());
     let itl = s.itl.unwrap();
     // Gaps 10, 20, 40: mean 70/3, not the mean of per-request means (15 + 40)/2.
@@ -141,7 +122,7 @@ fn itl_is_pooled_over_gaps_not_averaged_per_request() {
 
 #[test]
 fn f08_failed_request_tokens_received_but_not_in_success_latency() {
-    let mut failed = rec(
+    let mut failed = record(
         1,
         Outcome::StreamError,
         0,
@@ -179,7 +160,7 @@ fn f08_failed_request_tokens_received_but_not_in_success_latency() {
 
 #[test]
 fn warmup_requests_are_counted_apart_and_excluded() {
-    let mut w = rec(
+    let mut w = record(
         9,
         Outcome::Succeeded,
         0,
@@ -188,7 +169,7 @@ fn warmup_requests_are_counted_apart_and_excluded() {
     );
     w.warmup = true;
     w.counters.keepalives = 7;
-    let mut wf = rec(10, Outcome::Http5xx, 0, &[], 10);
+    let mut wf = record(10, Outcome::Http5xx, 0, &[], 10);
     wf.warmup = true;
     let s = summarize_level(&[w, reference(), wf], &LevelOptions::default());
     assert_eq!(s.warmup, 2);
@@ -209,7 +190,7 @@ fn warmup_requests_are_counted_apart_and_excluded() {
 
 #[test]
 fn one_chunk_request_has_no_itl_tpot_or_speed() {
-    let mut r = rec(0, Outcome::Succeeded, 0, &[(80, Some(5))], 90);
+    let mut r = record(0, Outcome::Succeeded, 0, &[(80, Some(5))], 90);
     usage(&mut r, 5, TokenSource::Usage);
     let s = summarize_level(&[r], &LevelOptions::default());
     assert_eq!(s.ttft.unwrap().p50, 80.0);
@@ -231,7 +212,7 @@ fn one_chunk_request_has_no_itl_tpot_or_speed() {
 #[test]
 fn coalesced_chunks_give_zero_tpot_and_no_infinite_speed() {
     // Two chunks stamped with the same read time (FAULTS 2).
-    let r = rec(0, Outcome::Succeeded, 0, &[(50, None), (50, None)], 60);
+    let r = record(0, Outcome::Succeeded, 0, &[(50, None), (50, None)], 60);
     let s = summarize_level(&[r], &LevelOptions::default());
     assert_eq!(s.itl.unwrap().p50, 0.0);
     assert_eq!(s.tpot.unwrap().p50, 0.0);
@@ -240,7 +221,7 @@ fn coalesced_chunks_give_zero_tpot_and_no_infinite_speed() {
 
 #[test]
 fn per_token_itl_unknown_or_zero_counts_as_one_token() {
-    let r = rec(
+    let r = record(
         0,
         Outcome::Succeeded,
         0,
@@ -259,15 +240,15 @@ fn per_token_itl_unknown_or_zero_counts_as_one_token() {
 
 #[test]
 fn stalls_count_gaps_strictly_over_threshold() {
-    let a = rec(
+    let a = record(
         0,
         Outcome::Succeeded,
         0,
         &[(0, None), (600, None), (700, None), (1300, None)],
         1300,
     );
-    let b = rec(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
-    let c = rec(2, Outcome::Succeeded, 0, &[(0, None), (501, None)], 501);
+    let b = record(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
+    let c = record(2, Outcome::Succeeded, 0, &[(0, None), (501, None)], 501);
     let s = summarize_level(&[a, b, c], &LevelOptions::default());
     assert_eq!((s.stalls.gaps, s.stalls.requests), (3, 2));
     // A stall is still one large ITL sample, never dropped (FAULTS 31).
@@ -277,7 +258,7 @@ fn stalls_count_gaps_strictly_over_threshold() {
         stall_threshold_ns: 100 * MS,
         ..LevelOptions::default()
     };
-    let b2 = rec(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
+    let b2 = record(1, Outcome::Succeeded, 0, &[(0, None), (500, None)], 500);
     let s = summarize_level(&[b2], &strict);
     assert_eq!(
         (s.stalls.threshold_ms, s.stalls.gaps, s.stalls.requests),
@@ -287,11 +268,11 @@ fn stalls_count_gaps_strictly_over_threshold() {
 
 #[test]
 fn token_source_is_the_weakest_used_by_succeeded_requests() {
-    let mut a = rec(0, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
+    let mut a = record(0, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
     usage(&mut a, 10, TokenSource::Usage);
-    let mut b = rec(1, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
+    let mut b = record(1, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
     usage(&mut b, 12, TokenSource::TokenIds);
-    let mut failed = rec(2, Outcome::Truncated, 0, &[(1, None)], 3);
+    let mut failed = record(2, Outcome::Truncated, 0, &[(1, None)], 3);
     usage(&mut failed, 1, TokenSource::Tokenizer);
 
     let s = summarize_level(
@@ -312,7 +293,7 @@ fn token_source_is_the_weakest_used_by_succeeded_requests() {
         (22, 23)
     );
 
-    let mut c = rec(
+    let mut c = record(
         3,
         Outcome::Succeeded,
         0,
@@ -338,9 +319,9 @@ fn accounting_sent_dropped_and_outcomes() {
     let mut connect = RequestRecord::new(1, Outcome::ConnectError); // never reached a socket
     connect.end_ns = Some(3 * MS);
     let unsent_abort = RequestRecord::new(2, Outcome::AbortedAtDeadline);
-    let sent_abort = rec(3, Outcome::AbortedAtDeadline, 10, &[(20, None)], 30);
-    let h429 = rec(4, Outcome::Http429, 0, &[], 1);
-    let h429b = rec(5, Outcome::Http429, 0, &[], 1);
+    let sent_abort = record(3, Outcome::AbortedAtDeadline, 10, &[(20, None)], 30);
+    let h429 = record(4, Outcome::Http429, 0, &[], 1);
+    let h429b = record(5, Outcome::Http429, 0, &[], 1);
     let opts = LevelOptions {
         dropped: 3,
         ..LevelOptions::default()
@@ -427,7 +408,7 @@ fn record_without_send_time_but_an_ending_is_dropped_with_a_warning() {
 
 #[test]
 fn out_of_order_timestamps_are_skipped_and_reported() {
-    let r = rec(0, Outcome::Succeeded, 200, &[(100, None), (90, None)], 300);
+    let r = record(0, Outcome::Succeeded, 200, &[(100, None), (90, None)], 300);
     let s = summarize_level(&[r], &LevelOptions::default());
     assert_eq!(s.ttft, None);
     assert_eq!(s.itl, None);
@@ -490,7 +471,7 @@ fn stream_counters_are_summed_over_all_requests() {
     a.counters.keepalives = 2;
     a.counters.coalesced = 1;
     a.counters.reads = 3;
-    let mut b = rec(1, Outcome::StreamError, 0, &[], 5);
+    let mut b = record(1, Outcome::StreamError, 0, &[], 5);
     b.counters.malformed = 4;
     b.counters.bytes_after_done = 10;
     b.counters.no_done_marker = true;
@@ -561,13 +542,13 @@ fn token_agreement_compares_every_other_source_with_the_count_used() {
     let mut a = reference();
     a.token_sources.usage = Some(4);
     a.token_sources.tokenizer = Some(5);
-    let mut b = rec(1, Outcome::Succeeded, 0, &[(50, None), (60, None)], 70);
+    let mut b = record(1, Outcome::Succeeded, 0, &[(50, None), (60, None)], 70);
     usage(&mut b, 10, TokenSource::Usage);
     b.token_sources.usage = Some(10);
     b.token_sources.token_ids = Some(10);
     b.token_sources.tokenizer = Some(9);
     let chunks: Vec<(u64, Option<u32>)> = (0..6).map(|i| (10 + i, None)).collect();
-    let mut c = rec(2, Outcome::Succeeded, 0, &chunks, 20);
+    let mut c = record(2, Outcome::Succeeded, 0, &chunks, 20);
     usage(&mut c, 6, TokenSource::Tokenizer);
     c.token_sources.tokenizer = Some(6);
     let s = summarize_level(&[a, b, c], &LevelOptions::default());
@@ -601,13 +582,13 @@ fn token_agreement_compares_every_other_source_with_the_count_used() {
 
 #[test]
 fn by_turn_splits_ttft_and_itl_by_turn_index() {
-    let mut t0 = rec(0, Outcome::Succeeded, 0, &[(100, None), (110, None)], 120);
+    let mut t0 = record(0, Outcome::Succeeded, 0, &[(100, None), (110, None)], 120);
     t0.turn = Some(0);
-    let mut t1 = rec(1, Outcome::Succeeded, 200, &[(500, None), (530, None)], 540);
+    let mut t1 = record(1, Outcome::Succeeded, 200, &[(500, None), (530, None)], 540);
     t1.turn = Some(1);
-    let mut failed = rec(2, Outcome::Truncated, 0, &[(900, None)], 950);
+    let mut failed = record(2, Outcome::Truncated, 0, &[(900, None)], 950);
     failed.turn = Some(1);
-    let no_turn = rec(3, Outcome::Succeeded, 0, &[(5, None)], 6);
+    let no_turn = record(3, Outcome::Succeeded, 0, &[(5, None)], 6);
     let s = summarize_level(&[t0, t1, failed, no_turn], &LevelOptions::default());
     assert_eq!(s.by_turn.len(), 2);
     assert_eq!((s.by_turn[0].turn, s.by_turn[0].requests), (0, 1));

@@ -2,31 +2,18 @@
 //! message says so, evaluation on a level, per-request values and goodput, all on
 //! hand-built records whose expected values are worked out in the comments.
 
+mod common;
+
 use cadence_core::{
     goodput, summarize_level, Chunk, LevelOptions, Outcome, RequestRecord, Slo, SloMetric, SloOp,
     SloResult, SloStat, TokenCount, TokenSource,
 };
+use common::{close, rec, MS};
 use serde_json::json;
-
-const MS: u64 = 1_000_000;
 
 fn slo(s: &str) -> Slo {
     s.parse()
         .unwrap_or_else(|e| panic!("{s:?} should parse: {e}"))
-}
-
-#[track_caller]
-fn close(a: f64, b: f64) {
-    assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");
-}
-
-/// Sent at `sent` ms, chunks `(t_ms, tokens)`, ended at `end` ms.
-fn rec(outcome: Outcome, sent: u64, chunks: &[(u64, Option<u32>)], end: u64) -> RequestRecord {
-    let mut r = RequestRecord::new(0, outcome);
-    r.sent_ns = Some(sent * MS);
-    r.chunks = chunks.iter().map(|&(t, k)| Chunk(t * MS, k)).collect();
-    r.end_ns = Some(end * MS);
-    r
 }
 
 /// Scheduled at 0, sent at 5 ms, chunks at 105, 115, 135 ms carrying 1, 2, 1 tokens,

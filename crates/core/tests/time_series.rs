@@ -1,24 +1,12 @@
 //! Time series and pacing on hand-built records: which bucket each event lands in,
 //! exact per-bucket percentiles, and the scheduled → sent lag accounting.
 
-use cadence_core::{pacing, time_series, Chunk, Outcome, RequestRecord, TimeBucket};
+mod common;
 
-const MS: u64 = 1_000_000;
+use cadence_core::{pacing, time_series, Outcome, RequestRecord, TimeBucket};
+use common::{close, rec, MS};
+
 const S: u64 = 1_000_000_000;
-
-#[track_caller]
-fn close(a: f64, b: f64) {
-    assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");
-}
-
-/// Sent at `sent` ms, chunks `(t_ms, tokens)`, ended at `end` ms.
-fn rec(outcome: Outcome, sent: u64, chunks: &[(u64, Option<u32>)], end: u64) -> RequestRecord {
-    let mut r = RequestRecord::new(0, outcome);
-    r.sent_ns = Some(sent * MS);
-    r.chunks = chunks.iter().map(|&(t, k)| Chunk(t * MS, k)).collect();
-    r.end_ns = Some(end * MS);
-    r
-}
 
 fn empty_bucket(start_s: f64) -> TimeBucket {
     TimeBucket {
