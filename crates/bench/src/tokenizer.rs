@@ -326,10 +326,8 @@ mod tests {
         assert!(tk.count(text) > 0);
     }
 
-    #[test]
-    fn annotate_counts_the_text_and_fills_unknown_chunk_counts() {
-        let tk = fixture();
-        let pieces = [" We hold", " these tru", "ths to be", " self-evident"];
+    /// A stream whose content chunks are `pieces`, one read each, counts unknown.
+    fn streamed(pieces: &[&str]) -> (StreamText, RequestRecord) {
         let mut text = StreamText::default();
         let mut rec = RequestRecord::new(0, Outcome::Succeeded);
         for (i, p) in pieces.iter().enumerate() {
@@ -337,6 +335,14 @@ mod tests {
             text.chunk_ends.push((text.content.len() as u32, 0));
             rec.chunks.push(Chunk(i as u64, None));
         }
+        (text, rec)
+    }
+
+    #[test]
+    fn annotate_counts_the_text_and_fills_unknown_chunk_counts() {
+        let tk = fixture();
+        let pieces = [" We hold", " these tru", "ths to be", " self-evident"];
+        let (text, mut rec) = streamed(&pieces);
         tk.annotate(&mut rec, &text);
         let whole = tk.count(&text.content) as u64;
         assert_eq!(rec.token_sources.tokenizer, Some(whole));
@@ -366,13 +372,7 @@ mod tests {
     fn annotate_scales_chunk_shares_to_the_server_total() {
         let tk = fixture();
         let pieces = [" We hold", " these truths", " to be self-evident"];
-        let mut text = StreamText::default();
-        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
-        for (i, p) in pieces.iter().enumerate() {
-            text.content.push_str(p);
-            text.chunk_ends.push((text.content.len() as u32, 0));
-            rec.chunks.push(Chunk(i as u64, None));
-        }
+        let (text, mut rec) = streamed(&pieces);
         let whole = tk.count(&text.content) as u64;
         rec.output_tokens = Some(TokenCount {
             count: whole - 2,

@@ -313,17 +313,18 @@ fn plan_accounts_for_every_request_open_loop_too() {
         turnaround_ns: 0,
         lengths: Vec::new(),
     };
-    let a = plan_level(
-        &spec,
-        Arrivals::Poisson {
-            rate: 20.0,
-            seed: 3,
-        },
-        &w,
-        2,
-        1_000,
-        40,
-    );
+    // Level 2, starting at 1 µs, indices from 40.
+    let poisson = |seed| {
+        plan_level(
+            &spec,
+            Arrivals::Poisson { rate: 20.0, seed },
+            &w,
+            2,
+            1_000,
+            40,
+        )
+    };
+    let a = poisson(3);
     assert_eq!(a.records.len(), 510);
     assert_eq!(a.records[0].index, 40);
     assert!(a
@@ -335,29 +336,9 @@ fn plan_accounts_for_every_request_open_loop_too() {
     assert_eq!(s.requests.succeeded, 500);
     s.requests.check().unwrap();
     // Same seed, same plan; another seed, other arrivals.
-    let b = plan_level(
-        &spec,
-        Arrivals::Poisson {
-            rate: 20.0,
-            seed: 3,
-        },
-        &w,
-        2,
-        1_000,
-        40,
-    );
+    let b = poisson(3);
     assert_eq!(a.records, b.records);
-    let c = plan_level(
-        &spec,
-        Arrivals::Poisson {
-            rate: 20.0,
-            seed: 4,
-        },
-        &w,
-        2,
-        1_000,
-        40,
-    );
+    let c = poisson(4);
     assert_ne!(a.records, c.records);
     // Poisson at 20/s over 510 arrivals spans about 25 s.
     let last = a.records.iter().filter_map(|r| r.sent_ns).max().unwrap();
