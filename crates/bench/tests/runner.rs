@@ -8,13 +8,15 @@ use cadence_bench::progress::Progress;
 use cadence_bench::secret::Redactor;
 use cadence_bench::sink::RecordSink;
 use cadence_bench::workload::RequestFactory;
-use cadence_bench::{Clock, Load, RunContext, RunPlan, StopReason, Timeouts};
+use cadence_bench::{Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::{Outcome, RequestRecord};
 use cadence_sim::SimConfig;
 use cadence_wire::Api;
 use http::{HeaderName, HeaderValue};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,6 +86,19 @@ fn plan(
     }
 }
 
+/// Runs `p` with `cx` until it ends or `stop` fires, keeping the records in memory
+/// (and in `file`, if given): the run's summary and its records.
+async fn run_collect(
+    cx: Arc<RunContext>,
+    p: &RunPlan,
+    file: Option<&Path>,
+    stop: impl Future<Output = ()>,
+) -> (RunSummary, Vec<RequestRecord>) {
+    let (tx, sink) = RecordSink::start(file, Progress::new(None, false)).unwrap();
+    let s = cadence_bench::run(cx, p, Clock::start(), tx, stop).await;
+    (s, sink.finish().unwrap())
+}
+
 /// The invariants of FAULTS.md, checked with the same code the CLI uses.
 fn assert_accounted(records: &[RequestRecord], intended: u64, dropped: u64) {
     let measured = records.iter().filter(|r| !r.warmup).count() as u64;
@@ -112,17 +127,14 @@ fn assert_accounted(records: &[RequestRecord], intended: u64, dropped: u64) {
 #[tokio::test]
 async fn closed_loop_sends_exactly_the_requests_and_tags_warmup() {
     let server = sim("fixed:1ms").await;
-    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
     let p = plan(4, Some(20), None, 3);
-    let s = cadence_bench::run(
+    let (s, records) = run_collect(
         context(server.addr, 4, &[]),
         &p,
-        Clock::start(),
-        tx,
+        None,
         std::future::pending(),
     )
     .await;
-    let records = sink.finish().unwrap();
     assert_eq!(s.stop, StopReason::Completed);
     assert_eq!(s.intended, 23);
     assert_eq!(records.len(), 23);
@@ -139,17 +151,14 @@ async fn closed_loop_sends_exactly_the_requests_and_tags_warmup() {
 #[tokio::test]
 async fn concurrency_is_never_exceeded() {
     let server = sim("fixed:2ms").await;
-    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
     let p = plan(3, Some(12), None, 0);
-    cadence_bench::run(
+    let (_, records) = run_collect(
         context(server.addr, 5, &[]),
         &p,
-        Clock::start(),
-        tx,
+        None,
         std::future::pending(),
     )
     .await;
-    let records = sink.finish().unwrap();
     // At any request's send time, at most `concurrency` requests were open.
     for r in &records {
         let t = r.sent_ns.unwrap();
@@ -166,17 +175,14 @@ async fn f36_deadline_drains_then_aborts_keeping_tokens() {
     // Streams of 200 tokens at 5 ms take ~1 s; the run stops issuing after 150 ms and
     // allows 100 ms of grace, so in-flight streams are aborted with partial tokens.
     let server = sim("fixed:5ms").await;
-    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
     let p = plan(4, None, Some(Duration::from_millis(150)), 0);
-    let s = cadence_bench::run(
+    let (s, records) = run_collect(
         context(server.addr, 200, &[]),
         &p,
-        Clock::start(),
-        tx,
+        None,
         std::future::pending(),
     )
     .await;
-    let records = sink.finish().unwrap();
     assert_eq!(s.stop, StopReason::Deadline);
     assert_eq!(s.intended, 4);
     assert_eq!(s.aborted_in_flight, 4);
@@ -197,11 +203,9 @@ async fn f36_deadline_drains_then_aborts_keeping_tokens() {
 #[tokio::test]
 async fn stop_signal_ends_the_run_and_everything_is_accounted() {
     let server = sim("fixed:5ms").await;
-    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
     let p = plan(2, Some(1000), None, 0);
     let stop = tokio::time::sleep(Duration::from_millis(300));
-    let s = cadence_bench::run(context(server.addr, 20, &[]), &p, Clock::start(), tx, stop).await;
-    let records = sink.finish().unwrap();
+    let (s, records) = run_collect(context(server.addr, 20, &[]), &p, None, stop).await;
     assert_eq!(s.stop, StopReason::Interrupted);
     assert!(s.intended < 1000);
     assert_eq!(records.len() as u64, s.intended);
@@ -211,11 +215,9 @@ async fn stop_signal_ends_the_run_and_everything_is_accounted() {
 #[tokio::test]
 async fn failures_are_accounted_by_class() {
     let server = sim("fixed:1ms").await;
-    let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
     let p = plan(2, Some(6), None, 0);
     let cx = context(server.addr, 4, &[("x-cadence-fault", "status_503")]);
-    let s = cadence_bench::run(cx, &p, Clock::start(), tx, std::future::pending()).await;
-    let records = sink.finish().unwrap();
+    let (s, records) = run_collect(cx, &p, None, std::future::pending()).await;
     assert!(records.iter().all(|r| r.outcome == Outcome::Http5xx));
     assert_accounted(&records, s.intended, s.dropped);
     let level = summarize_level(
@@ -236,17 +238,14 @@ async fn records_are_written_as_requests_finish() {
     let server = sim("fixed:1ms").await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("records.jsonl");
-    let (tx, sink) = RecordSink::start(Some(&path), Progress::new(None, false)).unwrap();
     let p = plan(2, Some(5), None, 0);
-    cadence_bench::run(
+    let (_, records) = run_collect(
         context(server.addr, 3, &[]),
         &p,
-        Clock::start(),
-        tx,
+        Some(&path),
         std::future::pending(),
     )
     .await;
-    let records = sink.finish().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let parsed: Vec<RequestRecord> = text
         .lines()
@@ -291,7 +290,6 @@ async fn f34_freeze_shows_in_open_loop_response_time_not_in_closed_loop() {
             .unwrap()
     };
     let run_with = |load: Load, addr: SocketAddr| async move {
-        let (tx, sink) = RecordSink::start(None, Progress::new(None, false)).unwrap();
         let p = RunPlan {
             load,
             requests: None,
@@ -301,15 +299,8 @@ async fn f34_freeze_shows_in_open_loop_response_time_not_in_closed_loop() {
             level: 0,
             stop_when_saturated: false,
         };
-        cadence_bench::run(
-            context(addr, 3, &[]),
-            &p,
-            Clock::start(),
-            tx,
-            std::future::pending(),
-        )
-        .await;
-        let records = sink.finish().unwrap();
+        let (_, records) =
+            run_collect(context(addr, 3, &[]), &p, None, std::future::pending()).await;
         summarize_level(&records, &LevelOptions::default())
     };
 
