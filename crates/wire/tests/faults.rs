@@ -40,6 +40,17 @@ fn run_with(config: TrackerConfig, reads: &[(u64, &[u8])], end: u64) -> RequestR
     rec
 }
 
+/// `bytes` in two reads split at `k` (t=1 and t=2), finished at t=3; the tracker is
+/// returned too for its text.
+fn split_at(config: TrackerConfig, bytes: &[u8], k: usize) -> (StreamTracker, RequestRecord) {
+    let mut tr = StreamTracker::new(config);
+    let mut rec = new_rec();
+    tr.feed(1, &bytes[..k], &mut rec);
+    tr.feed(2, &bytes[k..], &mut rec);
+    tr.finish(3, &mut rec);
+    (tr, rec)
+}
+
 /// One read per stream, all at t=10, finish at t=99.
 fn run1(config: TrackerConfig, bytes: &[u8]) -> RequestRecord {
     run_with(config, &[(10, bytes)], 99)
@@ -101,11 +112,7 @@ fn f01_event_split_at_every_byte_offset() {
     assert_eq!(whole.outcome, Outcome::Succeeded);
     assert_eq!(whole.chunks.len(), 4);
     for k in 0..=b.len() {
-        let mut tr = StreamTracker::new(chat());
-        let mut rec = new_rec();
-        tr.feed(1, &b[..k], &mut rec);
-        tr.feed(2, &b[k..], &mut rec);
-        tr.finish(3, &mut rec);
+        let (tr, rec) = split_at(chat(), b, k);
         // A chunk is stamped with the read that completed its event.
         let want: Vec<u64> = ends.iter().map(|&e| if e <= k { 1 } else { 2 }).collect();
         assert_eq!(times(&rec), want, "split at {k}");
@@ -591,11 +598,7 @@ fn f21_utf8_character_split_across_reads() {
     let s = content(text) + DONE;
     let b = s.as_bytes();
     for k in 0..=b.len() {
-        let mut tr = StreamTracker::new(chat());
-        let mut rec = new_rec();
-        tr.feed(1, &b[..k], &mut rec);
-        tr.feed(2, &b[k..], &mut rec);
-        tr.finish(3, &mut rec);
+        let (tr, rec) = split_at(chat(), b, k);
         assert_eq!(tr.text(), text, "split at {k}");
         assert!(!tr.text().contains('\u{FFFD}'));
         assert_eq!(rec.counters.malformed, 0);
@@ -731,11 +734,7 @@ fn f25_ndjson_split_lines_many_per_read_no_final_newline_and_error() {
     let nd = cfg(Api::Chat, Framing::Ndjson, false);
     // Split at every offset: same chunks and tokens, tail flushed at EOF.
     for k in 0..=b.len() {
-        let mut tr = StreamTracker::new(nd);
-        let mut rec = new_rec();
-        tr.feed(1, &b[..k], &mut rec);
-        tr.feed(2, &b[k..], &mut rec);
-        tr.finish(3, &mut rec);
+        let (tr, rec) = split_at(nd, b, k);
         assert_eq!(tr.text(), "abc", "split at {k}");
         assert_eq!(rec.outcome, Outcome::Succeeded, "split at {k}");
         assert!(rec.counters.no_done_marker);
