@@ -143,6 +143,33 @@ async fn phase(base_url: String, first_id: u64, a: Args, origin: Instant) -> (Ar
     (all, start.elapsed())
 }
 
+/// CPU seconds (user + system) used so far by this process's threads named `name`
+/// (Linux `/proc`; 0 elsewhere).
+fn thread_cpu_s(name: &str) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for e in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ... field 14 utime, 15 stime
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if &stat[open + 1..close] != name {
+            continue;
+        }
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ut: f64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        let st: f64 = f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        total += (ut + st) / tick;
+    }
+    total
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     cadence_core::stats::quantile_sorted(sorted, p).unwrap_or(f64::NAN)
 }
@@ -183,10 +210,13 @@ fn main() {
     let mut lat: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut rate: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut failed = [0u64; 2];
+    let mut cpu_per_chunk: Vec<f64> = Vec::new();
     let mut next_id = 0u64;
     for rep in 0..a.repeats {
         for (k, url) in [(0usize, sim_url.clone()), (1, proxy_url.clone())] {
+            let cpu0 = thread_cpu_s("proxy");
             let (arrivals, wall) = client_rt.block_on(phase(url, next_id, a.clone(), origin));
+            let proxy_cpu = thread_cpu_s("proxy") - cpu0;
             next_id += a.streams * a.rounds;
             let sent: HashMap<u64, cadence_sim::SentStream> =
                 log.snapshot().into_iter().map(|s| (s.request, s)).collect();
@@ -209,6 +239,9 @@ fn main() {
             }
             let r = chunks as f64 / wall.as_secs_f64();
             rate[k].push(r);
+            if k == 1 {
+                cpu_per_chunk.push(proxy_cpu / chunks.max(1) as f64 * 1e6);
+            }
             println!(
                 "  repeat {rep} {:>6}: {} requests, {chunks} chunks in {:.2} s = {r:.0} chunks/s",
                 if k == 0 { "direct" } else { "proxy" },
@@ -253,6 +286,10 @@ fn main() {
         mean(&rate[1]) / mean(&rate[0]),
         failed[0],
         failed[1]
+    );
+    println!(
+        "proxy CPU (its runtime's threads, user + system) per proxied chunk: {:.1} us",
+        mean(&cpu_per_chunk)
     );
     drop(proxy);
     drop(sim);
