@@ -20,7 +20,11 @@ use cadence_bench::{
 };
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
-use cadence_core::{goodput, pacing, time_series, Outcome, RequestRecord, Slo};
+use cadence_core::runlog::{self, LevelMeta, RunChecks, RunMeta};
+use cadence_core::{
+    chart_data, convention_views, goodput, pacing, time_series, Convention, Outcome, RequestRecord,
+    Slo,
+};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -84,6 +88,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         (None, None, None) => Some(DEFAULT_REQUESTS),
         (n, _, None) => n,
     };
+
+    let mut workload = crate::workload_cmd::prepare(
+        &args.workload,
+        args.max_tokens,
+        args.prompt.as_deref(),
+        trace.is_some(),
+        requests,
+        args.seed,
+    )?;
+    if !args.quiet {
+        for note in &workload.notes {
+            eprintln!("Note: {note}.");
+        }
+    }
 
     let builtin = match &args.url {
         Some(_) => None,
@@ -172,7 +190,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         body: BodySpec {
             api: target.api,
             model: model.clone(),
-            max_tokens: Some(args.max_tokens),
+            max_tokens: Some(
+                args.max_tokens
+                    .and_then(|d| d.fixed())
+                    .unwrap_or(crate::workload_cmd::DEFAULT_MAX_TOKENS),
+            ),
             extra,
         },
         prompts: vec![args
@@ -180,6 +202,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .clone()
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
         max_tokens: Vec::new(),
+        items: Vec::new(),
+        prefixes: Vec::new(),
+        think_time: std::time::Duration::ZERO,
     };
     if let Some(entries) = &trace {
         factory.prompts = entries
@@ -195,6 +220,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .collect();
         factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
     }
+    workload.apply(&mut factory);
     let loads = match &trace {
         Some(entries) => vec![Load::Trace {
             offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
@@ -222,6 +248,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         strict: args.strict,
         redactor,
         progress: progress.clone(),
+        tokenizer: workload.tokenizer.clone(),
     });
 
     // One Ctrl-C ends the current level (drained, reported) and skips the rest.
@@ -298,18 +325,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
                 s.record(probe_level, pass);
             }
         }
-        levels.push((plan, summary));
+        let meta = level_meta(&plan, &summary);
+        sender.write_line(runlog::level_line(&meta));
+        levels.push(meta);
         if interrupted {
             break;
         }
     }
-    drop(sender);
-    drop(cx);
-    progress.finish();
-    let records = sink
-        .finish()
-        .context("the records could not all be written")?;
-    drop(builtin);
 
     let info = RunInfo {
         target: target.display(),
@@ -331,34 +353,49 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         duration_s: clock.origin().elapsed().as_secs_f64(),
         command: redacted_command(std::env::args()),
         builtin_sim: args.url.is_none(),
-        interrupted: levels
-            .iter()
-            .any(|(_, s)| s.stop == StopReason::Interrupted),
+        interrupted: levels.iter().any(|m| m.interrupted),
+        machine: Some(machine()),
     };
     let checks = Checks {
         stall_threshold: args.stall_threshold,
         slos: args.slos.clone(),
         max_late: args.max_late,
         time_bucket: args.time_bucket,
+        convention: args.outputs.convention,
     };
+    let search_report = search.as_ref().map(|(axis, s)| SearchReport {
+        axis: match axis {
+            SearchAxis::Rate => "rate".into(),
+            SearchAxis::Concurrency => "concurrency".into(),
+        },
+        best: s.best(),
+        first_fail: s.first_fail(),
+        probes: s
+            .probes()
+            .iter()
+            .map(|p| SearchProbe {
+                level: p.level,
+                pass: p.pass,
+            })
+            .collect(),
+    });
+    // The run line makes the records file a complete replay source (`cadence report`).
+    sender.write_line(runlog::run_line(&RunMeta {
+        run: info.clone(),
+        checks: checks.to_meta(),
+        search: search_report.clone(),
+    }));
+    drop(sender);
+    drop(cx);
+    progress.finish();
+    let records = sink
+        .finish()
+        .context("the records could not all be written")?;
+    drop(builtin);
+
     let (mut report, mut exit) = build_report(info, &levels, &records, &checks);
-    if let Some((axis, s)) = &search {
-        report.search = Some(SearchReport {
-            axis: match axis {
-                SearchAxis::Rate => "rate".into(),
-                SearchAxis::Concurrency => "concurrency".into(),
-            },
-            best: s.best(),
-            first_fail: s.first_fail(),
-            probes: s
-                .probes()
-                .iter()
-                .map(|p| SearchProbe {
-                    level: p.level,
-                    pass: p.pass,
-                })
-                .collect(),
-        });
+    report.search = search_report;
+    if let Some((_, s)) = &search {
         // Probes above the frontier breach by design: the search itself succeeded.
         if exit == Exit::SloBreached {
             exit = if s.best().is_some() {
@@ -372,10 +409,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
     );
-    if let Some(path) = &args.json {
-        std::fs::write(path, cadence_report::json::render(&report))
-            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
-    }
+    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
     Ok(exit)
 }
 
@@ -417,13 +451,100 @@ pub struct Checks {
     /// Share of late sends (open loop) above which a level is invalid.
     pub max_late: f64,
     pub time_bucket: Duration,
+    /// The convention the summary tables lead with (`--convention`).
+    pub convention: Option<Convention>,
 }
 
-/// Turns records and the levels' summaries into the report, with the warnings a
-/// reader needs, and decides the exit code.
+impl Checks {
+    /// As the records file's run line holds them.
+    pub fn to_meta(&self) -> RunChecks {
+        RunChecks {
+            stall_threshold_ms: self.stall_threshold.as_secs_f64() * 1e3,
+            slos: self.slos.iter().map(|s| s.to_string()).collect(),
+            max_late: self.max_late,
+            time_bucket_ms: self.time_bucket.as_secs_f64() * 1e3,
+            convention: self.convention.map(|c| c.name().to_string()),
+        }
+    }
+}
+
+/// What the run knew about a level beyond its records: its identity, the load it was
+/// meant to carry, and the warnings only the run could see (event-loop lag, CPU use,
+/// the watchdog, streams aborted after the grace period).
+pub fn level_meta(plan: &RunPlan, summary: &RunSummary) -> LevelMeta {
+    let mut warnings = Vec::new();
+    if summary.watchdog_fired {
+        warnings.push("the watchdog ended requests that did not stop when cancelled".into());
+    }
+    let (lag_p99, lag_max) = summary.loop_lag;
+    if lag_p99 > Duration::from_millis(5) {
+        warnings.push(format!(
+            "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
+            lag_p99.as_secs_f64() * 1e3,
+            lag_max.as_secs_f64() * 1e3
+        ));
+    }
+    if let Some(cpu) = summary.cpu {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let share = cpu.as_secs_f64() / summary.wall.as_secs_f64().max(1e-9) / cores;
+        if share > 0.85 {
+            warnings.push(format!(
+                "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
+                share * 100.0
+            ));
+        }
+    }
+    if summary.aborted_in_flight > 0 {
+        warnings.push(format!(
+            "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
+            summary.aborted_in_flight
+        ));
+    }
+    let (concurrency, rate) = match plan.load {
+        Load::Closed { concurrency } => (Some(concurrency), None),
+        Load::Open { rate, .. } => (None, Some(rate)),
+        Load::Trace { .. } => (None, None),
+    };
+    LevelMeta {
+        level: plan.level,
+        name: plan.load.label(),
+        concurrency,
+        rate,
+        intended: Some(summary.intended),
+        stopped_early: summary.stopped_early.clone(),
+        warnings,
+        invalid: summary.watchdog_fired,
+        interrupted: summary.stop == StopReason::Interrupted,
+    }
+}
+
+/// The client machine in one line: OS, architecture, cores and CPU model.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let mut s = format!(
+        "{} {}, {cores} cores",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    );
+    if let Some(cpu) = cpu {
+        s.push_str(", ");
+        s.push_str(&cpu);
+    }
+    s
+}
+
+/// Turns records and what the run knew of each level into the report, with the
+/// warnings a reader needs, and decides the exit code. `cadence report` calls it on a
+/// saved records file, so a rebuilt report is the bench's own.
 pub fn build_report(
     info: RunInfo,
-    levels: &[(RunPlan, RunSummary)],
+    levels: &[LevelMeta],
     records: &[RequestRecord],
     checks: &Checks,
 ) -> (Report, Exit) {
@@ -433,17 +554,17 @@ pub fn build_report(
     let mut exit = Exit::Ok;
     let mut level_reports = Vec::new();
     let mut any_success = false;
-    for (plan, summary) in levels {
+    for meta in levels {
         let recs: Vec<RequestRecord> = records
             .iter()
-            .filter(|r| r.level == plan.level)
+            .filter(|r| r.level == meta.level)
             .cloned()
             .collect();
         let warmup_seen = recs.iter().filter(|r| r.warmup).count() as u64;
         let opts = LevelOptions {
             stall_threshold_ns: stall_threshold.as_nanos() as u64,
             window: None,
-            intended: Some(summary.intended.saturating_sub(warmup_seen)),
+            intended: meta.intended.map(|n| n.saturating_sub(warmup_seen)),
             // Dropped arrivals have records of their own (no send time).
             dropped: 0,
         };
@@ -455,30 +576,10 @@ pub fn build_report(
             exit = Exit::Invalid;
         }
         any_success |= level.requests.succeeded > 0;
-        if summary.watchdog_fired {
-            level
-                .warnings
-                .push("the watchdog ended requests that did not stop when cancelled".into());
+        if meta.invalid {
             exit = Exit::Invalid;
         }
-        let (lag_p99, lag_max) = summary.loop_lag;
-        if lag_p99 > Duration::from_millis(5) {
-            level.warnings.push(format!(
-                "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
-                lag_p99.as_secs_f64() * 1e3,
-                lag_max.as_secs_f64() * 1e3
-            ));
-        }
-        if let Some(cpu) = summary.cpu {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-            let share = cpu.as_secs_f64() / summary.wall.as_secs_f64().max(1e-9) / cores;
-            if share > 0.85 {
-                level.warnings.push(format!(
-                    "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
-                    share * 100.0
-                ));
-            }
-        }
+        level.warnings.extend(meta.warnings.iter().cloned());
         let chunks: u64 = recs.iter().map(|r| r.chunks.len() as u64).sum();
         let coalesced: u64 = recs.iter().map(|r| r.counters.coalesced as u64).sum();
         if chunks > 0 && coalesced * 100 > chunks {
@@ -486,15 +587,9 @@ pub fn build_report(
                 "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
             ));
         }
-        if summary.aborted_in_flight > 0 {
-            level.warnings.push(format!(
-                "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
-                summary.aborted_in_flight
-            ));
-        }
         level.warnings.extend(record_warnings(&recs));
         let window_s = level.throughput.window_s;
-        let mut lr = level_report(plan.load.label(), level);
+        let mut lr = level_report(meta.name.clone(), level);
         lr.pacing = pacing(&recs, 0, checks.max_late);
         if lr.pacing.as_ref().is_some_and(|p| p.invalid) {
             exit = Exit::Invalid;
@@ -513,27 +608,26 @@ pub fn build_report(
             .into_iter()
             .skip_while(|b| b.completed == 0 && b.failed == 0 && b.output_tokens == 0)
             .collect();
-        lr.stopped_early = summary.stopped_early.clone();
-        match plan.load {
-            Load::Closed { concurrency } => lr.concurrency = Some(concurrency),
-            Load::Open { rate, .. } => lr.rate = Some(rate),
-            Load::Trace { .. } => {}
+        lr.stopped_early = meta.stopped_early.clone();
+        lr.concurrency = meta.concurrency;
+        lr.rate = meta.rate;
+        if lr.summary.requests.succeeded > 0 {
+            lr.conventions = convention_views(&recs);
         }
+        lr.charts = chart_data(&recs);
         level_reports.push(lr);
     }
     if !any_success && records.iter().any(|r| r.was_sent()) {
         warnings.push("no request succeeded: the latency figures are empty".into());
         exit = Exit::Invalid;
     }
-    let report = Report::new(info, level_reports, warnings);
+    let mut report = Report::new(info, level_reports, warnings);
+    report.convention = checks.convention.map(|c| c.name().to_string());
     if slo_breached && exit == Exit::Ok {
         exit = Exit::SloBreached;
     }
     // The user who pressed Ctrl-C knows the run is partial; say interrupted, not invalid.
-    if levels
-        .iter()
-        .any(|(_, s)| s.stop == StopReason::Interrupted)
-    {
+    if levels.iter().any(|m| m.interrupted) {
         exit = Exit::Interrupted;
     }
     (report, exit)

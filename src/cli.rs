@@ -31,7 +31,11 @@ impl Cli {
         let shares_with_sim = match &self.command {
             Command::Bench(b) => b.url.is_none(),
             Command::Fidelity(_) => true,
-            Command::Sim(_) | Command::Plan(_) | Command::Proxy(_) => false,
+            Command::Sim(_)
+            | Command::Plan(_)
+            | Command::Proxy(_)
+            | Command::Report(_)
+            | Command::Compare(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -54,6 +58,11 @@ pub enum Command {
     Proxy(Box<crate::proxy_cmd::ProxyArgs>),
     /// Predict a run from the engine model in virtual time (no server, no HTTP).
     Plan(Box<crate::plan_cmd::PlanArgs>),
+    /// Rebuild a report (console, JSON, CSV, HTML, Markdown) from saved records or a
+    /// saved JSON report.
+    Report(crate::report_cmd::ReportArgs),
+    /// Compare two runs (JSON reports or records files) per level and metric.
+    Compare(crate::compare_cmd::CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -254,9 +263,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
 
-    /// max_tokens of each request.
-    #[arg(long, default_value_t = 64)]
-    pub max_tokens: u32,
+    /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
+    /// drawn per request by --seed (default 64; a dataset's recorded reply lengths).
+    #[arg(long, value_name = "DIST", value_parser = crate::workload_cmd::parse_length)]
+    pub max_tokens: Option<cadence_bench::prompts::LengthDist>,
+
+    #[command(flatten)]
+    pub workload: crate::workload_cmd::WorkloadArgs,
 
     /// The prompt of every request (default: a built-in story prompt).
     #[arg(long)]
@@ -336,6 +349,9 @@ pub struct BenchArgs {
     /// Write one JSON line per request here, as requests finish.
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub outputs: crate::report_cmd::OutputArgs,
 
     /// No progress line.
     #[arg(short, long)]

@@ -15,11 +15,13 @@ pub enum Exit {
     /// The run's figures are not valid: no request succeeded, the accounting did not
     /// add up, or the watchdog had to end the run.
     Invalid = 4,
+    /// `cadence compare`: a `--fail-on` rule found a regression beyond noise.
+    Regression = 5,
     /// Interrupted by Ctrl-C; the report of what was measured was still written.
     Interrupted = 130,
 }
 
-pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached; 4 run invalid (no request succeeded, accounting mismatch, watchdog); 130 interrupted (report still written)";
+pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached; 4 run invalid (no request succeeded, accounting mismatch, watchdog); 5 compare found a regression (--fail-on); 130 interrupted (report still written)";
 
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {

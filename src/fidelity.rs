@@ -197,12 +197,16 @@ async fn level(
             },
             prompts: vec![DEFAULT_PROMPT.to_string()],
             max_tokens: Vec::new(),
+            items: Vec::new(),
+            prefixes: Vec::new(),
+            think_time: std::time::Duration::ZERO,
         },
         timeouts: Timeouts::default(),
         api: Api::Chat,
         strict: false,
         redactor: Redactor::default(),
         progress: Progress::new(None, false),
+        tokenizer: None,
     });
     let plan = RunPlan {
         load: Load::Closed { concurrency },

@@ -4,11 +4,14 @@
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;
+pub mod compare_cmd;
 pub mod exit;
 pub mod fidelity;
 pub mod plan_cmd;
 pub mod proxy_cmd;
+pub mod report_cmd;
 pub mod sim_cmd;
+pub mod workload_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
@@ -51,6 +54,8 @@ pub fn main() -> std::process::ExitCode {
             Command::Sim(args) => sim_cmd::run(*args).await,
             Command::Fidelity(args) => fidelity::run(args).await,
             Command::Proxy(args) => proxy_cmd::run(*args).await,
+            Command::Report(args) => report_cmd::run(args),
+            Command::Compare(args) => compare_cmd::run(args),
             Command::Plan(args) => plan_cmd::run(*args),
         }
     });

@@ -365,6 +365,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         command: crate::bench_cmd::redacted_command(std::env::args()),
         builtin_sim: false,
         interrupted: false,
+        machine: None,
     };
     let report = Report::new(
         info,

@@ -23,6 +23,12 @@ fn usage_error(args: &[&str], needle: &str) {
         .stderr(predicate::str::contains(needle));
 }
 
+/// The request-record lines of a records file (it also holds one metadata line per
+/// level and one for the run, each an object keyed `cadence_level` / `cadence_run`).
+fn record_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| !l.starts_with("{\"cadence_"))
+}
+
 fn validate(json: &str) {
     let schema: serde_json::Value =
         serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
@@ -78,7 +84,7 @@ fn bench_without_url_runs_the_builtin_simulator() {
     assert_eq!(v["run"]["builtin_sim"], true);
     let lines = std::fs::read_to_string(&records).unwrap();
     assert_eq!(
-        lines.lines().count(),
+        record_lines(&lines).count(),
         8,
         "warm-up requests are recorded too"
     );
@@ -268,6 +274,12 @@ fn secret_canary_never_reaches_output_records_or_report() {
         .arg(&json)
         .arg("--records")
         .arg(&records)
+        .arg("--html")
+        .arg(dir.path().join("r.html"))
+        .arg("--markdown")
+        .arg(dir.path().join("r.md"))
+        .arg("--csv")
+        .arg(dir.path().join("csv/"))
         .output()
         .unwrap();
     assert_eq!(
@@ -286,6 +298,10 @@ fn secret_canary_never_reaches_output_records_or_report() {
         String::from_utf8_lossy(&out.stderr).to_string(),
         std::fs::read_to_string(&json).unwrap(),
         rec_text,
+        std::fs::read_to_string(dir.path().join("r.html")).unwrap(),
+        std::fs::read_to_string(dir.path().join("r.md")).unwrap(),
+        std::fs::read_to_string(dir.path().join("csv/levels.csv")).unwrap(),
+        std::fs::read_to_string(dir.path().join("csv/requests.csv")).unwrap(),
     ];
     for (i, text) in everything.iter().enumerate() {
         assert!(!text.contains(KEY), "API key leaked in output #{i}: {text}");
@@ -344,7 +360,7 @@ fn ctrl_c_stops_drains_and_still_reports() {
     assert_eq!(v["run"]["interrupted"], true);
     let req = &v["levels"][0]["requests"];
     assert!(req["aborted"].as_u64().unwrap() >= 1, "{req}");
-    let lines = std::fs::read_to_string(&records).unwrap().lines().count() as u64;
+    let lines = record_lines(&std::fs::read_to_string(&records).unwrap()).count() as u64;
     assert_eq!(
         lines,
         req["sent"].as_u64().unwrap(),
@@ -498,9 +514,8 @@ fn sweep_runs_each_level_with_its_own_row() {
         .iter()
         .all(|l| l["requests"]["succeeded"] == 3));
     assert!(stdout.contains("Summary by level"), "{stdout}");
-    let levels: Vec<u64> = std::fs::read_to_string(&records)
-        .unwrap()
-        .lines()
+    let text = std::fs::read_to_string(&records).unwrap();
+    let levels: Vec<u64> = record_lines(&text)
         .map(|l| {
             serde_json::from_str::<serde_json::Value>(l).unwrap()["level"]
                 .as_u64()
@@ -573,9 +588,8 @@ fn trace_replay_sends_at_recorded_offsets_with_recorded_lengths() {
     assert_eq!(code, Some(0));
     assert_eq!(v["run"]["mode"], "trace_replay");
     assert_eq!(v["levels"][0]["requests"]["succeeded"], 3);
-    let mut recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
-        .unwrap()
-        .lines()
+    let text = std::fs::read_to_string(&records).unwrap();
+    let mut recs: Vec<serde_json::Value> = record_lines(&text)
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     recs.sort_by_key(|r| r["index"].as_u64());

@@ -47,6 +47,47 @@ impl BodySpec {
     }
 }
 
+impl BodySpec {
+    /// The JSON body for a conversation: chat sends the messages as they are; a
+    /// completions endpoint gets their contents joined by blank lines as the prompt.
+    pub fn body_messages(
+        &self,
+        messages: &[crate::workload::Message],
+        max_tokens: Option<u32>,
+    ) -> Bytes {
+        if let [only] = messages {
+            if only.role == "user" {
+                return self.body_with(&only.content, max_tokens);
+            }
+        }
+        match self.api {
+            Api::Chat => {
+                let msgs: Vec<Value> = messages
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                let mut v = json!({
+                    "model": self.model,
+                    "messages": msgs,
+                    "stream": true,
+                    "stream_options": {"include_usage": true},
+                });
+                if let Some(n) = max_tokens {
+                    v["max_tokens"] = json!(n);
+                }
+                if let Some(extra) = &self.extra {
+                    merge(&mut v, &Value::Object(extra.clone()));
+                }
+                Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
+            }
+            Api::Completions => {
+                let joined: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+                self.body_with(&joined.join("\n\n"), max_tokens)
+            }
+        }
+    }
+}
+
 /// Deep-merges `patch` into `base`: objects key by key, anything else replaces; a
 /// `null` in the patch removes the key (so `--extra-body '{"stream_options":null}'` works).
 pub fn merge(base: &mut Value, patch: &Value) {

@@ -6,7 +6,7 @@ use crate::clock::Clock;
 use crate::secret::Redactor;
 use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
-use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
+use cadence_wire::{Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
@@ -78,13 +78,14 @@ const DETAIL_BYTES: usize = 1024;
 
 /// Sends `req` and streams its response into `rec`. `rec` arrives with identity fields
 /// (index, level, worker, warm-up, scheduled) set; this sets the times, chunks, tokens,
-/// status and outcome. Always returns with `rec.outcome` and `rec.end_ns` decided.
+/// status and outcome. Always returns with `rec.outcome` and `rec.end_ns` decided, and
+/// gives back the output text so a tokenizer can count it after the stream.
 pub async fn execute(
     cx: &ExecContext<'_>,
     req: http::Request<Full<Bytes>>,
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
-) {
+) -> StreamText {
     let sent_at = Instant::now();
     rec.sent_ns = Some(cx.clock.ns_at(sent_at));
     let total_deadline = sent_at + cx.timeouts.total;
@@ -278,12 +279,19 @@ pub async fn execute(
     if let Some(e) = rec.error.take() {
         rec.error = Some(cx.redactor.redact(&e));
     }
+    tracker.take_text()
 }
 
-fn end(cx: &ExecContext<'_>, rec: &mut RequestRecord, outcome: Outcome, error: Option<String>) {
+fn end(
+    cx: &ExecContext<'_>,
+    rec: &mut RequestRecord,
+    outcome: Outcome,
+    error: Option<String>,
+) -> StreamText {
     rec.outcome = outcome;
     rec.end_ns = Some(cx.clock.now_ns());
     rec.error = error.map(|e| cx.redactor.redact(&e));
+    StreamText::default()
 }
 
 /// The framing a content type implies, or `None` when it is not a stream we speak.

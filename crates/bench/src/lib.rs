@@ -7,13 +7,16 @@ pub mod body;
 pub mod client;
 pub mod clock;
 pub mod cpu;
+pub mod dataset;
 pub mod exec;
 pub mod progress;
+pub mod prompts;
 pub mod runner;
 pub mod search;
 pub mod secret;
 pub mod sink;
 pub mod target;
+pub mod tokenizer;
 pub mod trace;
 pub mod workload;
 

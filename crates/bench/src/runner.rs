@@ -115,6 +115,9 @@ pub struct RunContext {
     pub strict: bool,
     pub redactor: Redactor,
     pub progress: Progress,
+    /// Counts output tokens after each stream (off the read loop, on a blocking
+    /// thread) and attributes them to chunks.
+    pub tokenizer: Option<crate::tokenizer::Tokenizer>,
 }
 
 /// Why the run stopped issuing requests.
@@ -133,7 +136,8 @@ pub enum StopReason {
 /// What a run produced besides the records (which went to the sink).
 #[derive(Debug, Clone)]
 pub struct RunSummary {
-    /// Requests the run meant to send (dispatched ones; warm-up included).
+    /// Requests the run meant to send (dispatched ones and later turns of sessions;
+    /// warm-up included).
     pub intended: u64,
     /// Open-loop arrivals dropped because `max_concurrency` requests were in flight
     /// (each has a record with no send time).
@@ -182,6 +186,8 @@ pub async fn run(
     let in_flight: Arc<Mutex<BTreeMap<(u64, u32), InFlight>>> = Arc::default();
     let slots = Slots::new(plan.slot_cap());
     let tally = Arc::new(Tally::default());
+    // Record indices: one per request, dispatched or a later turn of a session.
+    let issued = Arc::new(AtomicU64::new(0));
 
     // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
     let (_pacer, mut tickets) = match plan.load.schedule() {
@@ -193,6 +199,7 @@ pub async fn run(
     };
 
     tokio::pin!(stop);
+    let (plan_level, plan_warmup) = (plan.level, plan.warmup);
     let mut tasks = JoinSet::new();
     let mut next: u64 = 0;
     let mut dropped = 0u64;
@@ -233,7 +240,8 @@ pub async fn run(
                     Some(p) => (Some(ticket.scheduled), p),
                     None => {
                         // The cap is full: the arrival is dropped, and recorded as such.
-                        let mut rec = RequestRecord::new(next, Outcome::AbortedAtDeadline);
+                        let index = issued.fetch_add(1, Ordering::Relaxed);
+                        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
                         rec.level = plan.level;
                         rec.warmup = next < plan.warmup;
                         rec.scheduled_ns = Some(clock.ns_at(ticket.scheduled));
@@ -251,13 +259,14 @@ pub async fn run(
         };
         // Reap finished tasks so the set stays small on long runs.
         while tasks.try_join_next().is_some() {}
-        let index = next;
+        let dispatch = next;
+        let index = issued.fetch_add(1, Ordering::Relaxed);
         next += 1;
         let slot = permit.id;
         let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
         rec.level = plan.level;
         rec.worker = slot;
-        rec.warmup = index < plan.warmup;
+        rec.warmup = dispatch < plan.warmup;
         rec.scheduled_ns = scheduled.map(|t| clock.ns_at(t));
         in_flight.lock().expect("in-flight lock").insert(
             (index, slot),
@@ -271,30 +280,84 @@ pub async fn run(
         let mut cancel = cancel.clone();
         let in_flight = in_flight.clone();
         let tally = tally.clone();
+        let issued = issued.clone();
         tasks.spawn(async move {
-            let (req, pid) = cx.factory.build(index);
-            rec.prompt_id = Some(pid.to_string());
-            cx.progress.started();
-            let ex = ExecContext {
-                client: &cx.client,
-                clock: &clock,
-                timeouts: &cx.timeouts,
-                api: cx.api,
-                strict: cx.strict,
-                redactor: &cx.redactor,
-            };
-            execute(&ex, req, &mut cancel, &mut rec).await;
-            cx.progress.ended();
-            in_flight
-                .lock()
-                .expect("in-flight lock")
-                .remove(&(index, slot));
-            tally.finished(&rec);
-            sink.send(rec);
+            let turns = cx.factory.turns(dispatch);
+            let session = (turns > 1).then_some(dispatch);
+            let mut replies: Vec<String> = Vec::new();
+            let mut index = index;
+            for turn in 0..turns {
+                if turn > 0 {
+                    // Think time, then the next turn as a new request.
+                    let think = sleep_until(Instant::now() + cx.factory.think_time);
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => break,
+                        _ = think => {}
+                    }
+                    index = issued.fetch_add(1, Ordering::Relaxed);
+                    let scheduled_ns = None;
+                    rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+                    rec.level = plan_level;
+                    rec.worker = slot;
+                    rec.warmup = dispatch < plan_warmup;
+                    in_flight.lock().expect("in-flight lock").insert(
+                        (index, slot),
+                        InFlight {
+                            scheduled_ns,
+                            dispatched_ns: clock.now_ns(),
+                        },
+                    );
+                }
+                let built = cx.factory.build_turn(dispatch, turn, &replies);
+                rec.prompt_id = Some(built.prompt_id);
+                rec.prefix_group = built.prefix_group;
+                if session.is_some() {
+                    rec.session = session;
+                    rec.turn = Some(turn as u32);
+                }
+                cx.progress.started();
+                let ex = ExecContext {
+                    client: &cx.client,
+                    clock: &clock,
+                    timeouts: &cx.timeouts,
+                    api: cx.api,
+                    strict: cx.strict,
+                    redactor: &cx.redactor,
+                };
+                let text = execute(&ex, built.request, &mut cancel, &mut rec).await;
+                cx.progress.ended();
+                if session.is_some() && turn + 1 < turns {
+                    replies.push(text.content.clone());
+                }
+                if let Some(tk) = cx.tokenizer.clone() {
+                    // Tokenizing is CPU work: keep it off the threads that read sockets.
+                    let (r, _) = tokio::task::spawn_blocking(move || {
+                        tk.annotate(&mut rec, &text);
+                        (rec, text)
+                    })
+                    .await
+                    .expect("tokenizing does not panic");
+                    rec = r;
+                }
+                in_flight
+                    .lock()
+                    .expect("in-flight lock")
+                    .remove(&(index, slot));
+                tally.finished(&rec);
+                let ok = rec.outcome == Outcome::Succeeded;
+                sink.send(std::mem::replace(
+                    &mut rec,
+                    RequestRecord::new(index, Outcome::AbortedAtDeadline),
+                ));
+                // A session ends at its first failed turn.
+                if !ok {
+                    break;
+                }
+            }
             drop(permit);
         });
     };
-    let intended = next;
 
     // Drain: a completed run waits for its requests (their own timeouts bound them);
     // a stopped run gives them the grace period, then cancels.
@@ -353,6 +416,7 @@ pub async fn run(
         }
     }
     drop(sink);
+    let intended = issued.load(Ordering::Relaxed);
     RunSummary {
         intended,
         dropped,

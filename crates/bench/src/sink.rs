@@ -16,6 +16,9 @@ enum Msg {
     Record(Box<RequestRecord>),
     /// Reply with every record of a level received so far.
     Level(u32, tokio::sync::oneshot::Sender<Vec<RequestRecord>>),
+    /// A line for the file only (a level's or the run's metadata, see
+    /// `cadence_core::runlog`), written in order with the records.
+    Line(String),
 }
 
 /// The sending side, cloned into every request task.
@@ -26,6 +29,12 @@ impl RecordSender {
     pub fn send(&self, rec: RequestRecord) {
         // The receiver lives until `RecordSink::finish`, after every task has ended.
         let _ = self.0.send(Msg::Record(Box::new(rec)));
+    }
+
+    /// Appends one metadata line (no newline) to the records file, after every record
+    /// sent before it.
+    pub fn write_line(&self, line: String) {
+        let _ = self.0.send(Msg::Line(line));
     }
 
     /// The records of `level` so far. The channel is FIFO, so once a level's run has
@@ -89,6 +98,18 @@ impl RecordSink {
                                 .cloned()
                                 .collect();
                             let _ = reply.send(recs);
+                            continue;
+                        }
+                        Msg::Line(line) => {
+                            if let (Some(w), None) = (out.as_mut(), write_error.as_ref()) {
+                                let res = w
+                                    .write_all(line.as_bytes())
+                                    .and_then(|_| w.write_all(b"\n"))
+                                    .and_then(|_| w.flush());
+                                if let Err(e) = res {
+                                    write_error = Some(e);
+                                }
+                            }
                             continue;
                         }
                     };

@@ -1,10 +1,12 @@
-//! What each request asks: the prompt (cycled from a list) and the body built around it.
-//! The workloads issue grows this into datasets and exact token lengths.
+//! What each request asks: the prompt (cycled from a list, or a work item from a
+//! dataset or the synthetic generator, possibly a multi-turn session with a shared
+//! prefix) and the body built around it.
 
 use crate::body::BodySpec;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
+use std::time::Duration;
 
 /// The built-in prompt when the user gives none.
 pub const DEFAULT_PROMPT: &str =
@@ -21,9 +23,149 @@ pub struct RequestFactory {
     /// Per-prompt output length overriding `body.max_tokens` (a trace's lengths);
     /// empty, or as long as `prompts`.
     pub max_tokens: Vec<Option<u32>>,
+    /// Work items (datasets, synthetic prompts, sessions); when non-empty they are
+    /// used, in turn, instead of `prompts`.
+    pub items: Vec<WorkItem>,
+    /// Shared prefixes: dispatch `k` starts its first prompt with `prefixes[k % G]`.
+    pub prefixes: Vec<String>,
+    /// Pause between a session's reply and its next turn.
+    pub think_time: Duration,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Message {
+        Message {
+            role: role.to_owned(),
+            content: content.to_owned(),
+        }
+    }
+}
+
+/// One user turn and its output length (`None`: the run's `max_tokens`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSpec {
+    pub user: String,
+    pub max_tokens: Option<u32>,
+}
+
+/// What one dispatch sends: messages that come first (a system prompt), then one
+/// request per turn, each carrying the turns and live replies before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkItem {
+    pub id: String,
+    pub history: Vec<Message>,
+    pub turns: Vec<TurnSpec>,
+}
+
+/// A request ready to send, with what the record should say about it.
+#[derive(Debug)]
+pub struct BuiltTurn {
+    pub request: Request<Full<Bytes>>,
+    pub prompt_id: String,
+    pub prefix_group: Option<u32>,
 }
 
 impl RequestFactory {
+    /// A factory that cycles over `prompts` with the body's `max_tokens`.
+    pub fn new(endpoint: Uri, headers: HeaderMap, body: BodySpec, prompts: Vec<String>) -> Self {
+        RequestFactory {
+            endpoint,
+            headers,
+            body,
+            prompts,
+            max_tokens: Vec::new(),
+            items: Vec::new(),
+            prefixes: Vec::new(),
+            think_time: Duration::ZERO,
+        }
+    }
+
+    /// Turns that dispatch number `k` sends (1 unless the workload has sessions).
+    pub fn turns(&self, k: u64) -> usize {
+        self.item(k).map_or(1, |it| it.turns.len().max(1))
+    }
+
+    fn item(&self, k: u64) -> Option<&WorkItem> {
+        (!self.items.is_empty()).then(|| &self.items[(k % self.items.len() as u64) as usize])
+    }
+
+    fn prefix(&self, k: u64) -> Option<(u32, &str)> {
+        (!self.prefixes.is_empty()).then(|| {
+            let g = (k % self.prefixes.len() as u64) as usize;
+            (g as u32, self.prefixes[g].as_str())
+        })
+    }
+
+    /// Turn `turn` of dispatch `k`, after the server's `replies` to the turns before it.
+    pub fn build_turn(&self, k: u64, turn: usize, replies: &[String]) -> BuiltTurn {
+        let prefix = self.prefix(k);
+        let join = |user: &str| match prefix {
+            // Synthetic bodies after a prefix start with their own space.
+            Some((_, p)) if user.starts_with(char::is_whitespace) => format!("{p}{user}"),
+            Some((_, p)) => format!("{p} {user}"),
+            None => user.to_owned(),
+        };
+        let Some(item) = self.item(k) else {
+            let (mut request, pid) = self.build(k);
+            if let Some((g, _)) = prefix {
+                let prompt = self.prompts.get(pid).map_or(DEFAULT_PROMPT, String::as_str);
+                let max_tokens = self
+                    .max_tokens
+                    .get(pid)
+                    .copied()
+                    .flatten()
+                    .or(self.body.max_tokens);
+                *request.body_mut() = Full::new(self.body.body_with(&join(prompt), max_tokens));
+                return BuiltTurn {
+                    request,
+                    prompt_id: pid.to_string(),
+                    prefix_group: Some(g),
+                };
+            }
+            return BuiltTurn {
+                request,
+                prompt_id: pid.to_string(),
+                prefix_group: None,
+            };
+        };
+        let turn = turn.min(item.turns.len().saturating_sub(1));
+        let mut messages = item.history.clone();
+        for (i, t) in item.turns.iter().enumerate().take(turn + 1) {
+            let user = if i == 0 {
+                join(&t.user)
+            } else {
+                t.user.clone()
+            };
+            messages.push(Message {
+                role: "user".into(),
+                content: user,
+            });
+            if i < turn {
+                messages.push(Message {
+                    role: "assistant".into(),
+                    content: replies.get(i).cloned().unwrap_or_default(),
+                });
+            }
+        }
+        let max_tokens = item.turns[turn].max_tokens.or(self.body.max_tokens);
+        let mut request = Request::post(self.endpoint.clone())
+            .body(Full::new(self.body.body_messages(&messages, max_tokens)))
+            .expect("method, URI and body are valid");
+        *request.headers_mut() = self.headers.clone();
+        BuiltTurn {
+            request,
+            prompt_id: item.id.clone(),
+            prefix_group: prefix.map(|(g, _)| g),
+        }
+    }
+
     /// The request and the id of the prompt it used.
     pub fn build(&self, index: u64) -> (Request<Full<Bytes>>, usize) {
         let pid = (index % self.prompts.len().max(1) as u64) as usize;
@@ -74,6 +216,9 @@ mod tests {
             },
             prompts: vec!["a".into(), "b".into()],
             max_tokens,
+            items: Vec::new(),
+            prefixes: Vec::new(),
+            think_time: Duration::ZERO,
         }
     }
 

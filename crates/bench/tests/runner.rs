@@ -58,12 +58,16 @@ fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<R
             },
             prompts: vec!["a".into(), "b".into()],
             max_tokens: Vec::new(),
+            items: Vec::new(),
+            prefixes: Vec::new(),
+            think_time: std::time::Duration::ZERO,
         },
         timeouts: Timeouts::default(),
         api: Api::Chat,
         strict: false,
         redactor: Redactor::default(),
         progress: Progress::new(None, false),
+        tokenizer: None,
     })
 }
 

@@ -3,22 +3,30 @@
 //! computed from records.
 //! Nothing here touches a socket, a clock, a file or an async runtime.
 
+pub mod charts;
+pub mod compare;
+pub mod conventions;
 pub mod metrics;
 pub mod outcome;
 pub mod pacing;
 pub mod record;
 pub mod report;
+pub mod runlog;
 pub mod slo;
 pub mod stats;
 pub mod timeseries;
 
+pub use charts::{chart_data, ChartData};
+pub use conventions::{convention_views, Convention, ConventionView};
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
-    RequestCounts, Stalls, Throughput,
+    RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing};
-pub use record::{Chunk, RecordSource, RequestRecord, StreamCounters, TokenCount, TokenSource};
+pub use record::{
+    Chunk, RecordSource, RequestRecord, StreamCounters, TokenCount, TokenSource, TokenSources,
+};
 pub use report::{
     definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
     SCHEMA_VERSION,

@@ -40,7 +40,10 @@ sent; succeeded requests only";
 chunk - first chunk) in tokens/s, over the requests TPOT uses whose last chunk arrived after \
 the first";
     pub const TOKENS_PER_CHUNK: &str = "tokens carried by each content-bearing chunk of \
-succeeded requests, where the server made the count known (burstiness)";
+succeeded requests, where the count is known: from per-chunk usage or token ids the server \
+sent, else from the run's tokenizer (each token of the joined text attributed to the chunk \
+that completed it, then scaled by largest remainder to the server's usage count when that \
+differs, so chunk counts add up to the count used) (burstiness)";
     pub const THROUGHPUT: &str = "output tokens of succeeded requests per second of the \
 measured window, and succeeded requests per second; the window runs from the first send to \
 the last end among the level's non-warm-up requests unless the run sets it; absent when the \
@@ -49,6 +52,13 @@ window has zero length";
 counted token ids, else the tokenizer over the text, else one per content-bearing chunk; \
 'source' names the weakest of these any succeeded request needed; 'total' counts succeeded \
 requests, 'received_total' every request including the partial output of failed ones";
+    pub const TOKEN_AGREEMENT: &str = "how far each other output-token source disagrees \
+with the count each succeeded request used: over the requests where both are known, \
+diff_pct = (sum of the other source - sum of the used count) / sum of the used count x 100, \
+max_abs_diff the largest per-request difference and requests_differing how many differ; \
+'chunks' is the content-bearing chunk count";
+    pub const BY_TURN: &str = "multi-turn sessions: TTFT and ITL (as defined above) over the \
+succeeded requests of each turn index (0 = the first turn), so growing history shows";
     pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
 requests with at least one";
     pub const REQUESTS: &str = "intended = sent + dropped; sent = succeeded + failed (by \
@@ -269,6 +279,79 @@ pub struct LevelSummary {
     pub counters: Counters,
     /// Inconsistencies found in the records, in plain words.
     pub warnings: Vec<String>,
+    /// How far the other output-token sources disagree with the one used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_agreement: Vec<SourceAgreement>,
+    /// TTFT and ITL by turn of multi-turn sessions (empty without sessions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_turn: Vec<TurnSummary>,
+}
+
+/// One alternative output-token source compared with the count each request used
+/// ([`formula::TOKEN_AGREEMENT`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceAgreement {
+    pub source: TokenSource,
+    /// Succeeded requests where this source and the used count (from another
+    /// source) are both known.
+    pub requests: u64,
+    /// This source's tokens over those requests.
+    pub total: u64,
+    /// The used counts over the same requests.
+    pub used_total: u64,
+    /// `(total − used_total) / used_total × 100`; absent when `used_total` is 0.
+    pub diff_pct: Option<f64>,
+    /// The largest per-request |this − used|.
+    pub max_abs_diff: u64,
+    /// Requests where this source differs from the used count.
+    pub requests_differing: u64,
+}
+
+/// TTFT and ITL over the succeeded requests of one turn index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSummary {
+    pub turn: u32,
+    pub requests: u64,
+    #[serde(with = "stats::as_ms")]
+    pub ttft: Option<Distribution>,
+    #[serde(with = "stats::as_ms")]
+    pub itl: Option<Distribution>,
+}
+
+/// Running sums for one [`SourceAgreement`].
+#[derive(Default)]
+struct Agree {
+    requests: u64,
+    total: u64,
+    used: u64,
+    max_abs: u64,
+    differing: u64,
+}
+
+impl Agree {
+    fn add(&mut self, other: u64, used: u64) {
+        self.requests += 1;
+        self.total += other;
+        self.used += used;
+        let d = other.abs_diff(used);
+        self.max_abs = self.max_abs.max(d);
+        self.differing += u64::from(d > 0);
+    }
+
+    fn finish(self, source: TokenSource) -> SourceAgreement {
+        SourceAgreement {
+            source,
+            requests: self.requests,
+            total: self.total,
+            used_total: self.used,
+            diff_pct: (self.used > 0)
+                .then(|| (self.total as f64 - self.used as f64) / self.used as f64 * 100.0),
+            max_abs_diff: self.max_abs,
+            requests_differing: self.differing,
+        }
+    }
 }
 
 /// `to − from` in ns, or `None` (and one more inconsistency) when `to < from`.
@@ -365,6 +448,8 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
     };
     let mut counters = Counters::default();
     let (mut first_sent, mut last_end): (Option<u64>, Option<u64>) = (None, None);
+    let mut agree: BTreeMap<TokenSource, Agree> = BTreeMap::new();
+    let mut turns: BTreeMap<u32, (u64, Vec<f64>, Vec<f64>)> = BTreeMap::new();
 
     for r in records {
         if r.warmup {
@@ -411,6 +496,27 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
             .by_source
             .entry(tc.source.name().to_string())
             .or_default() += 1;
+        for src in [
+            TokenSource::Usage,
+            TokenSource::TokenIds,
+            TokenSource::Tokenizer,
+            TokenSource::Chunks,
+        ] {
+            let other = match src {
+                TokenSource::Chunks => Some(r.chunks.len() as u64),
+                s => r.token_sources.get(s),
+            };
+            if let (Some(n), true) = (other, src != tc.source) {
+                agree.entry(src).or_default().add(n, tc.count);
+            }
+        }
+        if let Some(turn) = r.turn {
+            let (n, t, i) = turns.entry(turn).or_default();
+            *n += 1;
+            let mut scratch = 0;
+            t.extend(ttft_ms(r, &mut scratch));
+            i.extend(itl_gaps(r, &mut scratch).map(|(g, _)| ms(g)));
+        }
 
         ttft.extend(ttft_ms(r, &mut bad_intervals));
         ttft_content.extend(ttft_content_ms(r, &mut bad_intervals));
@@ -496,5 +602,15 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         stalls,
         counters,
         warnings,
+        token_agreement: agree.into_iter().map(|(s, a)| a.finish(s)).collect(),
+        by_turn: turns
+            .into_iter()
+            .map(|(turn, (requests, mut t, mut i))| TurnSummary {
+                turn,
+                requests,
+                ttft: Distribution::from_samples(&mut t),
+                itl: Distribution::from_samples(&mut i),
+            })
+            .collect(),
     }
 }

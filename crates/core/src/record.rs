@@ -69,6 +69,37 @@ impl RecordSource {
     }
 }
 
+/// The output-token count each source gave for one request, so a report can show how
+/// far they disagree. The chunk count is `chunks.len()` and is not repeated here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenSources {
+    /// Last `usage.completion_tokens` the server sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<u64>,
+    /// Token ids the server sent, summed over chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<u64>,
+    /// The run's tokenizer over the joined output text (content and reasoning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<u64>,
+}
+
+impl TokenSources {
+    pub fn is_empty(&self) -> bool {
+        *self == TokenSources::default()
+    }
+
+    /// The count `source` gave, if it gave one (`chunks` is not held here).
+    pub fn get(&self, source: TokenSource) -> Option<u64> {
+        match source {
+            TokenSource::Usage => self.usage,
+            TokenSource::TokenIds => self.token_ids,
+            TokenSource::Tokenizer => self.tokenizer,
+            TokenSource::Chunks => None,
+        }
+    }
+}
+
 /// Stream-level counters that are not outcomes but tell how clean a stream was.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamCounters {
@@ -155,6 +186,23 @@ pub struct RequestRecord {
     /// Who measured the request; omitted for `bench` so older readers see no change.
     #[serde(default, skip_serializing_if = "RecordSource::is_bench")]
     pub source: RecordSource,
+    /// Output-token counts by source (what `output_tokens` chose from).
+    #[serde(default, skip_serializing_if = "TokenSources::is_empty")]
+    pub token_sources: TokenSources,
+    /// Where the per-chunk token counts in `chunks` came from, when any are known:
+    /// `usage` (per-chunk usage), `token_ids`, or `tokenizer` (tokens of the joined
+    /// text attributed to the chunk that completed them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_tokens_source: Option<TokenSource>,
+    /// The multi-turn session this request belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// Its turn in the session (0-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The shared-prefix group its prompt starts with (`--prefix-groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_group: Option<u32>,
 }
 
 impl RequestRecord {
@@ -180,6 +228,11 @@ impl RequestRecord {
             error: None,
             counters: StreamCounters::default(),
             source: RecordSource::Bench,
+            token_sources: TokenSources::default(),
+            chunk_tokens_source: None,
+            session: None,
+            turn: None,
+            prefix_group: None,
         }
     }
 

@@ -2,6 +2,8 @@
 //! the definitions of every number. Its serde form IS the JSON report (checked against
 //! `schema/report.schema.json`), and every renderer reads only this.
 
+use crate::charts::ChartData;
+use crate::conventions::ConventionView;
 use crate::metrics::{formula, LevelSummary};
 use crate::pacing::{self, Pacing};
 use crate::slo::{self, Goodput, SloResult};
@@ -28,6 +30,10 @@ pub struct Report {
     /// The outcome of `--find-max`: the highest level that met every SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchReport>,
+    /// The tool convention (`--convention`) whose ITL/TPOT the summary tables lead
+    /// with ([`crate::Convention`]); absent: Cadence's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convention: Option<String>,
 }
 
 /// The SLO search's answer and the probes that led to it (each probe is also a level).
@@ -60,6 +66,7 @@ impl Report {
             definitions: definitions(),
             warnings,
             search: None,
+            convention: None,
         }
     }
 }
@@ -85,6 +92,9 @@ pub struct RunInfo {
     pub builtin_sim: bool,
     /// The run was cut short (Ctrl-C or a watchdog).
     pub interrupted: bool,
+    /// The machine the client ran on (OS, architecture, cores, CPU model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// One load level (sweep step): its identity and its metrics.
@@ -114,6 +124,12 @@ pub struct LevelReport {
     /// How well an open-loop client kept its schedule ([`crate::pacing()`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<Pacing>,
+    /// ITL and TPOT as other tools define them ([`crate::convention_views`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conventions: Vec<ConventionView>,
+    /// Compact distribution shapes for charts ([`crate::chart_data`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charts: Option<ChartData>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -129,6 +145,8 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         time_series: Vec::new(),
         stopped_early: None,
         pacing: None,
+        conventions: Vec::new(),
+        charts: None,
     }
 }
 
@@ -148,6 +166,8 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("throughput", formula::THROUGHPUT),
         ("output_tokens", formula::OUTPUT_TOKENS),
         ("stalls", formula::STALLS),
+        ("token_agreement", formula::TOKEN_AGREEMENT),
+        ("by_turn", formula::BY_TURN),
         ("requests", formula::REQUESTS),
         ("slos", slo::FORMULA),
         ("goodput", slo::GOODPUT_FORMULA),
@@ -155,6 +175,8 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("time_series", timeseries::FORMULA),
         ("percentiles", PERCENTILE_RULE),
         ("units", formula::UNITS),
+        ("conventions", crate::conventions::FORMULA),
+        ("charts", crate::charts::FORMULA),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -177,6 +199,7 @@ mod tests {
             command: vec!["cadence".into(), "bench".into()],
             builtin_sim: true,
             interrupted: false,
+            machine: None,
         }
     }
 

@@ -553,3 +553,69 @@ fn distribution_is_reexported_for_callers() {
     let d: Option<Distribution> = Distribution::from_samples(&mut [1.0, 2.0, 3.0, 4.0]);
     assert_eq!(d.unwrap().p50, 2.5);
 }
+
+#[test]
+fn token_agreement_compares_every_other_source_with_the_count_used() {
+    // a: usage 4 (used), tokenizer 5, 3 chunks. b: usage 10 (used), token ids 10,
+    // tokenizer 9, 2 chunks. c: no usage, tokenizer 6 used, 6 chunks.
+    let mut a = reference();
+    a.token_sources.usage = Some(4);
+    a.token_sources.tokenizer = Some(5);
+    let mut b = rec(1, Outcome::Succeeded, 0, &[(50, None), (60, None)], 70);
+    usage(&mut b, 10, TokenSource::Usage);
+    b.token_sources.usage = Some(10);
+    b.token_sources.token_ids = Some(10);
+    b.token_sources.tokenizer = Some(9);
+    let chunks: Vec<(u64, Option<u32>)> = (0..6).map(|i| (10 + i, None)).collect();
+    let mut c = rec(2, Outcome::Succeeded, 0, &chunks, 20);
+    usage(&mut c, 6, TokenSource::Tokenizer);
+    c.token_sources.tokenizer = Some(6);
+    let s = summarize_level(&[a, b, c], &LevelOptions::default());
+    let by: BTreeMap<TokenSource, _> = s
+        .token_agreement
+        .iter()
+        .map(|x| (x.source, x.clone()))
+        .collect();
+    assert_eq!(
+        by.keys().copied().collect::<Vec<_>>(),
+        vec![
+            TokenSource::TokenIds,
+            TokenSource::Tokenizer,
+            TokenSource::Chunks
+        ],
+        "usage was the used count wherever it was known, so it is not compared"
+    );
+    let tok = &by[&TokenSource::Tokenizer];
+    // a: 5 vs 4, b: 9 vs 10 (c used the tokenizer itself).
+    assert_eq!((tok.requests, tok.total, tok.used_total), (2, 14, 14));
+    assert_eq!((tok.max_abs_diff, tok.requests_differing), (1, 2));
+    close(tok.diff_pct.unwrap(), 0.0);
+    let ch = &by[&TokenSource::Chunks];
+    // 3 + 2 + 6 chunks against 4 + 10 + 6 tokens.
+    assert_eq!((ch.requests, ch.total, ch.used_total), (3, 11, 20));
+    assert_eq!((ch.max_abs_diff, ch.requests_differing), (8, 2));
+    close(ch.diff_pct.unwrap(), -45.0);
+    let ids = &by[&TokenSource::TokenIds];
+    assert_eq!((ids.requests, ids.requests_differing), (1, 0));
+}
+
+#[test]
+fn by_turn_splits_ttft_and_itl_by_turn_index() {
+    let mut t0 = rec(0, Outcome::Succeeded, 0, &[(100, None), (110, None)], 120);
+    t0.turn = Some(0);
+    let mut t1 = rec(1, Outcome::Succeeded, 200, &[(500, None), (530, None)], 540);
+    t1.turn = Some(1);
+    let mut failed = rec(2, Outcome::Truncated, 0, &[(900, None)], 950);
+    failed.turn = Some(1);
+    let no_turn = rec(3, Outcome::Succeeded, 0, &[(5, None)], 6);
+    let s = summarize_level(&[t0, t1, failed, no_turn], &LevelOptions::default());
+    assert_eq!(s.by_turn.len(), 2);
+    assert_eq!((s.by_turn[0].turn, s.by_turn[0].requests), (0, 1));
+    close(s.by_turn[0].ttft.unwrap().mean, 100.0);
+    close(s.by_turn[0].itl.unwrap().mean, 10.0);
+    assert_eq!((s.by_turn[1].turn, s.by_turn[1].requests), (1, 1));
+    close(s.by_turn[1].ttft.unwrap().mean, 300.0);
+    close(s.by_turn[1].itl.unwrap().mean, 30.0);
+    let plain = summarize_level(&[reference()], &LevelOptions::default());
+    assert!(plain.by_turn.is_empty(), "no sessions, no per-turn summary");
+}

@@ -2,7 +2,7 @@
 //! caller submits requests at times of its choosing and advances the clock; the
 //! engine reports what happened (admissions, tokens, pre-emptions, steps) as events.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use crate::rng::SplitMix;
 use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, RECOMPUTE_CHUNK};
@@ -114,6 +114,9 @@ pub struct Engine {
     prefill_queue: VecDeque<Seq>,
     workers: Vec<Option<(u64, Seq)>>,
     transfers: Vec<(u64, Seq)>,
+    /// Requests the client gave up on while they sat in a step or a prefill worker:
+    /// dropped, with their KV freed, when that work ends.
+    aborted: HashSet<u64>,
 }
 
 impl Engine {
@@ -137,6 +140,7 @@ impl Engine {
             prefill_queue: VecDeque::new(),
             workers: vec![None; workers],
             transfers: Vec::new(),
+            aborted: HashSet::new(),
             spec,
         }
     }
@@ -209,6 +213,23 @@ impl Engine {
         } else {
             self.prefill_queue.push_back(seq);
             self.start_prefills(t, out);
+        }
+    }
+
+    /// The client went away at `t`: the request stops taking slots, KV and steps
+    /// (at once if it was waiting, at the end of its current step otherwise) and
+    /// emits nothing more.
+    pub fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
+        self.run_until(t, false, out);
+        let before = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        self.waiting.retain(|s| s.id != id);
+        self.prefill_queue.retain(|s| s.id != id);
+        self.transfers.retain(|(_, s)| s.id != id);
+        let after = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        let busy = self.running.iter().any(|s| s.id == id)
+            || self.workers.iter().flatten().any(|(_, s)| s.id == id);
+        if after == before && busy {
+            self.aborted.insert(id);
         }
     }
 
@@ -397,6 +418,10 @@ impl Engine {
         let mut keep = Vec::with_capacity(self.running.len());
         let running = std::mem::take(&mut self.running);
         for (mut s, w) in running.into_iter().zip(step.work) {
+            if self.aborted.remove(&s.id) {
+                self.kv_used -= s.alloc;
+                continue;
+            }
             let n = match w {
                 Work::Decode => {
                     decoding += 1;
@@ -462,6 +487,10 @@ impl Engine {
 
     fn finish_prefill(&mut self, worker: usize, t: u64, out: &mut Vec<Event>) {
         let (_, mut seq) = self.workers[worker].take().expect("worker busy");
+        if self.aborted.remove(&seq.id) {
+            self.start_prefills(t, out);
+            return;
+        }
         seq.generated = 1;
         out.push(Event::Tokens {
             id: seq.id,

@@ -357,3 +357,66 @@ fn plan_accounts_for_every_request_open_loop_too() {
     let last = a.records.iter().filter_map(|r| r.sent_ns).max().unwrap();
     assert!((20e9..30e9).contains(&(last as f64)), "{last}");
 }
+
+#[test]
+fn an_aborted_request_frees_its_slot_and_kv_and_says_nothing_more() {
+    let mut e = Engine::new(quiet("llama-3.1-8b@h100-bf16"));
+    let mut out = Vec::new();
+    let r = |id| Request {
+        id,
+        prompt_tokens: 100,
+        max_tokens: 1000,
+    };
+    e.submit(0, r(1), &mut out);
+    e.submit(0, r(2), &mut out);
+    // Run a few steps, then the client of request 1 goes away mid-step.
+    for _ in 0..5 {
+        let t = e.next_time().unwrap();
+        e.advance(t, &mut out);
+    }
+    let t = e.next_time().unwrap() - 1;
+    e.abort(t, 1, &mut out);
+    let mark = out.len();
+    while let Some(t) = e.next_time() {
+        e.advance(t, &mut out);
+    }
+    assert!(!out[mark..].iter().any(|e| matches!(
+        e,
+        Event::Tokens { id: 1, .. } | Event::Finished { id: 1, .. }
+    )));
+    assert!(out.contains(&Event::Finished {
+        id: 2,
+        t: match out.last() {
+            Some(Event::Step(s)) => s.end,
+            other => panic!("{other:?}"),
+        }
+    }));
+    assert_eq!(e.kv_used(), 0);
+    assert_eq!(e.running(), 0);
+    // Aborting a request that only waits removes it at once.
+    let mut e = Engine::new(quiet("llama-3.1-8b@h100-bf16"));
+    let mut out = Vec::new();
+    e.submit(0, r(3), &mut out);
+    e.abort(0, 3, &mut out);
+    assert_eq!(e.waiting(), 0);
+    assert_eq!(e.next_time(), Some(0));
+    e.advance(0, &mut out);
+    assert_eq!(e.next_time(), None);
+}
+
+#[test]
+fn the_readmes_engine_file_loads() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("```toml\n")
+        .expect("a TOML example in the README")
+        + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let spec = EngineSpec::from_toml(&readme[start..end]).unwrap();
+    assert_eq!(spec.name, "llama-3.1-8b@l40s-fp8");
+    assert_eq!(spec.serving.max_batch, 64);
+    assert_eq!(
+        spec.serving.prefill,
+        Prefill::Chunked { chunk_tokens: 2048 }
+    );
+}

@@ -20,11 +20,12 @@ pub fn render(report: &Report, color: bool) -> String {
     header(&mut out, report, p);
     for level in &report.levels {
         out.push('\n');
-        level_block(&mut out, level, p);
+        level_block(&mut out, level, report.convention.as_deref(), p);
+        conventions(&mut out, report, level, p);
     }
     if report.levels.len() > 1 {
         out.push('\n');
-        sweep_table(&mut out, &report.levels, p);
+        sweep_table(&mut out, report, p);
     }
     if let Some(s) = &report.search {
         out.push('\n');
@@ -136,7 +137,7 @@ fn load_of(l: &LevelReport) -> String {
     }
 }
 
-fn level_block(out: &mut String, l: &LevelReport, p: Painter) {
+fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: Painter) {
     let s = &l.summary;
     let q = &s.requests;
     let _ = writeln!(
@@ -166,6 +167,26 @@ fn level_block(out: &mut String, l: &LevelReport, p: Painter) {
         ("E2E", time(&s.e2e)),
         ("Speed (tok/s)", s.output_speed_tok_s.map(|d| row(&d, sig4))),
     ]);
+    // `--convention`: the headline tool's ITL and TPOT right under Cadence's own.
+    let headline = convention
+        .filter(|c| *c != "cadence")
+        .and_then(|c| l.conventions.iter().find(|v| v.convention == c));
+    let (itl_label, tpot_label) = headline.map_or((String::new(), String::new()), |v| {
+        (
+            format!("ITL ({})", v.convention),
+            format!("TPOT ({})", v.convention),
+        )
+    });
+    if let Some(v) = headline {
+        let at = rows
+            .iter()
+            .position(|(k, _)| *k == "E2E")
+            .unwrap_or(rows.len());
+        rows.insert(at, (itl_label.as_str(), time(&v.itl)));
+        if v.tpot_formula.is_some() {
+            rows.insert(at + 1, (tpot_label.as_str(), time(&v.tpot)));
+        }
+    }
     if s.tokens_per_chunk.is_some() {
         rows.push(("Tokens/chunk", s.tokens_per_chunk.map(|d| row(&d, sig4))));
     }
@@ -307,6 +328,43 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         o.received_total
     );
 
+    if !s.token_agreement.is_empty() {
+        let each: Vec<String> = s
+            .token_agreement
+            .iter()
+            .map(|a| {
+                let pct = a
+                    .diff_pct
+                    .map_or_else(|| ABSENT.to_string(), |d| format!("{d:+.1}%"));
+                format!(
+                    "{} {pct} (max {} on one request, {} of {} differ)",
+                    a.source.name(),
+                    a.max_abs_diff,
+                    a.requests_differing,
+                    a.requests
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}vs the count used: {}",
+            label("Token sources"),
+            each.join("; ")
+        );
+    }
+    for t in &s.by_turn {
+        let _ = writeln!(
+            out,
+            "{}{} requests, TTFT p50 {} p99 {}, ITL p50 {} p99 {}",
+            label(&format!("Turn {}", t.turn)),
+            t.requests,
+            opt(t.ttft.map(|d| d.p50), fmt_ms),
+            opt(t.ttft.map(|d| d.p99), fmt_ms),
+            opt(t.itl.map(|d| d.p50), fmt_ms),
+            opt(t.itl.map(|d| d.p99), fmt_ms)
+        );
+    }
+
     let q = &s.requests;
     let mut parts = vec![
         format!("{} intended", q.intended),
@@ -367,7 +425,53 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
     }
 }
 
-fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
+/// The compatibility view: the level's ITL and TPOT as each tool's formula gives them.
+fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
+    if l.conventions.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+        p.bold(&label("Convention")),
+        "ITL mean",
+        "ITL p50",
+        "ITL p99",
+        "TPOT mean",
+        "TPOT p50",
+        "TPOT p99"
+    );
+    for c in &l.conventions {
+        let t =
+            |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
+        let mark = if r.convention.as_deref() == Some(c.convention.as_str()) {
+            " *"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
+            label(&format!("  {}{mark}", c.convention)),
+            t(&c.itl, |d| d.mean),
+            t(&c.itl, |d| d.p50),
+            t(&c.itl, |d| d.p99),
+            t(&c.tpot, |d| d.mean),
+            t(&c.tpot, |d| d.p50),
+            t(&c.tpot, |d| d.p99),
+        );
+    }
+    if let Some(c) = &r.convention {
+        let _ = writeln!(
+            out,
+            "{}* headline: the ITL/TPOT rows marked ({c}) above and the summary by level use {c}'s formulas",
+            label("")
+        );
+    }
+}
+
+fn sweep_table(out: &mut String, report: &Report, p: Painter) {
+    let levels = &report.levels;
     let name_w = levels
         .iter()
         .map(|l| l.name.chars().count())
@@ -421,6 +525,7 @@ fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
     out.push('\n');
     for l in levels {
         let s = &l.summary;
+        let (itl, tpot) = crate::headline(report, l);
         let t =
             |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
         let errors = s.requests.failed_total();
@@ -431,9 +536,9 @@ fn sweep_table(out: &mut String, levels: &[LevelReport], p: Painter) {
             (errors.to_string(), errors > 0),
             (t(&s.ttft, |d| d.p50), false),
             (t(&s.ttft, |d| d.p99), false),
-            (t(&s.itl, |d| d.p50), false),
-            (t(&s.itl, |d| d.p99), false),
-            (t(&s.tpot, |d| d.p50), false),
+            (t(&itl, |d| d.p50), false),
+            (t(&itl, |d| d.p99), false),
+            (t(&tpot, |d| d.p50), false),
             (t(&s.e2e, |d| d.p99), false),
             (opt(s.throughput.output_tokens_per_s, sig4), false),
             (opt(s.throughput.requests_per_s, sig4), false),

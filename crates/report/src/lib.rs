@@ -2,4 +2,23 @@
 //! [`cadence_core::Report`], so what a user reads and what a file holds cannot diverge.
 
 pub mod console;
+pub mod csv;
+pub mod html;
 pub mod json;
+pub mod markdown;
+pub mod svg;
+
+use cadence_core::{Distribution, LevelReport, Report};
+
+/// The ITL and TPOT a level's summary tables lead with: the report's `--convention`
+/// when set (and computed for the level), else Cadence's own.
+pub fn headline(r: &Report, l: &LevelReport) -> (Option<Distribution>, Option<Distribution>) {
+    match r
+        .convention
+        .as_deref()
+        .and_then(|c| l.conventions.iter().find(|v| v.convention == c))
+    {
+        Some(v) => (v.itl, v.tpot),
+        None => (l.summary.itl, l.summary.tpot),
+    }
+}

@@ -468,3 +468,23 @@ fn search_answer_and_probes_are_printed() {
     let text = cadence_report::console::render(&report, false);
     assert!(text.contains("none: even the lowest probe"), "{text}");
 }
+
+#[test]
+fn token_sources_line_shows_how_far_the_other_sources_disagree() {
+    let out = render(&common::full_report(), false);
+    let line = line_starting(&out, "Token sources");
+    assert!(
+        line.contains("vs the count used: chunks -1.7% (max 9 on one request, 120 of 636 differ)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn turn_lines_show_ttft_and_itl_per_turn() {
+    let out = render(&common::full_report(), false);
+    let line = line_starting(&out, "Turn 1");
+    assert!(
+        line.contains("318 requests, TTFT p50 140.0 ms p99 300.0 ms, ITL p50 – p99 –"),
+        "{line}"
+    );
+}

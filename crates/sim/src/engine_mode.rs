@@ -162,8 +162,19 @@ async fn run(
                 engine.advance(v, &mut out);
             }
         }
+        let mut gone = Vec::new();
         for e in out.drain(..) {
-            dispatch(e, &mut live, &metrics);
+            dispatch(e, &mut live, &metrics, &mut gone);
+        }
+        if !gone.is_empty() {
+            let now = clock.virtual_now(Instant::now());
+            for id in gone {
+                metrics.aborted.inc();
+                engine.abort(now, id, &mut out);
+            }
+            for e in out.drain(..) {
+                dispatch(e, &mut live, &metrics, &mut Vec::new());
+            }
         }
         metrics.running.set(engine.running() as i64);
         metrics.waiting.set(engine.waiting() as i64);
@@ -184,7 +195,9 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics) {
+/// Routes one engine event to its stream and the metrics; requests whose client
+/// went away (the stream's receiver is gone) are added to `gone`.
+fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &mut Vec<u64>) {
     match e {
         Event::Scheduled { id, t } => {
             if let Some(l) = live.get_mut(&id) {
@@ -206,9 +219,11 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics) {
                     Some(_) => m.itl.observe(secs(t - l.last)),
                 }
                 l.last = t;
-                // A client that went away just stops listening; the engine
-                // finishes its tokens as an engine without abort would.
-                let _ = l.reply.send(Emit::Tokens(n));
+                // Like vLLM, a request whose client disconnected is aborted.
+                if l.reply.send(Emit::Tokens(n)).is_err() {
+                    live.remove(&id);
+                    gone.push(id);
+                }
             }
         }
         Event::Finished { id, t } => {
@@ -242,6 +257,7 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics) {
 pub struct EngineMetrics {
     registry: Registry,
     pub requests: Counter,
+    aborted: Counter,
     running: Gauge,
     waiting: Gauge,
     kv_usage: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -280,6 +296,7 @@ impl EngineMetrics {
         )));
         let m = EngineMetrics {
             requests: Counter::default(),
+            aborted: Counter::default(),
             running: Gauge::default(),
             waiting: Gauge::default(),
             kv_usage: Gauge::default(),
@@ -339,6 +356,11 @@ impl EngineMetrics {
                 "vllm:request_success",
                 "Requests that finished",
                 m.success.clone(),
+            );
+            r.register(
+                "cadence_sim:requests_aborted",
+                "Requests aborted because the client went away",
+                m.aborted.clone(),
             );
             r.register(
                 "vllm:request_queue_time_seconds",

@@ -22,7 +22,8 @@
 //! then one content chunk per `burst` tokens on the planned cadence, the last
 //! with `finish_reason: "length"`, then (with `stream_options.include_usage`)
 //! a `choices: []` usage chunk, then `data: [DONE]`. With
-//! `stream_options.continuous_usage_stats` every chunk carries running usage.
+//! `stream_options.continuous_usage_stats` every chunk carries running usage;
+//! with `return_token_ids: true` every content chunk carries its `token_ids`.
 //! Completions: the same without the role chunk, `text` instead of `delta`.
 //! A token is one word with a leading space from a small vocabulary
 //! ([`text::VOCAB`]). The prompt-token count is the number of

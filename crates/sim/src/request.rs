@@ -112,6 +112,7 @@ struct RawBody {
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
     stream_options: Option<RawStreamOptions>,
+    return_token_ids: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -130,6 +131,8 @@ pub struct ApiRequest {
     pub max_tokens: Option<u32>,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// `return_token_ids: true` (vLLM): each chunk carries its `token_ids`.
+    pub token_ids: bool,
     /// See [`prompt_tokens`].
     pub prompt_tokens: u32,
 }
@@ -153,6 +156,7 @@ impl ApiRequest {
             max_tokens,
             include_usage: opts.include_usage.unwrap_or(false),
             continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
+            token_ids: raw.return_token_ids.unwrap_or(false),
         })
     }
 
@@ -232,8 +236,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.max_tokens, Some(5));
-        assert!(r.stream && r.include_usage && !r.continuous_usage);
+        assert!(r.stream && r.include_usage && !r.continuous_usage && !r.token_ids);
         assert_eq!(r.prompt_tokens, 5);
+        let ids = ApiRequest::parse(br#"{"prompt":"a","return_token_ids":true}"#).unwrap();
+        assert!(ids.token_ids, "vLLM's return_token_ids is honoured");
         assert_eq!(r.model_fault().unwrap(), Some(Fault::Crlf));
         let p = ApiRequest::parse(br#"{"prompt":["a b", "c"],"stream":null}"#).unwrap();
         assert_eq!((p.prompt_tokens, p.stream), (3, false));

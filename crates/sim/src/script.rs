@@ -29,6 +29,8 @@ pub struct StreamSpec<'a> {
     pub prompt_tokens: u32,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// Send each content chunk's `token_ids` (`return_token_ids: true`).
+    pub token_ids: bool,
     /// Where truncating faults cut (chunks sent before the cut); default
     /// half the chunks, at least one.
     pub fault_after: Option<u32>,
@@ -192,7 +194,7 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
             Piece::Content(Some(&text))
         };
         let finish = (last && !truncated).then_some(if tool { "tool_calls" } else { "length" });
-        let ids = is(Fault::MultiToken).then_some(c.tokens.as_slice());
+        let ids = (spec.token_ids || is(Fault::MultiToken)).then_some(c.tokens.as_slice());
         events.push(Event {
             at: c.at,
             payload: Payload::Data(w.chunk(piece, finish, ids, usage(produced))),
@@ -535,6 +537,7 @@ mod tests {
             prompt_tokens: 1,
             include_usage,
             continuous_usage: false,
+            token_ids: false,
             fault_after: None,
             silence: Duration::from_secs(1),
         })

@@ -397,6 +397,7 @@ async fn respond(
         prompt_tokens: api.prompt_tokens,
         include_usage: api.include_usage,
         continuous_usage: api.continuous_usage,
+        token_ids: api.token_ids,
         fault_after: controls.fault_after,
         silence: controls.stall.unwrap_or(DEFAULT_SILENCE),
     });

@@ -229,3 +229,36 @@ async fn flat_sims_serve_metrics_too() {
     assert!(r.text().contains("cadence_sim:requests_received_total"));
     assert!(!r.text().contains("vllm:"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_goes_away_is_aborted_and_frees_its_slot() {
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let state = SimState::new(engine_config(quiet("tiny@cpu")));
+    let req = axum::http::Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .body(Body::from(chat(1000).to_string()))
+        .unwrap();
+    let resp = cadence_sim::app(state.clone()).oneshot(req).await.unwrap();
+    let mut body = resp.into_body();
+    for _ in 0..3 {
+        body.frame().await.unwrap().unwrap();
+    }
+    drop(body);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let text = get(&state, "/metrics").await.text();
+    let has = |line: &str| text.lines().any(|l| l.starts_with(line));
+    assert!(
+        has("cadence_sim:requests_aborted_total{model_name=\"cadence-sim\"} 1"),
+        "{text}"
+    );
+    assert!(
+        has("vllm:num_requests_running{model_name=\"cadence-sim\"} 0"),
+        "{text}"
+    );
+    assert!(
+        has("vllm:request_success_total{model_name=\"cadence-sim\"} 0"),
+        "{text}"
+    );
+}

@@ -38,6 +38,17 @@ pub struct TrackerConfig {
     pub strict: bool,
 }
 
+/// The output text of a finished stream, for a tokenizer to count after the stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamText {
+    /// Visible content deltas joined (capped at [`MAX_TEXT_BYTES`]).
+    pub content: String,
+    /// Reasoning deltas joined (same cap).
+    pub reasoning: String,
+    /// Per content-bearing chunk, `content.len()` and `reasoning.len()` once it was added.
+    pub chunk_ends: Vec<(u32, u32)>,
+}
+
 /// Whether the caller should keep reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -87,6 +98,9 @@ struct State {
     has_output: bool,
     text: String,
     reasoning: String,
+    /// Per content-bearing chunk, the lengths of `text` and `reasoning` after it, so a
+    /// tokenizer can later attribute tokens of the joined text to chunks.
+    text_ends: Vec<(u32, u32)>,
     /// Content-bearing events in the current read.
     read_events: u32,
     last_read_ns: u64,
@@ -121,6 +135,7 @@ impl StreamTracker {
                 has_output: false,
                 text: String::new(),
                 reasoning: String::new(),
+                text_ends: Vec::new(),
                 read_events: 0,
                 last_read_ns: 0,
                 skip_lf_after_done: false,
@@ -240,6 +255,22 @@ impl StreamTracker {
     /// tokenizer counting output tokens needs it too.
     pub fn reasoning_text(&self) -> &str {
         &self.st.reasoning
+    }
+
+    /// Per content-bearing chunk (in `rec.chunks` order), the byte lengths of
+    /// [`text`](Self::text) and [`reasoning_text`](Self::reasoning_text) once that
+    /// chunk was added: chunk `i` carried the bytes between entry `i - 1` and entry `i`.
+    pub fn chunk_text_ends(&self) -> &[(u32, u32)] {
+        &self.st.text_ends
+    }
+
+    /// Moves the output text out (the tracker keeps empty text afterwards).
+    pub fn take_text(&mut self) -> StreamText {
+        StreamText {
+            content: std::mem::take(&mut self.st.text),
+            reasoning: std::mem::take(&mut self.st.reasoning),
+            chunk_ends: std::mem::take(&mut self.st.text_ends),
+        }
     }
 
     fn flow(&self) -> Flow {
@@ -362,6 +393,7 @@ impl State {
                 usage_increase = Some(ct.saturating_sub(self.last_completion.unwrap_or(0)));
                 self.last_completion = Some(ct);
                 self.usage_seen = true;
+                rec.token_sources.usage = Some(ct);
                 rec.output_tokens = Some(TokenCount {
                     count: ct,
                     source: TokenSource::Usage,
@@ -374,6 +406,7 @@ impl State {
         if let Some(n) = c.tokens {
             self.token_id_sum += u64::from(n);
             self.token_ids_seen = true;
+            rec.token_sources.token_ids = Some(self.token_id_sum);
             if !self.usage_seen {
                 rec.output_tokens = Some(TokenCount {
                     count: self.token_id_sum,
@@ -390,9 +423,17 @@ impl State {
         if !c.has_output() {
             return;
         }
-        let tokens = c
-            .tokens
-            .or_else(|| usage_increase.map(|n| u32::try_from(n).unwrap_or(u32::MAX)));
+        let tokens = match (c.tokens, usage_increase) {
+            (Some(n), _) => {
+                rec.chunk_tokens_source = Some(TokenSource::TokenIds);
+                Some(n)
+            }
+            (None, Some(n)) => {
+                rec.chunk_tokens_source.get_or_insert(TokenSource::Usage);
+                Some(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            (None, None) => None,
+        };
         rec.chunks.push(Chunk(t_ns, tokens));
         self.has_output = true;
         if self.read_events > 0 {
@@ -408,6 +449,8 @@ impl State {
         if let Some(text) = c.reasoning.as_deref() {
             push_capped(&mut self.reasoning, text);
         }
+        self.text_ends
+            .push((self.text.len() as u32, self.reasoning.len() as u32));
     }
 
     fn error(&mut self, rec: &mut RequestRecord, message: &str) {

@@ -6,7 +6,7 @@
 use cadence_core::metrics::{Counters, OutputTokens, RequestCounts, Stalls, Throughput};
 use cadence_core::{
     level_report, summarize_level, Chunk, Distribution, LevelOptions, LevelSummary, Outcome,
-    Report, RequestRecord, RunInfo, TokenSource,
+    Report, RequestRecord, RunInfo, SourceAgreement, TokenSource, TurnSummary,
 };
 use std::collections::BTreeMap;
 
@@ -26,6 +26,7 @@ pub fn run_info() -> RunInfo {
         ],
         builtin_sim: false,
         interrupted: false,
+        machine: None,
     }
 }
 
@@ -96,6 +97,21 @@ pub fn full_level() -> LevelSummary {
         warnings: vec![
             "1 request(s) with outcome succeeded have no send time; counted as dropped".into(),
         ],
+        token_agreement: vec![SourceAgreement {
+            source: TokenSource::Chunks,
+            requests: 636,
+            total: 80_000,
+            used_total: 81_408,
+            diff_pct: Some(-1.7295597484276729),
+            max_abs_diff: 9,
+            requests_differing: 120,
+        }],
+        by_turn: vec![TurnSummary {
+            turn: 1,
+            requests: 318,
+            ttft: dist(318, [150.0, 140.0, 200.0, 220.0, 300.0, 700.0, 1234.5]),
+            itl: None,
+        }],
     }
 }
 
@@ -112,16 +128,21 @@ pub fn full_report() -> Report {
     a.first_content_ns = Some(100 * ms);
     a.scheduled_ns = Some(0);
     a.end_ns = Some(135 * ms);
-    let computed = summarize_level(&[a], &LevelOptions::default());
+    let computed = summarize_level(std::slice::from_ref(&a), &LevelOptions::default());
     let mut one = level_report("concurrency=1", computed);
     one.concurrency = Some(1);
+    one.conventions = cadence_core::convention_views(std::slice::from_ref(&a));
+    one.charts = cadence_core::chart_data(&[a]);
     let mut many = level_report("concurrency=64", full_level());
     many.concurrency = Some(64);
-    Report::new(
+    let mut r = Report::new(
         run_info(),
         vec![one, many],
         vec!["the client's event loop lagged (p99 7.0 ms): figures are unreliable".into()],
-    )
+    );
+    r.convention = Some("vllm".into());
+    r.run.machine = Some("linux x86_64, 2 cores".into());
+    r
 }
 
 /// One level where nothing succeeded: every distribution is absent.

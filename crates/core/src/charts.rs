@@ -1,0 +1,322 @@
+//! Compact shapes of a level's distributions for charts: ITL quantiles (a CDF), a
+//! log-spaced ITL histogram, ITL by output-token position and tokens per chunk. They
+//! ride in the report so an HTML page can be rebuilt from the JSON alone, without the
+//! per-request records.
+
+use crate::metrics::ms;
+use crate::stats::quantile_sorted;
+use crate::{Outcome, RequestRecord};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The chart data in words, for the report's definitions.
+pub const FORMULA: &str = "per level, from succeeded non-warm-up requests: itl_cdf = pooled \
+ITL at percentiles 0..100 (type 7); itl_histogram = pooled ITL in 40 log-spaced bins from the \
+smallest positive gap to the largest (smaller gaps in the first bin); itl_by_position = ITL \
+p50/p90/p99 by the position of the gap's later chunk in its stream, in at most 48 equal bins; \
+tokens_per_chunk = chunks by their known token count, or when no chunk's count is known \
+by their request's output tokens / chunks, rounded (tokens_per_chunk_basis says which)";
+
+/// The percentiles the ITL CDF is sampled at: 0, 1, …, 99, 99.5, 99.9, 100.
+pub fn cdf_percents() -> Vec<f64> {
+    let mut p: Vec<f64> = (0..100).map(f64::from).collect();
+    p.extend([99.5, 99.9, 100.0]);
+    p
+}
+
+/// Log-spaced bins of the ITL histogram.
+pub const HISTOGRAM_BINS: usize = 40;
+/// At most this many position bins in ITL by position.
+pub const POSITION_BINS: u64 = 48;
+
+/// The chart data of one level, from its succeeded non-warm-up requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChartData {
+    /// ITL (ms) at each of [`cdf_percents`] (type-7 quantiles of the pooled gaps).
+    pub itl_cdf: Vec<CdfPoint>,
+    /// Pooled ITL gaps in log-spaced bins from the smallest positive gap to the largest;
+    /// gaps at or below the first edge (including 0 ms) are counted in the first bin.
+    pub itl_histogram: Vec<HistogramBin>,
+    /// ITL by the position of the gap's later chunk in its stream (1 = the gap after
+    /// the first chunk), in bins of equal width.
+    pub itl_by_position: Vec<PositionBin>,
+    /// Chunks by the tokens they carried (see `tokens_per_chunk_basis`).
+    pub tokens_per_chunk: Vec<TokensBin>,
+    /// `chunk_counts` when the server said how many tokens each chunk carried;
+    /// `request_average` when it did not, and each chunk of a request counts as the
+    /// request's output tokens / chunks, rounded.
+    pub tokens_per_chunk_basis: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CdfPoint {
+    pub percent: f64,
+    pub ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistogramBin {
+    pub lo_ms: f64,
+    pub hi_ms: f64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PositionBin {
+    /// First and last chunk position in the bin (inclusive).
+    pub from: u64,
+    pub to: u64,
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokensBin {
+    pub tokens: u32,
+    pub chunks: u64,
+}
+
+/// The chart data of a level; `None` when no succeeded request has an ITL gap or a
+/// chunk with a known token count.
+pub fn chart_data(records: &[RequestRecord]) -> Option<ChartData> {
+    let ok: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
+        .collect();
+    let mut gaps: Vec<f64> = Vec::new();
+    let mut by_pos: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut per_chunk: BTreeMap<u32, u64> = BTreeMap::new();
+    for r in &ok {
+        for (i, w) in r.chunks.windows(2).enumerate() {
+            if let Some(g) = w[1].t_ns().checked_sub(w[0].t_ns()) {
+                gaps.push(ms(g));
+                by_pos.entry(i as u64 + 1).or_default().push(ms(g));
+            }
+        }
+        for c in &r.chunks {
+            if let Some(k) = c.tokens() {
+                *per_chunk.entry(k).or_default() += 1;
+            }
+        }
+    }
+    let basis = if per_chunk.is_empty() {
+        for r in &ok {
+            let c = r.chunks.len() as u64;
+            if c > 0 {
+                let avg = (r.output_token_count().count as f64 / c as f64).round() as u32;
+                *per_chunk.entry(avg).or_default() += c;
+            }
+        }
+        "request_average"
+    } else {
+        "chunk_counts"
+    };
+    if gaps.is_empty() && per_chunk.is_empty() {
+        return None;
+    }
+    gaps.sort_unstable_by(f64::total_cmp);
+    let itl_cdf = if gaps.is_empty() {
+        Vec::new()
+    } else {
+        cdf_percents()
+            .into_iter()
+            .map(|p| CdfPoint {
+                percent: p,
+                ms: quantile_sorted(&gaps, p / 100.0).expect("non-empty"),
+            })
+            .collect()
+    };
+    Some(ChartData {
+        itl_cdf,
+        itl_histogram: log_histogram(&gaps, HISTOGRAM_BINS),
+        itl_by_position: position_bins(by_pos),
+        tokens_per_chunk: per_chunk
+            .into_iter()
+            .map(|(tokens, chunks)| TokensBin { tokens, chunks })
+            .collect(),
+        tokens_per_chunk_basis: basis.to_string(),
+    })
+}
+
+/// `bins` log-spaced bins over ascending `sorted` values; empty for no values. With a
+/// single positive value (or none), one bin around it.
+pub fn log_histogram(sorted: &[f64], bins: usize) -> Vec<HistogramBin> {
+    let Some(&max) = sorted.last() else {
+        return Vec::new();
+    };
+    let min_pos = sorted.iter().copied().find(|&x| x > 0.0);
+    let (lo, hi) = match min_pos {
+        Some(lo) if max > lo => (lo, max),
+        Some(lo) => (lo / 1.1, lo * 1.1),
+        None => (1e-3, 1e-3 * 1.1),
+    };
+    let n = bins.max(1);
+    let ratio = (hi / lo).ln() / n as f64;
+    let edge = |i: usize| {
+        if i == n {
+            hi
+        } else {
+            lo * (ratio * i as f64).exp()
+        }
+    };
+    let mut out: Vec<HistogramBin> = (0..n)
+        .map(|i| HistogramBin {
+            lo_ms: edge(i),
+            hi_ms: edge(i + 1),
+            count: 0,
+        })
+        .collect();
+    for &x in sorted {
+        let i = if x <= lo {
+            0
+        } else {
+            (((x / lo).ln() / ratio) as usize).min(n - 1)
+        };
+        out[i].count += 1;
+    }
+    out
+}
+
+fn position_bins(by_pos: BTreeMap<u64, Vec<f64>>) -> Vec<PositionBin> {
+    let Some(&last) = by_pos.keys().next_back() else {
+        return Vec::new();
+    };
+    let width = last.div_ceil(POSITION_BINS).max(1);
+    let mut bins: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (pos, v) in by_pos {
+        bins.entry((pos - 1) / width).or_default().extend(v);
+    }
+    bins.into_iter()
+        .map(|(b, mut v)| {
+            v.sort_unstable_by(f64::total_cmp);
+            let q = |p| quantile_sorted(&v, p).expect("non-empty");
+            PositionBin {
+                from: b * width + 1,
+                to: (b + 1) * width,
+                count: v.len() as u64,
+                p50_ms: q(0.5),
+                p90_ms: q(0.9),
+                p99_ms: q(0.99),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Chunk;
+
+    const MS: u64 = 1_000_000;
+
+    fn rec(chunks_ms: &[u64], tokens: Option<u32>) -> RequestRecord {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = chunks_ms.iter().map(|&t| Chunk(t * MS, tokens)).collect();
+        r.end_ns = chunks_ms.last().map(|t| t * MS);
+        r
+    }
+
+    #[test]
+    fn cdf_is_the_type7_quantiles_of_pooled_gaps() {
+        // gaps: 10, 20 and 30, 40
+        let d = chart_data(&[rec(&[0, 10, 30], None), rec(&[0, 30, 70], None)]).unwrap();
+        assert_eq!(d.itl_cdf.len(), 103);
+        assert_eq!(d.itl_cdf[0].ms, 10.0);
+        assert_eq!(d.itl_cdf[50].ms, 25.0);
+        assert_eq!(d.itl_cdf.last().unwrap().ms, 40.0);
+        assert!(d.itl_cdf.windows(2).all(|w| w[0].ms <= w[1].ms));
+        // No per-chunk counts: each request's average (3 chunks, 3 tokens) stands in.
+        assert_eq!(
+            d.tokens_per_chunk,
+            [TokensBin {
+                tokens: 1,
+                chunks: 6
+            }]
+        );
+        assert_eq!(d.tokens_per_chunk_basis, "request_average");
+    }
+
+    #[test]
+    fn histogram_counts_every_gap_once_in_log_bins() {
+        let v = [0.0, 1.0, 1.5, 3.0, 5.0, 8.0];
+        let h = log_histogram(&v, 3);
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[0].lo_ms, 1.0);
+        assert_eq!(h[2].hi_ms, 8.0);
+        assert!((h[1].lo_ms - 2.0).abs() < 1e-9);
+        // Edges 1, 2, 4, 8: 0, 1 and 1.5 in the first bin, 3 in the second, 5 and 8
+        // (the top edge) in the last.
+        assert_eq!(h.iter().map(|b| b.count).collect::<Vec<_>>(), [3, 1, 2]);
+        assert!(log_histogram(&[], 3).is_empty());
+        assert_eq!(
+            log_histogram(&[5.0, 5.0], 2)
+                .iter()
+                .map(|b| b.count)
+                .sum::<u64>(),
+            2
+        );
+        assert_eq!(
+            log_histogram(&[0.0], 2)
+                .iter()
+                .map(|b| b.count)
+                .sum::<u64>(),
+            1
+        );
+    }
+
+    #[test]
+    fn position_bins_group_gaps_by_their_place_in_the_stream() {
+        // Position 1 gaps: 10 and 30; position 2 gaps: 20 and 40.
+        let d = chart_data(&[rec(&[0, 10, 30], Some(2)), rec(&[0, 30, 70], Some(1))]).unwrap();
+        assert_eq!(d.itl_by_position.len(), 2);
+        let p1 = d.itl_by_position[0];
+        assert_eq!((p1.from, p1.to, p1.count), (1, 1, 2));
+        assert_eq!(p1.p50_ms, 20.0);
+        assert_eq!(d.itl_by_position[1].p50_ms, 30.0);
+        assert_eq!(
+            d.tokens_per_chunk,
+            [
+                TokensBin {
+                    tokens: 1,
+                    chunks: 3
+                },
+                TokensBin {
+                    tokens: 2,
+                    chunks: 3
+                }
+            ]
+        );
+        assert_eq!(d.tokens_per_chunk_basis, "chunk_counts");
+        // 100 positions fold into bins of 3 (ceil(100/48)).
+        let long: Vec<u64> = (0..=100).collect();
+        let d = chart_data(&[rec(&long, None)]).unwrap();
+        assert_eq!(d.itl_by_position[0].to, 3);
+        assert_eq!(d.itl_by_position.iter().map(|b| b.count).sum::<u64>(), 100);
+        assert!(d.itl_by_position.len() <= POSITION_BINS as usize);
+    }
+
+    #[test]
+    fn failed_requests_and_chunkless_levels_draw_nothing() {
+        let mut r = rec(&[0, 10], None);
+        r.outcome = Outcome::Http5xx;
+        assert_eq!(chart_data(&[r]), None);
+        assert_eq!(chart_data(&[rec(&[], None)]), None);
+        let one = chart_data(&[rec(&[5], None)]).unwrap();
+        assert!(one.itl_cdf.is_empty() && one.itl_histogram.is_empty());
+        assert_eq!(
+            one.tokens_per_chunk,
+            [TokensBin {
+                tokens: 1,
+                chunks: 1
+            }]
+        );
+    }
+}

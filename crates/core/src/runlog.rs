@@ -1,0 +1,191 @@
+//! The records file (`--records`) as a replay source: besides one JSON line per request
+//! it holds a line per finished level and one for the run, so `cadence report` can
+//! rebuild the very report the bench printed. Files without them (older ones, or a
+//! crashed run) still load; the missing facts get plain defaults.
+
+use crate::report::{RunInfo, SearchReport};
+use crate::RequestRecord;
+use serde::{Deserialize, Serialize};
+
+/// What `bench` knew about a level beyond its records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelMeta {
+    /// The records' `level` field.
+    pub level: u32,
+    pub name: String,
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Requests the load intended, warm-up excluded (`None`: sent + dropped).
+    #[serde(default)]
+    pub intended: Option<u64>,
+    #[serde(default)]
+    pub stopped_early: Option<String>,
+    /// Warnings from the run itself (event-loop lag, CPU, watchdog, aborted streams).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The watchdog had to end requests: the level's figures are not valid.
+    #[serde(default)]
+    pub invalid: bool,
+    /// The level was cut short by Ctrl-C.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+/// What a run was judged against, as given on the command line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunChecks {
+    pub stall_threshold_ms: f64,
+    /// The `--slo` expressions.
+    #[serde(default)]
+    pub slos: Vec<String>,
+    /// `--max-late` as a fraction.
+    pub max_late: f64,
+    pub time_bucket_ms: f64,
+    /// `--convention`, when given.
+    #[serde(default)]
+    pub convention: Option<String>,
+}
+
+/// The run line, written when the run ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub run: RunInfo,
+    pub checks: RunChecks,
+    #[serde(default)]
+    pub search: Option<SearchReport>,
+}
+
+/// One line of a records file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordsLine {
+    Record(Box<RequestRecord>),
+    Level(LevelMeta),
+    Run(Box<RunMeta>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LevelLine {
+    cadence_level: LevelMeta,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunLine {
+    cadence_run: RunMeta,
+}
+
+/// The JSON line (no newline) for a level.
+pub fn level_line(meta: &LevelMeta) -> String {
+    serde_json::to_string(&LevelLine {
+        cadence_level: meta.clone(),
+    })
+    .expect("plain data serializes")
+}
+
+/// The JSON line (no newline) for the run.
+pub fn run_line(meta: &RunMeta) -> String {
+    serde_json::to_string(&RunLine {
+        cadence_run: meta.clone(),
+    })
+    .expect("plain data serializes")
+}
+
+/// Parses one line of a records file. Meta lines are objects whose first key is
+/// `cadence_level` or `cadence_run`; every other line is a request record.
+pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
+    let t = line.trim_start();
+    if t.starts_with("{\"cadence_level\"") {
+        Ok(RecordsLine::Level(
+            serde_json::from_str::<LevelLine>(t)?.cadence_level,
+        ))
+    } else if t.starts_with("{\"cadence_run\"") {
+        Ok(RecordsLine::Run(Box::new(
+            serde_json::from_str::<RunLine>(t)?.cadence_run,
+        )))
+    } else {
+        Ok(RecordsLine::Record(Box::new(serde_json::from_str(t)?)))
+    }
+}
+
+/// A whole records file, parsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordsFile {
+    pub run: Option<RunMeta>,
+    pub levels: Vec<LevelMeta>,
+    pub records: Vec<RequestRecord>,
+}
+
+/// Parses a records file: blank lines are skipped; a bad line is an error naming its
+/// number (1-based), except a cut-off last line (a crash mid-write), which is dropped
+/// and reported in `truncated_tail`.
+pub fn parse_records_file(text: &str) -> Result<(RecordsFile, bool), (usize, serde_json::Error)> {
+    let mut out = RecordsFile::default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut truncated_tail = false;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Ok(RecordsLine::Record(r)) => out.records.push(*r),
+            Ok(RecordsLine::Level(l)) => out.levels.push(l),
+            Ok(RecordsLine::Run(r)) => out.run = Some(*r),
+            Err(e) if i + 1 == lines.len() && !text.ends_with('\n') && e.is_eof() => {
+                truncated_tail = true;
+            }
+            Err(e) => return Err((i + 1, e)),
+        }
+    }
+    Ok((out, truncated_tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Outcome;
+
+    fn meta() -> LevelMeta {
+        LevelMeta {
+            level: 1,
+            name: "concurrency=4".into(),
+            concurrency: Some(4),
+            rate: None,
+            intended: Some(10),
+            stopped_early: None,
+            warnings: vec!["lag".into()],
+            invalid: false,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn meta_lines_and_records_are_told_apart() {
+        let rec = RequestRecord::new(3, Outcome::Succeeded);
+        let text = format!(
+            "{}\n\n{}\n",
+            serde_json::to_string(&rec).unwrap(),
+            level_line(&meta())
+        );
+        let (f, cut) = parse_records_file(&text).unwrap();
+        assert!(!cut);
+        assert_eq!(f.records, vec![rec]);
+        assert_eq!(f.levels, vec![meta()]);
+        assert!(
+            f.run.is_none(),
+            "an older file without a run line still loads"
+        );
+    }
+
+    #[test]
+    fn a_cut_off_last_line_is_dropped_a_bad_middle_line_is_an_error() {
+        let rec = serde_json::to_string(&RequestRecord::new(0, Outcome::Succeeded)).unwrap();
+        let (f, cut) = parse_records_file(&format!("{rec}\n{}", &rec[..10])).unwrap();
+        assert!(cut);
+        assert_eq!(f.records.len(), 1);
+        let (line, _) = parse_records_file(&format!("{rec}\nnot json\n{rec}\n")).unwrap_err();
+        assert_eq!(line, 2);
+    }
+}

@@ -1,0 +1,205 @@
+//! CSV for spreadsheets and scripts: one row per level (the summary figures) and one
+//! row per request (its own TTFT, ITL, TPOT, E2E and outcome), RFC 4180 quoting.
+
+use cadence_core::{Distribution, Report, RequestRecord};
+use std::fmt::Write;
+
+/// Quotes a field when it holds a comma, quote or line break.
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v}"))
+}
+
+/// A named figure of a distribution.
+type Stat = (&'static str, fn(&Distribution) -> f64);
+
+const STATS: [Stat; 5] = [
+    ("mean", |d| d.mean),
+    ("p50", |d| d.p50),
+    ("p90", |d| d.p90),
+    ("p99", |d| d.p99),
+    ("max", |d| d.max),
+];
+
+/// One row per level. Absent figures are empty cells, never 0.
+pub fn levels(r: &Report) -> String {
+    let mut head = vec![
+        "level",
+        "concurrency",
+        "rate",
+        "intended",
+        "sent",
+        "succeeded",
+        "failed",
+        "aborted",
+        "dropped",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    let metrics = ["ttft", "itl", "tpot", "e2e"];
+    for m in metrics {
+        for (s, _) in STATS {
+            head.push(format!("{m}_{s}_ms"));
+        }
+    }
+    head.extend(
+        [
+            "output_speed_p50_tok_s",
+            "output_tokens_per_s",
+            "requests_per_s",
+            "goodput_requests_per_s",
+            "goodput_share",
+            "slos_failed",
+        ]
+        .map(String::from),
+    );
+    let mut out = head.join(",");
+    out.push('\n');
+    for l in &r.levels {
+        let s = &l.summary;
+        let q = &s.requests;
+        let mut row = vec![
+            field(&l.name),
+            l.concurrency.map_or(String::new(), |c| c.to_string()),
+            num(l.rate),
+            q.intended.to_string(),
+            q.sent.to_string(),
+            q.succeeded.to_string(),
+            q.failed_total().to_string(),
+            q.aborted.to_string(),
+            q.dropped.to_string(),
+        ];
+        for d in [s.ttft, s.itl, s.tpot, s.e2e] {
+            for (_, f) in STATS {
+                row.push(num(d.as_ref().map(f)));
+            }
+        }
+        row.push(num(s.output_speed_tok_s.map(|d| d.p50)));
+        row.push(num(s.throughput.output_tokens_per_s));
+        row.push(num(s.throughput.requests_per_s));
+        row.push(num(l.goodput.and_then(|g| g.requests_per_s)));
+        row.push(num(l.goodput.and_then(|g| g.share)));
+        row.push(if l.slos.is_empty() {
+            String::new()
+        } else {
+            l.slos.iter().filter(|x| !x.pass).count().to_string()
+        });
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// One row per request; `names` maps a record's level index to its level's name.
+/// Times are ms on the run clock (`*_at_ms`) or intervals (`*_ms`); empty when absent.
+pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
+    let mut out = String::from(
+        "index,level,worker,warmup,outcome,http_status,scheduled_at_ms,sent_at_ms,ttft_ms,e2e_ms,chunks,output_tokens,token_source,tpot_ms,itl_mean_ms,itl_max_ms,finish_reason,error\n",
+    );
+    for r in records {
+        let name = names
+            .iter()
+            .find(|(i, _)| *i == r.level)
+            .map_or_else(|| r.level.to_string(), |(_, n)| n.clone());
+        let ttft = r
+            .sent_ns
+            .zip(r.first_chunk_ns())
+            .and_then(|(s, f)| f.checked_sub(s))
+            .map(ms);
+        let e2e = r
+            .sent_ns
+            .zip(r.end_ns)
+            .and_then(|(s, e)| e.checked_sub(s))
+            .map(ms);
+        let tokens = r.output_token_count();
+        let gaps: Vec<f64> = r
+            .chunks
+            .windows(2)
+            .filter_map(|w| w[1].t_ns().checked_sub(w[0].t_ns()).map(ms))
+            .collect();
+        let tpot = match (r.first_chunk_ns(), r.last_chunk_ns()) {
+            (Some(f), Some(l)) if r.chunks.len() >= 2 && tokens.count >= 2 => {
+                l.checked_sub(f).map(|d| ms(d) / (tokens.count - 1) as f64)
+            }
+            _ => None,
+        };
+        let itl_mean = (!gaps.is_empty()).then(|| gaps.iter().sum::<f64>() / gaps.len() as f64);
+        let itl_max = gaps.iter().copied().reduce(f64::max);
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.index,
+            field(&name),
+            r.worker,
+            r.warmup,
+            r.outcome.name(),
+            r.http_status.map_or(String::new(), |s| s.to_string()),
+            num(r.scheduled_ns.map(ms)),
+            num(r.sent_ns.map(ms)),
+            num(ttft),
+            num(e2e),
+            r.chunks.len(),
+            tokens.count,
+            tokens.source.name(),
+            num(tpot),
+            num(itl_mean),
+            num(itl_max),
+            field(r.finish_reason.as_deref().unwrap_or("")),
+            field(r.error.as_deref().unwrap_or("")),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::{Chunk, Outcome, TokenCount, TokenSource};
+
+    #[test]
+    fn fields_with_commas_or_quotes_are_quoted() {
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn a_request_row_holds_its_own_figures() {
+        let mut r = RequestRecord::new(7, Outcome::Succeeded);
+        r.level = 1;
+        r.sent_ns = Some(1_000_000);
+        r.chunks = vec![
+            Chunk(11_000_000, None),
+            Chunk(21_000_000, None),
+            Chunk(41_000_000, None),
+        ];
+        r.end_ns = Some(42_000_000);
+        r.output_tokens = Some(TokenCount {
+            count: 3,
+            source: TokenSource::Usage,
+        });
+        r.error = Some("x, y".into());
+        let csv = requests(&[r], &[(1, "concurrency=2".into())]);
+        let row = csv.lines().nth(1).unwrap();
+        assert_eq!(
+            row,
+            "7,concurrency=2,0,false,succeeded,,,1,10,41,3,3,usage,15,15,20,,\"x, y\""
+        );
+        assert_eq!(
+            csv.lines().next().unwrap().split(',').count(),
+            row.split(',').count() - 1
+        );
+    }
+}

@@ -1,0 +1,594 @@
+//! The HTML report: one self-contained file (inline CSS, inline SVG, no network) with
+//! the charts people would rather look at than a table — ITL CDF and histogram, ITL
+//! and TTFT by level, the capacity curve, ITL over time and by token position, tokens
+//! per chunk — plus the summary tables, the compatibility view and the run metadata.
+
+use crate::console::fmt_ms;
+use crate::headline;
+use crate::svg::{self, esc, Chart, Series, Style, PALETTE};
+use cadence_core::{Distribution, LevelReport, Report};
+use std::fmt::Write;
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#fafafa}
+main{max-width:1200px;margin:0 auto;padding:16px 24px 40px}
+h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.sub{color:#555;margin:0 0 8px}
+table{border-collapse:collapse;background:#fff;margin:4px 0 8px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;white-space:nowrap}
+th{background:#f0f0f0}td.l,th.l{text-align:left}
+td.w{text-align:left;white-space:normal;min-width:240px;font-size:12px;color:#444}
+table.meta td{text-align:left;white-space:normal}table.meta td:first-child{color:#555;width:130px}
+code{font-size:12px;word-break:break-all}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:16px}
+figure.chart{background:#fff;border:1px solid #ddd;margin:0;padding:8px 10px}
+figure.chart figcaption{font-weight:600;margin-bottom:2px}
+figure.chart p.note{color:#666;font-size:12px;margin:2px 0 4px}
+figure.chart svg{width:100%;height:auto;display:block}
+.legend{font-size:12px;color:#333}.legend span{display:inline-block;margin-right:12px}
+.legend i{display:inline-block;width:14px;height:3px;vertical-align:middle;margin-right:4px}
+.legend i.d{background-image:linear-gradient(90deg,#fff 50%,transparent 50%);background-size:6px 3px}
+.fail{color:#b00;font-weight:600}.pass{color:#070}
+.warn{color:#8a5a00}
+dl.defs dt{font-weight:600;margin-top:6px}dl.defs dd{margin-left:16px;color:#444}
+footer{color:#777;font-size:12px;margin-top:24px}
+"#;
+
+/// Written into the page's `#cadence-check` element once it has loaded: how many
+/// charts drew marks, and any script error — what the headless-browser test reads.
+const CHECK_SCRIPT: &str = r#"(function(){
+var figs=document.querySelectorAll('figure.chart');var missing=[];
+for(var i=0;i<figs.length;i++){var n=figs[i].querySelectorAll('svg g.marks > *').length;figs[i].setAttribute('data-marks',String(n));if(n===0){missing.push(figs[i].id);}}
+var errs=window.__cadenceErrors||[];var el=document.getElementById('cadence-check');
+el.setAttribute('data-charts',String(figs.length));el.setAttribute('data-missing',missing.join(' '));el.setAttribute('data-errors',String(errs.length));
+el.textContent='self-check: '+((missing.length===0&&errs.length===0)?'ok':'problem')+', '+figs.length+' charts'+(missing.length?', no marks in '+missing.join(' '):'')+(errs.length?', errors: '+errs.join(' | '):'');
+})();"#;
+
+const ERROR_HOOK: &str = r#"window.__cadenceErrors=[];window.addEventListener('error',function(e){window.__cadenceErrors.push(String(e.message||e));});"#;
+
+fn level_color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Colours of the p50 / p90 / p99 lines in the by-level charts.
+const STAT_COLORS: [&str; 3] = ["#2ca02c", "#ff7f0e", "#d62728"];
+
+/// The x value of a level in by-level charts, and the axis name.
+fn load_axis(levels: &[LevelReport]) -> (String, Vec<f64>, bool) {
+    if levels.iter().all(|l| l.concurrency.is_some()) {
+        let v: Vec<f64> = levels
+            .iter()
+            .map(|l| f64::from(l.concurrency.unwrap_or(1)))
+            .collect();
+        let log = spread(&v) >= 8.0;
+        ("concurrency".into(), v, log)
+    } else if levels.iter().all(|l| l.rate.is_some()) {
+        let v: Vec<f64> = levels.iter().map(|l| l.rate.unwrap_or(1.0)).collect();
+        let log = spread(&v) >= 8.0;
+        ("arrival rate (req/s)".into(), v, log)
+    } else {
+        (
+            "level".into(),
+            (1..=levels.len()).map(|i| i as f64).collect(),
+            false,
+        )
+    }
+}
+
+fn spread(v: &[f64]) -> f64 {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if lo > 0.0 {
+        hi / lo
+    } else {
+        1.0
+    }
+}
+
+struct Figure {
+    id: &'static str,
+    title: &'static str,
+    note: String,
+    chart: Chart,
+    /// Why the chart is empty, when it is.
+    empty: &'static str,
+}
+
+fn legend(series: &[Series]) -> String {
+    let mut seen: Vec<(&str, &str, bool)> = Vec::new();
+    for s in series {
+        if !seen.iter().any(|(n, _, _)| *n == s.name) && !s.points.is_empty() {
+            seen.push((&s.name, &s.color, s.dashed));
+        }
+    }
+    let mut out = String::from(r#"<div class="legend">"#);
+    for (name, color, dashed) in seen {
+        let _ = write!(
+            out,
+            r#"<span><i{} style="background-color:{color}"></i>{}</span>"#,
+            if dashed { r#" class="d""# } else { "" },
+            esc(name)
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
+fn chart(x_label: &str, y_label: &str, x_log: bool, y_log: bool, series: Vec<Series>) -> Chart {
+    Chart {
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        x_log,
+        y_log,
+        y_zero: !y_log,
+        series,
+    }
+}
+
+/// A named figure of a distribution.
+type Stat = (&'static str, fn(&Distribution) -> f64);
+
+fn stat_lines(
+    levels: &[LevelReport],
+    xs: &[f64],
+    d: impl Fn(&LevelReport) -> Option<Distribution>,
+) -> Vec<Series> {
+    let stats: [Stat; 3] = [("p50", |d| d.p50), ("p90", |d| d.p90), ("p99", |d| d.p99)];
+    stats
+        .iter()
+        .enumerate()
+        .map(|(i, (name, f))| {
+            let mut s = Series::new(*name, STAT_COLORS[i], Style::LinePoints);
+            s.points = levels
+                .iter()
+                .zip(xs)
+                .filter_map(|(l, &x)| d(l).map(|d| (x, f(&d))))
+                .collect();
+            s
+        })
+        .collect()
+}
+
+fn figures(r: &Report) -> Vec<Figure> {
+    let levels = &r.levels;
+    let (load_name, xs, load_log) = load_axis(levels);
+    let mut figs = Vec::new();
+
+    // ITL CDF and histogram, one line per level.
+    let mut cdf = Vec::new();
+    let mut hist = Vec::new();
+    for (i, l) in levels.iter().enumerate() {
+        let Some(c) = &l.charts else { continue };
+        let mut s = Series::new(l.name.clone(), level_color(i), Style::Line);
+        s.points = c.itl_cdf.iter().map(|p| (p.ms, p.percent)).collect();
+        cdf.push(s);
+        let total: u64 = c.itl_histogram.iter().map(|b| b.count).sum();
+        if total > 0 {
+            let mut h = Series::new(l.name.clone(), level_color(i), Style::Steps);
+            for b in &c.itl_histogram {
+                let share = b.count as f64 * 100.0 / total as f64;
+                h.points.push((b.lo_ms, share));
+                h.points.push((b.hi_ms, share));
+            }
+            hist.push(h);
+        }
+    }
+    figs.push(Figure {
+        id: "itl-cdf",
+        title: "ITL distribution (CDF)",
+        note: "Share of inter-chunk gaps at or below each latency; the right tail is what readers feel as stutter.".into(),
+        chart: chart("ITL (ms, log scale)", "% of gaps ≤ x", true, false, cdf),
+        empty: "no ITL gaps (no succeeded request had two chunks)",
+    });
+    figs.push(Figure {
+        id: "itl-histogram",
+        title: "ITL histogram",
+        note: "Gaps per log-spaced bin, as a share of each level's gaps.".into(),
+        chart: chart("ITL (ms, log scale)", "% of gaps", true, false, hist),
+        empty: "no ITL gaps",
+    });
+
+    figs.push(Figure {
+        id: "itl-by-level",
+        title: "ITL p50 / p90 / p99 by level",
+        note: format!("Pooled chunk gaps at each {load_name}."),
+        chart: chart(
+            &load_name,
+            "ITL (ms)",
+            load_log,
+            false,
+            stat_lines(levels, &xs, |l| headline(r, l).0),
+        ),
+        empty: "no ITL gaps",
+    });
+    figs.push(Figure {
+        id: "ttft-by-level",
+        title: "TTFT p50 / p90 / p99 by level",
+        note: format!("Time to first token at each {load_name}."),
+        chart: chart(
+            &load_name,
+            "TTFT (ms)",
+            load_log,
+            false,
+            stat_lines(levels, &xs, |l| l.summary.ttft),
+        ),
+        empty: "no TTFT samples",
+    });
+
+    // Capacity curve: throughput against ITL p99, one point per level in order.
+    let mut cap = Series::new("levels in order", PALETTE[0], Style::LinePoints);
+    for l in levels {
+        if let (Some(t), Some(d)) = (l.summary.throughput.output_tokens_per_s, headline(r, l).0) {
+            cap.points.push((t, d.p99));
+            cap.labels.push(l.name.clone());
+        }
+    }
+    figs.push(Figure {
+        id: "capacity",
+        title: "Capacity: output tok/s against ITL p99",
+        note: "Each point is a level: how much throughput costs in tail latency.".into(),
+        chart: chart("output tokens/s", "ITL p99 (ms)", false, false, vec![cap]),
+        empty: "no level with both throughput and ITL",
+    });
+
+    // ITL over time (per time bucket), p99 solid and p50 dashed.
+    let mut over = Vec::new();
+    for (i, l) in levels.iter().enumerate() {
+        let mut p99 = Series::new(format!("{} p99", l.name), level_color(i), Style::Line);
+        let mut p50 = Series::new(format!("{} p50", l.name), level_color(i), Style::Line);
+        p50.dashed = true;
+        for b in &l.time_series {
+            if let Some(v) = b.itl_p99_ms {
+                p99.points.push((b.start_s, v));
+            }
+            if let Some(v) = b.itl_p50_ms {
+                p50.points.push((b.start_s, v));
+            }
+        }
+        over.push(p99);
+        over.push(p50);
+    }
+    figs.push(Figure {
+        id: "itl-over-time",
+        title: "ITL over the run",
+        note: "ITL p99 (solid) and p50 (dashed) per time bucket of the run clock: degradation during a run shows here.".into(),
+        chart: chart("run time (s)", "ITL (ms)", false, false, over),
+        empty: "no time series (no bucket had an ITL gap)",
+    });
+
+    // ITL by output-token position.
+    let mut pos = Vec::new();
+    for (i, l) in levels.iter().enumerate() {
+        let Some(c) = &l.charts else { continue };
+        let mut p99 = Series::new(format!("{} p99", l.name), level_color(i), Style::Line);
+        let mut p50 = Series::new(format!("{} p50", l.name), level_color(i), Style::Line);
+        p50.dashed = true;
+        for b in &c.itl_by_position {
+            let mid = (b.from + b.to) as f64 / 2.0;
+            p99.points.push((mid, b.p99_ms));
+            p50.points.push((mid, b.p50_ms));
+        }
+        pos.push(p99);
+        pos.push(p50);
+    }
+    figs.push(Figure {
+        id: "itl-by-position",
+        title: "ITL by output position",
+        note: "ITL p99 (solid) and p50 (dashed) by the chunk's place in its stream: growth means the KV cache or context length is costing time.".into(),
+        chart: chart("chunk position in the stream", "ITL (ms)", false, false, pos),
+        empty: "no ITL gaps",
+    });
+
+    // Tokens per chunk: share of chunks by their token count, bars per level.
+    let mut bars = Vec::new();
+    let mut estimated = false;
+    for (i, l) in levels.iter().enumerate() {
+        let Some(c) = &l.charts else { continue };
+        let total: u64 = c.tokens_per_chunk.iter().map(|b| b.chunks).sum();
+        if total == 0 {
+            continue;
+        }
+        if c.tokens_per_chunk_basis == "request_average" {
+            estimated = true;
+        }
+        let mut s = Series::new(l.name.clone(), level_color(i), Style::Bars);
+        s.points = c
+            .tokens_per_chunk
+            .iter()
+            .map(|b| (f64::from(b.tokens), b.chunks as f64 * 100.0 / total as f64))
+            .collect();
+        bars.push(s);
+    }
+    figs.push(Figure {
+        id: "tokens-per-chunk",
+        title: "Tokens per chunk",
+        note: if estimated {
+            "Share of chunks by tokens carried. The server did not say per chunk, so each chunk counts as its request's output tokens ÷ chunks: more than 1 means bursty delivery.".into()
+        } else {
+            "Share of chunks by how many tokens each carried: more than 1 means bursty delivery.".into()
+        },
+        chart: chart("tokens in the chunk", "% of chunks", false, false, bars),
+        empty: "no succeeded request had a chunk",
+    });
+    figs
+}
+
+fn td(v: impl std::fmt::Display) -> String {
+    format!("<td>{v}</td>")
+}
+
+fn ms_or_dash(v: Option<f64>) -> String {
+    v.map_or("–".into(), fmt_ms)
+}
+
+fn num_or_dash(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.1}"))
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` from Unix milliseconds (proleptic Gregorian calendar).
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn meta_table(r: &Report, out: &mut String) {
+    let run = &r.run;
+    let target = if run.builtin_sim {
+        format!("{} (built-in simulator)", run.target)
+    } else {
+        run.target.clone()
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("target", esc(&target)),
+        ("model", esc(&run.model)),
+        ("api", esc(&run.api)),
+        ("load", esc(&run.mode)),
+        (
+            "started",
+            if run.started_at_unix_ms == 0 {
+                "unknown".into()
+            } else {
+                utc(run.started_at_unix_ms)
+            },
+        ),
+        ("duration", fmt_ms(run.duration_s * 1e3)),
+        (
+            "command",
+            format!("<code>{}</code>", esc(&run.command.join(" "))),
+        ),
+        ("Cadence", esc(&r.cadence_version)),
+        ("machine", esc(run.machine.as_deref().unwrap_or("unknown"))),
+    ];
+    out.push_str(r#"<table class="meta">"#);
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><td>{k}</td><td>{v}</td></tr>");
+    }
+    out.push_str("</table>");
+}
+
+fn summary_table(r: &Report, out: &mut String) {
+    let conv = r.convention.as_deref().unwrap_or("cadence");
+    let _ = write!(
+        out,
+        r#"<table><tr><th class="l">level</th><th>sent</th><th>ok</th><th>failed</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p90</th><th>ITL p99</th><th>TPOT p50</th><th>E2E p99</th><th>tok/s</th><th>req/s</th><th>goodput</th><th>SLOs</th></tr>"#
+    );
+    for l in &r.levels {
+        let s = &l.summary;
+        let (itl, tpot) = headline(r, l);
+        let slo = if l.slos.is_empty() {
+            "–".to_string()
+        } else {
+            let failed = l.slos.iter().filter(|x| !x.pass).count();
+            if failed == 0 {
+                r#"<span class="pass">pass</span>"#.into()
+            } else {
+                format!(
+                    r#"<span class="fail">FAIL {failed}/{}</span>"#,
+                    l.slos.len()
+                )
+            }
+        };
+        let good = l.goodput.map_or("–".to_string(), |g| {
+            format!(
+                "{} ({})",
+                g.requests_per_s.map_or("–".into(), |v| format!("{v:.2}/s")),
+                g.share
+                    .map_or("–".into(), |s| format!("{:.0} %", s * 100.0))
+            )
+        });
+        let _ = write!(
+            out,
+            r#"<tr><td class="l">{}</td>{}{}{}{}{}{}{}{}{}{}{}{}{}{}</tr>"#,
+            esc(&l.name),
+            td(s.requests.sent),
+            td(s.requests.succeeded),
+            td(s.requests.failed_total()),
+            td(ms_or_dash(s.ttft.map(|d| d.p50))),
+            td(ms_or_dash(s.ttft.map(|d| d.p99))),
+            td(ms_or_dash(itl.map(|d| d.p50))),
+            td(ms_or_dash(itl.map(|d| d.p90))),
+            td(ms_or_dash(itl.map(|d| d.p99))),
+            td(ms_or_dash(tpot.map(|d| d.p50))),
+            td(ms_or_dash(s.e2e.map(|d| d.p99))),
+            td(num_or_dash(s.throughput.output_tokens_per_s)),
+            td(s.throughput
+                .requests_per_s
+                .map_or("–".into(), |v| format!("{v:.2}"))),
+            td(good),
+            td(slo),
+        );
+    }
+    out.push_str("</table>");
+    if conv != "cadence" {
+        let _ = write!(
+            out,
+            r#"<p class="sub">ITL and TPOT columns follow the <b>{}</b> convention (see the compatibility table).</p>"#,
+            esc(conv)
+        );
+    }
+}
+
+fn conventions_table(r: &Report, out: &mut String) {
+    for l in r.levels.iter().filter(|l| !l.conventions.is_empty()) {
+        if r.levels.len() > 1 {
+            let _ = write!(out, "<h3>{}</h3>", esc(&l.name));
+        }
+        out.push_str(r#"<table><tr><th class="l">convention</th><th class="l">tools</th><th>ITL mean</th><th>ITL p50</th><th>ITL p99</th><th>TPOT mean</th><th>TPOT p50</th><th>TPOT p99</th><th class="l">ITL formula</th></tr>"#);
+        for c in &l.conventions {
+            let headline = r.convention.as_deref() == Some(c.convention.as_str());
+            let _ = write!(
+                out,
+                r#"<tr><td class="l">{}{}</td><td class="l">{}</td>{}{}{}{}{}{}<td class="w">{}</td></tr>"#,
+                esc(&c.convention),
+                if headline { " (headline)" } else { "" },
+                esc(&c.tools),
+                td(ms_or_dash(c.itl.map(|d| d.mean))),
+                td(ms_or_dash(c.itl.map(|d| d.p50))),
+                td(ms_or_dash(c.itl.map(|d| d.p99))),
+                td(ms_or_dash(c.tpot.map(|d| d.mean))),
+                td(ms_or_dash(c.tpot.map(|d| d.p50))),
+                td(ms_or_dash(c.tpot.map(|d| d.p99))),
+                esc(&c.itl_formula)
+            );
+        }
+        out.push_str("</table>");
+    }
+}
+
+/// The whole page.
+pub fn render(r: &Report) -> String {
+    let mut o = String::with_capacity(64 * 1024);
+    let _ = write!(
+        o,
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Cadence report: {}</title><style>{CSS}</style><script>{ERROR_HOOK}</script></head><body><main>"#,
+        esc(&r.run.target)
+    );
+    let _ = write!(
+        o,
+        r#"<h1>Cadence report</h1><p class="sub">{} · model {} · {} level(s)</p>"#,
+        esc(&r.run.target),
+        esc(&r.run.model),
+        r.levels.len()
+    );
+    if r.run.interrupted {
+        o.push_str(r#"<p class="warn">Interrupted: the figures cover what was measured before the stop.</p>"#);
+    }
+    o.push_str("<h2>Summary</h2>");
+    summary_table(r, &mut o);
+
+    o.push_str(r#"<h2>Charts</h2><div class="grid">"#);
+    for f in figures(r) {
+        let _ = write!(
+            o,
+            r#"<figure class="chart" id="{}"><figcaption>{}</figcaption><p class="note">{}</p>"#,
+            f.id,
+            esc(f.title),
+            esc(&f.note)
+        );
+        match svg::render(&f.chart) {
+            Some(s) => {
+                o.push_str(&s);
+                o.push_str(&legend(&f.chart.series));
+            }
+            None => {
+                let _ = write!(o, r#"<p class="warn">No data: {}.</p>"#, esc(f.empty));
+            }
+        }
+        o.push_str("</figure>");
+    }
+    o.push_str("</div>");
+
+    if r.levels.iter().any(|l| !l.slos.is_empty()) {
+        o.push_str("<h2>SLOs</h2><table><tr><th class=\"l\">level</th><th class=\"l\">SLO</th><th>observed</th><th>verdict</th></tr>");
+        for l in &r.levels {
+            for s in &l.slos {
+                let obs = match s.observed {
+                    Some(v) if s.unit == "ms" => fmt_ms(v),
+                    Some(v) => format!("{v:.1} {}", s.unit),
+                    None => "– (no samples)".into(),
+                };
+                let _ = write!(
+                    o,
+                    r#"<tr><td class="l">{}</td><td class="l">{}</td><td>{obs}</td><td>{}</td></tr>"#,
+                    esc(&l.name),
+                    esc(&s.slo),
+                    if s.pass {
+                        r#"<span class="pass">pass</span>"#
+                    } else {
+                        r#"<span class="fail">FAIL</span>"#
+                    }
+                );
+            }
+        }
+        o.push_str("</table>");
+    }
+
+    if r.levels.iter().any(|l| !l.conventions.is_empty()) {
+        o.push_str("<h2>Compatibility: ITL and TPOT as other tools define them</h2>");
+        o.push_str(r#"<p class="sub">The same requests, re-expressed with each tool's published formula, so figures from those tools can be compared with this run.</p>"#);
+        conventions_table(r, &mut o);
+    }
+
+    let warnings: Vec<String> = r
+        .warnings
+        .iter()
+        .cloned()
+        .chain(r.levels.iter().flat_map(|l| {
+            l.summary
+                .warnings
+                .iter()
+                .map(move |w| format!("{}: {w}", l.name))
+        }))
+        .collect();
+    if !warnings.is_empty() {
+        o.push_str("<h2>Warnings</h2><ul>");
+        for w in warnings {
+            let _ = write!(o, r#"<li class="warn">{}</li>"#, esc(&w));
+        }
+        o.push_str("</ul>");
+    }
+
+    o.push_str("<h2>Run</h2>");
+    meta_table(r, &mut o);
+
+    o.push_str(r#"<h2>Definitions</h2><details><summary>Every formula behind these numbers</summary><dl class="defs">"#);
+    for (k, v) in &r.definitions {
+        let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    o.push_str("</dl></details>");
+    let _ = writeln!(
+        o,
+        r#"<footer>Generated by Cadence {} · <span id="cadence-check" data-status="pending">self-check pending</span></footer></main><script>{CHECK_SCRIPT}</script></body></html>"#,
+        esc(&r.cadence_version)
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_are_right_across_leap_years() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20 UTC");
+    }
+}

@@ -1,0 +1,111 @@
+//! A Markdown summary for a pull-request comment: the table by level, SLO verdicts,
+//! the compatibility view and the warnings, short enough to read in a review.
+
+use crate::console::fmt_ms;
+use crate::headline;
+use cadence_core::Report;
+use std::fmt::Write;
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("–".into(), fmt_ms)
+}
+
+/// The Markdown text.
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "### Cadence {}: {} (model `{}`)\n",
+        r.cadence_version, r.run.target, r.run.model
+    );
+    let conv = r.convention.as_deref().unwrap_or("cadence");
+    o.push_str("| level | ok/sent | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | TPOT p50 | E2E p99 | tok/s | SLOs |\n");
+    o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for l in &r.levels {
+        let s = &l.summary;
+        let (itl, tpot) = headline(r, l);
+        let failed = l.slos.iter().filter(|x| !x.pass).count();
+        let slo = match (l.slos.len(), failed) {
+            (0, _) => "–".to_string(),
+            (_, 0) => "pass".into(),
+            (n, f) => format!("**FAIL {f}/{n}**"),
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.name.replace('|', "\\|"),
+            s.requests.succeeded,
+            s.requests.sent,
+            ms(s.ttft.map(|d| d.p50)),
+            ms(s.ttft.map(|d| d.p99)),
+            ms(itl.map(|d| d.p50)),
+            ms(itl.map(|d| d.p99)),
+            ms(tpot.map(|d| d.p50)),
+            ms(s.e2e.map(|d| d.p99)),
+            s.throughput
+                .output_tokens_per_s
+                .map_or("–".into(), |v| format!("{v:.1}")),
+            slo
+        );
+    }
+    if conv != "cadence" {
+        let _ = writeln!(o, "\nITL and TPOT follow the **{conv}** convention.");
+    }
+    let slos: Vec<String> = r
+        .levels
+        .iter()
+        .flat_map(|l| {
+            l.slos.iter().map(move |s| {
+                let obs = match s.observed {
+                    Some(v) if s.unit == "ms" => fmt_ms(v),
+                    Some(v) => format!("{v:.1} {}", s.unit),
+                    None => "– (no samples)".into(),
+                };
+                format!(
+                    "- {} `{}`: observed {obs}, {}",
+                    l.name,
+                    s.slo,
+                    if s.pass { "pass" } else { "**FAIL**" }
+                )
+            })
+        })
+        .collect();
+    if !slos.is_empty() {
+        o.push_str("\n**SLOs**\n\n");
+        o.push_str(&slos.join("\n"));
+        o.push('\n');
+    }
+    if let Some(l) = r.levels.iter().find(|l| !l.conventions.is_empty()) {
+        let _ = writeln!(
+            o,
+            "\n<details><summary>ITL/TPOT as other tools define them ({})</summary>\n",
+            l.name
+        );
+        o.push_str("| convention | ITL mean | ITL p50 | ITL p99 | TPOT mean | TPOT p50 |\n|---|---:|---:|---:|---:|---:|\n");
+        for c in &l.conventions {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} |",
+                c.tools,
+                ms(c.itl.map(|d| d.mean)),
+                ms(c.itl.map(|d| d.p50)),
+                ms(c.itl.map(|d| d.p99)),
+                ms(c.tpot.map(|d| d.mean)),
+                ms(c.tpot.map(|d| d.p50)),
+            );
+        }
+        o.push_str("\n</details>\n");
+    }
+    let warnings: Vec<&String> = r
+        .warnings
+        .iter()
+        .chain(r.levels.iter().flat_map(|l| l.summary.warnings.iter()))
+        .collect();
+    if !warnings.is_empty() {
+        o.push_str("\n**Warnings**\n\n");
+        for w in warnings {
+            let _ = writeln!(o, "- {w}");
+        }
+    }
+    o
+}

@@ -1,0 +1,425 @@
+//! Hand-built SVG line, point, step and bar charts for the HTML report: small, with
+//! linear or log axes and "nice" ticks, and every drawn mark inside one `g.marks` so a
+//! test (and a reader) can tell an empty chart from a drawn one.
+
+use std::fmt::Write;
+
+pub const WIDTH: f64 = 560.0;
+pub const HEIGHT: f64 = 300.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 12.0;
+const BOTTOM: f64 = 46.0;
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Line,
+    LinePoints,
+    Points,
+    /// Points are (lo, hi, height) triples flattened as (lo, height) and (hi, height):
+    /// consecutive pairs form horizontal steps.
+    Steps,
+    /// Bars centred on x, `width` in x units, grouped by series.
+    Bars,
+}
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub color: String,
+    pub points: Vec<(f64, f64)>,
+    pub style: Style,
+    pub dashed: bool,
+    /// Text beside each point (e.g. the level), same length as `points` or empty.
+    pub labels: Vec<String>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, color: &str, style: Style) -> Series {
+        Series {
+            name: name.into(),
+            color: color.to_string(),
+            points: Vec::new(),
+            style,
+            dashed: false,
+            labels: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub x_label: String,
+    pub y_label: String,
+    pub x_log: bool,
+    pub y_log: bool,
+    /// Start the y axis at 0 (linear axes only).
+    pub y_zero: bool,
+    pub series: Vec<Series>,
+}
+
+/// Colours for levels and statistics, readable on white and distinct in grey.
+pub const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+];
+
+#[derive(Clone, Copy)]
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    from: f64,
+    to: f64,
+}
+
+impl Axis {
+    fn t(&self, v: f64) -> f64 {
+        let (v, lo, hi) = if self.log {
+            (v.max(1e-12).log10(), self.lo.log10(), self.hi.log10())
+        } else {
+            (v, self.lo, self.hi)
+        };
+        let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+        self.from + f * (self.to - self.from)
+    }
+}
+
+/// The range of `vals` for an axis, padded; log axes keep positive values only.
+fn range(vals: impl Iterator<Item = f64>, log: bool, zero: bool) -> Option<(f64, f64)> {
+    let v: Vec<f64> = vals
+        .filter(|x| x.is_finite() && (!log || *x > 0.0))
+        .collect();
+    let mut lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return None;
+    }
+    if log {
+        if hi / lo < 1.5 {
+            lo /= 1.25;
+            hi *= 1.25;
+        }
+        lo = 10f64.powf(lo.log10().floor().max((lo / 1.2).log10()));
+        hi *= 1.1;
+    } else {
+        if zero {
+            lo = lo.min(0.0);
+        }
+        if hi == lo {
+            hi = lo + lo.abs().max(1.0);
+            if !zero {
+                lo -= (hi - lo) / 2.0;
+            }
+        }
+        let pad = (hi - lo) * 0.05;
+        hi += pad;
+        if !zero || lo < 0.0 {
+            lo -= pad;
+        }
+    }
+    Some((lo, hi))
+}
+
+/// Tick values: 1-2-5 steps on linear axes, decades (and 2, 5 within few decades) on
+/// log axes.
+fn ticks(lo: f64, hi: f64, log: bool) -> Vec<f64> {
+    if log {
+        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        let mults: &[f64] = if b - a <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+        let mut t = Vec::new();
+        for e in a..=b {
+            for m in mults {
+                let v = m * 10f64.powi(e);
+                if v >= lo * 0.999 && v <= hi * 1.001 {
+                    t.push(v);
+                }
+            }
+        }
+        return t;
+    }
+    let span = hi - lo;
+    if span <= 0.0 {
+        return vec![lo];
+    }
+    let raw = span / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| span / s <= 6.0)
+        .unwrap_or(10.0 * mag);
+    let mut v = (lo / step).ceil() * step;
+    let mut t = Vec::new();
+    while v <= hi + step * 1e-9 {
+        t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        v += step;
+    }
+    t
+}
+
+/// A tick label: up to 3 significant digits, no trailing zeros.
+pub fn tick_label(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    let s = if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Escapes text for HTML and SVG.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The chart as an `<svg>` element; `None` when no series has a point to draw.
+pub fn render(c: &Chart) -> Option<String> {
+    let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let (x0, x1) = range(xs, c.x_log, false)?;
+    let (y0, y1) = range(ys, c.y_log, c.y_zero && !c.y_log)?;
+    // Bars need half a slot of room at each end.
+    let bar_slot = c
+        .series
+        .iter()
+        .filter(|s| s.style == Style::Bars)
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect::<Vec<_>>();
+    let (x0, x1) = if bar_slot.is_empty() {
+        (x0, x1)
+    } else {
+        let lo = bar_slot.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = bar_slot.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo - 0.6, hi + 0.6)
+    };
+    let x = Axis {
+        lo: x0,
+        hi: x1,
+        log: c.x_log,
+        from: LEFT,
+        to: WIDTH - RIGHT,
+    };
+    let y = Axis {
+        lo: y0,
+        hi: y1,
+        log: c.y_log,
+        from: HEIGHT - BOTTOM,
+        to: TOP,
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">"#
+    );
+    // Grid and ticks.
+    s.push_str(r##"<g class="axes" font-size="11" fill="#444">"##);
+    let xt = if bar_slot.is_empty() {
+        ticks(x0, x1, c.x_log)
+    } else {
+        let mut v: Vec<f64> = bar_slot.clone();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    for v in xt {
+        let px = x.t(v);
+        let _ = write!(
+            s,
+            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#e6e6e6"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            HEIGHT - BOTTOM,
+            HEIGHT - BOTTOM + 15.0,
+            tick_label(v)
+        );
+    }
+    for v in ticks(y0, y1, c.y_log) {
+        let py = y.t(v);
+        let _ = write!(
+            s,
+            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e6e6e6"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            py + 4.0,
+            tick_label(v)
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#999"/>"##,
+        WIDTH - LEFT - RIGHT,
+        HEIGHT - TOP - BOTTOM
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="12">{}</text>"#,
+        (LEFT + WIDTH - RIGHT) / 2.0,
+        HEIGHT - 8.0,
+        esc(&c.x_label)
+    );
+    let _ = write!(
+        s,
+        r#"<text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle" font-size="12">{}</text>"#,
+        (TOP + HEIGHT - BOTTOM) / 2.0,
+        esc(&c.y_label)
+    );
+    s.push_str("</g>");
+    // Marks.
+    s.push_str(r#"<g class="marks">"#);
+    let bar_series: Vec<usize> = c
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.style == Style::Bars)
+        .map(|(i, _)| i)
+        .collect();
+    for (si, ser) in c.series.iter().enumerate() {
+        let dash = if ser.dashed {
+            r#" stroke-dasharray="5 3""#
+        } else {
+            ""
+        };
+        let pts: Vec<(f64, f64)> = ser
+            .points
+            .iter()
+            .filter(|p| {
+                p.0.is_finite()
+                    && p.1.is_finite()
+                    && (!c.x_log || p.0 > 0.0)
+                    && (!c.y_log || p.1 > 0.0)
+            })
+            .map(|&(a, b)| (x.t(a), y.t(b)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let title = format!("<title>{}</title>", esc(&ser.name));
+        match ser.style {
+            Style::Line | Style::LinePoints | Style::Steps => {
+                let mut d = String::new();
+                for (i, (px, py)) in pts.iter().enumerate() {
+                    let cmd = if i == 0 { 'M' } else { 'L' };
+                    let _ = write!(d, "{cmd}{px:.1},{py:.1}");
+                }
+                let _ = write!(
+                    s,
+                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.8"{dash}>{title}</path>"#,
+                    ser.color
+                );
+                if ser.style == Style::LinePoints || pts.len() == 1 {
+                    for (px, py) in &pts {
+                        let _ = write!(
+                            s,
+                            r#"<circle cx="{px:.1}" cy="{py:.1}" r="3" fill="{}">{title}</circle>"#,
+                            ser.color
+                        );
+                    }
+                }
+            }
+            Style::Points => {
+                for (px, py) in &pts {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}">{title}</circle>"#,
+                        ser.color
+                    );
+                }
+            }
+            Style::Bars => {
+                let k = bar_series.len().max(1) as f64;
+                let pos = bar_series.iter().position(|&i| i == si).unwrap_or(0) as f64;
+                let unit = x.t(1.0) - x.t(0.0);
+                let w = unit * 0.8 / k;
+                let base = y.t(y0.max(0.0));
+                for (px, py) in &pts {
+                    let left = px - unit * 0.4 + pos * w;
+                    let _ = write!(
+                        s,
+                        r#"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}">{title}</rect>"#,
+                        py.min(base),
+                        (w - 1.0).max(1.0),
+                        (base - py).abs().max(0.5),
+                        ser.color
+                    );
+                }
+            }
+        }
+        for (label, (px, py)) in ser.labels.iter().zip(&pts) {
+            // Labels in the right third read leftwards so they stay inside the plot.
+            let (lx, anchor) = if *px > LEFT + (WIDTH - LEFT - RIGHT) * 0.66 {
+                (px - 5.0, "end")
+            } else {
+                (px + 5.0, "start")
+            };
+            let _ = write!(
+                s,
+                r##"<text x="{lx:.1}" y="{:.1}" font-size="10" fill="#333" text-anchor="{anchor}">{}</text>"##,
+                py - 6.0,
+                esc(label)
+            );
+        }
+    }
+    s.push_str("</g></svg>");
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_numbers_inside_the_range() {
+        assert_eq!(ticks(0.0, 10.0, false), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(ticks(1.0, 1000.0, true), vec![1.0, 10.0, 100.0, 1000.0]);
+        assert_eq!(ticks(3.0, 40.0, true), vec![5.0, 10.0, 20.0]);
+        assert_eq!(tick_label(12.5), "12.5");
+        assert_eq!(tick_label(0.25), "0.25");
+        assert_eq!(tick_label(2000.0), "2000");
+    }
+
+    #[test]
+    fn every_mark_sits_in_the_marks_group_and_empty_charts_draw_nothing() {
+        let mut s = Series::new("a <b>", PALETTE[0], Style::LinePoints);
+        s.points = vec![(1.0, 2.0), (10.0, 4.0), (100.0, 3.0)];
+        let c = Chart {
+            x_label: "x".into(),
+            y_label: "y".into(),
+            x_log: true,
+            y_log: false,
+            y_zero: true,
+            series: vec![s],
+        };
+        let svg = render(&c).unwrap();
+        let marks = &svg[svg.find(r#"<g class="marks">"#).unwrap()..];
+        assert_eq!(marks.matches("<circle").count(), 3);
+        assert_eq!(marks.matches("<path").count(), 1);
+        assert!(svg.contains("a &lt;b&gt;"), "names are escaped");
+        let empty = Chart {
+            series: vec![Series::new("e", PALETTE[1], Style::Line)],
+            ..c
+        };
+        assert!(render(&empty).is_none());
+    }
+}

@@ -1,0 +1,246 @@
+//! The `bench` flags that say what the requests ask (tokenizer, synthetic lengths,
+//! datasets, sessions, shared prefixes), validated into a [`Workload`] before the run
+//! starts, then applied to the request factory.
+
+use crate::exit::usage;
+use cadence_bench::dataset::{self, DatasetOptions};
+use cadence_bench::prompts::{Counter, LengthDist, PromptGen};
+use cadence_bench::tokenizer::Tokenizer;
+use cadence_bench::workload::{RequestFactory, TurnSpec, WorkItem};
+use clap::{Args, ValueEnum};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// max_tokens when neither `--max-tokens` nor the workload gives one.
+pub const DEFAULT_MAX_TOKENS: u32 = 64;
+
+/// Most distinct synthetic prompts made before a run (they are then reused in turn).
+const MAX_POOL: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatasetFormat {
+    /// ShareGPT when the file holds `conversations`, else JSON Lines.
+    Auto,
+    Sharegpt,
+    Jsonl,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    /// Tokenizer for exact prompt lengths and output-token counts: a tokenizer.json or
+    /// a model folder holding one (no downloads). Tokenizing runs after each stream.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<String>,
+
+    /// Synthetic prompts of exactly this many tokens: N, fixed:N, normal:MEAN,SD or
+    /// uniform:LO..HI (counted by --tokenizer, else as whitespace-separated words, the
+    /// built-in simulator's tokens); chat template and BOS come on top.
+    #[arg(long, value_name = "DIST", value_parser = parse_length, conflicts_with_all = ["prompt", "trace", "dataset"])]
+    pub input_tokens: Option<LengthDist>,
+
+    /// Text the synthetic prompts are cut from (default: a public-domain text shipped
+    /// with Cadence).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
+
+    /// Prompts from a dataset: ShareGPT JSON, or JSON Lines with `prompt`, chat
+    /// `messages` or session `turns`, optional `max_tokens`. Shuffled by --seed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "trace"])]
+    pub dataset: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
+    pub dataset_format: DatasetFormat,
+
+    /// Keep dataset entries whose first prompt has at least this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub min_prompt_tokens: Option<usize>,
+
+    /// Keep dataset entries whose first prompt has at most this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Dataset conversations become multi-turn sessions: every user message is a
+    /// turn, sent with the history so far (including the server's live replies).
+    #[arg(long, requires = "dataset")]
+    pub multi_turn: bool,
+
+    /// Synthetic sessions of this many turns (each turn --input-tokens long).
+    #[arg(long, value_name = "N", requires = "input_tokens", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub turns: Option<u32>,
+
+    /// Pause between a reply and the session's next turn.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::cli::parse_duration)]
+    pub think_time: Duration,
+
+    /// Every prompt starts with one of --prefix-groups shared prefixes of exactly this
+    /// many tokens (prefix-cache studies); the prompt's own length comes on top.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub prefix_tokens: Option<u32>,
+
+    /// How many distinct shared prefixes; request k uses prefix k mod G.
+    #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub prefix_groups: u32,
+}
+
+pub fn parse_length(s: &str) -> Result<LengthDist, String> {
+    s.parse()
+}
+
+/// The validated workload, ready to apply to a factory.
+#[derive(Debug, Default)]
+pub struct Workload {
+    pub tokenizer: Option<Tokenizer>,
+    pub items: Vec<WorkItem>,
+    pub prefixes: Vec<String>,
+    pub think_time: Duration,
+    /// Notes for the user (how lengths are counted), printed unless --quiet.
+    pub notes: Vec<String>,
+}
+
+impl Workload {
+    /// Puts the items, prefixes and think time into the factory.
+    pub fn apply(&mut self, factory: &mut RequestFactory) {
+        factory.items = std::mem::take(&mut self.items);
+        factory.prefixes = std::mem::take(&mut self.prefixes);
+        factory.think_time = self.think_time;
+    }
+}
+
+/// Reads and checks everything the workload flags name. `max_tokens` is
+/// `--max-tokens`; `requests` the planned request count (sizes the synthetic pool).
+pub fn prepare(
+    w: &WorkloadArgs,
+    max_tokens: Option<LengthDist>,
+    prompt: Option<&str>,
+    trace: bool,
+    requests: Option<u64>,
+    seed: u64,
+) -> anyhow::Result<Workload> {
+    let tokenizer = w
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::load)
+        .transpose()
+        .map_err(|e| usage(e.to_string()))?;
+    let counter = tokenizer.clone().map_or(Counter::Words, Counter::Tokenizer);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut out = Workload {
+        tokenizer: tokenizer.clone(),
+        think_time: w.think_time,
+        ..Workload::default()
+    };
+    let pool = requests.unwrap_or(1000).clamp(1, MAX_POOL);
+    let sample_max = |rng: &mut SmallRng| max_tokens.map(|d| d.sample(rng));
+
+    let needs_gen = w.input_tokens.is_some() || w.prefix_tokens.is_some();
+    let gen = if needs_gen {
+        let corpus = match &w.corpus {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| usage(format!("cannot read the corpus {}: {e}", p.display())))?,
+            None => cadence_bench::prompts::CORPUS.to_owned(),
+        };
+        let g = PromptGen::new(&corpus, counter.clone()).map_err(|e| usage(e.to_string()))?;
+        out.notes.push(match &tokenizer {
+            Some(t) => format!(
+                "prompt lengths are counted with {} (no BOS, no chat template){}",
+                t.name(),
+                if g.splits_at_spaces() {
+                    ""
+                } else {
+                    "; it merges across spaces, so each prompt is re-tokenized to be exact"
+                }
+            ),
+            None => "prompt lengths are counted as whitespace-separated words (the built-in \
+                     simulator's tokens); pass --tokenizer for a real model's count"
+                .into(),
+        });
+        Some(g)
+    } else {
+        None
+    };
+
+    if let Some(n) = w.prefix_tokens {
+        let g = gen
+            .as_ref()
+            .expect("a generator when prefixes are asked for");
+        out.prefixes = (0..w.prefix_groups)
+            .map(|_| g.prompt(n as usize, &mut rng, false))
+            .collect();
+    }
+
+    if let Some(dist) = w.input_tokens {
+        let g = gen.as_ref().expect("a generator for synthetic prompts");
+        let turns = w.turns.unwrap_or(1) as usize;
+        let continuation = !out.prefixes.is_empty();
+        out.items = (0..pool)
+            .map(|i| WorkItem {
+                id: format!("synthetic-{i}"),
+                history: Vec::new(),
+                turns: (0..turns)
+                    .map(|t| TurnSpec {
+                        user: g.prompt(
+                            dist.sample(&mut rng) as usize,
+                            &mut rng,
+                            continuation && t == 0,
+                        ),
+                        max_tokens: sample_max(&mut rng),
+                    })
+                    .collect(),
+            })
+            .collect();
+    } else if let Some(path) = &w.dataset {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("cannot read the dataset {}: {e}", path.display())))?;
+        let sharegpt = match w.dataset_format {
+            DatasetFormat::Sharegpt => true,
+            DatasetFormat::Jsonl => false,
+            DatasetFormat::Auto => {
+                text.trim_start().starts_with('[') || {
+                    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                    first.contains("\"conversations\"")
+                }
+            }
+        };
+        let items = if sharegpt {
+            dataset::parse_sharegpt(&text, &counter)
+        } else {
+            dataset::parse_jsonl(&text)
+        }
+        .map_err(|e| usage(format!("dataset {}: {e}", path.display())))?;
+        let opts = DatasetOptions {
+            multi_turn: w.multi_turn,
+            min_prompt_tokens: w.min_prompt_tokens,
+            max_prompt_tokens: w.max_prompt_tokens,
+            seed: Some(seed),
+        };
+        let mut items = dataset::prepare(items, &opts, &counter)
+            .map_err(|e| usage(format!("dataset {}: {e}", path.display())))?;
+        if max_tokens.is_some() {
+            // --max-tokens overrides the recorded reply lengths.
+            for it in &mut items {
+                for t in &mut it.turns {
+                    t.max_tokens = sample_max(&mut rng);
+                }
+            }
+        }
+        out.items = items;
+    } else if !trace
+        && (max_tokens.is_some_and(|d| d.fixed().is_none()) || !out.prefixes.is_empty())
+    {
+        // One prompt, output lengths (or prefixes) that vary per request.
+        let p = prompt.unwrap_or(cadence_bench::workload::DEFAULT_PROMPT);
+        out.items = (0..pool)
+            .map(|i| WorkItem {
+                id: format!("prompt-{i}"),
+                history: Vec::new(),
+                turns: vec![TurnSpec {
+                    user: p.to_owned(),
+                    max_tokens: sample_max(&mut rng),
+                }],
+            })
+            .collect();
+    }
+    Ok(out)
+}

@@ -1,0 +1,332 @@
+//! `cadence report` and `cadence compare` end to end against the built-in simulator:
+//! a report rebuilt from records or JSON is the bench's own, every output format is
+//! written, the SLO gate works on saved runs, and compare flags a planted ITL
+//! regression but not a rerun of the same configuration.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::Path;
+use std::time::Duration;
+
+fn cadence() -> Command {
+    let mut c = Command::cargo_bin("cadence").unwrap();
+    c.env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(180));
+    c
+}
+
+fn validate(v: &serde_json::Value) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "schema: {errors:#?}");
+}
+
+fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// A small two-level sweep with records and a JSON report in `dir`.
+fn sweep(dir: &Path, extra: &[&str]) -> (serde_json::Value, std::process::Output) {
+    let json = dir.join("bench.json");
+    let out = cadence()
+        .args([
+            "bench",
+            "-c",
+            "1,2",
+            "-n",
+            "6",
+            "--max-tokens",
+            "8",
+            "--quiet",
+        ])
+        .args(extra)
+        .arg("--records")
+        .arg(dir.join("records.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(json.exists(), "{out:?}");
+    (read_json(&json), out)
+}
+
+#[test]
+fn report_from_records_or_json_is_the_bench_report_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, out) = sweep(dir.path(), &["--slo", "ttft.p99<=30s"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    validate(&bench);
+    let level = &bench["levels"][0];
+    assert_eq!(level["conventions"].as_array().unwrap().len(), 5);
+    assert_eq!(level["charts"]["itl_cdf"].as_array().unwrap().len(), 103);
+    assert!(bench["run"]["machine"].is_string());
+
+    // From the records file: the same report, every output written.
+    let rebuilt = dir.path().join("rebuilt.json");
+    let csv_dir = dir.path().join("csv/");
+    let out = cadence()
+        .arg("report")
+        .arg(dir.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&rebuilt)
+        .arg("--html")
+        .arg(dir.path().join("r.html"))
+        .arg("--markdown")
+        .arg(dir.path().join("r.md"))
+        .arg("--csv")
+        .arg(&csv_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(read_json(&rebuilt), bench, "rebuilt from records");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Summary by level") && stdout.contains("llmperf"));
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert_eq!(html.matches(r#"<figure class="chart""#).count(), 8);
+    let md = std::fs::read_to_string(dir.path().join("r.md")).unwrap();
+    assert!(md.contains("| concurrency=2 | 6/6 |"), "{md}");
+    let levels = std::fs::read_to_string(csv_dir.join("levels.csv")).unwrap();
+    assert_eq!(levels.lines().count(), 3, "header + 2 levels");
+    let requests = std::fs::read_to_string(csv_dir.join("requests.csv")).unwrap();
+    assert_eq!(requests.lines().count(), 13, "header + 12 requests");
+    assert!(requests.lines().nth(1).unwrap().contains(",succeeded,"));
+
+    // From the JSON report: the same again.
+    let again = dir.path().join("again.json");
+    cadence()
+        .arg("report")
+        .arg(dir.path().join("bench.json"))
+        .arg("--json")
+        .arg(&again)
+        .arg("--csv")
+        .arg(dir.path().join("only.csv"))
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(
+            "per-request CSV needs the records",
+        ));
+    assert_eq!(read_json(&again), bench, "rebuilt from JSON");
+    assert!(dir.path().join("only.csv").exists());
+}
+
+#[test]
+fn saved_runs_pass_through_the_slo_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    sweep(dir.path(), &[]);
+    let records = dir.path().join("records.jsonl");
+    cadence()
+        .arg("report")
+        .arg(&records)
+        .args(["--slo", "itl.p50<=1us"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("FAIL"));
+    cadence()
+        .arg("report")
+        .arg(&records)
+        .args(["--slo", "itl.p50<=10s", "--convention", "guidellm"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("guidellm *")
+                .and(predicate::str::contains("ITL (guidellm)"))
+                .and(predicate::str::contains("TPOT (guidellm)")),
+        );
+    cadence()
+        .arg("report")
+        .arg(dir.path().join("bench.json"))
+        .args(["--slo", "ttft.p50<=1us"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("goodput needs the records"));
+}
+
+#[test]
+fn a_records_file_without_metadata_still_rebuilds_and_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    sweep(dir.path(), &[]);
+    let text = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
+    let old: String = text
+        .lines()
+        .filter(|l| !l.starts_with("{\"cadence_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let old_path = dir.path().join("old.jsonl");
+    std::fs::write(&old_path, old).unwrap();
+    let json = dir.path().join("old.json");
+    cadence()
+        .arg("report")
+        .arg(&old_path)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("no run line"));
+    let v = read_json(&json);
+    validate(&v);
+    assert_eq!(v["levels"].as_array().unwrap().len(), 2);
+    assert_eq!(v["levels"][1]["name"], "level 1");
+    assert_eq!(v["levels"][1]["requests"]["succeeded"], 6);
+}
+
+#[test]
+fn bad_report_input_is_a_usage_error_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.jsonl");
+    std::fs::write(&p, "{\"index\":0,\"outcome\":\"succeeded\"}\nnot json\n").unwrap();
+    cadence()
+        .arg("report")
+        .arg(&p)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("line 2"));
+    cadence()
+        .args(["report", "/nonexistent/x.jsonl"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read"));
+    cadence()
+        .args(["compare", "a", "b", "--fail-on", "itl.p99:10%"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("sign"));
+}
+
+/// A closed-loop run of the simulator with a fixed ITL, recorded to `path`.
+fn recorded_run(path: &Path, itl_ms: u32) {
+    cadence()
+        .args([
+            "bench",
+            "-c",
+            "4",
+            "-n",
+            "24",
+            "--max-tokens",
+            "24",
+            "--quiet",
+        ])
+        .args(["-H", &format!("x-cadence-itl-ms: {itl_ms}")])
+        .arg("--records")
+        .arg(path)
+        .assert()
+        .code(0);
+}
+
+fn compare_json(a: &Path, b: &Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let out_json = a.with_extension("compare.json");
+    let out = cadence()
+        .arg("compare")
+        .arg(a)
+        .arg(b)
+        .args(extra)
+        .arg("--json")
+        .arg(&out_json)
+        .output()
+        .unwrap();
+    (out.status.code(), read_json(&out_json))
+}
+
+fn verdict<'a>(c: &'a serde_json::Value, metric: &str) -> &'a str {
+    c["levels"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == metric)
+        .unwrap()["verdict"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn compare_flags_a_planted_itl_regression_and_not_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, a2, b) = (
+        dir.path().join("a.jsonl"),
+        dir.path().join("a2.jsonl"),
+        dir.path().join("b.jsonl"),
+    );
+    recorded_run(&a, 10);
+    recorded_run(&a2, 10);
+    recorded_run(&b, 12);
+
+    let rule = ["--fail-on", "itl.p50:+10%", "--fail-on", "tpot.mean:+10%"];
+    let (code, c) = compare_json(&a, &b, &rule);
+    assert_eq!(code, Some(5), "a 20 % slower ITL fails the rule: {c:#}");
+    assert_eq!(c["samples"], true);
+    for m in ["itl.p50", "itl.mean", "tpot.p50", "tpot.mean"] {
+        assert_eq!(verdict(&c, m), "worse", "{m}: {c:#}");
+    }
+    assert_eq!(verdict(&c, "output_speed.p50"), "worse");
+    assert_eq!(c["failed_rules"].as_array().unwrap().len(), 2);
+
+    let (code, c) = compare_json(&a, &a2, &rule);
+    assert_eq!(code, Some(0), "the same configuration passes: {c:#}");
+    for m in ["itl.p50", "itl.mean", "tpot.p50", "tpot.mean"] {
+        assert_eq!(verdict(&c, m), "unchanged", "{m}: {c:#}");
+    }
+
+    // JSON reports alone: the change is shown, noise cannot be judged.
+    let (ja, jb) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (rec, json) in [(&a, &ja), (&b, &jb)] {
+        cadence()
+            .arg("report")
+            .arg(rec)
+            .arg("--json")
+            .arg(json)
+            .assert()
+            .code(0);
+    }
+    cadence()
+        .arg("compare")
+        .arg(&ja)
+        .arg(&jb)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "significance needs per-request samples",
+        ));
+}
+
+#[test]
+fn records_files_from_several_clients_merge_by_level() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    sweep(d1.path(), &[]);
+    sweep(d2.path(), &[]);
+    let json = d1.path().join("merged.json");
+    let md = d1.path().join("merged.md");
+    cadence()
+        .arg("report")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("merged 2 records files"));
+    let v = read_json(&json);
+    validate(&v);
+    for level in v["levels"].as_array().unwrap() {
+        let req = &level["requests"];
+        assert_eq!(req["intended"], 12, "intended adds up across files: {req}");
+        assert_eq!(req["succeeded"], 12);
+    }
+    // Compare's Markdown for a PR comment, from the same files.
+    cadence()
+        .arg("compare")
+        .arg(d1.path().join("records.jsonl"))
+        .arg(d2.path().join("records.jsonl"))
+        .args(["--markdown", "-"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("| itl.p99 |")
+                .and(predicate::str::contains("**concurrency=2**")),
+        );
+}
