@@ -5,7 +5,7 @@
 use crate::alert::{Alerts, Transition};
 use crate::forward;
 use crate::framing_guard::{GuardedIo, Verdicts};
-use crate::live::{LiveWindow, WindowStats};
+use crate::live::{summarize, LiveWindow, WindowStats};
 use crate::metrics::{Metrics, StreamLabels};
 use crate::records::RecordWriter;
 use crate::{ProxyConfig, ProxyError};
@@ -189,7 +189,7 @@ impl Proxy {
     /// Stops accepting, lets in-flight streams finish for up to the drain timeout (then
     /// cuts them; they are recorded as aborted), and flushes the records file.
     /// Returns the number of records written.
-    pub async fn shutdown(mut self) -> Result<u64, RecordsErrorOrZero> {
+    pub async fn shutdown(mut self) -> Result<u64, crate::RecordsError> {
         let _ = self.stop.send(true);
         let drain = self.shared.config.limits.drain_timeout;
         // Connection tasks end when their streams end, or at the drain timeout.
@@ -217,9 +217,6 @@ impl Proxy {
         }
     }
 }
-
-/// What `shutdown` can fail with.
-pub type RecordsErrorOrZero = crate::RecordsError;
 
 async fn accept_loop(
     listener: TcpListener,
@@ -294,16 +291,20 @@ pub struct Stats {
 
 fn stats(shared: &Shared) -> Stats {
     let now = shared.clock.now_ns();
-    let windows = match shared.live.lock() {
+    let copies: Vec<(u64, (Vec<RequestRecord>, bool))> = match shared.live.lock() {
         Ok(mut live) => {
             live.evict(now);
             [60u64, 300]
                 .iter()
-                .map(|s| live.summary(now, s * 1_000_000_000))
+                .map(|s| (s * 1_000_000_000, live.window(now, s * 1_000_000_000)))
                 .collect()
         }
         Err(_) => Vec::new(),
     };
+    let windows = copies
+        .iter()
+        .map(|(w, (recs, partial))| summarize(recs, now, *w, *partial))
+        .collect();
     Stats {
         uptime_s: now as f64 / 1e9,
         percentile_rule: cadence_core::PERCENTILE_RULE,
@@ -341,21 +342,43 @@ async fn alert_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             _ = tick.tick() => {}
         }
         let now = shared.clock.now_ns();
-        let transitions = {
-            let (Ok(mut live), Ok(mut alerts)) = (shared.live.lock(), shared.alerts.lock()) else {
+        // Copy each window the rules need under the lock, summarize outside it.
+        let windows: Vec<u64> = {
+            let Ok(alerts) = shared.alerts.lock() else {
+                return;
+            };
+            let mut w: Vec<u64> = alerts.rules().map(|r| r.window.as_nanos() as u64).collect();
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        let copies: Vec<(u64, Vec<RequestRecord>, bool)> = {
+            let Ok(mut live) = shared.live.lock() else {
                 return;
             };
             live.evict(now);
-            let mut cache: Vec<(u64, WindowStats)> = Vec::new();
+            windows
+                .iter()
+                .map(|&w| {
+                    let (recs, partial) = live.window(now, w);
+                    (w, recs, partial)
+                })
+                .collect()
+        };
+        let summaries: Vec<(u64, WindowStats)> = copies
+            .iter()
+            .map(|(w, recs, partial)| (*w, summarize(recs, now, *w, *partial)))
+            .collect();
+        let transitions = {
+            let Ok(mut alerts) = shared.alerts.lock() else {
+                return;
+            };
             alerts.evaluate(now, |rule| {
                 let w = rule.window.as_nanos() as u64;
-                if let Some((_, s)) = cache.iter().find(|(k, _)| *k == w) {
-                    return rule.observe(&s.summary);
-                }
-                let s = live.summary(now, w);
-                let v = rule.observe(&s.summary);
-                cache.push((w, s));
-                v
+                summaries
+                    .iter()
+                    .find(|(k, _)| *k == w)
+                    .and_then(|(_, s)| rule.observe(&s.summary))
             })
         };
         for t in transitions {
