@@ -103,9 +103,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         }
     }
 
-    let builtin = match &args.url {
-        Some(_) => None,
-        None => Some(BuiltinSim::start(crate::builtin_sim::config(args.seed))?),
+    let builtin_config = match &args.url {
+        Some(_) => {
+            if args.engine.resolve(args.seed)?.is_some() {
+                return Err(usage(
+                    "--preset/--engine choose the built-in simulator's engine: give them without a URL",
+                ));
+            }
+            None
+        }
+        None => Some(crate::builtin_sim::config(args.seed, &args.engine)?),
+    };
+    let builtin = match &builtin_config {
+        Some(c) => Some(BuiltinSim::start(c.clone())?),
+        None => None,
     };
     let url = match (&args.url, &builtin) {
         (Some(u), _) => u.clone(),
@@ -116,8 +127,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
     if builtin.is_some() && !args.quiet {
         eprintln!(
-            "No URL given: benchmarking the built-in simulator at {url} (cadence sim --preset {}).",
-            crate::builtin_sim::PRESET
+            "No URL given: benchmarking the built-in simulator at {url} (engine {}).",
+            builtin_config.as_ref().map_or("", |c| c.model.as_str())
         );
     }
 
@@ -149,7 +160,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     });
     let model = match (&args.model, &builtin) {
         (Some(m), _) => m.clone(),
-        (None, Some(_)) => crate::builtin_sim::config(args.seed).model,
+        (None, Some(_)) => builtin_config
+            .as_ref()
+            .map_or_else(String::new, |c| c.model.clone()),
         (None, None) => first_model(
             &http,
             &target,

@@ -2,22 +2,30 @@
 //! own thread and runtime so its token pacing does not share the client's event loop.
 //! It times tokens with a small engine model, so a sweep shows ITL rising with load.
 
+use crate::plan_cmd::EngineOpts;
 use cadence_sim::SimConfig;
 use std::net::SocketAddr;
 
 /// The engine preset the built-in simulator runs.
 pub const PRESET: &str = "tiny@cpu";
 
-/// The built-in simulator's configuration: the [`PRESET`] engine, named after it.
-pub fn config(seed: u64) -> SimConfig {
-    let mut engine = cadence_engine::preset(PRESET).expect("the built-in preset exists");
-    engine.serving.seed = seed;
-    SimConfig {
+/// The built-in simulator's configuration: the engine the flags name, else the
+/// [`PRESET`] engine; the sim's model is named after it.
+pub fn config(seed: u64, opts: &EngineOpts) -> anyhow::Result<SimConfig> {
+    let engine = match opts.resolve(seed)? {
+        Some(e) => e,
+        None => {
+            let mut e = cadence_engine::preset(PRESET).expect("the built-in preset exists");
+            e.serving.seed = seed;
+            e
+        }
+    };
+    Ok(SimConfig {
         seed,
-        model: PRESET.to_owned(),
+        model: engine.name.clone(),
         engine: Some(engine),
         ..SimConfig::default()
-    }
+    })
 }
 
 /// A running in-process simulator; dropped = shut down.

@@ -360,6 +360,11 @@ pub struct BenchArgs {
     /// Seed for the built-in simulator (and later workloads).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+
+    /// The built-in simulator's engine (no URL only): `--preset`, `--engine` and the
+    /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
+    #[command(flatten)]
+    pub engine: crate::plan_cmd::EngineOpts,
 }
 
 #[derive(Debug, Args)]

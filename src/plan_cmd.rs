@@ -21,6 +21,9 @@ use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
 use crate::exit::{usage, Exit};
+use cadence_bench::prompts::LengthDist;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 
 /// Which engine to model, and changes to it (shared by `plan` and `sim`).
 #[derive(Debug, Clone, Default, Args)]
@@ -200,13 +203,20 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
 
-    /// Prompt tokens of every request.
-    #[arg(long, default_value_t = 512)]
-    pub input_tokens: u32,
+    /// Prompt tokens per request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI (as
+    /// `cadence bench --input-tokens`; drawn by --seed, the same draws every level).
+    #[arg(long, value_name = "DIST", default_value = "512", value_parser = crate::workload_cmd::parse_length)]
+    pub input_tokens: LengthDist,
 
-    /// Output tokens of every request.
-    #[arg(long, default_value_t = 128)]
-    pub max_tokens: u32,
+    /// Output tokens per request, same forms.
+    #[arg(long, value_name = "DIST", default_value = "128", value_parser = crate::workload_cmd::parse_length)]
+    pub max_tokens: LengthDist,
+
+    /// Closed loop: mean time from a response's end to the client's next request
+    /// reaching the engine (uniform in ½–1½ × this, seeded). Real clients never
+    /// come back in the same nanosecond.
+    #[arg(long, default_value = "500us", value_parser = parse_duration)]
+    pub client_turnaround: Duration,
 
     /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
@@ -260,7 +270,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
-    if args.max_tokens == 0 {
+    if args.max_tokens.fixed() == Some(0) {
         return Err(usage("--max-tokens must be at least 1"));
     }
     let levels: Vec<(Arrivals, String, Option<u32>, Option<f64>)> = match &args.rate {
@@ -293,11 +303,27 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             })
             .collect(),
     };
+    let total = args.requests + args.warmup;
+    let lengths = match (args.input_tokens.fixed(), args.max_tokens.fixed()) {
+        (Some(_), Some(_)) => Vec::new(),
+        _ => {
+            let mut rng = SmallRng::seed_from_u64(args.seed);
+            (0..total)
+                .map(|_| {
+                    let p = args.input_tokens.sample(&mut rng).max(1);
+                    let m = args.max_tokens.sample(&mut rng).max(1);
+                    (p, m)
+                })
+                .collect()
+        }
+    };
     let workload = Workload {
         requests: args.requests,
         warmup: args.warmup,
-        input_tokens: args.input_tokens,
-        max_tokens: args.max_tokens,
+        input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
+        max_tokens: args.max_tokens.fixed().unwrap_or(0).max(1),
+        lengths,
+        turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     let started = std::time::Instant::now();
     let mut start_ns = 0u64;

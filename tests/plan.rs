@@ -258,3 +258,71 @@ fn sim_with_a_preset_streams_multi_token_chunks() {
     );
     assert!(response.contains("data: [DONE]"));
 }
+
+#[test]
+fn bench_without_a_url_runs_the_engine_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    cadence()
+        .args([
+            "bench",
+            "--preset",
+            "llama-3.1-8b@h100-fp8",
+            "--speculate",
+            "4:0.8",
+            "-n",
+            "4",
+            "-c",
+            "2",
+            "--max-tokens",
+            "40",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .assert()
+        .code(0);
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["run"]["model"], "llama-3.1-8b@h100-fp8");
+    assert_eq!(v["levels"][0]["output_tokens"]["total"], 4 * 40);
+    // Speculation: fewer chunks (gaps) than tokens.
+    let gaps = v["levels"][0]["itl"]["count"].as_u64().unwrap();
+    assert!(gaps < 4 * 39 * 2 / 3, "{gaps} gaps for 4 × 40 tokens");
+    cadence()
+        .args(["bench", "http://127.0.0.1:9/v1", "--preset", "tiny@cpu"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("without a URL"));
+}
+
+#[test]
+fn plan_draws_lengths_from_the_workload_distributions() {
+    let args = [
+        "--preset",
+        "llama-3.1-8b@h100-fp8",
+        "-c",
+        "8",
+        "-n",
+        "100",
+        "--input-tokens",
+        "uniform:100..4000",
+        "--max-tokens",
+        "normal:100,30",
+    ];
+    let a = plan_json(&args);
+    let level = &a["levels"][0];
+    assert_eq!(level["requests"]["succeeded"], 100);
+    let total = level["output_tokens"]["total"].as_u64().unwrap();
+    assert!(
+        total != 100 * 100 && (7_000..13_000).contains(&total),
+        "{total}"
+    );
+    // Prompts from 100 to 4000 tokens: prefill time, hence TTFT, varies a lot.
+    let ttft = &level["ttft"];
+    assert!(ttft["max_ms"].as_f64().unwrap() > 3.0 * ttft["min_ms"].as_f64().unwrap());
+    // Same seed, same draws.
+    let b = plan_json(&args);
+    assert_eq!(b["levels"][0]["output_tokens"], level["output_tokens"]);
+}

@@ -12,7 +12,7 @@ use crate::rng::SplitMix;
 use crate::spec::EngineSpec;
 
 /// What each request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
     /// Measured requests.
     pub requests: u64,
@@ -20,6 +20,25 @@ pub struct Workload {
     pub warmup: u64,
     pub input_tokens: u32,
     pub max_tokens: u32,
+    /// Closed loop: mean time from a response's end to the client's next request
+    /// reaching the engine (client and network), drawn uniformly in [½, 1½] × this,
+    /// seeded. Real clients never come back in the same nanosecond; with 0 they do,
+    /// and identical requests stay in lock-step.
+    pub turnaround_ns: u64,
+    /// Per request (prompt tokens, max tokens), used in turn; empty: every request
+    /// asks for `input_tokens` and `max_tokens`.
+    pub lengths: Vec<(u32, u32)>,
+}
+
+impl Workload {
+    /// Prompt and output tokens of request `i` of a level.
+    pub fn lengths_of(&self, i: u64) -> (u32, u32) {
+        if self.lengths.is_empty() {
+            (self.input_tokens, self.max_tokens)
+        } else {
+            self.lengths[(i % self.lengths.len() as u64) as usize]
+        }
+    }
 }
 
 /// How requests arrive.
@@ -65,6 +84,10 @@ pub fn plan_level(
     let mut out = Vec::new();
     let mut sent = 0u64;
     let mut idle_workers: Vec<u32> = Vec::new();
+    let closed = matches!(arrivals, Arrivals::Closed { .. });
+    // Closed loop: (when, worker) of the next requests on their way.
+    let mut pending: Vec<(u64, u32)> = Vec::new();
+    let mut turnaround_rng = SplitMix::new(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32));
     let mut rng = match arrivals {
         Arrivals::Poisson { seed, .. } => SplitMix::new(seed ^ level as u64),
         _ => SplitMix::new(0),
@@ -88,7 +111,8 @@ pub fn plan_level(
         r.warmup = i < workload.warmup;
         r.sent_ns = Some(start_ns + t);
         r.headers_ns = Some(start_ns + t);
-        r.input_tokens = Some(workload.input_tokens as u64);
+        let (prompt_tokens, max_tokens) = workload.lengths_of(i);
+        r.input_tokens = Some(prompt_tokens as u64);
         if !matches!(arrivals, Arrivals::Closed { .. }) {
             r.scheduled_ns = Some(start_ns + t);
         }
@@ -98,8 +122,8 @@ pub fn plan_level(
             t,
             Request {
                 id: i,
-                prompt_tokens: workload.input_tokens,
-                max_tokens: workload.max_tokens,
+                prompt_tokens,
+                max_tokens,
             },
             out,
         );
@@ -107,16 +131,10 @@ pub fn plan_level(
 
     match arrivals {
         Arrivals::Closed { concurrency } => {
+            // Each client's first request also reaches the engine after a turnaround.
             for w in 0..(concurrency as u64).min(total) {
-                send(
-                    0,
-                    w as u32,
-                    &mut engine,
-                    &mut out,
-                    &mut records,
-                    &mut by_id,
-                    &mut sent,
-                );
+                let back = turnaround(workload.turnaround_ns, &mut turnaround_rng);
+                pending.push((back, w as u32));
             }
         }
         Arrivals::Constant { .. } | Arrivals::Poisson { .. } => {
@@ -165,41 +183,38 @@ pub fn plan_level(
                 Event::Preempted { .. } => preemptions += 1,
             }
         }
-        if matches!(arrivals, Arrivals::Closed { .. }) {
+        if closed {
             idle_workers.sort_unstable();
             for w in std::mem::take(&mut idle_workers) {
-                if sent < total {
-                    send(
-                        now,
-                        w,
-                        &mut engine,
-                        &mut out,
-                        &mut records,
-                        &mut by_id,
-                        &mut sent,
-                    );
+                if sent + (pending.len() as u64) < total {
+                    let back = turnaround(workload.turnaround_ns, &mut turnaround_rng);
+                    pending.push((now + back, w));
                 }
-            }
-            if !out.is_empty() {
-                continue;
             }
         } else {
             idle_workers.clear();
         }
-        let engine_next = engine.next_time();
-        match (next_arrival, engine_next) {
-            (Some(a), e) if e.is_none_or(|e| a <= e) => {
+        let client_next = if closed {
+            pending.iter().copied().min()
+        } else {
+            next_arrival.map(|a| (a, 0))
+        };
+        match (client_next, engine.next_time()) {
+            (Some((a, w)), e) if e.is_none_or(|e| a <= e) => {
                 now = a;
+                pending.retain(|p| *p != (a, w));
                 send(
                     a,
-                    0,
+                    w,
                     &mut engine,
                     &mut out,
                     &mut records,
                     &mut by_id,
                     &mut sent,
                 );
-                next_arrival = (sent < total).then(|| a + gap_ns(arrivals, &mut rng));
+                if !closed {
+                    next_arrival = (sent < total).then(|| a + gap_ns(arrivals, &mut rng));
+                }
             }
             (_, Some(e)) => {
                 now = e;
@@ -216,6 +231,11 @@ pub fn plan_level(
         queue_ns,
         end_ns,
     }
+}
+
+/// A client's turnaround: uniform in [½, 1½] × the mean.
+fn turnaround(mean_ns: u64, rng: &mut SplitMix) -> u64 {
+    (mean_ns as f64 * (0.5 + rng.unit())).round() as u64
 }
 
 fn gap_ns(arrivals: Arrivals, rng: &mut SplitMix) -> u64 {

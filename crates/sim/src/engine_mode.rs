@@ -316,7 +316,7 @@ impl EngineMetrics {
             registry: Registry::default(),
         };
         registry.register(
-            "cadence_sim:requests_received",
+            "cadence_sim_requests_received",
             "Requests the simulator received (every mode, faults included)",
             m.requests.clone(),
         );
@@ -358,7 +358,7 @@ impl EngineMetrics {
                 m.success.clone(),
             );
             r.register(
-                "cadence_sim:requests_aborted",
+                "cadence_sim_requests_aborted",
                 "Requests aborted because the client went away",
                 m.aborted.clone(),
             );
@@ -393,17 +393,17 @@ impl EngineMetrics {
                 m.e2e.clone(),
             );
             r.register(
-                "vllm:iteration_tokens",
+                "vllm:iteration_tokens_total",
                 "Tokens processed per engine step (decode + prefill)",
                 m.iteration_tokens.clone(),
             );
             r.register(
-                "cadence_sim:step_batch_size",
+                "cadence_sim_step_batch_size",
                 "Sequences decoding in each engine step",
                 m.batch_size.clone(),
             );
             r.register(
-                "cadence_sim:step_duration_seconds",
+                "cadence_sim_step_duration_seconds",
                 "Duration of each engine step",
                 m.step_time.clone(),
             );

@@ -215,8 +215,8 @@ async fn metrics_tell_the_servers_side() {
     assert_eq!(value("vllm:request_queue_time_seconds_count"), 4.0);
     assert_eq!(value("vllm:request_prefill_time_seconds_count"), 4.0);
     // All four arrive together: one prefill step, then four decode steps of batch 4.
-    assert_eq!(value("cadence_sim:step_batch_size_count"), 5.0);
-    assert_eq!(value("cadence_sim:step_batch_size_sum"), 16.0);
+    assert_eq!(value("cadence_sim_step_batch_size_count"), 5.0);
+    assert_eq!(value("cadence_sim_step_batch_size_sum"), 16.0);
     assert!(text.contains(r#"model_name="cadence-sim""#));
     assert!(text.ends_with("# EOF\n"));
 }
@@ -226,31 +226,19 @@ async fn flat_sims_serve_metrics_too() {
     let state = SimState::new(SimConfig::default());
     let r = get(&state, "/metrics").await;
     assert_eq!(r.status, 200);
-    assert!(r.text().contains("cadence_sim:requests_received_total"));
+    assert!(r.text().contains("cadence_sim_requests_received_total"));
     assert!(!r.text().contains("vllm:"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_client_that_goes_away_is_aborted_and_frees_its_slot() {
-    use axum::body::Body;
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let state = SimState::new(engine_config(quiet("tiny@cpu")));
-    let req = axum::http::Request::post("/v1/chat/completions")
-        .header("content-type", "application/json")
-        .body(Body::from(chat(1000).to_string()))
-        .unwrap();
-    let resp = cadence_sim::app(state.clone()).oneshot(req).await.unwrap();
-    let mut body = resp.into_body();
-    for _ in 0..3 {
-        body.frame().await.unwrap().unwrap();
-    }
-    drop(body);
+    common::hang_up_after(&state, chat(1000), 3).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = get(&state, "/metrics").await.text();
     let has = |line: &str| text.lines().any(|l| l.starts_with(line));
     assert!(
-        has("cadence_sim:requests_aborted_total{model_name=\"cadence-sim\"} 1"),
+        has("cadence_sim_requests_aborted_total{model_name=\"cadence-sim\"} 1"),
         "{text}"
     );
     assert!(

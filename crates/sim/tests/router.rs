@@ -440,21 +440,9 @@ async fn chat_only_faults_are_refused_on_completions() {
 
 #[tokio::test(start_paused = true)]
 async fn an_abandoned_stream_is_logged_unfinished() {
-    use axum::body::Body;
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-
     let state = SimState::new(fixed_config());
-    let req = axum::http::Request::post("/v1/chat/completions")
-        .body(Body::from(chat(10).to_string()))
-        .unwrap();
-    let resp = cadence_sim::app(state.clone()).oneshot(req).await.unwrap();
-    let mut body = resp.into_body();
     // Role chunk and the first two content chunks, then hang up.
-    for _ in 0..3 {
-        body.frame().await.unwrap().unwrap();
-    }
-    drop(body);
+    hang_up_after(&state, chat(10), 3).await;
     let log = state.send_log().snapshot();
     assert_eq!(log.len(), 1);
     assert!(!log[0].finished);

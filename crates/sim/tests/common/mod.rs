@@ -87,6 +87,20 @@ pub async fn get(state: &SimState, path: &str) -> Reply {
     }
 }
 
+/// Sends a chat stream request, reads `frames` body frames, then hangs up (drops
+/// the body) as a client that goes away does.
+pub async fn hang_up_after(state: &SimState, body: Value, frames: usize) {
+    let req = Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = app(state.clone()).oneshot(req).await.unwrap();
+    let mut body = resp.into_body();
+    for _ in 0..frames {
+        body.frame().await.unwrap().unwrap();
+    }
+}
+
 /// A chat stream request body.
 pub fn chat(max_tokens: u32) -> Value {
     serde_json::json!({
