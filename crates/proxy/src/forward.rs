@@ -1,7 +1,7 @@
 //! One proxied request: read the (small) request body to learn the model, send it
-//! upstream unchanged, and hand the response to the client frame by frame through a
-//! bounded channel, while a copy of each frame's bytes goes to the wire tracker with
-//! the time it was read. Whatever way the request ends, its record is finished once.
+//! upstream unchanged, and hand the response to the client frame by frame as it
+//! arrives, while a copy of each frame's bytes goes to the wire tracker with the time
+//! it was read. Whatever way the request ends, its record is finished once.
 
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::server::Shared;
@@ -12,42 +12,17 @@ use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::sync::mpsc;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The body the client receives: a fixed one, or frames from the stream task.
+/// The body the client receives: a fixed one, or the upstream's, tapped.
 pub enum ProxyBody {
     Full(Option<Bytes>),
-    Stream(StreamBody),
-}
-
-/// Frames from the stream task. An error is held back for one poll: hyper aborts the
-/// connection on a body error without flushing what it buffered, so the `Pending`
-/// lets it write out the bytes before the error (the client gets every byte the
-/// upstream sent before it failed).
-pub struct StreamBody {
-    rx: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
-    held: Option<BoxError>,
-}
-
-impl StreamBody {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(e) = self.held.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                self.held = Some(e);
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-            other => other,
-        }
-    }
+    Tap(Box<TapBody>),
 }
 
 impl Body for ProxyBody {
@@ -60,7 +35,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ProxyBody::Stream(s) => s.poll(cx),
+            ProxyBody::Tap(t) => t.poll(cx),
         }
     }
 
@@ -72,7 +47,124 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             ProxyBody::Full(None) => SizeHint::with_exact(0),
-            ProxyBody::Stream(_) => SizeHint::default(),
+            ProxyBody::Tap(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// The upstream's response body, polled by the client connection itself: each frame
+/// is timestamped and handed on in the same poll (no task hop, no queue), and only
+/// a copy of its bytes goes to the tracker. hyper polls the body only when it can
+/// write to the client, so a slow client stops the reads from the upstream (the
+/// buffer per stream is hyper's write buffer plus the kernel's socket buffers).
+/// Dropping it (client gone) drops the upstream body, which cancels the upstream
+/// request.
+pub struct TapBody {
+    upstream: Incoming,
+    /// `None` once the request was accounted for.
+    job: Option<Job>,
+    parsing: bool,
+    /// Fires at most once per idle period; re-armed lazily to `last_frame + idle`.
+    idle: Pin<Box<tokio::time::Sleep>>,
+    idle_for: std::time::Duration,
+    last_frame: tokio::time::Instant,
+    /// An error held back for one poll: hyper aborts the connection on a body error
+    /// without flushing what it buffered, so the `Pending` first lets it write out
+    /// every byte the upstream sent before it failed.
+    held: Option<BoxError>,
+}
+
+impl TapBody {
+    fn new(upstream: Incoming, job: Job) -> Self {
+        let idle_for = job.shared.config.limits.idle_timeout;
+        let now = tokio::time::Instant::now();
+        TapBody {
+            upstream,
+            job: Some(job),
+            parsing: true,
+            idle: Box::pin(tokio::time::sleep_until(now + idle_for)),
+            idle_for,
+            last_frame: now,
+            held: None,
+        }
+    }
+
+    /// Ends the request with an error the client must see as one (not a clean end).
+    fn fail(
+        &mut self,
+        cx: &mut Context<'_>,
+        outcome: Outcome,
+        msg: String,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut job = self.job.take().expect("called while the job is live");
+        job.end(outcome, Some(msg));
+        let text = job.rec.error.clone().unwrap_or_default();
+        drop(job);
+        self.held = Some(text.into());
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(e) = self.held.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let Some(job) = self.job.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(&mut self.upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let t = job.now();
+                self.last_frame = tokio::time::Instant::now();
+                if let (Some(data), Some(tr)) = (frame.data_ref(), job.tracker.as_mut()) {
+                    if self.parsing {
+                        self.parsing = tr.feed(t, data, &mut job.rec) == Flow::Continue;
+                    } else {
+                        job.rec.counters.reads = job.rec.counters.reads.saturating_add(1);
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let msg = format!("the upstream connection failed mid-response: {e}");
+                self.fail(cx, Outcome::Truncated, msg)
+            }
+            Poll::Ready(None) => {
+                if let Some(mut job) = self.job.take() {
+                    job.end_clean();
+                }
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                // The idle timer is re-armed only when it fires, not on every frame.
+                while self.idle.as_mut().poll(cx).is_ready() {
+                    let deadline = self.last_frame + self.idle_for;
+                    if tokio::time::Instant::now() >= deadline {
+                        let has_output = job.tracker.as_ref().map(StreamTracker::has_output);
+                        let (outcome, what) = match has_output {
+                            Some(false) => (Outcome::TtftTimeout, "no output from the upstream"),
+                            _ => (Outcome::IdleTimeout, "no bytes from the upstream"),
+                        };
+                        let msg = format!("{what} for {:?}; the stream was ended", self.idle_for);
+                        return self.fail(cx, outcome, msg);
+                    }
+                    self.idle.as_mut().reset(deadline);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for TapBody {
+    fn drop(&mut self) {
+        if let Some(mut job) = self.job.take() {
+            if self.upstream.is_end_stream() {
+                // Nothing was left to send (e.g. the answer to HEAD, never polled).
+                job.end_clean();
+            } else {
+                job.client_gone();
+            }
         }
     }
 }
@@ -315,9 +407,7 @@ pub(crate) async fn handle(
         job.rec.error = Some(format!("HTTP {}", status.as_u16()));
     }
     strip_hop_by_hop(&mut parts.headers);
-    let (tx, rx) = mpsc::channel(shared.config.limits.stream_buffer_frames.max(1));
-    tokio::spawn(pump(job, body, tx));
-    Response::from_parts(parts, ProxyBody::Stream(StreamBody { rx, held: None }))
+    Response::from_parts(parts, ProxyBody::Tap(Box::new(TapBody::new(body, job))))
 }
 
 /// One request's measurement state; finishing it (or dropping it unfinished, when the
@@ -333,7 +423,7 @@ struct Job {
     _active: ActiveGuard,
     shared: Arc<Shared>,
     /// Dropped last, after the record was handed over (shutdown waits for it).
-    _in_flight: Option<mpsc::Sender<()>>,
+    _in_flight: Option<tokio::sync::mpsc::Sender<()>>,
 }
 
 impl Job {
@@ -402,65 +492,6 @@ impl Drop for Job {
             "cadence proxy: request finished"
         );
         self.shared.finish(rec, &self.labels);
-    }
-}
-
-/// Reads the upstream body and forwards each frame unchanged the moment it arrives;
-/// a full channel (slow client) pauses reading (back-pressure); a closed channel
-/// (client gone) drops the upstream body, which cancels the upstream request.
-async fn pump(mut job: Job, mut body: Incoming, tx: mpsc::Sender<Result<Frame<Bytes>, BoxError>>) {
-    let idle = job.shared.config.limits.idle_timeout;
-    let mut parsing = true;
-    loop {
-        let next = tokio::select! {
-            biased;
-            _ = tx.closed() => {
-                job.client_gone();
-                return;
-            }
-            r = tokio::time::timeout(idle, body.frame()) => r,
-        };
-        match next {
-            Err(_) => {
-                let (outcome, what) = if job.tracker.as_ref().is_some_and(|t| t.has_output()) {
-                    (Outcome::IdleTimeout, "no bytes from the upstream")
-                } else if job.tracker.is_some() {
-                    (Outcome::TtftTimeout, "no output from the upstream")
-                } else {
-                    (Outcome::IdleTimeout, "no bytes from the upstream")
-                };
-                let msg = format!("{what} for {idle:?}; the stream was ended");
-                job.end(outcome, Some(msg.clone()));
-                // An error, not an end: the client must not take it for a full answer.
-                let _ = tx.send(Err(msg.into())).await;
-                return;
-            }
-            Ok(None) => {
-                job.end_clean();
-                return;
-            }
-            Ok(Some(Err(e))) => {
-                let msg = format!("the upstream connection failed mid-response: {e}");
-                job.end(Outcome::Truncated, Some(msg.clone()));
-                let _ = tx.send(Err(job.redactor.redact(&msg).into())).await;
-                return;
-            }
-            Ok(Some(Ok(frame))) => {
-                let t = job.now();
-                let data = frame.data_ref().cloned();
-                if tx.send(Ok(frame)).await.is_err() {
-                    job.client_gone();
-                    return;
-                }
-                if let (Some(data), Some(tr)) = (data, job.tracker.as_mut()) {
-                    if parsing {
-                        parsing = tr.feed(t, &data, &mut job.rec) == Flow::Continue;
-                    } else {
-                        job.rec.counters.reads = job.rec.counters.reads.saturating_add(1);
-                    }
-                }
-            }
-        }
     }
 }
 

@@ -36,9 +36,6 @@ pub struct Limits {
     pub upstream_header_timeout: Duration,
     /// Longest silence from the upstream once its headers arrived.
     pub idle_timeout: Duration,
-    /// Frames buffered per stream between the upstream reader and the client writer;
-    /// when full, reading from the upstream pauses (back-pressure).
-    pub stream_buffer_frames: usize,
     /// On shutdown, how long in-flight streams may finish before they are cut.
     pub drain_timeout: Duration,
 }
@@ -52,7 +49,6 @@ impl Default for Limits {
             max_request_body: 64 << 20,
             upstream_header_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(300),
-            stream_buffer_frames: 16,
             drain_timeout: Duration::from_secs(10),
         }
     }

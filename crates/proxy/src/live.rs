@@ -74,24 +74,42 @@ impl LiveWindow {
         }
     }
 
-    /// Summary of the records that ended in `[now − window, now]`.
-    pub fn summary(&mut self, now_ns: u64, window_ns: u64) -> WindowStats {
+    /// Copies of the records that ended in `[now − window, now]`, and whether the cap
+    /// dropped some that would be in it. Copying under the lock and summarizing
+    /// outside it keeps finishing streams from waiting on a sort.
+    pub fn window(&mut self, now_ns: u64, window_ns: u64) -> (Vec<RequestRecord>, bool) {
         let start = now_ns.saturating_sub(window_ns);
         let all = self.records.make_contiguous();
         let from = all.partition_point(|r| r.end_ns.unwrap_or(0) < start);
         let to = all.partition_point(|r| r.end_ns.unwrap_or(0) <= now_ns);
         let slice = &all[from..to.max(from)];
-        let opts = LevelOptions {
-            window: Some((start, now_ns)),
-            ..LevelOptions::default()
-        };
         // The cap dropped records only if the oldest kept one ended inside the window.
         let partial = self.dropped_for_cap > 0 && from == 0 && !slice.is_empty();
-        WindowStats {
-            window_s: window_ns as f64 / 1e9,
-            partial,
-            summary: summarize_level(slice, &opts),
-        }
+        (slice.to_vec(), partial)
+    }
+
+    /// Summary of the records that ended in `[now − window, now]`.
+    pub fn summary(&mut self, now_ns: u64, window_ns: u64) -> WindowStats {
+        let (records, partial) = self.window(now_ns, window_ns);
+        summarize(&records, now_ns, window_ns, partial)
+    }
+}
+
+/// Core's level summary of a window's records, measured over `[now − window, now]`.
+pub fn summarize(
+    records: &[RequestRecord],
+    now_ns: u64,
+    window_ns: u64,
+    partial: bool,
+) -> WindowStats {
+    let opts = LevelOptions {
+        window: Some((now_ns.saturating_sub(window_ns), now_ns)),
+        ..LevelOptions::default()
+    };
+    WindowStats {
+        window_s: window_ns as f64 / 1e9,
+        partial,
+        summary: summarize_level(records, &opts),
     }
 }
 

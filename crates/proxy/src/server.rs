@@ -5,7 +5,7 @@
 use crate::alert::{Alerts, Transition};
 use crate::forward;
 use crate::framing_guard::{GuardedIo, Verdicts};
-use crate::live::{LiveWindow, WindowStats};
+use crate::live::{summarize, LiveWindow, WindowStats};
 use crate::metrics::{Metrics, StreamLabels};
 use crate::records::RecordWriter;
 use crate::{ProxyConfig, ProxyError};
@@ -72,6 +72,7 @@ pub struct Proxy {
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     in_flight_done: mpsc::Receiver<()>,
+    started_unix_ms: u64,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -172,6 +173,9 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         stop,
         tasks,
         in_flight_done,
+        started_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
     })
 }
 
@@ -189,7 +193,7 @@ impl Proxy {
     /// Stops accepting, lets in-flight streams finish for up to the drain timeout (then
     /// cuts them; they are recorded as aborted), and flushes the records file.
     /// Returns the number of records written.
-    pub async fn shutdown(mut self) -> Result<u64, RecordsErrorOrZero> {
+    pub async fn shutdown(mut self) -> Result<u64, crate::RecordsError> {
         let _ = self.stop.send(true);
         let drain = self.shared.config.limits.drain_timeout;
         // Connection tasks end when their streams end, or at the drain timeout.
@@ -206,8 +210,14 @@ impl Proxy {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.in_flight_done.recv()).await;
         let shared = Arc::try_unwrap(self.shared);
         match shared {
-            Ok(s) => match s.records {
-                Some(w) => w.finish(),
+            Ok(s) => match &s.records {
+                Some(w) => {
+                    // Level and run lines make the file a complete `cadence report` source.
+                    let (level, run) = meta_lines(&s, self.started_unix_ms);
+                    w.send_meta(level);
+                    w.send_meta(run);
+                    s.records.expect("checked").finish()
+                }
                 None => Ok(0),
             },
             Err(_) => {
@@ -217,9 +227,6 @@ impl Proxy {
         }
     }
 }
-
-/// What `shutdown` can fail with.
-pub type RecordsErrorOrZero = crate::RecordsError;
 
 async fn accept_loop(
     listener: TcpListener,
@@ -278,6 +285,53 @@ async fn accept_loop(
     while conns.join_next().await.is_some() {}
 }
 
+/// The records file's level and run lines for the whole time the proxy ran: one
+/// level (`live`) whose intended load is what arrived; the target is the upstream,
+/// the command line redacted.
+fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
+    use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
+    let redact = cadence_bench::secret::redact_patterns;
+    let level = LevelMeta {
+        level: 0,
+        name: "live traffic".into(),
+        concurrency: None,
+        rate: None,
+        intended: None,
+        stopped_early: None,
+        warnings: Vec::new(),
+        invalid: false,
+        interrupted: false,
+    };
+    let models = if s.config.models.is_empty() {
+        "any (no --model allow-list)".to_string()
+    } else {
+        s.config.models.join(", ")
+    };
+    let run = RunMeta {
+        run: cadence_core::RunInfo {
+            target: redact(&s.config.upstream.to_string()),
+            api: "as proxied (chat, completions)".into(),
+            model: models,
+            mode: "proxy".into(),
+            started_at_unix_ms: started_unix_ms,
+            duration_s: s.clock.now_ns() as f64 / 1e9,
+            command: std::env::args().map(|a| redact(&a)).collect(),
+            builtin_sim: false,
+            interrupted: false,
+            machine: None,
+        },
+        checks: RunChecks {
+            stall_threshold_ms: cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS as f64 / 1e6,
+            slos: Vec::new(),
+            max_late: 0.0,
+            time_bucket_ms: 1000.0,
+            convention: None,
+        },
+        search: None,
+    };
+    (level_line(&level), run_line(&run))
+}
+
 /// Resolves once shutdown was asked for (or the proxy handle is gone).
 async fn until_stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
@@ -294,16 +348,20 @@ pub struct Stats {
 
 fn stats(shared: &Shared) -> Stats {
     let now = shared.clock.now_ns();
-    let windows = match shared.live.lock() {
+    let copies: Vec<(u64, (Vec<RequestRecord>, bool))> = match shared.live.lock() {
         Ok(mut live) => {
             live.evict(now);
             [60u64, 300]
                 .iter()
-                .map(|s| live.summary(now, s * 1_000_000_000))
+                .map(|s| (s * 1_000_000_000, live.window(now, s * 1_000_000_000)))
                 .collect()
         }
         Err(_) => Vec::new(),
     };
+    let windows = copies
+        .iter()
+        .map(|(w, (recs, partial))| summarize(recs, now, *w, *partial))
+        .collect();
     Stats {
         uptime_s: now as f64 / 1e9,
         percentile_rule: cadence_core::PERCENTILE_RULE,
@@ -341,21 +399,43 @@ async fn alert_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             _ = tick.tick() => {}
         }
         let now = shared.clock.now_ns();
-        let transitions = {
-            let (Ok(mut live), Ok(mut alerts)) = (shared.live.lock(), shared.alerts.lock()) else {
+        // Copy each window the rules need under the lock, summarize outside it.
+        let windows: Vec<u64> = {
+            let Ok(alerts) = shared.alerts.lock() else {
+                return;
+            };
+            let mut w: Vec<u64> = alerts.rules().map(|r| r.window.as_nanos() as u64).collect();
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        let copies: Vec<(u64, Vec<RequestRecord>, bool)> = {
+            let Ok(mut live) = shared.live.lock() else {
                 return;
             };
             live.evict(now);
-            let mut cache: Vec<(u64, WindowStats)> = Vec::new();
+            windows
+                .iter()
+                .map(|&w| {
+                    let (recs, partial) = live.window(now, w);
+                    (w, recs, partial)
+                })
+                .collect()
+        };
+        let summaries: Vec<(u64, WindowStats)> = copies
+            .iter()
+            .map(|(w, recs, partial)| (*w, summarize(recs, now, *w, *partial)))
+            .collect();
+        let transitions = {
+            let Ok(mut alerts) = shared.alerts.lock() else {
+                return;
+            };
             alerts.evaluate(now, |rule| {
                 let w = rule.window.as_nanos() as u64;
-                if let Some((_, s)) = cache.iter().find(|(k, _)| *k == w) {
-                    return rule.observe(&s.summary);
-                }
-                let s = live.summary(now, w);
-                let v = rule.observe(&s.summary);
-                cache.push((w, s));
-                v
+                summaries
+                    .iter()
+                    .find(|(k, _)| *k == w)
+                    .and_then(|(_, s)| rule.observe(&s.summary))
             })
         };
         for t in transitions {

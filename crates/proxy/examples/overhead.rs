@@ -1,0 +1,296 @@
+//! What the proxy adds to each chunk: the simulator (with its send log, the truth of
+//! when each chunk was written), the proxy and a load client run in one process on
+//! three separate runtimes, so one monotonic clock times both ends. Phases alternate
+//! direct → via proxy; per chunk, latency = client arrival − simulator write. The
+//! added delay is the difference of the two latency distributions' percentiles, and
+//! the throughput ratio is chunks/s via proxy over chunks/s direct.
+//!
+//! ```text
+//! cargo run --release -p cadence-proxy --example overhead -- \
+//!     --streams 1000 --rounds 2 --tokens 64 --itl-ms 10 --repeats 2
+//! ```
+
+use bytes::Bytes;
+use cadence_core::{Outcome, RequestRecord};
+use cadence_sim::{Dist, SendLog, SimConfig, SimState};
+use cadence_wire::{Api, Framing, StreamTracker, TrackerConfig};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+struct Args {
+    streams: u64,
+    rounds: u64,
+    tokens: u32,
+    itl_ms: u64,
+    repeats: u32,
+    sim_threads: usize,
+    proxy_threads: usize,
+    client_threads: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        streams: 1000,
+        rounds: 2,
+        tokens: 64,
+        itl_ms: 10,
+        repeats: 2,
+        sim_threads: 1,
+        proxy_threads: 1,
+        client_threads: 1,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    for pair in v.chunks(2) {
+        let n: u64 = pair
+            .get(1)
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{} needs a number", pair[0]));
+        match pair[0].as_str() {
+            "--streams" => a.streams = n,
+            "--rounds" => a.rounds = n,
+            "--tokens" => a.tokens = n as u32,
+            "--itl-ms" => a.itl_ms = n,
+            "--repeats" => a.repeats = n as u32,
+            "--sim-threads" => a.sim_threads = n as usize,
+            "--proxy-threads" => a.proxy_threads = n as usize,
+            "--client-threads" => a.client_threads = n as usize,
+            o => panic!("unknown flag {o}"),
+        }
+    }
+    a
+}
+
+fn runtime(threads: usize, name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One request's chunk arrival times (ns since `origin`), keyed by its sim request id.
+type Arrivals = Vec<(u64, RequestRecord)>;
+
+async fn phase(base_url: String, first_id: u64, a: Args, origin: Instant) -> (Arrivals, Duration) {
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(a.streams as usize)
+        .build(HttpConnector::new());
+    let body = format!(
+        r#"{{"model":"bench","messages":[{{"role":"user","content":"hello"}}],"max_tokens":{},"stream":true}}"#,
+        a.tokens
+    );
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for slot in 0..a.streams {
+        let (client, url, body) = (
+            client.clone(),
+            format!("{base_url}/v1/chat/completions"),
+            body.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for r in 0..a.rounds {
+                let id = first_id + slot * a.rounds + r;
+                let req = http::Request::post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-cadence-request", id.to_string())
+                    .body(Full::new(Bytes::from(body.clone())))
+                    .unwrap();
+                let mut rec = RequestRecord::new(id, Outcome::TransportError);
+                let mut tracker = StreamTracker::new(TrackerConfig {
+                    api: Api::Chat,
+                    framing: Framing::Sse,
+                    strict: false,
+                });
+                let Ok(resp) = client.request(req).await else {
+                    out.push((id, rec));
+                    continue;
+                };
+                let mut b = resp.into_body();
+                let mut failed = false;
+                while let Some(f) = b.frame().await {
+                    let t = origin.elapsed().as_nanos() as u64;
+                    match f {
+                        Ok(f) => {
+                            if let Some(d) = f.data_ref() {
+                                tracker.feed(t, d, &mut rec);
+                            }
+                        }
+                        Err(_) => {
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                tracker.finish(origin.elapsed().as_nanos() as u64, &mut rec);
+                if failed {
+                    rec.outcome = Outcome::Truncated;
+                }
+                out.push((id, rec));
+            }
+            out
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    (all, start.elapsed())
+}
+
+/// CPU seconds (user + system) used so far by this process's threads named `name`
+/// (Linux `/proc`; 0 elsewhere).
+fn thread_cpu_s(name: &str) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for e in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ... field 14 utime, 15 stime
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if &stat[open + 1..close] != name {
+            continue;
+        }
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ut: f64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        let st: f64 = f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        total += (ut + st) / tick;
+    }
+    total
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    cadence_core::stats::quantile_sorted(sorted, p).unwrap_or(f64::NAN)
+}
+
+fn main() {
+    let a = args();
+    let sim_rt = runtime(a.sim_threads, "sim");
+    let proxy_rt = runtime(a.proxy_threads, "proxy");
+    let client_rt = runtime(a.client_threads, "client");
+    let log = SendLog::with_capacity(10_000_000);
+    let config = SimConfig {
+        seed: 1,
+        ttft: Dist::Fixed(Duration::from_millis(20)),
+        itl: Dist::Fixed(Duration::from_millis(a.itl_ms)),
+        ..SimConfig::default()
+    };
+    let sim = sim_rt
+        .block_on(cadence_sim::spawn_with_state(
+            SimState::with_send_log(config, log.clone()),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+    let sim_url = sim.url();
+    let mut pc = cadence_proxy::ProxyConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        cadence_proxy::parse_upstream(&sim_url).unwrap(),
+    );
+    pc.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = proxy_rt.block_on(cadence_proxy::spawn(pc)).unwrap();
+    let proxy_url = proxy.url();
+    let origin = Instant::now();
+    let epoch = log.epoch();
+
+    println!(
+        "{} streams x {} rounds, {} tokens, sim ITL {} ms; threads: sim {}, proxy {}, client {}",
+        a.streams, a.rounds, a.tokens, a.itl_ms, a.sim_threads, a.proxy_threads, a.client_threads
+    );
+    let mut lat: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut rate: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut failed = [0u64; 2];
+    let mut cpu_per_chunk: Vec<f64> = Vec::new();
+    let mut next_id = 0u64;
+    for rep in 0..a.repeats {
+        for (k, url) in [(0usize, sim_url.clone()), (1, proxy_url.clone())] {
+            let cpu0 = thread_cpu_s("proxy");
+            let (arrivals, wall) = client_rt.block_on(phase(url, next_id, a.clone(), origin));
+            let proxy_cpu = thread_cpu_s("proxy") - cpu0;
+            next_id += a.streams * a.rounds;
+            let sent: HashMap<u64, cadence_sim::SentStream> =
+                log.snapshot().into_iter().map(|s| (s.request, s)).collect();
+            let mut chunks = 0u64;
+            for (id, rec) in &arrivals {
+                if rec.outcome != Outcome::Succeeded {
+                    failed[k] += 1;
+                    continue;
+                }
+                let Some(s) = sent.get(id) else { continue };
+                for (c, &w) in rec.chunks.iter().zip(&s.chunks_ns) {
+                    // Both as instants: the client's origin + t, the log's epoch + w.
+                    let arrive = origin + Duration::from_nanos(c.t_ns());
+                    let wrote = epoch + Duration::from_nanos(w);
+                    let l = arrive.saturating_duration_since(wrote).as_secs_f64() * 1e3
+                        - wrote.saturating_duration_since(arrive).as_secs_f64() * 1e3;
+                    lat[k].push(l);
+                    chunks += 1;
+                }
+            }
+            let r = chunks as f64 / wall.as_secs_f64();
+            rate[k].push(r);
+            if k == 1 {
+                cpu_per_chunk.push(proxy_cpu / chunks.max(1) as f64 * 1e6);
+            }
+            println!(
+                "  repeat {rep} {:>6}: {} requests, {chunks} chunks in {:.2} s = {r:.0} chunks/s",
+                if k == 0 { "direct" } else { "proxy" },
+                arrivals.len(),
+                wall.as_secs_f64()
+            );
+        }
+    }
+    for l in &mut lat {
+        l.sort_by(f64::total_cmp);
+    }
+    println!("\nper-chunk latency, client arrival - simulator write (ms):");
+    println!(
+        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "path", "chunks", "p50", "p90", "p99", "p99.9"
+    );
+    for (k, name) in [(0, "direct"), (1, "proxy")] {
+        let s = &lat[k];
+        println!(
+            "{name:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            s.len(),
+            pct(s, 0.5),
+            pct(s, 0.9),
+            pct(s, 0.99),
+            pct(s, 0.999)
+        );
+    }
+    println!(
+        "{:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+        "added",
+        "",
+        pct(&lat[1], 0.5) - pct(&lat[0], 0.5),
+        pct(&lat[1], 0.9) - pct(&lat[0], 0.9),
+        pct(&lat[1], 0.99) - pct(&lat[0], 0.99),
+        pct(&lat[1], 0.999) - pct(&lat[0], 0.999)
+    );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    println!(
+        "throughput: direct {:.0} chunks/s, proxy {:.0} chunks/s, ratio {:.3}; failed requests: direct {}, proxy {}",
+        mean(&rate[0]),
+        mean(&rate[1]),
+        mean(&rate[1]) / mean(&rate[0]),
+        failed[0],
+        failed[1]
+    );
+    println!(
+        "proxy CPU (its runtime's threads, user + system) per proxied chunk: {:.1} us",
+        mean(&cpu_per_chunk)
+    );
+    drop(proxy);
+    drop(sim);
+}
