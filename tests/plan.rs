@@ -326,3 +326,47 @@ fn plan_draws_lengths_from_the_workload_distributions() {
     let b = plan_json(&args);
     assert_eq!(b["levels"][0]["output_tokens"], level["output_tokens"]);
 }
+
+#[test]
+fn flat_timing_flags_with_an_engine_are_usage_errors_naming_both() {
+    for (flag, value) in [
+        ("--itl", "5ms"),
+        ("--ttft", "20ms"),
+        ("--burst", "2"),
+        ("--stall", "100ms"),
+        ("--stall-probability", "0.1"),
+    ] {
+        let out = cadence()
+            .args([
+                "sim",
+                "--addr",
+                "127.0.0.1:0",
+                "--preset",
+                "tiny@cpu",
+                flag,
+                value,
+            ])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(
+            err.contains(&format!("{flag} cannot be combined with --preset")),
+            "{flag}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"small@gpu\"\n[model]\nparams_b = 1\nlayers = 16\nhidden = 2048\nkv_heads = 8\nhead_dim = 64\nbytes_per_param = 2\n[hardware]\nmemory_gb = 24\nbandwidth_gbs = 900\npeak_tflops = 100\n",
+    )
+    .unwrap();
+    cadence()
+        .args(["sim", "--addr", "127.0.0.1:0", "--itl", "5ms", "--engine"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--itl cannot be combined with --engine",
+        ));
+}
