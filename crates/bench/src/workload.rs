@@ -92,6 +92,22 @@ impl RequestFactory {
         self.item(k).map_or(1, |it| it.turns.len().max(1))
     }
 
+    /// Requests (turns) that dispatches `0..dispatches` send in all: what a progress
+    /// bar counts to. Sessions cycle over the items, so whole cycles are multiplied.
+    pub fn total_turns(&self, dispatches: u64) -> u64 {
+        if self.items.is_empty() {
+            return dispatches;
+        }
+        let len = self.items.len() as u64;
+        let per = |it: &WorkItem| it.turns.len().max(1) as u64;
+        let cycle: u64 = self.items.iter().map(per).sum();
+        let rest: u64 = self.items[..(dispatches % len) as usize]
+            .iter()
+            .map(per)
+            .sum();
+        (dispatches / len) * cycle + rest
+    }
+
     fn item(&self, k: u64) -> Option<&WorkItem> {
         (!self.items.is_empty()).then(|| &self.items[(k % self.items.len() as u64) as usize])
     }
@@ -247,6 +263,42 @@ mod tests {
             (b1["prompt"].as_str(), b1["max_tokens"].as_u64()),
             (Some("b"), Some(16))
         );
+    }
+
+    fn item(turns: usize) -> WorkItem {
+        WorkItem {
+            id: format!("s{turns}"),
+            history: Vec::new(),
+            turns: (0..turns)
+                .map(|t| TurnSpec {
+                    user: format!("turn {t}"),
+                    max_tokens: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn total_turns_counts_every_turn_of_every_session() {
+        let mut f = factory(Vec::new());
+        assert_eq!(f.total_turns(7), 7, "no sessions: one request per dispatch");
+        // --turns 3 (synthetic): every item has 3 turns.
+        f.items = (0..4).map(|_| item(3)).collect();
+        assert_eq!(f.total_turns(10), 30);
+        assert_eq!(f.total_turns(0), 0);
+        // A dataset's sessions of 1, 4 and 2 turns, cycled: 10 dispatches are three
+        // whole cycles (3 × 7) and the first item again (1).
+        f.items = vec![item(1), item(4), item(2)];
+        assert_eq!(f.total_turns(10), 22);
+        assert_eq!(f.total_turns(2), 5);
+        assert_eq!(
+            f.total_turns(5),
+            (0..5).map(|k| f.turns(k) as u64).sum::<u64>(),
+            "the dispatch loop's own count"
+        );
+        // An item without turns still sends one request.
+        f.items = vec![item(0), item(2)];
+        assert_eq!(f.total_turns(3), 4);
     }
 
     #[test]
