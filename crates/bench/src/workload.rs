@@ -70,6 +70,10 @@ pub struct BuiltTurn {
     pub request: Request<Full<Bytes>>,
     pub prompt_id: String,
     pub prefix_group: Option<u32>,
+    /// The prompt text sent: one entry per message (history, turns and replies), or
+    /// the one prompt. Empty when `--extra-body` replaces the prompt or messages, so
+    /// the workload does not know what was sent.
+    pub prompt_parts: Vec<String>,
 }
 
 impl RequestFactory {
@@ -128,27 +132,42 @@ impl RequestFactory {
             Some((_, p)) => format!("{p} {user}"),
             None => user.to_owned(),
         };
+        let known = |parts: Vec<String>| {
+            let replaced = self
+                .body
+                .extra
+                .as_ref()
+                .is_some_and(|e| e.contains_key("prompt") || e.contains_key("messages"));
+            if replaced {
+                Vec::new()
+            } else {
+                parts
+            }
+        };
         let Some(item) = self.item(k) else {
             let (mut request, pid) = self.build(k);
+            let prompt = self.prompts.get(pid).map_or(DEFAULT_PROMPT, String::as_str);
             if let Some((g, _)) = prefix {
-                let prompt = self.prompts.get(pid).map_or(DEFAULT_PROMPT, String::as_str);
                 let max_tokens = self
                     .max_tokens
                     .get(pid)
                     .copied()
                     .flatten()
                     .or(self.body.max_tokens);
-                *request.body_mut() = Full::new(self.body.body_with(&join(prompt), max_tokens));
+                let text = join(prompt);
+                *request.body_mut() = Full::new(self.body.body_with(&text, max_tokens));
                 return BuiltTurn {
                     request,
                     prompt_id: pid.to_string(),
                     prefix_group: Some(g),
+                    prompt_parts: known(vec![text]),
                 };
             }
             return BuiltTurn {
                 request,
                 prompt_id: pid.to_string(),
                 prefix_group: None,
+                prompt_parts: known(vec![prompt.to_owned()]),
             };
         };
         let turn = turn.min(item.turns.len().saturating_sub(1));
@@ -179,6 +198,7 @@ impl RequestFactory {
             request,
             prompt_id: item.id.clone(),
             prefix_group: prefix.map(|(g, _)| g),
+            prompt_parts: known(messages.into_iter().map(|m| m.content).collect()),
         }
     }
 
