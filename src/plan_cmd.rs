@@ -7,20 +7,21 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use cadence_core::metrics::{summarize_level, LevelOptions};
-use cadence_core::report::{level_report, Report, RunInfo};
-use cadence_core::{goodput, time_series, Slo};
+use cadence_core::report::RunInfo;
+use cadence_core::runlog::LevelMeta;
+use cadence_core::Slo;
 use cadence_engine::{
     plan_level, preset, Arrivals, EngineSpec, KvPolicy, Prefill, Speculation, Workload, PRESETS,
 };
 
+use crate::bench_cmd::{build_report, Checks};
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
 use crate::exit::{usage, Exit};
+use crate::report_cmd::OutputArgs;
 use cadence_bench::prompts::LengthDist;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -233,7 +234,15 @@ pub struct PlanArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// HTML, CSV, Markdown and `--convention`, as for `cadence bench`.
+    #[command(flatten)]
+    pub outputs: OutputArgs,
 }
+
+/// Virtual time sends every request on schedule; the bench's default late-send limit
+/// (0.1 %) is kept so a planned open loop is judged by the same rule.
+const DEFAULT_MAX_LATE: f64 = 0.001;
 
 /// One line per preset: its name and the figures that decide its speed.
 pub fn preset_table() -> String {
@@ -328,52 +337,24 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let started = std::time::Instant::now();
     let mut start_ns = 0u64;
     let mut index = 0u64;
-    let mut reports = Vec::new();
-    let mut breached = false;
+    let mut records = Vec::new();
+    let mut metas = Vec::new();
     for (i, (arrivals, name, concurrency, rate)) in levels.into_iter().enumerate() {
         let level = plan_level(&spec, arrivals, &workload, i as u32, start_ns, index);
         start_ns = level.end_ns;
         index += level.records.len() as u64;
-        let opts = LevelOptions {
-            stall_threshold_ns: args.stall_threshold.as_nanos() as u64,
-            ..LevelOptions::default()
-        };
-        let mut summary = summarize_level(&level.records, &opts);
-        if level.preemptions > 0 {
-            summary.warnings.push(format!(
-                "the KV cache ran out: {} pre-emptions (sequences recomputed, their streams paused)",
-                level.preemptions
-            ));
-        }
-        let mut queue = level.queue_ns.clone();
-        queue.sort_unstable();
-        let (q50, qmax) = (queue[queue.len() / 2], queue[queue.len() - 1]);
-        let step50 = {
-            let mut d: Vec<u64> = level.steps.iter().map(|s| s.end - s.start).collect();
-            d.sort_unstable();
-            d.get(d.len() / 2).copied().unwrap_or(0)
-        };
-        if q50 > 2 * step50 {
-            summary.warnings.push(format!(
-                "requests waited for their first engine step: median {:.1} ms, max {:.1} ms (behind a long step, or for a batch slot or KV-cache room)",
-                q50 as f64 / 1e6,
-                qmax as f64 / 1e6
-            ));
-        }
-        let window_s = summary.throughput.window_s;
-        let mut lr = level_report(name, summary);
-        lr.concurrency = concurrency;
-        lr.rate = rate;
-        if !args.slos.is_empty() {
-            lr.slos = args.slos.iter().map(|s| s.evaluate(&lr.summary)).collect();
-            lr.goodput = Some(goodput(&level.records, &args.slos, window_s));
-            breached |= lr.slos.iter().any(|r| !r.pass);
-        }
-        lr.time_series = time_series(&level.records, 1_000_000_000)
-            .into_iter()
-            .skip_while(|b| b.completed == 0 && b.failed == 0 && b.output_tokens == 0)
-            .collect();
-        reports.push(lr);
+        metas.push(LevelMeta {
+            level: i as u32,
+            name,
+            concurrency,
+            rate,
+            intended: Some(level.records.len() as u64),
+            stopped_early: None,
+            warnings: engine_warnings(&level),
+            invalid: false,
+            interrupted: false,
+        });
+        records.extend(level.records);
     }
     let info = RunInfo {
         target: format!("engine model {} (virtual time)", spec.name),
@@ -393,26 +374,57 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         interrupted: false,
         machine: None,
     };
-    let report = Report::new(
-        info,
-        reports,
-        vec![format!(
+    // The bench's own report path: the same summaries, conventions, charts, SLO
+    // verdicts and exit code, from the planned records.
+    let checks = Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        max_late: DEFAULT_MAX_LATE,
+        time_bucket: Duration::from_secs(1),
+        convention: args.outputs.convention,
+    };
+    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    report.warnings.insert(
+        0,
+        format!(
             "planned, not measured: {} on the engine model in virtual time ({:.0} ms of computation)",
             spec.name,
             started.elapsed().as_secs_f64() * 1e3
-        )],
+        ),
     );
     print!(
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
     );
-    if let Some(path) = &args.json {
-        std::fs::write(path, cadence_report::json::render(&report))
-            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    Ok(exit)
+}
+
+/// What only the engine knows about a level: pre-emptions, and requests that waited
+/// for their first step (behind a long step, or for a slot or KV room).
+fn engine_warnings(level: &cadence_engine::PlanLevel) -> Vec<String> {
+    let mut out = Vec::new();
+    if level.preemptions > 0 {
+        out.push(format!(
+            "the KV cache ran out: {} pre-emptions (sequences recomputed, their streams paused)",
+            level.preemptions
+        ));
     }
-    Ok(if breached {
-        Exit::SloBreached
-    } else {
-        Exit::Ok
-    })
+    let mut queue = level.queue_ns.clone();
+    queue.sort_unstable();
+    let step50 = {
+        let mut d: Vec<u64> = level.steps.iter().map(|s| s.end - s.start).collect();
+        d.sort_unstable();
+        d.get(d.len() / 2).copied().unwrap_or(0)
+    };
+    if let (Some(&q50), Some(&qmax)) = (queue.get(queue.len() / 2), queue.last()) {
+        if q50 > 2 * step50 {
+            out.push(format!(
+                "requests waited for their first engine step: median {:.1} ms, max {:.1} ms (behind a long step, or for a batch slot or KV-cache room)",
+                q50 as f64 / 1e6,
+                qmax as f64 / 1e6
+            ));
+        }
+    }
+    out
 }

@@ -370,3 +370,99 @@ fn flat_timing_flags_with_an_engine_are_usage_errors_naming_both() {
             "--itl cannot be combined with --engine",
         ));
 }
+
+/// `cadence plan` goes through the bench's report path: per-level conventions and
+/// chart data in the JSON (schema-valid), and the same HTML, CSV and Markdown outputs.
+#[test]
+fn plan_writes_the_bench_reports_with_conventions_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html, md, csv) = (
+        dir.path().join("plan.json"),
+        dir.path().join("plan.html"),
+        dir.path().join("plan.md"),
+        dir.path().join("csv/"),
+    );
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "llama-3.1-8b@h100-fp8",
+            "-c",
+            "1,16",
+            "-n",
+            "100",
+            "--input-tokens",
+            "500",
+            "--max-tokens",
+            "64",
+            "--speculate",
+            "3:0.7",
+            "--convention",
+            "vllm",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--csv")
+        .arg(&csv)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("vllm"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["convention"], "vllm");
+    assert!(v["run"]["machine"].is_null(), "planned: no client machine");
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for l in levels {
+        let charts = &l["charts"];
+        for series in [
+            "itl_cdf",
+            "itl_histogram",
+            "itl_by_position",
+            "tokens_per_chunk",
+        ] {
+            let n = charts[series].as_array().map_or(0, Vec::len);
+            assert!(n > 0, "{} has no {series}: {charts}", l["name"]);
+        }
+        // Speculation sends several tokens per chunk, and the engine says how many.
+        assert_eq!(charts["tokens_per_chunk_basis"], "chunk_counts");
+        let conventions = l["conventions"].as_array().unwrap();
+        for name in ["cadence", "vllm", "aiperf", "guidellm", "llmperf"] {
+            let c = conventions
+                .iter()
+                .find(|c| c["convention"] == name)
+                .unwrap_or_else(|| panic!("no {name} convention in {}", l["name"]));
+            assert!(c["itl"]["p50_ms"].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("llama-3.1-8b@h100-fp8"));
+    assert!(page.contains("vllm (headline)"));
+    let figures: Vec<&str> = page.split(r#"<figure class="chart""#).skip(1).collect();
+    assert_eq!(figures.len(), 8);
+    for fig in figures {
+        let fig = &fig[..fig.find("</figure>").unwrap()];
+        let marks = &fig[fig.find(r#"<g class="marks">"#).expect("a marks group")..];
+        assert!(
+            marks.contains("<path") || marks.contains("<circle") || marks.contains("<rect"),
+            "empty chart: {fig}"
+        );
+    }
+    assert!(std::fs::read_to_string(&md)
+        .unwrap()
+        .contains("**vllm** convention"));
+    let rows = |f: &str| {
+        std::fs::read_to_string(csv.join(f))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    assert_eq!(rows("levels.csv"), 1 + 2);
+    assert_eq!(rows("requests.csv"), 1 + 200);
+}
