@@ -22,7 +22,7 @@ use crate::cli::{
 };
 use crate::exit::{usage, Exit};
 use crate::report_cmd::OutputArgs;
-use cadence_bench::prompts::LengthDist;
+use cadence_bench::prompts::{Counter, LengthDist};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -209,9 +209,33 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DIST", default_value = "512", value_parser = crate::workload_cmd::parse_length)]
     pub input_tokens: LengthDist,
 
-    /// Output tokens per request, same forms.
-    #[arg(long, value_name = "DIST", default_value = "128", value_parser = crate::workload_cmd::parse_length)]
-    pub max_tokens: LengthDist,
+    /// Output tokens per request, same forms (default 128; with --dataset, overrides
+    /// the recorded reply lengths).
+    #[arg(long, value_name = "DIST", value_parser = crate::workload_cmd::parse_length)]
+    pub max_tokens: Option<LengthDist>,
+
+    /// Prompt and output lengths from a dataset, as `cadence bench --dataset` reads it
+    /// (ShareGPT: the recorded reply's length; JSON Lines: `max_tokens`, else
+    /// --max-tokens), shuffled by --seed. Each entry's first turn only (history and
+    /// system prompt counted in); the engine needs only token counts.
+    #[arg(long, value_name = "FILE", conflicts_with = "input_tokens")]
+    pub dataset: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
+    pub dataset_format: crate::workload_cmd::DatasetFormat,
+
+    /// Keep dataset entries whose first prompt has at least this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub min_prompt_tokens: Option<usize>,
+
+    /// Keep dataset entries whose first prompt has at most this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Count dataset prompts with this tokenizer (a tokenizer.json or a folder holding
+    /// one); without it, whitespace-separated words.
+    #[arg(long, value_name = "PATH", requires = "dataset")]
+    pub tokenizer: Option<String>,
 
     /// Closed loop: mean time from a response's end to the client's next request
     /// reaching the engine (uniform in ½–1½ × this, seeded). Real clients never
@@ -279,7 +303,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
-    if args.max_tokens.fixed() == Some(0) {
+    let max_tokens = args
+        .max_tokens
+        .unwrap_or_else(|| "128".parse().expect("a valid length"));
+    if max_tokens.fixed() == Some(0) {
         return Err(usage("--max-tokens must be at least 1"));
     }
     let levels: Vec<(Arrivals, String, Option<u32>, Option<f64>)> = match &args.rate {
@@ -313,14 +340,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             .collect(),
     };
     let total = args.requests + args.warmup;
-    let lengths = match (args.input_tokens.fixed(), args.max_tokens.fixed()) {
-        (Some(_), Some(_)) => Vec::new(),
-        _ => {
+    let lengths = match (&args.dataset, args.input_tokens.fixed(), max_tokens.fixed()) {
+        (Some(path), _, _) => dataset_lengths(&args, path, max_tokens, total)?,
+        (None, Some(_), Some(_)) => Vec::new(),
+        (None, _, _) => {
             let mut rng = SmallRng::seed_from_u64(args.seed);
             (0..total)
                 .map(|_| {
                     let p = args.input_tokens.sample(&mut rng).max(1);
-                    let m = args.max_tokens.sample(&mut rng).max(1);
+                    let m = max_tokens.sample(&mut rng).max(1);
                     (p, m)
                 })
                 .collect()
@@ -330,7 +358,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         requests: args.requests,
         warmup: args.warmup,
         input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
-        max_tokens: args.max_tokens.fixed().unwrap_or(0).max(1),
+        max_tokens: max_tokens.fixed().unwrap_or(0).max(1),
         lengths,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
@@ -398,6 +426,61 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     );
     crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
     Ok(exit)
+}
+
+/// Per request (prompt tokens, max tokens) from `--dataset`, read by the bench's own
+/// workload code: entries in their seeded order, each entry's first turn with its
+/// history, counted by `--tokenizer` or as words. `--max-tokens` given overrides the
+/// recorded lengths; entries without one get the default.
+fn dataset_lengths(
+    args: &PlanArgs,
+    path: &std::path::Path,
+    max_tokens: LengthDist,
+    total: u64,
+) -> anyhow::Result<Vec<(u32, u32)>> {
+    let w = crate::workload_cmd::WorkloadArgs {
+        tokenizer: args.tokenizer.clone(),
+        input_tokens: None,
+        corpus: None,
+        dataset: Some(path.to_path_buf()),
+        dataset_format: args.dataset_format,
+        min_prompt_tokens: args.min_prompt_tokens,
+        max_prompt_tokens: args.max_prompt_tokens,
+        multi_turn: false,
+        turns: None,
+        think_time: Duration::ZERO,
+        prefix_tokens: None,
+        prefix_groups: 1,
+    };
+    let workload =
+        crate::workload_cmd::prepare(&w, args.max_tokens, None, false, Some(total), args.seed)?;
+    let counter = workload
+        .tokenizer
+        .clone()
+        .map_or(Counter::Words, Counter::Tokenizer);
+    let default_max = max_tokens.fixed().unwrap_or(128);
+    let lengths: Vec<(u32, u32)> = workload
+        .items
+        .iter()
+        .map(|it| {
+            let first = it.turns.first();
+            let prompt: usize = it
+                .history
+                .iter()
+                .map(|m| counter.count(&m.content))
+                .chain(first.map(|t| counter.count(&t.user)))
+                .sum();
+            let out = first.and_then(|t| t.max_tokens).unwrap_or(default_max);
+            (u32::try_from(prompt).unwrap_or(u32::MAX).max(1), out.max(1))
+        })
+        .collect();
+    if lengths.is_empty() {
+        return Err(usage(format!(
+            "dataset {}: no entries left to plan with",
+            path.display()
+        )));
+    }
+    Ok(lengths)
 }
 
 /// What only the engine knows about a level: pre-emptions, and requests that waited

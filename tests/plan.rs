@@ -466,3 +466,93 @@ fn plan_writes_the_bench_reports_with_conventions_and_charts() {
     assert_eq!(rows("levels.csv"), 1 + 2);
     assert_eq!(rows("requests.csv"), 1 + 200);
 }
+
+/// `cadence plan --dataset`: the bench's dataset reader gives each request its prompt
+/// length (words, or --tokenizer tokens) and its recorded reply length.
+#[test]
+fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    // One JSONL entry of 300 words asking for 20 tokens plans exactly like
+    // --input-tokens 300 --max-tokens 20 (same engine, same seed).
+    let jsonl = dir.path().join("one.jsonl");
+    let words: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    std::fs::write(
+        &jsonl,
+        format!(
+            "{}\n",
+            serde_json::json!({"prompt": words.join(" "), "max_tokens": 20})
+        ),
+    )
+    .unwrap();
+    let base = ["--preset", "llama-3.1-8b@h100-fp8", "-c", "4", "-n", "40"];
+    let from_data = plan_json(&[&base[..], &["--dataset", jsonl.to_str().unwrap()]].concat());
+    let synthetic =
+        plan_json(&[&base[..], &["--input-tokens", "300", "--max-tokens", "20"]].concat());
+    let (a, b) = (&from_data["levels"][0], &synthetic["levels"][0]);
+    assert_eq!(a["output_tokens"]["total"], 40 * 20);
+    for metric in ["ttft", "itl", "e2e"] {
+        assert_eq!(a[metric], b[metric], "{metric}");
+    }
+    // A longer prompt takes longer to prefill.
+    let short = dir.path().join("short.jsonl");
+    std::fs::write(&short, "{\"prompt\": \"hi there\", \"max_tokens\": 20}\n").unwrap();
+    let short = plan_json(&[&base[..], &["--dataset", short.to_str().unwrap()]].concat());
+    assert!(p50(&short["levels"][0], "ttft") < p50(a, "ttft"));
+
+    // ShareGPT: reply lengths become max_tokens; the prompt filter applies;
+    // --max-tokens overrides the recorded lengths.
+    let sg = dir.path().join("sg.json");
+    std::fs::write(
+        &sg,
+        r#"[{"id": "x", "conversations": [{"from": "human", "value": "tell me a story"},
+                                         {"from": "gpt", "value": "once upon a time"}]},
+            {"id": "y", "conversations": [{"from": "human", "value": "why"},
+                                         {"from": "gpt", "value": "because"}]},
+            {"id": "z", "conversations": [{"from": "human", "value": "a b c d e f g h i j"},
+                                         {"from": "gpt", "value": "ok"}]}]"#,
+    )
+    .unwrap();
+    let sg = sg.to_str().unwrap();
+    let args = [
+        "--preset",
+        "tiny@cpu",
+        "-c",
+        "2",
+        "-n",
+        "6",
+        "--dataset",
+        sg,
+    ];
+    let v = plan_json(&[&args[..], &["--max-prompt-tokens", "5"]].concat());
+    // x (4-word reply) and y (1) in turn, three times each; z (10 words) filtered out.
+    assert_eq!(v["levels"][0]["output_tokens"]["total"], 3 * 4 + 3);
+    let v = plan_json(&[&args[..], &["--max-tokens", "9"]].concat());
+    assert_eq!(v["levels"][0]["output_tokens"]["total"], 6 * 9);
+
+    // Bad combinations and empty datasets are usage errors.
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--dataset",
+            sg,
+            "--input-tokens",
+            "10",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--input-tokens"));
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--dataset",
+            sg,
+            "--min-prompt-tokens",
+            "100",
+        ])
+        .assert()
+        .code(2);
+}
