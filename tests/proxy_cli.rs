@@ -135,12 +135,23 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
         Some(0)
     );
     let text = std::fs::read_to_string(&records).unwrap();
-    let recs: Vec<cadence_core::RequestRecord> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = cadence_core::runlog::parse_records_file(&text)
+        .unwrap()
+        .0
+        .records;
     assert_eq!(recs.len(), 1, "{text}");
     assert_eq!(recs[0].source, cadence_core::RecordSource::Proxy);
     assert_eq!(recs[0].outcome, cadence_core::Outcome::Succeeded);
     assert_eq!(recs[0].chunks.len(), 5);
+    // `cadence report` rebuilds a report from the live records, run line included.
+    let out = cadence()
+        .args(["report", records.to_str().unwrap()])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("1 sent, 1 succeeded"), "{text}");
+    assert!(text.contains("proxy"), "{text}");
+    assert!(!text.contains("no run line"), "{text}");
 }

@@ -37,10 +37,18 @@ pub enum RecordsError {
     Panicked,
 }
 
+/// What travels to the writer thread: a request record, or a finished meta line
+/// (`cadence_level` / `cadence_run`, see `cadence_core::runlog`).
+#[derive(Debug)]
+enum Line {
+    Record(Box<RequestRecord>),
+    Meta(String),
+}
+
 /// The sending side.
 #[derive(Debug)]
 pub struct RecordWriter {
-    tx: Option<mpsc::Sender<Box<RequestRecord>>>,
+    tx: Option<mpsc::Sender<Line>>,
     handle: Option<JoinHandle<Result<u64, RecordsError>>>,
 }
 
@@ -49,7 +57,7 @@ impl RecordWriter {
     pub fn start(config: RecordsConfig) -> Result<RecordWriter, RecordsError> {
         let file = open(&config.path)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let (tx, rx) = mpsc::channel::<Box<RequestRecord>>();
+        let (tx, rx) = mpsc::channel::<Line>();
         let handle = std::thread::Builder::new()
             .name("cadence-proxy-records".into())
             .spawn(move || write_loop(config, file, size, rx))
@@ -66,7 +74,14 @@ impl RecordWriter {
     pub fn send(&self, rec: RequestRecord) {
         if let Some(tx) = &self.tx {
             // The thread lives until `finish`.
-            let _ = tx.send(Box::new(rec));
+            let _ = tx.send(Line::Record(Box::new(rec)));
+        }
+    }
+
+    /// Appends a meta line (a `cadence_level` or `cadence_run` JSON object).
+    pub fn send_meta(&self, line: String) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Line::Meta(line));
         }
     }
 
@@ -103,7 +118,7 @@ fn write_loop(
     config: RecordsConfig,
     file: File,
     mut size: u64,
-    rx: mpsc::Receiver<Box<RequestRecord>>,
+    rx: mpsc::Receiver<Line>,
 ) -> Result<u64, RecordsError> {
     let werr = |source| RecordsError::Write {
         path: config.path.clone(),
@@ -124,7 +139,11 @@ fn write_loop(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        let mut line = serde_json::to_vec(&rec).map_err(|e| werr(e.into()))?;
+        let is_record = matches!(rec, Line::Record(_));
+        let mut line = match rec {
+            Line::Record(r) => serde_json::to_vec(&r).map_err(|e| werr(e.into()))?,
+            Line::Meta(m) => m.into_bytes(),
+        };
         line.push(b'\n');
         let len = line.len() as u64;
         if size > 0 && size + len > config.max_bytes {
@@ -136,7 +155,7 @@ fn write_loop(
         }
         out.write_all(&line).map_err(werr)?;
         size += len;
-        written += 1;
+        written += u64::from(is_record);
         dirty = true;
     }
     out.flush().map_err(werr)?;

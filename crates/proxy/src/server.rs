@@ -72,6 +72,7 @@ pub struct Proxy {
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     in_flight_done: mpsc::Receiver<()>,
+    started_unix_ms: u64,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -172,6 +173,9 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         stop,
         tasks,
         in_flight_done,
+        started_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
     })
 }
 
@@ -206,8 +210,14 @@ impl Proxy {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.in_flight_done.recv()).await;
         let shared = Arc::try_unwrap(self.shared);
         match shared {
-            Ok(s) => match s.records {
-                Some(w) => w.finish(),
+            Ok(s) => match &s.records {
+                Some(w) => {
+                    // Level and run lines make the file a complete `cadence report` source.
+                    let (level, run) = meta_lines(&s, self.started_unix_ms);
+                    w.send_meta(level);
+                    w.send_meta(run);
+                    s.records.expect("checked").finish()
+                }
                 None => Ok(0),
             },
             Err(_) => {
@@ -273,6 +283,53 @@ async fn accept_loop(
     }
     // Drain the connections (each bounded by the drain timeout).
     while conns.join_next().await.is_some() {}
+}
+
+/// The records file's level and run lines for the whole time the proxy ran: one
+/// level (`live`) whose intended load is what arrived; the target is the upstream,
+/// the command line redacted.
+fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
+    use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
+    let redact = cadence_bench::secret::redact_patterns;
+    let level = LevelMeta {
+        level: 0,
+        name: "live traffic".into(),
+        concurrency: None,
+        rate: None,
+        intended: None,
+        stopped_early: None,
+        warnings: Vec::new(),
+        invalid: false,
+        interrupted: false,
+    };
+    let models = if s.config.models.is_empty() {
+        "any (no --model allow-list)".to_string()
+    } else {
+        s.config.models.join(", ")
+    };
+    let run = RunMeta {
+        run: cadence_core::RunInfo {
+            target: redact(&s.config.upstream.to_string()),
+            api: "as proxied (chat, completions)".into(),
+            model: models,
+            mode: "proxy".into(),
+            started_at_unix_ms: started_unix_ms,
+            duration_s: s.clock.now_ns() as f64 / 1e9,
+            command: std::env::args().map(|a| redact(&a)).collect(),
+            builtin_sim: false,
+            interrupted: false,
+            machine: None,
+        },
+        checks: RunChecks {
+            stall_threshold_ms: cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS as f64 / 1e6,
+            slos: Vec::new(),
+            max_late: 0.0,
+            time_bucket_ms: 1000.0,
+            convention: None,
+        },
+        search: None,
+    };
+    (level_line(&level), run_line(&run))
 }
 
 /// Resolves once shutdown was asked for (or the proxy handle is gone).

@@ -26,11 +26,11 @@ fn records_config(dir: &Path) -> RecordsConfig {
 }
 
 fn read_records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("records.jsonl"))
+    let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    cadence_core::runlog::parse_records_file(&text)
         .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .0
+        .records
 }
 
 /// An upstream whose SSE stream sends `data: {i}` every `every`, forever (or `count`

@@ -61,11 +61,15 @@ async fn records_and_stats_agree_with_core_on_the_same_requests() {
     }
     p.shutdown().await.unwrap();
 
-    let recs: Vec<RequestRecord> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (file, cut) = cadence_core::runlog::parse_records_file(&text).unwrap();
+    assert!(!cut);
+    // The level and run lines make the file a complete `cadence report` source.
+    let run = file.run.expect("a run line at shutdown");
+    assert_eq!(run.run.mode, "proxy");
+    assert_eq!(run.run.target, s.url() + "/");
+    assert_eq!(file.levels.len(), 1);
+    let recs: Vec<RequestRecord> = file.records;
     assert_eq!(recs.len(), 20);
     let ok: Vec<_> = recs
         .iter()

@@ -167,11 +167,11 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
 
     let stats = p.stats();
     p.shutdown().await.unwrap();
-    let recs: Vec<RequestRecord> = std::fs::read_to_string(&path)
+    let text = std::fs::read_to_string(&path).unwrap();
+    let recs: Vec<RequestRecord> = cadence_core::runlog::parse_records_file(&text)
         .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .0
+        .records;
     assert_eq!(recs.len(), 40);
     let mut gaps: Vec<f64> = recs
         .iter()
