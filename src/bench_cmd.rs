@@ -238,8 +238,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         None => loads(&args),
     };
     let visible = !args.quiet && std::io::stderr().is_terminal();
+    // Sessions send one request per turn; the bar counts requests.
     let progress = Progress::new(
-        requests.map(|n| (n + args.warmup) * loads.len() as u64),
+        requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
         visible,
     );
     let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;

@@ -7,21 +7,22 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use cadence_core::metrics::{summarize_level, LevelOptions};
-use cadence_core::report::{level_report, Report, RunInfo};
-use cadence_core::{goodput, time_series, Slo};
+use cadence_core::report::RunInfo;
+use cadence_core::runlog::LevelMeta;
+use cadence_core::Slo;
 use cadence_engine::{
     plan_level, preset, Arrivals, EngineSpec, KvPolicy, Prefill, Speculation, Workload, PRESETS,
 };
 
+use crate::bench_cmd::{build_report, Checks};
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
 use crate::exit::{usage, Exit};
-use cadence_bench::prompts::LengthDist;
+use crate::report_cmd::OutputArgs;
+use cadence_bench::prompts::{Counter, LengthDist};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -208,9 +209,33 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DIST", default_value = "512", value_parser = crate::workload_cmd::parse_length)]
     pub input_tokens: LengthDist,
 
-    /// Output tokens per request, same forms.
-    #[arg(long, value_name = "DIST", default_value = "128", value_parser = crate::workload_cmd::parse_length)]
-    pub max_tokens: LengthDist,
+    /// Output tokens per request, same forms (default 128; with --dataset, overrides
+    /// the recorded reply lengths).
+    #[arg(long, value_name = "DIST", value_parser = crate::workload_cmd::parse_length)]
+    pub max_tokens: Option<LengthDist>,
+
+    /// Prompt and output lengths from a dataset, as `cadence bench --dataset` reads it
+    /// (ShareGPT: the recorded reply's length; JSON Lines: `max_tokens`, else
+    /// --max-tokens), shuffled by --seed. Each entry's first turn only (history and
+    /// system prompt counted in); the engine needs only token counts.
+    #[arg(long, value_name = "FILE", conflicts_with = "input_tokens")]
+    pub dataset: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
+    pub dataset_format: crate::workload_cmd::DatasetFormat,
+
+    /// Keep dataset entries whose first prompt has at least this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub min_prompt_tokens: Option<usize>,
+
+    /// Keep dataset entries whose first prompt has at most this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Count dataset prompts with this tokenizer (a tokenizer.json or a folder holding
+    /// one); without it, whitespace-separated words.
+    #[arg(long, value_name = "PATH", requires = "dataset")]
+    pub tokenizer: Option<String>,
 
     /// Closed loop: mean time from a response's end to the client's next request
     /// reaching the engine (uniform in ½–1½ × this, seeded). Real clients never
@@ -233,7 +258,15 @@ pub struct PlanArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// HTML, CSV, Markdown and `--convention`, as for `cadence bench`.
+    #[command(flatten)]
+    pub outputs: OutputArgs,
 }
+
+/// Virtual time sends every request on schedule; the bench's default late-send limit
+/// (0.1 %) is kept so a planned open loop is judged by the same rule.
+const DEFAULT_MAX_LATE: f64 = 0.001;
 
 /// One line per preset: its name and the figures that decide its speed.
 pub fn preset_table() -> String {
@@ -270,7 +303,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
-    if args.max_tokens.fixed() == Some(0) {
+    let max_tokens = args
+        .max_tokens
+        .unwrap_or_else(|| "128".parse().expect("a valid length"));
+    if max_tokens.fixed() == Some(0) {
         return Err(usage("--max-tokens must be at least 1"));
     }
     let levels: Vec<(Arrivals, String, Option<u32>, Option<f64>)> = match &args.rate {
@@ -304,14 +340,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             .collect(),
     };
     let total = args.requests + args.warmup;
-    let lengths = match (args.input_tokens.fixed(), args.max_tokens.fixed()) {
-        (Some(_), Some(_)) => Vec::new(),
-        _ => {
+    let lengths = match (&args.dataset, args.input_tokens.fixed(), max_tokens.fixed()) {
+        (Some(path), _, _) => dataset_lengths(&args, path, max_tokens, total)?,
+        (None, Some(_), Some(_)) => Vec::new(),
+        (None, _, _) => {
             let mut rng = SmallRng::seed_from_u64(args.seed);
             (0..total)
                 .map(|_| {
                     let p = args.input_tokens.sample(&mut rng).max(1);
-                    let m = args.max_tokens.sample(&mut rng).max(1);
+                    let m = max_tokens.sample(&mut rng).max(1);
                     (p, m)
                 })
                 .collect()
@@ -321,59 +358,31 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         requests: args.requests,
         warmup: args.warmup,
         input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
-        max_tokens: args.max_tokens.fixed().unwrap_or(0).max(1),
+        max_tokens: max_tokens.fixed().unwrap_or(0).max(1),
         lengths,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     let started = std::time::Instant::now();
     let mut start_ns = 0u64;
     let mut index = 0u64;
-    let mut reports = Vec::new();
-    let mut breached = false;
+    let mut records = Vec::new();
+    let mut metas = Vec::new();
     for (i, (arrivals, name, concurrency, rate)) in levels.into_iter().enumerate() {
         let level = plan_level(&spec, arrivals, &workload, i as u32, start_ns, index);
         start_ns = level.end_ns;
         index += level.records.len() as u64;
-        let opts = LevelOptions {
-            stall_threshold_ns: args.stall_threshold.as_nanos() as u64,
-            ..LevelOptions::default()
-        };
-        let mut summary = summarize_level(&level.records, &opts);
-        if level.preemptions > 0 {
-            summary.warnings.push(format!(
-                "the KV cache ran out: {} pre-emptions (sequences recomputed, their streams paused)",
-                level.preemptions
-            ));
-        }
-        let mut queue = level.queue_ns.clone();
-        queue.sort_unstable();
-        let (q50, qmax) = (queue[queue.len() / 2], queue[queue.len() - 1]);
-        let step50 = {
-            let mut d: Vec<u64> = level.steps.iter().map(|s| s.end - s.start).collect();
-            d.sort_unstable();
-            d.get(d.len() / 2).copied().unwrap_or(0)
-        };
-        if q50 > 2 * step50 {
-            summary.warnings.push(format!(
-                "requests waited for their first engine step: median {:.1} ms, max {:.1} ms (behind a long step, or for a batch slot or KV-cache room)",
-                q50 as f64 / 1e6,
-                qmax as f64 / 1e6
-            ));
-        }
-        let window_s = summary.throughput.window_s;
-        let mut lr = level_report(name, summary);
-        lr.concurrency = concurrency;
-        lr.rate = rate;
-        if !args.slos.is_empty() {
-            lr.slos = args.slos.iter().map(|s| s.evaluate(&lr.summary)).collect();
-            lr.goodput = Some(goodput(&level.records, &args.slos, window_s));
-            breached |= lr.slos.iter().any(|r| !r.pass);
-        }
-        lr.time_series = time_series(&level.records, 1_000_000_000)
-            .into_iter()
-            .skip_while(|b| b.completed == 0 && b.failed == 0 && b.output_tokens == 0)
-            .collect();
-        reports.push(lr);
+        metas.push(LevelMeta {
+            level: i as u32,
+            name,
+            concurrency,
+            rate,
+            intended: Some(level.records.len() as u64),
+            stopped_early: None,
+            warnings: engine_warnings(&level),
+            invalid: false,
+            interrupted: false,
+        });
+        records.extend(level.records);
     }
     let info = RunInfo {
         target: format!("engine model {} (virtual time)", spec.name),
@@ -393,26 +402,112 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         interrupted: false,
         machine: None,
     };
-    let report = Report::new(
-        info,
-        reports,
-        vec![format!(
+    // The bench's own report path: the same summaries, conventions, charts, SLO
+    // verdicts and exit code, from the planned records.
+    let checks = Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        max_late: DEFAULT_MAX_LATE,
+        time_bucket: Duration::from_secs(1),
+        convention: args.outputs.convention,
+    };
+    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    report.warnings.insert(
+        0,
+        format!(
             "planned, not measured: {} on the engine model in virtual time ({:.0} ms of computation)",
             spec.name,
             started.elapsed().as_secs_f64() * 1e3
-        )],
+        ),
     );
     print!(
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
     );
-    if let Some(path) = &args.json {
-        std::fs::write(path, cadence_report::json::render(&report))
-            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    Ok(exit)
+}
+
+/// Per request (prompt tokens, max tokens) from `--dataset`, read by the bench's own
+/// workload code: entries in their seeded order, each entry's first turn with its
+/// history, counted by `--tokenizer` or as words. `--max-tokens` given overrides the
+/// recorded lengths; entries without one get the default.
+fn dataset_lengths(
+    args: &PlanArgs,
+    path: &std::path::Path,
+    max_tokens: LengthDist,
+    total: u64,
+) -> anyhow::Result<Vec<(u32, u32)>> {
+    let w = crate::workload_cmd::WorkloadArgs {
+        tokenizer: args.tokenizer.clone(),
+        input_tokens: None,
+        corpus: None,
+        dataset: Some(path.to_path_buf()),
+        dataset_format: args.dataset_format,
+        min_prompt_tokens: args.min_prompt_tokens,
+        max_prompt_tokens: args.max_prompt_tokens,
+        multi_turn: false,
+        turns: None,
+        think_time: Duration::ZERO,
+        prefix_tokens: None,
+        prefix_groups: 1,
+    };
+    let workload =
+        crate::workload_cmd::prepare(&w, args.max_tokens, None, false, Some(total), args.seed)?;
+    let counter = workload
+        .tokenizer
+        .clone()
+        .map_or(Counter::Words, Counter::Tokenizer);
+    let default_max = max_tokens.fixed().unwrap_or(128);
+    let lengths: Vec<(u32, u32)> = workload
+        .items
+        .iter()
+        .map(|it| {
+            let first = it.turns.first();
+            let prompt: usize = it
+                .history
+                .iter()
+                .map(|m| counter.count(&m.content))
+                .chain(first.map(|t| counter.count(&t.user)))
+                .sum();
+            let out = first.and_then(|t| t.max_tokens).unwrap_or(default_max);
+            (u32::try_from(prompt).unwrap_or(u32::MAX).max(1), out.max(1))
+        })
+        .collect();
+    if lengths.is_empty() {
+        return Err(usage(format!(
+            "dataset {}: no entries left to plan with",
+            path.display()
+        )));
     }
-    Ok(if breached {
-        Exit::SloBreached
-    } else {
-        Exit::Ok
-    })
+    Ok(lengths)
+}
+
+/// What only the engine knows about a level: pre-emptions, and requests that waited
+/// for their first step (behind a long step, or for a slot or KV room).
+fn engine_warnings(level: &cadence_engine::PlanLevel) -> Vec<String> {
+    let mut out = Vec::new();
+    if level.preemptions > 0 {
+        out.push(format!(
+            "the KV cache ran out: {} pre-emptions (sequences recomputed, their streams paused)",
+            level.preemptions
+        ));
+    }
+    let mut queue = level.queue_ns.clone();
+    queue.sort_unstable();
+    let step50 = {
+        let mut d: Vec<u64> = level.steps.iter().map(|s| s.end - s.start).collect();
+        d.sort_unstable();
+        d.get(d.len() / 2).copied().unwrap_or(0)
+    };
+    if let (Some(&q50), Some(&qmax)) = (queue.get(queue.len() / 2), queue.last()) {
+        if q50 > 2 * step50 {
+            out.push(format!(
+                "requests waited for their first engine step: median {:.1} ms, max {:.1} ms (behind a long step, or for a batch slot or KV-cache room)",
+                q50 as f64 / 1e6,
+                qmax as f64 / 1e6
+            ));
+        }
+    }
+    out
 }

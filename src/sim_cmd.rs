@@ -45,10 +45,38 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         c.freeze = Some(cadence_sim::Freeze { at, duration });
     }
     c.engine = args.engine.resolve(args.seed)?;
+    if c.engine.is_some() {
+        flat_timing_conflict(args)?;
+    }
     if let (Some(e), None) = (&c.engine, &args.model) {
         c.model = e.name.clone();
     }
     Ok(c)
+}
+
+/// The flat timing flags describe the other timing model: with an engine they would
+/// reach only the requests the engine does not time (faults, per-request timing
+/// headers), which nobody means. Refused, naming both flags; per-request headers still
+/// set flat timing for single requests.
+fn flat_timing_conflict(args: &SimArgs) -> anyhow::Result<()> {
+    let flat = [
+        ("--ttft", args.ttft.is_some()),
+        ("--itl", args.itl.is_some()),
+        ("--burst", args.burst.is_some()),
+        ("--stall", args.stall.is_some()),
+        ("--stall-probability", args.stall_probability.is_some()),
+    ];
+    let Some((flag, _)) = flat.iter().find(|(_, given)| *given) else {
+        return Ok(());
+    };
+    let engine = if args.engine.preset.is_some() {
+        "--preset"
+    } else {
+        "--engine"
+    };
+    Err(usage(format!(
+        "{flag} cannot be combined with {engine}: {flag} sets the flat simulator's timing, and with {engine} the engine model times every request (a flat flag would reach only faulted requests); drop {flag}, or drop {engine} for flat timing (the x-cadence-ttft-ms / x-cadence-itl-ms headers still time single requests flat)"
+    )))
 }
 
 pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {

@@ -307,3 +307,233 @@ fn plan_draws_lengths_from_the_workload_distributions() {
     let b = plan_json(&args);
     assert_eq!(b["levels"][0]["output_tokens"], level["output_tokens"]);
 }
+
+#[test]
+fn flat_timing_flags_with_an_engine_are_usage_errors_naming_both() {
+    for (flag, value) in [
+        ("--itl", "5ms"),
+        ("--ttft", "20ms"),
+        ("--burst", "2"),
+        ("--stall", "100ms"),
+        ("--stall-probability", "0.1"),
+    ] {
+        let out = cadence()
+            .args([
+                "sim",
+                "--addr",
+                "127.0.0.1:0",
+                "--preset",
+                "tiny@cpu",
+                flag,
+                value,
+            ])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(
+            err.contains(&format!("{flag} cannot be combined with --preset")),
+            "{flag}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"small@gpu\"\n[model]\nparams_b = 1\nlayers = 16\nhidden = 2048\nkv_heads = 8\nhead_dim = 64\nbytes_per_param = 2\n[hardware]\nmemory_gb = 24\nbandwidth_gbs = 900\npeak_tflops = 100\n",
+    )
+    .unwrap();
+    cadence()
+        .args(["sim", "--addr", "127.0.0.1:0", "--itl", "5ms", "--engine"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--itl cannot be combined with --engine",
+        ));
+}
+
+/// `cadence plan` goes through the bench's report path: per-level conventions and
+/// chart data in the JSON (schema-valid), and the same HTML, CSV and Markdown outputs.
+#[test]
+fn plan_writes_the_bench_reports_with_conventions_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html, md, csv) = (
+        dir.path().join("plan.json"),
+        dir.path().join("plan.html"),
+        dir.path().join("plan.md"),
+        dir.path().join("csv/"),
+    );
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "llama-3.1-8b@h100-fp8",
+            "-c",
+            "1,16",
+            "-n",
+            "100",
+            "--input-tokens",
+            "500",
+            "--max-tokens",
+            "64",
+            "--speculate",
+            "3:0.7",
+            "--convention",
+            "vllm",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--csv")
+        .arg(&csv)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("vllm"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["convention"], "vllm");
+    assert!(v["run"]["machine"].is_null(), "planned: no client machine");
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for l in levels {
+        let charts = &l["charts"];
+        for series in [
+            "itl_cdf",
+            "itl_histogram",
+            "itl_by_position",
+            "tokens_per_chunk",
+        ] {
+            let n = charts[series].as_array().map_or(0, Vec::len);
+            assert!(n > 0, "{} has no {series}: {charts}", l["name"]);
+        }
+        // Speculation sends several tokens per chunk, and the engine says how many.
+        assert_eq!(charts["tokens_per_chunk_basis"], "chunk_counts");
+        let conventions = l["conventions"].as_array().unwrap();
+        for name in ["cadence", "vllm", "aiperf", "guidellm", "llmperf"] {
+            let c = conventions
+                .iter()
+                .find(|c| c["convention"] == name)
+                .unwrap_or_else(|| panic!("no {name} convention in {}", l["name"]));
+            assert!(c["itl"]["p50_ms"].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("llama-3.1-8b@h100-fp8"));
+    assert!(page.contains("vllm (headline)"));
+    let figures: Vec<&str> = page.split(r#"<figure class="chart""#).skip(1).collect();
+    assert_eq!(figures.len(), 8);
+    for fig in figures {
+        let fig = &fig[..fig.find("</figure>").unwrap()];
+        let marks = &fig[fig.find(r#"<g class="marks">"#).expect("a marks group")..];
+        assert!(
+            marks.contains("<path") || marks.contains("<circle") || marks.contains("<rect"),
+            "empty chart: {fig}"
+        );
+    }
+    assert!(std::fs::read_to_string(&md)
+        .unwrap()
+        .contains("**vllm** convention"));
+    let rows = |f: &str| {
+        std::fs::read_to_string(csv.join(f))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    assert_eq!(rows("levels.csv"), 1 + 2);
+    assert_eq!(rows("requests.csv"), 1 + 200);
+}
+
+/// `cadence plan --dataset`: the bench's dataset reader gives each request its prompt
+/// length (words, or --tokenizer tokens) and its recorded reply length.
+#[test]
+fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    // One JSONL entry of 300 words asking for 20 tokens plans exactly like
+    // --input-tokens 300 --max-tokens 20 (same engine, same seed).
+    let jsonl = dir.path().join("one.jsonl");
+    let words: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    std::fs::write(
+        &jsonl,
+        format!(
+            "{}\n",
+            serde_json::json!({"prompt": words.join(" "), "max_tokens": 20})
+        ),
+    )
+    .unwrap();
+    let base = ["--preset", "llama-3.1-8b@h100-fp8", "-c", "4", "-n", "40"];
+    let from_data = plan_json(&[&base[..], &["--dataset", jsonl.to_str().unwrap()]].concat());
+    let synthetic =
+        plan_json(&[&base[..], &["--input-tokens", "300", "--max-tokens", "20"]].concat());
+    let (a, b) = (&from_data["levels"][0], &synthetic["levels"][0]);
+    assert_eq!(a["output_tokens"]["total"], 40 * 20);
+    for metric in ["ttft", "itl", "e2e"] {
+        assert_eq!(a[metric], b[metric], "{metric}");
+    }
+    // A longer prompt takes longer to prefill.
+    let short = dir.path().join("short.jsonl");
+    std::fs::write(&short, "{\"prompt\": \"hi there\", \"max_tokens\": 20}\n").unwrap();
+    let short = plan_json(&[&base[..], &["--dataset", short.to_str().unwrap()]].concat());
+    assert!(p50(&short["levels"][0], "ttft") < p50(a, "ttft"));
+
+    // ShareGPT: reply lengths become max_tokens; the prompt filter applies;
+    // --max-tokens overrides the recorded lengths.
+    let sg = dir.path().join("sg.json");
+    std::fs::write(
+        &sg,
+        r#"[{"id": "x", "conversations": [{"from": "human", "value": "tell me a story"},
+                                         {"from": "gpt", "value": "once upon a time"}]},
+            {"id": "y", "conversations": [{"from": "human", "value": "why"},
+                                         {"from": "gpt", "value": "because"}]},
+            {"id": "z", "conversations": [{"from": "human", "value": "a b c d e f g h i j"},
+                                         {"from": "gpt", "value": "ok"}]}]"#,
+    )
+    .unwrap();
+    let sg = sg.to_str().unwrap();
+    let args = [
+        "--preset",
+        "tiny@cpu",
+        "-c",
+        "2",
+        "-n",
+        "6",
+        "--dataset",
+        sg,
+    ];
+    let v = plan_json(&[&args[..], &["--max-prompt-tokens", "5"]].concat());
+    // x (4-word reply) and y (1) in turn, three times each; z (10 words) filtered out.
+    assert_eq!(v["levels"][0]["output_tokens"]["total"], 3 * 4 + 3);
+    let v = plan_json(&[&args[..], &["--max-tokens", "9"]].concat());
+    assert_eq!(v["levels"][0]["output_tokens"]["total"], 6 * 9);
+
+    // Bad combinations and empty datasets are usage errors.
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--dataset",
+            sg,
+            "--input-tokens",
+            "10",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--input-tokens"));
+    cadence()
+        .args([
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--dataset",
+            sg,
+            "--min-prompt-tokens",
+            "100",
+        ])
+        .assert()
+        .code(2);
+}

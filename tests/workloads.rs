@@ -440,3 +440,67 @@ fn a_hub_id_without_network_is_a_clear_usage_error() {
         .code(2)
         .stderr(predicates::str::contains("normal:MEAN,STDDEV"));
 }
+
+#[test]
+fn input_tokens_come_from_the_workload_when_the_server_sends_no_usage() {
+    let no_usage = ["-H", "x-cadence-fault: no_usage"];
+    let base = ["-n", "4", "--input-tokens", "37", "--max-tokens", "3"];
+    // The server's usage: named usage.
+    let (code, _, recs, stderr) = bench(&base);
+    assert_eq!(code, Some(0), "{stderr}");
+    for r in &recs {
+        assert_eq!(
+            (&r["input_tokens"], &r["input_tokens_source"]),
+            (&serde_json::json!(37), &serde_json::json!("usage")),
+            "{r}"
+        );
+    }
+    // No usage, no tokenizer: the prompt's whitespace words.
+    let args: Vec<&str> = base.iter().chain(&no_usage).copied().collect();
+    let (code, report, recs, stderr) = bench(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(succeeded(&recs), 4);
+    assert_eq!(
+        report["levels"][0]["output_tokens"]["source"], "chunks",
+        "usage was off"
+    );
+    for r in &recs {
+        assert!(r["token_sources"]["usage"].is_null(), "usage was off: {r}");
+        assert_eq!(
+            (&r["input_tokens"], &r["input_tokens_source"]),
+            (&serde_json::json!(37), &serde_json::json!("words")),
+            "{r}"
+        );
+    }
+    // No usage, a tokenizer: its exact count of the prompt sent.
+    let dir = tempfile::tempdir().unwrap();
+    let tk = fixture_tokenizer(dir.path());
+    let args: Vec<&str> = [
+        "-n",
+        "3",
+        "--input-tokens",
+        "50",
+        "--max-tokens",
+        "3",
+        "--tokenizer",
+        &tk,
+    ]
+    .iter()
+    .chain(&no_usage)
+    .copied()
+    .collect();
+    let (code, _, recs, stderr) = bench(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(succeeded(&recs), 3);
+    for r in &recs {
+        assert_eq!(
+            r["output_tokens"]["source"], "tokenizer",
+            "usage was off: {r}"
+        );
+        assert_eq!(
+            (&r["input_tokens"], &r["input_tokens_source"]),
+            (&serde_json::json!(50), &serde_json::json!("tokenizer")),
+            "{r}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use crate::progress::Progress;
 use crate::secret::Redactor;
 use crate::sink::RecordSender;
 use crate::workload::RequestFactory;
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::{InputTokenSource, Outcome, RequestRecord};
 use cadence_wire::Api;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -118,6 +118,34 @@ pub struct RunContext {
     /// Counts output tokens after each stream (off the read loop, on a blocking
     /// thread) and attributes them to chunks.
     pub tokenizer: Option<crate::tokenizer::Tokenizer>,
+}
+
+/// When the server gave no prompt-token count, the workload's: the tokenizer's count of
+/// the prompt text sent (message contents summed), else its whitespace words, named by
+/// source. Nothing when the workload does not know the prompt (`parts` empty).
+pub fn input_from_workload(
+    rec: &mut RequestRecord,
+    parts: &[String],
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
+) {
+    if rec.input_tokens.is_some() || parts.is_empty() {
+        return;
+    }
+    let (count, source) = match tokenizer {
+        Some(tk) => (
+            parts.iter().map(|p| tk.count(p) as u64).sum(),
+            InputTokenSource::Tokenizer,
+        ),
+        None => (
+            parts
+                .iter()
+                .map(|p| p.split_whitespace().count() as u64)
+                .sum(),
+            InputTokenSource::Words,
+        ),
+    };
+    rec.input_tokens = Some(count);
+    rec.input_tokens_source = Some(source);
 }
 
 /// Why the run stopped issuing requests.
@@ -330,15 +358,19 @@ pub async fn run(
                 if session.is_some() && turn + 1 < turns {
                     replies.push(text.content.clone());
                 }
+                let prompt_parts = built.prompt_parts;
                 if let Some(tk) = cx.tokenizer.clone() {
                     // Tokenizing is CPU work: keep it off the threads that read sockets.
                     let (r, _) = tokio::task::spawn_blocking(move || {
                         tk.annotate(&mut rec, &text);
+                        input_from_workload(&mut rec, &prompt_parts, Some(&tk));
                         (rec, text)
                     })
                     .await
                     .expect("tokenizing does not panic");
                     rec = r;
+                } else {
+                    input_from_workload(&mut rec, &prompt_parts, None);
                 }
                 in_flight
                     .lock()
@@ -591,5 +623,37 @@ impl LagProbe {
             }
             _ => (Duration::ZERO, Duration::ZERO),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workload_counts_the_prompt_only_when_the_server_did_not() {
+        let parts = vec!["one two  three".to_string(), "four\nfive".to_string()];
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        input_from_workload(&mut rec, &parts, None);
+        assert_eq!(rec.input_tokens, Some(5));
+        assert_eq!(rec.input_tokens_source, Some(InputTokenSource::Words));
+
+        let tk = crate::tokenizer::train_bpe("one two three four five six", 300).unwrap();
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        input_from_workload(&mut rec, &parts, Some(&tk));
+        let exact = (tk.count(&parts[0]) + tk.count(&parts[1])) as u64;
+        assert_eq!(rec.input_tokens, Some(exact));
+        assert_eq!(rec.input_tokens_source, Some(InputTokenSource::Tokenizer));
+
+        // The server's usage wins; an unknown prompt (--extra-body) adds nothing.
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        rec.input_tokens = Some(42);
+        rec.input_tokens_source = Some(InputTokenSource::Usage);
+        input_from_workload(&mut rec, &parts, Some(&tk));
+        assert_eq!(rec.input_tokens, Some(42));
+        assert_eq!(rec.input_tokens_source, Some(InputTokenSource::Usage));
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        input_from_workload(&mut rec, &[], None);
+        assert_eq!((rec.input_tokens, rec.input_tokens_source), (None, None));
     }
 }

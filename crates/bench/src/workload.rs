@@ -70,6 +70,10 @@ pub struct BuiltTurn {
     pub request: Request<Full<Bytes>>,
     pub prompt_id: String,
     pub prefix_group: Option<u32>,
+    /// The prompt text sent: one entry per message (history, turns and replies), or
+    /// the one prompt. Empty when `--extra-body` replaces the prompt or messages, so
+    /// the workload does not know what was sent.
+    pub prompt_parts: Vec<String>,
 }
 
 impl RequestFactory {
@@ -92,6 +96,22 @@ impl RequestFactory {
         self.item(k).map_or(1, |it| it.turns.len().max(1))
     }
 
+    /// Requests (turns) that dispatches `0..dispatches` send in all: what a progress
+    /// bar counts to. Sessions cycle over the items, so whole cycles are multiplied.
+    pub fn total_turns(&self, dispatches: u64) -> u64 {
+        if self.items.is_empty() {
+            return dispatches;
+        }
+        let len = self.items.len() as u64;
+        let per = |it: &WorkItem| it.turns.len().max(1) as u64;
+        let cycle: u64 = self.items.iter().map(per).sum();
+        let rest: u64 = self.items[..(dispatches % len) as usize]
+            .iter()
+            .map(per)
+            .sum();
+        (dispatches / len) * cycle + rest
+    }
+
     fn item(&self, k: u64) -> Option<&WorkItem> {
         (!self.items.is_empty()).then(|| &self.items[(k % self.items.len() as u64) as usize])
     }
@@ -112,16 +132,26 @@ impl RequestFactory {
             Some((_, p)) => format!("{p} {user}"),
             None => user.to_owned(),
         };
+        let known = |parts: Vec<String>| {
+            let replaced = self
+                .body
+                .extra
+                .as_ref()
+                .is_some_and(|e| e.contains_key("prompt") || e.contains_key("messages"));
+            if replaced {
+                Vec::new()
+            } else {
+                parts
+            }
+        };
         let Some(item) = self.item(k) else {
             let (pid, prompt, max_tokens) = self.listed(k);
-            let body = match prefix {
-                Some(_) => self.body.body_with(&join(prompt), max_tokens),
-                None => self.body.body_with(prompt, max_tokens),
-            };
+            let text = join(prompt);
             return BuiltTurn {
-                request: self.request(body),
+                request: self.request(self.body.body_with(&text, max_tokens)),
                 prompt_id: pid.to_string(),
                 prefix_group: prefix.map(|(g, _)| g),
+                prompt_parts: known(vec![text]),
             };
         };
         let turn = turn.min(item.turns.len().saturating_sub(1));
@@ -148,6 +178,7 @@ impl RequestFactory {
             request: self.request(self.body.body_messages(&messages, max_tokens)),
             prompt_id: item.id.clone(),
             prefix_group: prefix.map(|(g, _)| g),
+            prompt_parts: known(messages.into_iter().map(|m| m.content).collect()),
         }
     }
 
@@ -244,6 +275,42 @@ mod tests {
             (b1["prompt"].as_str(), b1["max_tokens"].as_u64()),
             (Some("b"), Some(16))
         );
+    }
+
+    fn item(turns: usize) -> WorkItem {
+        WorkItem {
+            id: format!("s{turns}"),
+            history: Vec::new(),
+            turns: (0..turns)
+                .map(|t| TurnSpec {
+                    user: format!("turn {t}"),
+                    max_tokens: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn total_turns_counts_every_turn_of_every_session() {
+        let mut f = factory(Vec::new());
+        assert_eq!(f.total_turns(7), 7, "no sessions: one request per dispatch");
+        // --turns 3 (synthetic): every item has 3 turns.
+        f.items = (0..4).map(|_| item(3)).collect();
+        assert_eq!(f.total_turns(10), 30);
+        assert_eq!(f.total_turns(0), 0);
+        // A dataset's sessions of 1, 4 and 2 turns, cycled: 10 dispatches are three
+        // whole cycles (3 × 7) and the first item again (1).
+        f.items = vec![item(1), item(4), item(2)];
+        assert_eq!(f.total_turns(10), 22);
+        assert_eq!(f.total_turns(2), 5);
+        assert_eq!(
+            f.total_turns(5),
+            (0..5).map(|k| f.turns(k) as u64).sum::<u64>(),
+            "the dispatch loop's own count"
+        );
+        // An item without turns still sends one request.
+        f.items = vec![item(0), item(2)];
+        assert_eq!(f.total_turns(3), 4);
     }
 
     #[test]

@@ -45,6 +45,30 @@ impl TokenSource {
     }
 }
 
+/// Where a prompt-token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputTokenSource {
+    /// The server's `usage.prompt_tokens`.
+    Usage,
+    /// The run's `--tokenizer` over the prompt text the workload sent (message
+    /// contents summed; no chat template, no BOS).
+    Tokenizer,
+    /// Whitespace-separated words of the prompt text (no `--tokenizer` given): the
+    /// built-in simulator's tokens, an estimate for a real model.
+    Words,
+}
+
+impl InputTokenSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            InputTokenSource::Usage => "usage",
+            InputTokenSource::Tokenizer => "tokenizer",
+            InputTokenSource::Words => "words",
+        }
+    }
+}
+
 /// A token count and the source it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCount {
@@ -170,6 +194,10 @@ pub struct RequestRecord {
     /// Prompt tokens, from usage (or the workload when it knows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
+    /// Where `input_tokens` came from. Absent in files written before this field, when
+    /// only usage set `input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens_source: Option<InputTokenSource>,
     /// Output tokens and their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<TokenCount>,
@@ -221,6 +249,7 @@ impl RequestRecord {
             chunks: Vec::new(),
             end_ns: None,
             input_tokens: None,
+            input_tokens_source: None,
             output_tokens: None,
             outcome,
             http_status: None,

@@ -597,9 +597,25 @@ fn sig4(v: f64) -> String {
     let decimals = if v == 0.0 || !v.is_finite() {
         0
     } else {
-        (3 - v.abs().log10().floor() as i32).clamp(0, 3) as usize
+        sig_decimals(v, 3)
     };
     format!("{v:.decimals$}")
+}
+
+/// The decimals that show `v` with four significant digits (at most `max_dec`; values
+/// under 1 get `max_dec`). Judged again after rounding, so a value that rounds up past
+/// a power of ten keeps four digits: 9.9996 reads `10.00`, not `10.000`.
+fn sig_decimals(v: f64, max_dec: usize) -> usize {
+    let by_magnitude = |x: f64| {
+        if x.abs() >= 1.0 {
+            (3 - x.abs().log10().floor() as i32).clamp(0, max_dec as i32) as usize
+        } else {
+            max_dec
+        }
+    };
+    let dec = by_magnitude(v);
+    let rounded: f64 = format!("{v:.dec$}").parse().unwrap_or(v);
+    by_magnitude(rounded).min(dec)
 }
 
 /// A duration given in milliseconds, in µs, ms or s, whichever reads best.
@@ -610,11 +626,7 @@ pub fn fmt_ms(ms: f64) -> String {
     // Try each unit from the smallest that keeps the figure under 1000 after rounding.
     for (scale, unit, max_dec) in [(1e3, "µs", 1usize), (1.0, "ms", 3), (1e-3, "s", 3)] {
         let v = ms * scale;
-        let dec = if v.abs() >= 1.0 {
-            (3 - v.abs().log10().floor() as i32).clamp(0, max_dec as i32) as usize
-        } else {
-            max_dec
-        };
+        let dec = sig_decimals(v, max_dec);
         let s = format!("{v:.dec$}");
         let rounded: f64 = s.parse().unwrap_or(v);
         if rounded.abs() < 1000.0 || unit == "s" {
@@ -652,6 +664,24 @@ mod tests {
         assert_eq!(fmt_ms(3_600_000.0), "3600 s");
         assert_eq!(fmt_seconds(12.0), "12.00 s");
         assert_eq!(fmt_seconds(0.2), "200.0 ms");
+    }
+
+    #[test]
+    fn rounding_up_past_a_power_of_ten_keeps_four_digits() {
+        assert_eq!(fmt_ms(9.9996), "10.00 ms");
+        assert_eq!(fmt_ms(9.9994), "9.999 ms");
+        assert_eq!(fmt_ms(99.996), "100.0 ms");
+        assert_eq!(fmt_ms(99.994), "99.99 ms");
+        assert_eq!(fmt_ms(-9.9996), "-10.00 ms");
+        assert_eq!(fmt_ms(0.99996), "1.000 ms", "999.96 µs rounds into ms");
+        assert_eq!(fmt_ms(0.0099996), "10.0 µs");
+        assert_eq!(fmt_ms(9_999.6), "10.00 s");
+        assert_eq!(fmt_ms(99_999.6), "100.0 s");
+        assert_eq!(fmt_ms(999_999.6), "1000 s");
+        assert_eq!(sig4(9.9996), "10.00");
+        assert_eq!(sig4(99.9996), "100.0");
+        assert_eq!(sig4(999.96), "1000");
+        assert_eq!(fmt_rate(9.9996), "10");
     }
 
     #[test]

@@ -401,6 +401,7 @@ impl State {
             }
             if let Some(pt) = u.prompt_tokens {
                 rec.input_tokens = Some(pt);
+                rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
             }
         }
         if let Some(n) = c.tokens {
