@@ -3,20 +3,11 @@
 
 mod common;
 
-use common::{cadence, read_records, record_lines, validate};
+use common::{cadence, read_records, record_lines, usage_error, validate};
 use predicates::prelude::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
-
-/// Runs `cadence ARGS`, expecting exit 2 with `needle` in the error.
-fn usage_error(args: &[&str], needle: &str) {
-    cadence()
-        .args(args)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(needle));
-}
 
 #[test]
 fn bench_without_url_runs_the_builtin_simulator() {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cadence, validate};
+use common::{cadence, usage_error, validate};
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::Duration;
@@ -121,21 +121,15 @@ fn bad_engines_are_usage_errors() {
         err.contains("no preset 'gpt-9@abacus'") && err.contains("llama-3.1-8b@h100-fp8"),
         "{err}"
     );
-    cadence()
-        .args(["plan", "-c", "4"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--preset"));
-    cadence()
-        .args(["sim", "--addr", "127.0.0.1:0", "--speculate", "4:0.8"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--preset"));
-    cadence()
-        .args(["plan", "--preset", "tiny@cpu", "--speculate", "4:1.5"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("ALPHA"));
+    usage_error(&["plan", "-c", "4"], "--preset");
+    usage_error(
+        &["sim", "--addr", "127.0.0.1:0", "--speculate", "4:0.8"],
+        "--preset",
+    );
+    usage_error(
+        &["plan", "--preset", "tiny@cpu", "--speculate", "4:1.5"],
+        "ALPHA",
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("e.toml");
     std::fs::write(&file, "name = \"x@y\"\n[model]\nparams_b = 1\n").unwrap();
@@ -271,11 +265,10 @@ fn bench_without_a_url_runs_the_engine_it_is_given() {
     // Speculation: fewer chunks (gaps) than tokens.
     let gaps = v["levels"][0]["itl"]["count"].as_u64().unwrap();
     assert!(gaps < 4 * 39 * 2 / 3, "{gaps} gaps for 4 × 40 tokens");
-    cadence()
-        .args(["bench", "http://127.0.0.1:9/v1", "--preset", "tiny@cpu"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("without a URL"));
+    usage_error(
+        &["bench", "http://127.0.0.1:9/v1", "--preset", "tiny@cpu"],
+        "without a URL",
+    );
 }
 
 #[test]
@@ -511,8 +504,8 @@ fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
     assert_eq!(v["levels"][0]["output_tokens"]["total"], 6 * 9);
 
     // Bad combinations and empty datasets are usage errors.
-    cadence()
-        .args([
+    usage_error(
+        &[
             "plan",
             "--preset",
             "tiny@cpu",
@@ -520,10 +513,9 @@ fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
             sg,
             "--input-tokens",
             "10",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--input-tokens"));
+        ],
+        "--input-tokens",
+    );
     cadence()
         .args([
             "plan",

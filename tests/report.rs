@@ -6,7 +6,7 @@
 mod common;
 
 use assert_cmd::Command;
-use common::{record_lines, validate_report};
+use common::{record_lines, usage_error, validate_report};
 use predicates::prelude::*;
 use std::path::Path;
 use std::time::Duration;
@@ -173,16 +173,8 @@ fn bad_report_input_is_a_usage_error_naming_the_line() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("line 2"));
-    cadence()
-        .args(["report", "/nonexistent/x.jsonl"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("cannot read"));
-    cadence()
-        .args(["compare", "a", "b", "--fail-on", "itl.p99:10%"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("sign"));
+    usage_error(&["report", "/nonexistent/x.jsonl"], "cannot read");
+    usage_error(&["compare", "a", "b", "--fail-on", "itl.p99:10%"], "sign");
 }
 
 /// A closed-loop run of the simulator with a fixed ITL, recorded to `path`.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cadence, read_records, validate};
+use common::{cadence, read_records, usage_error, validate};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -198,13 +198,10 @@ fn jsonl_dataset_sends_prompts_and_messages() {
     }
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"prompt\": \"ok\"}\n{\"nope\": 1}\n").unwrap();
-    cadence()
-        .args(["bench", "-n", "1", "--dataset", bad.to_str().unwrap()])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "line 2: expected 'prompt', 'messages' or 'turns'",
-        ));
+    usage_error(
+        &["bench", "-n", "1", "--dataset", bad.to_str().unwrap()],
+        "line 2: expected 'prompt', 'messages' or 'turns'",
+    );
 }
 
 #[test]
@@ -416,13 +413,12 @@ fn exact_lengths_with_a_tokenizer_match_its_count() {
 
 #[test]
 fn a_hub_id_without_network_is_a_clear_usage_error() {
-    cadence()
-        .args(["bench", "-n", "1", "--tokenizer", "meta-llama/Llama-3.1-8B"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("does not download tokenizers"));
-    cadence()
-        .args([
+    usage_error(
+        &["bench", "-n", "1", "--tokenizer", "meta-llama/Llama-3.1-8B"],
+        "does not download tokenizers",
+    );
+    usage_error(
+        &[
             "bench",
             "-n",
             "1",
@@ -430,15 +426,13 @@ fn a_hub_id_without_network_is_a_clear_usage_error() {
             "5",
             "--corpus",
             "/no/such/corpus.txt",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("cannot read the corpus"));
-    cadence()
-        .args(["bench", "-n", "1", "--input-tokens", "normal:5"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("normal:MEAN,STDDEV"));
+        ],
+        "cannot read the corpus",
+    );
+    usage_error(
+        &["bench", "-n", "1", "--input-tokens", "normal:5"],
+        "normal:MEAN,STDDEV",
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Helpers the root end-to-end tests share (`mod common;` in each): the real `cadence`
-//! command, the report's check against the checked-in JSON schema, and the request
-//! records of a records file.
+//! command, a usage error's exit code and message, the report's check against the
+//! checked-in JSON schema, and the request records of a records file.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -14,6 +14,16 @@ pub fn cadence() -> Command {
     c.env_remove("OPENAI_API_KEY")
         .timeout(Duration::from_secs(120));
     c
+}
+
+/// Runs `cadence ARGS`, expecting exit 2 (usage) with `needle` in the error.
+#[allow(dead_code)]
+pub fn usage_error(args: &[&str], needle: &str) {
+    cadence()
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(needle));
 }
 
 /// Asserts that the report `json` (text) matches `schema/report.schema.json`.
