@@ -14,7 +14,7 @@ use cadence_bench::search::Search;
 use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
-use cadence_bench::workload::{synthetic_prompt, RequestFactory, DEFAULT_PROMPT};
+use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{
     ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
 };
@@ -93,7 +93,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         &args.workload,
         args.max_tokens,
         args.prompt.as_deref(),
-        trace.is_some(),
+        trace.as_deref(),
         requests,
         args.seed,
     )?;
@@ -216,17 +216,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
     );
     if let Some(entries) = &trace {
-        factory.prompts = entries
-            .iter()
-            .map(|e| match (&e.prompt, e.input_tokens) {
-                (Some(p), _) => p.clone(),
-                (None, Some(n)) => synthetic_prompt(n),
-                (None, None) => args
-                    .prompt
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_PROMPT.to_string()),
-            })
-            .collect();
+        factory.prompts = std::mem::take(&mut workload.trace_prompts);
         factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
     }
     workload.apply(&mut factory);

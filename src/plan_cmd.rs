@@ -453,7 +453,7 @@ fn dataset_lengths(
         prefix_groups: 1,
     };
     let workload =
-        crate::workload_cmd::prepare(&w, args.max_tokens, None, false, Some(total), args.seed)?;
+        crate::workload_cmd::prepare(&w, args.max_tokens, None, None, Some(total), args.seed)?;
     let counter = workload
         .tokenizer
         .clone()

@@ -6,6 +6,7 @@ use crate::exit::usage;
 use cadence_bench::dataset::{self, DatasetOptions};
 use cadence_bench::prompts::{Counter, LengthDist, PromptGen};
 use cadence_bench::tokenizer::Tokenizer;
+use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, TurnSpec, WorkItem};
 use clap::{Args, ValueEnum};
 use rand::rngs::SmallRng;
@@ -95,6 +96,9 @@ pub struct Workload {
     pub items: Vec<WorkItem>,
     pub prefixes: Vec<String>,
     pub think_time: Duration,
+    /// One prompt per `--trace` entry, in trace order: its own text, or a prompt of
+    /// exactly its `input_tokens` as the counter counts them.
+    pub trace_prompts: Vec<String>,
     /// Notes for the user (how lengths are counted), printed unless --quiet.
     pub notes: Vec<String>,
 }
@@ -114,10 +118,15 @@ pub fn prepare(
     w: &WorkloadArgs,
     max_tokens: Option<LengthDist>,
     prompt: Option<&str>,
-    trace: bool,
+    trace: Option<&[TraceEntry]>,
     requests: Option<u64>,
     seed: u64,
 ) -> anyhow::Result<Workload> {
+    // Trace entries that give only a length get a prompt of exactly that many tokens.
+    let trace_lengths = trace.is_some_and(|t| {
+        t.iter()
+            .any(|e| e.prompt.is_none() && e.input_tokens.is_some())
+    });
     let tokenizer = w
         .tokenizer
         .as_deref()
@@ -134,14 +143,9 @@ pub fn prepare(
     let pool = requests.unwrap_or(1000).clamp(1, MAX_POOL);
     let sample_max = |rng: &mut SmallRng| max_tokens.map(|d| d.sample(rng));
 
-    let needs_gen = w.input_tokens.is_some() || w.prefix_tokens.is_some();
+    let needs_gen = w.input_tokens.is_some() || w.prefix_tokens.is_some() || trace_lengths;
     let gen = if needs_gen {
-        let corpus = match &w.corpus {
-            Some(p) => std::fs::read_to_string(p)
-                .map_err(|e| usage(format!("cannot read the corpus {}: {e}", p.display())))?,
-            None => cadence_bench::prompts::CORPUS.to_owned(),
-        };
-        let g = PromptGen::new(&corpus, counter.clone()).map_err(|e| usage(e.to_string()))?;
+        let g = prompt_gen(w, counter.clone())?;
         out.notes.push(match &tokenizer {
             Some(t) => format!(
                 "prompt lengths are counted with {} (no BOS, no chat template){}",
@@ -226,7 +230,7 @@ pub fn prepare(
             }
         }
         out.items = items;
-    } else if !trace
+    } else if trace.is_none()
         && (max_tokens.is_some_and(|d| d.fixed().is_none()) || !out.prefixes.is_empty())
     {
         // One prompt, output lengths (or prefixes) that vary per request.
@@ -242,5 +246,26 @@ pub fn prepare(
             })
             .collect();
     }
+    if let Some(entries) = trace {
+        let fallback = prompt.unwrap_or(cadence_bench::workload::DEFAULT_PROMPT);
+        out.trace_prompts = entries
+            .iter()
+            .map(|e| match (&e.prompt, e.input_tokens, gen.as_ref()) {
+                (Some(p), _, _) => p.clone(),
+                (None, Some(n), Some(g)) => g.prompt(n as usize, &mut rng, false),
+                _ => fallback.to_owned(),
+            })
+            .collect();
+    }
     Ok(out)
+}
+
+/// The synthetic prompt generator over `--corpus` (or the shipped corpus).
+fn prompt_gen(w: &WorkloadArgs, counter: Counter) -> anyhow::Result<PromptGen> {
+    let corpus = match &w.corpus {
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| usage(format!("cannot read the corpus {}: {e}", p.display())))?,
+        None => cadence_bench::prompts::CORPUS.to_owned(),
+    };
+    PromptGen::new(&corpus, counter).map_err(|e| usage(e.to_string()))
 }

@@ -564,6 +564,15 @@ fn trace_replay_sends_at_recorded_offsets_with_recorded_lengths() {
         [2, 3, 4],
         "sorted by arrival, each with its own output length"
     );
+    let inputs: Vec<u64> = recs
+        .iter()
+        .map(|r| r["input_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        inputs,
+        [12, 2, 30],
+        "length-only entries get prompts of exactly their length (the sim counts words)"
+    );
     let sched: Vec<f64> = recs
         .iter()
         .map(|r| r["scheduled_ns"].as_u64().unwrap() as f64 / 1e6)

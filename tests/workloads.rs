@@ -498,3 +498,45 @@ fn input_tokens_come_from_the_workload_when_the_server_sends_no_usage() {
         );
     }
 }
+
+#[test]
+fn trace_lengths_become_exact_prompts_by_the_tokenizer() {
+    // A Mooncake-style trace gives only lengths; with --tokenizer each prompt must have
+    // exactly that many of its tokens (checked via the count of the prompt sent, which
+    // the record carries when the server sends no usage).
+    let dir = tempfile::tempdir().unwrap();
+    let tk = fixture_tokenizer(dir.path());
+    let trace = dir.path().join("trace.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 2}\n\
+         {\"timestamp\": 10, \"input_length\": 123, \"output_length\": 2}\n\
+         {\"timestamp\": 20, \"input_length\": 7, \"output_length\": 2}\n",
+    )
+    .unwrap();
+    let (code, _, mut recs, stderr) = bench(&[
+        "--trace",
+        trace.to_str().unwrap(),
+        "--tokenizer",
+        &tk,
+        "--max-late",
+        "100%",
+        "-H",
+        "x-cadence-fault: no_usage",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    recs.sort_by_key(|r| r["index"].as_u64());
+    let got: Vec<(u64, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().unwrap(),
+                r["input_tokens_source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(40, "tokenizer"), (123, "tokenizer"), (7, "tokenizer")]
+    );
+}

@@ -212,20 +212,6 @@ impl RequestFactory {
     }
 }
 
-/// A prompt of about `tokens` tokens for a trace entry that gives only a length: one
-/// common English word per token (exact lengths need the server's tokenizer).
-pub fn synthetic_prompt(tokens: u32) -> String {
-    const WORDS: [&str; 8] = ["the", "time", "of", "day", "and", "a", "long", "way"];
-    let mut s = String::with_capacity(tokens as usize * 5);
-    for i in 0..tokens as usize {
-        if i > 0 {
-            s.push(' ');
-        }
-        s.push_str(WORDS[i % WORDS.len()]);
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,11 +297,5 @@ mod tests {
         // An item without turns still sends one request.
         f.items = vec![item(0), item(2)];
         assert_eq!(f.total_turns(3), 4);
-    }
-
-    #[test]
-    fn synthetic_prompt_has_one_word_per_token() {
-        assert_eq!(synthetic_prompt(0), "");
-        assert_eq!(synthetic_prompt(10).split(' ').count(), 10);
     }
 }
