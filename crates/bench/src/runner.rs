@@ -192,6 +192,43 @@ struct InFlight {
     dispatched_ns: u64,
 }
 
+type InFlightMap = Arc<Mutex<BTreeMap<(u64, u32), InFlight>>>;
+
+/// Who sends a request: the level, the slot it holds, and whether it is warm-up. Every
+/// turn of a session shares its first request's.
+#[derive(Debug, Clone, Copy)]
+struct Identity {
+    level: u32,
+    slot: u32,
+    warmup: bool,
+}
+
+impl Identity {
+    /// The record of request `index`, its identity set, entered as in flight (so the
+    /// watchdog can account for it if its task never answers).
+    fn start(
+        self,
+        index: u64,
+        scheduled_ns: Option<u64>,
+        in_flight: &InFlightMap,
+        clock: &Clock,
+    ) -> RequestRecord {
+        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+        rec.level = self.level;
+        rec.worker = self.slot;
+        rec.warmup = self.warmup;
+        rec.scheduled_ns = scheduled_ns;
+        in_flight.lock().expect("in-flight lock").insert(
+            (index, self.slot),
+            InFlight {
+                scheduled_ns,
+                dispatched_ns: clock.now_ns(),
+            },
+        );
+        rec
+    }
+}
+
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
 const WATCHDOG: Duration = Duration::from_secs(5);
 
@@ -211,7 +248,7 @@ pub async fn run(
     let (cancel_tx, cancel) = Cancel::new();
     // Requests in flight, keyed by (index, slot), with the time they were dispatched:
     // what the watchdog needs to account for a request that never answers.
-    let in_flight: Arc<Mutex<BTreeMap<(u64, u32), InFlight>>> = Arc::default();
+    let in_flight: InFlightMap = Arc::default();
     let slots = Slots::new(plan.slot_cap());
     let tally = Arc::new(Tally::default());
     // Record indices: one per request, dispatched or a later turn of a session.
@@ -227,7 +264,6 @@ pub async fn run(
     };
 
     tokio::pin!(stop);
-    let (plan_level, plan_warmup) = (plan.level, plan.warmup);
     let mut tasks = JoinSet::new();
     let mut next: u64 = 0;
     let mut dropped = 0u64;
@@ -291,18 +327,12 @@ pub async fn run(
         let index = issued.fetch_add(1, Ordering::Relaxed);
         next += 1;
         let slot = permit.id;
-        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
-        rec.level = plan.level;
-        rec.worker = slot;
-        rec.warmup = dispatch < plan.warmup;
-        rec.scheduled_ns = scheduled.map(|t| clock.ns_at(t));
-        in_flight.lock().expect("in-flight lock").insert(
-            (index, slot),
-            InFlight {
-                scheduled_ns: rec.scheduled_ns,
-                dispatched_ns: clock.now_ns(),
-            },
-        );
+        let who = Identity {
+            level: plan.level,
+            slot,
+            warmup: dispatch < plan.warmup,
+        };
+        let mut rec = who.start(index, scheduled.map(|t| clock.ns_at(t)), &in_flight, &clock);
         let cx = cx.clone();
         let sink = sink.clone();
         let mut cancel = cancel.clone();
@@ -324,18 +354,7 @@ pub async fn run(
                         _ = think => {}
                     }
                     index = issued.fetch_add(1, Ordering::Relaxed);
-                    let scheduled_ns = None;
-                    rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
-                    rec.level = plan_level;
-                    rec.worker = slot;
-                    rec.warmup = dispatch < plan_warmup;
-                    in_flight.lock().expect("in-flight lock").insert(
-                        (index, slot),
-                        InFlight {
-                            scheduled_ns,
-                            dispatched_ns: clock.now_ns(),
-                        },
-                    );
+                    rec = who.start(index, None, &in_flight, &clock);
                 }
                 let built = cx.factory.build_turn(dispatch, turn, &replies);
                 rec.prompt_id = Some(built.prompt_id);
