@@ -382,43 +382,21 @@ mod tests {
         });
         m.observe(&r, &labels());
         let text = m.encode();
-        assert!(
-            text.contains(r#"cadence_ttft_seconds_count{model="m",route="chat"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"cadence_ttft_seconds_sum{model="m",route="chat"} 0.04"#),
-            "{text}"
-        );
-        // Gaps 10 ms and 20 ms.
-        assert!(
-            text.contains(r#"cadence_itl_seconds_count{model="m",route="chat"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"cadence_itl_seconds_sum{model="m",route="chat"} 0.03"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"cadence_itl_seconds_bucket{le="0.015",model="m",route="chat"} 1"#),
-            "{text}"
-        );
-        // TPOT = 30 ms / 4.
-        assert!(
-            text.contains(r#"cadence_tpot_seconds_sum{model="m",route="chat"} 0.0075"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"cadence_output_tokens_total{model="m",route="chat"} 5"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"cadence_requests_total{model="m",route="chat",outcome="succeeded"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains(r#"cadence_request_duration_seconds_sum{model="m",route="chat",outcome="succeeded"} 0.08"#), "{text}");
+        for want in [
+            r#"cadence_ttft_seconds_count{model="m",route="chat"} 1"#,
+            r#"cadence_ttft_seconds_sum{model="m",route="chat"} 0.04"#,
+            // Gaps 10 ms and 20 ms.
+            r#"cadence_itl_seconds_count{model="m",route="chat"} 2"#,
+            r#"cadence_itl_seconds_sum{model="m",route="chat"} 0.03"#,
+            r#"cadence_itl_seconds_bucket{le="0.015",model="m",route="chat"} 1"#,
+            // TPOT = 30 ms / 4.
+            r#"cadence_tpot_seconds_sum{model="m",route="chat"} 0.0075"#,
+            r#"cadence_output_tokens_total{model="m",route="chat"} 5"#,
+            r#"cadence_requests_total{model="m",route="chat",outcome="succeeded"} 1"#,
+            r#"cadence_request_duration_seconds_sum{model="m",route="chat",outcome="succeeded"} 0.08"#,
+        ] {
+            assert!(text.contains(want), "missing {want}:\n{text}");
+        }
     }
 
     #[test]
