@@ -3,7 +3,11 @@
 //! three separate runtimes, so one monotonic clock times both ends. Phases alternate
 //! direct → via proxy; per chunk, latency = client arrival − simulator write. The
 //! added delay is the difference of the two latency distributions' percentiles, and
-//! the throughput ratio is chunks/s via proxy over chunks/s direct.
+//! the throughput ratio is chunks/s via proxy over chunks/s direct. A third path, a
+//! bare TCP relay with no HTTP in it, on the proxy's runtime, is the floor any proxy
+//! pays on this machine for the extra loopback hop. `--proxy-threads 0` runs the proxy
+//! on a current-thread runtime; `OVERHEAD_DUMP=FILE` writes every chunk's
+//! `repeat path request write_ns latency_ms` for a look at when the tail happens.
 //!
 //! ```text
 //! cargo run --release -p cadence-proxy --example overhead -- \
@@ -71,6 +75,22 @@ fn runtime(threads: usize, name: &str) -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+fn current_thread(name: &str) -> tokio::runtime::Handle {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            tx.send(rt.handle().clone()).unwrap();
+            rt.block_on(std::future::pending::<()>());
+        })
+        .unwrap();
+    rx.recv().unwrap()
 }
 
 /// One request's chunk arrival times (ns since `origin`), keyed by its sim request id.
@@ -174,10 +194,37 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     cadence_core::stats::quantile_sorted(sorted, p).unwrap_or(f64::NAN)
 }
 
+/// A byte relay with no HTTP in it (`copy_bidirectional` per connection): the floor
+/// of what any proxy adds on this machine, one loopback hop and two syscalls a chunk.
+async fn relay(upstream: std::net::SocketAddr) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut down, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let _ = down.set_nodelay(true);
+                let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let _ = up.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+            });
+        }
+    });
+    addr
+}
+
 fn main() {
     let a = args();
     let sim_rt = runtime(a.sim_threads, "sim");
-    let proxy_rt = runtime(a.proxy_threads, "proxy");
+    // `--proxy-threads 0`: a current-thread runtime driven by one thread named "proxy".
+    let _proxy_rt;
+    let proxy_rt = if a.proxy_threads == 0 {
+        current_thread("proxy")
+    } else {
+        _proxy_rt = runtime(a.proxy_threads, "proxy");
+        _proxy_rt.handle().clone()
+    };
     let client_rt = runtime(a.client_threads, "client");
     let log = SendLog::with_capacity(10_000_000);
     let config = SimConfig {
@@ -200,6 +247,7 @@ fn main() {
     pc.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     let proxy = proxy_rt.block_on(cadence_proxy::spawn(pc)).unwrap();
     let proxy_url = proxy.url();
+    let relay_url = format!("http://{}", proxy_rt.block_on(relay(sim.addr)));
     let origin = Instant::now();
     let epoch = log.epoch();
 
@@ -207,15 +255,25 @@ fn main() {
         "{} streams x {} rounds, {} tokens, sim ITL {} ms; threads: sim {}, proxy {}, client {}",
         a.streams, a.rounds, a.tokens, a.itl_ms, a.sim_threads, a.proxy_threads, a.client_threads
     );
-    let mut lat: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut rate: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut failed = [0u64; 2];
-    let mut cpu_per_chunk: Vec<f64> = Vec::new();
+    // Path 0 is direct; the others go through something on the "proxy" runtime.
+    let paths = [
+        ("direct", sim_url),
+        ("relay", relay_url),
+        ("proxy", proxy_url),
+    ];
+    let mut lat: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut rate: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut cpu_per_chunk: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut failed = vec![0u64; paths.len()];
     let mut next_id = 0u64;
+    let mut dump = std::env::var("OVERHEAD_DUMP")
+        .ok()
+        .map(|p| std::io::BufWriter::new(std::fs::File::create(p).unwrap()));
     for rep in 0..a.repeats {
-        for (k, url) in [(0usize, sim_url.clone()), (1, proxy_url.clone())] {
+        for (k, (name, url)) in paths.iter().enumerate() {
             let cpu0 = thread_cpu_s("proxy");
-            let (arrivals, wall) = client_rt.block_on(phase(url, next_id, a.clone(), origin));
+            let (arrivals, wall) =
+                client_rt.block_on(phase(url.clone(), next_id, a.clone(), origin));
             let proxy_cpu = thread_cpu_s("proxy") - cpu0;
             next_id += a.streams * a.rounds;
             let sent: HashMap<u64, cadence_sim::SentStream> =
@@ -234,17 +292,18 @@ fn main() {
                     let l = arrive.saturating_duration_since(wrote).as_secs_f64() * 1e3
                         - wrote.saturating_duration_since(arrive).as_secs_f64() * 1e3;
                     lat[k].push(l);
+                    if let Some(f) = dump.as_mut() {
+                        use std::io::Write;
+                        let _ = writeln!(f, "{rep} {name} {id} {w} {l:.4}");
+                    }
                     chunks += 1;
                 }
             }
             let r = chunks as f64 / wall.as_secs_f64();
             rate[k].push(r);
-            if k == 1 {
-                cpu_per_chunk.push(proxy_cpu / chunks.max(1) as f64 * 1e6);
-            }
+            cpu_per_chunk[k].push(proxy_cpu / chunks.max(1) as f64 * 1e6);
             println!(
-                "  repeat {rep} {:>6}: {} requests, {chunks} chunks in {:.2} s = {r:.0} chunks/s",
-                if k == 0 { "direct" } else { "proxy" },
+                "  repeat {rep} {name:>6}: {} requests, {chunks} chunks in {:.2} s = {r:.0} chunks/s",
                 arrivals.len(),
                 wall.as_secs_f64()
             );
@@ -253,44 +312,41 @@ fn main() {
     for l in &mut lat {
         l.sort_by(f64::total_cmp);
     }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     println!("\nper-chunk latency, client arrival - simulator write (ms):");
     println!(
-        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9}",
-        "path", "chunks", "p50", "p90", "p99", "p99.9"
+        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "path", "chunks", "p50", "p90", "p99", "p99.9", "failed"
     );
-    for (k, name) in [(0, "direct"), (1, "proxy")] {
+    for (k, (name, _)) in paths.iter().enumerate() {
         let s = &lat[k];
         println!(
-            "{name:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            "{name:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9}",
             s.len(),
             pct(s, 0.5),
             pct(s, 0.9),
             pct(s, 0.99),
-            pct(s, 0.999)
+            pct(s, 0.999),
+            failed[k]
         );
     }
+    println!("\nadded over direct (ms), throughput ratio, CPU of the proxy runtime per chunk:");
     println!(
-        "{:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-        "added",
-        "",
-        pct(&lat[1], 0.5) - pct(&lat[0], 0.5),
-        pct(&lat[1], 0.9) - pct(&lat[0], 0.9),
-        pct(&lat[1], 0.99) - pct(&lat[0], 0.99),
-        pct(&lat[1], 0.999) - pct(&lat[0], 0.999)
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9}",
+        "path", "p50", "p90", "p99", "p99.9", "ratio", "cpu us"
     );
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    println!(
-        "throughput: direct {:.0} chunks/s, proxy {:.0} chunks/s, ratio {:.3}; failed requests: direct {}, proxy {}",
-        mean(&rate[0]),
-        mean(&rate[1]),
-        mean(&rate[1]) / mean(&rate[0]),
-        failed[0],
-        failed[1]
-    );
-    println!(
-        "proxy CPU (its runtime's threads, user + system) per proxied chunk: {:.1} us",
-        mean(&cpu_per_chunk)
-    );
+    for (k, (name, _)) in paths.iter().enumerate().skip(1) {
+        let d = |p: f64| pct(&lat[k], p) - pct(&lat[0], p);
+        println!(
+            "{name:>8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3} {:>9.1}",
+            d(0.5),
+            d(0.9),
+            d(0.99),
+            d(0.999),
+            mean(&rate[k]) / mean(&rate[0]),
+            mean(&cpu_per_chunk[k])
+        );
+    }
     drop(proxy);
     drop(sim);
 }
