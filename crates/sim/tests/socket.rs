@@ -88,9 +88,12 @@ async fn spawn_serves_streams_over_tcp_and_logs_them() {
         .map(|(t, _)| *t)
         .collect();
     assert_eq!(content.len(), 8);
+    // Nominally 7 x 15 = 105 ms; half of it still tells one-by-one from buffered-
+    // to-the-end (~0), with room for a late first chunk on a loaded machine (the
+    // sim keeps to its schedule, so later chunks catch up).
     let span = content[7] - content[0];
     assert!(
-        span >= Duration::from_millis(100),
+        span >= Duration::from_millis(50),
         "chunks arrived together: {span:?}"
     );
     server.shutdown().await;
@@ -98,7 +101,9 @@ async fn spawn_serves_streams_over_tcp_and_logs_them() {
 
 #[tokio::test]
 async fn reset_cuts_the_connection_mid_body() {
-    let server = spawn(config(5), local()).await.unwrap();
+    // A TCP reset discards what the receiver has not read yet: tokens 30 ms apart
+    // give the reader time to take each one before the cut, even on a loaded machine.
+    let server = spawn(config(30), local()).await.unwrap();
     let resp = client()
         .request(request(&server.url(), Some("reset"), 6))
         .await
