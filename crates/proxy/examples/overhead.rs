@@ -7,7 +7,8 @@
 //! bare TCP relay with no HTTP in it, on the proxy's runtime, is the floor any proxy
 //! pays on this machine for the extra loopback hop. `--proxy-threads 0` runs the proxy
 //! on a current-thread runtime; `OVERHEAD_DUMP=FILE` writes every chunk's
-//! `repeat path request write_ns latency_ms` for a look at when the tail happens.
+//! `repeat path request write_ns latency_ms` for a look at when the tail happens;
+//! `--relay 0` leaves the relay out.
 //!
 //! ```text
 //! cargo run --release -p cadence-proxy --example overhead -- \
@@ -34,6 +35,7 @@ struct Args {
     sim_threads: usize,
     proxy_threads: usize,
     client_threads: usize,
+    relay: bool,
 }
 
 fn args() -> Args {
@@ -46,6 +48,7 @@ fn args() -> Args {
         sim_threads: 1,
         proxy_threads: 1,
         client_threads: 1,
+        relay: true,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     for pair in v.chunks(2) {
@@ -62,6 +65,7 @@ fn args() -> Args {
             "--sim-threads" => a.sim_threads = n as usize,
             "--proxy-threads" => a.proxy_threads = n as usize,
             "--client-threads" => a.client_threads = n as usize,
+            "--relay" => a.relay = n != 0,
             o => panic!("unknown flag {o}"),
         }
     }
@@ -256,11 +260,14 @@ fn main() {
         a.streams, a.rounds, a.tokens, a.itl_ms, a.sim_threads, a.proxy_threads, a.client_threads
     );
     // Path 0 is direct; the others go through something on the "proxy" runtime.
-    let paths = [
+    let mut paths = vec![
         ("direct", sim_url),
         ("relay", relay_url),
         ("proxy", proxy_url),
     ];
+    if !a.relay {
+        paths.remove(1);
+    }
     let mut lat: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut rate: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut cpu_per_chunk: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
