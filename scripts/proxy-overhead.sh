@@ -3,11 +3,13 @@
 # placements, beside a bare TCP relay (the floor of any proxy here) and the machine's
 # own scheduling stalls. Per run: added p50/p99 (ms) over the direct path and the
 # throughput ratio, for the relay and the proxy (crates/proxy/examples/overhead.rs).
-#   shared: the kernel places the sim, proxy and client threads on the 2 vCPUs;
-#   pinned: the proxy runtime's thread on CPU 1, everything else on CPU 0.
+#   shared: the kernel places the threads (sim, client, and the proxy's runtime with
+#           a worker per core, as `cadence proxy` runs by default) on the vCPUs;
+#   pinned: the proxy runtime cut to one thread, alone on CPU 1; the rest on CPU 0.
 #
 #   cargo build --release -p cadence-proxy --examples
 #   scripts/proxy-overhead.sh 5            # RUNS [overhead example flags]
+#   PLACEMENTS=shared scripts/proxy-overhead.sh 5
 set -euo pipefail
 RUNS=${1:-3}
 shift || true
@@ -16,9 +18,10 @@ ARGS=("$@")
 EX=$(dirname "$0")/../target/release/examples
 "$EX/hiccups" --seconds 10 | tail -n +2
 run() { # PLACEMENT
-  local out pid
+  local out pid extra=()
   out=$(mktemp)
-  "$EX/overhead" "${ARGS[@]}" >"$out" 2>&1 &
+  [ "$1" = pinned ] && extra=(--proxy-threads 1)
+  "$EX/overhead" "${ARGS[@]}" "${extra[@]}" >"$out" 2>&1 &
   pid=$!
   if [ "$1" = pinned ]; then
     sleep 0.5
@@ -32,6 +35,5 @@ run() { # PLACEMENT
   rm -f "$out"
 }
 for _ in $(seq "$RUNS"); do
-  run shared
-  run pinned
+  for p in ${PLACEMENTS:-shared pinned}; do run "$p"; done
 done

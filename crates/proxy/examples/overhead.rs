@@ -46,7 +46,8 @@ fn args() -> Args {
         itl_ms: 10,
         repeats: 2,
         sim_threads: 1,
-        proxy_threads: 1,
+        // As `cadence proxy` runs by default: a worker per core.
+        proxy_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         client_threads: 1,
         relay: true,
     };
