@@ -602,30 +602,22 @@ impl Tally {
     }
 }
 
-/// Measures how late a 10 ms timer fires: lag on the event loop delays every
-/// timestamp the client takes, so it is reported beside the figures.
+/// Measures how late a 10 ms timer fires over the run (`crate::lag`): lag on the
+/// event loop delays every timestamp the client takes, so it is reported beside the
+/// figures.
 struct LagProbe {
     handle: tokio::task::JoinHandle<Vec<Duration>>,
     stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl LagProbe {
-    const PERIOD: Duration = Duration::from_millis(10);
-
     fn start() -> LagProbe {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel();
         let handle = tokio::spawn(async move {
             let mut lags = Vec::new();
-            let mut expected = Instant::now() + Self::PERIOD;
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => break,
-                    _ = sleep_until(expected) => {
-                        let now = Instant::now();
-                        lags.push(now.saturating_duration_since(expected));
-                        expected = now + Self::PERIOD;
-                    }
-                }
+            tokio::select! {
+                _ = stopped => {}
+                _ = crate::lag::watch(crate::lag::PERIOD, |l| lags.push(l)) => {}
             }
             lags
         });
@@ -635,12 +627,8 @@ impl LagProbe {
     async fn finish(self) -> (Duration, Duration) {
         let _ = self.stop.send(());
         match self.handle.await {
-            Ok(mut lags) if !lags.is_empty() => {
-                lags.sort();
-                let p99 = lags[((lags.len() - 1) as f64 * 0.99) as usize];
-                (p99, *lags.last().expect("non-empty"))
-            }
-            _ => (Duration::ZERO, Duration::ZERO),
+            Ok(mut lags) => crate::lag::p99_and_max(&mut lags),
+            Err(_) => (Duration::ZERO, Duration::ZERO),
         }
     }
 }

@@ -113,10 +113,98 @@ pub fn summarize(
     }
 }
 
+/// The proxy's own event-loop lag over the last few minutes: how late its 10 ms timer
+/// fired (`cadence_bench::lag`). Chunk timestamps taken in a stall are late by up to
+/// the stall, so `/stats` shows it beside the stream figures. Memory is bounded by the
+/// timer's rate: 100 samples a second.
+#[derive(Debug, Clone)]
+pub struct LagWindow {
+    /// (when the tick fired, how late), in firing order.
+    samples: VecDeque<(u64, u64)>,
+    max_age_ns: u64,
+}
+
+/// One window of lag samples, as `/stats` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LagStats {
+    pub window_s: f64,
+    pub ticks: u64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Ticks more than 10 ms late: stalls long enough to bend an ITL measurement.
+    pub over_10ms: u64,
+}
+
+impl LagWindow {
+    pub fn new(max_age_ns: u64) -> Self {
+        LagWindow {
+            samples: VecDeque::new(),
+            max_age_ns,
+        }
+    }
+
+    pub fn push(&mut self, at_ns: u64, lag_ns: u64) {
+        self.samples.push_back((at_ns, lag_ns));
+        let cutoff = at_ns.saturating_sub(self.max_age_ns);
+        while self.samples.front().is_some_and(|s| s.0 < cutoff) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The ticks that fired in `[now − window, now]`.
+    pub fn summary(&self, now_ns: u64, window_ns: u64) -> LagStats {
+        let start = now_ns.saturating_sub(window_ns);
+        let mut ms: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|s| s.0 >= start && s.0 <= now_ns)
+            .map(|s| s.1 as f64 / 1e6)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        LagStats {
+            window_s: window_ns as f64 / 1e9,
+            ticks: ms.len() as u64,
+            p99_ms: cadence_core::stats::quantile_sorted(&ms, 0.99).unwrap_or(0.0),
+            max_ms: ms.last().copied().unwrap_or(0.0),
+            over_10ms: ms.iter().filter(|&&m| m > 10.0).count() as u64,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use cadence_core::{Chunk, Outcome};
+
+    #[test]
+    fn lag_windows_count_the_ticks_that_fired_in_them() {
+        let mut w = LagWindow::new(300 * S);
+        // 100 ticks at 0..99 ms of lag, one a second from t = 1 s to 100 s, then a
+        // 250 ms stall at 290 s.
+        for i in 0..100u64 {
+            w.push((i + 1) * S, i * MS);
+        }
+        w.push(290 * S, 250 * MS);
+        let all = w.summary(300 * S, 300 * S);
+        assert_eq!(all.ticks, 101);
+        assert_eq!(all.max_ms, 250.0);
+        assert_eq!(all.over_10ms, 89 + 1, "11..99 ms and the stall");
+        let last_minute = w.summary(300 * S, 60 * S);
+        assert_eq!(
+            last_minute,
+            LagStats {
+                window_s: 60.0,
+                ticks: 1,
+                p99_ms: 250.0,
+                max_ms: 250.0,
+                over_10ms: 1
+            }
+        );
+        // Samples older than the window's age are forgotten as new ones arrive.
+        w.push(401 * S, 0);
+        assert_eq!(w.summary(401 * S, 300 * S).ticks, 2);
+        assert_eq!(w.summary(401 * S, 60 * S).max_ms, 0.0);
+    }
 
     const S: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;

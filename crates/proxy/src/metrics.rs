@@ -109,6 +109,7 @@ pub struct Metrics {
     active: Family<StreamLabels, Gauge>,
     client_disconnects: Counter,
     rejected: Family<RejectLabels, Counter>,
+    loop_lag: Histogram,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -148,6 +149,7 @@ impl Metrics {
         let active = Family::<StreamLabels, Gauge>::default();
         let client_disconnects = Counter::default();
         let rejected = Family::<RejectLabels, Counter>::default();
+        let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
 
         let mut registry = Registry::with_prefix("cadence");
         registry.register_with_unit(
@@ -199,6 +201,12 @@ impl Metrics {
             "Requests the proxy answered itself without forwarding, by reason",
             rejected.clone(),
         );
+        registry.register_with_unit(
+            "proxy_loop_lag",
+            "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
+            Unit::Seconds,
+            loop_lag.clone(),
+        );
         Metrics {
             registry,
             ttft,
@@ -210,7 +218,13 @@ impl Metrics {
             active,
             client_disconnects,
             rejected,
+            loop_lag,
         }
+    }
+
+    /// One tick of the event-loop lag probe.
+    pub fn loop_lag(&self, lag: std::time::Duration) {
+        self.loop_lag.observe(lag.as_secs_f64());
     }
 
     /// The OpenMetrics text exposition.

@@ -5,7 +5,7 @@
 use crate::alert::{Alerts, Transition};
 use crate::forward;
 use crate::framing_guard::{GuardedIo, Verdicts};
-use crate::live::{summarize, LiveWindow, WindowStats};
+use crate::live::{summarize, LagStats, LagWindow, LiveWindow, WindowStats};
 use crate::metrics::{Metrics, StreamLabels};
 use crate::records::RecordWriter;
 use crate::{ProxyConfig, ProxyError};
@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub metrics: Metrics,
     pub models: crate::metrics::ModelLabels,
     pub live: Mutex<LiveWindow>,
+    /// The proxy's own event-loop lag (see `lag_loop`).
+    pub lag: Mutex<LagWindow>,
     pub alerts: Mutex<Alerts>,
     pub records: Option<RecordWriter>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
@@ -140,6 +142,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
             max_age.as_nanos() as u64,
             config.stats_max_records,
         )),
+        lag: Mutex::new(LagWindow::new(300_000_000_000)),
         alerts: Mutex::new(Alerts::new(config.alerts.clone())),
         metrics: Metrics::new(&alert_bounds),
         config,
@@ -163,6 +166,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
                 .await;
         });
     }
+    tasks.spawn(lag_loop(shared.clone(), stopped.clone()));
     if !shared.config.alerts.is_empty() {
         tasks.spawn(alert_loop(shared.clone(), stopped));
     }
@@ -337,13 +341,48 @@ async fn until_stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
 
-/// `/stats`: the rolling windows and the alerts.
+/// Watches the proxy's own event loop (`cadence_bench::lag`): every tick goes to the
+/// `cadence_proxy_loop_lag_seconds` histogram and the `/stats` window, and a stall long
+/// enough to bend ITL figures is logged, at most once a minute.
+async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    const WARN_OVER: Duration = Duration::from_millis(50);
+    let mut last_warned: Option<u64> = None;
+    let tick = |lag: Duration| {
+        let now = shared.clock.now_ns();
+        shared.metrics.loop_lag(lag);
+        if let Ok(mut w) = shared.lag.lock() {
+            w.push(now, lag.as_nanos() as u64);
+        }
+        if lag >= WARN_OVER && last_warned.is_none_or(|t| now.saturating_sub(t) >= 60_000_000_000) {
+            last_warned = Some(now);
+            tracing::warn!(
+                "cadence proxy: its event loop stalled for {:.1} ms (CPU starved?); chunk \
+                 times read meanwhile are late by up to that much (see /stats self_check)",
+                lag.as_secs_f64() * 1e3
+            );
+        }
+    };
+    tokio::select! {
+        _ = until_stopped(&mut stopped) => {}
+        _ = cadence_bench::lag::watch(cadence_bench::lag::PERIOD, tick) => {}
+    }
+}
+
+/// `/stats`: the rolling windows, the alerts, and the proxy's own timing health.
 #[derive(Debug, Serialize)]
 pub struct Stats {
     pub uptime_s: f64,
     pub percentile_rule: &'static str,
     pub windows: Vec<WindowStats>,
     pub alerts: Vec<crate::alert::AlertStatus>,
+    pub self_check: SelfCheck,
+}
+
+/// How late the proxy's 10 ms timer fired in each window: chunk timestamps taken in a
+/// stall are late by up to the stall, so large values here qualify the figures above.
+#[derive(Debug, Serialize)]
+pub struct SelfCheck {
+    pub loop_lag: Vec<LagStats>,
 }
 
 fn stats(shared: &Shared) -> Stats {
@@ -362,11 +401,19 @@ fn stats(shared: &Shared) -> Stats {
         .iter()
         .map(|(w, (recs, partial))| summarize(recs, now, *w, *partial))
         .collect();
+    let loop_lag = match shared.lag.lock() {
+        Ok(w) => [60u64, 300]
+            .iter()
+            .map(|s| w.summary(now, s * 1_000_000_000))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     Stats {
         uptime_s: now as f64 / 1e9,
         percentile_rule: cadence_core::PERCENTILE_RULE,
         windows,
         alerts: shared.alerts.lock().map(|a| a.status()).unwrap_or_default(),
+        self_check: SelfCheck { loop_lag },
     }
 }
 

@@ -200,3 +200,38 @@ async fn alert_fires_and_resolves_with_webhook_posts() {
     assert!(posts[1]["value"].is_null());
     p.shutdown().await.unwrap();
 }
+
+/// The proxy watches its own event loop: a stall of the runtime it runs on shows in
+/// `/stats` (`self_check`) and in `cadence_proxy_loop_lag_seconds`, so figures taken
+/// while the proxy itself was starved can be told apart from a slow upstream.
+#[tokio::test]
+async fn a_stalled_proxy_runtime_shows_in_its_self_check() {
+    let p = proxy("http://127.0.0.1:9", |_| {}).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // This test's runtime has one thread, the proxy's too: block it.
+    std::thread::sleep(Duration::from_millis(80));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+
+    let stats = p.stats();
+    let minute = &stats["self_check"]["loop_lag"][0];
+    assert_eq!(minute["window_s"], 60.0);
+    assert!(minute["ticks"].as_u64().unwrap() >= 3, "{minute}");
+    assert!(minute["max_ms"].as_f64().unwrap() >= 60.0, "{minute}");
+    assert!(minute["over_10ms"].as_u64().unwrap() >= 1, "{minute}");
+
+    let text = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+    };
+    let count = value("cadence_proxy_loop_lag_seconds_count ");
+    let under_50ms = value("cadence_proxy_loop_lag_seconds_bucket{le=\"0.05\"} ");
+    assert!(count >= 3.0);
+    assert!(
+        under_50ms <= count - 1.0,
+        "the stall is above 50 ms: {text}"
+    );
+    p.shutdown().await.unwrap();
+}
