@@ -96,19 +96,7 @@ pub async fn execute(
         Outcome::HeaderTimeout
     };
 
-    // A pooled keep-alive connection the server already closed fails before any
-    // response byte: the request never reached the server, so it is sent once more on
-    // a fresh connection (and the record says so). Nothing else is ever retried.
-    let spare = copy_request(&req);
-    let send = async {
-        match cx.client.request(req).await {
-            Err(e) if is_stale_connection(&e) => {
-                let resent = Instant::now();
-                (cx.client.request(spare).await, Some(resent))
-            }
-            r => (r, None),
-        }
-    };
+    let send = send_resending_if_stale(cx.client, req);
     let (response, resent) = tokio::select! {
         biased;
         _ = cancel.cancelled() => return end(cx, rec, Outcome::AbortedAtDeadline, Some("run ended before the response headers".into())),
@@ -328,6 +316,27 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
 }
 
 /// A request with the same method, URI, version, headers and body.
+/// Sends `req`. A pooled keep-alive connection the server already closed fails before
+/// any response byte (servers such as llama.cpp's close after every stream without
+/// saying so): the request never reached the server, so it is sent once more on a
+/// fresh connection, and the second value says when. Nothing else is ever retried.
+pub async fn send_resending_if_stale(
+    client: &crate::client::HyperClient,
+    req: http::Request<Full<Bytes>>,
+) -> (
+    Result<http::Response<Incoming>, hyper_util::client::legacy::Error>,
+    Option<Instant>,
+) {
+    let spare = copy_request(&req);
+    match client.request(req).await {
+        Err(e) if is_stale_connection(&e) => {
+            let resent = Instant::now();
+            (client.request(spare).await, Some(resent))
+        }
+        r => (r, None),
+    }
+}
+
 fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
     let mut copy = http::Request::new(req.body().clone());
     *copy.method_mut() = req.method().clone();

@@ -548,65 +548,9 @@ async fn f27_tls_to_a_plain_http_server_is_a_tls_error() {
     assert_eq!(rec.outcome, Outcome::TlsError, "{rec:?}");
 }
 
-/// Reads one HTTP/1.1 request (headers and a Content-Length body); false at EOF.
-fn read_request(s: &mut std::net::TcpStream) -> bool {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return false,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).is_ok()
-}
-
-/// A server that answers the first request of each connection, then reads the next
-/// and closes without a response: a pooled connection the server already gave up on.
-/// With `answer_first == false` it never answers at all.
-fn closing_server(answer_first: bool, connections: usize) -> SocketAddr {
-    use std::io::Write;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for _ in 0..connections {
-            let Ok((mut s, _)) = listener.accept() else {
-                return;
-            };
-            std::thread::spawn(move || {
-                if !read_request(&mut s) {
-                    return;
-                }
-                if answer_first {
-                    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n\
-                                data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nkeep-alive: timeout=5\r\n\r\n{body}",
-                        body.len()
-                    );
-                    s.write_all(resp.as_bytes()).unwrap();
-                    let _ = read_request(&mut s);
-                }
-                // Close without answering.
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn stale_pooled_connection_is_resent_once_and_recorded() {
-    let addr = closing_server(true, 64);
+    let addr = cadence_sim::closing::closing_server(true, 64);
     let h = harness().await;
     let f = factory(addr, Api::Chat, &[], 4, None);
     for i in 0..6 {
@@ -623,7 +567,7 @@ async fn stale_pooled_connection_is_resent_once_and_recorded() {
 
 #[tokio::test]
 async fn a_connection_that_never_answers_is_retried_only_once() {
-    let addr = closing_server(false, 8);
+    let addr = cadence_sim::closing::closing_server(false, 8);
     let h = harness().await;
     let (req, _) = factory(addr, Api::Chat, &[], 4, None).build(0);
     let rec = request_with(&h, req, Api::Chat, quick(), false).await;

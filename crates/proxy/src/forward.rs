@@ -367,19 +367,31 @@ pub(crate) async fn handle(
 
     job.rec.sent_ns = Some(shared.clock.now_ns());
     let timeout = shared.config.limits.upstream_header_timeout;
-    let response = match tokio::time::timeout(timeout, shared.client.request(up)).await {
-        Err(_) => {
+    // An upstream that closes its keep-alive connections unannounced (llama.cpp's
+    // server does, after every stream) leaves a dead pooled connection: the request is
+    // sent once more on a fresh one, as `bench` does, and counted.
+    let sending = cadence_bench::exec::send_resending_if_stale(&shared.client, up);
+    let (response, resent) = match tokio::time::timeout(timeout, sending).await {
+        Err(_) => (None, None),
+        Ok((r, resent)) => (Some(r), resent),
+    };
+    if resent.is_some() {
+        job.rec.counters.stale_connection_retries += 1;
+        shared.metrics.upstream_resent();
+    }
+    let response = match response {
+        None => {
             let msg = format!("no response headers from the upstream within {timeout:?}");
             job.end(Outcome::HeaderTimeout, Some(msg.clone()));
             return own_response(StatusCode::GATEWAY_TIMEOUT, &msg, false);
         }
-        Ok(Err(e)) => {
+        Some(Err(e)) => {
             let (outcome, msg) = cadence_bench::exec::classify_client_error(&e);
             let msg = job.redactor.redact(&msg);
             job.end(outcome, Some(msg.clone()));
             return own_response(StatusCode::BAD_GATEWAY, &msg, false);
         }
-        Ok(Ok(r)) => r,
+        Some(Ok(r)) => r,
     };
     job.rec.headers_ns = Some(shared.clock.now_ns());
     let (mut parts, body) = response.into_parts();

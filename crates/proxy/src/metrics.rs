@@ -110,6 +110,7 @@ pub struct Metrics {
     client_disconnects: Counter,
     rejected: Family<RejectLabels, Counter>,
     loop_lag: Histogram,
+    upstream_resends: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -150,6 +151,7 @@ impl Metrics {
         let client_disconnects = Counter::default();
         let rejected = Family::<RejectLabels, Counter>::default();
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
+        let upstream_resends = Counter::default();
 
         let mut registry = Registry::with_prefix("cadence");
         registry.register_with_unit(
@@ -201,6 +203,11 @@ impl Metrics {
             "Requests the proxy answered itself without forwarding, by reason",
             rejected.clone(),
         );
+        registry.register(
+            "upstream_resends",
+            "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
+            upstream_resends.clone(),
+        );
         registry.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -219,7 +226,12 @@ impl Metrics {
             client_disconnects,
             rejected,
             loop_lag,
+            upstream_resends,
         }
+    }
+
+    pub fn upstream_resent(&self) {
+        self.upstream_resends.inc();
     }
 
     /// One tick of the event-loop lag probe.

@@ -441,3 +441,38 @@ async fn f48_conflicting_content_length_and_transfer_encoding_is_400() {
     );
     p.shutdown().await.unwrap();
 }
+
+/// Found against llama.cpp's server, which closes its connection after every stream
+/// without saying so: the proxy's next request on that pooled upstream connection
+/// meets a closed socket before any response byte. The proxy sends it once more on a
+/// fresh connection (as `bench` does), so the client sees no 502, and counts it.
+#[tokio::test]
+async fn an_upstream_that_drops_keep_alive_connections_costs_the_client_nothing() {
+    let upstream = cadence_sim::closing::closing_server(true, 64);
+    let dir = tempfile::tempdir().unwrap();
+    let p = proxy(&format!("http://{upstream}"), |c| {
+        c.records = Some(records_config(dir.path()))
+    })
+    .await;
+    let c = client();
+    let url = format!("{}/v1/chat/completions", p.url());
+    for i in 0..4 {
+        let got = fetch(&c, "POST", &url, &[], &chat_body(4, true)).await;
+        assert_eq!(got.status, 200, "request {i}: {}", got.text());
+        assert!(got.text().ends_with("data: [DONE]\n\n"), "request {i}");
+    }
+    let metrics = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
+    assert!(
+        metrics.contains("cadence_upstream_resends_total 3\n"),
+        "{metrics}"
+    );
+    p.shutdown().await.unwrap();
+    let recs = read_records(dir.path());
+    assert_eq!(recs.len(), 4);
+    let resent: Vec<u32> = recs
+        .iter()
+        .map(|r| r.counters.stale_connection_retries)
+        .collect();
+    assert_eq!(resent, [0, 1, 1, 1]);
+    assert!(recs.iter().all(|r| r.outcome == Outcome::Succeeded));
+}

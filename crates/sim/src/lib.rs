@@ -48,6 +48,7 @@
 //! `status_429`, `status_503`, `html_200` and `header_delay`; the other
 //! faults shape streams.
 
+pub mod closing;
 pub mod config;
 pub mod dist;
 pub mod engine_mode;
