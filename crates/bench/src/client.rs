@@ -5,11 +5,33 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::client::legacy::{connect::HttpConnector, Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
-pub type HyperClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The shared client: a keep-alive pool, and beside it one that keeps no idle
+/// connection, for the single resend after a stale pooled connection. That resend must
+/// not draw from the same pool: a server that closes every connection after its
+/// response (llama.cpp's does) leaves the pool full of dead ones.
+#[derive(Clone, Debug)]
+pub struct HyperClient {
+    pooled: Pool,
+    fresh: Pool,
+}
+
+impl HyperClient {
+    /// Sends on a pooled keep-alive connection (or a new one when none is idle).
+    pub fn request(&self, req: http::Request<Full<Bytes>>) -> ResponseFuture {
+        self.pooled.request(req)
+    }
+
+    /// Sends on a connection opened for this request alone.
+    pub fn request_fresh(&self, req: http::Request<Full<Bytes>>) -> ResponseFuture {
+        self.fresh.request(req)
+    }
+}
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -35,13 +57,19 @@ pub fn build(config: &ClientConfig) -> HyperClient {
     } else {
         builder.enable_http1().enable_http2().wrap_connector(http)
     };
-    Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(config.pool_size)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .http2_only(config.http2)
-        .build(https)
+    let client = |idle: usize| {
+        Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(idle)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .http2_only(config.http2)
+            .build(https.clone())
+    };
+    HyperClient {
+        pooled: client(config.pool_size),
+        fresh: client(0),
+    }
 }
 
 /// Parses `--header 'Name: value'`.

@@ -319,7 +319,8 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
 /// Sends `req`. A pooled keep-alive connection the server already closed fails before
 /// any response byte (servers such as llama.cpp's close after every stream without
 /// saying so): the request never reached the server, so it is sent once more on a
-/// fresh connection, and the second value says when. Nothing else is ever retried.
+/// connection opened for it (never another pooled one, which may be just as dead),
+/// and the second value says when. Nothing else is ever retried.
 pub async fn send_resending_if_stale(
     client: &crate::client::HyperClient,
     req: http::Request<Full<Bytes>>,
@@ -331,7 +332,7 @@ pub async fn send_resending_if_stale(
     match client.request(req).await {
         Err(e) if is_stale_connection(&e) => {
             let resent = Instant::now();
-            (client.request(spare).await, Some(resent))
+            (client.request_fresh(spare).await, Some(resent))
         }
         r => (r, None),
     }

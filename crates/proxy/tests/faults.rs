@@ -456,23 +456,33 @@ async fn an_upstream_that_drops_keep_alive_connections_costs_the_client_nothing(
     .await;
     let c = client();
     let url = format!("{}/v1/chat/completions", p.url());
+    let body = chat_body(4, true);
+    // Two at once first: the proxy's pool then holds two upstream connections, both
+    // dead, so a resend that drew from the pool again would fail too.
+    let (a, b) = tokio::join!(
+        fetch(&c, "POST", &url, &[], &body),
+        fetch(&c, "POST", &url, &[], &body)
+    );
+    assert_eq!((a.status, b.status), (200, 200));
     for i in 0..4 {
-        let got = fetch(&c, "POST", &url, &[], &chat_body(4, true)).await;
+        let got = fetch(&c, "POST", &url, &[], &body).await;
         assert_eq!(got.status, 200, "request {i}: {}", got.text());
         assert!(got.text().ends_with("data: [DONE]\n\n"), "request {i}");
     }
     let metrics = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
-    assert!(
-        metrics.contains("cadence_upstream_resends_total 3\n"),
-        "{metrics}"
-    );
     p.shutdown().await.unwrap();
     let recs = read_records(dir.path());
-    assert_eq!(recs.len(), 4);
-    let resent: Vec<u32> = recs
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.outcome == Outcome::Succeeded));
+    // Both pooled connections were dead when requests 3 and 4 drew them (how many later
+    // requests find a dead one depends on the pool, not on the proxy).
+    let resent: u32 = recs
         .iter()
         .map(|r| r.counters.stale_connection_retries)
-        .collect();
-    assert_eq!(resent, [0, 1, 1, 1]);
-    assert!(recs.iter().all(|r| r.outcome == Outcome::Succeeded));
+        .sum();
+    assert!(resent >= 2, "{recs:?}");
+    assert!(
+        metrics.contains(&format!("cadence_upstream_resends_total {resent}\n")),
+        "{metrics}"
+    );
 }
