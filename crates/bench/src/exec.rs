@@ -315,7 +315,6 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
     String::from_utf8_lossy(&buf).trim().to_string()
 }
 
-/// A request with the same method, URI, version, headers and body.
 /// Sends `req`. A pooled keep-alive connection the server already closed fails before
 /// any response byte (servers such as llama.cpp's close after every stream without
 /// saying so): the request never reached the server, so it is sent once more on a
@@ -338,6 +337,7 @@ pub async fn send_resending_if_stale(
     }
 }
 
+/// A request with the same method, URI, version, headers and body.
 fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
     let mut copy = http::Request::new(req.body().clone());
     *copy.method_mut() = req.method().clone();

@@ -375,7 +375,9 @@ pub(crate) async fn handle(
         Err(_) => (None, None),
         Ok((r, resent)) => (Some(r), resent),
     };
-    if resent.is_some() {
+    if let Some(t) = resent {
+        // As in `bench`: timings run from the send that was answered.
+        job.rec.sent_ns = Some(shared.clock.ns_at(t));
         job.rec.counters.stale_connection_retries += 1;
         shared.metrics.upstream_resent();
     }

@@ -142,7 +142,8 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
             max_age.as_nanos() as u64,
             config.stats_max_records,
         )),
-        lag: Mutex::new(LagWindow::new(300_000_000_000)),
+        // The longest `/stats` window.
+        lag: Mutex::new(LagWindow::new(Duration::from_secs(300).as_nanos() as u64)),
         alerts: Mutex::new(Alerts::new(config.alerts.clone())),
         metrics: Metrics::new(&alert_bounds),
         config,

@@ -23,7 +23,7 @@ fn read_request(s: &mut std::net::TcpStream) -> bool {
         .lines()
         .find_map(|l| {
             l.strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
+                .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(0);
     let mut body = vec![0u8; len];
@@ -32,11 +32,17 @@ fn read_request(s: &mut std::net::TcpStream) -> bool {
 
 /// A server that answers the first request of each connection, then reads the next
 /// and closes without a response: a pooled connection the server already gave up on.
-/// With `answer_first == false` it never answers at all.
+/// With `answer_first == false` it never answers at all. It serves `connections`
+/// connections on 127.0.0.1 (port 0), then stops accepting.
+///
+/// # Panics
+/// When it cannot bind a loopback port (it is a test fixture).
 pub fn closing_server(answer_first: bool, connections: usize) -> SocketAddr {
     use std::io::Write;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
     std::thread::spawn(move || {
         for _ in 0..connections {
             let Ok((mut s, _)) = listener.accept() else {
@@ -53,7 +59,9 @@ pub fn closing_server(answer_first: bool, connections: usize) -> SocketAddr {
                         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nkeep-alive: timeout=5\r\n\r\n{body}",
                         body.len()
                     );
-                    s.write_all(resp.as_bytes()).unwrap();
+                    if s.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
                     let _ = read_request(&mut s);
                 }
                 // Close without answering.
