@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cadence, usage_error, validate};
+use common::{cadence, sharegpt_fixture, usage_error, validate};
 use predicates::prelude::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::Duration;
@@ -475,17 +475,7 @@ fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
 
     // ShareGPT: reply lengths become max_tokens; the prompt filter applies;
     // --max-tokens overrides the recorded lengths.
-    let sg = dir.path().join("sg.json");
-    std::fs::write(
-        &sg,
-        r#"[{"id": "x", "conversations": [{"from": "human", "value": "tell me a story"},
-                                         {"from": "gpt", "value": "once upon a time"}]},
-            {"id": "y", "conversations": [{"from": "human", "value": "why"},
-                                         {"from": "gpt", "value": "because"}]},
-            {"id": "z", "conversations": [{"from": "human", "value": "a b c d e f g h i j"},
-                                         {"from": "gpt", "value": "ok"}]}]"#,
-    )
-    .unwrap();
+    let sg = sharegpt_fixture(dir.path());
     let sg = sg.to_str().unwrap();
     let args = [
         "--preset",

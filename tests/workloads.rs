@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cadence, read_records, usage_error, validate};
+use common::{cadence, read_records, sharegpt_fixture, usage_error, validate};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -125,17 +125,7 @@ fn varying_lengths_follow_the_seed() {
 #[test]
 fn sharegpt_dataset_runs_with_recorded_reply_lengths() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sg.json");
-    std::fs::write(
-        &path,
-        r#"[{"id": "x", "conversations": [{"from": "human", "value": "tell me a story"},
-                                         {"from": "gpt", "value": "once upon a time"}]},
-            {"id": "y", "conversations": [{"from": "human", "value": "why"},
-                                         {"from": "gpt", "value": "because"}]},
-            {"id": "z", "conversations": [{"from": "human", "value": "a b c d e f g h i j"},
-                                         {"from": "gpt", "value": "ok"}]}]"#,
-    )
-    .unwrap();
+    let path = sharegpt_fixture(dir.path());
     let (code, _, recs, stderr) = bench(&[
         "-n",
         "6",

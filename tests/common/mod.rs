@@ -62,3 +62,21 @@ pub fn read_records(path: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+#[allow(dead_code)]
+/// A three-conversation ShareGPT file in `dir`: prompts of 4, 1 and 10 words with
+/// replies of 4, 1 and 1 words.
+pub fn sharegpt_fixture(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("sg.json");
+    std::fs::write(
+        &path,
+        r#"[{"id": "x", "conversations": [{"from": "human", "value": "tell me a story"},
+                                         {"from": "gpt", "value": "once upon a time"}]},
+            {"id": "y", "conversations": [{"from": "human", "value": "why"},
+                                         {"from": "gpt", "value": "because"}]},
+            {"id": "z", "conversations": [{"from": "human", "value": "a b c d e f g h i j"},
+                                         {"from": "gpt", "value": "ok"}]}]"#,
+    )
+    .unwrap();
+    path
+}

@@ -6,7 +6,6 @@
 mod common;
 
 use axum::routing::post;
-use cadence_proxy::RecordsConfig;
 use common::*;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -106,11 +105,7 @@ async fn f46_secret_canary_appears_nowhere() {
 
     let s = sim(fast_sim_config()).await;
     let dir = tempfile::tempdir().unwrap();
-    let records = |name: &str| RecordsConfig {
-        path: dir.path().join(name),
-        max_bytes: 64 << 20,
-        keep: 1,
-    };
+    let records = |name: &str| records_in(dir.path(), name, 1);
     let main = proxy(&s.url(), |c| {
         c.records = Some(records("main.jsonl"));
         c.alerts = vec!["itl.p50>0ms over 1s".parse().unwrap()];

@@ -18,11 +18,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 fn records_config(dir: &Path) -> RecordsConfig {
-    RecordsConfig {
-        path: dir.join("records.jsonl"),
-        max_bytes: 64 << 20,
-        keep: 1,
-    }
+    records_in(dir, "records.jsonl", 1)
 }
 
 fn read_records(dir: &Path) -> Vec<RequestRecord> {

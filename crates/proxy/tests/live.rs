@@ -6,7 +6,6 @@ mod common;
 
 use axum::routing::post;
 use cadence_core::{summarize_level, LevelOptions, Outcome, RecordSource, RequestRecord};
-use cadence_proxy::RecordsConfig;
 use common::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,11 +16,7 @@ async fn records_and_stats_agree_with_core_on_the_same_requests() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.jsonl");
     let p = proxy(&s.url(), |c| {
-        c.records = Some(RecordsConfig {
-            path: path.clone(),
-            max_bytes: 64 << 20,
-            keep: 2,
-        })
+        c.records = Some(records_in(dir.path(), "live.jsonl", 2))
     })
     .await;
     let c = client();

@@ -7,7 +7,6 @@ mod common;
 
 use cadence_core::{Outcome, RequestRecord};
 use cadence_proxy::metrics::buckets_with;
-use cadence_proxy::RecordsConfig;
 use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -91,11 +90,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.jsonl");
     let p = proxy(&s.url(), |c| {
-        c.records = Some(RecordsConfig {
-            path: path.clone(),
-            max_bytes: 64 << 20,
-            keep: 1,
-        });
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1));
         c.models = vec!["cadence-sim".into()];
     })
     .await;

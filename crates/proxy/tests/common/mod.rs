@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use cadence_proxy::{Proxy, ProxyConfig};
+use cadence_proxy::{Proxy, ProxyConfig, RecordsConfig};
 use cadence_sim::{Dist, SimConfig, SimServer};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -128,5 +128,15 @@ pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool 
             return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A records file `dir/name` large enough never to rotate in a test, keeping `keep`
+/// rotated files.
+pub fn records_in(dir: &std::path::Path, name: &str, keep: u32) -> RecordsConfig {
+    RecordsConfig {
+        path: dir.join(name),
+        max_bytes: 64 << 20,
+        keep,
     }
 }
