@@ -5,10 +5,9 @@
 //! added delay is the difference of the two latency distributions' percentiles, and
 //! the throughput ratio is chunks/s via proxy over chunks/s direct. A third path, a
 //! bare TCP relay with no HTTP in it, on the proxy's runtime, is the floor any proxy
-//! pays on this machine for the extra loopback hop. `--proxy-threads 0` runs the proxy
-//! on a current-thread runtime; `OVERHEAD_DUMP=FILE` writes every chunk's
-//! `repeat path request write_ns latency_ms` for a look at when the tail happens;
-//! `--relay 0` leaves the relay out.
+//! pays on this machine for the extra loopback hop. `OVERHEAD_DUMP=FILE` writes every
+//! chunk's `repeat path request write_ns latency_ms` for a look at when the tail
+//! happens (`scripts/overhead-steady.py` reads it); `--relay 0` leaves the relay out.
 //!
 //! ```text
 //! cargo run --release -p cadence-proxy --example overhead -- \
@@ -80,22 +79,6 @@ fn runtime(threads: usize, name: &str) -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn current_thread(name: &str) -> tokio::runtime::Handle {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            tx.send(rt.handle().clone()).unwrap();
-            rt.block_on(std::future::pending::<()>());
-        })
-        .unwrap();
-    rx.recv().unwrap()
 }
 
 /// One request's chunk arrival times (ns since `origin`), keyed by its sim request id.
@@ -222,14 +205,7 @@ async fn relay(upstream: std::net::SocketAddr) -> std::net::SocketAddr {
 fn main() {
     let a = args();
     let sim_rt = runtime(a.sim_threads, "sim");
-    // `--proxy-threads 0`: a current-thread runtime driven by one thread named "proxy".
-    let _proxy_rt;
-    let proxy_rt = if a.proxy_threads == 0 {
-        current_thread("proxy")
-    } else {
-        _proxy_rt = runtime(a.proxy_threads, "proxy");
-        _proxy_rt.handle().clone()
-    };
+    let proxy_rt = runtime(a.proxy_threads, "proxy");
     let client_rt = runtime(a.client_threads, "client");
     let log = SendLog::with_capacity(10_000_000);
     let config = SimConfig {
