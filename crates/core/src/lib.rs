@@ -13,6 +13,7 @@ pub mod record;
 pub mod report;
 pub mod rng;
 pub mod runlog;
+pub mod sink;
 pub mod slo;
 pub mod stats;
 pub mod timeseries;
@@ -33,6 +34,7 @@ pub use report::{
     definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
     SCHEMA_VERSION,
 };
+pub use sink::RecordSink;
 pub use slo::{goodput, Goodput, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat};
 pub use stats::{Distribution, PERCENTILE_RULE};
 pub use timeseries::{time_series, TimeBucket};
