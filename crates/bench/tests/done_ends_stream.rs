@@ -22,7 +22,8 @@ use tokio::time::Instant;
 enum Tail {
     /// Keeps the connection open, silent, for a minute.
     HoldOpen,
-    /// Sends `n` more small chunks, one every `every`, then ends the body.
+    /// Sends `n` more small chunks (the first at once, then one every `every`), then
+    /// ends the body.
     Trickle { n: usize, every: Duration },
 }
 
@@ -76,8 +77,10 @@ async fn server(tail: Tail) -> SocketAddr {
                 match tail {
                     Tail::HoldOpen => tokio::time::sleep(Duration::from_secs(60)).await,
                     Tail::Trickle { n, every } => {
-                        for _ in 0..n {
-                            tokio::time::sleep(every).await;
+                        for i in 0..n {
+                            if i > 0 {
+                                tokio::time::sleep(every).await;
+                            }
                             if s.write_all(&chunk(": late\n\n")).await.is_err() {
                                 return;
                             }

@@ -19,8 +19,8 @@ fn content(t: &str) -> String {
     format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}},\"finish_reason\":null}}]}}\n\n")
 }
 
-/// An upstream that streams three chunks and `[DONE]`, then `late` more comments one
-/// every 100 ms, then ends the body, or (`late == None`) holds the connection open.
+/// An upstream that streams three chunks and `[DONE]`, then `late` more comments (the
+/// first at once, then one every 100 ms), then ends the body, or (`late == None`) holds the connection open.
 async fn upstream(late: Option<usize>) -> String {
     let app = axum::Router::new().route(
         "/v1/chat/completions",
@@ -37,7 +37,9 @@ async fn upstream(late: Option<usize>) -> String {
                         None
                     }
                     Some(n) if i < n => {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        if i > 0 {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
                         Some((Ok(Bytes::from_static(LATE.as_bytes())), i + 1))
                     }
                     Some(_) => None,
