@@ -6,7 +6,9 @@ use crate::clock::Clock;
 use crate::secret::Redactor;
 use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
-use cadence_wire::{Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+use cadence_wire::{
+    Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
@@ -171,12 +173,19 @@ pub async fn execute(
     let mut body = response.into_body();
     let first_token_deadline = (sent_at + cx.timeouts.first_token).min(total_deadline);
     let mut last_read = Instant::now();
+    // When `[DONE]` was read: the request then ends at EOF or after a short grace.
+    let mut done_at: Option<Instant> = None;
     let timer = tokio::time::sleep_until(first_token_deadline);
     tokio::pin!(timer);
 
     loop {
         // The next deadline: first token, then the idle gap, never past the total.
-        let (deadline, outcome) = if tracker.has_output() {
+        let (deadline, outcome) = if let Some(d) = done_at {
+            (
+                (d + AFTER_DONE_GRACE).min(total_deadline),
+                Outcome::Succeeded,
+            )
+        } else if tracker.has_output() {
             (
                 (last_read + cx.timeouts.idle).min(total_deadline),
                 Outcome::IdleTimeout,
@@ -212,17 +221,20 @@ pub async fn execute(
                                 rec.end_ns = Some(t);
                                 break;
                             }
+                            if done_at.is_none() && tracker.is_done() {
+                                done_at = Some(now);
+                            }
                         }
                     }
                     Some(Err(e)) => {
-                        tracker.finish(t, rec);
+                        tracker.end_stream(t, rec);
                         if rec.outcome == Outcome::Truncated {
                             rec.error = Some(format!("the connection ended mid-stream: {}", error_chain(&e)));
                         }
                         break;
                     }
                     None => {
-                        tracker.finish(t, rec);
+                        tracker.end_stream(t, rec);
                         if rec.outcome == Outcome::Truncated && rec.error.is_none() {
                             rec.error = Some("the stream ended without [DONE] or a finish reason".into());
                         }
@@ -233,7 +245,7 @@ pub async fn execute(
             _ = cancel.cancelled() => {
                 let t = cx.clock.now_ns();
                 if tracker.is_done() {
-                    tracker.finish(t, rec);
+                    tracker.end_stream(t, rec);
                 } else {
                     rec.outcome = Outcome::AbortedAtDeadline;
                     rec.end_ns = Some(t);
@@ -250,7 +262,7 @@ pub async fn execute(
                 let t = cx.clock.now_ns();
                 if tracker.is_done() {
                     // The stream said [DONE] but the connection stayed open: done is done.
-                    tracker.finish(t, rec);
+                    tracker.end_stream(t, rec);
                 } else {
                     rec.outcome = outcome;
                     rec.end_ns = Some(t);

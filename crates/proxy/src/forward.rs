@@ -8,7 +8,7 @@ use crate::server::Shared;
 use bytes::Bytes;
 use cadence_bench::secret::Redactor;
 use cadence_core::{Outcome, RecordSource, RequestRecord};
-use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
+use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -72,6 +72,12 @@ pub struct TapBody {
     /// without flushing what it buffered, so the `Pending` first lets it write out
     /// every byte the upstream sent before it failed.
     held: Option<BoxError>,
+    /// When the tracker saw `[DONE]`: the request is accounted for at the body's end
+    /// or [`AFTER_DONE_GRACE`] later, whichever comes first (issue 20 item 4).
+    done_at: Option<tokio::time::Instant>,
+    /// Accounted for after `[DONE]`, the upstream's remaining bytes still go to the
+    /// client, untapped.
+    passthrough: bool,
 }
 
 impl TapBody {
@@ -86,6 +92,8 @@ impl TapBody {
             idle_for,
             last_frame: now,
             held: None,
+            done_at: None,
+            passthrough: false,
         }
     }
 
@@ -109,6 +117,9 @@ impl TapBody {
         if let Some(e) = self.held.take() {
             return Poll::Ready(Some(Err(e)));
         }
+        if self.passthrough {
+            return self.poll_passthrough(cx);
+        }
         let Some(job) = self.job.as_mut() else {
             return Poll::Ready(None);
         };
@@ -119,6 +130,11 @@ impl TapBody {
                 if let (Some(data), Some(tr)) = (frame.data_ref(), job.tracker.as_mut()) {
                     if self.parsing {
                         self.parsing = tr.feed(t, data, &mut job.rec) == Flow::Continue;
+                        if self.done_at.is_none() && tr.is_done() {
+                            let end = self.last_frame + AFTER_DONE_GRACE;
+                            self.done_at = Some(self.last_frame);
+                            self.idle.as_mut().reset(end);
+                        }
                     } else {
                         job.rec.counters.reads = job.rec.counters.reads.saturating_add(1);
                     }
@@ -126,6 +142,11 @@ impl TapBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
+                if self.done_at.is_some() {
+                    // After [DONE] the request succeeded; the client still sees the error.
+                    self.account_done();
+                    return Poll::Ready(Some(Err(e.into())));
+                }
                 let msg = format!("the upstream connection failed mid-response: {e}");
                 self.fail(cx, Outcome::Truncated, msg)
             }
@@ -138,15 +159,67 @@ impl TapBody {
             Poll::Pending => {
                 // The idle timer is re-armed only when it fires, not on every frame.
                 while self.idle.as_mut().poll(cx).is_ready() {
+                    if let Some(d) = self.done_at {
+                        if tokio::time::Instant::now() >= d + AFTER_DONE_GRACE {
+                            self.account_done();
+                            return self.poll_passthrough(cx);
+                        }
+                    }
                     let deadline = self.last_frame + self.idle_for;
                     if tokio::time::Instant::now() >= deadline {
-                        let has_output = job.tracker.as_ref().map(StreamTracker::has_output);
+                        let has_output = self
+                            .job
+                            .as_ref()
+                            .and_then(|j| j.tracker.as_ref().map(StreamTracker::has_output));
                         let (outcome, what) = match has_output {
                             Some(false) => (Outcome::TtftTimeout, "no output from the upstream"),
                             _ => (Outcome::IdleTimeout, "no bytes from the upstream"),
                         };
                         let msg = format!("{what} for {:?}; the stream was ended", self.idle_for);
                         return self.fail(cx, outcome, msg);
+                    }
+                    self.idle.as_mut().reset(deadline);
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// `[DONE]` was seen and the grace after it passed (or the upstream failed after
+    /// it): the request is accounted for now, ending at `[DONE]`; what the upstream
+    /// still sends goes to the client untapped.
+    fn account_done(&mut self) {
+        if let Some(mut job) = self.job.take() {
+            job.end_clean();
+        }
+        self.passthrough = true;
+        self.idle
+            .as_mut()
+            .reset(tokio::time::Instant::now() + self.idle_for);
+    }
+
+    /// Forwards the upstream's bytes after the request was accounted for; the idle
+    /// timeout still bounds the connection.
+    fn poll_passthrough(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                self.last_frame = tokio::time::Instant::now();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                while self.idle.as_mut().poll(cx).is_ready() {
+                    let deadline = self.last_frame + self.idle_for;
+                    if tokio::time::Instant::now() >= deadline {
+                        let msg = format!(
+                            "no bytes from the upstream for {:?} after [DONE]; the stream was ended",
+                            self.idle_for
+                        );
+                        return Poll::Ready(Some(Err(msg.into())));
                     }
                     self.idle.as_mut().reset(deadline);
                 }
@@ -463,7 +536,7 @@ impl Job {
     fn end_clean(&mut self) {
         let t = self.now();
         match self.tracker.as_mut() {
-            Some(tr) => tr.finish(t, &mut self.rec),
+            Some(tr) => tr.end_stream(t, &mut self.rec),
             None => {
                 self.rec.end_ns = Some(t);
                 self.rec.outcome = self.plain_outcome;
@@ -476,6 +549,11 @@ impl Job {
     }
 
     fn client_gone(&mut self) {
+        if self.tracker.as_ref().is_some_and(StreamTracker::is_done) {
+            // The stream had ended ([DONE]); the client leaving after it changes nothing.
+            self.end_clean();
+            return;
+        }
         self.shared.metrics.client_disconnected();
         let msg = format!(
             "the client disconnected after {} chunks; the upstream request was cancelled",

@@ -8,7 +8,7 @@ pub mod sse;
 pub mod tracker;
 
 pub use dialect::Api;
-pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 
 /// The largest single event (SSE) or line (NDJSON) a decoder buffers: 1 MiB (FAULTS 23).
 /// Anything larger is reported as "too large" and discarded, so memory stays bounded.
