@@ -389,6 +389,40 @@ mod tests {
         assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
     }
 
+    /// Issue 20 item 9: a server that sends one token per chunk (`cadence sim`,
+    /// llama-server) says so by its usage equalling the chunk count; re-tokenizing the
+    /// text gave chunks 0 or 2 tokens (a token split across chunks goes to the later
+    /// one), so per-token ITL had more samples than tokens.
+    #[test]
+    fn chunks_equal_to_usage_are_one_token_each() {
+        let tk = fixture();
+        let pieces = ["We", " ho", "ld", " these", " tru", "ths", " to", " be"];
+        let (text, mut rec) = streamed(&pieces);
+        rec.output_tokens = Some(TokenCount {
+            count: pieces.len() as u64,
+            source: TokenSource::Usage,
+        });
+        tk.annotate(&mut rec, &text);
+        let counts: Vec<Option<u32>> = rec.chunks.iter().map(|c| c.1).collect();
+        assert_eq!(counts, vec![Some(1); pieces.len()]);
+        assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
+        assert_eq!(
+            rec.token_sources.tokenizer,
+            Some(tk.count(&text.content) as u64),
+            "the tokenizer's own count is still recorded"
+        );
+        // Any other total keeps the attribution rule.
+        let (text, mut rec) = streamed(&pieces);
+        rec.output_tokens = Some(TokenCount {
+            count: pieces.len() as u64 + 3,
+            source: TokenSource::Usage,
+        });
+        tk.annotate(&mut rec, &text);
+        let sum: u32 = rec.chunks.iter().map(|c| c.1.unwrap()).sum();
+        assert_eq!(sum as usize, pieces.len() + 3);
+        assert_eq!(rec.chunk_tokens_source, Some(TokenSource::Tokenizer));
+    }
+
     #[test]
     fn annotate_keeps_server_counts() {
         let tk = fixture();
