@@ -116,8 +116,10 @@ impl Tokenizer {
 
     /// Counts a finished request's output with the tokenizer: records the count in
     /// `token_sources.tokenizer`, uses it as the output count when the server gave
-    /// neither usage nor token ids, and — when no chunk has a count of its own —
-    /// attributes each token to the chunk that completed it ([`attribute`]).
+    /// neither usage nor token ids, and — when no chunk has a count of its own — gives
+    /// chunks their counts: one each when the server's count equals the number of
+    /// text-bearing chunks, else each token to the chunk that completed it
+    /// ([`attribute`]), scaled to the server's count.
     pub fn annotate(&self, rec: &mut RequestRecord, text: &StreamText) {
         if text.chunk_ends.is_empty() {
             return;
@@ -136,28 +138,45 @@ impl Tokenizer {
         if !untouched || text.chunk_ends.len() != rec.chunks.len() {
             return;
         }
+        // The server's own count (usage or token ids), when it has one.
+        let server = rec
+            .output_tokens
+            .filter(|t| t.source != TokenSource::Tokenizer);
+        // A chunk that added no text (a tool-call delta) keeps an unknown count.
+        let adds_text: Vec<bool> = text
+            .chunk_ends
+            .iter()
+            .scan((0u32, 0u32), |prev, &end| {
+                let added = end != *prev;
+                *prev = end;
+                Some(added)
+            })
+            .collect();
+        let text_chunks = adds_text.iter().filter(|&&a| a).count() as u64;
+        if server.is_some_and(|t| t.count == text_chunks) {
+            // As many chunks as the server counted tokens: one token each (`cadence
+            // sim`, llama-server). Re-tokenizing would move tokens split across chunks.
+            for (chunk, _) in rec.chunks.iter_mut().zip(&adds_text).filter(|(_, &a)| a) {
+                chunk.1 = Some(1);
+            }
+            rec.chunk_tokens_source = Some(TokenSource::Chunks);
+            return;
+        }
         let c = attribute(&content, text.chunk_ends.iter().map(|e| e.0 as usize));
         let r = attribute(&reasoning, text.chunk_ends.iter().map(|e| e.1 as usize));
         let mut counts: Vec<u32> = c.iter().zip(&r).map(|(a, b)| a + b).collect();
         // The server's own count wins: re-tokenizing generated text can give another
         // total (a model need not emit the canonical tokenization), so the shares are
         // scaled to the server's total.
-        if let Some(used) = rec
-            .output_tokens
-            .filter(|t| t.source != TokenSource::Tokenizer)
-        {
+        if let Some(used) = server {
             if used.count != total {
                 scale_to(&mut counts, used.count);
             }
         }
-        // A chunk that added no text (a tool-call delta) keeps an unknown count.
-        let mut prev = (0u32, 0u32);
-        for (i, chunk) in rec.chunks.iter_mut().enumerate() {
-            let end = text.chunk_ends[i];
-            if end != prev {
-                chunk.1 = Some(counts[i]);
+        for ((chunk, &added), &n) in rec.chunks.iter_mut().zip(&adds_text).zip(&counts) {
+            if added {
+                chunk.1 = Some(n);
             }
-            prev = end;
         }
         rec.chunk_tokens_source = Some(TokenSource::Tokenizer);
     }

@@ -218,8 +218,9 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "TokenSources::is_empty")]
     pub token_sources: TokenSources,
     /// Where the per-chunk token counts in `chunks` came from, when any are known:
-    /// `usage` (per-chunk usage), `token_ids`, or `tokenizer` (tokens of the joined
-    /// text attributed to the chunk that completed them).
+    /// `usage` (per-chunk usage), `token_ids`, `chunks` (one token per chunk: their
+    /// number equals the server's total), or `tokenizer` (tokens of the joined text
+    /// attributed to the chunk that completed them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_tokens_source: Option<TokenSource>,
     /// The multi-turn session this request belongs to.
