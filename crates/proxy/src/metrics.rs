@@ -111,6 +111,7 @@ pub struct Metrics {
     rejected: Family<RejectLabels, Counter>,
     loop_lag: Histogram,
     upstream_resends: Counter,
+    unmeasured: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -152,6 +153,7 @@ impl Metrics {
         let rejected = Family::<RejectLabels, Counter>::default();
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
         let upstream_resends = Counter::default();
+        let unmeasured = Counter::default();
 
         let mut registry = Registry::with_prefix("cadence");
         registry.register_with_unit(
@@ -208,6 +210,11 @@ impl Metrics {
             "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
             upstream_resends.clone(),
         );
+        registry.register(
+            "unmeasured_requests",
+            "Requests forwarded on routes that are not measured (health checks, model lists, ...)",
+            unmeasured.clone(),
+        );
         registry.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -227,7 +234,13 @@ impl Metrics {
             rejected,
             loop_lag,
             upstream_resends,
+            unmeasured,
         }
+    }
+
+    /// A request on a route that is not measured was forwarded.
+    pub fn unmeasured(&self) {
+        self.unmeasured.inc();
     }
 
     pub fn upstream_resent(&self) {
@@ -326,16 +339,22 @@ pub struct PerRequest {
 }
 
 /// TTFT = first chunk − sent; ITL = consecutive chunk gaps; TPOT = (last − first) /
-/// (tokens − 1) when at least 2 tokens in 2 chunks. Out-of-order times are skipped.
+/// (tokens − 1) when at least 2 tokens in 2 chunks. Out-of-order times are skipped, and
+/// so are gaps (and a TTFT) that include a wait on a slow client (downstream
+/// back-pressure, `proxy.downstream_gaps`): the upstream did not make them.
 pub fn per_request(rec: &RequestRecord) -> PerRequest {
+    let client_gaps: &[u32] = rec.proxy.as_ref().map_or(&[], |p| &p.downstream_gaps);
+    let clients = |i: usize| client_gaps.contains(&(i as u32));
     let ttft = match (rec.sent_ns, rec.first_chunk_ns()) {
-        (Some(s), Some(f)) if f >= s => Some(secs(f - s)),
+        (Some(s), Some(f)) if f >= s && !clients(0) => Some(secs(f - s)),
         _ => None,
     };
     let itl = rec
         .chunks
         .windows(2)
-        .filter_map(|w| w[1].t_ns().checked_sub(w[0].t_ns()).map(secs))
+        .enumerate()
+        .filter(|(i, _)| !clients(i + 1))
+        .filter_map(|(_, w)| w[1].t_ns().checked_sub(w[0].t_ns()).map(secs))
         .collect();
     let tokens = rec.output_token_count().count;
     let tpot = match (rec.first_chunk_ns(), rec.last_chunk_ns()) {

@@ -144,6 +144,49 @@ async fn a_slow_client_is_not_an_upstream_itl_gap() {
         "an ITL gap above 500 ms that the upstream never made (it sent every 2 ms)"
     );
     p.shutdown().await.unwrap();
+    // The record says so: the wait on the client, and which gaps hold it.
+    let recs = records_lines(dir.path());
+    let info = &recs[0]["proxy"];
+    let waited = info["downstream_wait_ns"].as_u64().unwrap_or(0);
+    assert!(waited > 500_000_000, "{info}");
+    assert!(
+        !info["downstream_gaps"].as_array().unwrap().is_empty(),
+        "{info}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_routes_are_configurable() {
+    let s = sim(fast_sim_config()).await;
+    let p = proxy(&format!("http://{}", s.addr), |c| {
+        c.measured_routes = vec!["/v1/models".into()]
+    })
+    .await;
+    let c = client();
+    fetch(&c, "GET", &format!("{}/v1/models", p.url()), &[], "").await;
+    fetch(&c, "GET", &format!("{}/health", p.url()), &[], "").await;
+    let f = fetch(
+        &c,
+        "POST",
+        &format!("{}/v1/chat/completions", p.url()),
+        &[],
+        &chat_body(2, true),
+    )
+    .await;
+    assert_eq!(f.status, 200);
+    assert!(
+        eventually(Duration::from_secs(2), || window(&p)["requests"]["sent"]
+            != 0)
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(window(&p)["requests"]["sent"], 1, "{}", window(&p));
+    let text = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
+    assert!(
+        text.contains("cadence_unmeasured_requests_total 2"),
+        "{text}"
+    );
+    p.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

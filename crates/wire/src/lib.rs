@@ -96,7 +96,7 @@ impl BomStripper {
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.
-pub(crate) fn truncate_str(s: &str, max: usize) -> &str {
+pub fn truncate_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
