@@ -8,23 +8,22 @@ use crate::exit::{usage, Exit};
 use anyhow::Context;
 use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
-use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
 use cadence_bench::search::Search;
-use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
-use cadence_bench::{
-    ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
-};
+use cadence_bench::{ArrivalProcess, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
 use cadence_core::runlog::{self, LevelMeta, RunChecks, RunMeta};
+use cadence_core::secret::{redact_patterns, Redactor};
 use cadence_core::{
     chart_data, convention_views, goodput, pacing, time_series, Convention, Outcome, RequestRecord,
     Slo,
 };
+use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::Clock;
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -742,7 +741,7 @@ async fn first_model(
         let resp = http
             .request(req)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", cadence_bench::exec::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!("{}", cadence_transport::error_chain(&e)))?;
         let status = resp.status();
         let body = resp.into_body().collect().await?.to_bytes();
         anyhow::ensure!(status.is_success(), "HTTP {status}");

@@ -2,18 +2,17 @@
 //! taken the moment hyper hands over the bytes, before any parsing; every way a request
 //! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
 
-use crate::clock::Clock;
-use crate::secret::Redactor;
 use bytes::Bytes;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
+use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
+use cadence_transport::{Clock, HyperClient};
 use cadence_wire::{Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
-
-use crate::client::HyperClient;
 
 /// One timeout per phase, each its own outcome (FAULTS 27–30).
 #[derive(Debug, Clone, Copy)]
@@ -313,99 +312,6 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
     let _ = tokio::time::timeout_at(deadline, read).await;
     buf.truncate(limit);
     String::from_utf8_lossy(&buf).trim().to_string()
-}
-
-/// Sends `req`. A pooled keep-alive connection the server already closed fails before
-/// any response byte (servers such as llama.cpp's close after every stream without
-/// saying so): the request never reached the server, so it is sent once more on a
-/// connection opened for it (never another pooled one, which may be just as dead),
-/// and the second value says when. Nothing else is ever retried.
-pub async fn send_resending_if_stale(
-    client: &crate::client::HyperClient,
-    req: http::Request<Full<Bytes>>,
-) -> (
-    Result<http::Response<Incoming>, hyper_util::client::legacy::Error>,
-    Option<Instant>,
-) {
-    let spare = copy_request(&req);
-    match client.request(req).await {
-        Err(e) if is_stale_connection(&e) => {
-            let resent = Instant::now();
-            (client.request_fresh(spare).await, Some(resent))
-        }
-        r => (r, None),
-    }
-}
-
-/// A request with the same method, URI, version, headers and body.
-fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
-    let mut copy = http::Request::new(req.body().clone());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    copy
-}
-
-/// The connection closed before any response byte (a stale pooled connection), as
-/// opposed to a failure to connect or an error after the server answered.
-fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
-    if e.is_connect() {
-        return false;
-    }
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(err) = cur {
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message() || h.is_canceled();
-        }
-        cur = err.source();
-    }
-    false
-}
-
-/// Classifies an error from the pooled client into an outcome with plain words.
-pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
-    let chain = error_chain(e);
-    if is_tls_error(e) {
-        (Outcome::TlsError, format!("TLS failed: {chain}"))
-    } else if e.is_connect() {
-        (Outcome::ConnectError, format!("could not connect: {chain}"))
-    } else {
-        (Outcome::TransportError, format!("request failed: {chain}"))
-    }
-}
-
-/// Whether a rustls error stands anywhere in the chain. `io::Error` hides its inner
-/// error from `source()` (and hyper-rustls wraps rustls' io::Error in another), so
-/// each io::Error is opened as well.
-fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    if e.is::<rustls::Error>() {
-        return true;
-    }
-    if let Some(inner) = e
-        .downcast_ref::<std::io::Error>()
-        .and_then(|io| io.get_ref())
-    {
-        let inner: &(dyn std::error::Error + 'static) = inner;
-        if is_tls_error(inner) {
-            return true;
-        }
-    }
-    e.source().is_some_and(is_tls_error)
-}
-
-/// An error and its sources, joined with `: `.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        cur = s.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]

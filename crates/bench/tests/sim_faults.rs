@@ -3,13 +3,13 @@
 
 use bytes::Bytes;
 use cadence_bench::body::BodySpec;
-use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::exec::{execute, Cancel, ExecContext, Timeouts};
-use cadence_bench::secret::Redactor;
 use cadence_bench::workload::RequestFactory;
-use cadence_bench::Clock;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord, TokenSource};
 use cadence_sim::{SimConfig, SimServer};
+use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::Clock;
 use cadence_wire::Api;
 use http::{HeaderName, HeaderValue};
 use http_body_util::Full;

@@ -13,6 +13,7 @@ pub mod record;
 pub mod report;
 pub mod rng;
 pub mod runlog;
+pub mod secret;
 pub mod sink;
 pub mod slo;
 pub mod stats;
