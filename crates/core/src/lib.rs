@@ -9,6 +9,7 @@ pub mod conventions;
 pub mod metrics;
 pub mod outcome;
 pub mod pacing;
+pub mod per_request;
 pub mod record;
 pub mod report;
 pub mod rng;
