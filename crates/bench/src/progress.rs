@@ -2,7 +2,7 @@
 //! ITL and TTFT p50/p99 over recent requests. Hidden when stderr is not a terminal or
 //! with `--quiet`.
 
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::{per_request, Outcome, RequestRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,19 +114,13 @@ impl Recent {
         if rec.outcome != Outcome::Succeeded || rec.warmup {
             return;
         }
-        if let (Some(s), Some(f)) = (rec.sent_ns, rec.first_chunk_ns()) {
-            push(
-                &mut self.ttft_ms,
-                WINDOW_TTFT,
-                f.saturating_sub(s) as f64 / 1e6,
-            );
+        // Core's formulas: an interval that runs backwards gives no sample.
+        let mut bad = 0;
+        if let Some(t) = per_request::ttft_ms(rec, &mut bad) {
+            push(&mut self.ttft_ms, WINDOW_TTFT, t);
         }
-        for w in rec.chunks.windows(2) {
-            push(
-                &mut self.itl_ms,
-                WINDOW_ITL,
-                (w[1].t_ns() - w[0].t_ns()) as f64 / 1e6,
-            );
+        for (gap, _) in per_request::itl_gaps(rec, &mut bad) {
+            push(&mut self.itl_ms, WINDOW_ITL, per_request::ms(gap));
         }
     }
 }
