@@ -8,6 +8,7 @@ pub mod client;
 pub mod clock;
 pub mod lag;
 pub mod resend;
+mod reuse;
 
 pub use classify::{classify_client_error, error_chain};
 pub use client::{ClientConfig, HyperClient};

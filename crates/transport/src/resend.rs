@@ -3,16 +3,19 @@
 //! opened for it. Shared by `bench` and the proxy so both follow the same rule.
 
 use crate::client::HyperClient;
+use crate::reuse::on_answered_connection;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-/// Sends `req`. A pooled keep-alive connection the server already closed fails before
-/// any response byte (servers such as llama.cpp's close after every stream without
-/// saying so): the request never reached the server, so it is sent once more on a
-/// connection opened for it (never another pooled one, which may be just as dead),
-/// and the second value says when. Nothing else is ever retried.
+/// Sends `req`. A reused pooled keep-alive connection the server already closed fails
+/// before any response byte (servers such as llama.cpp's close after every stream
+/// without saying so): the request never reached the server, so it is sent once more
+/// on a connection opened for it (never another pooled one, which may be just as
+/// dead), and the second value says when. A fresh connection that closes the same way
+/// ends the request: the server may have taken it, and it is never sent twice
+/// unasked. Nothing else is ever retried.
 pub async fn send_resending_if_stale(
     client: &HyperClient,
     req: http::Request<Full<Bytes>>,
@@ -22,7 +25,7 @@ pub async fn send_resending_if_stale(
 ) {
     let spare = copy_request(&req);
     match client.request(req).await {
-        Err(e) if is_stale_connection(&e) => {
+        Err(e) if is_stale_connection(&e) && on_answered_connection(&e) => {
             let resent = Instant::now();
             (client.request_fresh(spare).await, Some(resent))
         }
@@ -40,8 +43,8 @@ fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> 
     copy
 }
 
-/// The connection closed before any response byte (a stale pooled connection), as
-/// opposed to a failure to connect or an error after the server answered.
+/// The connection closed before any response byte, as opposed to a failure to connect
+/// or an error after the server answered.
 fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
     if e.is_connect() {
         return false;
