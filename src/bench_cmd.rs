@@ -23,7 +23,7 @@ use cadence_core::{
     Slo,
 };
 use cadence_transport::client::{self, ClientConfig, HyperClient};
-use cadence_transport::Clock;
+use cadence_transport::{Clock, Unreachable};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -169,11 +169,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             args.connect_timeout + args.header_timeout,
         )
         .await
-        .map_err(|e| {
-            usage(format!(
+        .map_err(|e| match e.downcast_ref::<Unreachable>() {
+            // Not a usage error: the command is right, the server is not there (exit 1).
+            Some(u) => anyhow::anyhow!("{}", redactor.redact(&u.to_string())),
+            None => usage(format!(
                 "{}; pass --model NAME",
                 redactor.redact(&format!("{e:#}"))
-            ))
+            )),
         })?,
     };
 
@@ -724,7 +726,8 @@ pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// Asks the server which models it serves and takes the first.
+/// Asks the server which models it serves and takes the first. A server that cannot
+/// be connected to at all is an [`Unreachable`] error.
 async fn first_model(
     http: &HyperClient,
     target: &Target,
@@ -738,10 +741,12 @@ async fn first_model(
         }
     }
     let fetch = async {
-        let resp = http
-            .request(req)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", cadence_transport::error_chain(&e)))?;
+        let resp = http.request(req).await.map_err(|e| {
+            match cadence_transport::unreachable(&e, &target.models) {
+                Some(u) => anyhow::Error::new(u),
+                None => anyhow::anyhow!("{}", cadence_transport::error_chain(&e)),
+            }
+        })?;
         let status = resp.status();
         let body = resp.into_body().collect().await?.to_bytes();
         anyhow::ensure!(status.is_success(), "HTTP {status}");

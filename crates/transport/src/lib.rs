@@ -10,7 +10,7 @@ pub mod lag;
 pub mod resend;
 mod reuse;
 
-pub use classify::{classify_client_error, error_chain};
+pub use classify::{classify_client_error, error_chain, unreachable, Unreachable};
 pub use client::{ClientConfig, HyperClient};
 pub use clock::Clock;
 pub use resend::send_resending_if_stale;
