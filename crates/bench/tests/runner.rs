@@ -3,15 +3,16 @@
 //! a deadline drains then aborts, and records reach the file as requests finish.
 
 use cadence_bench::body::BodySpec;
-use cadence_bench::client::{self, ClientConfig};
 use cadence_bench::progress::Progress;
-use cadence_bench::secret::Redactor;
 use cadence_bench::sink::RecordSink;
 use cadence_bench::workload::RequestFactory;
-use cadence_bench::{Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
+use cadence_bench::{Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_sim::SimConfig;
+use cadence_transport::client::{self, ClientConfig};
+use cadence_transport::Clock;
 use cadence_wire::Api;
 use http::{HeaderName, HeaderValue};
 use std::future::Future;

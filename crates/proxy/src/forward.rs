@@ -6,7 +6,7 @@
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::server::Shared;
 use bytes::Bytes;
-use cadence_bench::secret::Redactor;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RecordSource, RequestRecord};
 use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -370,7 +370,7 @@ pub(crate) async fn handle(
     // An upstream that closes its keep-alive connections unannounced (llama.cpp's
     // server does, after every stream) leaves a dead pooled connection: the request is
     // sent once more on a fresh one, as `bench` does, and counted.
-    let sending = cadence_bench::exec::send_resending_if_stale(&shared.client, up);
+    let sending = cadence_transport::send_resending_if_stale(&shared.client, up);
     let (response, resent) = match tokio::time::timeout(timeout, sending).await {
         Err(_) => (None, None),
         Ok((r, resent)) => (Some(r), resent),
@@ -388,7 +388,7 @@ pub(crate) async fn handle(
             return own_response(StatusCode::GATEWAY_TIMEOUT, &msg, false);
         }
         Some(Err(e)) => {
-            let (outcome, msg) = cadence_bench::exec::classify_client_error(&e);
+            let (outcome, msg) = cadence_transport::classify_client_error(&e);
             let msg = job.redactor.redact(&msg);
             job.end(outcome, Some(msg.clone()));
             return own_response(StatusCode::BAD_GATEWAY, &msg, false);

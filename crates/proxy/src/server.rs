@@ -13,9 +13,9 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use bytes::Bytes;
-use cadence_bench::client::HyperClient;
-use cadence_bench::Clock;
 use cadence_core::RequestRecord;
+use cadence_transport::client::HyperClient;
+use cadence_transport::Clock;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -113,7 +113,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         .map(RecordWriter::start)
         .transpose()?;
 
-    let client = cadence_bench::client::build(&cadence_bench::client::ClientConfig {
+    let client = cadence_transport::client::build(&cadence_transport::client::ClientConfig {
         pool_size: 1024,
         connect_timeout: Duration::from_secs(10),
         http2: false,
@@ -295,7 +295,7 @@ async fn accept_loop(
 /// the command line redacted.
 fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
-    let redact = cadence_bench::secret::redact_patterns;
+    let redact = cadence_core::secret::redact_patterns;
     let level = LevelMeta {
         level: 0,
         name: "live traffic".into(),
@@ -342,7 +342,7 @@ async fn until_stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
 
-/// Watches the proxy's own event loop (`cadence_bench::lag`): every tick goes to the
+/// Watches the proxy's own event loop (`cadence_transport::lag`): every tick goes to the
 /// `cadence_proxy_loop_lag_seconds` histogram and the `/stats` window, and a stall long
 /// enough to bend ITL figures is logged, at most once a minute.
 async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
@@ -365,7 +365,7 @@ async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     };
     tokio::select! {
         _ = until_stopped(&mut stopped) => {}
-        _ = cadence_bench::lag::watch(cadence_bench::lag::PERIOD, tick) => {}
+        _ = cadence_transport::lag::watch(cadence_transport::lag::PERIOD, tick) => {}
     }
 }
 
@@ -519,7 +519,7 @@ fn report_transition(shared: &Arc<Shared>, t: Transition) {
             ),
             Ok(Err(e)) => tracing::warn!(
                 "cadence proxy: the alert webhook failed: {}",
-                cadence_bench::secret::redact_patterns(&e.to_string())
+                cadence_core::secret::redact_patterns(&e.to_string())
             ),
             Err(_) => tracing::warn!("cadence proxy: the alert webhook timed out after 10 s"),
         }
