@@ -304,7 +304,7 @@ pub async fn run(
                     None => {
                         // The cap is full: the arrival is dropped, and recorded as such.
                         let index = issued.fetch_add(1, Ordering::Relaxed);
-                        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+                        let mut rec = RequestRecord::new(index, Outcome::Dropped);
                         rec.level = plan.level;
                         rec.warmup = next < plan.warmup;
                         rec.scheduled_ns = Some(clock.ns_at(ticket.scheduled));

@@ -114,7 +114,8 @@ pub struct RequestCounts {
     /// Requests intended but never sent: the runner's count plus records that never
     /// left the client.
     pub dropped: u64,
-    /// Sent requests ended by the run's deadline or Ctrl-C (`aborted_at_deadline`).
+    /// Sent requests ended by the run's deadline or Ctrl-C (`aborted_at_deadline`) or by
+    /// the proxy's client hanging up (`client_disconnected`).
     pub aborted: u64,
     /// Sent requests that failed, by [`Outcome::name`]; only non-zero classes appear.
     pub failed: BTreeMap<String, u64>,
@@ -410,7 +411,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
 
         if !r.was_sent() {
             counts.dropped += 1;
-            if r.outcome != Outcome::AbortedAtDeadline {
+            if !matches!(r.outcome, Outcome::AbortedAtDeadline | Outcome::Dropped) {
                 *unsent_odd.entry(r.outcome.name()).or_default() += 1;
             }
             continue;
@@ -418,7 +419,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         counts.sent += 1;
         match r.outcome {
             Outcome::Succeeded => counts.succeeded += 1,
-            Outcome::AbortedAtDeadline => counts.aborted += 1,
+            o if o.is_abort() => counts.aborted += 1,
             o => *counts.failed.entry(o.name().to_string()).or_default() += 1,
         }
         if r.outcome != Outcome::Succeeded {

@@ -476,24 +476,29 @@ impl Job {
     }
 
     fn client_gone(&mut self) {
-        self.shared.metrics.client_disconnected();
-        let msg = format!(
-            "the client disconnected after {} chunks; the upstream request was cancelled",
-            self.rec.chunks.len()
-        );
-        self.end(Outcome::AbortedAtDeadline, Some(msg));
+        let when = format!("after {} chunks", self.rec.chunks.len());
+        self.left_unfinished(&when);
+    }
+
+    /// The response was dropped before it ended: the client hung up, or the proxy cut
+    /// the stream at shutdown once the drain timeout had passed.
+    fn left_unfinished(&mut self, when: &str) {
+        if self.shared.cut.load(std::sync::atomic::Ordering::Relaxed) {
+            let msg = format!("the proxy shut down {when}; the stream was cut");
+            self.end(Outcome::AbortedAtDeadline, Some(msg));
+        } else {
+            self.shared.metrics.client_disconnected();
+            let msg = format!("the client disconnected {when}; the upstream request was cancelled");
+            self.end(Outcome::ClientDisconnected, Some(msg));
+        }
     }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
         if !self.ended {
-            // The handler was dropped: the client left before the response headers.
-            self.shared.metrics.client_disconnected();
-            self.end(
-                Outcome::AbortedAtDeadline,
-                Some("the client disconnected before the response headers".into()),
-            );
+            // The handler was dropped before the response headers.
+            self.left_unfinished("before the response headers");
         }
         let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
         // `error` was redacted when it was set; nothing else here can carry a secret.

@@ -153,69 +153,8 @@ impl Metrics {
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
         let upstream_resends = Counter::default();
 
-        let mut registry = Registry::with_prefix("cadence");
-        registry.register_with_unit(
-            "ttft",
-            "Time to first token: first content-bearing chunk minus request sent upstream (succeeded streams)",
-            Unit::Seconds,
-            ttft.clone(),
-        );
-        registry.register_with_unit(
-            "itl",
-            "Inter-token latency: every gap between consecutive content-bearing chunks (succeeded streams)",
-            Unit::Seconds,
-            itl.clone(),
-        );
-        registry.register_with_unit(
-            "tpot",
-            "Time per output token per request: (last chunk - first chunk) / (output tokens - 1)",
-            Unit::Seconds,
-            tpot.clone(),
-        );
-        registry.register_with_unit(
-            "request_duration",
-            "Request sent upstream to the end of the response, every outcome",
-            Unit::Seconds,
-            duration.clone(),
-        );
-        registry.register(
-            "requests",
-            "Proxied requests by outcome (succeeded or one failure class)",
-            requests.clone(),
-        );
-        registry.register(
-            "output_tokens",
-            "Output tokens received, including partial output of failed requests",
-            output_tokens.clone(),
-        );
-        registry.register(
-            "active_streams",
-            "Requests in flight through the proxy",
-            active.clone(),
-        );
-        registry.register(
-            "client_disconnects",
-            "Clients that went away mid-response (upstream request cancelled)",
-            client_disconnects.clone(),
-        );
-        registry.register(
-            "rejected_requests",
-            "Requests the proxy answered itself without forwarding, by reason",
-            rejected.clone(),
-        );
-        registry.register(
-            "upstream_resends",
-            "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
-            upstream_resends.clone(),
-        );
-        registry.register_with_unit(
-            "proxy_loop_lag",
-            "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
-            Unit::Seconds,
-            loop_lag.clone(),
-        );
-        Metrics {
-            registry,
+        let mut m = Metrics {
+            registry: Registry::with_prefix("cadence"),
             ttft,
             itl,
             tpot,
@@ -227,7 +166,81 @@ impl Metrics {
             rejected,
             loop_lag,
             upstream_resends,
-        }
+        };
+        m.register_latencies();
+        m.register_counts();
+        m
+    }
+
+    /// The stream latency histograms (seconds).
+    fn register_latencies(&mut self) {
+        let r = &mut self.registry;
+        r.register_with_unit(
+            "ttft",
+            "Time to first token: first content-bearing chunk minus request sent upstream (succeeded streams)",
+            Unit::Seconds,
+            self.ttft.clone(),
+        );
+        r.register_with_unit(
+            "itl",
+            "Inter-token latency: every gap between consecutive content-bearing chunks (succeeded streams)",
+            Unit::Seconds,
+            self.itl.clone(),
+        );
+        r.register_with_unit(
+            "tpot",
+            "Time per output token per request: (last chunk - first chunk) / (output tokens - 1)",
+            Unit::Seconds,
+            self.tpot.clone(),
+        );
+        r.register_with_unit(
+            "request_duration",
+            "Request sent upstream to the end of the response, every outcome",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
+    }
+
+    /// Requests, tokens, streams and the proxy's own decisions, counted; then the
+    /// proxy's own loop lag (registered last, so `/metrics` keeps its order).
+    fn register_counts(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "requests",
+            "Proxied requests by outcome (succeeded or one failure class)",
+            self.requests.clone(),
+        );
+        r.register(
+            "output_tokens",
+            "Output tokens received, including partial output of failed requests",
+            self.output_tokens.clone(),
+        );
+        r.register(
+            "active_streams",
+            "Requests in flight through the proxy",
+            self.active.clone(),
+        );
+        r.register(
+            "client_disconnects",
+            "Clients that went away mid-response (upstream request cancelled)",
+            self.client_disconnects.clone(),
+        );
+        r.register(
+            "rejected_requests",
+            "Requests the proxy answered itself without forwarding, by reason",
+            self.rejected.clone(),
+        );
+        r.register(
+            "upstream_resends",
+            "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
+            self.upstream_resends.clone(),
+        );
+        r.register_with_unit(
+            "proxy_loop_lag",
+            "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
+            Unit::Seconds,
+            self.loop_lag.clone(),
+        );
     }
 
     pub fn upstream_resent(&self) {

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub records: Option<RecordWriter>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
     pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
+    /// Set at shutdown once the drain timeout has passed: streams still open are cut by
+    /// the proxy (`aborted_at_deadline`), not left by their clients.
+    pub cut: AtomicBool,
 }
 
 impl Shared {
@@ -152,6 +155,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         next_index: AtomicU64::new(0),
         records,
         in_flight: Mutex::new(Some(in_flight_tx)),
+        cut: AtomicBool::new(false),
     });
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -206,6 +210,7 @@ impl Proxy {
             while self.tasks.join_next().await.is_some() {}
         })
         .await;
+        self.shared.cut.store(true, Ordering::Relaxed);
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         if let Ok(mut g) = self.shared.in_flight.lock() {
@@ -274,6 +279,7 @@ async fn accept_loop(
         let builder = builder.clone();
         let mut stop = stopped.clone();
         let drain = shared.config.limits.drain_timeout;
+        let cut_flag = shared.clone();
         conns.spawn(async move {
             let conn = builder.serve_connection(io, svc);
             tokio::pin!(conn);
@@ -281,7 +287,9 @@ async fn accept_loop(
                 _ = conn.as_mut() => {}
                 _ = until_stopped(&mut stop) => {
                     conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(drain, conn.as_mut()).await;
+                    if tokio::time::timeout(drain, conn.as_mut()).await.is_err() {
+                        cut_flag.cut.store(true, Ordering::Relaxed);
+                    }
                 }
             }
         });
