@@ -4,11 +4,11 @@
 //! connection. A hand-written HTTP/1.1 server on 127.0.0.1 port 0 plays the server.
 
 use bytes::Bytes;
-use cadence_bench::client::{self, ClientConfig};
 use cadence_bench::exec::{execute, Cancel, ExecContext, Timeouts};
-use cadence_bench::secret::Redactor;
-use cadence_bench::Clock;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
+use cadence_transport::client::{self, ClientConfig};
+use cadence_transport::Clock;
 use cadence_wire::Api;
 use http_body_util::Full;
 use std::net::SocketAddr;
