@@ -2,16 +2,15 @@
 //! datasets, sessions, shared prefixes), validated into a [`Workload`] before the run
 //! starts, then applied to the request factory.
 
+use crate::cli::{DatasetFormat, WorkloadArgs};
 use crate::exit::usage;
 use cadence_bench::dataset::{self, DatasetOptions};
 use cadence_bench::prompts::{Counter, LengthDist, PromptGen};
 use cadence_bench::tokenizer::Tokenizer;
 use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, TurnSpec, WorkItem};
-use clap::{Args, ValueEnum};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// max_tokens when neither `--max-tokens` nor the workload gives one.
@@ -19,75 +18,6 @@ pub const DEFAULT_MAX_TOKENS: u32 = 64;
 
 /// Most distinct synthetic prompts made before a run (they are then reused in turn).
 const MAX_POOL: u64 = 10_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DatasetFormat {
-    /// ShareGPT when the file holds `conversations`, else JSON Lines.
-    Auto,
-    Sharegpt,
-    Jsonl,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct WorkloadArgs {
-    /// Tokenizer for exact prompt lengths and output-token counts: a tokenizer.json or
-    /// a model folder holding one (no downloads). Tokenizing runs after each stream.
-    #[arg(long, value_name = "PATH")]
-    pub tokenizer: Option<String>,
-
-    /// Synthetic prompts of exactly this many tokens: N, fixed:N, normal:MEAN,SD or
-    /// uniform:LO..HI (counted by --tokenizer, else as whitespace-separated words, the
-    /// built-in simulator's tokens); chat template and BOS come on top.
-    #[arg(long, value_name = "DIST", value_parser = parse_length, conflicts_with_all = ["prompt", "trace", "dataset"])]
-    pub input_tokens: Option<LengthDist>,
-
-    /// Text the synthetic prompts are cut from (default: a public-domain text shipped
-    /// with Cadence).
-    #[arg(long, value_name = "FILE")]
-    pub corpus: Option<PathBuf>,
-
-    /// Prompts from a dataset: ShareGPT JSON, or JSON Lines with `prompt`, chat
-    /// `messages` or session `turns`, optional `max_tokens`. Shuffled by --seed.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "trace"])]
-    pub dataset: Option<PathBuf>,
-
-    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
-    pub dataset_format: DatasetFormat,
-
-    /// Keep dataset entries whose first prompt has at least this many tokens.
-    #[arg(long, value_name = "N", requires = "dataset")]
-    pub min_prompt_tokens: Option<usize>,
-
-    /// Keep dataset entries whose first prompt has at most this many tokens.
-    #[arg(long, value_name = "N", requires = "dataset")]
-    pub max_prompt_tokens: Option<usize>,
-
-    /// Dataset conversations become multi-turn sessions: every user message is a
-    /// turn, sent with the history so far (including the server's live replies).
-    #[arg(long, requires = "dataset")]
-    pub multi_turn: bool,
-
-    /// Synthetic sessions of this many turns (each turn --input-tokens long).
-    #[arg(long, value_name = "N", requires = "input_tokens", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub turns: Option<u32>,
-
-    /// Pause between a reply and the session's next turn.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::cli::parse_duration)]
-    pub think_time: Duration,
-
-    /// Every prompt starts with one of --prefix-groups shared prefixes of exactly this
-    /// many tokens (prefix-cache studies); the prompt's own length comes on top.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub prefix_tokens: Option<u32>,
-
-    /// How many distinct shared prefixes; request k uses prefix k mod G.
-    #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub prefix_groups: u32,
-}
-
-pub fn parse_length(s: &str) -> Result<LengthDist, String> {
-    s.parse()
-}
 
 /// The validated workload, ready to apply to a factory.
 #[derive(Debug, Default)]
