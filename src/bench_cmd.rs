@@ -13,17 +13,18 @@ use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
 use cadence_bench::search::Search;
 use cadence_bench::secret::Redactor;
-use cadence_bench::sink::RecordSink;
+use cadence_bench::sink::{RecordSender, RecordSink};
 use cadence_bench::target::{redact_url, Target};
+use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{ArrivalProcess, Clock, Load, RunContext, RunPlan, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{RunInfo, SearchProbe, SearchReport};
-use cadence_core::runlog::{self, RunMeta};
+use cadence_core::runlog::{self, LevelMeta, RunMeta};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Default measured requests when neither --requests nor --duration is given.
 const DEFAULT_REQUESTS: u64 = 64;
@@ -32,58 +33,12 @@ const DEFAULT_CONCURRENCY: u32 = 8;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     // Validate everything before a single request goes out.
-    let extra = args
-        .extra_body
-        .as_deref()
-        .map(parse_extra_body)
-        .transpose()
-        .map_err(usage)?;
-    let extra_headers = args
-        .headers
-        .iter()
-        .map(|h| client::parse_header(h))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
-    if args.requests == Some(0) {
-        return Err(usage("--requests must be at least 1"));
-    }
-    if args.find_max.is_some() && args.slos.is_empty() {
-        return Err(usage("--find-max searches for the highest level meeting every --slo: give at least one --slo"));
-    }
-    if args.find_max.is_some() && args.trace.is_some() {
-        return Err(usage("--find-max cannot be combined with --trace"));
-    }
-    if args.max_concurrency.is_some()
-        && args.rate.is_none()
-        && args.trace.is_none()
-        && args.find_max != Some(SearchAxis::Rate)
-    {
-        return Err(usage(
-            "--max-concurrency caps an open loop: use it with --rate or --trace",
-        ));
-    }
-    let trace = match &args.trace {
-        Some(path) => {
-            if !(args.trace_speed.is_finite() && args.trace_speed > 0.0) {
-                return Err(usage("--trace-speed must be a positive number"));
-            }
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("cannot read the trace {}: {e}", path.display())))?;
-            let mut entries = cadence_bench::trace::parse_trace(&text)
-                .map_err(|e| usage(format!("{}: {e}", path.display())))?;
-            cadence_bench::trace::scale(&mut entries, args.trace_speed);
-            Some(entries)
-        }
-        None => None,
-    };
-    let requests = match (args.requests, args.duration, &trace) {
-        (n, _, Some(entries)) => {
-            Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
-        }
-        (None, None, None) => Some(DEFAULT_REQUESTS),
-        (n, _, None) => n,
-    };
-
+    let Validated {
+        extra,
+        extra_headers,
+        trace,
+        requests,
+    } = validate(&args)?;
     let mut workload = crate::workload::prepare(
         &args.workload,
         args.max_tokens,
@@ -97,52 +52,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             eprintln!("Note: {note}.");
         }
     }
-
-    let builtin_config = match &args.url {
-        Some(_) => {
-            if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some() {
-                return Err(usage(
-                    "--preset/--engine choose the built-in simulator's engine: give them without a URL",
-                ));
-            }
-            None
-        }
-        None => Some(crate::builtin_sim::config(args.seed, &args.engine)?),
-    };
-    let builtin = match &builtin_config {
-        Some(c) => Some(BuiltinSim::start(c.clone())?),
-        None => None,
-    };
-    let url = match (&args.url, &builtin) {
-        (Some(u), _) => u.clone(),
-        (None, Some(sim)) => format!("http://{}/v1", sim.addr),
-        (None, None) => unreachable!("a built-in sim is started when no URL is given"),
-    };
-    let target =
-        Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
-    if builtin.is_some() && !args.quiet {
-        eprintln!(
-            "No URL given: benchmarking the built-in simulator at {url} (engine {}).",
-            builtin_config.as_ref().map_or("", |c| c.model.as_str())
-        );
-    }
-
-    let api_key = if builtin.is_some() {
-        None
-    } else {
-        std::env::var(&args.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-    };
-    let mut secrets: Vec<String> = api_key.iter().cloned().collect();
-    secrets.extend(
-        extra_headers
-            .iter()
-            .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
-    );
-    let redactor = Redactor::new(secrets);
-    let headers = client::base_headers(api_key.as_deref(), &extra_headers).map_err(usage)?;
-
+    let endpoint = Endpoint::start(&args)?;
+    let (redactor, headers) = credentials(&args, endpoint.builtin.is_some(), &extra_headers)?;
     let http = client::build(&ClientConfig {
         pool_size: args
             .concurrency
@@ -153,58 +64,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         connect_timeout: args.connect_timeout,
         http2: args.http2,
     });
-    let model = match (&args.model, &builtin) {
-        (Some(m), _) => m.clone(),
-        (None, Some(_)) => builtin_config
-            .as_ref()
-            .map_or_else(String::new, |c| c.model.clone()),
-        (None, None) => first_model(
-            &http,
-            &target,
-            &headers,
-            args.connect_timeout + args.header_timeout,
-        )
-        .await
-        .map_err(|e| {
-            usage(format!(
-                "{}; pass --model NAME",
-                redactor.redact(&format!("{e:#}"))
-            ))
-        })?,
-    };
-
+    let model = model_name(&args, &endpoint, &http, &headers, &redactor).await?;
     if let Some(extra) = &extra {
-        let overridden: Vec<&str> = [
-            "model",
-            "max_tokens",
-            "stream",
-            "stream_options",
-            "messages",
-            "prompt",
-        ]
-        .into_iter()
-        .filter(|k| extra.contains_key(*k))
-        .collect();
-        if !overridden.is_empty() && !args.quiet {
-            eprintln!(
-                "Note: --extra-body sets {} and overrides the flags for them.",
-                overridden.join(", ")
-            );
-        }
+        note_overridden(extra, args.quiet);
     }
+    let body = BodySpec {
+        api: endpoint.target.api,
+        model: model.clone(),
+        max_tokens: Some(
+            args.max_tokens
+                .and_then(|d| d.fixed())
+                .unwrap_or(crate::workload::DEFAULT_MAX_TOKENS),
+        ),
+        extra,
+    };
     let mut factory = RequestFactory::new(
-        target.endpoint.clone(),
+        endpoint.target.endpoint.clone(),
         headers,
-        BodySpec {
-            api: target.api,
-            model: model.clone(),
-            max_tokens: Some(
-                args.max_tokens
-                    .and_then(|d| d.fixed())
-                    .unwrap_or(crate::workload::DEFAULT_MAX_TOKENS),
-            ),
-            extra,
-        },
+        body,
         vec![args
             .prompt
             .clone()
@@ -239,126 +116,409 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             idle: args.idle_timeout,
             total: args.total_timeout,
         },
-        api: target.api,
+        api: endpoint.target.api,
         strict: args.strict,
         redactor,
         progress: progress.clone(),
         tokenizer: workload.tokenizer.clone(),
     });
 
-    // One Ctrl-C ends the current level (drained, reported) and skips the rest.
+    let stop_rx = stop_on_ctrl_c();
+    let started_at_unix_ms = crate::run_meta::now_unix_ms();
+    let clock = Clock::start();
+    let levels = Levels {
+        args: &args,
+        cx: cx.clone(),
+        sender: sender.clone(),
+        planned: loads,
+        requests,
+        clock,
+    };
+    let (metas, search) = levels.run(stop_rx).await;
+
+    let info = run_info(
+        &args,
+        &endpoint.target,
+        model,
+        started_at_unix_ms,
+        clock,
+        &metas,
+    );
+    let checks = checks(&args);
+    let search_report = search.as_ref().map(|(axis, s)| search_report(*axis, s));
+    // The run line makes the records file a complete replay source (`cadence report`).
+    sender.write_line(runlog::run_line(&RunMeta {
+        run: info.clone(),
+        checks: checks.to_meta(),
+        search: search_report.clone(),
+    }));
+    drop(sender);
+    drop(cx);
+    progress.finish();
+    let records = sink
+        .finish()
+        .context("the records could not all be written")?;
+    drop(endpoint);
+
+    let (mut report, mut exit) = build_report(info, &metas, &records, &checks);
+    report.search = search_report;
+    if let Some((_, s)) = &search {
+        // Probes above the frontier breach by design: the search itself succeeded.
+        if exit == Exit::SloBreached {
+            exit = if s.best().is_some() {
+                Exit::Ok
+            } else {
+                Exit::SloBreached
+            };
+        }
+    }
+    crate::output::print_console(&report)?;
+    crate::output::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    Ok(exit)
+}
+
+/// The flags checked and read before a single request goes out.
+struct Validated {
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
+    extra_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    trace: Option<Vec<TraceEntry>>,
+    /// Measured requests per level (`None`: until --duration ends the level).
+    requests: Option<u64>,
+}
+
+/// Checks the flags that depend on each other and reads the inputs they name: any
+/// problem is a usage error before the run starts.
+fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
+    let extra = args
+        .extra_body
+        .as_deref()
+        .map(parse_extra_body)
+        .transpose()
+        .map_err(usage)?;
+    let extra_headers = args
+        .headers
+        .iter()
+        .map(|h| client::parse_header(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    if args.requests == Some(0) {
+        return Err(usage("--requests must be at least 1"));
+    }
+    if args.find_max.is_some() && args.slos.is_empty() {
+        return Err(usage("--find-max searches for the highest level meeting every --slo: give at least one --slo"));
+    }
+    if args.find_max.is_some() && args.trace.is_some() {
+        return Err(usage("--find-max cannot be combined with --trace"));
+    }
+    if args.max_concurrency.is_some()
+        && args.rate.is_none()
+        && args.trace.is_none()
+        && args.find_max != Some(SearchAxis::Rate)
+    {
+        return Err(usage(
+            "--max-concurrency caps an open loop: use it with --rate or --trace",
+        ));
+    }
+    let trace = read_trace(args)?;
+    let requests = match (args.requests, args.duration, &trace) {
+        (n, _, Some(entries)) => {
+            Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
+        }
+        (None, None, None) => Some(DEFAULT_REQUESTS),
+        (n, _, None) => n,
+    };
+    Ok(Validated {
+        extra,
+        extra_headers,
+        trace,
+        requests,
+    })
+}
+
+/// The `--trace` entries, sped up by `--trace-speed`.
+fn read_trace(args: &BenchArgs) -> anyhow::Result<Option<Vec<TraceEntry>>> {
+    let Some(path) = &args.trace else {
+        return Ok(None);
+    };
+    if !(args.trace_speed.is_finite() && args.trace_speed > 0.0) {
+        return Err(usage("--trace-speed must be a positive number"));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the trace {}: {e}", path.display())))?;
+    let mut entries = cadence_bench::trace::parse_trace(&text)
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    cadence_bench::trace::scale(&mut entries, args.trace_speed);
+    Ok(Some(entries))
+}
+
+/// What the run talks to: the URL given, or the built-in simulator started for it
+/// (stopped when this is dropped).
+struct Endpoint {
+    target: Target,
+    builtin: Option<BuiltinSim>,
+    /// The built-in simulator's engine model name.
+    builtin_model: Option<String>,
+}
+
+impl Endpoint {
+    fn start(args: &BenchArgs) -> anyhow::Result<Endpoint> {
+        let builtin_config = match &args.url {
+            Some(_) => {
+                if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some() {
+                    return Err(usage(
+                        "--preset/--engine choose the built-in simulator's engine: give them without a URL",
+                    ));
+                }
+                None
+            }
+            None => Some(crate::builtin_sim::config(args.seed, &args.engine)?),
+        };
+        let builtin = match &builtin_config {
+            Some(c) => Some(BuiltinSim::start(c.clone())?),
+            None => None,
+        };
+        let url = match (&args.url, &builtin) {
+            (Some(u), _) => u.clone(),
+            (None, Some(sim)) => format!("http://{}/v1", sim.addr),
+            (None, None) => unreachable!("a built-in sim is started when no URL is given"),
+        };
+        let target =
+            Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
+        let builtin_model = builtin_config.map(|c| c.model);
+        if builtin.is_some() && !args.quiet {
+            eprintln!(
+                "No URL given: benchmarking the built-in simulator at {url} (engine {}).",
+                builtin_model.as_deref().unwrap_or("")
+            );
+        }
+        Ok(Endpoint {
+            target,
+            builtin,
+            builtin_model,
+        })
+    }
+}
+
+/// The redactor that knows every secret given (API key, header values) and the
+/// headers every request carries. The built-in simulator gets no API key.
+fn credentials(
+    args: &BenchArgs,
+    builtin: bool,
+    extra_headers: &[(http::HeaderName, http::HeaderValue)],
+) -> anyhow::Result<(Redactor, http::HeaderMap)> {
+    let api_key = if builtin {
+        None
+    } else {
+        std::env::var(&args.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    let mut secrets: Vec<String> = api_key.iter().cloned().collect();
+    secrets.extend(
+        extra_headers
+            .iter()
+            .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
+    );
+    let headers = client::base_headers(api_key.as_deref(), extra_headers).map_err(usage)?;
+    Ok((Redactor::new(secrets), headers))
+}
+
+/// `--model`, else the built-in simulator's engine, else the first model the server lists.
+async fn model_name(
+    args: &BenchArgs,
+    endpoint: &Endpoint,
+    http: &HyperClient,
+    headers: &http::HeaderMap,
+    redactor: &Redactor,
+) -> anyhow::Result<String> {
+    if let Some(m) = &args.model {
+        return Ok(m.clone());
+    }
+    if endpoint.builtin.is_some() {
+        return Ok(endpoint.builtin_model.clone().unwrap_or_default());
+    }
+    let timeout = args.connect_timeout + args.header_timeout;
+    first_model(http, &endpoint.target, headers, timeout)
+        .await
+        .map_err(|e| {
+            usage(format!(
+                "{}; pass --model NAME",
+                redactor.redact(&format!("{e:#}"))
+            ))
+        })
+}
+
+/// Says which flags `--extra-body` overrides, unless `quiet`.
+fn note_overridden(extra: &serde_json::Map<String, serde_json::Value>, quiet: bool) {
+    let overridden: Vec<&str> = [
+        "model",
+        "max_tokens",
+        "stream",
+        "stream_options",
+        "messages",
+        "prompt",
+    ]
+    .into_iter()
+    .filter(|k| extra.contains_key(*k))
+    .collect();
+    if !overridden.is_empty() && !quiet {
+        eprintln!(
+            "Note: --extra-body sets {} and overrides the flags for them.",
+            overridden.join(", ")
+        );
+    }
+}
+
+/// Resolves on the first Ctrl-C: it ends the current level (drained, reported) and
+/// skips the rest.
+fn stop_on_ctrl_c() -> tokio::sync::watch::Receiver<bool> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             let _ = stop_tx.send(true);
         }
     });
+    stop_rx
+}
 
-    let started_at_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let clock = Clock::start();
-    let mut levels = Vec::new();
-    let mut search = args.find_max.map(|axis| {
-        let start = match axis {
-            SearchAxis::Rate => args.rate.as_ref().map_or(1.0, |r| r.0[0]),
-            SearchAxis::Concurrency => args.concurrency.as_ref().map_or(1.0, |c| c.0[0] as f64),
-        };
-        (
-            axis,
-            Search::new(
-                start,
-                axis == SearchAxis::Concurrency,
-                args.max_probes as usize,
-            ),
-        )
-    });
-    let mut planned = loads.clone().into_iter();
-    for i in 0u32.. {
-        // The next level: the next of the list, or the search's next probe.
-        let load = match &search {
-            None => planned.next(),
-            Some((axis, s)) => s.next().map(|v| match axis {
-                SearchAxis::Concurrency => Load::Closed {
-                    concurrency: v as u32,
-                },
-                SearchAxis::Rate => Load::Open {
-                    rate: v,
-                    process: arrival_process(&args),
-                    max_concurrency: args.max_concurrency,
-                    ramp_up: args.ramp_up.unwrap_or_default(),
-                },
-            }),
-        };
-        let Some(load) = load else { break };
-        let probe_level = match &load {
-            Load::Closed { concurrency } => *concurrency as f64,
-            Load::Open { rate, .. } => *rate,
-            Load::Trace { .. } => 0.0,
-        };
-        let plan = RunPlan {
-            load,
-            requests,
-            duration: args.duration,
-            warmup: args.warmup,
-            grace: args.grace,
-            level: i,
-            stop_when_saturated: loads.len() > 1 || search.is_some(),
-        };
-        let mut rx = stop_rx.clone();
-        let stop = async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let summary = cadence_bench::run(cx.clone(), &plan, clock, sender.clone(), stop).await;
-        let interrupted = summary.stop == StopReason::Interrupted;
-        if let Some((_, s)) = &mut search {
-            if !interrupted {
-                let recs = sender.level_records(i).await;
-                let level = summarize_level(&recs, &LevelOptions::default());
-                let pass = level.requests.succeeded > 0
-                    && args.slos.iter().all(|slo| slo.evaluate(&level).pass);
-                s.record(probe_level, pass);
+/// The levels of a run: the planned list in order, or the `--find-max` search's probes.
+struct Levels<'a> {
+    args: &'a BenchArgs,
+    cx: Arc<RunContext>,
+    sender: RecordSender,
+    planned: Vec<Load>,
+    requests: Option<u64>,
+    clock: Clock,
+}
+
+impl Levels<'_> {
+    /// Runs every level until the list or the search ends or Ctrl-C stops the run; each
+    /// level's metadata goes to the records file as it ends.
+    async fn run(
+        self,
+        stop_rx: tokio::sync::watch::Receiver<bool>,
+    ) -> (Vec<LevelMeta>, Option<(SearchAxis, Search)>) {
+        let args = self.args;
+        let mut search = args.find_max.map(|axis| (axis, new_search(args, axis)));
+        let sweep = self.planned.len() > 1 || search.is_some();
+        let mut planned = self.planned.clone().into_iter();
+        let mut metas = Vec::new();
+        for i in 0u32.. {
+            let load = match &search {
+                None => planned.next(),
+                Some((axis, s)) => s.next().map(|v| probe_load(args, *axis, v)),
+            };
+            let Some(load) = load else { break };
+            let probe_level = match &load {
+                Load::Closed { concurrency } => *concurrency as f64,
+                Load::Open { rate, .. } => *rate,
+                Load::Trace { .. } => 0.0,
+            };
+            let plan = RunPlan {
+                load,
+                requests: self.requests,
+                duration: args.duration,
+                warmup: args.warmup,
+                grace: args.grace,
+                level: i,
+                stop_when_saturated: sweep,
+            };
+            let mut rx = stop_rx.clone();
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            let summary = cadence_bench::run(
+                self.cx.clone(),
+                &plan,
+                self.clock,
+                self.sender.clone(),
+                stop,
+            )
+            .await;
+            let interrupted = summary.stop == StopReason::Interrupted;
+            if let (Some((_, s)), false) = (&mut search, interrupted) {
+                s.record(probe_level, self.probe_passed(i).await);
+            }
+            let meta = level_meta(&plan, &summary);
+            self.sender.write_line(runlog::level_line(&meta));
+            metas.push(meta);
+            if interrupted {
+                break;
             }
         }
-        let meta = level_meta(&plan, &summary);
-        sender.write_line(runlog::level_line(&meta));
-        levels.push(meta);
-        if interrupted {
-            break;
-        }
+        (metas, search)
     }
 
-    let info = RunInfo {
-        target: target.display(),
-        api: format!("{:?}", target.api).to_lowercase(),
-        model,
-        mode: match (&args.rate, args.arrivals) {
-            _ if args.trace.is_some() => "trace_replay".into(),
-            (None, ArrivalsArg::Constant) if args.find_max == Some(SearchAxis::Rate) => {
-                "open_loop_constant".into()
-            }
-            (None, ArrivalsArg::Poisson) if args.find_max == Some(SearchAxis::Rate) => {
-                "open_loop_poisson".into()
-            }
-            (None, _) => "closed_loop".into(),
-            (Some(_), ArrivalsArg::Constant) => "open_loop_constant".into(),
-            (Some(_), ArrivalsArg::Poisson) => "open_loop_poisson".into(),
-        },
-        started_at_unix_ms,
-        duration_s: clock.origin().elapsed().as_secs_f64(),
-        command: crate::run_meta::redacted_command(std::env::args()),
-        builtin_sim: args.url.is_none(),
-        interrupted: levels.iter().any(|m| m.interrupted),
-        machine: Some(crate::run_meta::machine()),
+    /// Whether level `i` met every `--slo` (and had a success).
+    async fn probe_passed(&self, i: u32) -> bool {
+        let recs = self.sender.level_records(i).await;
+        let level = summarize_level(&recs, &LevelOptions::default());
+        level.requests.succeeded > 0 && self.args.slos.iter().all(|slo| slo.evaluate(&level).pass)
+    }
+}
+
+/// The `--find-max` search, from the first --rate / --concurrency value (default 1).
+fn new_search(args: &BenchArgs, axis: SearchAxis) -> Search {
+    let start = match axis {
+        SearchAxis::Rate => args.rate.as_ref().map_or(1.0, |r| r.0[0]),
+        SearchAxis::Concurrency => args.concurrency.as_ref().map_or(1.0, |c| c.0[0] as f64),
     };
-    let checks = Checks {
+    Search::new(
+        start,
+        axis == SearchAxis::Concurrency,
+        args.max_probes as usize,
+    )
+}
+
+/// The load of a search probe at level `v` of `axis`.
+fn probe_load(args: &BenchArgs, axis: SearchAxis, v: f64) -> Load {
+    match axis {
+        SearchAxis::Concurrency => Load::Closed {
+            concurrency: v as u32,
+        },
+        SearchAxis::Rate => open_load(args, v),
+    }
+}
+
+/// The run's description in the report.
+fn run_info(
+    args: &BenchArgs,
+    target: &Target,
+    model: String,
+    started_at_unix_ms: u64,
+    clock: Clock,
+    levels: &[LevelMeta],
+) -> RunInfo {
+    let mode = if args.trace.is_some() {
+        "trace_replay"
+    } else {
+        let open = args.rate.is_some() || args.find_max == Some(SearchAxis::Rate);
+        crate::run_meta::mode(open, args.arrivals)
+    };
+    let api = format!("{:?}", target.api).to_lowercase();
+    let mut info = RunInfo::new(target.display(), api, model, mode, started_at_unix_ms);
+    info.duration_s = clock.origin().elapsed().as_secs_f64();
+    info.command = crate::run_meta::redacted_command(std::env::args());
+    info.builtin_sim = args.url.is_none();
+    info.interrupted = levels.iter().any(|m| m.interrupted);
+    info.machine = Some(crate::run_meta::machine());
+    info
+}
+
+/// What each level is judged against, from the flags.
+fn checks(args: &BenchArgs) -> Checks {
+    Checks {
         stall_threshold: args.stall_threshold,
         slos: args.slos.clone(),
         max_late: args.max_late,
         time_bucket: args.time_bucket,
         convention: args.outputs.convention,
-    };
-    let search_report = search.as_ref().map(|(axis, s)| SearchReport {
+    }
+}
+
+/// The search's answer as the report holds it.
+fn search_report(axis: SearchAxis, s: &Search) -> SearchReport {
+    SearchReport {
         axis: match axis {
             SearchAxis::Rate => "rate".into(),
             SearchAxis::Concurrency => "concurrency".into(),
@@ -373,39 +533,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
                 pass: p.pass,
             })
             .collect(),
-    });
-    // The run line makes the records file a complete replay source (`cadence report`).
-    sender.write_line(runlog::run_line(&RunMeta {
-        run: info.clone(),
-        checks: checks.to_meta(),
-        search: search_report.clone(),
-    }));
-    drop(sender);
-    drop(cx);
-    progress.finish();
-    let records = sink
-        .finish()
-        .context("the records could not all be written")?;
-    drop(builtin);
-
-    let (mut report, mut exit) = build_report(info, &levels, &records, &checks);
-    report.search = search_report;
-    if let Some((_, s)) = &search {
-        // Probes above the frontier breach by design: the search itself succeeded.
-        if exit == Exit::SloBreached {
-            exit = if s.best().is_some() {
-                Exit::Ok
-            } else {
-                Exit::SloBreached
-            };
-        }
     }
-    print!(
-        "{}",
-        cadence_report::console::render(&report, std::io::stdout().is_terminal())
-    );
-    crate::output::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
-    Ok(exit)
 }
 
 fn arrival_process(args: &BenchArgs) -> ArrivalProcess {
@@ -415,19 +543,20 @@ fn arrival_process(args: &BenchArgs) -> ArrivalProcess {
     }
 }
 
+/// An open-loop level at `rate` with the flags' arrivals, cap and ramp.
+fn open_load(args: &BenchArgs, rate: f64) -> Load {
+    Load::Open {
+        rate,
+        process: arrival_process(args),
+        max_concurrency: args.max_concurrency,
+        ramp_up: args.ramp_up.unwrap_or_default(),
+    }
+}
+
 /// The levels to run, in order.
-fn loads(args: &BenchArgs) -> Vec<Load> {
+pub fn loads(args: &BenchArgs) -> Vec<Load> {
     match &args.rate {
-        Some(rates) => rates
-            .0
-            .iter()
-            .map(|&rate| Load::Open {
-                rate,
-                process: arrival_process(args),
-                max_concurrency: args.max_concurrency,
-                ramp_up: args.ramp_up.unwrap_or_default(),
-            })
-            .collect(),
+        Some(rates) => rates.0.iter().map(|&rate| open_load(args, rate)).collect(),
         None => args
             .concurrency
             .clone()

@@ -199,8 +199,9 @@ impl From<ApiArg> for cadence_wire::Api {
     }
 }
 
+/// A duration flag, read by the workspace's one parser ([`cadence_core::parse_duration`]).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
+    cadence_core::parse_duration(s)
         .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))
 }
 
@@ -802,19 +803,19 @@ pub struct ProxyArgs {
     pub models: Vec<String>,
     /// Longest silence from the upstream once its headers arrived (the stream is then
     /// ended with an error).
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// Longest wait for the upstream's response headers (then 504).
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub upstream_header_timeout: Duration,
     /// A client must send its whole request head within this (slowloris guard).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
     /// Largest request head in bytes (431 beyond).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub max_header_bytes: u64,
     /// On shutdown, how long in-flight streams may finish.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 }
 

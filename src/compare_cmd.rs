@@ -5,6 +5,7 @@
 use crate::cli::CompareArgs;
 use crate::exit::{usage, Exit};
 use crate::load::{load, Loaded};
+use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
 use cadence_core::report::LevelReport;
@@ -242,18 +243,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
             c.unmatched.join(", ")
         )));
     }
-    print!("{}", render_text(&c));
+    print_stdout(&render_text(&c))?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&c).expect("plain data serializes") + "\n";
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.markdown {
-        let md = render_markdown(&c);
-        if path.as_os_str() == "-" {
-            print!("{md}");
-        } else {
-            std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        write_or_print(path, &render_markdown(&c))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(if c.failed_rules.is_empty() {
         Exit::Ok

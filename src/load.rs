@@ -4,7 +4,7 @@
 use crate::assemble::{build_report, Checks};
 use crate::exit::{usage, Exit};
 use cadence_core::report::{Report, RunInfo};
-use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile};
+use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile, DEFAULT_MAX_LATE};
 use cadence_core::{Convention, RequestRecord, Slo};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -174,24 +174,13 @@ pub fn load(
             warnings.push(
                 "the records file has no run line (an older file, or the run did not finish): the target, model and command are unknown".into(),
             );
-            let info = RunInfo {
-                target: "unknown".into(),
-                api: "unknown".into(),
-                model: "unknown".into(),
-                mode: "unknown".into(),
-                started_at_unix_ms: 0,
-                duration_s: 0.0,
-                command: Vec::new(),
-                builtin_sim: false,
-                interrupted: false,
-                machine: None,
-            };
+            let info = RunInfo::unknown();
             let checks = Checks {
                 stall_threshold: Duration::from_nanos(
                     cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
                 ),
                 slos: Vec::new(),
-                max_late: 0.001,
+                max_late: DEFAULT_MAX_LATE,
                 time_bucket: Duration::from_secs(1),
                 convention: None,
             };

@@ -5,7 +5,36 @@ use crate::cli::OutputArgs;
 use anyhow::Context;
 use cadence_core::report::Report;
 use cadence_core::RequestRecord;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+
+/// Prints the console report on stdout (in colour on a terminal).
+pub fn print_console(report: &Report) -> anyhow::Result<()> {
+    print_stdout(&cadence_report::console::render(
+        report,
+        std::io::stdout().is_terminal(),
+    ))
+}
+
+/// Writes `text` to stdout. A reader that went away (`cadence report run.jsonl | head`)
+/// is not an error: what it no longer wants is dropped quietly, and the files asked
+/// for are still written.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("cannot write to stdout"),
+    }
+}
+
+/// Writes `text` to the file at `path`, or to stdout when the path is `-`.
+pub fn write_or_print(path: &Path, text: &str) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        print_stdout(text)
+    } else {
+        Ok(std::fs::write(path, text)?)
+    }
+}
 
 /// Writes every requested file. Per-request CSV needs `records`; without them only the
 /// level rows are written, and the console says so.
@@ -24,13 +53,8 @@ pub fn write_outputs(
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }
     if let Some(path) = &out.markdown {
-        let md = cadence_report::markdown::render(report);
-        if path.as_os_str() == "-" {
-            print!("{md}");
-        } else {
-            std::fs::write(path, md)
-                .with_context(|| format!("cannot write the Markdown to {}", path.display()))?;
-        }
+        write_or_print(path, &cadence_report::markdown::render(report))
+            .with_context(|| format!("cannot write the Markdown to {}", path.display()))?;
     }
     if let Some(path) = &out.csv {
         let (levels_path, requests_path) = csv_paths(path);

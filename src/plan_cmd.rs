@@ -2,12 +2,12 @@
 //! a real run (`cadence bench`) so what-if questions (fp8 or bf16, disaggregated or
 //! not, speculation or not, how many GPUs) get answers before anything is bought.
 
-use std::io::IsTerminal;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use cadence_core::report::RunInfo;
-use cadence_core::runlog::LevelMeta;
-use cadence_engine::{plan_level, preset, Arrivals, Workload, PRESETS};
+use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
+use cadence_core::RequestRecord;
+use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Workload, PRESETS};
 
 use crate::assemble::{build_report, Checks};
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
@@ -15,10 +15,6 @@ use crate::exit::{usage, Exit};
 use cadence_bench::prompts::{Counter, LengthDist};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-
-/// Virtual time sends every request on schedule; the bench's default late-send limit
-/// (0.1 %) is kept so a planned open loop is judged by the same rule.
-const DEFAULT_MAX_LATE: f64 = 0.001;
 
 /// One line per preset: its name and the figures that decide its speed.
 pub fn preset_table() -> String {
@@ -46,7 +42,7 @@ pub fn preset_table() -> String {
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.list_presets {
-        print!("{}", preset_table());
+        crate::output::print_stdout(&preset_table())?;
         return Ok(Exit::Ok);
     }
     let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
@@ -61,109 +57,37 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if max_tokens.fixed() == Some(0) {
         return Err(usage("--max-tokens must be at least 1"));
     }
-    let levels: Vec<(Arrivals, String, Option<u32>, Option<f64>)> = match &args.rate {
-        Some(rates) => rates
-            .0
-            .iter()
-            .map(|&rate| {
-                let a = match args.arrivals {
-                    ArrivalsArg::Constant => Arrivals::Constant { rate },
-                    ArrivalsArg::Poisson => Arrivals::Poisson {
-                        rate,
-                        seed: args.seed,
-                    },
-                };
-                (a, format!("rate={rate}/s"), None, Some(rate))
-            })
-            .collect(),
-        None => args
-            .concurrency
-            .clone()
-            .map_or_else(|| vec![8], |c| c.0)
-            .into_iter()
-            .map(|c| {
-                (
-                    Arrivals::Closed { concurrency: c },
-                    format!("concurrency={c}"),
-                    Some(c),
-                    None,
-                )
-            })
-            .collect(),
-    };
-    let total = args.requests + args.warmup;
-    let lengths = match (&args.dataset, args.input_tokens.fixed(), max_tokens.fixed()) {
-        (Some(path), _, _) => dataset_lengths(&args, path, max_tokens, total)?,
-        (None, Some(_), Some(_)) => Vec::new(),
-        (None, _, _) => {
-            let mut rng = SmallRng::seed_from_u64(args.seed);
-            (0..total)
-                .map(|_| {
-                    let p = args.input_tokens.sample(&mut rng).max(1);
-                    let m = max_tokens.sample(&mut rng).max(1);
-                    (p, m)
-                })
-                .collect()
-        }
-    };
     let workload = Workload {
         requests: args.requests,
         warmup: args.warmup,
         input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
         max_tokens: max_tokens.fixed().unwrap_or(0).max(1),
-        lengths,
+        lengths: lengths(&args, max_tokens)?,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     let started = std::time::Instant::now();
-    let mut start_ns = 0u64;
-    let mut index = 0u64;
-    let mut records = Vec::new();
-    let mut metas = Vec::new();
-    for (i, (arrivals, name, concurrency, rate)) in levels.into_iter().enumerate() {
-        let level = plan_level(&spec, arrivals, &workload, i as u32, start_ns, index);
-        start_ns = level.end_ns;
-        index += level.records.len() as u64;
-        metas.push(LevelMeta {
-            level: i as u32,
-            name,
-            concurrency,
-            rate,
-            intended: Some(level.records.len() as u64),
-            stopped_early: None,
-            warnings: engine_warnings(&level),
-            invalid: false,
-            interrupted: false,
-        });
-        records.extend(level.records);
-    }
-    let info = RunInfo {
-        target: format!("engine model {} (virtual time)", spec.name),
-        api: "engine-model".into(),
-        model: spec.name.clone(),
-        mode: match (&args.rate, args.arrivals) {
-            (None, _) => "closed_loop".into(),
-            (Some(_), ArrivalsArg::Constant) => "open_loop_constant".into(),
-            (Some(_), ArrivalsArg::Poisson) => "open_loop_poisson".into(),
-        },
-        started_at_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        duration_s: start_ns as f64 / 1e9,
-        command: crate::run_meta::redacted_command(std::env::args()),
-        builtin_sim: false,
-        interrupted: false,
-        machine: None,
-    };
+    let planned = plan_levels(&spec, &levels(&args), &workload);
+    let mut info = RunInfo::new(
+        format!("engine model {} (virtual time)", spec.name),
+        "engine-model",
+        spec.name.clone(),
+        crate::run_meta::mode(args.rate.is_some(), args.arrivals),
+        crate::run_meta::now_unix_ms(),
+    );
+    info.duration_s = planned.end_ns as f64 / 1e9;
+    info.command = crate::run_meta::redacted_command(std::env::args());
     // The bench's own report path: the same summaries, conventions, charts, SLO
     // verdicts and exit code, from the planned records.
     let checks = Checks {
         stall_threshold: args.stall_threshold,
         slos: args.slos.clone(),
+        // Virtual time sends every request on schedule; the bench's default late-send
+        // limit is kept so a planned open loop is judged by the same rule.
         max_late: DEFAULT_MAX_LATE,
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
     };
-    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    let (mut report, exit) = build_report(info, &planned.metas, &planned.records, &checks);
     report.warnings.insert(
         0,
         format!(
@@ -172,12 +96,115 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
-    print!(
-        "{}",
-        cadence_report::console::render(&report, std::io::stdout().is_terminal())
-    );
-    crate::output::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    crate::output::print_console(&report)?;
+    crate::output::write_outputs(
+        &report,
+        Some(&planned.records),
+        args.json.as_deref(),
+        &args.outputs,
+    )?;
     Ok(exit)
+}
+
+/// A level of the plan: how requests arrive, and how the report names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelSpec {
+    pub arrivals: Arrivals,
+    pub name: String,
+    pub concurrency: Option<u32>,
+    pub rate: Option<f64>,
+}
+
+/// The levels to plan, in order: one per `--rate` (arrivals seeded by `--seed`, as
+/// the bench's), else one per `--concurrency` (default 8).
+pub fn levels(args: &PlanArgs) -> Vec<LevelSpec> {
+    match &args.rate {
+        Some(rates) => rates
+            .0
+            .iter()
+            .map(|&rate| LevelSpec {
+                arrivals: match args.arrivals {
+                    ArrivalsArg::Constant => Arrivals::Constant { rate },
+                    ArrivalsArg::Poisson => Arrivals::Poisson {
+                        rate,
+                        seed: args.seed,
+                    },
+                },
+                name: format!("rate={rate}/s"),
+                concurrency: None,
+                rate: Some(rate),
+            })
+            .collect(),
+        None => args
+            .concurrency
+            .clone()
+            .map_or_else(|| vec![8], |c| c.0)
+            .into_iter()
+            .map(|c| LevelSpec {
+                arrivals: Arrivals::Closed { concurrency: c },
+                name: format!("concurrency={c}"),
+                concurrency: Some(c),
+                rate: None,
+            })
+            .collect(),
+    }
+}
+
+/// Per request (prompt tokens, max tokens): from `--dataset`, drawn from the length
+/// distributions by `--seed`, or empty when both lengths are fixed.
+fn lengths(args: &PlanArgs, max_tokens: LengthDist) -> anyhow::Result<Vec<(u32, u32)>> {
+    let total = args.requests + args.warmup;
+    Ok(
+        match (&args.dataset, args.input_tokens.fixed(), max_tokens.fixed()) {
+            (Some(path), _, _) => dataset_lengths(args, path, max_tokens, total)?,
+            (None, Some(_), Some(_)) => Vec::new(),
+            (None, _, _) => {
+                let mut rng = SmallRng::seed_from_u64(args.seed);
+                (0..total)
+                    .map(|_| {
+                        let p = args.input_tokens.sample(&mut rng).max(1);
+                        let m = max_tokens.sample(&mut rng).max(1);
+                        (p, m)
+                    })
+                    .collect()
+            }
+        },
+    )
+}
+
+/// Every level's records and metadata, one level after another in virtual time.
+pub struct Planned {
+    pub records: Vec<RequestRecord>,
+    pub metas: Vec<LevelMeta>,
+    /// Virtual time the last level ended at.
+    pub end_ns: u64,
+}
+
+/// Runs the levels in turn, each on a fresh engine, as one sequential run.
+pub fn plan_levels(spec: &EngineSpec, levels: &[LevelSpec], workload: &Workload) -> Planned {
+    let mut planned = Planned {
+        records: Vec::new(),
+        metas: Vec::new(),
+        end_ns: 0,
+    };
+    for (i, l) in levels.iter().enumerate() {
+        let index = planned.records.len() as u64;
+        let level = plan_level(spec, l.arrivals, workload, i as u32, planned.end_ns, index);
+        planned.end_ns = level.end_ns;
+        planned.metas.push(LevelMeta {
+            level: i as u32,
+            name: l.name.clone(),
+            concurrency: l.concurrency,
+            rate: l.rate,
+            intended: Some(level.records.len() as u64),
+            stopped_early: None,
+            warnings: engine_warnings(&level),
+            invalid: false,
+            interrupted: false,
+        });
+        planned.records.extend(level.records);
+    }
+    planned
 }
 
 /// Per request (prompt tokens, max tokens) from `--dataset`, read by the bench's own

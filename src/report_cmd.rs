@@ -5,15 +5,11 @@
 use crate::cli::ReportArgs;
 use crate::exit::Exit;
 use crate::load::load;
-use crate::output::write_outputs;
-use std::io::IsTerminal;
+use crate::output::{print_console, write_outputs};
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let loaded = load(&args.files, &args.slos, args.outputs.convention)?;
-    print!(
-        "{}",
-        cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal())
-    );
+    print_console(&loaded.report)?;
     write_outputs(
         &loaded.report,
         loaded.records.as_deref(),

@@ -1,9 +1,27 @@
 //! The facts of a run that every report carries and only the binary can know: when it
 //! started, the command line (secrets removed), the client machine, the load's mode.
 
+use crate::cli::ArrivalsArg;
 use cadence_bench::client;
 use cadence_bench::secret::redact_patterns;
 use cadence_bench::target::redact_url;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, as ms since the Unix epoch (the report's `started_at_unix_ms`).
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The report's `mode` of a load: closed loop, or an open loop by its arrivals.
+pub fn mode(open_loop: bool, arrivals: ArrivalsArg) -> &'static str {
+    match (open_loop, arrivals) {
+        (false, _) => "closed_loop",
+        (true, ArrivalsArg::Constant) => "open_loop_constant",
+        (true, ArrivalsArg::Poisson) => "open_loop_poisson",
+    }
+}
 
 /// The client machine in one line: OS, architecture, cores and CPU model.
 pub fn machine() -> String {
