@@ -6,6 +6,7 @@ use crate::assemble::{build_report, level_meta, Checks};
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
 use crate::exit::{usage, Exit};
+use crate::workload::Workload;
 use anyhow::Context;
 use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
@@ -32,97 +33,16 @@ const DEFAULT_REQUESTS: u64 = 64;
 const DEFAULT_CONCURRENCY: u32 = 8;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
-    // Validate everything before a single request goes out.
-    let Validated {
-        extra,
-        extra_headers,
-        trace,
+    let Setup {
+        endpoint,
+        model,
+        cx,
+        loads,
         requests,
-    } = validate(&args)?;
-    let mut workload = crate::workload::prepare(
-        &args.workload,
-        args.max_tokens,
-        args.prompt.as_deref(),
-        trace.as_deref(),
-        requests,
-        args.seed,
-    )?;
-    if !args.quiet {
-        for note in &workload.notes {
-            eprintln!("Note: {note}.");
-        }
-    }
-    let endpoint = Endpoint::start(&args)?;
-    let (redactor, headers) = credentials(&args, endpoint.builtin.is_some(), &extra_headers)?;
-    let http = client::build(&ClientConfig {
-        pool_size: args
-            .concurrency
-            .as_ref()
-            .and_then(|c| c.0.iter().max().copied())
-            .or(args.max_concurrency)
-            .unwrap_or(DEFAULT_CONCURRENCY) as usize,
-        connect_timeout: args.connect_timeout,
-        http2: args.http2,
-    });
-    let model = model_name(&args, &endpoint, &http, &headers, &redactor).await?;
-    if let Some(extra) = &extra {
-        note_overridden(extra, args.quiet);
-    }
-    let body = BodySpec {
-        api: endpoint.target.api,
-        model: model.clone(),
-        max_tokens: Some(
-            args.max_tokens
-                .and_then(|d| d.fixed())
-                .unwrap_or(crate::workload::DEFAULT_MAX_TOKENS),
-        ),
-        extra,
-    };
-    let mut factory = RequestFactory::new(
-        endpoint.target.endpoint.clone(),
-        headers,
-        body,
-        vec![args
-            .prompt
-            .clone()
-            .unwrap_or_else(|| DEFAULT_PROMPT.to_string())],
-    );
-    if let Some(entries) = &trace {
-        factory.prompts = std::mem::take(&mut workload.trace_prompts);
-        factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
-    }
-    workload.apply(&mut factory);
-    let loads = match &trace {
-        Some(entries) => vec![Load::Trace {
-            offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
-            max_concurrency: args.max_concurrency,
-        }],
-        None => loads(&args),
-    };
-    let visible = !args.quiet && std::io::stderr().is_terminal();
-    // Sessions send one request per turn; the bar counts requests.
-    let progress = Progress::new(
-        requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
-        visible,
-    );
-    let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
-    let cx = Arc::new(RunContext {
-        client: http,
-        factory,
-        timeouts: Timeouts {
-            connect: args.connect_timeout,
-            header: args.header_timeout,
-            first_token: args.ttft_timeout,
-            idle: args.idle_timeout,
-            total: args.total_timeout,
-        },
-        api: endpoint.target.api,
-        strict: args.strict,
-        redactor,
-        progress: progress.clone(),
-        tokenizer: workload.tokenizer.clone(),
-    });
-
+        progress,
+        sender,
+        sink,
+    } = Setup::new(&args).await?;
     let stop_rx = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     let clock = Clock::start();
@@ -160,21 +80,170 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         .context("the records could not all be written")?;
     drop(endpoint);
 
-    let (mut report, mut exit) = build_report(info, &metas, &records, &checks);
+    let (mut report, exit) = build_report(info, &metas, &records, &checks);
     report.search = search_report;
-    if let Some((_, s)) = &search {
-        // Probes above the frontier breach by design: the search itself succeeded.
-        if exit == Exit::SloBreached {
-            exit = if s.best().is_some() {
-                Exit::Ok
-            } else {
-                Exit::SloBreached
-            };
-        }
-    }
+    let exit = search_exit(exit, search.as_ref().map(|(_, s)| s));
     crate::output::print_console(&report)?;
     crate::output::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
     Ok(exit)
+}
+
+/// Everything a run needs before its first level: the endpoint (the built-in
+/// simulator started), the request context, the levels, the progress line and the
+/// records sink.
+struct Setup {
+    endpoint: Endpoint,
+    model: String,
+    cx: Arc<RunContext>,
+    loads: Vec<Load>,
+    requests: Option<u64>,
+    progress: Progress,
+    sender: RecordSender,
+    sink: RecordSink,
+}
+
+impl Setup {
+    async fn new(args: &BenchArgs) -> anyhow::Result<Setup> {
+        // Validate everything before a single request goes out.
+        let Validated {
+            extra,
+            extra_headers,
+            trace,
+            requests,
+        } = validate(args)?;
+        let mut workload = crate::workload::prepare(
+            &args.workload,
+            args.max_tokens,
+            args.prompt.as_deref(),
+            trace.as_deref(),
+            requests,
+            args.seed,
+        )?;
+        if !args.quiet {
+            for note in &workload.notes {
+                eprintln!("Note: {note}.");
+            }
+        }
+        let endpoint = Endpoint::start(args)?;
+        let (redactor, headers) = credentials(args, endpoint.builtin.is_some(), &extra_headers)?;
+        let http = client::build(&ClientConfig {
+            pool_size: args
+                .concurrency
+                .as_ref()
+                .and_then(|c| c.0.iter().max().copied())
+                .or(args.max_concurrency)
+                .unwrap_or(DEFAULT_CONCURRENCY) as usize,
+            connect_timeout: args.connect_timeout,
+            http2: args.http2,
+        });
+        let model = model_name(args, &endpoint, &http, &headers, &redactor).await?;
+        if let Some(extra) = &extra {
+            note_overridden(extra, args.quiet);
+        }
+        let body = body_spec(args, endpoint.target.api, &model, extra);
+        let factory = request_factory(args, &endpoint, headers, body, &trace, &mut workload);
+        let loads = match &trace {
+            Some(entries) => vec![Load::Trace {
+                offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
+                max_concurrency: args.max_concurrency,
+            }],
+            None => loads(args),
+        };
+        let visible = !args.quiet && std::io::stderr().is_terminal();
+        // Sessions send one request per turn; the bar counts requests.
+        let progress = Progress::new(
+            requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
+            visible,
+        );
+        let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
+        let cx = Arc::new(RunContext {
+            client: http,
+            factory,
+            timeouts: timeouts(args),
+            api: endpoint.target.api,
+            strict: args.strict,
+            redactor,
+            progress: progress.clone(),
+            tokenizer: workload.tokenizer.clone(),
+        });
+        Ok(Setup {
+            endpoint,
+            model,
+            cx,
+            loads,
+            requests,
+            progress,
+            sender,
+            sink,
+        })
+    }
+}
+
+/// With `--find-max`, probes above the frontier breach by design: the search itself
+/// succeeded when it found a level that met every SLO.
+fn search_exit(exit: Exit, search: Option<&Search>) -> Exit {
+    match search {
+        Some(s) if exit == Exit::SloBreached && s.best().is_some() => Exit::Ok,
+        _ => exit,
+    }
+}
+
+/// Every request's body: the API, model, `--max-tokens` (when fixed) and `--extra-body`.
+fn body_spec(
+    args: &BenchArgs,
+    api: cadence_wire::Api,
+    model: &str,
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
+) -> BodySpec {
+    BodySpec {
+        api,
+        model: model.to_string(),
+        max_tokens: Some(
+            args.max_tokens
+                .and_then(|d| d.fixed())
+                .unwrap_or(crate::workload::DEFAULT_MAX_TOKENS),
+        ),
+        extra,
+    }
+}
+
+/// The request factory: the prompt (or the trace's prompts and lengths) and the
+/// workload's items, prefixes and think time.
+fn request_factory(
+    args: &BenchArgs,
+    endpoint: &Endpoint,
+    headers: http::HeaderMap,
+    body: BodySpec,
+    trace: &Option<Vec<TraceEntry>>,
+    workload: &mut Workload,
+) -> RequestFactory {
+    let prompt = args
+        .prompt
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROMPT.to_string());
+    let mut factory = RequestFactory::new(
+        endpoint.target.endpoint.clone(),
+        headers,
+        body,
+        vec![prompt],
+    );
+    if let Some(entries) = trace {
+        factory.prompts = std::mem::take(&mut workload.trace_prompts);
+        factory.max_tokens = entries.iter().map(|e| e.output_tokens).collect();
+    }
+    workload.apply(&mut factory);
+    factory
+}
+
+/// The per-request timeouts of the flags.
+fn timeouts(args: &BenchArgs) -> Timeouts {
+    Timeouts {
+        connect: args.connect_timeout,
+        header: args.header_timeout,
+        first_token: args.ttft_timeout,
+        idle: args.idle_timeout,
+        total: args.total_timeout,
+    }
 }
 
 /// The flags checked and read before a single request goes out.
