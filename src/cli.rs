@@ -914,6 +914,23 @@ mod tests {
     }
 
     #[test]
+    fn bench_max_late_defaults_to_the_one_default() {
+        let cli = Cli::try_parse_from(["cadence", "bench"]).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("bench")
+        };
+        assert_eq!(b.max_late, cadence_core::runlog::DEFAULT_MAX_LATE);
+    }
+
+    #[test]
+    fn durations_take_the_one_parsers_forms() {
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.contains("not a duration") && e.contains("500ms"), "{e}");
+    }
+
+    #[test]
     fn shares() {
         assert_eq!(parse_share("0.1%").unwrap(), 0.001);
         assert_eq!(parse_share("0.02").unwrap(), 0.02);

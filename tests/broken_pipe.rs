@@ -19,7 +19,15 @@ fn with_closed_stdout(args: &[&str]) -> std::process::Output {
 fn a_closed_stdout_ends_quietly_with_the_runs_exit_code() {
     for args in [
         &["plan", "--list-presets"][..],
-        &["plan", "--preset", "tiny@cpu", "-n", "20", "--markdown", "-"][..],
+        &[
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "-n",
+            "20",
+            "--markdown",
+            "-",
+        ][..],
     ] {
         let out = with_closed_stdout(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
