@@ -2,9 +2,9 @@
 //! started, the command line (secrets removed), the client machine, the load's mode.
 
 use crate::cli::ArrivalsArg;
-use cadence_bench::client;
-use cadence_bench::secret::redact_patterns;
 use cadence_bench::target::redact_url;
+use cadence_core::secret::redact_patterns;
+use cadence_transport::client;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Now, as ms since the Unix epoch (the report's `started_at_unix_ms`).
