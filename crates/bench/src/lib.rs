@@ -12,6 +12,7 @@ pub mod exec;
 pub mod lag;
 pub mod progress;
 pub mod prompts;
+pub mod records;
 pub mod runner;
 pub mod search;
 pub mod secret;

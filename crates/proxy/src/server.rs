@@ -15,7 +15,7 @@ use axum::routing::get;
 use bytes::Bytes;
 use cadence_bench::client::HyperClient;
 use cadence_bench::Clock;
-use cadence_core::RequestRecord;
+use cadence_core::{RecordSink, RequestRecord};
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -48,11 +48,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Accounts for one finished request: metrics, the live window and the records file.
+    /// The proxy's tap: hands one finished request to every sink (Prometheus, the
+    /// rolling windows), then the record itself to the records file's thread.
     pub fn finish(&self, rec: RequestRecord, labels: &StreamLabels) {
-        self.metrics.observe(&rec, labels);
-        if let Ok(mut live) = self.live.lock() {
-            live.push(rec.clone());
+        let mut metrics = |r: &RequestRecord| self.metrics.observe(r, labels);
+        match self.live.lock() {
+            Ok(mut live) => {
+                let sinks: &mut [&mut dyn RecordSink] = &mut [&mut metrics, &mut *live];
+                sinks.accept(&rec);
+            }
+            Err(_) => metrics.accept(&rec),
         }
         if let Some(w) = &self.records {
             w.send(rec);
@@ -107,11 +112,25 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         None => None,
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // The run clock's 0 on the wall clock: the anchor that puts this run's records on
+    // one timeline with earlier runs appended to the same file.
+    let clock = Clock::start();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let records = config
         .records
         .clone()
-        .map(RecordWriter::start)
+        .map(|c| {
+            RecordWriter::start(
+                c,
+                cadence_core::runlog::Anchor {
+                    unix_ms: started_unix_ms,
+                },
+            )
+        })
         .transpose()?;
+    let records_status = records.as_ref().map(RecordWriter::status);
 
     let client = cadence_bench::client::build(&cadence_bench::client::ClientConfig {
         pool_size: 1024,
@@ -148,7 +167,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         metrics: Metrics::new(&alert_bounds),
         config,
         client,
-        clock: Clock::start(),
+        clock,
         next_index: AtomicU64::new(0),
         records,
         in_flight: Mutex::new(Some(in_flight_tx)),
@@ -168,6 +187,16 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         });
     }
     tasks.spawn(lag_loop(shared.clone(), stopped.clone()));
+    if let Some(status) = records_status {
+        // A full disk is named the moment it happens, not at shutdown.
+        let mut s = stopped.clone();
+        tasks.spawn(async move {
+            tokio::select! {
+                e = status.failed() => tracing::error!("cadence proxy: {e}"),
+                _ = until_stopped(&mut s) => {}
+            }
+        });
+    }
     if !shared.config.alerts.is_empty() {
         tasks.spawn(alert_loop(shared.clone(), stopped));
     }
@@ -178,9 +207,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         stop,
         tasks,
         in_flight_done,
-        started_unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        started_unix_ms,
     })
 }
 
