@@ -6,6 +6,7 @@
 pub mod charts;
 pub mod compare;
 pub mod conventions;
+pub mod dist;
 pub mod metrics;
 pub mod outcome;
 pub mod pacing;
@@ -20,6 +21,7 @@ pub mod timeseries;
 
 pub use charts::{chart_data, ChartData};
 pub use conventions::{convention_views, Convention, ConventionView};
+pub use dist::DistAcc;
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
     RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,
@@ -36,5 +38,5 @@ pub use report::{
 };
 pub use sink::RecordSink;
 pub use slo::{goodput, Goodput, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat};
-pub use stats::{Distribution, PERCENTILE_RULE};
+pub use stats::{Bucketing, Distribution, PERCENTILE_RULE};
 pub use timeseries::{time_series, TimeBucket};
