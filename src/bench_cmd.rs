@@ -12,7 +12,8 @@ use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
 use cadence_bench::search::Search;
 use cadence_bench::secret::{redact_patterns, Redactor};
-use cadence_bench::sink::RecordSink;
+use cadence_bench::records::RecordsConfig;
+use cadence_bench::sink::{BenchSinks, RecordThread};
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{
@@ -233,7 +234,27 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
         visible,
     );
-    let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
+    let checks = Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        max_late: args.max_late,
+        time_bucket: args.time_bucket,
+        convention: args.outputs.convention,
+    };
+    // Each finished record goes to the records file, the progress view and the level
+    // aggregators; nothing keeps them all.
+    let (records_path, _spill) =
+        crate::report_cmd::records_path(args.records.as_deref(), &args.outputs)?;
+    let sinks = BenchSinks::new(
+        records_path.clone().map(RecordsConfig::new),
+        progress.clone(),
+        core_checks(&checks).aggregators(),
+    )?;
+    if let Some(status) = sinks.status() {
+        // A full disk is named the moment it happens; the run goes on.
+        tokio::spawn(async move { eprintln!("cadence: {}", status.failed().await) });
+    }
+    let (sender, sink) = RecordThread::start(sinks)?;
     let cx = Arc::new(RunContext {
         client: http,
         factory,
@@ -318,15 +339,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         let interrupted = summary.stop == StopReason::Interrupted;
         if let Some((_, s)) = &mut search {
             if !interrupted {
-                let recs = sender.level_records(i).await;
-                let level = summarize_level(&recs, &LevelOptions::default());
-                let pass = level.requests.succeeded > 0
-                    && args.slos.iter().all(|slo| slo.evaluate(&level).pass);
+                let level = sender
+                    .query(move |s| {
+                        s.levels
+                            .get(i)
+                            .map(|a| a.finish(&LevelOptions::default()).summary)
+                    })
+                    .await
+                    .flatten();
+                let pass = level.is_some_and(|level| {
+                    level.requests.succeeded > 0
+                        && args.slos.iter().all(|slo| slo.evaluate(&level).pass)
+                });
                 s.record(probe_level, pass);
             }
         }
         let meta = level_meta(&plan, &summary);
-        sender.write_line(runlog::level_line(&meta));
+        let line = runlog::level_line(&meta);
+        sender.with(move |s| s.write_line(&line));
         levels.push(meta);
         if interrupted {
             break;
@@ -356,13 +386,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         interrupted: levels.iter().any(|m| m.interrupted),
         machine: Some(machine()),
     };
-    let checks = Checks {
-        stall_threshold: args.stall_threshold,
-        slos: args.slos.clone(),
-        max_late: args.max_late,
-        time_bucket: args.time_bucket,
-        convention: args.outputs.convention,
-    };
     let search_report = search.as_ref().map(|(axis, s)| SearchReport {
         axis: match axis {
             SearchAxis::Rate => "rate".into(),
@@ -380,20 +403,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             .collect(),
     });
     // The run line makes the records file a complete replay source (`cadence report`).
-    sender.write_line(runlog::run_line(&RunMeta {
+    let line = runlog::run_line(&RunMeta {
         run: info.clone(),
         checks: checks.to_meta(),
         search: search_report.clone(),
-    }));
+    });
+    sender.with(move |s| s.write_line(&line));
     drop(sender);
     drop(cx);
     progress.finish();
-    let records = sink
-        .finish()
-        .context("the records could not all be written")?;
+    let (aggs, written) = sink.finish()?.finish();
     drop(builtin);
 
-    let (mut report, mut exit) = build_report(info, &levels, &records, &checks);
+    let (mut report, mut exit) = crate::report_cmd::assemble(info, &levels, &aggs, &checks);
     report.search = search_report;
     if let Some((_, s)) = &search {
         // Probes above the frontier breach by design: the search itself succeeded.
@@ -409,7 +431,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
     );
-    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    let source = records_path.map(|p| crate::report_cmd::RecordsSource {
+        files: vec![p],
+        base_unix_ms: None,
+        level_ids: levels.iter().map(|m| m.level).collect(),
+    });
+    crate::report_cmd::write_outputs(&report, source.as_ref(), args.json.as_deref(), &args.outputs)?;
+    // Every other output is out: now say the records file is incomplete.
+    written.context("the records could not all be written")?;
     Ok(exit)
 }
 
@@ -453,6 +482,18 @@ pub struct Checks {
     pub time_bucket: Duration,
     /// The convention the summary tables lead with (`--convention`).
     pub convention: Option<Convention>,
+}
+
+/// The core's checks for these (the level aggregators and `cadence_core::assemble`).
+pub fn core_checks(c: &Checks) -> cadence_core::Checks {
+    cadence_core::Checks {
+        stall_threshold: c.stall_threshold,
+        slos: c.slos.clone(),
+        max_late: c.max_late,
+        time_bucket: c.time_bucket,
+        convention: c.convention,
+        exact_samples: cadence_core::level::DEFAULT_EXACT_SAMPLES,
+    }
 }
 
 impl Checks {

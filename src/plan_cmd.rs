@@ -16,7 +16,9 @@ use cadence_engine::{
     plan_level, preset, Arrivals, EngineSpec, KvPolicy, Prefill, Speculation, Workload, PRESETS,
 };
 
-use crate::bench_cmd::{build_report, Checks};
+use crate::bench_cmd::Checks;
+use cadence_bench::records::{RecordsConfig, RecordsWriter};
+use cadence_core::RecordSink;
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
@@ -362,10 +364,26 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         lengths,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
+    // The bench's own report path: the same summaries, conventions, charts, SLO
+    // verdicts and exit code, from the planned records.
+    let checks = Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        max_late: DEFAULT_MAX_LATE,
+        time_bucket: Duration::from_secs(1),
+        convention: args.outputs.convention,
+    };
+    // Each level's records go to the level aggregators (and, for the per-request CSV,
+    // a records file) as the driver hands them over; none are kept past their level.
+    let mut aggs = crate::bench_cmd::core_checks(&checks).aggregators();
+    let (records_path, _spill) = crate::report_cmd::records_path(None, &args.outputs)?;
+    let mut writer = records_path
+        .clone()
+        .map(|p| RecordsWriter::open(RecordsConfig::new(p)))
+        .transpose()?;
     let started = std::time::Instant::now();
     let mut start_ns = 0u64;
     let mut index = 0u64;
-    let mut records = Vec::new();
     let mut metas = Vec::new();
     for (i, (arrivals, name, concurrency, rate)) in levels.into_iter().enumerate() {
         let level = plan_level(&spec, arrivals, &workload, i as u32, start_ns, index);
@@ -382,7 +400,18 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             invalid: false,
             interrupted: false,
         });
-        records.extend(level.records);
+        let mut none = |_: &cadence_core::RequestRecord| {};
+        let file: &mut dyn RecordSink = match writer.as_mut() {
+            Some(w) => w,
+            None => &mut none,
+        };
+        let sinks: &mut [&mut dyn RecordSink] = &mut [&mut aggs, file];
+        for r in &level.records {
+            sinks.accept(r);
+        }
+    }
+    if let Some(w) = writer {
+        w.finish()?;
     }
     let info = RunInfo {
         target: format!("engine model {} (virtual time)", spec.name),
@@ -402,16 +431,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         interrupted: false,
         machine: None,
     };
-    // The bench's own report path: the same summaries, conventions, charts, SLO
-    // verdicts and exit code, from the planned records.
-    let checks = Checks {
-        stall_threshold: args.stall_threshold,
-        slos: args.slos.clone(),
-        max_late: DEFAULT_MAX_LATE,
-        time_bucket: Duration::from_secs(1),
-        convention: args.outputs.convention,
-    };
-    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    let (mut report, exit) = crate::report_cmd::assemble(info, &metas, &aggs, &checks);
     report.warnings.insert(
         0,
         format!(
@@ -424,7 +444,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         "{}",
         cadence_report::console::render(&report, std::io::stdout().is_terminal())
     );
-    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    let source = records_path.map(|p| crate::report_cmd::RecordsSource {
+        files: vec![p],
+        base_unix_ms: None,
+        level_ids: metas.iter().map(|m| m.level).collect(),
+    });
+    crate::report_cmd::write_outputs(&report, source.as_ref(), args.json.as_deref(), &args.outputs)?;
     Ok(exit)
 }
 

@@ -116,7 +116,8 @@ impl Lines {
 
 /// Reads the lines of several files in order, as if they were one.
 pub struct RecordsReader {
-    files: std::vec::IntoIter<PathBuf>,
+    files: Vec<PathBuf>,
+    next_file: usize,
     current: Option<Lines>,
     /// Skip request records (without parsing them): the first pass over the files.
     meta_only: bool,
@@ -130,7 +131,8 @@ impl RecordsReader {
     /// Every line of `files`, in order. Files open as they are reached.
     pub fn open(files: &[PathBuf]) -> RecordsReader {
         RecordsReader {
-            files: files.to_vec().into_iter(),
+            files: files.to_vec(),
+            next_file: 0,
             current: None,
             meta_only: false,
             base_unix_ms: None,
@@ -245,8 +247,9 @@ impl Iterator for RecordsReader {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.current.is_none() {
-                let path = self.files.next()?;
-                match Lines::open(&path) {
+                let path = self.files.get(self.next_file)?;
+                self.next_file += 1;
+                match Lines::open(path) {
                     Ok(l) => self.current = Some(l),
                     Err(e) => return Some(Err(e)),
                 }
