@@ -10,9 +10,9 @@ use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
 use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
+use cadence_bench::records::RecordsConfig;
 use cadence_bench::search::Search;
 use cadence_bench::secret::{redact_patterns, Redactor};
-use cadence_bench::records::RecordsConfig;
 use cadence_bench::sink::{BenchSinks, RecordThread};
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
@@ -436,7 +436,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         base_unix_ms: None,
         level_ids: levels.iter().map(|m| m.level).collect(),
     });
-    crate::report_cmd::write_outputs(&report, source.as_ref(), args.json.as_deref(), &args.outputs)?;
+    crate::report_cmd::write_outputs(
+        &report,
+        source.as_ref(),
+        args.json.as_deref(),
+        &args.outputs,
+    )?;
     // Every other output is out: now say the records file is incomplete.
     written.context("the records could not all be written")?;
     Ok(exit)

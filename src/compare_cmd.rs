@@ -73,7 +73,6 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-
 /// Pairs the levels of A and B by name; two single-level runs pair whatever their names.
 fn pairs<'a>(a: &'a [LevelReport], b: &'a [LevelReport]) -> Vec<(usize, usize)> {
     if a.len() == 1 && b.len() == 1 {

@@ -17,14 +17,14 @@ use cadence_engine::{
 };
 
 use crate::bench_cmd::Checks;
-use cadence_bench::records::{RecordsConfig, RecordsWriter};
-use cadence_core::RecordSink;
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
 use crate::exit::{usage, Exit};
 use crate::report_cmd::OutputArgs;
 use cadence_bench::prompts::{Counter, LengthDist};
+use cadence_bench::records::{RecordsConfig, RecordsWriter};
+use cadence_core::RecordSink;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -449,7 +449,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         base_unix_ms: None,
         level_ids: metas.iter().map(|m| m.level).collect(),
     });
-    crate::report_cmd::write_outputs(&report, source.as_ref(), args.json.as_deref(), &args.outputs)?;
+    crate::report_cmd::write_outputs(
+        &report,
+        source.as_ref(),
+        args.json.as_deref(),
+        &args.outputs,
+    )?;
     Ok(exit)
 }
 

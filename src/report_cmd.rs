@@ -377,7 +377,9 @@ fn run_facts(run: Option<RunMeta>) -> anyhow::Result<(RunInfo, Checks, Option<Se
             machine: None,
         };
         let checks = Checks {
-            stall_threshold: Duration::from_nanos(cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS),
+            stall_threshold: Duration::from_nanos(
+                cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
+            ),
             slos: Vec::new(),
             max_late: 0.001,
             time_bucket: Duration::from_secs(1),
@@ -488,11 +490,7 @@ pub fn write_outputs(
 }
 
 /// The per-request CSV, a row per record as the records stream by.
-fn write_requests_csv(
-    report: &Report,
-    source: &RecordsSource,
-    path: &Path,
-) -> anyhow::Result<()> {
+fn write_requests_csv(report: &Report, source: &RecordsSource, path: &Path) -> anyhow::Result<()> {
     use std::io::Write;
     let names = source.names(report);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);

@@ -601,15 +601,13 @@ impl<S: Sinks> RequestTask<S> {
         prompt_parts: Vec<String>,
     ) -> RequestRecord {
         match self.cx.tokenizer.clone() {
-            Some(tk) => {
-                tokio::task::spawn_blocking(move || {
-                    tk.annotate(&mut rec, &text);
-                    input_from_workload(&mut rec, &prompt_parts, Some(&tk));
-                    rec
-                })
-                .await
-                .expect("tokenizing does not panic")
-            }
+            Some(tk) => tokio::task::spawn_blocking(move || {
+                tk.annotate(&mut rec, &text);
+                input_from_workload(&mut rec, &prompt_parts, Some(&tk));
+                rec
+            })
+            .await
+            .expect("tokenizing does not panic"),
             None => {
                 input_from_workload(&mut rec, &prompt_parts, None);
                 rec

@@ -5,8 +5,8 @@
 use cadence_bench::body::BodySpec;
 use cadence_bench::client::{self, ClientConfig};
 use cadence_bench::progress::Progress;
-use cadence_bench::secret::Redactor;
 use cadence_bench::records::RecordsConfig;
+use cadence_bench::secret::Redactor;
 use cadence_bench::sink::{BenchSinks, KeepAll, RecordThread};
 use cadence_bench::workload::RequestFactory;
 use cadence_bench::{Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};

@@ -3,8 +3,8 @@
 //! never stalls a stream. The file is appended to, and each proxy run starts with a
 //! wall-clock anchor so runs appended across restarts read back on one timeline.
 
-pub use cadence_bench::records::{rotated, RecordsConfig, RecordsError, WriterStatus};
 use cadence_bench::records::RecordsWriter;
+pub use cadence_bench::records::{rotated, RecordsConfig, RecordsError, WriterStatus};
 use cadence_bench::sink::{RecordSender, RecordThread, SinkError};
 use cadence_core::runlog::{anchor_line, Anchor};
 use cadence_core::RequestRecord;
@@ -116,7 +116,10 @@ mod tests {
         assert_eq!(idx(&rotated(&path, 2)), vec![0, 1, 2]);
         for k in [1, 2] {
             let text = std::fs::read_to_string(rotated(&path, k)).unwrap();
-            assert!(text.starts_with(&anchor_line(anchor)), "every file is anchored");
+            assert!(
+                text.starts_with(&anchor_line(anchor)),
+                "every file is anchored"
+            );
         }
         assert!(!rotated(&path, 3).exists());
     }

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 pub struct RecordsConfig {
     pub path: PathBuf,
     /// Rotate when the current file would pass this size (`u64::MAX`: never). With
-    /// compression the size counted is what reached the file, so a file may pass it
-    /// by the encoder's buffer.
+    /// compression, what the encoder holds unflushed (at most a flush period's worth)
+    /// counts at its uncompressed size, so a file rotates early rather than late.
     pub max_bytes: u64,
     /// Rotated files kept besides the current one.
     pub keep: u32,
@@ -110,7 +110,8 @@ impl Write for Counted {
 
 enum Out {
     Plain(BufWriter<Counted>),
-    Zstd(zstd::stream::write::Encoder<'static, Counted>),
+    /// The encoder, and the uncompressed bytes it took since its last flush.
+    Zstd(zstd::stream::write::Encoder<'static, Counted>, u64),
 }
 
 impl Out {
@@ -135,7 +136,7 @@ impl Out {
                     source,
                 }
             })?;
-            Out::Zstd(enc)
+            Out::Zstd(enc, 0)
         } else {
             Out::Plain(BufWriter::with_capacity(64 * 1024, counted))
         })
@@ -144,21 +145,27 @@ impl Out {
     fn size(&self) -> u64 {
         match self {
             Out::Plain(w) => w.get_ref().bytes + w.buffer().len() as u64,
-            Out::Zstd(e) => e.get_ref().bytes,
+            Out::Zstd(e, pending) => e.get_ref().bytes + *pending,
         }
     }
 
     fn write_all(&mut self, line: &[u8]) -> std::io::Result<()> {
         match self {
             Out::Plain(w) => w.write_all(line),
-            Out::Zstd(e) => e.write_all(line),
+            Out::Zstd(e, pending) => {
+                *pending += line.len() as u64;
+                e.write_all(line)
+            }
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Out::Plain(w) => w.flush(),
-            Out::Zstd(e) => e.flush(),
+            Out::Zstd(e, pending) => {
+                *pending = 0;
+                e.flush()
+            }
         }
     }
 
@@ -166,7 +173,7 @@ impl Out {
     fn finish(self) -> std::io::Result<()> {
         match self {
             Out::Plain(mut w) => w.flush(),
-            Out::Zstd(e) => e.finish().and_then(|mut c| c.flush()),
+            Out::Zstd(e, _) => e.finish().and_then(|mut c| c.flush()),
         }
     }
 }
