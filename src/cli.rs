@@ -346,7 +346,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Write one JSON line per request here, as requests finish.
+    /// Write one JSON line per request here, as requests finish (a name ending in
+    /// .zst is zstd-compressed; `cadence report` reads it back either way).
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
 

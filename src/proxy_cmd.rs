@@ -21,7 +21,9 @@ pub struct ProxyArgs {
     /// Serve /metrics (Prometheus), /stats (rolling-window JSON) and /health here.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
-    /// Append one JSON record per request to FILE (rotated by size).
+    /// Append one JSON record per request to FILE (rotated by size; a name ending in
+    /// .zst is zstd-compressed). Each run starts with its wall-clock anchor, so runs
+    /// appended across restarts report on one timeline.
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
     /// Rotate the records file when it would pass this many MiB.

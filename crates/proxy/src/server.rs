@@ -112,24 +112,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         None => None,
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
-    // The run clock's 0 on the wall clock: the anchor that puts this run's records on
-    // one timeline with earlier runs appended to the same file.
-    let clock = Clock::start();
-    let started_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let records = config
-        .records
-        .clone()
-        .map(|c| {
-            RecordWriter::start(
-                c,
-                cadence_core::runlog::Anchor {
-                    unix_ms: started_unix_ms,
-                },
-            )
-        })
-        .transpose()?;
+    let (clock, started_unix_ms, records) = start_records(&config)?;
     let records_status = records.as_ref().map(RecordWriter::status);
 
     let client = cadence_bench::client::build(&cadence_bench::client::ClientConfig {
@@ -188,14 +171,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
     }
     tasks.spawn(lag_loop(shared.clone(), stopped.clone()));
     if let Some(status) = records_status {
-        // A full disk is named the moment it happens, not at shutdown.
-        let mut s = stopped.clone();
-        tasks.spawn(async move {
-            tokio::select! {
-                e = status.failed() => tracing::error!("cadence proxy: {e}"),
-                _ = until_stopped(&mut s) => {}
-            }
-        });
+        tasks.spawn(watch_records(status, stopped.clone()));
     }
     if !shared.config.alerts.is_empty() {
         tasks.spawn(alert_loop(shared.clone(), stopped));
@@ -209,6 +185,35 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         in_flight_done,
         started_unix_ms,
     })
+}
+
+/// The run clock, its 0 on the wall clock, and the records writer: the anchor it
+/// writes first puts this run's records on one timeline with earlier runs appended
+/// to the same file.
+fn start_records(
+    config: &ProxyConfig,
+) -> Result<(Clock, u64, Option<RecordWriter>), ProxyError> {
+    let clock = Clock::start();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let anchor = cadence_core::runlog::Anchor {
+        unix_ms: started_unix_ms,
+    };
+    let records = config
+        .records
+        .clone()
+        .map(|c| RecordWriter::start(c, anchor))
+        .transpose()?;
+    Ok((clock, started_unix_ms, records))
+}
+
+/// Names a records write error (a full disk) the moment it happens, not at shutdown.
+async fn watch_records(status: crate::WriterStatus, mut stopped: watch::Receiver<bool>) {
+    tokio::select! {
+        e = status.failed() => tracing::error!("cadence proxy: {e}"),
+        _ = until_stopped(&mut stopped) => {}
+    }
 }
 
 impl Proxy {
