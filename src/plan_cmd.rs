@@ -11,12 +11,12 @@ use clap::{Args, ValueEnum};
 
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::LevelMeta;
+use cadence_core::Checks;
 use cadence_core::Slo;
 use cadence_engine::{
     plan_level, preset, Arrivals, EngineSpec, KvPolicy, Prefill, Speculation, Workload, PRESETS,
 };
 
-use crate::bench_cmd::{build_report, Checks};
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
@@ -410,8 +410,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         max_late: DEFAULT_MAX_LATE,
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
     };
-    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    let aggs = cadence_core::LevelAggregators::from_records(checks.level_config(), &records);
+    let (mut report, verdict) = cadence_core::assemble(info, &metas, &aggs, &checks);
+    let exit = Exit::from(verdict);
     report.warnings.insert(
         0,
         format!(

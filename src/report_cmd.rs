@@ -2,12 +2,11 @@
 //! file (the bench's `--records`, which ends with the run's metadata) or a saved JSON
 //! report, and writes it in any format; `bench` shares the output flags and writers.
 
-use crate::bench_cmd::{build_report, Checks};
 use crate::exit::{usage, Exit};
 use anyhow::Context;
 use cadence_core::report::{Report, RunInfo};
 use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile};
-use cadence_core::{Convention, RequestRecord, Slo};
+use cadence_core::{assemble, Checks, Convention, LevelAggregators, RequestRecord, Slo};
 use clap::Args;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -45,6 +44,20 @@ pub struct OutputArgs {
     /// table always shows all of them.
     #[arg(long, value_name = "NAME", value_parser = parse_convention)]
     pub convention: Option<Convention>,
+
+    /// Values each level keeps exactly (over all its distributions) before they
+    /// continue in log-bucketed histograms whose percentiles are within 0.4 %; the
+    /// report marks each bucketed distribution. Default 4000000.
+    #[arg(long, value_name = "N")]
+    pub exact_samples: Option<u64>,
+}
+
+impl OutputArgs {
+    /// `--exact-samples`, or the default budget.
+    pub fn exact_samples(&self) -> u64 {
+        self.exact_samples
+            .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -90,6 +103,16 @@ pub fn load(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
+) -> anyhow::Result<Loaded> {
+    load_with(files, slos, convention, cadence_core::DEFAULT_EXACT_SAMPLES)
+}
+
+/// [`load`] with a level budget of `exact_samples` exactly kept values.
+pub fn load_with(
+    files: &[PathBuf],
+    slos: &[Slo],
+    convention: Option<Convention>,
+    exact_samples: u64,
 ) -> anyhow::Result<Loaded> {
     let mut texts = Vec::new();
     for f in files {
@@ -224,6 +247,7 @@ pub fn load(
                     .convention
                     .as_deref()
                     .and_then(|c| c.parse().ok()),
+                exact_samples,
             };
             (meta.run, checks, meta.search)
         }
@@ -251,6 +275,7 @@ pub fn load(
                 max_late: 0.001,
                 time_bucket: Duration::from_secs(1),
                 convention: None,
+                exact_samples,
             };
             (info, checks, None)
         }
@@ -261,7 +286,9 @@ pub fn load(
     if convention.is_some() {
         checks.convention = convention;
     }
-    let (mut report, mut exit) = build_report(info, &merged.levels, &merged.records, &checks);
+    let aggs = LevelAggregators::from_records(checks.level_config(), &merged.records);
+    let (mut report, verdict) = assemble(info, &merged.levels, &aggs, &checks);
+    let mut exit = Exit::from(verdict);
     // As in bench: with --find-max, probes above the frontier breach by design.
     if exit == Exit::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
         exit = Exit::Ok;
@@ -282,7 +309,12 @@ pub fn load(
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
-    let loaded = load(&args.files, &args.slos, args.outputs.convention)?;
+    let loaded = load_with(
+        &args.files,
+        &args.slos,
+        args.outputs.convention,
+        args.outputs.exact_samples(),
+    )?;
     print!(
         "{}",
         cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal())
