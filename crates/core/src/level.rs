@@ -89,7 +89,8 @@ pub struct LevelAggregator {
 impl LevelAggregator {
     pub fn new(config: LevelConfig) -> LevelAggregator {
         LevelAggregator {
-            summary: SummaryAcc::new(config.stall_threshold_ns),
+            // Pooled ITL comes from the time series, which holds the same gaps.
+            summary: SummaryAcc::without_pooled_itl(config.stall_threshold_ns),
             pacing: PacingAcc::default(),
             goodput: GoodputAcc::default(),
             series: TimeSeriesAcc::new(config.time_bucket_ns),
@@ -186,7 +187,8 @@ impl LevelAggregator {
 
     /// The level's figures. `opts.stall_threshold_ns` is ignored (the config's is used).
     pub fn finish(&self, opts: &LevelOptions) -> LevelFigures {
-        let summary = self.summary.finish(opts);
+        let mut summary = self.summary.finish(opts);
+        summary.itl = self.series.pooled_itl().summary();
         let goodput = self.goodput.finish(summary.throughput.window_s);
         let mut record_warnings = self.notes.finish();
         if let Some(w) = self.series.widened_ns() {

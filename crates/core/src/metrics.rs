@@ -464,6 +464,8 @@ struct TurnAcc {
 #[derive(Debug, Clone)]
 pub struct SummaryAcc {
     stall_threshold_ns: u64,
+    /// Whether pooled ITL is kept here (see [`SummaryAcc::without_pooled_itl`]).
+    keep_itl: bool,
     warmup: u64,
     counts: RequestCounts,
     unsent_odd: BTreeMap<&'static str, u64>,
@@ -492,6 +494,7 @@ impl SummaryAcc {
     pub fn new(stall_threshold_ns: u64) -> SummaryAcc {
         SummaryAcc {
             stall_threshold_ns,
+            keep_itl: true,
             warmup: 0,
             counts: RequestCounts::default(),
             unsent_odd: BTreeMap::new(),
@@ -516,6 +519,15 @@ impl SummaryAcc {
             last_end: None,
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
+        }
+    }
+
+    /// One that leaves pooled ITL (`itl`) empty, for an owner that keeps the same gaps
+    /// elsewhere (the time series holds exactly these gaps, by bucket) and sets it.
+    pub fn without_pooled_itl(stall_threshold_ns: u64) -> SummaryAcc {
+        SummaryAcc {
+            keep_itl: false,
+            ..SummaryAcc::new(stall_threshold_ns)
         }
     }
 
@@ -614,7 +626,9 @@ impl SummaryAcc {
         }
         let mut stalled = false;
         for (g, later) in itl_gaps(r, bad) {
-            kept += self.itl.push(ms(g));
+            if self.keep_itl {
+                kept += self.itl.push(ms(g));
+            }
             let k = per_token_weight(later);
             kept += self.itl_tok.push_weighted(ms(g) / k as f64, k);
             if g > self.stall_threshold_ns {

@@ -208,6 +208,14 @@ impl TimeSeriesAcc {
         self.last = self.last.max(o.last);
     }
 
+    /// Every ITL gap of the series' buckets in one distribution: the level's pooled ITL
+    /// (the same gaps [`crate::summarize_level`] pools, by bucket).
+    pub fn pooled_itl(&self) -> DistAcc {
+        let mut all = DistAcc::new();
+        self.buckets.iter().for_each(|a| all.merge(&a.itl));
+        all
+    }
+
     /// Every bucket's distributions, for the level's budget.
     pub fn dists_mut(&mut self) -> impl Iterator<Item = &mut DistAcc> {
         self.buckets
