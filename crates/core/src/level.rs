@@ -428,3 +428,30 @@ impl RecordNotes {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregators_can_move_to_a_record_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<LevelAggregators>();
+        send::<LevelAggregator>();
+    }
+
+    #[test]
+    fn failure_messages_are_bounded_per_class_and_say_so() {
+        let mut a = LevelAggregator::new(LevelConfig::default());
+        for i in 0..(MAX_MESSAGES_PER_CLASS as u64 + 10) {
+            let mut r = RequestRecord::new(i, Outcome::Http5xx);
+            r.sent_ns = Some(0);
+            r.error = Some(format!("request {i} failed"));
+            a.push(&r);
+        }
+        let w = a.finish(&LevelOptions::default()).record_warnings;
+        let line = w.iter().find(|l| l.contains("× http_5xx")).unwrap();
+        assert!(line.starts_with("266 × http_5xx"), "{line}");
+        assert!(line.contains("(255 other messages and more;"), "{line}");
+    }
+}
