@@ -46,7 +46,7 @@ fn records(n: u64, seed: u64) -> Vec<RequestRecord> {
                 count: chunks + next(5),
                 source: TokenSource::Usage,
             });
-            r.turn = (i % 5 == 0).then(|| (i % 3) as u32);
+            r.turn = (i % 5 == 0).then_some((i % 3) as u32);
             if outcome == Outcome::Http5xx {
                 r.error = Some(format!("HTTP 503 from replica {}", next(3)));
             }
