@@ -194,7 +194,7 @@ impl LevelAggregator {
         if let Some(w) = self.series.widened_ns() {
             record_warnings.push(format!(
                 "the time series would need more than {} buckets of {} ms: its buckets are {} ms wide instead",
-                crate::timeseries::MAX_TIME_BUCKETS,
+                crate::timeseries::MAX_BUCKETS,
                 self.config.time_bucket_ns.max(1) as f64 / 1e6,
                 w as f64 / 1e6
             ));

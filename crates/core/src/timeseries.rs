@@ -36,13 +36,13 @@ succeeded requests ending in it, failed = failed requests ending in it, output t
 tokens of the chunks arriving in it (a chunk's count when known, else 1; every request), \
 TTFT p50/p99 over succeeded requests whose first chunk arrived in it, ITL p50/p99 over gaps \
 of succeeded requests whose later chunk arrived in it; buckets run from 0 to the last event, \
-empty ones included";
+empty ones included, at most 4,096 (buckets twice as wide past that, as often as needed)";
 
 /// At most this many buckets: a run whose last event lies further along the run clock
 /// (a long run at fine buckets, or a record with an absurd timestamp) gets buckets of
 /// twice the width, as often as needed, and the level says so. Memory stays bounded
 /// whatever the timestamps.
-pub const MAX_TIME_BUCKETS: u64 = 4096;
+pub const MAX_BUCKETS: u64 = 4096;
 
 #[derive(Debug, Clone, Default)]
 struct Acc {
@@ -74,7 +74,7 @@ impl Acc {
 ///
 /// The run clock starts at 0 for every level, so a sweep's later level starts with
 /// empty buckets for the time earlier levels ran. A fold of [`TimeSeriesAcc`]: past
-/// [`MAX_TIME_BUCKETS`] buckets the width doubles.
+/// [`MAX_BUCKETS`] buckets the width doubles.
 ///
 /// # Panics
 /// When `bucket_ns` is 0.
@@ -87,7 +87,7 @@ pub fn time_series(records: &[RequestRecord], bucket_ns: u64) -> Vec<TimeBucket>
     acc.finish()
 }
 
-/// [`time_series`] one record at a time, in at most [`MAX_TIME_BUCKETS`] buckets.
+/// [`time_series`] one record at a time, in at most [`MAX_BUCKETS`] buckets.
 #[derive(Debug, Clone)]
 pub struct TimeSeriesAcc {
     /// The width asked for.
@@ -112,7 +112,7 @@ impl TimeSeriesAcc {
     }
 
     /// The width of the buckets [`Self::finish`] returns, when it differs from the one
-    /// asked for (the run outgrew [`MAX_TIME_BUCKETS`]).
+    /// asked for (the run outgrew [`MAX_BUCKETS`]).
     pub fn widened_ns(&self) -> Option<u64> {
         let w = self.final_width();
         (w != self.base_ns).then_some(w)
@@ -120,7 +120,7 @@ impl TimeSeriesAcc {
 
     fn final_width(&self) -> u64 {
         let mut w = self.width_ns;
-        while self.last.is_some_and(|l| l / w >= MAX_TIME_BUCKETS) {
+        while self.last.is_some_and(|l| l / w >= MAX_BUCKETS) {
             w = w.saturating_mul(2);
         }
         w
@@ -140,7 +140,7 @@ impl TimeSeriesAcc {
     }
 
     fn slot(&mut self, t: u64) -> &mut Acc {
-        while t / self.width_ns >= MAX_TIME_BUCKETS {
+        while t / self.width_ns >= MAX_BUCKETS {
             self.widen();
         }
         let i = (t / self.width_ns) as usize;

@@ -198,7 +198,7 @@ fn a_far_future_timestamp_or_a_zero_bucket_does_not_allocate_buckets_per_nanosec
     agg.push(&r);
     assert!(agg.approx_bytes() < 4096 * 256, "{}", agg.approx_bytes());
     let f = agg.finish(&LevelOptions::default());
-    assert!(f.time_series.len() <= cadence_core::timeseries::MAX_TIME_BUCKETS as usize);
+    assert!(f.time_series.len() <= cadence_core::timeseries::MAX_BUCKETS as usize);
     assert_eq!(f.time_series.iter().map(|b| b.completed).sum::<u64>(), 1);
     assert!(f.record_warnings.iter().any(|w| w.contains("buckets")));
 }
