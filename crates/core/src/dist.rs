@@ -107,45 +107,66 @@ impl Bucketed {
         self.max = self.max.max(o.max);
     }
 
-    /// The value at 0-based rank `k` of the expanded samples: the middle of the bucket
-    /// holding that rank, kept within the exact min and max.
-    fn at(&self, k: u64) -> f64 {
-        if k == 0 {
-            return self.min;
-        }
-        if k + 1 >= self.count {
-            return self.max;
-        }
-        let mut seen = 0u64;
-        for v in self.hist.iter_recorded() {
-            seen += v.count_at_value();
-            if seen > k {
-                let mid = self.hist.median_equivalent(v.value_iterated_to());
-                return (mid as f64 * RESOLUTION).clamp(self.min, self.max);
+    /// The values at 0-based ranks `ks` (ascending) of the expanded samples, in one
+    /// pass over the histogram: the middle of the bucket holding each rank, kept within
+    /// the exact min and max (rank 0 is the min, rank n − 1 the max).
+    fn at_ranks(&self, ks: &[u64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(ks.len());
+        let mut it = self.hist.iter_recorded();
+        let (mut seen, mut mid) = (0u64, self.min);
+        for &k in ks {
+            if k == 0 {
+                out.push(self.min);
+                continue;
             }
+            if k + 1 >= self.count {
+                out.push(self.max);
+                continue;
+            }
+            while seen <= k {
+                let Some(v) = it.next() else { break };
+                seen += v.count_at_value();
+                let m = self.hist.median_equivalent(v.value_iterated_to());
+                mid = (m as f64 * RESOLUTION).clamp(self.min, self.max);
+            }
+            out.push(mid);
         }
-        self.max
+        out
     }
 
-    fn quantile(&self, p: f64) -> f64 {
-        type7(self.count, p, |k| self.at(k))
+    /// Type-7 quantiles over the ranks, each rank's value from [`Self::at_ranks`].
+    fn quantiles(&self, ps: &[f64]) -> Vec<f64> {
+        // First learn which ranks the rule reads, then read them all in one pass.
+        let wanted = std::cell::RefCell::new(Vec::new());
+        for &p in ps {
+            type7(self.count, p, |k| {
+                wanted.borrow_mut().push(k);
+                0.0
+            });
+        }
+        let mut ks = wanted.into_inner();
+        ks.sort_unstable();
+        ks.dedup();
+        let vals = self.at_ranks(&ks);
+        let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
+        ps.iter().map(|&p| type7(self.count, p, at)).collect()
     }
 
     fn summary(&self) -> Option<Distribution> {
         if self.count == 0 {
             return None;
         }
-        let q = |p| self.quantile(p);
+        let q = self.quantiles(&crate::stats::QUANTILES);
         Some(Distribution {
             count: self.count,
             mean: self.mean,
             stddev: (self.count >= 2).then(|| (self.m2.max(0.0) / (self.count - 1) as f64).sqrt()),
             min: self.min,
-            p50: q(0.50),
-            p90: q(0.90),
-            p95: q(0.95),
-            p99: q(0.99),
-            p999: q(0.999),
+            p50: q[0],
+            p90: q[1],
+            p95: q[2],
+            p99: q[3],
+            p999: q[4],
             max: self.max,
             bucketed: Some(BUCKETING),
         })
@@ -300,9 +321,7 @@ impl DistAcc {
     /// The given type-7 quantiles (fractions), `None` when empty.
     pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
         match &self.state {
-            State::Bucketed(b) => {
-                (b.count > 0).then(|| ps.iter().map(|&p| b.quantile(p)).collect())
-            }
+            State::Bucketed(b) => (b.count > 0).then(|| b.quantiles(ps)),
             State::Plain(v) => {
                 let mut s = v.clone();
                 s.sort_unstable_by(f64::total_cmp);
