@@ -144,7 +144,7 @@ impl ChartsAcc {
                     .by_pos
                     .entry((pos - 1) / self.group)
                     .or_default()
-                    .push(v);
+                    .push_in(v, self.coarse);
             }
         }
         for c in &r.chunks {

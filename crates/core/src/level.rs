@@ -129,9 +129,7 @@ impl LevelAggregator {
     pub fn bucketize(&mut self) {
         self.summary.bucketize();
         self.pacing.dist_mut().to_bucketed();
-        self.series
-            .dists_mut()
-            .for_each(crate::DistAcc::to_bucketed);
+        self.series.bucketize();
         self.conventions
             .dists_mut()
             .for_each(crate::DistAcc::to_bucketed);

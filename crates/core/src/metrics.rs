@@ -466,6 +466,8 @@ pub struct SummaryAcc {
     stall_threshold_ns: u64,
     /// Whether pooled ITL is kept here (see [`SummaryAcc::without_pooled_itl`]).
     keep_itl: bool,
+    /// The level's budget was spent: a new turn's distributions start bucketed.
+    bucketed: bool,
     warmup: u64,
     counts: RequestCounts,
     unsent_odd: BTreeMap<&'static str, u64>,
@@ -495,6 +497,7 @@ impl SummaryAcc {
         SummaryAcc {
             stall_threshold_ns,
             keep_itl: true,
+            bucketed: false,
             warmup: 0,
             counts: RequestCounts::default(),
             unsent_odd: BTreeMap::new(),
@@ -611,9 +614,10 @@ impl SummaryAcc {
             let t = self.turns.entry(turn).or_default();
             t.requests += 1;
             let mut scratch = 0;
-            kept += ttft_ms(r, &mut scratch).map_or(0, |v| t.ttft.push(v));
+            let b = self.bucketed;
+            kept += ttft_ms(r, &mut scratch).map_or(0, |v| t.ttft.push_in(v, b));
             for (g, _) in itl_gaps(r, &mut scratch) {
-                kept += t.itl.push(ms(g));
+                kept += t.itl.push_in(ms(g), b);
             }
         }
         kept += ttft_ms(r, bad).map_or(0, |v| self.ttft.push(v));
@@ -669,6 +673,7 @@ impl SummaryAcc {
 
     /// Folds every distribution into its histogram (the level's budget is spent).
     pub fn bucketize(&mut self) {
+        self.bucketed = true;
         self.dists_mut().for_each(DistAcc::to_bucketed);
     }
 

@@ -97,6 +97,8 @@ pub struct TimeSeriesAcc {
     buckets: Vec<Acc>,
     /// The latest event (send, chunk or end) of a non-warm-up record.
     last: Option<u64>,
+    /// The level's budget was spent: new buckets' distributions start bucketed.
+    bucketed: bool,
 }
 
 impl TimeSeriesAcc {
@@ -108,6 +110,7 @@ impl TimeSeriesAcc {
             width_ns: base_ns,
             buckets: Vec::new(),
             last: None,
+            bucketed: false,
         }
     }
 
@@ -182,10 +185,12 @@ impl TimeSeriesAcc {
         let mut kept = 0;
         let bad = &mut 0u64;
         if let (Some(v), Some(first)) = (metrics::ttft_ms(r, bad), r.first_chunk_ns()) {
-            kept += self.slot(first).ttft.push(v);
+            let b = self.bucketed;
+            kept += self.slot(first).ttft.push_in(v, b);
         }
         for (g, later) in metrics::itl_gaps(r, bad) {
-            kept += self.slot(later.t_ns()).itl.push(metrics::ms(g));
+            let b = self.bucketed;
+            kept += self.slot(later.t_ns()).itl.push_in(metrics::ms(g), b);
         }
         kept
     }
@@ -206,6 +211,9 @@ impl TimeSeriesAcc {
             a.merge(b);
         }
         self.last = self.last.max(o.last);
+        if o.bucketed {
+            self.bucketize();
+        }
     }
 
     /// Every ITL gap of the series' buckets in one distribution: the level's pooled ITL
@@ -214,6 +222,12 @@ impl TimeSeriesAcc {
         let mut all = DistAcc::new();
         self.buckets.iter().for_each(|a| all.merge(&a.itl));
         all
+    }
+
+    /// Folds every bucket's distributions into histograms, and starts new ones so.
+    pub fn bucketize(&mut self) {
+        self.bucketed = true;
+        self.dists_mut().for_each(DistAcc::to_bucketed);
     }
 
     /// Every bucket's distributions, for the level's budget.
