@@ -160,17 +160,18 @@ fn past_the_budget_figures_are_bucketed_within_the_bound_and_counts_stay_exact()
 
 #[test]
 fn memory_stays_flat_as_records_grow_10x_and_100x_past_the_budget() {
-    // A budget of 2,000 values is spent within the first ~50 records.
+    // A budget of 2,000 values is spent within the first ~50 records. Five batches of
+    // 100 records (each on the same stretch of run clock) are fed over and over: once
+    // every batch has been seen, more records add counts, never memory.
     let budget = 2_000;
+    let batches: Vec<Vec<RequestRecord>> = (0..5).map(|k| records(100, 10 + k)).collect();
     let mut agg = LevelAggregator::new(config(budget));
     let mut sizes = Vec::new();
     let mut fed_n = 0u64;
-    for target in [200u64, 2_000, 20_000] {
-        // Same-length batches so the run clock (and the time series) stays bounded too.
+    for target in [500u64, 5_000, 50_000] {
         while fed_n < target {
-            for mut r in records(100, fed_n) {
-                r.level = 0;
-                agg.push(&r);
+            for r in &batches[(fed_n / 100 % 5) as usize] {
+                agg.push(r);
             }
             fed_n += 100;
         }
@@ -178,12 +179,18 @@ fn memory_stays_flat_as_records_grow_10x_and_100x_past_the_budget() {
         sizes.push(agg.approx_bytes());
     }
     assert!(agg.is_bucketed());
-    eprintln!("approx_bytes after 200, 2,000, 20,000 records: {sizes:?}");
-    // 10x and 100x the records: the size is what the histograms' fixed ranges allow,
-    // not more, and not growing with the records.
-    let ceiling = 2 * sizes[0] + 64 * 1024;
-    assert!(sizes.iter().all(|&s| s <= ceiling), "{sizes:?}");
-    assert!(sizes[2] <= sizes[1] + sizes[1] / 10, "{sizes:?}");
+    eprintln!("approx_bytes after 500, 5,000, 50,000 records: {sizes:?}");
+    assert_eq!(sizes[0], sizes[1], "10x the records, the same memory");
+    assert_eq!(sizes[1], sizes[2], "100x the records, the same memory");
+    // Exact samples of 50,000 such records would take 100 times those of 500.
+    let exact_500 = fed(u64::MAX, &batches.concat()).approx_bytes();
+    assert!(
+        sizes[2] * 10 < exact_500 * 100,
+        "{} vs {exact_500} per 500",
+        sizes[2]
+    );
+    let itl = agg.finish(&LevelOptions::default()).summary.itl.unwrap();
+    assert!(itl.count > 500_000 && itl.bucketed.is_some());
 }
 
 #[test]
