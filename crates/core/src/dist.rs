@@ -95,14 +95,16 @@ impl Bucketed {
     }
 
     fn add(&mut self, x: f64, w: u64) {
-        *self
+        let n = self
             .hist
             .entry(buckets().lowest_equivalent(Self::units(x)))
-            .or_default() += w;
+            .or_default();
+        *n = n.saturating_add(w);
         self.min = self.min.min(x);
         self.max = self.max.max(x);
         // Weighted Welford update.
-        self.count += w;
+        // Weights can be token counts from a server: saturate rather than wrap.
+        self.count = self.count.saturating_add(w);
         let d = x - self.mean;
         self.mean += d * w as f64 / self.count as f64;
         self.m2 += w as f64 * d * (x - self.mean);
@@ -113,9 +115,10 @@ impl Bucketed {
             return;
         }
         for (k, n) in &o.hist {
-            *self.hist.entry(*k).or_default() += n;
+            let mine = self.hist.entry(*k).or_default();
+            *mine = mine.saturating_add(*n);
         }
-        let n = self.count + o.count;
+        let n = self.count.saturating_add(o.count);
         let d = o.mean - self.mean;
         // Chan et al.'s parallel combination of moments.
         self.m2 += o.m2 + d * d * self.count as f64 * o.count as f64 / n as f64;
@@ -268,7 +271,7 @@ impl DistAcc {
     pub fn count(&self) -> u64 {
         match &self.state {
             State::Plain(v) => v.len() as u64,
-            State::Weighted(v) => v.iter().map(|&(_, w)| w).sum(),
+            State::Weighted(v) => v.iter().fold(0, |n, &(_, w)| n.saturating_add(w)),
             State::Bucketed(b) => b.count,
         }
     }
@@ -368,7 +371,7 @@ impl DistAcc {
                 let cum: Vec<u64> = s
                     .iter()
                     .scan(0u64, |acc, &(_, w)| {
-                        *acc += w;
+                        *acc = acc.saturating_add(w);
                         Some(*acc)
                     })
                     .collect();
