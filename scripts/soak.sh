@@ -51,10 +51,11 @@ for l in r["levels"]:
 PY
 }
 
-bench() { # OUTPUT-PREFIX [extra flags]: bench at concurrency 256 for DUR
+bench() { # OUTPUT-PREFIX [extra flags]: bench at concurrency 256 for DUR (replaces the
+  # calling subshell, so `bench … &` gives the bench's own PID)
   local prefix=$1
   shift
-  "$BIN" bench -c 256 -d "${DUR}s" --max-tokens 256 --quiet --grace 5s \
+  exec "$BIN" bench -c 256 -d "${DUR}s" --max-tokens 256 --quiet --grace 5s \
     --records "$prefix.jsonl.zst" --json "$prefix.json" ${BENCH_FLAGS:-} "$@" >"$prefix.txt"
 }
 
@@ -79,7 +80,7 @@ for part in ${PARTS:-bench proxy}; do
     url=$(head -1 "$OUT/proxy.out" | sed 's/listening on //')
     sample "$proxy" "$OUT/proxy-rss.csv" &
     sampler=$!
-    bench "$OUT/proxy-bench" --url "$url/v1" || true
+    (bench "$OUT/proxy-bench" --url "$url/v1") || true
     kill -INT "$proxy"
     wait "$proxy" || true
     wait "$sampler" || true

@@ -19,13 +19,10 @@ use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{
     ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
 };
-use cadence_core::metrics::{summarize_level, LevelOptions};
-use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
-use cadence_core::runlog::{self, LevelMeta, RunChecks, RunMeta};
-use cadence_core::{
-    chart_data, convention_views, goodput, pacing, time_series, Convention, Outcome, RequestRecord,
-    Slo,
-};
+use cadence_core::metrics::LevelOptions;
+use cadence_core::report::{RunInfo, SearchProbe, SearchReport};
+use cadence_core::runlog::{self, RunMeta};
+use cadence_core::{assemble, level_meta, Checks, LevelFacts};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -240,6 +237,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         max_late: args.max_late,
         time_bucket: args.time_bucket,
         convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
     };
     // Each finished record goes to the records file, the progress view and the level
     // aggregators; nothing keeps them all.
@@ -248,7 +246,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let sinks = BenchSinks::new(
         records_path.clone().map(RecordsConfig::new),
         progress.clone(),
-        core_checks(&checks).aggregators(),
+        checks.aggregators(),
     )?;
     if let Some(status) = sinks.status() {
         // A full disk is named the moment it happens; the run goes on.
@@ -354,7 +352,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
                 s.record(probe_level, pass);
             }
         }
-        let meta = level_meta(&plan, &summary);
+        let meta = level_meta(&level_facts(&plan, &summary));
         let line = runlog::level_line(&meta);
         sender.with(move |s| s.write_line(&line));
         levels.push(meta);
@@ -415,7 +413,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let (aggs, written) = sink.finish()?.finish();
     drop(builtin);
 
-    let (mut report, mut exit) = crate::report_cmd::assemble(info, &levels, &aggs, &checks);
+    let (mut report, verdict) = assemble(info, &levels, &aggs, &checks);
+    let mut exit = Exit::from(verdict);
     report.search = search_report;
     if let Some((_, s)) = &search {
         // Probes above the frontier breach by design: the search itself succeeded.
@@ -477,89 +476,27 @@ fn loads(args: &BenchArgs) -> Vec<Load> {
     }
 }
 
-/// What each level is judged against.
-#[derive(Debug, Clone)]
-pub struct Checks {
-    pub stall_threshold: Duration,
-    pub slos: Vec<Slo>,
-    /// Share of late sends (open loop) above which a level is invalid.
-    pub max_late: f64,
-    pub time_bucket: Duration,
-    /// The convention the summary tables lead with (`--convention`).
-    pub convention: Option<Convention>,
-}
-
-/// The core's checks for these (the level aggregators and `cadence_core::assemble`).
-pub fn core_checks(c: &Checks) -> cadence_core::Checks {
-    cadence_core::Checks {
-        stall_threshold: c.stall_threshold,
-        slos: c.slos.clone(),
-        max_late: c.max_late,
-        time_bucket: c.time_bucket,
-        convention: c.convention,
-        exact_samples: cadence_core::level::DEFAULT_EXACT_SAMPLES,
-    }
-}
-
-impl Checks {
-    /// As the records file's run line holds them.
-    pub fn to_meta(&self) -> RunChecks {
-        RunChecks {
-            stall_threshold_ms: self.stall_threshold.as_secs_f64() * 1e3,
-            slos: self.slos.iter().map(|s| s.to_string()).collect(),
-            max_late: self.max_late,
-            time_bucket_ms: self.time_bucket.as_secs_f64() * 1e3,
-            convention: self.convention.map(|c| c.name().to_string()),
-        }
-    }
-}
-
-/// What the run knew about a level beyond its records: its identity, the load it was
-/// meant to carry, and the warnings only the run could see (event-loop lag, CPU use,
-/// the watchdog, streams aborted after the grace period).
-pub fn level_meta(plan: &RunPlan, summary: &RunSummary) -> LevelMeta {
-    let mut warnings = Vec::new();
-    if summary.watchdog_fired {
-        warnings.push("the watchdog ended requests that did not stop when cancelled".into());
-    }
-    let (lag_p99, lag_max) = summary.loop_lag;
-    if lag_p99 > Duration::from_millis(5) {
-        warnings.push(format!(
-            "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
-            lag_p99.as_secs_f64() * 1e3,
-            lag_max.as_secs_f64() * 1e3
-        ));
-    }
-    if let Some(cpu) = summary.cpu {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let share = cpu.as_secs_f64() / summary.wall.as_secs_f64().max(1e-9) / cores;
-        if share > 0.85 {
-            warnings.push(format!(
-                "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
-                share * 100.0
-            ));
-        }
-    }
-    if summary.aborted_in_flight > 0 {
-        warnings.push(format!(
-            "{} requests were still streaming after the grace period and were aborted (their tokens are kept in the records)",
-            summary.aborted_in_flight
-        ));
-    }
+/// What the run knew about a level beyond its records, read off the runner's summary
+/// and this machine ([`cadence_core::level_meta`] turns it into the level's metadata).
+pub fn level_facts(plan: &RunPlan, summary: &RunSummary) -> LevelFacts {
     let (concurrency, rate) = match plan.load {
         Load::Closed { concurrency } => (Some(concurrency), None),
         Load::Open { rate, .. } => (None, Some(rate)),
         Load::Trace { .. } => (None, None),
     };
-    LevelMeta {
+    LevelFacts {
         level: plan.level,
         name: plan.load.label(),
         concurrency,
         rate,
-        intended: Some(summary.intended),
+        intended: summary.intended,
         stopped_early: summary.stopped_early.clone(),
-        warnings,
-        invalid: summary.watchdog_fired,
+        watchdog_fired: summary.watchdog_fired,
+        loop_lag: summary.loop_lag,
+        cpu: summary.cpu,
+        wall: summary.wall,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        aborted_in_flight: summary.aborted_in_flight,
         interrupted: summary.stop == StopReason::Interrupted,
     }
 }
@@ -583,166 +520,6 @@ pub fn machine() -> String {
         s.push_str(&cpu);
     }
     s
-}
-
-/// Turns records and what the run knew of each level into the report, with the
-/// warnings a reader needs, and decides the exit code. `cadence report` calls it on a
-/// saved records file, so a rebuilt report is the bench's own.
-pub fn build_report(
-    info: RunInfo,
-    levels: &[LevelMeta],
-    records: &[RequestRecord],
-    checks: &Checks,
-) -> (Report, Exit) {
-    let stall_threshold = checks.stall_threshold;
-    let mut slo_breached = false;
-    let mut warnings = Vec::new();
-    let mut exit = Exit::Ok;
-    let mut level_reports = Vec::new();
-    let mut any_success = false;
-    for meta in levels {
-        let recs: Vec<RequestRecord> = records
-            .iter()
-            .filter(|r| r.level == meta.level)
-            .cloned()
-            .collect();
-        let warmup_seen = recs.iter().filter(|r| r.warmup).count() as u64;
-        let opts = LevelOptions {
-            stall_threshold_ns: stall_threshold.as_nanos() as u64,
-            window: None,
-            intended: meta.intended.map(|n| n.saturating_sub(warmup_seen)),
-            // Dropped arrivals have records of their own (no send time).
-            dropped: 0,
-        };
-        let mut level = summarize_level(&recs, &opts);
-        if let Err(e) = level.requests.check() {
-            level
-                .warnings
-                .push(format!("accounting does not add up: {e}"));
-            exit = Exit::Invalid;
-        }
-        any_success |= level.requests.succeeded > 0;
-        if meta.invalid {
-            exit = Exit::Invalid;
-        }
-        level.warnings.extend(meta.warnings.iter().cloned());
-        let chunks: u64 = recs.iter().map(|r| r.chunks.len() as u64).sum();
-        let coalesced: u64 = recs.iter().map(|r| r.counters.coalesced as u64).sum();
-        if chunks > 0 && coalesced * 100 > chunks {
-            level.warnings.push(format!(
-                "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
-            ));
-        }
-        level.warnings.extend(record_warnings(&recs));
-        let window_s = level.throughput.window_s;
-        let mut lr = level_report(meta.name.clone(), level);
-        lr.pacing = pacing(&recs, 0, checks.max_late);
-        if lr.pacing.as_ref().is_some_and(|p| p.invalid) {
-            exit = Exit::Invalid;
-        }
-        if !checks.slos.is_empty() {
-            lr.slos = checks
-                .slos
-                .iter()
-                .map(|s| s.evaluate(&lr.summary))
-                .collect();
-            lr.goodput = Some(goodput(&recs, &checks.slos, window_s));
-            slo_breached |= lr.slos.iter().any(|r| !r.pass);
-        }
-        // Buckets run on the run clock; a later sweep level starts where it starts.
-        lr.time_series = time_series(&recs, checks.time_bucket.as_nanos().max(1) as u64)
-            .into_iter()
-            .skip_while(|b| b.completed == 0 && b.failed == 0 && b.output_tokens == 0)
-            .collect();
-        lr.stopped_early = meta.stopped_early.clone();
-        lr.concurrency = meta.concurrency;
-        lr.rate = meta.rate;
-        if lr.summary.requests.succeeded > 0 {
-            lr.conventions = convention_views(&recs);
-        }
-        lr.charts = chart_data(&recs);
-        level_reports.push(lr);
-    }
-    if !any_success && records.iter().any(|r| r.was_sent()) {
-        warnings.push("no request succeeded: the latency figures are empty".into());
-        exit = Exit::Invalid;
-    }
-    let mut report = Report::new(info, level_reports, warnings);
-    report.convention = checks.convention.map(|c| c.name().to_string());
-    if slo_breached && exit == Exit::Ok {
-        exit = Exit::SloBreached;
-    }
-    // The user who pressed Ctrl-C knows the run is partial; say interrupted, not invalid.
-    if levels.iter().any(|m| m.interrupted) {
-        exit = Exit::Interrupted;
-    }
-    (report, exit)
-}
-
-/// What the records say that the figures alone do not: why requests failed (the
-/// commonest message per class), requests resent on a stale connection, and chunks
-/// that carried several tokens without saying how many.
-fn record_warnings(recs: &[RequestRecord]) -> Vec<String> {
-    use std::collections::BTreeMap;
-    let mut out = Vec::new();
-    let mut by_class: BTreeMap<&'static str, BTreeMap<String, u64>> = BTreeMap::new();
-    for r in recs.iter().filter(|r| r.outcome.is_failure() && !r.warmup) {
-        let msg: String = r
-            .error
-            .as_deref()
-            .unwrap_or("no detail")
-            .chars()
-            .take(200)
-            .collect();
-        *by_class
-            .entry(r.outcome.name())
-            .or_default()
-            .entry(msg)
-            .or_default() += 1;
-    }
-    for (class, msgs) in by_class {
-        let total: u64 = msgs.values().sum();
-        let (msg, n) = msgs.iter().max_by_key(|(_, n)| **n).expect("non-empty");
-        let others = if msgs.len() > 1 {
-            format!(" ({} other messages; see the records)", msgs.len() - 1)
-        } else {
-            String::new()
-        };
-        out.push(format!("{total} × {class}: {msg} [{n}×]{others}"));
-    }
-    let resent = recs
-        .iter()
-        .filter(|r| r.counters.stale_connection_retries > 0)
-        .count();
-    if resent > 0 {
-        out.push(format!(
-            "{resent} requests were sent again because the server had closed the pooled keep-alive connection before answering (the server closes connections after streams); send time is the resend"
-        ));
-    }
-    let ok: Vec<&RequestRecord> = recs
-        .iter()
-        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
-        .collect();
-    let unknown_multi = ok
-        .iter()
-        .filter(|r| {
-            r.output_tokens
-                .is_some_and(|t| t.count > r.chunks.len() as u64)
-                && r.chunks.iter().all(|c| c.tokens().is_none())
-        })
-        .count();
-    if unknown_multi > 0 {
-        let tokens: u64 = ok
-            .iter()
-            .filter_map(|r| r.output_tokens.map(|t| t.count))
-            .sum();
-        let chunks: usize = ok.iter().map(|r| r.chunks.len()).sum();
-        out.push(format!(
-            "in {unknown_multi} of {} requests the server reported more tokens than chunks ({tokens} tokens in {chunks} chunks overall): some chunks carry several tokens but do not say which, so ITL per token equals ITL per chunk there",
-            ok.len()
-        ));
-    }
-    out
 }
 
 /// The command line as it may be stored: header values, URL credentials and query

@@ -11,12 +11,12 @@ use clap::{Args, ValueEnum};
 
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::LevelMeta;
+use cadence_core::Checks;
 use cadence_core::Slo;
 use cadence_engine::{
     plan_level, preset, Arrivals, EngineSpec, KvPolicy, Prefill, Speculation, Workload, PRESETS,
 };
 
-use crate::bench_cmd::Checks;
 use crate::cli::{
     parse_counts, parse_duration, parse_rates, parse_slo, ArrivalsArg, Counts, Rates,
 };
@@ -372,10 +372,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         max_late: DEFAULT_MAX_LATE,
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
     };
     // Each level's records go to the level aggregators (and, for the per-request CSV,
     // a records file) as the driver hands them over; none are kept past their level.
-    let mut aggs = crate::bench_cmd::core_checks(&checks).aggregators();
+    let mut aggs = checks.aggregators();
     let (records_path, _spill) = crate::report_cmd::records_path(None, &args.outputs)?;
     let mut writer = records_path
         .clone()
@@ -431,7 +432,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         interrupted: false,
         machine: None,
     };
-    let (mut report, exit) = crate::report_cmd::assemble(info, &metas, &aggs, &checks);
+    let (mut report, verdict) = cadence_core::assemble(info, &metas, &aggs, &checks);
+    let exit = Exit::from(verdict);
     report.warnings.insert(
         0,
         format!(

@@ -2,15 +2,13 @@
 //! file (the bench's `--records`, which ends with the run's metadata) or a saved JSON
 //! report, and writes it in any format; `bench` shares the output flags and writers.
 
-use crate::bench_cmd::Checks;
 use crate::exit::{usage, Exit};
 use anyhow::Context;
 use cadence_bench::records::reader::first_line;
 use cadence_bench::records::{Damage, ReadError, RecordsReader};
-use cadence_core::level::LevelAggregators;
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta};
-use cadence_core::{Convention, RecordSink, RequestRecord, Slo, Verdict};
+use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
 use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
@@ -48,6 +46,20 @@ pub struct OutputArgs {
     /// table always shows all of them.
     #[arg(long, value_name = "NAME", value_parser = parse_convention)]
     pub convention: Option<Convention>,
+
+    /// Values each level keeps exactly (over all its distributions) before they
+    /// continue in log-bucketed histograms whose percentiles are within 0.4 %; the
+    /// report marks each bucketed distribution. Default 4000000.
+    #[arg(long, value_name = "N")]
+    pub exact_samples: Option<u64>,
+}
+
+impl OutputArgs {
+    /// `--exact-samples`, or the default budget.
+    pub fn exact_samples(&self) -> u64 {
+        self.exact_samples
+            .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +162,16 @@ pub fn load(
     slos: &[Slo],
     convention: Option<Convention>,
 ) -> anyhow::Result<Loaded> {
+    load_with(files, slos, convention, cadence_core::DEFAULT_EXACT_SAMPLES)
+}
+
+/// [`load`] with a level budget of `exact_samples` exactly kept values.
+pub fn load_with(
+    files: &[PathBuf],
+    slos: &[Slo],
+    convention: Option<Convention>,
+    exact_samples: u64,
+) -> anyhow::Result<Loaded> {
     let mut json = Vec::new();
     for f in files {
         if is_json_report(f)? {
@@ -167,7 +189,7 @@ pub fn load(
     let scan = scan(files)?;
     let mut warnings = Vec::new();
     let no_run_line = scan.run.is_none();
-    let (info, mut checks, search) = run_facts(scan.run)?;
+    let (info, mut checks, search) = run_facts(scan.run, exact_samples)?;
     if !slos.is_empty() {
         checks.slos = slos.to_vec();
     }
@@ -204,7 +226,8 @@ pub fn load(
     }
     let levels = with_unnamed_levels(scan.levels, &fed.level_ids);
     source.level_ids = levels.iter().map(|m| m.level).collect();
-    let (mut report, mut exit) = assemble(info, &levels, &fed.aggs, &checks);
+    let (mut report, verdict) = cadence_core::assemble(info, &levels, &fed.aggs, &checks);
+    let mut exit = Exit::from(verdict);
     // As in bench: with --find-max, probes above the frontier breach by design.
     if exit == Exit::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
         exit = Exit::Ok;
@@ -320,7 +343,7 @@ struct Fed {
 
 /// The second pass: every record, one at a time, into the level aggregators.
 fn feed(source: &RecordsSource, checks: &Checks) -> anyhow::Result<Fed> {
-    let mut aggs = crate::bench_cmd::core_checks(checks).aggregators();
+    let mut aggs = checks.aggregators();
     let mut records = 0u64;
     let mut level_ids = BTreeSet::new();
     let mut reader = RecordsReader::open(&source.files).on_one_timeline(source.base_unix_ms);
@@ -362,7 +385,10 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
 }
 
 /// The run's facts and checks from its run line, or plain defaults without one.
-fn run_facts(run: Option<RunMeta>) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
+fn run_facts(
+    run: Option<RunMeta>,
+    exact_samples: u64,
+) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
     let Some(meta) = run else {
         let info = RunInfo {
             target: "unknown".into(),
@@ -384,6 +410,7 @@ fn run_facts(run: Option<RunMeta>) -> anyhow::Result<(RunInfo, Checks, Option<Se
             max_late: 0.001,
             time_bucket: Duration::from_secs(1),
             convention: None,
+            exact_samples,
         };
         return Ok((info, checks, None));
     };
@@ -405,31 +432,18 @@ fn run_facts(run: Option<RunMeta>) -> anyhow::Result<(RunInfo, Checks, Option<Se
             .convention
             .as_deref()
             .and_then(|c| c.parse().ok()),
+        exact_samples,
     };
     Ok((meta.run, checks, meta.search))
 }
 
-/// The report from each level's metadata and aggregator (`cadence_core::assemble`),
-/// with the exit code it earns: `bench`, `plan` and `report` all end here.
-pub fn assemble(
-    info: RunInfo,
-    levels: &[LevelMeta],
-    aggs: &LevelAggregators,
-    checks: &Checks,
-) -> (Report, Exit) {
-    let (report, verdict) =
-        cadence_core::assemble(info, levels, aggs, &crate::bench_cmd::core_checks(checks));
-    let exit = match verdict {
-        Verdict::Ok => Exit::Ok,
-        Verdict::SloBreached => Exit::SloBreached,
-        Verdict::Invalid => Exit::Invalid,
-        Verdict::Interrupted => Exit::Interrupted,
-    };
-    (report, exit)
-}
-
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
-    let loaded = load(&args.files, &args.slos, args.outputs.convention)?;
+    let loaded = load_with(
+        &args.files,
+        &args.slos,
+        args.outputs.convention,
+        args.outputs.exact_samples(),
+    )?;
     print!(
         "{}",
         cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal())

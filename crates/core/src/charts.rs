@@ -98,10 +98,9 @@ pub fn chart_data(records: &[RequestRecord]) -> Option<ChartData> {
 /// (a power of two) into at most `2 × POSITION_BINS` groups.
 #[derive(Debug, Clone)]
 pub struct ChartsAcc {
-    gaps: DistAcc,
     /// The smallest positive gap (the histogram's first edge), exact.
     min_pos: Option<f64>,
-    /// Key `(position - 1) / group`.
+    /// Key `(position - 1) / group`. Together they hold every pooled gap once.
     by_pos: BTreeMap<u64, DistAcc>,
     group: u64,
     coarse: bool,
@@ -113,7 +112,6 @@ pub struct ChartsAcc {
 impl Default for ChartsAcc {
     fn default() -> Self {
         ChartsAcc {
-            gaps: DistAcc::new(),
             min_pos: None,
             by_pos: BTreeMap::new(),
             group: 1,
@@ -135,7 +133,6 @@ impl ChartsAcc {
         for (i, w) in r.chunks.windows(2).enumerate() {
             if let Some(g) = w[1].t_ns().checked_sub(w[0].t_ns()) {
                 let (v, pos) = (ms(g), i as u64 + 1);
-                kept += self.gaps.push(v);
                 if v > 0.0 {
                     self.min_pos = Some(self.min_pos.map_or(v, |m| m.min(v)));
                 }
@@ -147,7 +144,7 @@ impl ChartsAcc {
                     .by_pos
                     .entry((pos - 1) / self.group)
                     .or_default()
-                    .push(v);
+                    .push_in(v, self.coarse);
             }
         }
         for c in &r.chunks {
@@ -185,17 +182,14 @@ impl ChartsAcc {
             g *= 2;
         }
         self.regroup(g);
-        self.gaps.to_bucketed();
         self.by_pos.values_mut().for_each(DistAcc::to_bucketed);
     }
 
     pub fn approx_bytes(&self) -> usize {
-        self.gaps.approx_bytes()
-            + self
-                .by_pos
-                .values()
-                .map(|d| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
-                .sum::<usize>()
+        self.by_pos
+            .values()
+            .map(|d| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
+            .sum::<usize>()
             + (self.per_chunk.len() + self.per_chunk_avg.len()) * std::mem::size_of::<(u32, u64)>()
     }
 
@@ -211,7 +205,6 @@ impl ChartsAcc {
         let g = self.group.max(o.group);
         self.regroup(g);
         o.to_mut().regroup(g);
-        self.gaps.merge(&o.gaps);
         self.min_pos = match (self.min_pos, o.min_pos) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -239,7 +232,10 @@ impl ChartsAcc {
         };
         let percents = cdf_percents();
         let fractions: Vec<f64> = percents.iter().map(|p| p / 100.0).collect();
-        let cdf = self.gaps.quantiles(&fractions);
+        // Every pooled gap, from the position groups (merged in position order).
+        let mut gaps = DistAcc::new();
+        self.by_pos.values().for_each(|d| gaps.merge(d));
+        let cdf = gaps.quantiles(&fractions);
         if cdf.is_none() && per_chunk.is_empty() {
             return None;
         }
@@ -253,7 +249,7 @@ impl ChartsAcc {
         Some(ChartData {
             itl_cdf,
             itl_histogram: weighted_log_histogram(
-                &self.gaps.sorted_values(),
+                &gaps.sorted_values(),
                 self.min_pos,
                 HISTOGRAM_BINS,
             ),

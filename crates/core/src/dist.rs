@@ -1,10 +1,13 @@
 //! A bounded, mergeable distribution accumulator: exact (every sample kept, the report's
 //! type-7 figures bit for bit) until its owner says the level's budget is spent, then a
-//! log-bucketed HDR histogram of fixed relative error and bounded size.
+//! log-bucketed HDR histogram of fixed relative error and bounded size, its counts kept
+//! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
 //! See DESIGN.md, "Distributions under a memory bound".
 
 use crate::stats::{type7, Bucketing, Distribution};
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 /// Values are recorded in the histogram in units of this fraction of the caller's unit
 /// (1 µs for milliseconds, 0.001 token/s, 0.001 token).
@@ -17,6 +20,19 @@ pub const RELATIVE_ERROR: f64 = 1.0 / 256.0;
 /// Values above this many [`RESOLUTION`] units (2^40, about 1.1e9 of the unit: 12 days
 /// in ms) saturate in the histogram; `max` stays exact. This caps a histogram's size.
 const HIGHEST_UNITS: u64 = 1 << 40;
+
+/// The HDR histogram whose bucket boundaries every bucketed distribution uses; its own
+/// counts stay empty (one ~38 KB array for the process). Each distribution counts
+/// samples per bucket sparsely, keyed by the bucket's lowest equivalent value.
+fn buckets() -> &'static Histogram<u64> {
+    static LAYOUT: OnceLock<Histogram<u64>> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        Histogram::new_with_bounds(1, HIGHEST_UNITS, SIGFIG).expect("valid histogram bounds")
+    })
+}
+
+/// Heap bytes of one sparse bucket count (a B-tree entry and its share of a node).
+const BYTES_PER_BUCKET: usize = 32;
 
 /// The error statement every bucketed [`Distribution`] carries.
 pub const BUCKETING: Bucketing = Bucketing {
@@ -51,7 +67,8 @@ impl Default for State {
 
 #[derive(Debug, Clone)]
 struct Bucketed {
-    hist: Histogram<u64>,
+    /// Samples per HDR bucket, keyed by the bucket's lowest equivalent value (units).
+    hist: BTreeMap<u64, u64>,
     count: u64,
     mean: f64,
     /// Σ w·(x − mean)², for the sample standard deviation.
@@ -63,7 +80,7 @@ struct Bucketed {
 impl Bucketed {
     fn new() -> Bucketed {
         Bucketed {
-            hist: Histogram::new(SIGFIG).expect("valid sigfig"),
+            hist: BTreeMap::new(),
             count: 0,
             mean: 0.0,
             m2: 0.0,
@@ -78,13 +95,16 @@ impl Bucketed {
     }
 
     fn add(&mut self, x: f64, w: u64) {
-        self.hist
-            .record_n(Self::units(x), w)
-            .expect("an auto-resizing histogram takes values up to 2^40");
+        let n = self
+            .hist
+            .entry(buckets().lowest_equivalent(Self::units(x)))
+            .or_default();
+        *n = n.saturating_add(w);
         self.min = self.min.min(x);
         self.max = self.max.max(x);
         // Weighted Welford update.
-        self.count += w;
+        // Weights can be token counts from a server: saturate rather than wrap.
+        self.count = self.count.saturating_add(w);
         let d = x - self.mean;
         self.mean += d * w as f64 / self.count as f64;
         self.m2 += w as f64 * d * (x - self.mean);
@@ -94,10 +114,11 @@ impl Bucketed {
         if o.count == 0 {
             return;
         }
-        self.hist
-            .add(&o.hist)
-            .expect("auto-resizing histograms add");
-        let n = self.count + o.count;
+        for (k, n) in &o.hist {
+            let mine = self.hist.entry(*k).or_default();
+            *mine = mine.saturating_add(*n);
+        }
+        let n = self.count.saturating_add(o.count);
         let d = o.mean - self.mean;
         // Chan et al.'s parallel combination of moments.
         self.m2 += o.m2 + d * d * self.count as f64 * o.count as f64 / n as f64;
@@ -107,45 +128,70 @@ impl Bucketed {
         self.max = self.max.max(o.max);
     }
 
-    /// The value at 0-based rank `k` of the expanded samples: the middle of the bucket
-    /// holding that rank, kept within the exact min and max.
-    fn at(&self, k: u64) -> f64 {
-        if k == 0 {
-            return self.min;
-        }
-        if k + 1 >= self.count {
-            return self.max;
-        }
-        let mut seen = 0u64;
-        for v in self.hist.iter_recorded() {
-            seen += v.count_at_value();
-            if seen > k {
-                let mid = self.hist.median_equivalent(v.value_iterated_to());
-                return (mid as f64 * RESOLUTION).clamp(self.min, self.max);
+    /// The values at 0-based ranks `ks` (ascending) of the expanded samples, in one
+    /// pass over the histogram: the middle of the bucket holding each rank, kept within
+    /// the exact min and max (rank 0 is the min, rank n − 1 the max).
+    fn at_ranks(&self, ks: &[u64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(ks.len());
+        let mut it = self.hist.iter();
+        let (mut seen, mut mid) = (0u64, self.min);
+        for &k in ks {
+            if k == 0 {
+                out.push(self.min);
+                continue;
             }
+            if k + 1 >= self.count {
+                out.push(self.max);
+                continue;
+            }
+            while seen <= k {
+                let Some((&key, &n)) = it.next() else { break };
+                seen += n;
+                mid = Self::middle(key).clamp(self.min, self.max);
+            }
+            out.push(mid);
         }
-        self.max
+        out
     }
 
-    fn quantile(&self, p: f64) -> f64 {
-        type7(self.count, p, |k| self.at(k))
+    /// The middle of the bucket whose lowest equivalent value is `key`, in the unit.
+    fn middle(key: u64) -> f64 {
+        buckets().median_equivalent(key) as f64 * RESOLUTION
+    }
+
+    /// Type-7 quantiles over the ranks, each rank's value from [`Self::at_ranks`].
+    fn quantiles(&self, ps: &[f64]) -> Vec<f64> {
+        // First learn which ranks the rule reads, then read them all in one pass.
+        let wanted = std::cell::RefCell::new(Vec::new());
+        for &p in ps {
+            type7(self.count, p, |k| {
+                wanted.borrow_mut().push(k);
+                0.0
+            });
+        }
+        let mut ks = wanted.into_inner();
+        ks.sort_unstable();
+        ks.dedup();
+        let vals = self.at_ranks(&ks);
+        let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
+        ps.iter().map(|&p| type7(self.count, p, at)).collect()
     }
 
     fn summary(&self) -> Option<Distribution> {
         if self.count == 0 {
             return None;
         }
-        let q = |p| self.quantile(p);
+        let q = self.quantiles(&crate::stats::QUANTILES);
         Some(Distribution {
             count: self.count,
             mean: self.mean,
             stddev: (self.count >= 2).then(|| (self.m2.max(0.0) / (self.count - 1) as f64).sqrt()),
             min: self.min,
-            p50: q(0.50),
-            p90: q(0.90),
-            p95: q(0.95),
-            p99: q(0.99),
-            p999: q(0.999),
+            p50: q[0],
+            p90: q[1],
+            p95: q[2],
+            p99: q[3],
+            p999: q[4],
             max: self.max,
             bucketed: Some(BUCKETING),
         })
@@ -172,6 +218,15 @@ impl DistAcc {
             }
         }
         1
+    }
+
+    /// [`Self::push`], first going over to the histogram when `bucketed` (an owner whose
+    /// budget is spent starts its new distributions bucketed).
+    pub fn push_in(&mut self, x: f64, bucketed: bool) -> u64 {
+        if bucketed {
+            self.to_bucketed();
+        }
+        self.push(x)
     }
 
     /// Adds `x` standing for `w` samples (per-token ITL enters a gap once per token);
@@ -216,7 +271,7 @@ impl DistAcc {
     pub fn count(&self) -> u64 {
         match &self.state {
             State::Plain(v) => v.len() as u64,
-            State::Weighted(v) => v.iter().map(|&(_, w)| w).sum(),
+            State::Weighted(v) => v.iter().fold(0, |n, &(_, w)| n.saturating_add(w)),
             State::Bucketed(b) => b.count,
         }
     }
@@ -226,16 +281,16 @@ impl DistAcc {
         match &self.state {
             State::Plain(v) => v.capacity() * std::mem::size_of::<f64>(),
             State::Weighted(v) => v.capacity() * std::mem::size_of::<(f64, u64)>(),
-            State::Bucketed(b) => {
-                std::mem::size_of::<Bucketed>()
-                    + b.hist.distinct_values() * std::mem::size_of::<u64>()
-            }
+            State::Bucketed(b) => std::mem::size_of::<Bucketed>() + b.hist.len() * BYTES_PER_BUCKET,
         }
     }
 
     /// Folds the exact samples into a histogram (no-op when already bucketed). Count,
     /// mean, min, max and the moments stay exact across the change.
     pub fn to_bucketed(&mut self) {
+        if !self.is_exact() {
+            return;
+        }
         let mut b = Bucketed::new();
         match &self.state {
             State::Bucketed(_) => return,
@@ -300,9 +355,7 @@ impl DistAcc {
     /// The given type-7 quantiles (fractions), `None` when empty.
     pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
         match &self.state {
-            State::Bucketed(b) => {
-                (b.count > 0).then(|| ps.iter().map(|&p| b.quantile(p)).collect())
-            }
+            State::Bucketed(b) => (b.count > 0).then(|| b.quantiles(ps)),
             State::Plain(v) => {
                 let mut s = v.clone();
                 s.sort_unstable_by(f64::total_cmp);
@@ -318,7 +371,7 @@ impl DistAcc {
                 let cum: Vec<u64> = s
                     .iter()
                     .scan(0u64, |acc, &(_, w)| {
-                        *acc += w;
+                        *acc = acc.saturating_add(w);
                         Some(*acc)
                     })
                     .collect();
@@ -345,11 +398,8 @@ impl DistAcc {
             }
             State::Bucketed(b) => b
                 .hist
-                .iter_recorded()
-                .map(|v| {
-                    let mid = b.hist.median_equivalent(v.value_iterated_to()) as f64 * RESOLUTION;
-                    (mid.clamp(b.min, b.max), v.count_at_value())
-                })
+                .iter()
+                .map(|(&key, &n)| (Bucketed::middle(key).clamp(b.min, b.max), n))
                 .collect(),
         }
     }
@@ -473,14 +523,22 @@ mod tests {
             }
             sizes.push(a.approx_bytes());
         }
-        assert!(sizes.windows(2).all(|w| w[1] <= w[0] + 1024), "{sizes:?}");
-        // The fixed ceiling: 2^40 units at 2 significant digits.
+        assert!(
+            sizes.windows(2).all(|w| w[1] <= w[0] + w[0] / 10),
+            "{sizes:?}"
+        );
+        // By construction: at most one count per bucket of the fixed layout (2^40 units
+        // at 2 significant digits), whatever the number of samples.
+        let ceiling =
+            std::mem::size_of::<Bucketed>() + buckets().distinct_values() * BYTES_PER_BUCKET;
+        assert!(
+            sizes[2] <= ceiling && ceiling < 200 * 1024,
+            "{sizes:?} {ceiling}"
+        );
         let mut top = DistAcc::new();
         top.to_bucketed();
         top.push(1e300);
         top.push(0.0);
-        let ceiling = top.approx_bytes();
-        assert!(sizes[2] <= ceiling && ceiling < 64 * 1024, "{ceiling}");
         assert_eq!(top.summary().unwrap().max, 1e300);
     }
 

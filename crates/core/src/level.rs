@@ -89,7 +89,8 @@ pub struct LevelAggregator {
 impl LevelAggregator {
     pub fn new(config: LevelConfig) -> LevelAggregator {
         LevelAggregator {
-            summary: SummaryAcc::new(config.stall_threshold_ns),
+            // Pooled ITL comes from the time series, which holds the same gaps.
+            summary: SummaryAcc::without_pooled_itl(config.stall_threshold_ns),
             pacing: PacingAcc::default(),
             goodput: GoodputAcc::default(),
             series: TimeSeriesAcc::new(config.time_bucket_ns),
@@ -128,9 +129,7 @@ impl LevelAggregator {
     pub fn bucketize(&mut self) {
         self.summary.bucketize();
         self.pacing.dist_mut().to_bucketed();
-        self.series
-            .dists_mut()
-            .for_each(crate::DistAcc::to_bucketed);
+        self.series.bucketize();
         self.conventions
             .dists_mut()
             .for_each(crate::DistAcc::to_bucketed);
@@ -186,13 +185,14 @@ impl LevelAggregator {
 
     /// The level's figures. `opts.stall_threshold_ns` is ignored (the config's is used).
     pub fn finish(&self, opts: &LevelOptions) -> LevelFigures {
-        let summary = self.summary.finish(opts);
+        let mut summary = self.summary.finish(opts);
+        summary.itl = self.series.pooled_itl().summary();
         let goodput = self.goodput.finish(summary.throughput.window_s);
         let mut record_warnings = self.notes.finish();
         if let Some(w) = self.series.widened_ns() {
             record_warnings.push(format!(
                 "the time series would need more than {} buckets of {} ms: its buckets are {} ms wide instead",
-                crate::timeseries::MAX_TIME_BUCKETS,
+                crate::timeseries::MAX_BUCKETS,
                 self.config.time_bucket_ns.max(1) as f64 / 1e6,
                 w as f64 / 1e6
             ));
@@ -424,5 +424,32 @@ impl RecordNotes {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregators_can_move_to_a_record_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<LevelAggregators>();
+        send::<LevelAggregator>();
+    }
+
+    #[test]
+    fn failure_messages_are_bounded_per_class_and_say_so() {
+        let mut a = LevelAggregator::new(LevelConfig::default());
+        for i in 0..(MAX_MESSAGES_PER_CLASS as u64 + 10) {
+            let mut r = RequestRecord::new(i, Outcome::Http5xx);
+            r.sent_ns = Some(0);
+            r.error = Some(format!("request {i} failed"));
+            a.push(&r);
+        }
+        let w = a.finish(&LevelOptions::default()).record_warnings;
+        let line = w.iter().find(|l| l.contains("× http_5xx")).unwrap();
+        assert!(line.starts_with("266 × http_5xx"), "{line}");
+        assert!(line.contains("(255 other messages and more;"), "{line}");
     }
 }

@@ -464,6 +464,10 @@ struct TurnAcc {
 #[derive(Debug, Clone)]
 pub struct SummaryAcc {
     stall_threshold_ns: u64,
+    /// Whether pooled ITL is kept here (see [`SummaryAcc::without_pooled_itl`]).
+    keep_itl: bool,
+    /// The level's budget was spent: a new turn's distributions start bucketed.
+    bucketed: bool,
     warmup: u64,
     counts: RequestCounts,
     unsent_odd: BTreeMap<&'static str, u64>,
@@ -492,6 +496,8 @@ impl SummaryAcc {
     pub fn new(stall_threshold_ns: u64) -> SummaryAcc {
         SummaryAcc {
             stall_threshold_ns,
+            keep_itl: true,
+            bucketed: false,
             warmup: 0,
             counts: RequestCounts::default(),
             unsent_odd: BTreeMap::new(),
@@ -516,6 +522,15 @@ impl SummaryAcc {
             last_end: None,
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
+        }
+    }
+
+    /// One that leaves pooled ITL (`itl`) empty, for an owner that keeps the same gaps
+    /// elsewhere (the time series holds exactly these gaps, by bucket) and sets it.
+    pub fn without_pooled_itl(stall_threshold_ns: u64) -> SummaryAcc {
+        SummaryAcc {
+            keep_itl: false,
+            ..SummaryAcc::new(stall_threshold_ns)
         }
     }
 
@@ -599,9 +614,10 @@ impl SummaryAcc {
             let t = self.turns.entry(turn).or_default();
             t.requests += 1;
             let mut scratch = 0;
-            kept += ttft_ms(r, &mut scratch).map_or(0, |v| t.ttft.push(v));
+            let b = self.bucketed;
+            kept += ttft_ms(r, &mut scratch).map_or(0, |v| t.ttft.push_in(v, b));
             for (g, _) in itl_gaps(r, &mut scratch) {
-                kept += t.itl.push(ms(g));
+                kept += t.itl.push_in(ms(g), b);
             }
         }
         kept += ttft_ms(r, bad).map_or(0, |v| self.ttft.push(v));
@@ -614,7 +630,9 @@ impl SummaryAcc {
         }
         let mut stalled = false;
         for (g, later) in itl_gaps(r, bad) {
-            kept += self.itl.push(ms(g));
+            if self.keep_itl {
+                kept += self.itl.push(ms(g));
+            }
             let k = per_token_weight(later);
             kept += self.itl_tok.push_weighted(ms(g) / k as f64, k);
             if g > self.stall_threshold_ns {
@@ -655,6 +673,7 @@ impl SummaryAcc {
 
     /// Folds every distribution into its histogram (the level's budget is spent).
     pub fn bucketize(&mut self) {
+        self.bucketed = true;
         self.dists_mut().for_each(DistAcc::to_bucketed);
     }
 

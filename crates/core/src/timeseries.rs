@@ -36,13 +36,13 @@ succeeded requests ending in it, failed = failed requests ending in it, output t
 tokens of the chunks arriving in it (a chunk's count when known, else 1; every request), \
 TTFT p50/p99 over succeeded requests whose first chunk arrived in it, ITL p50/p99 over gaps \
 of succeeded requests whose later chunk arrived in it; buckets run from 0 to the last event, \
-empty ones included";
+empty ones included, at most 4,096 (buckets twice as wide past that, as often as needed)";
 
 /// At most this many buckets: a run whose last event lies further along the run clock
 /// (a long run at fine buckets, or a record with an absurd timestamp) gets buckets of
 /// twice the width, as often as needed, and the level says so. Memory stays bounded
 /// whatever the timestamps.
-pub const MAX_TIME_BUCKETS: u64 = 4096;
+pub const MAX_BUCKETS: u64 = 4096;
 
 #[derive(Debug, Clone, Default)]
 struct Acc {
@@ -74,7 +74,7 @@ impl Acc {
 ///
 /// The run clock starts at 0 for every level, so a sweep's later level starts with
 /// empty buckets for the time earlier levels ran. A fold of [`TimeSeriesAcc`]: past
-/// [`MAX_TIME_BUCKETS`] buckets the width doubles.
+/// [`MAX_BUCKETS`] buckets the width doubles.
 ///
 /// # Panics
 /// When `bucket_ns` is 0.
@@ -87,7 +87,7 @@ pub fn time_series(records: &[RequestRecord], bucket_ns: u64) -> Vec<TimeBucket>
     acc.finish()
 }
 
-/// [`time_series`] one record at a time, in at most [`MAX_TIME_BUCKETS`] buckets.
+/// [`time_series`] one record at a time, in at most [`MAX_BUCKETS`] buckets.
 #[derive(Debug, Clone)]
 pub struct TimeSeriesAcc {
     /// The width asked for.
@@ -97,6 +97,8 @@ pub struct TimeSeriesAcc {
     buckets: Vec<Acc>,
     /// The latest event (send, chunk or end) of a non-warm-up record.
     last: Option<u64>,
+    /// The level's budget was spent: new buckets' distributions start bucketed.
+    bucketed: bool,
 }
 
 impl TimeSeriesAcc {
@@ -108,11 +110,12 @@ impl TimeSeriesAcc {
             width_ns: base_ns,
             buckets: Vec::new(),
             last: None,
+            bucketed: false,
         }
     }
 
     /// The width of the buckets [`Self::finish`] returns, when it differs from the one
-    /// asked for (the run outgrew [`MAX_TIME_BUCKETS`]).
+    /// asked for (the run outgrew [`MAX_BUCKETS`]).
     pub fn widened_ns(&self) -> Option<u64> {
         let w = self.final_width();
         (w != self.base_ns).then_some(w)
@@ -120,7 +123,7 @@ impl TimeSeriesAcc {
 
     fn final_width(&self) -> u64 {
         let mut w = self.width_ns;
-        while self.last.is_some_and(|l| l / w >= MAX_TIME_BUCKETS) {
+        while self.last.is_some_and(|l| l / w >= MAX_BUCKETS) {
             w = w.saturating_mul(2);
         }
         w
@@ -140,7 +143,7 @@ impl TimeSeriesAcc {
     }
 
     fn slot(&mut self, t: u64) -> &mut Acc {
-        while t / self.width_ns >= MAX_TIME_BUCKETS {
+        while t / self.width_ns >= MAX_BUCKETS {
             self.widen();
         }
         let i = (t / self.width_ns) as usize;
@@ -182,10 +185,12 @@ impl TimeSeriesAcc {
         let mut kept = 0;
         let bad = &mut 0u64;
         if let (Some(v), Some(first)) = (metrics::ttft_ms(r, bad), r.first_chunk_ns()) {
-            kept += self.slot(first).ttft.push(v);
+            let b = self.bucketed;
+            kept += self.slot(first).ttft.push_in(v, b);
         }
         for (g, later) in metrics::itl_gaps(r, bad) {
-            kept += self.slot(later.t_ns()).itl.push(metrics::ms(g));
+            let b = self.bucketed;
+            kept += self.slot(later.t_ns()).itl.push_in(metrics::ms(g), b);
         }
         kept
     }
@@ -206,6 +211,23 @@ impl TimeSeriesAcc {
             a.merge(b);
         }
         self.last = self.last.max(o.last);
+        if o.bucketed {
+            self.bucketize();
+        }
+    }
+
+    /// Every ITL gap of the series' buckets in one distribution: the level's pooled ITL
+    /// (the same gaps [`crate::summarize_level`] pools, by bucket).
+    pub fn pooled_itl(&self) -> DistAcc {
+        let mut all = DistAcc::new();
+        self.buckets.iter().for_each(|a| all.merge(&a.itl));
+        all
+    }
+
+    /// Folds every bucket's distributions into histograms, and starts new ones so.
+    pub fn bucketize(&mut self) {
+        self.bucketed = true;
+        self.dists_mut().for_each(DistAcc::to_bucketed);
     }
 
     /// Every bucket's distributions, for the level's budget.

@@ -190,9 +190,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
 /// The run clock, its 0 on the wall clock, and the records writer: the anchor it
 /// writes first puts this run's records on one timeline with earlier runs appended
 /// to the same file.
-fn start_records(
-    config: &ProxyConfig,
-) -> Result<(Clock, u64, Option<RecordWriter>), ProxyError> {
+fn start_records(config: &ProxyConfig) -> Result<(Clock, u64, Option<RecordWriter>), ProxyError> {
     let clock = Clock::start();
     let started_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
