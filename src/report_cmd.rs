@@ -528,7 +528,7 @@ fn write_requests_csv(report: &Report, source: &RecordsSource, path: &Path) -> a
 
 /// Where a run's records are written for its outputs: `--records` when given, else a
 /// temporary file when the per-request CSV needs them (it streams them back), else
-/// nowhere. The temporary file goes when the returned guard is dropped.
+/// nowhere. The temporary file (compressed) goes when the returned guard is dropped.
 pub fn records_path(
     records: Option<&Path>,
     out: &OutputArgs,
@@ -541,7 +541,7 @@ pub fn records_path(
     }
     let temp = tempfile::Builder::new()
         .prefix("cadence-records-")
-        .suffix(".jsonl")
+        .suffix(".jsonl.zst")
         .tempfile()
         .context("cannot create a temporary file for the per-request CSV")?
         .into_temp_path();
