@@ -2,7 +2,6 @@
 //! URL is given, drive the load, then print and write the report. Ctrl-C stops sending,
 //! drains, and still reports.
 
-use crate::assemble::{build_report, level_meta, Checks};
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
 use crate::exit::{usage, Exit};
@@ -11,16 +10,18 @@ use anyhow::Context;
 use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
 use cadence_bench::progress::Progress;
+use cadence_bench::records::RecordsConfig;
 use cadence_bench::search::Search;
-use cadence_bench::sink::{RecordSender, RecordSink};
+use cadence_bench::sink::{BenchSinks, RecordSender, RecordThread};
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
-use cadence_bench::{ArrivalProcess, Load, RunContext, RunPlan, StopReason, Timeouts};
-use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_bench::{ArrivalProcess, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
+use cadence_core::metrics::LevelOptions;
 use cadence_core::report::{RunInfo, SearchProbe, SearchReport};
 use cadence_core::runlog::{self, LevelMeta, RunMeta};
 use cadence_core::secret::Redactor;
+use cadence_core::{assemble, level_meta, Checks, LevelAggregators, LevelFacts};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::{Clock, Unreachable};
 use http_body_util::{BodyExt, Full};
@@ -43,6 +44,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         progress,
         sender,
         sink,
+        records_path,
+        _spill,
     } = Setup::new(&args).await?;
     let stop_rx = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
@@ -68,26 +71,41 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let checks = checks(&args);
     let search_report = search.as_ref().map(|(axis, s)| search_report(*axis, s));
     // The run line makes the records file a complete replay source (`cadence report`).
-    sender.write_line(runlog::run_line(&RunMeta {
+    let line = runlog::run_line(&RunMeta {
         run: info.clone(),
         checks: checks.to_meta(),
         search: search_report.clone(),
-    }));
+    });
+    sender.with(move |s| s.write_line(&line));
     drop(sender);
     drop(cx);
     progress.finish();
-    let records = sink
-        .finish()
-        .context("the records could not all be written")?;
+    let (aggs, written) = sink.finish()?.finish();
     drop(endpoint);
 
-    let (mut report, exit) = build_report(info, &metas, &records, &checks);
+    let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
     report.search = search_report;
-    let exit = search_exit(exit, search.as_ref().map(|(_, s)| s));
+    let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
     crate::output::print_console(&report)?;
-    crate::output::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
+    let source = records_path.map(|p| crate::load::RecordsSource {
+        files: vec![p],
+        base_unix_ms: None,
+        level_ids: metas.iter().map(|m| m.level).collect(),
+    });
+    crate::output::write_outputs(
+        &report,
+        source.as_ref(),
+        args.json.as_deref(),
+        &args.outputs,
+    )?;
+    // Every other output is out: now say the records file is incomplete.
+    written.context("the records could not all be written")?;
     Ok(exit)
 }
+
+/// Where each finished record goes: the records file, the progress view and the level
+/// aggregators, on the record thread; nothing keeps them all.
+type Sinks = BenchSinks<LevelAggregators>;
 
 /// Everything a run needs before its first level: the endpoint (the built-in
 /// simulator started), the request context, the levels, the progress line and the
@@ -99,8 +117,11 @@ struct Setup {
     loads: Vec<Load>,
     requests: Option<u64>,
     progress: Progress,
-    sender: RecordSender,
-    sink: RecordSink,
+    sender: RecordSender<Sinks>,
+    sink: RecordThread<Sinks>,
+    records_path: Option<std::path::PathBuf>,
+    /// The temporary records file behind the per-request CSV, removed when dropped.
+    _spill: Option<tempfile::TempPath>,
 }
 
 impl Setup {
@@ -156,7 +177,18 @@ impl Setup {
             requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
             visible,
         );
-        let (sender, sink) = RecordSink::start(args.records.as_deref(), progress.clone())?;
+        let (records_path, _spill) =
+            crate::output::records_path(args.records.as_deref(), &args.outputs)?;
+        let sinks = BenchSinks::new(
+            records_path.clone().map(RecordsConfig::new),
+            progress.clone(),
+            checks(args).aggregators(),
+        )?;
+        if let Some(status) = sinks.status() {
+            // A full disk is named the moment it happens; the run goes on.
+            tokio::spawn(async move { eprintln!("cadence: {}", status.failed().await) });
+        }
+        let (sender, sink) = RecordThread::start(sinks)?;
         let cx = Arc::new(RunContext {
             client: http,
             factory,
@@ -176,6 +208,8 @@ impl Setup {
             progress,
             sender,
             sink,
+            records_path,
+            _spill,
         })
     }
 }
@@ -457,7 +491,7 @@ fn stop_on_ctrl_c() -> tokio::sync::watch::Receiver<bool> {
 struct Levels<'a> {
     args: &'a BenchArgs,
     cx: Arc<RunContext>,
-    sender: RecordSender,
+    sender: RecordSender<Sinks>,
     planned: Vec<Load>,
     requests: Option<u64>,
     clock: Clock,
@@ -511,8 +545,9 @@ impl Levels<'_> {
             if let (Some((_, s)), false) = (&mut search, interrupted) {
                 s.record(probe_level, self.probe_passed(i).await);
             }
-            let meta = level_meta(&plan, &summary);
-            self.sender.write_line(runlog::level_line(&meta));
+            let meta = level_meta(&level_facts(&plan, &summary));
+            let line = runlog::level_line(&meta);
+            self.sender.with(move |s| s.write_line(&line));
             metas.push(meta);
             if interrupted {
                 break;
@@ -523,9 +558,44 @@ impl Levels<'_> {
 
     /// Whether level `i` met every `--slo` (and had a success).
     async fn probe_passed(&self, i: u32) -> bool {
-        let recs = self.sender.level_records(i).await;
-        let level = summarize_level(&recs, &LevelOptions::default());
-        level.requests.succeeded > 0 && self.args.slos.iter().all(|slo| slo.evaluate(&level).pass)
+        let level = self
+            .sender
+            .query(move |s| {
+                s.levels
+                    .get(i)
+                    .map(|a| a.finish(&LevelOptions::default()).summary)
+            })
+            .await
+            .flatten();
+        level.is_some_and(|level| {
+            level.requests.succeeded > 0
+                && self.args.slos.iter().all(|slo| slo.evaluate(&level).pass)
+        })
+    }
+}
+
+/// What the run knew about a level beyond its records, read off the runner's summary
+/// and this machine ([`cadence_core::level_meta`] turns it into the level's metadata).
+fn level_facts(plan: &RunPlan, summary: &RunSummary) -> LevelFacts {
+    let (concurrency, rate) = match plan.load {
+        Load::Closed { concurrency } => (Some(concurrency), None),
+        Load::Open { rate, .. } => (None, Some(rate)),
+        Load::Trace { .. } => (None, None),
+    };
+    LevelFacts {
+        level: plan.level,
+        name: plan.load.label(),
+        concurrency,
+        rate,
+        intended: summary.intended,
+        stopped_early: summary.stopped_early.clone(),
+        watchdog_fired: summary.watchdog_fired,
+        loop_lag: summary.loop_lag,
+        cpu: summary.cpu,
+        wall: summary.wall,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        aborted_in_flight: summary.aborted_in_flight,
+        interrupted: summary.stop == StopReason::Interrupted,
     }
 }
 
@@ -585,6 +655,7 @@ fn checks(args: &BenchArgs) -> Checks {
         max_late: args.max_late,
         time_bucket: args.time_bucket,
         convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
     }
 }
 

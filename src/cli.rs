@@ -352,7 +352,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Write one JSON line per request here, as requests finish.
+    /// Write one JSON line per request here, as requests finish (a name ending in
+    /// .zst is zstd-compressed; `cadence report` reads it back either way).
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
 
@@ -639,6 +640,20 @@ pub struct OutputArgs {
     /// table always shows all of them.
     #[arg(long, value_name = "NAME", value_parser = parse_convention)]
     pub convention: Option<cadence_core::Convention>,
+
+    /// Values each level keeps exactly (over all its distributions) before they
+    /// continue in log-bucketed histograms whose percentiles are within 0.4 %; the
+    /// report marks each bucketed distribution. Default 4000000.
+    #[arg(long, value_name = "N")]
+    pub exact_samples: Option<u64>,
+}
+
+impl OutputArgs {
+    /// `--exact-samples`, or the default budget.
+    pub fn exact_samples(&self) -> u64 {
+        self.exact_samples
+            .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -782,7 +797,9 @@ pub struct ProxyArgs {
     /// Serve /metrics (Prometheus), /stats (rolling-window JSON) and /health here.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
-    /// Append one JSON record per request to FILE (rotated by size).
+    /// Append one JSON record per request to FILE (rotated by size; a name ending in
+    /// .zst is zstd-compressed). Each run starts with its wall-clock anchor, so runs
+    /// appended across restarts report on one timeline.
     #[arg(long, value_name = "FILE")]
     pub records: Option<PathBuf>,
     /// Rotate the records file when it would pass this many MiB.

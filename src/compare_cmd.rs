@@ -9,7 +9,6 @@ use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
 use cadence_core::report::LevelReport;
-use cadence_core::RequestRecord;
 use serde::Serialize;
 
 /// The comparison of one level.
@@ -35,18 +34,6 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-/// The records of the input's `report_index`-th level.
-fn level_records(
-    input: &Loaded,
-    recs: &[RequestRecord],
-    report_index: usize,
-) -> Vec<RequestRecord> {
-    match input.level_ids.get(report_index) {
-        Some(&lv) => recs.iter().filter(|r| r.level == lv).cloned().collect(),
-        None => Vec::new(),
-    }
-}
-
 /// Pairs the levels of A and B by name; two single-level runs pair whatever their names.
 fn pairs<'a>(a: &'a [LevelReport], b: &'a [LevelReport]) -> Vec<(usize, usize)> {
     if a.len() == 1 && b.len() == 1 {
@@ -58,7 +45,15 @@ fn pairs<'a>(a: &'a [LevelReport], b: &'a [LevelReport]) -> Vec<(usize, usize)> 
         .collect()
 }
 
-pub fn compare(a: &Loaded, b: &Loaded, rules: &[FailOn], seed: u64, min_change: f64) -> Comparison {
+/// Compares A with B level by level. The bootstrap reads one matched level's records
+/// of each side at a time (streamed from the files), never a whole run.
+pub fn compare(
+    a: &Loaded,
+    b: &Loaded,
+    rules: &[FailOn],
+    seed: u64,
+    min_change: f64,
+) -> anyhow::Result<Comparison> {
     let samples = a.records.is_some() && b.records.is_some();
     let mut notes = Vec::new();
     if !samples {
@@ -79,7 +74,7 @@ pub fn compare(a: &Loaded, b: &Loaded, rules: &[FailOn], seed: u64, min_change: 
     for &(i, j) in &p {
         let (la, lb) = (&a.report.levels[i], &b.report.levels[j]);
         let recs = match (&a.records, &b.records) {
-            (Some(ra), Some(rb)) => Some((level_records(a, ra, i), level_records(b, rb, j))),
+            (Some(ra), Some(rb)) => Some((ra.level(i)?, rb.level(j)?)),
             _ => None,
         };
         let rows = compare::compare_level(
@@ -124,7 +119,7 @@ pub fn compare(a: &Loaded, b: &Loaded, rules: &[FailOn], seed: u64, min_change: 
             .filter(|(j, _)| !p.iter().any(|(_, y)| y == j))
             .map(|(_, l)| format!("B only: {}", l.name)),
     );
-    Comparison {
+    Ok(Comparison {
         a: String::new(),
         b: String::new(),
         method: compare::METHOD,
@@ -133,7 +128,7 @@ pub fn compare(a: &Loaded, b: &Loaded, rules: &[FailOn], seed: u64, min_change: 
         unmatched,
         failed_rules,
         notes,
-    }
+    })
 }
 
 fn pct(c: Option<f64>) -> String {
@@ -234,7 +229,7 @@ pub fn render_markdown(c: &Comparison) -> String {
 pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
     let a = load(std::slice::from_ref(&args.a), &[], None)?;
     let b = load(std::slice::from_ref(&args.b), &[], None)?;
-    let mut c = compare(&a, &b, &args.fail_on, args.seed, args.min_change);
+    let mut c = compare(&a, &b, &args.fail_on, args.seed, args.min_change)?;
     c.a = args.a.display().to_string();
     c.b = args.b.display().to_string();
     if c.levels.is_empty() {

@@ -29,6 +29,17 @@ impl From<Exit> for std::process::ExitCode {
     }
 }
 
+impl From<cadence_core::Verdict> for Exit {
+    fn from(v: cadence_core::Verdict) -> Self {
+        match v {
+            cadence_core::Verdict::Ok => Exit::Ok,
+            cadence_core::Verdict::SloBreached => Exit::SloBreached,
+            cadence_core::Verdict::Invalid => Exit::Invalid,
+            cadence_core::Verdict::Interrupted => Exit::Interrupted,
+        }
+    }
+}
+
 /// A configuration error found after clap's parsing (exit code 2).
 #[derive(Debug)]
 pub struct UsageError(pub String);

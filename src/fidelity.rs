@@ -8,7 +8,7 @@ use crate::output::print_stdout;
 use anyhow::Context;
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
-use cadence_bench::sink::RecordSink;
+use cadence_bench::sink::{BenchSinks, KeepAll, RecordThread};
 use cadence_bench::target::Target;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{Load, RunContext, RunPlan, Timeouts};
@@ -191,9 +191,10 @@ async fn level(
         level: 0,
         stop_when_saturated: false,
     };
-    let (sender, sink) = RecordSink::start(None, Progress::new(None, false))?;
+    let sinks = BenchSinks::new(None, Progress::new(None, false), KeepAll::default())?;
+    let (sender, sink) = RecordThread::start(sinks)?;
     cadence_bench::run(cx, &plan, Clock::start(), sender, std::future::pending()).await;
-    let records = sink.finish()?;
+    let records = sink.finish()?.levels.0;
     sim.stop()?;
 
     let streams = read_send_log(log)?;

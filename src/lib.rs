@@ -1,7 +1,6 @@
 //! The `cadence` command-line tool, as a library: the binary calls [`main`], tests call
 //! the subcommands directly.
 
-pub mod assemble;
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;

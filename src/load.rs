@@ -1,139 +1,303 @@
-//! Saved runs read back: a JSON report, or one or more records files rebuilt into the
-//! report the run printed. `report` and `compare` both read their inputs here.
+//! Loading a run back: a saved JSON report, or records files streamed twice (their
+//! level and run lines, then the records one at a time into the level aggregators), so
+//! files of any size load in bounded memory. `report` and `compare` share it.
 
-use crate::assemble::{build_report, Checks};
 use crate::exit::{usage, Exit};
-use cadence_core::report::{Report, RunInfo};
-use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile, DEFAULT_MAX_LATE};
-use cadence_core::{Convention, RequestRecord, Slo};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use cadence_bench::records::reader::first_line;
+use cadence_bench::records::{Damage, ReadError, RecordsReader};
+use cadence_core::report::{Report, RunInfo, SearchReport};
+use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta};
+use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A loaded input: a report, and its records when the input held them.
+/// A loaded input: a report, and where its records can be read again when the input
+/// held them (never the records themselves: files of any size load in bounded memory).
 pub struct Loaded {
     pub report: Report,
-    pub records: Option<Vec<RequestRecord>>,
-    /// The records' level index of each of the report's levels (with `records`).
-    pub level_ids: Vec<u32>,
+    pub records: Option<RecordsSource>,
     /// The exit code the rebuilt report earns (SLO breach, invalid run).
     pub exit: Exit,
 }
 
-/// Whether `text` is a saved JSON report rather than a records file.
-fn is_json_report(text: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .is_some_and(|v| v.get("schema_version").is_some() && v.get("levels").is_some())
+/// Records files read as one stream, on one timeline, as often as a caller needs.
+#[derive(Debug, Clone)]
+pub struct RecordsSource {
+    pub files: Vec<PathBuf>,
+    /// The earliest wall-clock anchor of the files (proxy runs), see `RecordsReader`.
+    pub base_unix_ms: Option<u64>,
+    /// The records' level index of each of the report's levels, in the report's order.
+    pub level_ids: Vec<u32>,
 }
 
-/// Reads and parses one or more inputs into a report. Bad input is a usage error that
-/// names the file (and line).
+impl RecordsSource {
+    /// Every request record, in file order.
+    pub fn read(&self) -> impl Iterator<Item = anyhow::Result<RequestRecord>> {
+        RecordsReader::open(&self.files)
+            .on_one_timeline(self.base_unix_ms)
+            .records(|_| {})
+            .map(|r| r.map_err(read_error))
+    }
+
+    /// The records of the report's `report_index`-th level (one level in memory).
+    pub fn level(&self, report_index: usize) -> anyhow::Result<Vec<RequestRecord>> {
+        let Some(&lv) = self.level_ids.get(report_index) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for r in self.read() {
+            let r = r?;
+            if r.level == lv {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The level index → name pairs of `report` (whose levels follow `level_ids`).
+    pub fn names(&self, report: &Report) -> Vec<(u32, String)> {
+        self.level_ids
+            .iter()
+            .copied()
+            .zip(report.levels.iter().map(|l| l.name.clone()))
+            .collect()
+    }
+}
+
+/// Bad input is a usage error naming the file (and line).
+fn read_error(e: ReadError) -> anyhow::Error {
+    usage(e.to_string())
+}
+
+/// Whether `path` holds a saved JSON report rather than records: a report is one JSON
+/// object (pretty-printed, so its first line is `{`); a records file's first line is a
+/// whole record or metadata line.
+fn is_json_report(path: &Path) -> anyhow::Result<bool> {
+    let first = first_line(path, 1 << 20).map_err(read_error)?;
+    let first = first.trim_ascii();
+    if first == b"{" {
+        return Ok(true);
+    }
+    Ok(serde_json::from_slice::<serde_json::Value>(first)
+        .ok()
+        .is_some_and(|v| v.get("schema_version").is_some() && v.get("levels").is_some()))
+}
+
+/// Reads and parses one or more inputs into a report. Records files are streamed
+/// twice: once for their level and run lines, once for the records, which go one at a
+/// time into the level aggregators.
 pub fn load(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
 ) -> anyhow::Result<Loaded> {
-    let mut texts = Vec::new();
+    load_with(files, slos, convention, cadence_core::DEFAULT_EXACT_SAMPLES)
+}
+
+/// [`load`] with a level budget of `exact_samples` exactly kept values.
+pub fn load_with(
+    files: &[PathBuf],
+    slos: &[Slo],
+    convention: Option<Convention>,
+    exact_samples: u64,
+) -> anyhow::Result<Loaded> {
+    let mut json = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| usage(format!("cannot read {}: {e}", f.display())))?;
-        texts.push((f, text));
+        if is_json_report(f)? {
+            json.push(f);
+        }
     }
-    if texts.iter().any(|(_, t)| is_json_report(t)) {
-        if texts.len() > 1 {
+    if let Some(f) = json.first() {
+        if files.len() > 1 {
             return Err(usage(
                 "give one JSON report, or one or more records files (JSON reports cannot be merged: they hold no samples)",
             ));
         }
-        let (f, text) = &texts[0];
-        let mut report: Report = serde_json::from_str(text).map_err(|e| {
-            usage(format!(
-                "{} looks like a JSON report but does not match this version's layout: {e}",
-                f.display()
-            ))
-        })?;
-        if !slos.is_empty() {
-            for l in &mut report.levels {
-                l.slos = slos.iter().map(|s| s.evaluate(&l.summary)).collect();
-                l.goodput = None;
-            }
-            report.warnings.push(
-                "SLOs re-checked from a JSON report: goodput needs the records and is left out"
-                    .into(),
-            );
-        }
-        if let Some(c) = convention {
-            report.convention = Some(c.name().to_string());
-        }
-        let breached = report.levels.iter().any(|l| l.slos.iter().any(|s| !s.pass));
-        return Ok(Loaded {
-            report,
-            records: None,
-            level_ids: Vec::new(),
-            exit: if breached {
-                Exit::SloBreached
-            } else {
-                Exit::Ok
-            },
-        });
+        return load_json_report(f, slos, convention);
     }
-    let mut merged = RecordsFile::default();
+    let scan = scan(files)?;
     let mut warnings = Vec::new();
-    let mut intended: BTreeMap<u32, Option<u64>> = BTreeMap::new();
-    for (f, text) in &texts {
-        let (file, truncated) = parse_records_file(text).map_err(|(line, e)| {
-            usage(format!(
-                "{} line {line} is neither a request record nor a Cadence metadata line: {e}",
-                f.display()
-            ))
-        })?;
-        if truncated {
-            warnings.push(format!(
-                "{}: the last line was cut off (the run did not finish writing it) and is left out",
-                f.display()
-            ));
-        }
-        for m in file.levels {
-            match merged.levels.iter_mut().find(|l| l.level == m.level) {
-                Some(_) => {
-                    let e = intended.entry(m.level).or_insert(Some(0));
-                    *e = e.zip(m.intended).map(|(a, b)| a + b);
-                }
-                None => {
-                    intended.insert(m.level, m.intended);
-                    merged.levels.push(m);
-                }
-            }
-        }
-        if merged.run.is_none() {
-            merged.run = file.run;
-        }
-        merged.records.extend(file.records);
+    let no_run_line = scan.run.is_none();
+    let (info, mut checks, search) = run_facts(scan.run, exact_samples)?;
+    if !slos.is_empty() {
+        checks.slos = slos.to_vec();
     }
-    for l in &mut merged.levels {
-        l.intended = intended.get(&l.level).copied().flatten();
+    if convention.is_some() {
+        checks.convention = convention;
     }
-    if merged.records.is_empty() {
+    let mut source = RecordsSource {
+        files: files.to_vec(),
+        base_unix_ms: scan.base_unix_ms,
+        level_ids: Vec::new(),
+    };
+    let fed = feed(&source, &checks)?;
+    warnings.extend(fed.damage.warning());
+    if fed.records == 0 {
         return Err(usage(format!(
             "{} holds no request records",
             files[0].display()
         )));
     }
-    if texts.len() > 1 {
+    if files.len() > 1 {
         warnings.push(format!(
             "merged {} records files by level: throughput windows assume their clocks started together",
-            texts.len()
+            files.len()
         ));
     }
-    // Levels that have records but no level line (a run that crashed mid-level, or an
-    // older file) get a plain name.
-    let mut seen: Vec<u32> = merged.records.iter().map(|r| r.level).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    for lv in seen {
-        if !merged.levels.iter().any(|m| m.level == lv) {
-            merged.levels.push(LevelMeta {
+    if scan.anchors > 1 {
+        warnings.push(format!(
+            "{} proxy runs were put on one timeline by their wall-clock anchors",
+            scan.anchors
+        ));
+    }
+    if no_run_line {
+        warnings.push(NO_RUN_LINE.into());
+    }
+    let levels = with_unnamed_levels(scan.levels, &fed.level_ids);
+    source.level_ids = levels.iter().map(|m| m.level).collect();
+    let (mut report, verdict) = cadence_core::assemble(info, &levels, &fed.aggs, &checks);
+    let mut exit = Exit::from(verdict);
+    // As in bench: with --find-max, probes above the frontier breach by design.
+    if exit == Exit::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
+        exit = Exit::Ok;
+    }
+    report.search = search;
+    report.warnings.extend(warnings);
+    Ok(Loaded {
+        report,
+        records: Some(source),
+        // A rebuilt report of an interrupted run is a complete answer about what it holds.
+        exit: if exit == Exit::Interrupted {
+            Exit::Ok
+        } else {
+            exit
+        },
+    })
+}
+
+const NO_RUN_LINE: &str = "the records file has no run line (an older file, or the run did not finish): the target, model and command are unknown";
+
+/// A saved JSON report, re-judged against `slos` when given.
+fn load_json_report(
+    f: &Path,
+    slos: &[Slo],
+    convention: Option<Convention>,
+) -> anyhow::Result<Loaded> {
+    let text = std::fs::read_to_string(f)
+        .map_err(|e| usage(format!("cannot read {}: {e}", f.display())))?;
+    let mut report: Report = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "{} looks like a JSON report but does not match this version's layout: {e}",
+            f.display()
+        ))
+    })?;
+    if !slos.is_empty() {
+        for l in &mut report.levels {
+            l.slos = slos.iter().map(|s| s.evaluate(&l.summary)).collect();
+            l.goodput = None;
+        }
+        report.warnings.push(
+            "SLOs re-checked from a JSON report: goodput needs the records and is left out".into(),
+        );
+    }
+    if let Some(c) = convention {
+        report.convention = Some(c.name().to_string());
+    }
+    let breached = report.levels.iter().any(|l| l.slos.iter().any(|s| !s.pass));
+    Ok(Loaded {
+        report,
+        records: None,
+        exit: if breached {
+            Exit::SloBreached
+        } else {
+            Exit::Ok
+        },
+    })
+}
+
+/// What the first pass over records files finds: everything but the records.
+struct Scan {
+    /// Level lines merged by level (intended summed across files), in file order.
+    levels: Vec<LevelMeta>,
+    /// The first run line.
+    run: Option<RunMeta>,
+    /// The earliest wall-clock anchor, and how many there were.
+    base_unix_ms: Option<u64>,
+    anchors: u64,
+}
+
+fn scan(files: &[PathBuf]) -> anyhow::Result<Scan> {
+    let mut out = Scan {
+        levels: Vec::new(),
+        run: None,
+        base_unix_ms: None,
+        anchors: 0,
+    };
+    let mut intended: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    for line in RecordsReader::open(files).meta_only() {
+        match line.map_err(read_error)? {
+            RecordsLine::Level(m) => match out.levels.iter().any(|l| l.level == m.level) {
+                true => {
+                    let e = intended.entry(m.level).or_insert(Some(0));
+                    *e = e.zip(m.intended).map(|(a, b)| a + b);
+                }
+                false => {
+                    intended.insert(m.level, m.intended);
+                    out.levels.push(m);
+                }
+            },
+            RecordsLine::Run(r) => {
+                out.run.get_or_insert(*r);
+            }
+            RecordsLine::Anchor(a) => {
+                out.anchors += 1;
+                out.base_unix_ms = Some(out.base_unix_ms.map_or(a.unix_ms, |b| b.min(a.unix_ms)));
+            }
+            RecordsLine::Record(_) => {}
+        }
+    }
+    for l in &mut out.levels {
+        l.intended = intended.get(&l.level).copied().flatten();
+    }
+    Ok(out)
+}
+
+/// What the second pass fed the aggregators.
+struct Fed {
+    aggs: LevelAggregators,
+    records: u64,
+    level_ids: BTreeSet<u32>,
+    damage: Damage,
+}
+
+/// The second pass: every record, one at a time, into the level aggregators.
+fn feed(source: &RecordsSource, checks: &Checks) -> anyhow::Result<Fed> {
+    let mut aggs = checks.aggregators();
+    let mut records = 0u64;
+    let mut level_ids = BTreeSet::new();
+    let mut reader = RecordsReader::open(&source.files).on_one_timeline(source.base_unix_ms);
+    for line in reader.by_ref() {
+        if let RecordsLine::Record(r) = line.map_err(read_error)? {
+            records += 1;
+            level_ids.insert(r.level);
+            aggs.accept(&r);
+        }
+    }
+    Ok(Fed {
+        aggs,
+        records,
+        level_ids,
+        damage: reader.damage().clone(),
+    })
+}
+
+/// Levels that have records but no level line (a run that crashed mid-level, or an
+/// older file) get a plain name; all sorted by level.
+fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<LevelMeta> {
+    for &lv in seen {
+        if !levels.iter().any(|m| m.level == lv) {
+            levels.push(LevelMeta {
                 level: lv,
                 name: format!("level {lv}"),
                 concurrency: None,
@@ -146,69 +310,59 @@ pub fn load(
             });
         }
     }
-    merged.levels.sort_by_key(|m| m.level);
-    let (info, mut checks, search) = match merged.run {
-        Some(meta) => {
-            let checks = Checks {
-                stall_threshold: Duration::from_secs_f64(meta.checks.stall_threshold_ms / 1e3),
-                slos: meta
-                    .checks
-                    .slos
-                    .iter()
-                    .map(|s| s.parse())
-                    .collect::<Result<_, _>>()
-                    .map_err(|e: cadence_core::SloParseError| {
-                        usage(format!("the run line's SLO does not parse: {e}"))
-                    })?,
-                max_late: meta.checks.max_late,
-                time_bucket: Duration::from_secs_f64(meta.checks.time_bucket_ms / 1e3),
-                convention: meta
-                    .checks
-                    .convention
-                    .as_deref()
-                    .and_then(|c| c.parse().ok()),
-            };
-            (meta.run, checks, meta.search)
-        }
-        None => {
-            warnings.push(
-                "the records file has no run line (an older file, or the run did not finish): the target, model and command are unknown".into(),
-            );
-            let info = RunInfo::unknown();
-            let checks = Checks {
-                stall_threshold: Duration::from_nanos(
-                    cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
-                ),
-                slos: Vec::new(),
-                max_late: DEFAULT_MAX_LATE,
-                time_bucket: Duration::from_secs(1),
-                convention: None,
-            };
-            (info, checks, None)
-        }
+    levels.sort_by_key(|m| m.level);
+    levels
+}
+
+/// The run's facts and checks from its run line, or plain defaults without one.
+fn run_facts(
+    run: Option<RunMeta>,
+    exact_samples: u64,
+) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
+    let Some(meta) = run else {
+        let info = RunInfo {
+            target: "unknown".into(),
+            api: "unknown".into(),
+            model: "unknown".into(),
+            mode: "unknown".into(),
+            started_at_unix_ms: 0,
+            duration_s: 0.0,
+            command: Vec::new(),
+            builtin_sim: false,
+            interrupted: false,
+            machine: None,
+        };
+        let checks = Checks {
+            stall_threshold: Duration::from_nanos(
+                cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
+            ),
+            slos: Vec::new(),
+            max_late: 0.001,
+            time_bucket: Duration::from_secs(1),
+            convention: None,
+            exact_samples,
+        };
+        return Ok((info, checks, None));
     };
-    if !slos.is_empty() {
-        checks.slos = slos.to_vec();
-    }
-    if convention.is_some() {
-        checks.convention = convention;
-    }
-    let (mut report, mut exit) = build_report(info, &merged.levels, &merged.records, &checks);
-    // As in bench: with --find-max, probes above the frontier breach by design.
-    if exit == Exit::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
-        exit = Exit::Ok;
-    }
-    report.search = search;
-    report.warnings.extend(warnings);
-    Ok(Loaded {
-        report,
-        records: Some(merged.records),
-        level_ids: merged.levels.iter().map(|m| m.level).collect(),
-        // A rebuilt report of an interrupted run is a complete answer about what it holds.
-        exit: if exit == Exit::Interrupted {
-            Exit::Ok
-        } else {
-            exit
-        },
-    })
+    let checks = Checks {
+        stall_threshold: Duration::from_secs_f64(meta.checks.stall_threshold_ms / 1e3),
+        slos: meta
+            .checks
+            .slos
+            .iter()
+            .map(|s| s.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e: cadence_core::SloParseError| {
+                usage(format!("the run line's SLO does not parse: {e}"))
+            })?,
+        max_late: meta.checks.max_late,
+        time_bucket: Duration::from_secs_f64(meta.checks.time_bucket_ms / 1e3),
+        convention: meta
+            .checks
+            .convention
+            .as_deref()
+            .and_then(|c| c.parse().ok()),
+        exact_samples,
+    };
+    Ok((meta.run, checks, meta.search))
 }

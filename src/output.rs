@@ -2,9 +2,9 @@
 //! for (JSON, HTML, Markdown, CSV), the same for `bench`, `plan` and `report`.
 
 use crate::cli::OutputArgs;
+use crate::load::RecordsSource;
 use anyhow::Context;
 use cadence_core::report::Report;
-use cadence_core::RequestRecord;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -36,11 +36,12 @@ pub fn write_or_print(path: &Path, text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Writes every requested file. Per-request CSV needs `records`; without them only the
-/// level rows are written, and the console says so.
+/// Writes every requested file. Per-request CSV needs the records (streamed from
+/// `records` one at a time); without them only the level rows are written, and the
+/// console says so.
 pub fn write_outputs(
     report: &Report,
-    records: Option<&[RequestRecord]>,
+    records: Option<&RecordsSource>,
     json: Option<&Path>,
     out: &OutputArgs,
 ) -> anyhow::Result<()> {
@@ -65,11 +66,8 @@ pub fn write_outputs(
         std::fs::write(&levels_path, cadence_report::csv::levels(report))
             .with_context(|| format!("cannot write {}", levels_path.display()))?;
         match records {
-            Some(recs) => {
-                let names: Vec<(u32, String)> = level_names(report, recs);
-                std::fs::write(&requests_path, cadence_report::csv::requests(recs, &names))
-                    .with_context(|| format!("cannot write {}", requests_path.display()))?;
-            }
+            Some(source) => write_requests_csv(report, source, &requests_path)
+                .with_context(|| format!("cannot write {}", requests_path.display()))?,
             None => eprintln!(
                 "Note: per-request CSV needs the records (`bench --records`); {} has the levels only.",
                 levels_path.display()
@@ -79,14 +77,49 @@ pub fn write_outputs(
     Ok(())
 }
 
-/// The level index → name pairs of a report whose levels follow the records' order.
-fn level_names(report: &Report, recs: &[RequestRecord]) -> Vec<(u32, String)> {
-    let mut idx: Vec<u32> = recs.iter().map(|r| r.level).collect();
-    idx.sort_unstable();
-    idx.dedup();
-    idx.into_iter()
-        .zip(report.levels.iter().map(|l| l.name.clone()))
-        .collect()
+/// The per-request CSV, a row per record as the records stream by.
+fn write_requests_csv(report: &Report, source: &RecordsSource, path: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let names = source.names(report);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut first = true;
+    for r in source.read() {
+        let text = cadence_report::csv::requests(std::slice::from_ref(&r?), &names);
+        // Each piece starts with the header; the file has it once.
+        let rows = match (first, text.split_once('\n')) {
+            (false, Some((_, rows))) => rows,
+            _ => text.as_str(),
+        };
+        out.write_all(rows.as_bytes())?;
+        first = false;
+    }
+    if first {
+        out.write_all(cadence_report::csv::requests(&[], &names).as_bytes())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Where a run's records are written for its outputs: `--records` when given, else a
+/// temporary file when the per-request CSV needs them (it streams them back), else
+/// nowhere. The temporary file (compressed) goes when the returned guard is dropped.
+pub fn records_path(
+    records: Option<&Path>,
+    out: &OutputArgs,
+) -> anyhow::Result<(Option<PathBuf>, Option<tempfile::TempPath>)> {
+    if let Some(p) = records {
+        return Ok((Some(p.to_path_buf()), None));
+    }
+    if out.csv.is_none() {
+        return Ok((None, None));
+    }
+    let temp = tempfile::Builder::new()
+        .prefix("cadence-records-")
+        .suffix(".jsonl.zst")
+        .tempfile()
+        .context("cannot create a temporary file for the per-request CSV")?
+        .into_temp_path();
+    Ok((Some(temp.to_path_buf()), Some(temp)))
 }
 
 /// Where `--csv PATH` puts the level and request tables.

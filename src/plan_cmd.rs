@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
-use cadence_core::RequestRecord;
+use cadence_core::{Checks, RecordSink};
 use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Workload, PRESETS};
 
-use crate::assemble::{build_report, Checks};
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
 use crate::exit::{usage, Exit};
 use cadence_bench::prompts::{Counter, LengthDist};
+use cadence_bench::records::{RecordsConfig, RecordsWriter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -65,17 +65,6 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         lengths: lengths(&args, max_tokens)?,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
-    let started = std::time::Instant::now();
-    let planned = plan_levels(&spec, &levels(&args), &workload);
-    let mut info = RunInfo::new(
-        format!("engine model {} (virtual time)", spec.name),
-        "engine-model",
-        spec.name.clone(),
-        crate::run_meta::mode(args.rate.is_some(), args.arrivals),
-        crate::run_meta::now_unix_ms(),
-    );
-    info.duration_s = planned.end_ns as f64 / 1e9;
-    info.command = crate::run_meta::redacted_command(std::env::args());
     // The bench's own report path: the same summaries, conventions, charts, SLO
     // verdicts and exit code, from the planned records.
     let checks = Checks {
@@ -86,8 +75,32 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         max_late: DEFAULT_MAX_LATE,
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
     };
-    let (mut report, exit) = build_report(info, &planned.metas, &planned.records, &checks);
+    // Each level's records go to the level aggregators (and, for the per-request CSV,
+    // a records file) as the driver hands them over; none are kept past their level.
+    let mut aggs = checks.aggregators();
+    let (records_path, _spill) = crate::output::records_path(None, &args.outputs)?;
+    let mut writer = records_path
+        .clone()
+        .map(|p| RecordsWriter::open(RecordsConfig::new(p)))
+        .transpose()?;
+    let started = std::time::Instant::now();
+    let planned = plan_levels(&spec, &levels(&args), &workload, &mut aggs, writer.as_mut());
+    if let Some(w) = writer {
+        w.finish()?;
+    }
+    let mut info = RunInfo::new(
+        format!("engine model {} (virtual time)", spec.name),
+        "engine-model",
+        spec.name.clone(),
+        crate::run_meta::mode(args.rate.is_some(), args.arrivals),
+        crate::run_meta::now_unix_ms(),
+    );
+    info.duration_s = planned.end_ns as f64 / 1e9;
+    info.command = crate::run_meta::redacted_command(std::env::args());
+    let (mut report, verdict) = cadence_core::assemble(info, &planned.metas, &aggs, &checks);
+    let exit = Exit::from(verdict);
     report.warnings.insert(
         0,
         format!(
@@ -97,9 +110,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         ),
     );
     crate::output::print_console(&report)?;
+    let source = records_path.map(|p| crate::load::RecordsSource {
+        files: vec![p],
+        base_unix_ms: None,
+        level_ids: planned.metas.iter().map(|m| m.level).collect(),
+    });
     crate::output::write_outputs(
         &report,
-        Some(&planned.records),
+        source.as_ref(),
         args.json.as_deref(),
         &args.outputs,
     )?;
@@ -172,25 +190,33 @@ fn lengths(args: &PlanArgs, max_tokens: LengthDist) -> anyhow::Result<Vec<(u32, 
     )
 }
 
-/// Every level's records and metadata, one level after another in virtual time.
+/// Every level's metadata, one level after another in virtual time (the records went
+/// to the sinks).
 pub struct Planned {
-    pub records: Vec<RequestRecord>,
     pub metas: Vec<LevelMeta>,
     /// Virtual time the last level ended at.
     pub end_ns: u64,
 }
 
-/// Runs the levels in turn, each on a fresh engine, as one sequential run.
-pub fn plan_levels(spec: &EngineSpec, levels: &[LevelSpec], workload: &Workload) -> Planned {
+/// Runs the levels in turn, each on a fresh engine, as one sequential run, handing
+/// each level's records to the level aggregators and the records file (when there is
+/// one); none are kept past their level.
+pub fn plan_levels(
+    spec: &EngineSpec,
+    levels: &[LevelSpec],
+    workload: &Workload,
+    aggs: &mut dyn RecordSink,
+    mut file: Option<&mut cadence_bench::records::RecordsWriter>,
+) -> Planned {
     let mut planned = Planned {
-        records: Vec::new(),
         metas: Vec::new(),
         end_ns: 0,
     };
+    let mut index = 0u64;
     for (i, l) in levels.iter().enumerate() {
-        let index = planned.records.len() as u64;
         let level = plan_level(spec, l.arrivals, workload, i as u32, planned.end_ns, index);
         planned.end_ns = level.end_ns;
+        index += level.records.len() as u64;
         planned.metas.push(LevelMeta {
             level: i as u32,
             name: l.name.clone(),
@@ -202,7 +228,12 @@ pub fn plan_levels(spec: &EngineSpec, levels: &[LevelSpec], workload: &Workload)
             invalid: false,
             interrupted: false,
         });
-        planned.records.extend(level.records);
+        for r in &level.records {
+            aggs.accept(r);
+            if let Some(w) = file.as_deref_mut() {
+                w.accept(r);
+            }
+        }
     }
     planned
 }

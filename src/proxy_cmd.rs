@@ -11,9 +11,9 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
     let mut c = ProxyConfig::new(args.listen, upstream);
     c.metrics_listen = args.metrics_listen;
     c.records = args.records.clone().map(|path| RecordsConfig {
-        path,
         max_bytes: args.records_max_mib << 20,
         keep: args.records_keep,
+        ..RecordsConfig::new(path)
     });
     c.alerts = args
         .alerts

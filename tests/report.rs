@@ -310,3 +310,45 @@ fn records_files_from_several_clients_merge_by_level() {
                 .and(predicate::str::contains("**concurrency=2**")),
         );
 }
+
+#[test]
+fn a_tiny_exact_samples_budget_buckets_the_distributions_and_the_json_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, out) = sweep(dir.path(), &["--exact-samples", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    validate_report(&bench);
+    let level = &bench["levels"][0];
+    for k in ["ttft", "itl", "e2e"] {
+        let b = &level[k]["bucketed"];
+        assert_eq!(b["relative_error"], 1.0 / 256.0, "{k}: {level}");
+        assert_eq!(b["resolution"], 0.001, "{k}");
+    }
+    assert_eq!(level["itl"]["count"], 6 * 7, "counts stay exact");
+    assert!(
+        level["warnings"].to_string().contains("--exact-samples"),
+        "{}",
+        level["warnings"]
+    );
+
+    // The same records with the default budget: exact, and no `bucketed` key at all.
+    let exact = dir.path().join("exact.json");
+    cadence()
+        .arg("report")
+        .arg(dir.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&exact)
+        .assert()
+        .code(0);
+    let exact = read_json(&exact);
+    assert!(!exact.to_string().contains("bucketed"));
+    let (e, b) = (&exact["levels"][0]["itl"], &level["itl"]);
+    assert_eq!(
+        (e["count"].clone(), e["min_ms"].clone(), e["max_ms"].clone()),
+        (b["count"].clone(), b["min_ms"].clone(), b["max_ms"].clone())
+    );
+    let (pe, pb) = (e["p99_ms"].as_f64().unwrap(), b["p99_ms"].as_f64().unwrap());
+    assert!(
+        (pe - pb).abs() <= pe / 256.0 + 0.0005,
+        "exact {pe} bucketed {pb}"
+    );
+}

@@ -9,7 +9,7 @@ use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
-use crate::sink::RecordSender;
+use crate::sink::{RecordSender, Sinks};
 use crate::workload::RequestFactory;
 use cadence_core::secret::Redactor;
 use cadence_core::{InputTokenSource, Outcome, RequestRecord};
@@ -232,220 +232,265 @@ impl Identity {
 const WATCHDOG: Duration = Duration::from_secs(5);
 
 /// Runs one level. `stop` resolving means: stop issuing, drain, report.
-pub async fn run(
+pub async fn run<S: Sinks>(
     cx: Arc<RunContext>,
     plan: &RunPlan,
     clock: Clock,
-    sink: RecordSender,
+    sink: RecordSender<S>,
     stop: impl Future<Output = ()>,
 ) -> RunSummary {
     let started = Instant::now();
     let cpu_at_start = crate::cpu::process_cpu_time();
     let lag_probe = LagProbe::start();
-    let total = plan.requests.map(|n| n + plan.warmup);
-    let deadline = plan.duration.map(|d| started + d);
     let (cancel_tx, cancel) = Cancel::new();
-    // Requests in flight, keyed by (index, slot), with the time they were dispatched:
-    // what the watchdog needs to account for a request that never answers.
-    let in_flight: InFlightMap = Arc::default();
-    let slots = Slots::new(plan.slot_cap());
-    let tally = Arc::new(Tally::default());
-    // Record indices: one per request, dispatched or a later turn of a session.
-    let issued = Arc::new(AtomicU64::new(0));
-
-    // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
-    let (_pacer, mut tickets) = match plan.load.schedule() {
-        None => (None, None),
-        Some(schedule) => {
-            let (pacer, rx) = Pacer::start(started.into_std(), schedule, total);
-            (Some(pacer), Some(rx))
-        }
+    let level = Level {
+        cx,
+        plan: plan.clone(),
+        clock,
+        sink,
+        cancel,
+        in_flight: Arc::default(),
+        slots: Slots::new(plan.slot_cap()),
+        tally: Arc::new(Tally::default()),
+        issued: Arc::new(AtomicU64::new(0)),
     };
-
     tokio::pin!(stop);
     let mut tasks = JoinSet::new();
-    let mut next: u64 = 0;
-    let mut dropped = 0u64;
-    let mut stopped_early = None;
-    let far = started + Duration::from_secs(86_400 * 365);
-    let stop_reason = loop {
-        if total.is_some_and(|t| next >= t) {
-            break StopReason::Completed;
-        }
-        if plan.stop_when_saturated {
-            if let Some(why) =
-                tally.saturation(&plan.load, in_flight.lock().expect("in-flight lock").len())
-            {
-                stopped_early = Some(why);
-                break StopReason::Saturated;
+    let issuing = level.issue(&mut tasks, started, stop.as_mut()).await;
+    let drained = level
+        .drain(&mut tasks, issuing.stop, stop.as_mut(), cancel_tx)
+        .await;
+    if drained.watchdog_fired {
+        level.account_stuck(&mut tasks);
+    }
+    let intended = level.issued.load(Ordering::Relaxed);
+    drop(level);
+    RunSummary {
+        intended,
+        dropped: issuing.dropped,
+        stopped_early: issuing.stopped_early,
+        stop: if drained.stop_seen {
+            StopReason::Interrupted
+        } else {
+            issuing.stop
+        },
+        aborted_in_flight: drained.aborted_in_flight,
+        watchdog_fired: drained.watchdog_fired,
+        wall: started.elapsed(),
+        loop_lag: lag_probe.finish().await,
+        cpu: crate::cpu::process_cpu_time()
+            .zip(cpu_at_start)
+            .map(|(end, start)| end.saturating_sub(start)),
+    }
+}
+
+/// One level in progress: what the dispatch loop, the request tasks, the drain and
+/// the watchdog share.
+struct Level<S> {
+    cx: Arc<RunContext>,
+    plan: RunPlan,
+    clock: Clock,
+    sink: RecordSender<S>,
+    cancel: Cancel,
+    /// Requests in flight, keyed by (index, slot), with the time they were dispatched:
+    /// what the watchdog needs to account for a request that never answers.
+    in_flight: InFlightMap,
+    slots: Slots,
+    tally: Arc<Tally>,
+    /// Record indices: one per request, dispatched or a later turn of a session.
+    issued: Arc<AtomicU64>,
+}
+
+/// How the dispatch loop ended.
+struct Issuing {
+    stop: StopReason,
+    dropped: u64,
+    stopped_early: Option<String>,
+}
+
+/// How the drain ended.
+struct Drained {
+    aborted_in_flight: u64,
+    watchdog_fired: bool,
+    /// The stop signal fired (before or during the drain).
+    stop_seen: bool,
+}
+
+impl<S: Sinks> Level<S> {
+    /// The dispatch loop: issues requests until the plan is done, the deadline
+    /// passes, the level saturates or `stop` fires.
+    async fn issue<F: Future<Output = ()>>(
+        &self,
+        tasks: &mut JoinSet<()>,
+        started: Instant,
+        mut stop: std::pin::Pin<&mut F>,
+    ) -> Issuing {
+        let plan = &self.plan;
+        let total = plan.requests.map(|n| n + plan.warmup);
+        let deadline = plan.duration.map(|d| started + d);
+        // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
+        let (_pacer, mut tickets) = match plan.load.schedule() {
+            None => (None, None),
+            Some(schedule) => {
+                let (pacer, rx) = Pacer::start(started.into_std(), schedule, total);
+                (Some(pacer), Some(rx))
             }
-        }
-        // The next arrival: a free slot (closed loop) or a ticket from the pacer.
-        let (scheduled, permit) = match tickets.as_mut() {
-            None => tokio::select! {
-                biased;
-                _ = &mut stop => break StopReason::Interrupted,
-                _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
-                p = slots.acquire() => (None, p),
-            },
-            Some(rx) => {
-                let ticket: Ticket = tokio::select! {
+        };
+        let mut next: u64 = 0;
+        let mut dropped = 0u64;
+        let mut stopped_early = None;
+        let far = started + Duration::from_secs(86_400 * 365);
+        let stop = loop {
+            if total.is_some_and(|t| next >= t) {
+                break StopReason::Completed;
+            }
+            if plan.stop_when_saturated {
+                let in_flight = self.in_flight.lock().expect("in-flight lock").len();
+                if let Some(why) = self.tally.saturation(&plan.load, in_flight) {
+                    stopped_early = Some(why);
+                    break StopReason::Saturated;
+                }
+            }
+            // The next arrival: a free slot (closed loop) or a ticket from the pacer.
+            let (scheduled, permit) = match tickets.as_mut() {
+                None => tokio::select! {
                     biased;
                     _ = &mut stop => break StopReason::Interrupted,
                     _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
-                    t = rx.recv() => match t {
-                        Some(t) => t,
-                        None => break StopReason::Completed,
-                    },
-                };
-                debug_assert_eq!(ticket.index, next);
-                match slots.try_acquire() {
-                    Some(p) => (Some(ticket.scheduled), p),
-                    None => {
-                        // The cap is full: the arrival is dropped, and recorded as such.
-                        let index = issued.fetch_add(1, Ordering::Relaxed);
-                        let mut rec = RequestRecord::new(index, Outcome::Dropped);
-                        rec.level = plan.level;
-                        rec.warmup = next < plan.warmup;
-                        rec.scheduled_ns = Some(clock.ns_at(ticket.scheduled));
-                        rec.error = Some(format!(
-                            "dropped: {} requests were already in flight (--max-concurrency)",
-                            slots.cap.unwrap_or(0)
-                        ));
-                        sink.send(rec);
-                        dropped += 1;
-                        next += 1;
-                        continue;
-                    }
-                }
-            }
-        };
-        // Reap finished tasks so the set stays small on long runs.
-        while tasks.try_join_next().is_some() {}
-        let dispatch = next;
-        let index = issued.fetch_add(1, Ordering::Relaxed);
-        next += 1;
-        let slot = permit.id;
-        let who = Identity {
-            level: plan.level,
-            slot,
-            warmup: dispatch < plan.warmup,
-        };
-        let mut rec = who.start(index, scheduled.map(|t| clock.ns_at(t)), &in_flight, &clock);
-        let cx = cx.clone();
-        let sink = sink.clone();
-        let mut cancel = cancel.clone();
-        let in_flight = in_flight.clone();
-        let tally = tally.clone();
-        let issued = issued.clone();
-        tasks.spawn(async move {
-            let turns = cx.factory.turns(dispatch);
-            let session = (turns > 1).then_some(dispatch);
-            let mut replies: Vec<String> = Vec::new();
-            let mut index = index;
-            for turn in 0..turns {
-                if turn > 0 {
-                    // Think time, then the next turn as a new request.
-                    let think = sleep_until(Instant::now() + cx.factory.think_time);
-                    tokio::select! {
+                    p = self.slots.acquire() => (None, p),
+                },
+                Some(rx) => {
+                    let ticket: Ticket = tokio::select! {
                         biased;
-                        _ = cancel.cancelled() => break,
-                        _ = think => {}
+                        _ = &mut stop => break StopReason::Interrupted,
+                        _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
+                        t = rx.recv() => match t {
+                            Some(t) => t,
+                            None => break StopReason::Completed,
+                        },
+                    };
+                    debug_assert_eq!(ticket.index, next);
+                    match self.slots.try_acquire() {
+                        Some(p) => (Some(ticket.scheduled), p),
+                        None => {
+                            self.drop_arrival(ticket, next < plan.warmup);
+                            dropped += 1;
+                            next += 1;
+                            continue;
+                        }
                     }
-                    index = issued.fetch_add(1, Ordering::Relaxed);
-                    rec = who.start(index, None, &in_flight, &clock);
                 }
-                let built = cx.factory.build_turn(dispatch, turn, &replies);
-                rec.prompt_id = Some(built.prompt_id);
-                rec.prefix_group = built.prefix_group;
-                if session.is_some() {
-                    rec.session = session;
-                    rec.turn = Some(turn as u32);
+            };
+            // Reap finished tasks so the set stays small on long runs.
+            while tasks.try_join_next().is_some() {}
+            self.dispatch(tasks, next, scheduled, permit);
+            next += 1;
+        };
+        Issuing {
+            stop,
+            dropped,
+            stopped_early,
+        }
+    }
+
+    /// The cap is full: the arrival is dropped, and recorded as such.
+    fn drop_arrival(&self, ticket: Ticket, warmup: bool) {
+        let index = self.issued.fetch_add(1, Ordering::Relaxed);
+        let mut rec = RequestRecord::new(index, Outcome::Dropped);
+        rec.level = self.plan.level;
+        rec.warmup = warmup;
+        rec.scheduled_ns = Some(self.clock.ns_at(ticket.scheduled));
+        rec.error = Some(format!(
+            "dropped: {} requests were already in flight (--max-concurrency)",
+            self.slots.cap.unwrap_or(0)
+        ));
+        self.sink.send(rec);
+    }
+
+    /// Starts the task of dispatch number `dispatch` (all turns of its session).
+    fn dispatch(
+        &self,
+        tasks: &mut JoinSet<()>,
+        dispatch: u64,
+        scheduled: Option<Instant>,
+        permit: SlotPermit,
+    ) {
+        let index = self.issued.fetch_add(1, Ordering::Relaxed);
+        let who = Identity {
+            level: self.plan.level,
+            slot: permit.id,
+            warmup: dispatch < self.plan.warmup,
+        };
+        let scheduled_ns = scheduled.map(|t| self.clock.ns_at(t));
+        let rec = who.start(index, scheduled_ns, &self.in_flight, &self.clock);
+        let task = RequestTask {
+            cx: self.cx.clone(),
+            clock: self.clock,
+            sink: self.sink.clone(),
+            cancel: self.cancel.clone(),
+            in_flight: self.in_flight.clone(),
+            tally: self.tally.clone(),
+            issued: self.issued.clone(),
+            who,
+        };
+        tasks.spawn(async move {
+            task.run(dispatch, index, rec).await;
+            drop(permit);
+        });
+    }
+
+    /// A completed run waits for its requests (their own timeouts bound them); a
+    /// stopped run gives them the grace period, then cancels, and the watchdog gives
+    /// up on tasks that do not answer cancellation.
+    async fn drain<F: Future<Output = ()>>(
+        &self,
+        tasks: &mut JoinSet<()>,
+        stop_reason: StopReason,
+        mut stop: std::pin::Pin<&mut F>,
+        cancel_tx: tokio::sync::watch::Sender<bool>,
+    ) -> Drained {
+        let mut aborted_in_flight = 0;
+        let mut watchdog_fired = false;
+        let far = Instant::now() + Duration::from_secs(86_400 * 365);
+        let mut stop_seen = stop_reason == StopReason::Interrupted;
+        let mut cancel_at = match stop_reason {
+            StopReason::Completed => None,
+            _ => Some(Instant::now() + self.plan.grace),
+        };
+        loop {
+            tokio::select! {
+                joined = tasks.join_next() => if joined.is_none() { break },
+                _ = &mut stop, if !stop_seen => {
+                    stop_seen = true;
+                    let grace_end = Instant::now() + self.plan.grace;
+                    cancel_at = Some(cancel_at.map_or(grace_end, |c| c.min(grace_end)));
                 }
-                cx.progress.started();
-                let ex = ExecContext {
-                    client: &cx.client,
-                    clock: &clock,
-                    timeouts: &cx.timeouts,
-                    api: cx.api,
-                    strict: cx.strict,
-                    redactor: &cx.redactor,
-                };
-                let text = execute(&ex, built.request, &mut cancel, &mut rec).await;
-                cx.progress.ended();
-                if session.is_some() && turn + 1 < turns {
-                    replies.push(text.content.clone());
-                }
-                let prompt_parts = built.prompt_parts;
-                if let Some(tk) = cx.tokenizer.clone() {
-                    // Tokenizing is CPU work: keep it off the threads that read sockets.
-                    let (r, _) = tokio::task::spawn_blocking(move || {
-                        tk.annotate(&mut rec, &text);
-                        input_from_workload(&mut rec, &prompt_parts, Some(&tk));
-                        (rec, text)
-                    })
-                    .await
-                    .expect("tokenizing does not panic");
-                    rec = r;
-                } else {
-                    input_from_workload(&mut rec, &prompt_parts, None);
-                }
-                in_flight
-                    .lock()
-                    .expect("in-flight lock")
-                    .remove(&(index, slot));
-                tally.finished(&rec);
-                let ok = rec.outcome == Outcome::Succeeded;
-                sink.send(std::mem::replace(
-                    &mut rec,
-                    RequestRecord::new(index, Outcome::AbortedAtDeadline),
-                ));
-                // A session ends at its first failed turn.
-                if !ok {
+                _ = sleep_until(cancel_at.unwrap_or(far)), if cancel_at.is_some() => {
+                    aborted_in_flight = self.in_flight.lock().expect("in-flight lock").len() as u64;
+                    let _ = cancel_tx.send(true);
+                    let watchdog_end = Instant::now() + WATCHDOG;
+                    loop {
+                        tokio::select! {
+                            joined = tasks.join_next() => if joined.is_none() { break },
+                            _ = sleep_until(watchdog_end) => { watchdog_fired = true; break }
+                        }
+                    }
                     break;
                 }
             }
-            drop(permit);
-        });
-    };
-
-    // Drain: a completed run waits for its requests (their own timeouts bound them);
-    // a stopped run gives them the grace period, then cancels.
-    let mut aborted_in_flight = 0;
-    let mut watchdog_fired = false;
-    let drain_deadline = match stop_reason {
-        StopReason::Completed => None,
-        _ => Some(Instant::now() + plan.grace),
-    };
-    let far = Instant::now() + Duration::from_secs(86_400 * 365);
-    let mut stop_seen = stop_reason == StopReason::Interrupted;
-    let mut cancel_at = drain_deadline;
-    loop {
-        tokio::select! {
-            joined = tasks.join_next() => if joined.is_none() { break },
-            _ = &mut stop, if !stop_seen => {
-                stop_seen = true;
-                let grace_end = Instant::now() + plan.grace;
-                cancel_at = Some(cancel_at.map_or(grace_end, |c| c.min(grace_end)));
-            }
-            _ = sleep_until(cancel_at.unwrap_or(far)), if cancel_at.is_some() => {
-                aborted_in_flight = in_flight.lock().expect("in-flight lock").len() as u64;
-                let _ = cancel_tx.send(true);
-                let watchdog_end = Instant::now() + WATCHDOG;
-                loop {
-                    tokio::select! {
-                        joined = tasks.join_next() => if joined.is_none() { break },
-                        _ = sleep_until(watchdog_end) => { watchdog_fired = true; break }
-                    }
-                }
-                break;
-            }
+        }
+        Drained {
+            aborted_in_flight,
+            watchdog_fired,
+            stop_seen,
         }
     }
-    if watchdog_fired {
-        // Tasks that ignored cancellation: account for them rather than lose them.
+
+    /// Tasks that ignored cancellation: aborted, and accounted for rather than lost.
+    fn account_stuck(&self, tasks: &mut JoinSet<()>) {
         tasks.abort_all();
-        let stuck: Vec<((u64, u32), InFlight)> = in_flight
+        let stuck: Vec<((u64, u32), InFlight)> = self
+            .in_flight
             .lock()
             .expect("in-flight lock")
             .iter()
@@ -453,36 +498,120 @@ pub async fn run(
             .collect();
         for ((index, slot), at) in stuck {
             let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
-            rec.level = plan.level;
+            rec.level = self.plan.level;
             rec.worker = slot;
-            rec.warmup = index < plan.warmup;
+            rec.warmup = index < self.plan.warmup;
             rec.scheduled_ns = at.scheduled_ns;
             // Its own send time died with the task; dispatch came just before it.
             rec.sent_ns = Some(at.dispatched_ns);
-            rec.end_ns = Some(clock.now_ns());
+            rec.end_ns = Some(self.clock.now_ns());
             rec.error =
                 Some("the watchdog ended a request that did not stop when cancelled".into());
-            sink.send(rec);
+            self.sink.send(rec);
         }
     }
-    drop(sink);
-    let intended = issued.load(Ordering::Relaxed);
-    RunSummary {
-        intended,
-        dropped,
-        stopped_early,
-        stop: if stop_seen {
-            StopReason::Interrupted
-        } else {
-            stop_reason
-        },
-        aborted_in_flight,
-        watchdog_fired,
-        wall: started.elapsed(),
-        loop_lag: lag_probe.finish().await,
-        cpu: crate::cpu::process_cpu_time()
-            .zip(cpu_at_start)
-            .map(|(end, start)| end.saturating_sub(start)),
+}
+
+/// What one request task holds: it sends its request (every turn of a session) and
+/// hands each finished record to the sinks.
+struct RequestTask<S> {
+    cx: Arc<RunContext>,
+    clock: Clock,
+    sink: RecordSender<S>,
+    cancel: Cancel,
+    in_flight: InFlightMap,
+    tally: Arc<Tally>,
+    issued: Arc<AtomicU64>,
+    who: Identity,
+}
+
+impl<S: Sinks> RequestTask<S> {
+    async fn run(mut self, dispatch: u64, mut index: u64, mut rec: RequestRecord) {
+        let turns = self.cx.factory.turns(dispatch);
+        let session = (turns > 1).then_some(dispatch);
+        let mut replies: Vec<String> = Vec::new();
+        for turn in 0..turns {
+            if turn > 0 {
+                // Think time, then the next turn as a new request.
+                let think = sleep_until(Instant::now() + self.cx.factory.think_time);
+                tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => break,
+                    _ = think => {}
+                }
+                index = self.issued.fetch_add(1, Ordering::Relaxed);
+                rec = self.who.start(index, None, &self.in_flight, &self.clock);
+            }
+            let built = self.cx.factory.build_turn(dispatch, turn, &replies);
+            rec.prompt_id = Some(built.prompt_id);
+            rec.prefix_group = built.prefix_group;
+            if session.is_some() {
+                rec.session = session;
+                rec.turn = Some(turn as u32);
+            }
+            let text = self.execute(built.request, &mut rec).await;
+            if session.is_some() && turn + 1 < turns {
+                replies.push(text.content.clone());
+            }
+            rec = self.count_tokens(rec, text, built.prompt_parts).await;
+            self.in_flight
+                .lock()
+                .expect("in-flight lock")
+                .remove(&(index, self.who.slot));
+            self.tally.finished(&rec);
+            let ok = rec.outcome == Outcome::Succeeded;
+            self.sink.send(std::mem::replace(
+                &mut rec,
+                RequestRecord::new(index, Outcome::AbortedAtDeadline),
+            ));
+            // A session ends at its first failed turn.
+            if !ok {
+                break;
+            }
+        }
+    }
+
+    async fn execute(
+        &mut self,
+        request: http::Request<http_body_util::Full<bytes::Bytes>>,
+        rec: &mut RequestRecord,
+    ) -> cadence_wire::StreamText {
+        let cx = &self.cx;
+        cx.progress.started();
+        let ex = ExecContext {
+            client: &cx.client,
+            clock: &self.clock,
+            timeouts: &cx.timeouts,
+            api: cx.api,
+            strict: cx.strict,
+            redactor: &cx.redactor,
+        };
+        let text = execute(&ex, request, &mut self.cancel, rec).await;
+        cx.progress.ended();
+        text
+    }
+
+    /// Output tokens by the tokenizer (CPU work: kept off the threads that read
+    /// sockets) and the prompt's count when the server gave none.
+    async fn count_tokens(
+        &self,
+        mut rec: RequestRecord,
+        text: cadence_wire::StreamText,
+        prompt_parts: Vec<String>,
+    ) -> RequestRecord {
+        match self.cx.tokenizer.clone() {
+            Some(tk) => tokio::task::spawn_blocking(move || {
+                tk.annotate(&mut rec, &text);
+                input_from_workload(&mut rec, &prompt_parts, Some(&tk));
+                rec
+            })
+            .await
+            .expect("tokenizing does not panic"),
+            None => {
+                input_from_workload(&mut rec, &prompt_parts, None);
+                rec
+            }
+        }
     }
 }
 

@@ -1,145 +1,208 @@
-//! Where finished records go: written as JSON Lines the moment each request ends (so a
-//! crash or Ctrl-C keeps what was measured), kept for the report, and summarised for
-//! the live progress line. Runs on its own thread so file I/O never stalls the client.
+//! The record thread: request tasks send each finished record here, and this thread
+//! hands it to a set of [`RecordSink`]s (the records writer, the level aggregators,
+//! the progress view) and keeps nothing itself. On a thread of its own so file I/O
+//! and aggregation never stall the client.
 
 use crate::progress::Progress;
-use cadence_core::RequestRecord;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use crate::records::{RecordsConfig, RecordsError, RecordsWriter, WriterStatus};
+use cadence_core::{RecordSink, RequestRecord};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// What travels to the writer thread.
-#[derive(Debug)]
-enum Msg {
+/// A set of sinks the record thread owns.
+pub trait Sinks: RecordSink + Send + 'static {
+    /// Called when records have come in and a pause is due (at most every
+    /// [`FLUSH_EVERY`]): push buffered output to disk.
+    fn idle(&mut self) {}
+}
+
+/// How long written records may sit in a buffer: what a hard crash can lose.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// What travels to the record thread.
+enum Msg<S> {
     Record(Box<RequestRecord>),
-    /// Reply with every record of a level received so far.
-    Level(u32, tokio::sync::oneshot::Sender<Vec<RequestRecord>>),
-    /// A line for the file only (a level's or the run's metadata, see
-    /// `cadence_core::runlog`), written in order with the records.
-    Line(String),
+    /// Runs on the thread with the sinks, after every record sent before it.
+    With(Box<dyn FnOnce(&mut S) + Send>),
 }
 
 /// The sending side, cloned into every request task.
-#[derive(Debug, Clone)]
-pub struct RecordSender(mpsc::Sender<Msg>);
+pub struct RecordSender<S>(mpsc::Sender<Msg<S>>);
 
-impl RecordSender {
-    pub fn send(&self, rec: RequestRecord) {
-        // The receiver lives until `RecordSink::finish`, after every task has ended.
-        let _ = self.0.send(Msg::Record(Box::new(rec)));
-    }
-
-    /// Appends one metadata line (no newline) to the records file, after every record
-    /// sent before it.
-    pub fn write_line(&self, line: String) {
-        let _ = self.0.send(Msg::Line(line));
-    }
-
-    /// The records of `level` so far. The channel is FIFO, so once a level's run has
-    /// returned (every task ended and sent), all of its records are included.
-    pub async fn level_records(&self, level: u32) -> Vec<RequestRecord> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.0.send(Msg::Level(level, tx)).is_err() {
-            return Vec::new();
-        }
-        rx.await.unwrap_or_default()
+impl<S> Clone for RecordSender<S> {
+    fn clone(&self) -> Self {
+        RecordSender(self.0.clone())
     }
 }
 
-/// The receiving thread.
-pub struct RecordSink {
-    handle: JoinHandle<std::io::Result<Vec<RequestRecord>>>,
+impl<S: Sinks> RecordSender<S> {
+    pub fn send(&self, rec: RequestRecord) {
+        // The receiver lives until `RecordThread::finish`, after every task has ended.
+        let _ = self.0.send(Msg::Record(Box::new(rec)));
+    }
+
+    /// Runs `f` on the sinks after every record sent before it (a meta line for the
+    /// file, say), without waiting.
+    pub fn with(&self, f: impl FnOnce(&mut S) + Send + 'static) {
+        let _ = self.0.send(Msg::With(Box::new(f)));
+    }
+
+    /// What `f` reads from the sinks once every record sent before it was taken (the
+    /// channel is FIFO: once a level's run has returned, all of its records were).
+    pub async fn query<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Option<R> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.with(move |s| {
+            let _ = tx.send(f(s));
+        });
+        rx.await.ok()
+    }
+}
+
+/// The receiving thread; gives the sinks back when every sender is gone.
+pub struct RecordThread<S> {
+    handle: JoinHandle<S>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
-    #[error("cannot create the records file {path}: {source}")]
-    Create {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("writing records failed: {0}")]
-    Write(#[from] std::io::Error),
-    #[error("the record writer thread panicked")]
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+    #[error("cannot start the record thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("the record thread panicked")]
     Panicked,
 }
 
-impl RecordSink {
-    /// Starts the writer. The file is created (truncated) now, so a bad path fails
-    /// before any request is sent.
-    pub fn start(
-        path: Option<&Path>,
-        progress: Progress,
-    ) -> Result<(RecordSender, RecordSink), SinkError> {
-        let mut out = match path {
-            Some(p) => Some(BufWriter::new(File::create(p).map_err(|source| {
-                SinkError::Create {
-                    path: p.to_path_buf(),
-                    source,
-                }
-            })?)),
-            None => None,
-        };
-        let (tx, rx) = mpsc::channel::<Msg>();
+impl<S: Sinks> RecordThread<S> {
+    pub fn start(mut sinks: S) -> Result<(RecordSender<S>, RecordThread<S>), SinkError> {
+        let (tx, rx) = mpsc::channel::<Msg<S>>();
         let handle = std::thread::Builder::new()
             .name("cadence-records".into())
             .spawn(move || {
-                let mut all = Vec::new();
-                let mut write_error = None;
-                for msg in rx {
-                    let rec = match msg {
-                        Msg::Record(rec) => *rec,
-                        Msg::Level(level, reply) => {
-                            let recs = all
-                                .iter()
-                                .filter(|r: &&RequestRecord| r.level == level)
-                                .cloned()
-                                .collect();
-                            let _ = reply.send(recs);
-                            continue;
-                        }
-                        Msg::Line(line) => {
-                            if let (Some(w), None) = (out.as_mut(), write_error.as_ref()) {
-                                let res = w
-                                    .write_all(line.as_bytes())
-                                    .and_then(|_| w.write_all(b"\n"))
-                                    .and_then(|_| w.flush());
-                                if let Err(e) = res {
-                                    write_error = Some(e);
-                                }
-                            }
-                            continue;
-                        }
-                    };
-                    if let (Some(w), None) = (out.as_mut(), write_error.as_ref()) {
-                        let res = serde_json::to_writer(&mut *w, &rec)
-                            .map_err(std::io::Error::from)
-                            .and_then(|_| w.write_all(b"\n"))
-                            .and_then(|_| w.flush());
-                        if let Err(e) = res {
-                            write_error = Some(e);
-                        }
-                    }
-                    progress.record(&rec);
-                    all.push(rec);
-                }
-                match write_error {
-                    Some(e) => Err(e),
-                    None => Ok(all),
-                }
+                serve(&mut sinks, rx);
+                sinks
             })
-            .map_err(SinkError::Write)?;
-        Ok((RecordSender(tx), RecordSink { handle }))
+            .map_err(SinkError::Spawn)?;
+        Ok((RecordSender(tx), RecordThread { handle }))
     }
 
-    /// Waits for every sender to be dropped, then returns the records in the order
-    /// they finished.
-    pub fn finish(self) -> Result<Vec<RequestRecord>, SinkError> {
-        self.handle
-            .join()
-            .map_err(|_| SinkError::Panicked)?
-            .map_err(SinkError::Write)
+    /// Waits for every sender to be dropped, then returns the sinks.
+    pub fn finish(self) -> Result<S, SinkError> {
+        self.handle.join().map_err(|_| SinkError::Panicked)
+    }
+}
+
+/// Hands every record to the sinks until the last sender is gone; pauses for `idle`
+/// at most every [`FLUSH_EVERY`] while records keep coming, and soon after they stop.
+fn serve<S: Sinks>(sinks: &mut S, rx: mpsc::Receiver<Msg<S>>) {
+    let mut last_idle = Instant::now();
+    let mut dirty = false;
+    loop {
+        let msg = if dirty {
+            let wait = (last_idle + FLUSH_EVERY).saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(m) => Some(m),
+                Err(_) => break,
+            }
+        };
+        match msg {
+            Some(Msg::Record(rec)) => sinks.accept(&rec),
+            Some(Msg::With(f)) => f(sinks),
+            None => {}
+        }
+        dirty = true;
+        if last_idle.elapsed() >= FLUSH_EVERY {
+            sinks.idle();
+            last_idle = Instant::now();
+            dirty = false;
+        }
+    }
+    sinks.idle();
+}
+
+/// The bench's sinks: the records file (when asked for), the live progress view, and
+/// the level aggregators `L` the report is assembled from.
+pub struct BenchSinks<L> {
+    pub records: Option<RecordsWriter>,
+    pub progress: Progress,
+    pub levels: L,
+}
+
+impl<L> BenchSinks<L> {
+    /// Opens the records file now, so a bad path fails before any request is sent.
+    pub fn new(
+        records: Option<RecordsConfig>,
+        progress: Progress,
+        levels: L,
+    ) -> Result<BenchSinks<L>, SinkError> {
+        Ok(BenchSinks {
+            records: records.map(RecordsWriter::open).transpose()?,
+            progress,
+            levels,
+        })
+    }
+
+    /// Where a write error shows up at once (none without a records file).
+    pub fn status(&self) -> Option<WriterStatus> {
+        self.records.as_ref().map(RecordsWriter::status)
+    }
+
+    /// Appends a meta line (a level's or the run's) to the records file.
+    pub fn write_line(&mut self, line: &str) {
+        if let Some(w) = self.records.as_mut() {
+            w.write_line(line);
+        }
+    }
+
+    /// Closes the records file: the records written, or the first write error. The
+    /// aggregators are handed back either way.
+    pub fn finish(self) -> (L, Result<u64, RecordsError>) {
+        let written = self.records.map_or(Ok(0), RecordsWriter::finish);
+        (self.levels, written)
+    }
+}
+
+impl<L: RecordSink> RecordSink for BenchSinks<L> {
+    fn accept(&mut self, record: &RequestRecord) {
+        if let Some(w) = self.records.as_mut() {
+            w.accept(record);
+        }
+        self.progress.record(record);
+        self.levels.accept(record);
+    }
+}
+
+impl<L: RecordSink + Send + 'static> Sinks for BenchSinks<L> {
+    fn idle(&mut self) {
+        if let Some(w) = self.records.as_mut() {
+            w.flush();
+        }
+    }
+}
+
+impl Sinks for RecordsWriter {
+    fn idle(&mut self) {
+        self.flush();
+    }
+}
+
+/// Keeps every record: for callers that need them all (tests, and sources whose
+/// consumers still read a `Vec`).
+#[derive(Debug, Default, Clone)]
+pub struct KeepAll(pub Vec<RequestRecord>);
+
+impl RecordSink for KeepAll {
+    fn accept(&mut self, record: &RequestRecord) {
+        self.0.push(record.clone());
     }
 }

@@ -4,7 +4,8 @@
 
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
-use cadence_bench::sink::RecordSink;
+use cadence_bench::records::RecordsConfig;
+use cadence_bench::sink::{BenchSinks, KeepAll, RecordThread};
 use cadence_bench::workload::RequestFactory;
 use cadence_bench::{Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
@@ -95,9 +96,17 @@ async fn run_collect(
     file: Option<&Path>,
     stop: impl Future<Output = ()>,
 ) -> (RunSummary, Vec<RequestRecord>) {
-    let (tx, sink) = RecordSink::start(file, Progress::new(None, false)).unwrap();
+    let sinks = BenchSinks::new(
+        file.map(RecordsConfig::new),
+        Progress::new(None, false),
+        KeepAll::default(),
+    )
+    .unwrap();
+    let (tx, sink) = RecordThread::start(sinks).unwrap();
     let s = cadence_bench::run(cx, p, Clock::start(), tx, stop).await;
-    (s, sink.finish().unwrap())
+    let (kept, written) = sink.finish().unwrap().finish();
+    written.unwrap();
+    (s, kept.0)
 }
 
 /// The invariants of FAULTS.md, checked with the same code the CLI uses.
@@ -257,9 +266,10 @@ async fn records_are_written_as_requests_finish() {
 
 #[test]
 fn bad_records_path_fails_before_any_request() {
-    let err = RecordSink::start(
-        Some(std::path::Path::new("/nonexistent-dir/x.jsonl")),
+    let err = BenchSinks::new(
+        Some(RecordsConfig::new("/nonexistent-dir/x.jsonl")),
         Progress::new(None, false),
+        KeepAll::default(),
     )
     .err()
     .expect("cannot create");

@@ -3,8 +3,8 @@
 //! ride in the report so an HTML page can be rebuilt from the JSON alone, without the
 //! per-request records.
 
+use crate::dist::DistAcc;
 use crate::metrics::ms;
-use crate::stats::quantile_sorted;
 use crate::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -84,74 +84,233 @@ pub struct TokensBin {
 }
 
 /// The chart data of a level; `None` when no succeeded request has an ITL gap or a
-/// chunk with a known token count.
+/// chunk with a known token count. A fold of [`ChartsAcc`].
 pub fn chart_data(records: &[RequestRecord]) -> Option<ChartData> {
-    let ok: Vec<&RequestRecord> = records
-        .iter()
-        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
-        .collect();
-    let mut gaps: Vec<f64> = Vec::new();
-    let mut by_pos: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    let mut per_chunk: BTreeMap<u32, u64> = BTreeMap::new();
-    for r in &ok {
+    let mut acc = ChartsAcc::default();
+    for r in records {
+        acc.push(r);
+    }
+    acc.finish()
+}
+
+/// [`chart_data`] one record at a time. ITL by position keeps one distribution per
+/// chunk position while exact; once bucketed, positions are grouped `group` at a time
+/// (a power of two) into at most `2 × POSITION_BINS` groups.
+#[derive(Debug, Clone)]
+pub struct ChartsAcc {
+    /// The smallest positive gap (the histogram's first edge), exact.
+    min_pos: Option<f64>,
+    /// Key `(position - 1) / group`. Together they hold every pooled gap once.
+    by_pos: BTreeMap<u64, DistAcc>,
+    group: u64,
+    coarse: bool,
+    last_pos: u64,
+    per_chunk: BTreeMap<u32, u64>,
+    per_chunk_avg: BTreeMap<u32, u64>,
+}
+
+impl Default for ChartsAcc {
+    fn default() -> Self {
+        ChartsAcc {
+            min_pos: None,
+            by_pos: BTreeMap::new(),
+            group: 1,
+            coarse: false,
+            last_pos: 0,
+            per_chunk: BTreeMap::new(),
+            per_chunk_avg: BTreeMap::new(),
+        }
+    }
+}
+
+impl ChartsAcc {
+    /// Takes one record; returns the values it kept exactly (for the level's budget).
+    pub fn push(&mut self, r: &RequestRecord) -> u64 {
+        if r.outcome != Outcome::Succeeded || r.warmup {
+            return 0;
+        }
+        let mut kept = 0;
         for (i, w) in r.chunks.windows(2).enumerate() {
             if let Some(g) = w[1].t_ns().checked_sub(w[0].t_ns()) {
-                gaps.push(ms(g));
-                by_pos.entry(i as u64 + 1).or_default().push(ms(g));
+                let (v, pos) = (ms(g), i as u64 + 1);
+                if v > 0.0 {
+                    self.min_pos = Some(self.min_pos.map_or(v, |m| m.min(v)));
+                }
+                self.last_pos = self.last_pos.max(pos);
+                while self.coarse && (pos - 1) / self.group >= 2 * POSITION_BINS {
+                    self.regroup(self.group * 2);
+                }
+                kept += self
+                    .by_pos
+                    .entry((pos - 1) / self.group)
+                    .or_default()
+                    .push_in(v, self.coarse);
             }
         }
         for c in &r.chunks {
             if let Some(k) = c.tokens() {
-                *per_chunk.entry(k).or_default() += 1;
+                *self.per_chunk.entry(k).or_default() += 1;
             }
         }
-    }
-    let basis = if per_chunk.is_empty() {
-        for r in &ok {
-            let c = r.chunks.len() as u64;
-            if c > 0 {
-                let avg = (r.output_token_count().count as f64 / c as f64).round() as u32;
-                *per_chunk.entry(avg).or_default() += c;
-            }
+        let c = r.chunks.len() as u64;
+        if c > 0 {
+            let avg = (r.output_token_count().count as f64 / c as f64).round() as u32;
+            *self.per_chunk_avg.entry(avg).or_default() += c;
         }
-        "request_average"
-    } else {
-        "chunk_counts"
-    };
-    if gaps.is_empty() && per_chunk.is_empty() {
-        return None;
+        kept
     }
-    gaps.sort_unstable_by(f64::total_cmp);
-    let itl_cdf = if gaps.is_empty() {
-        Vec::new()
-    } else {
-        cdf_percents()
-            .into_iter()
-            .map(|p| CdfPoint {
-                percent: p,
-                ms: quantile_sorted(&gaps, p / 100.0).expect("non-empty"),
+
+    /// Groups positions `group` at a time (a multiple of the current group).
+    fn regroup(&mut self, group: u64) {
+        if group == self.group {
+            return;
+        }
+        let ratio = group / self.group;
+        let mut out: BTreeMap<u64, DistAcc> = BTreeMap::new();
+        for (k, d) in std::mem::take(&mut self.by_pos) {
+            out.entry(k / ratio).or_default().merge(&d);
+        }
+        self.by_pos = out;
+        self.group = group;
+    }
+
+    /// Folds every distribution into its histogram and bounds the position groups.
+    pub fn bucketize(&mut self) {
+        self.coarse = true;
+        let mut g = self.group;
+        while self.last_pos.saturating_sub(1) / g >= 2 * POSITION_BINS {
+            g *= 2;
+        }
+        self.regroup(g);
+        self.by_pos.values_mut().for_each(DistAcc::to_bucketed);
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.by_pos
+            .values()
+            .map(|d| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
+            .sum::<usize>()
+            + (self.per_chunk.len() + self.per_chunk_avg.len()) * std::mem::size_of::<(u32, u64)>()
+    }
+
+    /// Adds another part of the same level.
+    pub fn merge(&mut self, o: &ChartsAcc) {
+        let mut o = std::borrow::Cow::Borrowed(o);
+        if o.coarse && !self.coarse {
+            self.bucketize();
+        }
+        if self.coarse && !o.coarse {
+            o.to_mut().bucketize();
+        }
+        let g = self.group.max(o.group);
+        self.regroup(g);
+        o.to_mut().regroup(g);
+        self.min_pos = match (self.min_pos, o.min_pos) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for (k, d) in &o.by_pos {
+            self.by_pos.entry(*k).or_default().merge(d);
+        }
+        self.last_pos = self.last_pos.max(o.last_pos);
+        for (k, n) in &o.per_chunk {
+            *self.per_chunk.entry(*k).or_default() += n;
+        }
+        for (k, n) in &o.per_chunk_avg {
+            *self.per_chunk_avg.entry(*k).or_default() += n;
+        }
+        if self.coarse {
+            self.bucketize();
+        }
+    }
+
+    pub fn finish(&self) -> Option<ChartData> {
+        let (per_chunk, basis) = if self.per_chunk.is_empty() {
+            (&self.per_chunk_avg, "request_average")
+        } else {
+            (&self.per_chunk, "chunk_counts")
+        };
+        let percents = cdf_percents();
+        let fractions: Vec<f64> = percents.iter().map(|p| p / 100.0).collect();
+        // Every pooled gap, from the position groups (merged in position order).
+        let mut gaps = DistAcc::new();
+        self.by_pos.values().for_each(|d| gaps.merge(d));
+        let cdf = gaps.quantiles(&fractions);
+        if cdf.is_none() && per_chunk.is_empty() {
+            return None;
+        }
+        let itl_cdf = cdf.map_or_else(Vec::new, |qs| {
+            percents
+                .into_iter()
+                .zip(qs)
+                .map(|(percent, ms)| CdfPoint { percent, ms })
+                .collect()
+        });
+        Some(ChartData {
+            itl_cdf,
+            itl_histogram: weighted_log_histogram(
+                &gaps.sorted_values(),
+                self.min_pos,
+                HISTOGRAM_BINS,
+            ),
+            itl_by_position: self.position_bins(),
+            tokens_per_chunk: per_chunk
+                .iter()
+                .map(|(&tokens, &chunks)| TokensBin { tokens, chunks })
+                .collect(),
+            tokens_per_chunk_basis: basis.to_string(),
+        })
+    }
+
+    fn position_bins(&self) -> Vec<PositionBin> {
+        if self.by_pos.is_empty() {
+            return Vec::new();
+        }
+        // Bins of equal width, a whole number of position groups each.
+        let width = self
+            .last_pos
+            .div_ceil(POSITION_BINS)
+            .max(1)
+            .div_ceil(self.group)
+            * self.group;
+        let mut bins: BTreeMap<u64, DistAcc> = BTreeMap::new();
+        for (k, d) in &self.by_pos {
+            bins.entry(k * self.group / width).or_default().merge(d);
+        }
+        bins.into_iter()
+            .filter_map(|(b, d)| {
+                let q = d.quantiles(&[0.5, 0.9, 0.99])?;
+                Some(PositionBin {
+                    from: b * width + 1,
+                    to: (b + 1) * width,
+                    count: d.count(),
+                    p50_ms: q[0],
+                    p90_ms: q[1],
+                    p99_ms: q[2],
+                })
             })
             .collect()
-    };
-    Some(ChartData {
-        itl_cdf,
-        itl_histogram: log_histogram(&gaps, HISTOGRAM_BINS),
-        itl_by_position: position_bins(by_pos),
-        tokens_per_chunk: per_chunk
-            .into_iter()
-            .map(|(tokens, chunks)| TokensBin { tokens, chunks })
-            .collect(),
-        tokens_per_chunk_basis: basis.to_string(),
-    })
+    }
 }
 
 /// `bins` log-spaced bins over ascending `sorted` values; empty for no values. With a
 /// single positive value (or none), one bin around it.
 pub fn log_histogram(sorted: &[f64], bins: usize) -> Vec<HistogramBin> {
-    let Some(&max) = sorted.last() else {
+    let pairs: Vec<(f64, u64)> = sorted.iter().map(|&x| (x, 1)).collect();
+    let min_pos = sorted.iter().copied().find(|&x| x > 0.0);
+    weighted_log_histogram(&pairs, min_pos, bins)
+}
+
+/// [`log_histogram`] over ascending `(value, weight)` pairs, the first edge being
+/// `min_pos` (the smallest positive value).
+fn weighted_log_histogram(
+    sorted: &[(f64, u64)],
+    min_pos: Option<f64>,
+    bins: usize,
+) -> Vec<HistogramBin> {
+    let Some(&(max, _)) = sorted.last() else {
         return Vec::new();
     };
-    let min_pos = sorted.iter().copied().find(|&x| x > 0.0);
     let (lo, hi) = match min_pos {
         Some(lo) if max > lo => (lo, max),
         Some(lo) => (lo / 1.1, lo * 1.1),
@@ -173,40 +332,15 @@ pub fn log_histogram(sorted: &[f64], bins: usize) -> Vec<HistogramBin> {
             count: 0,
         })
         .collect();
-    for &x in sorted {
+    for &(x, w) in sorted {
         let i = if x <= lo {
             0
         } else {
             (((x / lo).ln() / ratio) as usize).min(n - 1)
         };
-        out[i].count += 1;
+        out[i].count += w;
     }
     out
-}
-
-fn position_bins(by_pos: BTreeMap<u64, Vec<f64>>) -> Vec<PositionBin> {
-    let Some(&last) = by_pos.keys().next_back() else {
-        return Vec::new();
-    };
-    let width = last.div_ceil(POSITION_BINS).max(1);
-    let mut bins: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    for (pos, v) in by_pos {
-        bins.entry((pos - 1) / width).or_default().extend(v);
-    }
-    bins.into_iter()
-        .map(|(b, mut v)| {
-            v.sort_unstable_by(f64::total_cmp);
-            let q = |p| quantile_sorted(&v, p).expect("non-empty");
-            PositionBin {
-                from: b * width + 1,
-                to: (b + 1) * width,
-                count: v.len() as u64,
-                p50_ms: q(0.5),
-                p90_ms: q(0.9),
-                p99_ms: q(0.99),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

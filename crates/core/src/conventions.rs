@@ -2,6 +2,7 @@
 //! number from `vllm bench serve`, AIPerf, GuideLLM or LLMPerf can be compared with a
 //! Cadence run. Pure functions of records; each formula says where it came from.
 
+use crate::dist::DistAcc;
 use crate::metrics::ms;
 use crate::stats::{self, Distribution};
 use crate::{Outcome, RequestRecord};
@@ -145,20 +146,7 @@ fn tokens(r: &RequestRecord) -> u64 {
 
 /// Each convention's ITL and TPOT over the succeeded, non-warm-up `records`.
 pub fn convention_views(records: &[RequestRecord]) -> Vec<ConventionView> {
-    Convention::ALL
-        .iter()
-        .map(|&c| {
-            let (itl, tpot) = figures(c, records);
-            ConventionView {
-                convention: c.name().to_string(),
-                tools: c.tools().to_string(),
-                itl,
-                tpot,
-                itl_formula: c.itl_formula().to_string(),
-                tpot_formula: c.tpot_formula().map(str::to_string),
-            }
-        })
-        .collect()
+    fold(records).views()
 }
 
 /// ITL and TPOT (ms) of `records` under convention `c`.
@@ -166,65 +154,136 @@ pub fn figures(
     c: Convention,
     records: &[RequestRecord],
 ) -> (Option<Distribution>, Option<Distribution>) {
-    let ok = records
-        .iter()
-        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup);
-    let mut itl: Vec<(f64, u64)> = Vec::new();
-    let mut tpot: Vec<(f64, u64)> = Vec::new();
-    for r in ok {
+    fold(records).figures(c)
+}
+
+fn fold(records: &[RequestRecord]) -> ConventionsAcc {
+    let mut acc = ConventionsAcc::default();
+    for r in records {
+        acc.push(r);
+    }
+    acc
+}
+
+/// What every convention's figures need, one record at a time. Cadence and vLLM pool
+/// the same chunk gaps, kept once.
+#[derive(Debug, Clone, Default)]
+pub struct ConventionsAcc {
+    pooled_itl: DistAcc,
+    cadence_tpot: DistAcc,
+    vllm_tpot: DistAcc,
+    aiperf_itl: DistAcc,
+    guidellm_itl: DistAcc,
+    guidellm_tpot: DistAcc,
+    llmperf_itl: DistAcc,
+}
+
+impl ConventionsAcc {
+    /// Takes one record; returns the values it kept exactly (for the level's budget).
+    pub fn push(&mut self, r: &RequestRecord) -> u64 {
+        if r.outcome != Outcome::Succeeded || r.warmup {
+            return 0;
+        }
         let n = tokens(r);
         let (Some(sent), Some(first), Some(last)) =
             (r.sent_ns, r.first_chunk_ns(), r.last_chunk_ns())
         else {
-            continue;
+            return 0;
         };
         let (Some(decode), Some(to_last)) = (last.checked_sub(first), last.checked_sub(sent))
         else {
-            continue;
+            return 0;
         };
-        match c {
-            Convention::Cadence | Convention::Vllm => {
-                for w in r.chunks.windows(2) {
-                    if let Some(g) = w[1].t_ns().checked_sub(w[0].t_ns()) {
-                        itl.push((ms(g), 1));
-                    }
-                }
-                let qualifies = match c {
-                    Convention::Cadence => r.chunks.len() >= 2 && n >= 2,
-                    _ => n >= 2,
-                };
-                if qualifies {
-                    tpot.push((ms(decode) / (n - 1) as f64, 1));
-                }
-            }
-            Convention::Aiperf => {
-                // E2E runs to the end of the response (the last message received).
-                let end = r.end_ns.unwrap_or(last);
-                if n >= 2 {
-                    if let Some(d) = end.checked_sub(first) {
-                        itl.push((ms(d) / (n - 1) as f64, 1));
-                    }
-                }
-            }
-            Convention::Guidellm => {
-                if n >= 2 {
-                    itl.push((ms(decode) / (n - 1) as f64, n - 1));
-                }
-                if n >= 1 {
-                    tpot.push((ms(to_last) / n as f64, n));
-                }
-            }
-            Convention::Llmperf => {
-                if n >= 1 {
-                    itl.push((ms(to_last) / n as f64, 1));
-                }
+        let mut kept = 0;
+        for w in r.chunks.windows(2) {
+            if let Some(g) = w[1].t_ns().checked_sub(w[0].t_ns()) {
+                kept += self.pooled_itl.push(ms(g));
             }
         }
+        if n >= 2 {
+            let per_step = ms(decode) / (n - 1) as f64;
+            if r.chunks.len() >= 2 {
+                kept += self.cadence_tpot.push(per_step);
+            }
+            kept += self.vllm_tpot.push(per_step);
+            // E2E runs to the end of the response (the last message received).
+            if let Some(d) = r.end_ns.unwrap_or(last).checked_sub(first) {
+                kept += self.aiperf_itl.push(ms(d) / (n - 1) as f64);
+            }
+            kept += self.guidellm_itl.push_weighted(per_step, n - 1);
+        }
+        if n >= 1 {
+            let per_token = ms(to_last) / n as f64;
+            kept += self.guidellm_tpot.push_weighted(per_token, n);
+            kept += self.llmperf_itl.push(per_token);
+        }
+        kept
     }
-    (
-        Distribution::from_weighted(&mut itl),
-        Distribution::from_weighted(&mut tpot),
-    )
+
+    pub fn merge(&mut self, o: &ConventionsAcc) {
+        for (a, b) in self.dists_mut().zip(o.dists()) {
+            a.merge(b);
+        }
+    }
+
+    fn dists(&self) -> [&DistAcc; 7] {
+        [
+            &self.pooled_itl,
+            &self.cadence_tpot,
+            &self.vllm_tpot,
+            &self.aiperf_itl,
+            &self.guidellm_itl,
+            &self.guidellm_tpot,
+            &self.llmperf_itl,
+        ]
+    }
+
+    /// Every distribution, for the level's budget.
+    pub fn dists_mut(&mut self) -> impl Iterator<Item = &mut DistAcc> {
+        [
+            &mut self.pooled_itl,
+            &mut self.cadence_tpot,
+            &mut self.vllm_tpot,
+            &mut self.aiperf_itl,
+            &mut self.guidellm_itl,
+            &mut self.guidellm_tpot,
+            &mut self.llmperf_itl,
+        ]
+        .into_iter()
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.dists().iter().map(|d| d.approx_bytes()).sum()
+    }
+
+    /// ITL and TPOT (ms) under convention `c`.
+    pub fn figures(&self, c: Convention) -> (Option<Distribution>, Option<Distribution>) {
+        match c {
+            Convention::Cadence => (self.pooled_itl.summary(), self.cadence_tpot.summary()),
+            Convention::Vllm => (self.pooled_itl.summary(), self.vllm_tpot.summary()),
+            Convention::Aiperf => (self.aiperf_itl.summary(), None),
+            Convention::Guidellm => (self.guidellm_itl.summary(), self.guidellm_tpot.summary()),
+            Convention::Llmperf => (self.llmperf_itl.summary(), None),
+        }
+    }
+
+    /// Every convention's view.
+    pub fn views(&self) -> Vec<ConventionView> {
+        Convention::ALL
+            .iter()
+            .map(|&c| {
+                let (itl, tpot) = self.figures(c);
+                ConventionView {
+                    convention: c.name().to_string(),
+                    tools: c.tools().to_string(),
+                    itl,
+                    tpot,
+                    itl_formula: c.itl_formula().to_string(),
+                    tpot_formula: c.tpot_formula().map(str::to_string),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

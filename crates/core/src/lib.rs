@@ -4,10 +4,13 @@
 //! Nothing here touches a socket, a clock, a file or an async runtime.
 
 pub mod arrivals;
+pub mod assemble;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
+pub mod dist;
 pub mod duration;
+pub mod level;
 pub mod metrics;
 pub mod outcome;
 pub mod pacing;
@@ -22,15 +25,20 @@ pub mod slo;
 pub mod stats;
 pub mod timeseries;
 
-pub use charts::{chart_data, ChartData};
-pub use conventions::{convention_views, Convention, ConventionView};
+pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
+pub use charts::{chart_data, ChartData, ChartsAcc};
+pub use conventions::{convention_views, Convention, ConventionView, ConventionsAcc};
+pub use dist::DistAcc;
 pub use duration::{parse_duration, DurationError};
+pub use level::{
+    LevelAggregator, LevelAggregators, LevelConfig, LevelFigures, DEFAULT_EXACT_SAMPLES,
+};
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
-    RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,
+    RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
-pub use pacing::{pacing, Pacing};
+pub use pacing::{pacing, Pacing, PacingAcc};
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, StreamCounters, TokenCount,
     TokenSource, TokenSources,
@@ -40,6 +48,8 @@ pub use report::{
     SCHEMA_VERSION,
 };
 pub use sink::RecordSink;
-pub use slo::{goodput, Goodput, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat};
-pub use stats::{Distribution, PERCENTILE_RULE};
-pub use timeseries::{time_series, TimeBucket};
+pub use slo::{
+    goodput, Goodput, GoodputAcc, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat,
+};
+pub use stats::{Bucketing, Distribution, PERCENTILE_RULE};
+pub use timeseries::{time_series, TimeBucket, TimeSeriesAcc};

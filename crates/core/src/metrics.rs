@@ -2,6 +2,7 @@
 //! distributions, throughput, token counts, stalls, and the request accounting that
 //! FAULTS.md requires. Every number a report prints about a level comes from here.
 
+use crate::dist::DistAcc;
 use crate::stats::{self, Distribution};
 use crate::{Outcome, RequestRecord, TokenSource};
 use serde::{Deserialize, Serialize};
@@ -327,7 +328,7 @@ pub struct TurnSummary {
 }
 
 /// Running sums for one [`SourceAgreement`].
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct Agree {
     requests: u64,
     total: u64,
@@ -346,7 +347,15 @@ impl Agree {
         self.differing += u64::from(d > 0);
     }
 
-    fn finish(self, source: TokenSource) -> SourceAgreement {
+    fn merge(&mut self, o: &Agree) {
+        self.requests += o.requests;
+        self.total += o.total;
+        self.used += o.used;
+        self.max_abs = self.max_abs.max(o.max_abs);
+        self.differing += o.differing;
+    }
+
+    fn finish(&self, source: TokenSource) -> SourceAgreement {
         SourceAgreement {
             source,
             requests: self.requests,
@@ -366,68 +375,153 @@ impl Agree {
 /// chunk and stalls use succeeded requests only: the partial output of a failed
 /// request is kept and counted in `output_tokens.received_total`, never in success
 /// latency (FAULTS 8). Counters sum every non-warm-up record. See [`formula`].
+///
+/// A fold of [`SummaryAcc`] over `records`, every distribution exact.
 pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelSummary {
-    let mut warmup = 0u64;
-    let mut counts = RequestCounts {
-        dropped: opts.dropped,
-        ..RequestCounts::default()
-    };
-    let mut unsent_odd: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut bad_intervals = 0u64;
-    let mut no_end = 0u64;
-
-    let (mut ttft, mut ttft_content, mut ttft_response) = (vec![], vec![], vec![]);
-    let (mut itl, mut itl_tok, mut tpot, mut e2e) = (vec![], vec![], vec![], vec![]);
-    let (mut speed, mut per_chunk) = (vec![], vec![]);
-    let mut tokens = OutputTokens::default();
-    let mut stalls = Stalls {
-        threshold_ms: ms(opts.stall_threshold_ns),
-        ..Stalls::default()
-    };
-    let mut counters = Counters::default();
-    let (mut first_sent, mut last_end): (Option<u64>, Option<u64>) = (None, None);
-    let mut agree: BTreeMap<TokenSource, Agree> = BTreeMap::new();
-    let mut turns: BTreeMap<u32, (u64, Vec<f64>, Vec<f64>)> = BTreeMap::new();
-
+    let mut acc = SummaryAcc::new(opts.stall_threshold_ns);
     for r in records {
+        acc.push(r);
+    }
+    acc.finish(opts)
+}
+
+/// Running sums of one turn index.
+#[derive(Debug, Clone, Default)]
+struct TurnAcc {
+    requests: u64,
+    ttft: DistAcc,
+    itl: DistAcc,
+}
+
+/// [`summarize_level`] one record at a time: what a level keeps of its records for its
+/// [`LevelSummary`]. Counts and sums are exact; distributions are [`DistAcc`]s, exact
+/// until [`SummaryAcc::bucketize`]. Two of them over parts of a level [`merge`] into the
+/// one over the whole.
+///
+/// [`merge`]: SummaryAcc::merge
+#[derive(Debug, Clone)]
+pub struct SummaryAcc {
+    stall_threshold_ns: u64,
+    /// Whether pooled ITL is kept here (see [`SummaryAcc::without_pooled_itl`]).
+    keep_itl: bool,
+    /// The level's budget was spent: a new turn's distributions start bucketed.
+    bucketed: bool,
+    warmup: u64,
+    counts: RequestCounts,
+    unsent_odd: BTreeMap<&'static str, u64>,
+    bad_intervals: u64,
+    no_end: u64,
+    ttft: DistAcc,
+    ttft_content: DistAcc,
+    ttft_response: DistAcc,
+    itl: DistAcc,
+    itl_tok: DistAcc,
+    tpot: DistAcc,
+    e2e: DistAcc,
+    speed: DistAcc,
+    per_chunk: DistAcc,
+    tokens: OutputTokens,
+    stalls: Stalls,
+    counters: Counters,
+    first_sent: Option<u64>,
+    last_end: Option<u64>,
+    agree: BTreeMap<TokenSource, Agree>,
+    turns: BTreeMap<u32, TurnAcc>,
+}
+
+impl SummaryAcc {
+    /// ITL gaps strictly longer than `stall_threshold_ns` count as stalls.
+    pub fn new(stall_threshold_ns: u64) -> SummaryAcc {
+        SummaryAcc {
+            stall_threshold_ns,
+            keep_itl: true,
+            bucketed: false,
+            warmup: 0,
+            counts: RequestCounts::default(),
+            unsent_odd: BTreeMap::new(),
+            bad_intervals: 0,
+            no_end: 0,
+            ttft: DistAcc::new(),
+            ttft_content: DistAcc::new(),
+            ttft_response: DistAcc::new(),
+            itl: DistAcc::new(),
+            itl_tok: DistAcc::new(),
+            tpot: DistAcc::new(),
+            e2e: DistAcc::new(),
+            speed: DistAcc::new(),
+            per_chunk: DistAcc::new(),
+            tokens: OutputTokens::default(),
+            stalls: Stalls {
+                threshold_ms: ms(stall_threshold_ns),
+                ..Stalls::default()
+            },
+            counters: Counters::default(),
+            first_sent: None,
+            last_end: None,
+            agree: BTreeMap::new(),
+            turns: BTreeMap::new(),
+        }
+    }
+
+    /// One that leaves pooled ITL (`itl`) empty, for an owner that keeps the same gaps
+    /// elsewhere (the time series holds exactly these gaps, by bucket) and sets it.
+    pub fn without_pooled_itl(stall_threshold_ns: u64) -> SummaryAcc {
+        SummaryAcc {
+            keep_itl: false,
+            ..SummaryAcc::new(stall_threshold_ns)
+        }
+    }
+
+    /// Warm-up records seen (they are only counted).
+    pub fn warmup(&self) -> u64 {
+        self.warmup
+    }
+
+    /// Takes one record; returns the values it kept exactly (for the level's budget).
+    pub fn push(&mut self, r: &RequestRecord) -> u64 {
         if r.warmup {
-            warmup += 1;
-            continue;
+            self.warmup += 1;
+            return 0;
         }
         let c = &r.counters;
-        counters.keepalives += u64::from(c.keepalives);
-        counters.malformed += u64::from(c.malformed);
-        counters.coalesced += u64::from(c.coalesced);
-        counters.bytes_after_done += c.bytes_after_done;
-        counters.no_done_marker += u64::from(c.no_done_marker);
-        counters.reads += u64::from(c.reads);
-        tokens.received_total += r.output_token_count().count;
+        let k = &mut self.counters;
+        k.keepalives += u64::from(c.keepalives);
+        k.malformed += u64::from(c.malformed);
+        k.coalesced += u64::from(c.coalesced);
+        k.bytes_after_done += c.bytes_after_done;
+        k.no_done_marker += u64::from(c.no_done_marker);
+        k.reads += u64::from(c.reads);
+        self.tokens.received_total += r.output_token_count().count;
         if let Some(s) = r.sent_ns {
-            first_sent = Some(first_sent.map_or(s, |f| f.min(s)));
+            self.first_sent = Some(self.first_sent.map_or(s, |f| f.min(s)));
         }
         if let Some(e) = r.end_ns {
-            last_end = Some(last_end.map_or(e, |l| l.max(e)));
+            self.last_end = Some(self.last_end.map_or(e, |l| l.max(e)));
         }
-
         if !r.was_sent() {
-            counts.dropped += 1;
+            self.counts.dropped += 1;
             if !matches!(r.outcome, Outcome::AbortedAtDeadline | Outcome::Dropped) {
-                *unsent_odd.entry(r.outcome.name()).or_default() += 1;
+                *self.unsent_odd.entry(r.outcome.name()).or_default() += 1;
             }
-            continue;
+            return 0;
         }
-        counts.sent += 1;
+        self.counts.sent += 1;
         match r.outcome {
-            Outcome::Succeeded => counts.succeeded += 1,
-            o if o.is_abort() => counts.aborted += 1,
-            o => *counts.failed.entry(o.name().to_string()).or_default() += 1,
+            Outcome::Succeeded => self.counts.succeeded += 1,
+            o if o.is_abort() => self.counts.aborted += 1,
+            o => *self.counts.failed.entry(o.name().to_string()).or_default() += 1,
         }
         if r.outcome != Outcome::Succeeded {
-            continue;
+            return 0;
         }
+        self.push_tokens(r);
+        self.push_latency(r)
+    }
 
-        // Succeeded: latency, tokens, stalls.
+    /// Output-token totals and source agreement of a succeeded record.
+    fn push_tokens(&mut self, r: &RequestRecord) {
         let tc = r.output_token_count();
+        let tokens = &mut self.tokens;
         tokens.total += tc.count;
         tokens.source = tokens.source.max(Some(tc.source));
         *tokens
@@ -445,110 +539,242 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
                 s => r.token_sources.get(s),
             };
             if let (Some(n), true) = (other, src != tc.source) {
-                agree.entry(src).or_default().add(n, tc.count);
+                self.agree.entry(src).or_default().add(n, tc.count);
             }
         }
+    }
+
+    /// Latency samples, stalls and tokens per chunk of a succeeded record.
+    fn push_latency(&mut self, r: &RequestRecord) -> u64 {
+        let mut kept = 0u64;
+        let bad = &mut self.bad_intervals;
         if let Some(turn) = r.turn {
-            let (n, t, i) = turns.entry(turn).or_default();
-            *n += 1;
+            let t = self.turns.entry(turn).or_default();
+            t.requests += 1;
             let mut scratch = 0;
-            t.extend(ttft_ms(r, &mut scratch));
-            i.extend(itl_gaps(r, &mut scratch).map(|(g, _)| ms(g)));
+            let b = self.bucketed;
+            kept += ttft_ms(r, &mut scratch).map_or(0, |v| t.ttft.push_in(v, b));
+            for (g, _) in itl_gaps(r, &mut scratch) {
+                kept += t.itl.push_in(ms(g), b);
+            }
         }
-
-        ttft.extend(ttft_ms(r, &mut bad_intervals));
-        ttft_content.extend(ttft_content_ms(r, &mut bad_intervals));
-        ttft_response.extend(ttft_response_ms(r, &mut bad_intervals));
+        kept += ttft_ms(r, bad).map_or(0, |v| self.ttft.push(v));
+        kept += ttft_content_ms(r, bad).map_or(0, |v| self.ttft_content.push(v));
+        kept += ttft_response_ms(r, bad).map_or(0, |v| self.ttft_response.push(v));
         if r.sent_ns.is_some() && r.end_ns.is_some() {
-            e2e.extend(e2e_ms(r, &mut bad_intervals));
+            kept += e2e_ms(r, bad).map_or(0, |v| self.e2e.push(v));
         } else {
-            no_end += 1;
+            self.no_end += 1;
         }
-
         let mut stalled = false;
-        for (g, later) in itl_gaps(r, &mut bad_intervals) {
-            itl.push(ms(g));
+        for (g, later) in itl_gaps(r, bad) {
+            if self.keep_itl {
+                kept += self.itl.push(ms(g));
+            }
             let k = per_token_weight(later);
-            itl_tok.push((ms(g) / k as f64, k));
-            if g > opts.stall_threshold_ns {
-                stalls.gaps += 1;
+            kept += self.itl_tok.push_weighted(ms(g) / k as f64, k);
+            if g > self.stall_threshold_ns {
+                self.stalls.gaps += 1;
                 stalled = true;
             }
         }
-        stalls.requests += u64::from(stalled);
-        per_chunk.extend(r.chunks.iter().filter_map(|c| c.tokens()).map(f64::from));
+        self.stalls.requests += u64::from(stalled);
+        for t in r.chunks.iter().filter_map(|c| c.tokens()) {
+            kept += self.per_chunk.push(f64::from(t));
+        }
+        if let Some((t, s)) = tpot_and_speed(r, bad) {
+            kept += self.tpot.push(t);
+            kept += s.map_or(0, |s| self.speed.push(s));
+        }
+        kept
+    }
 
-        if let Some((t, s)) = tpot_and_speed(r, &mut bad_intervals) {
-            tpot.push(t);
-            speed.extend(s);
+    fn dists_mut(&mut self) -> impl Iterator<Item = &mut DistAcc> {
+        [
+            &mut self.ttft,
+            &mut self.ttft_content,
+            &mut self.ttft_response,
+            &mut self.itl,
+            &mut self.itl_tok,
+            &mut self.tpot,
+            &mut self.e2e,
+            &mut self.speed,
+            &mut self.per_chunk,
+        ]
+        .into_iter()
+        .chain(
+            self.turns
+                .values_mut()
+                .flat_map(|t| [&mut t.ttft, &mut t.itl]),
+        )
+    }
+
+    /// Folds every distribution into its histogram (the level's budget is spent).
+    pub fn bucketize(&mut self) {
+        self.bucketed = true;
+        self.dists_mut().for_each(DistAcc::to_bucketed);
+    }
+
+    /// Heap bytes held by the distributions.
+    pub fn approx_bytes(&self) -> usize {
+        [
+            &self.ttft,
+            &self.ttft_content,
+            &self.ttft_response,
+            &self.itl,
+            &self.itl_tok,
+            &self.tpot,
+            &self.e2e,
+            &self.speed,
+            &self.per_chunk,
+        ]
+        .into_iter()
+        .chain(self.turns.values().flat_map(|t| [&t.ttft, &t.itl]))
+        .map(DistAcc::approx_bytes)
+        .sum()
+    }
+
+    /// Adds another part of the same level (same stall threshold).
+    pub fn merge(&mut self, o: &SummaryAcc) {
+        self.warmup += o.warmup;
+        let c = &mut self.counts;
+        c.sent += o.counts.sent;
+        c.succeeded += o.counts.succeeded;
+        c.dropped += o.counts.dropped;
+        c.aborted += o.counts.aborted;
+        for (k, n) in &o.counts.failed {
+            *c.failed.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &o.unsent_odd {
+            *self.unsent_odd.entry(k).or_default() += n;
+        }
+        self.bad_intervals += o.bad_intervals;
+        self.no_end += o.no_end;
+        for (a, b) in [
+            (&mut self.ttft, &o.ttft),
+            (&mut self.ttft_content, &o.ttft_content),
+            (&mut self.ttft_response, &o.ttft_response),
+            (&mut self.itl, &o.itl),
+            (&mut self.itl_tok, &o.itl_tok),
+            (&mut self.tpot, &o.tpot),
+            (&mut self.e2e, &o.e2e),
+            (&mut self.speed, &o.speed),
+            (&mut self.per_chunk, &o.per_chunk),
+        ] {
+            a.merge(b);
+        }
+        let t = &mut self.tokens;
+        t.total += o.tokens.total;
+        t.received_total += o.tokens.received_total;
+        t.source = t.source.max(o.tokens.source);
+        for (k, n) in &o.tokens.by_source {
+            *t.by_source.entry(k.clone()).or_default() += n;
+        }
+        self.stalls.gaps += o.stalls.gaps;
+        self.stalls.requests += o.stalls.requests;
+        let k = &mut self.counters;
+        k.keepalives += o.counters.keepalives;
+        k.malformed += o.counters.malformed;
+        k.coalesced += o.counters.coalesced;
+        k.bytes_after_done += o.counters.bytes_after_done;
+        k.no_done_marker += o.counters.no_done_marker;
+        k.reads += o.counters.reads;
+        self.first_sent = min_opt(self.first_sent, o.first_sent);
+        self.last_end = self.last_end.max(o.last_end);
+        for (s, a) in &o.agree {
+            self.agree.entry(*s).or_default().merge(a);
+        }
+        for (turn, t) in &o.turns {
+            let mine = self.turns.entry(*turn).or_default();
+            mine.requests += t.requests;
+            mine.ttft.merge(&t.ttft);
+            mine.itl.merge(&t.itl);
         }
     }
 
-    counts.intended = opts.intended.unwrap_or(counts.sent + counts.dropped);
+    /// The level's summary; `opts` supplies what the records cannot (window, intended,
+    /// dropped); its stall threshold is the one given to [`SummaryAcc::new`].
+    pub fn finish(&self, opts: &LevelOptions) -> LevelSummary {
+        let mut counts = self.counts.clone();
+        counts.dropped += opts.dropped;
+        counts.intended = opts.intended.unwrap_or(counts.sent + counts.dropped);
+        let window = opts.window.or(match (self.first_sent, self.last_end) {
+            (Some(s), Some(e)) => Some((s, e)),
+            _ => None,
+        });
+        let window_ns = window.map(|(s, e)| e.saturating_sub(s));
+        let per_s = |n: u64| {
+            window_ns
+                .filter(|&w| w > 0)
+                .map(|w| n as f64 * NS_PER_S / w as f64)
+        };
+        let throughput = Throughput {
+            output_tokens_per_s: per_s(self.tokens.total),
+            requests_per_s: per_s(counts.succeeded),
+            window_s: window_ns.map(|w| w as f64 / NS_PER_S),
+        };
+        let warnings = self.warnings(window_ns, counts.sent);
+        LevelSummary {
+            requests: counts,
+            warmup: self.warmup,
+            ttft: self.ttft.summary(),
+            ttft_content: self.ttft_content.summary(),
+            ttft_response: self.ttft_response.summary(),
+            itl: self.itl.summary(),
+            itl_per_token: self.itl_tok.summary(),
+            tpot: self.tpot.summary(),
+            e2e: self.e2e.summary(),
+            output_speed_tok_s: self.speed.summary(),
+            tokens_per_chunk: self.per_chunk.summary(),
+            output_tokens: self.tokens.clone(),
+            throughput,
+            stalls: self.stalls,
+            counters: self.counters,
+            warnings,
+            token_agreement: self.agree.iter().map(|(s, a)| a.finish(*s)).collect(),
+            by_turn: self
+                .turns
+                .iter()
+                .map(|(turn, t)| TurnSummary {
+                    turn: *turn,
+                    requests: t.requests,
+                    ttft: t.ttft.summary(),
+                    itl: t.itl.summary(),
+                })
+                .collect(),
+        }
+    }
 
-    let window = opts.window.or(match (first_sent, last_end) {
-        (Some(s), Some(e)) => Some((s, e)),
-        _ => None,
-    });
-    let window_ns = window.map(|(s, e)| e.saturating_sub(s));
-    let per_s = |n: u64| {
-        window_ns
-            .filter(|&w| w > 0)
-            .map(|w| n as f64 * NS_PER_S / w as f64)
-    };
-    let throughput = Throughput {
-        output_tokens_per_s: per_s(tokens.total),
-        requests_per_s: per_s(counts.succeeded),
-        window_s: window_ns.map(|w| w as f64 / NS_PER_S),
-    };
+    fn warnings(&self, window_ns: Option<u64>, sent: u64) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (name, n) in &self.unsent_odd {
+            warnings.push(format!(
+                "{n} request(s) with outcome {name} have no send time; counted as dropped"
+            ));
+        }
+        let bad_intervals = self.bad_intervals;
+        if bad_intervals > 0 {
+            warnings.push(format!(
+                "{bad_intervals} interval(s) end before they start (record timestamps out of \
+                 order); those samples were skipped"
+            ));
+        }
+        let no_end = self.no_end;
+        if no_end > 0 {
+            warnings.push(format!(
+                "{no_end} succeeded request(s) lack a send or end time; no E2E sample for them"
+            ));
+        }
+        if window_ns == Some(0) && sent > 0 {
+            warnings.push("the measured window has zero length; throughput is absent".into());
+        }
+        warnings
+    }
+}
 
-    let mut warnings = Vec::new();
-    for (name, n) in &unsent_odd {
-        warnings.push(format!(
-            "{n} request(s) with outcome {name} have no send time; counted as dropped"
-        ));
-    }
-    if bad_intervals > 0 {
-        warnings.push(format!(
-            "{bad_intervals} interval(s) end before they start (record timestamps out of \
-             order); those samples were skipped"
-        ));
-    }
-    if no_end > 0 {
-        warnings.push(format!(
-            "{no_end} succeeded request(s) lack a send or end time; no E2E sample for them"
-        ));
-    }
-    if window_ns == Some(0) && counts.sent > 0 {
-        warnings.push("the measured window has zero length; throughput is absent".into());
-    }
-
-    LevelSummary {
-        requests: counts,
-        warmup,
-        ttft: Distribution::from_samples(&mut ttft),
-        ttft_content: Distribution::from_samples(&mut ttft_content),
-        ttft_response: Distribution::from_samples(&mut ttft_response),
-        itl: Distribution::from_samples(&mut itl),
-        itl_per_token: Distribution::from_weighted(&mut itl_tok),
-        tpot: Distribution::from_samples(&mut tpot),
-        e2e: Distribution::from_samples(&mut e2e),
-        output_speed_tok_s: Distribution::from_samples(&mut speed),
-        tokens_per_chunk: Distribution::from_samples(&mut per_chunk),
-        output_tokens: tokens,
-        throughput,
-        stalls,
-        counters,
-        warnings,
-        token_agreement: agree.into_iter().map(|(s, a)| a.finish(s)).collect(),
-        by_turn: turns
-            .into_iter()
-            .map(|(turn, (requests, mut t, mut i))| TurnSummary {
-                turn,
-                requests,
-                ttft: Distribution::from_samples(&mut t),
-                itl: Distribution::from_samples(&mut i),
-            })
-            .collect(),
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

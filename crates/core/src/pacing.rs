@@ -1,8 +1,8 @@
 //! How well an open-loop client kept its schedule (scheduled → sent lag, late sends,
 //! dropped arrivals), so a report can say when the client, not the server, was slow.
 
+use crate::dist::DistAcc;
 use crate::metrics::ms;
-use crate::stats::Distribution;
 use crate::RequestRecord;
 use serde::{Deserialize, Serialize};
 
@@ -45,41 +45,76 @@ impl Pacing {
 /// Pacing of the non-warm-up `records` that carry a schedule (`scheduled_ns`); `None`
 /// when none does (a closed-loop level). `dropped` counts arrivals the runner dropped
 /// without leaving a record; `max_late_share` is the `--max-late` fraction. Lags are
-/// 0 when nothing scheduled was sent.
+/// 0 when nothing scheduled was sent. A fold of [`PacingAcc`].
 pub fn pacing(records: &[RequestRecord], dropped: u64, max_late_share: f64) -> Option<Pacing> {
-    let mut any = false;
-    let mut unsent = 0u64;
-    let mut late = 0u64;
-    let mut lags = Vec::new();
-    for r in records.iter().filter(|r| !r.warmup) {
-        let Some(sched) = r.scheduled_ns else {
-            continue;
+    let mut acc = PacingAcc::default();
+    for r in records {
+        acc.push(r);
+    }
+    acc.finish(dropped, max_late_share)
+}
+
+/// [`pacing`] one record at a time; mergeable, lags in a [`DistAcc`].
+#[derive(Debug, Clone, Default)]
+pub struct PacingAcc {
+    any: bool,
+    unsent: u64,
+    late: u64,
+    lags: DistAcc,
+}
+
+impl PacingAcc {
+    /// Takes one record; returns the values it kept exactly (for the level's budget).
+    pub fn push(&mut self, r: &RequestRecord) -> u64 {
+        let Some(sched) = r.scheduled_ns.filter(|_| !r.warmup) else {
+            return 0;
         };
-        any = true;
+        self.any = true;
         match r.sent_ns {
             Some(sent) => {
                 let lag = sent.saturating_sub(sched);
-                late += u64::from(lag > LATE_THRESHOLD_NS);
-                lags.push(ms(lag));
+                self.late += u64::from(lag > LATE_THRESHOLD_NS);
+                return self.lags.push(ms(lag));
             }
-            None if !r.was_sent() => unsent += 1,
+            None if !r.was_sent() => self.unsent += 1,
             // A connection-stage failure: an attempt without a send time, no lag sample.
             None => {}
         }
+        0
     }
-    if !any {
-        return None;
+
+    pub fn merge(&mut self, o: &PacingAcc) {
+        self.any |= o.any;
+        self.unsent += o.unsent;
+        self.late += o.late;
+        self.lags.merge(&o.lags);
     }
-    let sent = lags.len() as u64;
-    let d = Distribution::from_samples(&mut lags);
-    Some(Pacing {
-        sent,
-        late,
-        dropped: dropped + unsent,
-        lag_p50_ms: d.map_or(0.0, |d| d.p50),
-        lag_p99_ms: d.map_or(0.0, |d| d.p99),
-        lag_max_ms: d.map_or(0.0, |d| d.max),
-        max_late_share,
-        invalid: sent > 0 && late as f64 / sent as f64 > max_late_share,
-    })
+
+    /// The lag distribution, for the level's budget and size accounting.
+    pub fn dist_mut(&mut self) -> &mut DistAcc {
+        &mut self.lags
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.lags.approx_bytes()
+    }
+
+    pub fn finish(&self, dropped: u64, max_late_share: f64) -> Option<Pacing> {
+        if !self.any {
+            return None;
+        }
+        let sent = self.lags.count();
+        let late = self.late;
+        let d = self.lags.summary();
+        Some(Pacing {
+            sent,
+            late,
+            dropped: dropped + self.unsent,
+            lag_p50_ms: d.map_or(0.0, |d| d.p50),
+            lag_p99_ms: d.map_or(0.0, |d| d.p99),
+            lag_max_ms: d.map_or(0.0, |d| d.max),
+            max_late_share,
+            invalid: sent > 0 && late as f64 / sent as f64 > max_late_share,
+        })
+    }
 }

@@ -75,12 +75,23 @@ pub struct RunMeta {
     pub search: Option<SearchReport>,
 }
 
+/// Where a run's clock starts on the wall clock: written first by every proxy run, so
+/// runs appended to one file are put on one timeline when read back (each run's
+/// record times count from its own start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    /// The wall-clock time (ms since the Unix epoch) of the run clock's 0.
+    pub unix_ms: u64,
+}
+
 /// One line of a records file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordsLine {
     Record(Box<RequestRecord>),
     Level(LevelMeta),
     Run(Box<RunMeta>),
+    /// Records after it (until the next anchor) count from this wall-clock time.
+    Anchor(Anchor),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -93,6 +104,20 @@ struct LevelLine {
 #[serde(deny_unknown_fields)]
 struct RunLine {
     cadence_run: RunMeta,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnchorLine {
+    cadence_anchor: Anchor,
+}
+
+/// The JSON line (no newline) for a run's wall-clock anchor.
+pub fn anchor_line(anchor: Anchor) -> String {
+    serde_json::to_string(&AnchorLine {
+        cadence_anchor: anchor,
+    })
+    .expect("plain data serializes")
 }
 
 /// The JSON line (no newline) for a level.
@@ -112,7 +137,8 @@ pub fn run_line(meta: &RunMeta) -> String {
 }
 
 /// Parses one line of a records file. Meta lines are objects whose first key is
-/// `cadence_level` or `cadence_run`; every other line is a request record.
+/// `cadence_level`, `cadence_run` or `cadence_anchor`; every other line is a request
+/// record.
 pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
     let t = line.trim_start();
     if t.starts_with("{\"cadence_level\"") {
@@ -123,6 +149,10 @@ pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
         Ok(RecordsLine::Run(Box::new(
             serde_json::from_str::<RunLine>(t)?.cadence_run,
         )))
+    } else if t.starts_with("{\"cadence_anchor\"") {
+        Ok(RecordsLine::Anchor(
+            serde_json::from_str::<AnchorLine>(t)?.cadence_anchor,
+        ))
     } else {
         let mut rec: RequestRecord = serde_json::from_str(t)?;
         rec.upgrade_outcome();
@@ -153,6 +183,7 @@ pub fn parse_records_file(text: &str) -> Result<(RecordsFile, bool), (usize, ser
             Ok(RecordsLine::Record(r)) => out.records.push(*r),
             Ok(RecordsLine::Level(l)) => out.levels.push(l),
             Ok(RecordsLine::Run(r)) => out.run = Some(*r),
+            Ok(RecordsLine::Anchor(_)) => {}
             Err(e) if i + 1 == lines.len() && !text.ends_with('\n') && e.is_eof() => {
                 truncated_tail = true;
             }

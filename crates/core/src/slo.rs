@@ -510,19 +510,45 @@ pub struct Goodput {
 /// [`Slo::request_meets`] every SLO (with no SLOs, every succeeded request is good).
 /// `window_s` is the level's measured window (`throughput.window_s`).
 pub fn goodput(records: &[RequestRecord], slos: &[Slo], window_s: Option<f64>) -> Goodput {
-    let mut sent = 0u64;
-    let mut good = 0u64;
-    for r in records.iter().filter(|r| !r.warmup && r.was_sent()) {
-        sent += 1;
+    let mut acc = GoodputAcc::default();
+    for r in records {
+        acc.push(r, slos);
+    }
+    acc.finish(window_s)
+}
+
+/// [`goodput`] one record at a time: sent and good requests, mergeable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GoodputAcc {
+    sent: u64,
+    good: u64,
+}
+
+impl GoodputAcc {
+    pub fn push(&mut self, r: &RequestRecord, slos: &[Slo]) {
+        if r.warmup || !r.was_sent() {
+            return;
+        }
+        self.sent += 1;
         if r.outcome == Outcome::Succeeded && slos.iter().all(|s| s.request_meets(r)) {
-            good += 1;
+            self.good += 1;
         }
     }
-    Goodput {
-        good_requests: good,
-        share: (sent > 0).then(|| good as f64 / sent as f64),
-        requests_per_s: window_s
-            .filter(|&w| w > 0.0 && w.is_finite())
-            .map(|w| good as f64 / w),
+
+    pub fn merge(&mut self, o: &GoodputAcc) {
+        self.sent += o.sent;
+        self.good += o.good;
+    }
+
+    /// `window_s` is the level's measured window (`throughput.window_s`).
+    pub fn finish(&self, window_s: Option<f64>) -> Goodput {
+        let (sent, good) = (self.sent, self.good);
+        Goodput {
+            good_requests: good,
+            share: (sent > 0).then(|| good as f64 / sent as f64),
+            requests_per_s: window_s
+                .filter(|&w| w > 0.0 && w.is_finite())
+                .map(|w| good as f64 / w),
+        }
     }
 }

@@ -32,6 +32,20 @@ pub struct Distribution {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// Present when the percentiles come from a log-bucketed histogram (the level's
+    /// samples outgrew `--exact-samples`), with their error bound; absent when exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucketed: Option<Bucketing>,
+}
+
+/// How far a bucketed distribution's percentiles may be from the exact ones: within
+/// `relative_error` of the value, plus half of `resolution` (in the distribution's
+/// unit). Count, mean, min and max stay exact.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bucketing {
+    pub relative_error: f64,
+    pub resolution: f64,
 }
 
 impl Distribution {
@@ -82,6 +96,7 @@ impl Distribution {
             p99: q(QUANTILES[3]),
             p999: q(QUANTILES[4]),
             max: sorted[n - 1],
+            bucketed: None,
         })
     }
 
@@ -131,6 +146,7 @@ impl Distribution {
             p99: q(QUANTILES[3]),
             p999: q(QUANTILES[4]),
             max: kept[kept.len() - 1].0,
+            bucketed: None,
         })
     }
 
@@ -148,6 +164,10 @@ impl Distribution {
             p99: self.p99 * factor,
             p999: self.p999 * factor,
             max: self.max * factor,
+            bucketed: self.bucketed.map(|b| Bucketing {
+                relative_error: b.relative_error,
+                resolution: b.resolution * factor,
+            }),
         }
     }
 }
@@ -189,7 +209,7 @@ pub(crate) fn type7(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
 /// p999_ms, max_ms}` (`stddev_ms` may be `null`), or `null` when there were no samples.
 /// Use with `#[serde(with = "cadence_core::stats::as_ms")]`.
 pub mod as_ms {
-    use super::Distribution;
+    use super::{Bucketing, Distribution};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize, Deserialize)]
@@ -205,6 +225,8 @@ pub mod as_ms {
         p99_ms: f64,
         p999_ms: f64,
         max_ms: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bucketed: Option<Bucketing>,
     }
 
     pub fn serialize<S: Serializer>(v: &Option<Distribution>, s: S) -> Result<S::Ok, S::Error> {
@@ -219,6 +241,7 @@ pub mod as_ms {
             p99_ms: d.p99,
             p999_ms: d.p999,
             max_ms: d.max,
+            bucketed: d.bucketed,
         })
         .serialize(s)
     }
@@ -235,6 +258,7 @@ pub mod as_ms {
             p99: m.p99_ms,
             p999: m.p999_ms,
             max: m.max_ms,
+            bucketed: m.bucketed,
         }))
     }
 }

@@ -1,8 +1,8 @@
 //! Figures per time bucket of the run (completions, failures, output tokens/s, TTFT and
 //! ITL p50/p99), so degradation during a run shows up instead of being averaged away.
 
+use crate::dist::DistAcc;
 use crate::metrics::{self, NS_PER_S};
-use crate::stats::Distribution;
 use crate::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
 
@@ -36,15 +36,31 @@ succeeded requests ending in it, failed = failed requests ending in it, output t
 tokens of the chunks arriving in it (a chunk's count when known, else 1; every request), \
 TTFT p50/p99 over succeeded requests whose first chunk arrived in it, ITL p50/p99 over gaps \
 of succeeded requests whose later chunk arrived in it; buckets run from 0 to the last event, \
-empty ones included";
+empty ones included, at most 4,096 (buckets twice as wide past that, as often as needed)";
 
-#[derive(Default)]
+/// At most this many buckets: a run whose last event lies further along the run clock
+/// (a long run at fine buckets, or a record with an absurd timestamp) gets buckets of
+/// twice the width, as often as needed, and the level says so. Memory stays bounded
+/// whatever the timestamps.
+pub const MAX_BUCKETS: u64 = 4096;
+
+#[derive(Debug, Clone, Default)]
 struct Acc {
     completed: u64,
     failed: u64,
     tokens: u64,
-    ttft: Vec<f64>,
-    itl: Vec<f64>,
+    ttft: DistAcc,
+    itl: DistAcc,
+}
+
+impl Acc {
+    fn merge(&mut self, o: &Acc) {
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.tokens += o.tokens;
+        self.ttft.merge(&o.ttft);
+        self.itl.merge(&o.itl);
+    }
 }
 
 /// Buckets `records` (non-warm-up only) by `bucket_ns` of the run clock: bucket `i`
@@ -57,79 +73,215 @@ struct Acc {
 /// requests only, as in [`crate::summarize_level`]; percentiles are exact (type 7).
 ///
 /// The run clock starts at 0 for every level, so a sweep's later level starts with
-/// empty buckets for the time earlier levels ran.
+/// empty buckets for the time earlier levels ran. A fold of [`TimeSeriesAcc`]: past
+/// [`MAX_BUCKETS`] buckets the width doubles.
 ///
 /// # Panics
 /// When `bucket_ns` is 0.
 pub fn time_series(records: &[RequestRecord], bucket_ns: u64) -> Vec<TimeBucket> {
     assert!(bucket_ns > 0, "time series bucket must be longer than 0 ns");
-    let recs: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
-    let last = recs
-        .iter()
-        .flat_map(|r| {
-            r.sent_ns
-                .into_iter()
-                .chain(r.end_ns)
-                .chain(r.last_chunk_ns())
-        })
-        .max();
-    let Some(last) = last else {
-        return Vec::new();
-    };
-    let n = usize::try_from(last / bucket_ns + 1).expect("bucket count fits in memory");
-    let mut acc: Vec<Acc> = (0..n).map(|_| Acc::default()).collect();
-    let at = |t: u64| (t / bucket_ns) as usize;
+    let mut acc = TimeSeriesAcc::new(bucket_ns);
+    for r in records {
+        acc.push(r);
+    }
+    acc.finish()
+}
 
-    for r in recs {
+/// [`time_series`] one record at a time, in at most [`MAX_BUCKETS`] buckets.
+#[derive(Debug, Clone)]
+pub struct TimeSeriesAcc {
+    /// The width asked for.
+    base_ns: u64,
+    /// The width in use: `base_ns` doubled as often as the cap needed.
+    width_ns: u64,
+    buckets: Vec<Acc>,
+    /// The latest event (send, chunk or end) of a non-warm-up record.
+    last: Option<u64>,
+    /// The level's budget was spent: new buckets' distributions start bucketed.
+    bucketed: bool,
+}
+
+impl TimeSeriesAcc {
+    /// Buckets of `bucket_ns` (0 is taken as 1 ns).
+    pub fn new(bucket_ns: u64) -> TimeSeriesAcc {
+        let base_ns = bucket_ns.max(1);
+        TimeSeriesAcc {
+            base_ns,
+            width_ns: base_ns,
+            buckets: Vec::new(),
+            last: None,
+            bucketed: false,
+        }
+    }
+
+    /// The width of the buckets [`Self::finish`] returns, when it differs from the one
+    /// asked for (the run outgrew [`MAX_BUCKETS`]).
+    pub fn widened_ns(&self) -> Option<u64> {
+        let w = self.final_width();
+        (w != self.base_ns).then_some(w)
+    }
+
+    fn final_width(&self) -> u64 {
+        let mut w = self.width_ns;
+        while self.last.is_some_and(|l| l / w >= MAX_BUCKETS) {
+            w = w.saturating_mul(2);
+        }
+        w
+    }
+
+    /// Doubles the bucket width, merging neighbours.
+    fn widen(&mut self) {
+        self.width_ns = self.width_ns.saturating_mul(2);
+        let old = std::mem::take(&mut self.buckets);
+        let mut it = old.into_iter();
+        while let Some(mut a) = it.next() {
+            if let Some(b) = it.next() {
+                a.merge(&b);
+            }
+            self.buckets.push(a);
+        }
+    }
+
+    fn slot(&mut self, t: u64) -> &mut Acc {
+        while t / self.width_ns >= MAX_BUCKETS {
+            self.widen();
+        }
+        let i = (t / self.width_ns) as usize;
+        if self.buckets.len() <= i {
+            self.buckets.resize_with(i + 1, Acc::default);
+        }
+        &mut self.buckets[i]
+    }
+
+    /// Takes one record; returns the values it kept exactly (for the level's budget).
+    pub fn push(&mut self, r: &RequestRecord) -> u64 {
+        if r.warmup {
+            return 0;
+        }
+        let latest = r
+            .sent_ns
+            .into_iter()
+            .chain(r.end_ns)
+            .chain(r.last_chunk_ns())
+            .max();
+        self.last = self.last.max(latest);
         for c in &r.chunks {
-            acc[at(c.t_ns())].tokens += c.tokens().map_or(1, u64::from);
+            self.slot(c.t_ns()).tokens += c.tokens().map_or(1, u64::from);
         }
         if !r.was_sent() {
-            continue;
+            return 0;
         }
         let succeeded = r.outcome == Outcome::Succeeded;
         if let Some(end) = r.end_ns {
             if succeeded {
-                acc[at(end)].completed += 1;
+                self.slot(end).completed += 1;
             } else if r.outcome.is_failure() {
-                acc[at(end)].failed += 1;
+                self.slot(end).failed += 1;
             }
         }
         if !succeeded {
-            continue;
+            return 0;
         }
+        let mut kept = 0;
         let bad = &mut 0u64;
         if let (Some(v), Some(first)) = (metrics::ttft_ms(r, bad), r.first_chunk_ns()) {
-            acc[at(first)].ttft.push(v);
+            let b = self.bucketed;
+            kept += self.slot(first).ttft.push_in(v, b);
         }
         for (g, later) in metrics::itl_gaps(r, bad) {
-            acc[at(later.t_ns())].itl.push(metrics::ms(g));
+            let b = self.bucketed;
+            kept += self.slot(later.t_ns()).itl.push_in(metrics::ms(g), b);
+        }
+        kept
+    }
+
+    /// Adds another part of the same level (same bucket width asked for).
+    pub fn merge(&mut self, o: &TimeSeriesAcc) {
+        while self.width_ns < o.width_ns {
+            self.widen();
+        }
+        let mut o = o.clone();
+        while o.width_ns < self.width_ns {
+            o.widen();
+        }
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize_with(o.buckets.len(), Acc::default);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            a.merge(b);
+        }
+        self.last = self.last.max(o.last);
+        if o.bucketed {
+            self.bucketize();
         }
     }
 
-    let bucket_s = bucket_ns as f64 / NS_PER_S;
-    acc.into_iter()
-        .enumerate()
-        .map(|(i, mut a)| {
-            let (t50, t99) = p50_p99(&mut a.ttft);
-            let (i50, i99) = p50_p99(&mut a.itl);
-            TimeBucket {
-                start_s: (i as u64 * bucket_ns) as f64 / NS_PER_S,
-                completed: a.completed,
-                failed: a.failed,
-                output_tokens: a.tokens,
-                output_tokens_per_s: a.tokens as f64 / bucket_s,
-                ttft_p50_ms: t50,
-                ttft_p99_ms: t99,
-                itl_p50_ms: i50,
-                itl_p99_ms: i99,
-            }
-        })
-        .collect()
+    /// Every ITL gap of the series' buckets in one distribution: the level's pooled ITL
+    /// (the same gaps [`crate::summarize_level`] pools, by bucket).
+    pub fn pooled_itl(&self) -> DistAcc {
+        let mut all = DistAcc::new();
+        self.buckets.iter().for_each(|a| all.merge(&a.itl));
+        all
+    }
+
+    /// Folds every bucket's distributions into histograms, and starts new ones so.
+    pub fn bucketize(&mut self) {
+        self.bucketed = true;
+        self.dists_mut().for_each(DistAcc::to_bucketed);
+    }
+
+    /// Every bucket's distributions, for the level's budget.
+    pub fn dists_mut(&mut self) -> impl Iterator<Item = &mut DistAcc> {
+        self.buckets
+            .iter_mut()
+            .flat_map(|a| [&mut a.ttft, &mut a.itl])
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Acc>()
+            + self
+                .buckets
+                .iter()
+                .map(|a| a.ttft.approx_bytes() + a.itl.approx_bytes())
+                .sum::<usize>()
+    }
+
+    /// The buckets from 0 to the one holding the last event.
+    pub fn finish(&self) -> Vec<TimeBucket> {
+        let Some(last) = self.last else {
+            return Vec::new();
+        };
+        let width = self.final_width();
+        let mut me = std::borrow::Cow::Borrowed(self);
+        while me.width_ns < width {
+            me.to_mut().widen();
+        }
+        let n = (last / width + 1) as usize;
+        let empty = Acc::default();
+        let bucket_s = width as f64 / NS_PER_S;
+        (0..n)
+            .map(|i| {
+                let a = me.buckets.get(i).unwrap_or(&empty);
+                let (t50, t99) = p50_p99(&a.ttft);
+                let (i50, i99) = p50_p99(&a.itl);
+                TimeBucket {
+                    start_s: (i as u64 * width) as f64 / NS_PER_S,
+                    completed: a.completed,
+                    failed: a.failed,
+                    output_tokens: a.tokens,
+                    output_tokens_per_s: a.tokens as f64 / bucket_s,
+                    ttft_p50_ms: t50,
+                    ttft_p99_ms: t99,
+                    itl_p50_ms: i50,
+                    itl_p99_ms: i99,
+                }
+            })
+            .collect()
+    }
 }
 
-fn p50_p99(samples: &mut [f64]) -> (Option<f64>, Option<f64>) {
-    match Distribution::from_samples(samples) {
+fn p50_p99(samples: &DistAcc) -> (Option<f64>, Option<f64>) {
+    match samples.summary() {
         Some(d) => (Some(d.p50), Some(d.p99)),
         None => (None, None),
     }

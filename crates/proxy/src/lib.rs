@@ -14,7 +14,7 @@ pub mod records;
 mod server;
 
 pub use alert::{AlertRule, Alerts, Transition};
-pub use records::{RecordWriter, RecordsConfig, RecordsError};
+pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};
 pub use server::{spawn, Proxy};
 
 use std::net::SocketAddr;

@@ -28,6 +28,16 @@ pub struct WindowStats {
     pub summary: LevelSummary,
 }
 
+/// The rolling windows as a sink of the proxy's tap: each finished record is kept
+/// (a copy) until it ages out or the cap pushes it out.
+impl cadence_core::RecordSink for LiveWindow {
+    fn accept(&mut self, record: &RequestRecord) {
+        if record.end_ns.is_some() {
+            self.push(record.clone());
+        }
+    }
+}
+
 impl LiveWindow {
     pub fn new(max_age_ns: u64, max_records: usize) -> Self {
         LiveWindow {

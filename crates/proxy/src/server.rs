@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use bytes::Bytes;
-use cadence_core::RequestRecord;
+use cadence_core::{RecordSink, RequestRecord};
 use cadence_transport::client::HyperClient;
 use cadence_transport::Clock;
 use http_body_util::Full;
@@ -54,11 +54,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Accounts for one finished request: metrics, the live window and the records file.
+    /// The proxy's tap: hands one finished request to every sink (Prometheus, the
+    /// rolling windows), then the record itself to the records file's thread.
     pub fn finish(&self, rec: RequestRecord, labels: &StreamLabels) {
-        self.metrics.observe(&rec, labels);
-        if let Ok(mut live) = self.live.lock() {
-            live.push(rec.clone());
+        let mut metrics = |r: &RequestRecord| self.metrics.observe(r, labels);
+        match self.live.lock() {
+            Ok(mut live) => {
+                let sinks: &mut [&mut dyn RecordSink] = &mut [&mut metrics, &mut *live];
+                sinks.accept(&rec);
+            }
+            Err(_) => metrics.accept(&rec),
         }
         if let Some(w) = &self.records {
             w.send(rec);
@@ -119,11 +124,8 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         None => None,
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let records = config
-        .records
-        .clone()
-        .map(RecordWriter::start)
-        .transpose()?;
+    let (clock, started_unix_ms, records) = start_records(&config)?;
+    let records_status = records.as_ref().map(RecordWriter::status);
 
     let client = cadence_transport::client::build(&cadence_transport::client::ClientConfig {
         pool_size: 1024,
@@ -160,7 +162,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         metrics: Metrics::new(&alert_bounds),
         config,
         client,
-        clock: Clock::start(),
+        clock,
         next_index: AtomicU64::new(0),
         records,
         in_flight: Mutex::new(Some(in_flight_tx)),
@@ -182,6 +184,9 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         });
     }
     tasks.spawn(lag_loop(shared.clone(), stopped.clone()));
+    if let Some(status) = records_status {
+        tasks.spawn(watch_records(status, stopped.clone()));
+    }
     if !shared.config.alerts.is_empty() {
         tasks.spawn(alert_loop(shared.clone(), stopped));
     }
@@ -192,10 +197,35 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         stop,
         tasks,
         in_flight_done,
-        started_unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        started_unix_ms,
     })
+}
+
+/// The run clock, its 0 on the wall clock, and the records writer: the anchor it
+/// writes first puts this run's records on one timeline with earlier runs appended
+/// to the same file.
+fn start_records(config: &ProxyConfig) -> Result<(Clock, u64, Option<RecordWriter>), ProxyError> {
+    let clock = Clock::start();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let anchor = cadence_core::runlog::Anchor {
+        unix_ms: started_unix_ms,
+    };
+    let records = config
+        .records
+        .clone()
+        .map(|c| RecordWriter::start(c, anchor))
+        .transpose()?;
+    Ok((clock, started_unix_ms, records))
+}
+
+/// Names a records write error (a full disk) the moment it happens, not at shutdown.
+async fn watch_records(status: crate::WriterStatus, mut stopped: watch::Receiver<bool>) {
+    tokio::select! {
+        e = status.failed() => tracing::error!("cadence proxy: {e}"),
+        _ = until_stopped(&mut stopped) => {}
+    }
 }
 
 impl Proxy {

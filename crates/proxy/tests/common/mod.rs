@@ -135,8 +135,8 @@ pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool 
 /// rotated files.
 pub fn records_in(dir: &std::path::Path, name: &str, keep: u32) -> RecordsConfig {
     RecordsConfig {
-        path: dir.join(name),
         max_bytes: 64 << 20,
         keep,
+        ..RecordsConfig::new(dir.join(name))
     }
 }

@@ -43,6 +43,7 @@ pub fn dist(count: u64, v: [f64; 7]) -> Option<Distribution> {
         p99: v[4],
         p999: v[5],
         max: v[6],
+        bucketed: None,
     })
 }
 

@@ -1,0 +1,578 @@
+//! A bounded, mergeable distribution accumulator: exact (every sample kept, the report's
+//! type-7 figures bit for bit) until its owner says the level's budget is spent, then a
+//! log-bucketed HDR histogram of fixed relative error and bounded size, its counts kept
+//! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
+//! See DESIGN.md, "Distributions under a memory bound".
+
+use crate::stats::{type7, Bucketing, Distribution};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// Values are recorded in the histogram in units of this fraction of the caller's unit
+/// (1 µs for milliseconds, 0.001 token/s, 0.001 token).
+pub const RESOLUTION: f64 = 1e-3;
+/// Significant decimal digits of the histogram: 256 sub-buckets per power of two.
+const SIGFIG: u8 = 2;
+/// A bucketed percentile reports the middle of its bucket; a bucket is at most 1/128
+/// of its lower edge wide, so the middle is within 1/256 of any value in it.
+pub const RELATIVE_ERROR: f64 = 1.0 / 256.0;
+/// Values above this many [`RESOLUTION`] units (2^40, about 1.1e9 of the unit: 12 days
+/// in ms) saturate in the histogram; `max` stays exact. This caps a histogram's size.
+const HIGHEST_UNITS: u64 = 1 << 40;
+
+/// The HDR histogram whose bucket boundaries every bucketed distribution uses; its own
+/// counts stay empty (one ~38 KB array for the process). Each distribution counts
+/// samples per bucket sparsely, keyed by the bucket's lowest equivalent value.
+fn buckets() -> &'static Histogram<u64> {
+    static LAYOUT: OnceLock<Histogram<u64>> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        Histogram::new_with_bounds(1, HIGHEST_UNITS, SIGFIG).expect("valid histogram bounds")
+    })
+}
+
+/// Heap bytes of one sparse bucket count (a B-tree entry and its share of a node).
+const BYTES_PER_BUCKET: usize = 32;
+
+/// The error statement every bucketed [`Distribution`] carries.
+pub const BUCKETING: Bucketing = Bucketing {
+    relative_error: RELATIVE_ERROR,
+    resolution: RESOLUTION,
+};
+
+/// Samples of one distribution: kept exactly, or folded into a histogram.
+///
+/// Count, mean, min and max are exact in both states; stddev is exact while exact and
+/// from running moments (Welford/Chan) once bucketed; percentiles once bucketed are
+/// within [`RELATIVE_ERROR`] of the value (plus [`RESOLUTION`] / 2 absolute).
+#[derive(Debug, Clone, Default)]
+pub struct DistAcc {
+    state: State,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Unit-weight samples, in the order pushed (NaN left out).
+    Plain(Vec<f64>),
+    /// Weighted samples, in the order pushed (NaN and zero weights left out).
+    Weighted(Vec<(f64, u64)>),
+    Bucketed(Box<Bucketed>),
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::Plain(Vec::new())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Bucketed {
+    /// Samples per HDR bucket, keyed by the bucket's lowest equivalent value (units).
+    hist: BTreeMap<u64, u64>,
+    count: u64,
+    mean: f64,
+    /// Σ w·(x − mean)², for the sample standard deviation.
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Bucketed {
+    fn new() -> Bucketed {
+        Bucketed {
+            hist: BTreeMap::new(),
+            count: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+
+    fn units(x: f64) -> u64 {
+        // `as` saturates: negative values record as 0 (min stays exact), huge ones as the cap.
+        ((x / RESOLUTION).round() as u64).min(HIGHEST_UNITS)
+    }
+
+    fn add(&mut self, x: f64, w: u64) {
+        let n = self
+            .hist
+            .entry(buckets().lowest_equivalent(Self::units(x)))
+            .or_default();
+        *n = n.saturating_add(w);
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+        // Weighted Welford update.
+        // Weights can be token counts from a server: saturate rather than wrap.
+        self.count = self.count.saturating_add(w);
+        let d = x - self.mean;
+        self.mean += d * w as f64 / self.count as f64;
+        self.m2 += w as f64 * d * (x - self.mean);
+    }
+
+    fn merge(&mut self, o: &Bucketed) {
+        if o.count == 0 {
+            return;
+        }
+        for (k, n) in &o.hist {
+            let mine = self.hist.entry(*k).or_default();
+            *mine = mine.saturating_add(*n);
+        }
+        let n = self.count.saturating_add(o.count);
+        let d = o.mean - self.mean;
+        // Chan et al.'s parallel combination of moments.
+        self.m2 += o.m2 + d * d * self.count as f64 * o.count as f64 / n as f64;
+        self.mean += d * o.count as f64 / n as f64;
+        self.count = n;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+
+    /// The values at 0-based ranks `ks` (ascending) of the expanded samples, in one
+    /// pass over the histogram: the middle of the bucket holding each rank, kept within
+    /// the exact min and max (rank 0 is the min, rank n − 1 the max).
+    fn at_ranks(&self, ks: &[u64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(ks.len());
+        let mut it = self.hist.iter();
+        let (mut seen, mut mid) = (0u64, self.min);
+        for &k in ks {
+            if k == 0 {
+                out.push(self.min);
+                continue;
+            }
+            if k + 1 >= self.count {
+                out.push(self.max);
+                continue;
+            }
+            while seen <= k {
+                let Some((&key, &n)) = it.next() else { break };
+                seen += n;
+                mid = Self::middle(key).clamp(self.min, self.max);
+            }
+            out.push(mid);
+        }
+        out
+    }
+
+    /// The middle of the bucket whose lowest equivalent value is `key`, in the unit.
+    fn middle(key: u64) -> f64 {
+        buckets().median_equivalent(key) as f64 * RESOLUTION
+    }
+
+    /// Type-7 quantiles over the ranks, each rank's value from [`Self::at_ranks`].
+    fn quantiles(&self, ps: &[f64]) -> Vec<f64> {
+        // First learn which ranks the rule reads, then read them all in one pass.
+        let wanted = std::cell::RefCell::new(Vec::new());
+        for &p in ps {
+            type7(self.count, p, |k| {
+                wanted.borrow_mut().push(k);
+                0.0
+            });
+        }
+        let mut ks = wanted.into_inner();
+        ks.sort_unstable();
+        ks.dedup();
+        let vals = self.at_ranks(&ks);
+        let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
+        ps.iter().map(|&p| type7(self.count, p, at)).collect()
+    }
+
+    fn summary(&self) -> Option<Distribution> {
+        if self.count == 0 {
+            return None;
+        }
+        let q = self.quantiles(&crate::stats::QUANTILES);
+        Some(Distribution {
+            count: self.count,
+            mean: self.mean,
+            stddev: (self.count >= 2).then(|| (self.m2.max(0.0) / (self.count - 1) as f64).sqrt()),
+            min: self.min,
+            p50: q[0],
+            p90: q[1],
+            p95: q[2],
+            p99: q[3],
+            p999: q[4],
+            max: self.max,
+            bucketed: Some(BUCKETING),
+        })
+    }
+}
+
+impl DistAcc {
+    pub fn new() -> DistAcc {
+        DistAcc::default()
+    }
+
+    /// Adds one sample; NaN is ignored (it is not a measurement). Returns how many
+    /// values this kept exactly (1, or 0 when ignored or bucketed), for the owner's budget.
+    pub fn push(&mut self, x: f64) -> u64 {
+        if x.is_nan() {
+            return 0;
+        }
+        match &mut self.state {
+            State::Plain(v) => v.push(x),
+            State::Weighted(v) => v.push((x, 1)),
+            State::Bucketed(b) => {
+                b.add(x, 1);
+                return 0;
+            }
+        }
+        1
+    }
+
+    /// [`Self::push`], first going over to the histogram when `bucketed` (an owner whose
+    /// budget is spent starts its new distributions bucketed).
+    pub fn push_in(&mut self, x: f64, bucketed: bool) -> u64 {
+        if bucketed {
+            self.to_bucketed();
+        }
+        self.push(x)
+    }
+
+    /// Adds `x` standing for `w` samples (per-token ITL enters a gap once per token);
+    /// NaN and `w == 0` are ignored. Returns the values kept exactly, as [`Self::push`].
+    pub fn push_weighted(&mut self, x: f64, w: u64) -> u64 {
+        if w == 1 {
+            return self.push(x);
+        }
+        if x.is_nan() || w == 0 {
+            return 0;
+        }
+        match &mut self.state {
+            State::Plain(v) => {
+                let mut ws: Vec<(f64, u64)> = v.iter().map(|&x| (x, 1)).collect();
+                ws.push((x, w));
+                self.state = State::Weighted(ws);
+            }
+            State::Weighted(v) => v.push((x, w)),
+            State::Bucketed(b) => {
+                b.add(x, w);
+                return 0;
+            }
+        }
+        1
+    }
+
+    /// Whether the samples are kept exactly.
+    pub fn is_exact(&self) -> bool {
+        !matches!(self.state, State::Bucketed(_))
+    }
+
+    /// Values held exactly (0 once bucketed): what counts against a level's budget.
+    pub fn stored(&self) -> u64 {
+        match &self.state {
+            State::Plain(v) => v.len() as u64,
+            State::Weighted(v) => v.len() as u64,
+            State::Bucketed(_) => 0,
+        }
+    }
+
+    /// Total weight of the samples (the `count` a summary would report).
+    pub fn count(&self) -> u64 {
+        match &self.state {
+            State::Plain(v) => v.len() as u64,
+            State::Weighted(v) => v.iter().fold(0, |n, &(_, w)| n.saturating_add(w)),
+            State::Bucketed(b) => b.count,
+        }
+    }
+
+    /// Heap bytes this accumulator holds (vector capacity, or histogram counts).
+    pub fn approx_bytes(&self) -> usize {
+        match &self.state {
+            State::Plain(v) => v.capacity() * std::mem::size_of::<f64>(),
+            State::Weighted(v) => v.capacity() * std::mem::size_of::<(f64, u64)>(),
+            State::Bucketed(b) => std::mem::size_of::<Bucketed>() + b.hist.len() * BYTES_PER_BUCKET,
+        }
+    }
+
+    /// Folds the exact samples into a histogram (no-op when already bucketed). Count,
+    /// mean, min, max and the moments stay exact across the change.
+    pub fn to_bucketed(&mut self) {
+        if !self.is_exact() {
+            return;
+        }
+        let mut b = Bucketed::new();
+        match &self.state {
+            State::Bucketed(_) => return,
+            State::Plain(v) => v.iter().for_each(|&x| b.add(x, 1)),
+            State::Weighted(v) => v.iter().for_each(|&(x, w)| b.add(x, w)),
+        }
+        // Exact moments from the samples, so the switch costs no accuracy there.
+        if let Some(d) = self.exact_summary() {
+            b.mean = d.mean;
+            b.m2 = d.stddev.map_or(0.0, |s| s * s * (d.count - 1) as f64);
+        }
+        self.state = State::Bucketed(Box::new(b));
+    }
+
+    /// Adds `other`'s samples. Exact + exact stays exact (the samples appended in
+    /// order, so the result equals pushing both in turn); otherwise both are bucketed.
+    pub fn merge(&mut self, other: &DistAcc) {
+        if self.is_exact() {
+            match &other.state {
+                State::Plain(o) => {
+                    o.iter().for_each(|&x| {
+                        self.push(x);
+                    });
+                    return;
+                }
+                State::Weighted(o) => {
+                    o.iter().for_each(|&(x, w)| {
+                        self.push_weighted(x, w);
+                    });
+                    return;
+                }
+                State::Bucketed(_) => self.to_bucketed(),
+            }
+        }
+        let State::Bucketed(a) = &mut self.state else {
+            unreachable!("bucketed above")
+        };
+        match &other.state {
+            State::Plain(o) => o.iter().for_each(|&x| a.add(x, 1)),
+            State::Weighted(o) => o.iter().for_each(|&(x, w)| a.add(x, w)),
+            State::Bucketed(b) => a.merge(b),
+        }
+    }
+
+    fn exact_summary(&self) -> Option<Distribution> {
+        match &self.state {
+            State::Plain(v) => Distribution::from_samples(&mut v.clone()),
+            State::Weighted(v) => Distribution::from_weighted(&mut v.clone()),
+            State::Bucketed(_) => None,
+        }
+    }
+
+    /// The summary the report prints: exactly [`Distribution::from_samples`] (or
+    /// `from_weighted`) of the samples while exact; the bucketed estimate after.
+    pub fn summary(&self) -> Option<Distribution> {
+        match &self.state {
+            State::Bucketed(b) => b.summary(),
+            _ => self.exact_summary(),
+        }
+    }
+
+    /// The given type-7 quantiles (fractions), `None` when empty.
+    pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
+        match &self.state {
+            State::Bucketed(b) => (b.count > 0).then(|| b.quantiles(ps)),
+            State::Plain(v) => {
+                let mut s = v.clone();
+                s.sort_unstable_by(f64::total_cmp);
+                (!s.is_empty()).then(|| {
+                    ps.iter()
+                        .map(|&p| type7(s.len() as u64, p, |i| s[i as usize]))
+                        .collect()
+                })
+            }
+            State::Weighted(v) => {
+                let mut s = v.clone();
+                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+                let cum: Vec<u64> = s
+                    .iter()
+                    .scan(0u64, |acc, &(_, w)| {
+                        *acc = acc.saturating_add(w);
+                        Some(*acc)
+                    })
+                    .collect();
+                let n = *cum.last()?;
+                let at = |k: u64| s[cum.partition_point(|&c| c <= k)].0;
+                Some(ps.iter().map(|&p| type7(n, p, at)).collect())
+            }
+        }
+    }
+
+    /// Every sample as `(value, weight)`, ascending: the samples themselves while exact,
+    /// the middle of each non-empty bucket (within min and max) once bucketed.
+    pub fn sorted_values(&self) -> Vec<(f64, u64)> {
+        match &self.state {
+            State::Plain(v) => {
+                let mut s: Vec<(f64, u64)> = v.iter().map(|&x| (x, 1)).collect();
+                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+                s
+            }
+            State::Weighted(v) => {
+                let mut s = v.clone();
+                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+                s
+            }
+            State::Bucketed(b) => b
+                .hist
+                .iter()
+                .map(|(&key, &n)| (Bucketed::middle(key).clamp(b.min, b.max), n))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic samples with a heavy tail: 1 ms .. ~1 s, log-uniform-ish.
+    fn samples(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+                (u * 3.0 * std::f64::consts::LN_10).exp()
+            })
+            .collect()
+    }
+
+    fn within(bucketed: f64, exact: f64) -> bool {
+        (bucketed - exact).abs() <= RELATIVE_ERROR * exact.abs() + RESOLUTION / 2.0 + 1e-12
+    }
+
+    #[test]
+    fn exact_equals_from_samples_bit_for_bit() {
+        let xs = samples(10_001, 1);
+        let mut a = DistAcc::new();
+        xs.iter().for_each(|&x| {
+            a.push(x);
+        });
+        a.push(f64::NAN);
+        assert_eq!(a.summary(), Distribution::from_samples(&mut xs.clone()));
+        assert!(a.summary().unwrap().bucketed.is_none());
+        let mut w = DistAcc::new();
+        let ws: Vec<(f64, u64)> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x, i as u64 % 4))
+            .collect();
+        ws.iter().for_each(|&(x, k)| {
+            w.push_weighted(x, k);
+        });
+        assert_eq!(w.summary(), Distribution::from_weighted(&mut ws.clone()));
+    }
+
+    #[test]
+    fn bucketed_percentiles_are_within_the_stated_bound() {
+        let xs = samples(200_000, 7);
+        let exact = Distribution::from_samples(&mut xs.clone()).unwrap();
+        let mut a = DistAcc::new();
+        xs.iter().for_each(|&x| {
+            a.push(x);
+        });
+        a.to_bucketed();
+        let b = a.summary().unwrap();
+        assert_eq!(b.bucketed, Some(BUCKETING));
+        assert_eq!((b.count, b.min, b.max), (exact.count, exact.min, exact.max));
+        assert!((b.mean - exact.mean).abs() <= 1e-9 * exact.mean);
+        for (x, e) in [
+            (b.p50, exact.p50),
+            (b.p90, exact.p90),
+            (b.p95, exact.p95),
+            (b.p99, exact.p99),
+            (b.p999, exact.p999),
+        ] {
+            assert!(within(x, e), "bucketed {x} vs exact {e}");
+        }
+        // Pushing past the switch stays within the bound too.
+        let more = samples(50_000, 8);
+        more.iter().for_each(|&x| {
+            a.push(x);
+        });
+        let all = Distribution::from_samples(&mut [xs, more].concat()).unwrap();
+        let b = a.summary().unwrap();
+        assert!(within(b.p999, all.p999) && within(b.p50, all.p50));
+        assert!((b.stddev.unwrap() - all.stddev.unwrap()).abs() <= 1e-9 * all.stddev.unwrap());
+    }
+
+    #[test]
+    fn weighted_bucketed_is_within_the_bound() {
+        let xs = samples(20_000, 3);
+        let ws: Vec<(f64, u64)> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x / 3.0, 1 + i as u64 % 5))
+            .collect();
+        let exact = Distribution::from_weighted(&mut ws.clone()).unwrap();
+        let mut a = DistAcc::new();
+        a.to_bucketed();
+        ws.iter().for_each(|&(x, w)| {
+            a.push_weighted(x, w);
+        });
+        let b = a.summary().unwrap();
+        assert_eq!(b.count, exact.count);
+        for (x, e) in [
+            (b.p50, exact.p50),
+            (b.p99, exact.p99),
+            (b.p999, exact.p999),
+            (b.max, exact.max),
+        ] {
+            assert!(within(x, e), "bucketed {x} vs exact {e}");
+        }
+    }
+
+    #[test]
+    fn bucketed_size_stays_flat_as_samples_grow() {
+        let mut a = DistAcc::new();
+        a.to_bucketed();
+        let mut sizes = Vec::new();
+        let mut seed = 11;
+        for n in [10_000usize, 100_000, 1_000_000] {
+            while a.count() < n as u64 {
+                seed += 1;
+                samples(10_000, seed).iter().for_each(|&x| {
+                    a.push(x);
+                });
+            }
+            sizes.push(a.approx_bytes());
+        }
+        assert!(
+            sizes.windows(2).all(|w| w[1] <= w[0] + w[0] / 10),
+            "{sizes:?}"
+        );
+        // By construction: at most one count per bucket of the fixed layout (2^40 units
+        // at 2 significant digits), whatever the number of samples.
+        let ceiling =
+            std::mem::size_of::<Bucketed>() + buckets().distinct_values() * BYTES_PER_BUCKET;
+        assert!(
+            sizes[2] <= ceiling && ceiling < 200 * 1024,
+            "{sizes:?} {ceiling}"
+        );
+        let mut top = DistAcc::new();
+        top.to_bucketed();
+        top.push(1e300);
+        top.push(0.0);
+        assert_eq!(top.summary().unwrap().max, 1e300);
+    }
+
+    #[test]
+    fn merging_halves_equals_the_whole() {
+        let xs = samples(4_001, 5);
+        let (l, r) = xs.split_at(1_700);
+        let fill = |v: &[f64]| {
+            let mut a = DistAcc::new();
+            v.iter().for_each(|&x| {
+                a.push(x);
+            });
+            a
+        };
+        let mut a = fill(l);
+        a.merge(&fill(r));
+        assert!(a.is_exact());
+        assert_eq!(a.summary(), fill(&xs).summary());
+        // Bucketed halves: the same histogram as the bucketed whole.
+        let (mut bl, mut br, mut whole) = (fill(l), fill(r), fill(&xs));
+        bl.to_bucketed();
+        br.to_bucketed();
+        whole.to_bucketed();
+        bl.merge(&br);
+        let (m, w) = (bl.summary().unwrap(), whole.summary().unwrap());
+        assert_eq!(
+            (m.count, m.min, m.max, m.p50, m.p99, m.p999),
+            (w.count, w.min, w.max, w.p50, w.p99, w.p999)
+        );
+        assert!((m.mean - w.mean).abs() <= 1e-12 * w.mean);
+        // Exact merged into bucketed is bucketed.
+        let mut e = fill(l);
+        e.merge(&br);
+        assert!(!e.is_exact());
+        assert_eq!(e.count(), xs.len() as u64);
+    }
+}

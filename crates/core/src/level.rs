@@ -1,0 +1,455 @@
+//! Incremental level aggregation: a [`LevelAggregator`] takes one finished record at a
+//! time and keeps, in bounded memory, everything a level's report needs (summary,
+//! pacing, goodput, time series, conventions, charts, record warnings), so no source
+//! has to hold a `Vec` of its records. [`LevelAggregators`] keys them by level and is
+//! the [`RecordSink`] sources feed.
+
+use crate::charts::{ChartData, ChartsAcc};
+use crate::conventions::{ConventionView, ConventionsAcc};
+use crate::dist::RELATIVE_ERROR;
+use crate::metrics::{LevelOptions, LevelSummary, SummaryAcc, DEFAULT_STALL_THRESHOLD_NS};
+use crate::pacing::{Pacing, PacingAcc};
+use crate::slo::{Goodput, GoodputAcc, Slo};
+use crate::timeseries::{TimeBucket, TimeSeriesAcc};
+use crate::{Outcome, RecordSink, RequestRecord};
+use std::collections::BTreeMap;
+
+/// Values a level keeps exactly, over all its distributions, before they continue in
+/// histograms (`--exact-samples`): 4 M values, about 32–64 MB of samples per level.
+pub const DEFAULT_EXACT_SAMPLES: u64 = 4_000_000;
+
+/// Distinct failure messages kept per outcome class for the record warnings.
+pub const MAX_MESSAGES_PER_CLASS: usize = 256;
+
+/// How a level is aggregated: the facts its records cannot tell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelConfig {
+    /// ITL gaps strictly longer than this are stalls.
+    pub stall_threshold_ns: u64,
+    /// Width of the time-series buckets (0 is taken as 1 ns).
+    pub time_bucket_ns: u64,
+    /// The SLOs goodput counts requests against.
+    pub slos: Vec<Slo>,
+    /// `--max-late`: the late share above which an open-loop level is invalid.
+    pub max_late: f64,
+    /// The level's budget of exactly kept values ([`DEFAULT_EXACT_SAMPLES`]).
+    pub exact_samples: u64,
+}
+
+impl Default for LevelConfig {
+    fn default() -> Self {
+        LevelConfig {
+            stall_threshold_ns: DEFAULT_STALL_THRESHOLD_NS,
+            time_bucket_ns: 1_000_000_000,
+            slos: Vec::new(),
+            max_late: 0.001,
+            exact_samples: DEFAULT_EXACT_SAMPLES,
+        }
+    }
+}
+
+/// Everything a level's report is built from, as the old per-`Vec` functions computed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelFigures {
+    /// [`crate::summarize_level`].
+    pub summary: LevelSummary,
+    /// [`crate::pacing()`], the runner's dropped count taken from the options.
+    pub pacing: Option<Pacing>,
+    /// [`crate::goodput`] against the configured SLOs over the summary's window.
+    pub goodput: Goodput,
+    /// [`crate::time_series`], from bucket 0.
+    pub time_series: Vec<TimeBucket>,
+    /// [`crate::convention_views`].
+    pub conventions: Vec<ConventionView>,
+    /// [`crate::chart_data`].
+    pub charts: Option<ChartData>,
+    /// What the records say that the figures do not (failure messages, resends,
+    /// unannounced multi-token chunks, coalesced reads, bucketing), in plain words.
+    pub record_warnings: Vec<String>,
+}
+
+/// One level's running state. Push records with [`LevelAggregator::push`] (or through
+/// [`RecordSink`]); [`LevelAggregator::finish`] gives its figures at any time.
+#[derive(Debug, Clone)]
+pub struct LevelAggregator {
+    config: LevelConfig,
+    summary: SummaryAcc,
+    pacing: PacingAcc,
+    goodput: GoodputAcc,
+    series: TimeSeriesAcc,
+    conventions: ConventionsAcc,
+    charts: ChartsAcc,
+    notes: RecordNotes,
+    /// Values held exactly right now, over every distribution.
+    stored: u64,
+    /// The budget was spent at least once: some distributions are bucketed.
+    bucketed: bool,
+}
+
+impl LevelAggregator {
+    pub fn new(config: LevelConfig) -> LevelAggregator {
+        LevelAggregator {
+            // Pooled ITL comes from the time series, which holds the same gaps.
+            summary: SummaryAcc::without_pooled_itl(config.stall_threshold_ns),
+            pacing: PacingAcc::default(),
+            goodput: GoodputAcc::default(),
+            series: TimeSeriesAcc::new(config.time_bucket_ns),
+            conventions: ConventionsAcc::default(),
+            charts: ChartsAcc::default(),
+            notes: RecordNotes::default(),
+            stored: 0,
+            bucketed: false,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &LevelConfig {
+        &self.config
+    }
+
+    /// Takes one record of this level.
+    pub fn push(&mut self, r: &RequestRecord) {
+        self.stored += self.summary.push(r)
+            + self.pacing.push(r)
+            + self.series.push(r)
+            + self.conventions.push(r)
+            + self.charts.push(r);
+        self.goodput.push(r, &self.config.slos);
+        self.notes.push(r);
+        self.enforce_budget();
+    }
+
+    fn enforce_budget(&mut self) {
+        if self.stored > self.config.exact_samples {
+            self.bucketize();
+        }
+    }
+
+    /// Folds every distribution into its histogram now (what the budget does when spent).
+    pub fn bucketize(&mut self) {
+        self.summary.bucketize();
+        self.pacing.dist_mut().to_bucketed();
+        self.series.bucketize();
+        self.conventions
+            .dists_mut()
+            .for_each(crate::DistAcc::to_bucketed);
+        self.charts.bucketize();
+        self.stored = 0;
+        self.bucketed = true;
+    }
+
+    /// Whether any distribution went over to a histogram.
+    pub fn is_bucketed(&self) -> bool {
+        self.bucketed
+    }
+
+    /// Warm-up records seen (they are only counted).
+    pub fn summary_warmup(&self) -> u64 {
+        self.summary.warmup()
+    }
+
+    /// Values held exactly right now (at most the budget between records).
+    pub fn stored(&self) -> u64 {
+        self.stored
+    }
+
+    /// Heap bytes of the distributions and per-bucket state (not the small fixed maps).
+    pub fn approx_bytes(&self) -> usize {
+        self.summary.approx_bytes()
+            + self.pacing.approx_bytes()
+            + self.series.approx_bytes()
+            + self.conventions.approx_bytes()
+            + self.charts.approx_bytes()
+            + self.notes.approx_bytes()
+    }
+
+    /// Adds another part of the same level (aggregated with the same config): the
+    /// result is what one aggregator fed both parts' records would hold. Exact parts
+    /// stay exact while their values together fit the budget.
+    pub fn merge(&mut self, o: &LevelAggregator) {
+        self.summary.merge(&o.summary);
+        self.pacing.merge(&o.pacing);
+        self.goodput.merge(&o.goodput);
+        self.series.merge(&o.series);
+        self.conventions.merge(&o.conventions);
+        self.charts.merge(&o.charts);
+        self.notes.merge(&o.notes);
+        self.stored += o.stored;
+        self.bucketed |= o.bucketed;
+        if self.bucketed {
+            // One bucketed side makes the merged level bucketed throughout.
+            self.bucketize();
+        }
+        self.enforce_budget();
+    }
+
+    /// The level's figures. `opts.stall_threshold_ns` is ignored (the config's is used).
+    pub fn finish(&self, opts: &LevelOptions) -> LevelFigures {
+        let mut summary = self.summary.finish(opts);
+        summary.itl = self.series.pooled_itl().summary();
+        let goodput = self.goodput.finish(summary.throughput.window_s);
+        let mut record_warnings = self.notes.finish();
+        if let Some(w) = self.series.widened_ns() {
+            record_warnings.push(format!(
+                "the time series would need more than {} buckets of {} ms: its buckets are {} ms wide instead",
+                crate::timeseries::MAX_BUCKETS,
+                self.config.time_bucket_ns.max(1) as f64 / 1e6,
+                w as f64 / 1e6
+            ));
+        }
+        if self.bucketed {
+            record_warnings.push(format!(
+                "the level kept more than {} values (--exact-samples): its distributions continue in log-bucketed histograms, percentiles within {:.2} % (each bucketed distribution says so); count, mean, min and max stay exact",
+                self.config.exact_samples,
+                RELATIVE_ERROR * 100.0
+            ));
+        }
+        LevelFigures {
+            pacing: self.pacing.finish(opts.dropped, self.config.max_late),
+            goodput,
+            time_series: self.series.finish(),
+            conventions: self.conventions.views(),
+            charts: self.charts.finish(),
+            record_warnings,
+            summary,
+        }
+    }
+}
+
+/// Every level's aggregator, keyed by the records' `level`: the sink a source feeds.
+#[derive(Debug, Clone)]
+pub struct LevelAggregators {
+    config: LevelConfig,
+    levels: BTreeMap<u32, LevelAggregator>,
+    any_sent: bool,
+}
+
+impl LevelAggregators {
+    /// Each level is aggregated with `config`.
+    pub fn new(config: LevelConfig) -> LevelAggregators {
+        LevelAggregators {
+            config,
+            levels: BTreeMap::new(),
+            any_sent: false,
+        }
+    }
+
+    /// Aggregators fed every record of `records`.
+    pub fn from_records<'a>(
+        config: LevelConfig,
+        records: impl IntoIterator<Item = &'a RequestRecord>,
+    ) -> LevelAggregators {
+        let mut a = LevelAggregators::new(config);
+        for r in records {
+            a.accept(r);
+        }
+        a
+    }
+
+    pub fn config(&self) -> &LevelConfig {
+        &self.config
+    }
+
+    /// The aggregator of `level`, when any record of it arrived.
+    pub fn get(&self, level: u32) -> Option<&LevelAggregator> {
+        self.levels.get(&level)
+    }
+
+    /// The levels that have records, ascending.
+    pub fn levels(&self) -> impl Iterator<Item = (u32, &LevelAggregator)> {
+        self.levels.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Whether any record (of any level, warm-up included) was sent.
+    pub fn any_sent(&self) -> bool {
+        self.any_sent
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.levels
+            .values()
+            .map(LevelAggregator::approx_bytes)
+            .sum()
+    }
+
+    /// Adds another source's aggregators (the same run split, e.g. across machines).
+    pub fn merge(&mut self, o: &LevelAggregators) {
+        for (level, agg) in &o.levels {
+            match self.levels.get_mut(level) {
+                Some(mine) => mine.merge(agg),
+                None => {
+                    self.levels.insert(*level, agg.clone());
+                }
+            }
+        }
+        self.any_sent |= o.any_sent;
+    }
+}
+
+impl RecordSink for LevelAggregators {
+    fn accept(&mut self, record: &RequestRecord) {
+        self.any_sent |= record.was_sent();
+        let config = &self.config;
+        self.levels
+            .entry(record.level)
+            .or_insert_with(|| LevelAggregator::new(config.clone()))
+            .push(record);
+    }
+}
+
+impl RecordSink for LevelAggregator {
+    fn accept(&mut self, record: &RequestRecord) {
+        self.push(record);
+    }
+}
+
+/// What the record warnings need: failure messages by class (at most
+/// [`MAX_MESSAGES_PER_CLASS`] distinct ones each), resends, unannounced multi-token
+/// chunks and coalesced reads.
+#[derive(Debug, Clone, Default)]
+struct RecordNotes {
+    by_class: BTreeMap<&'static str, BTreeMap<String, u64>>,
+    /// Failures whose message was not kept (the class already had the maximum).
+    unkept: BTreeMap<&'static str, u64>,
+    resent: u64,
+    ok: u64,
+    unknown_multi: u64,
+    ok_tokens: u64,
+    ok_chunks: u64,
+    /// Over every record of the level, warm-up included.
+    chunks: u64,
+    coalesced: u64,
+}
+
+impl RecordNotes {
+    fn push(&mut self, r: &RequestRecord) {
+        self.chunks += r.chunks.len() as u64;
+        self.coalesced += u64::from(r.counters.coalesced);
+        self.resent += u64::from(r.counters.stale_connection_retries > 0);
+        if r.warmup {
+            return;
+        }
+        if r.outcome.is_failure() {
+            let msg: String = r
+                .error
+                .as_deref()
+                .unwrap_or("no detail")
+                .chars()
+                .take(200)
+                .collect();
+            let msgs = self.by_class.entry(r.outcome.name()).or_default();
+            if msgs.len() < MAX_MESSAGES_PER_CLASS || msgs.contains_key(&msg) {
+                *msgs.entry(msg).or_default() += 1;
+            } else {
+                *self.unkept.entry(r.outcome.name()).or_default() += 1;
+            }
+        }
+        if r.outcome == Outcome::Succeeded {
+            self.ok += 1;
+            self.ok_tokens += r.output_tokens.map_or(0, |t| t.count);
+            self.ok_chunks += r.chunks.len() as u64;
+            let unknown = r
+                .output_tokens
+                .is_some_and(|t| t.count > r.chunks.len() as u64)
+                && r.chunks.iter().all(|c| c.tokens().is_none());
+            self.unknown_multi += u64::from(unknown);
+        }
+    }
+
+    fn merge(&mut self, o: &RecordNotes) {
+        for (class, msgs) in &o.by_class {
+            for (msg, n) in msgs {
+                let mine = self.by_class.entry(class).or_default();
+                if mine.len() < MAX_MESSAGES_PER_CLASS || mine.contains_key(msg) {
+                    *mine.entry(msg.clone()).or_default() += n;
+                } else {
+                    *self.unkept.entry(class).or_default() += n;
+                }
+            }
+        }
+        for (class, n) in &o.unkept {
+            *self.unkept.entry(class).or_default() += n;
+        }
+        self.resent += o.resent;
+        self.ok += o.ok;
+        self.unknown_multi += o.unknown_multi;
+        self.ok_tokens += o.ok_tokens;
+        self.ok_chunks += o.ok_chunks;
+        self.chunks += o.chunks;
+        self.coalesced += o.coalesced;
+    }
+
+    fn approx_bytes(&self) -> usize {
+        self.by_class
+            .values()
+            .flat_map(|m| m.keys())
+            .map(|k| k.capacity() + std::mem::size_of::<(String, u64)>())
+            .sum()
+    }
+
+    fn finish(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let (chunks, coalesced) = (self.chunks, self.coalesced);
+        if chunks > 0 && coalesced * 100 > chunks {
+            out.push(format!(
+                "{coalesced} of {chunks} chunks arrived in the same read as an earlier one: gaps between them read as 0 (the server batched them, or the client fell behind)"
+            ));
+        }
+        for (class, msgs) in &self.by_class {
+            let unkept = self.unkept.get(class).copied().unwrap_or(0);
+            let total: u64 = msgs.values().sum::<u64>() + unkept;
+            let (msg, n) = msgs.iter().max_by_key(|(_, n)| **n).expect("non-empty");
+            let others = if unkept > 0 {
+                format!(
+                    " ({} other messages and more; see the records)",
+                    msgs.len() - 1
+                )
+            } else if msgs.len() > 1 {
+                format!(" ({} other messages; see the records)", msgs.len() - 1)
+            } else {
+                String::new()
+            };
+            out.push(format!("{total} × {class}: {msg} [{n}×]{others}"));
+        }
+        if self.resent > 0 {
+            out.push(format!(
+                "{} requests were sent again because the server had closed the pooled keep-alive connection before answering (the server closes connections after streams); send time is the resend",
+                self.resent
+            ));
+        }
+        if self.unknown_multi > 0 {
+            out.push(format!(
+                "in {} of {} requests the server reported more tokens than chunks ({} tokens in {} chunks overall): some chunks carry several tokens but do not say which, so ITL per token equals ITL per chunk there",
+                self.unknown_multi, self.ok, self.ok_tokens, self.ok_chunks
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregators_can_move_to_a_record_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<LevelAggregators>();
+        send::<LevelAggregator>();
+    }
+
+    #[test]
+    fn failure_messages_are_bounded_per_class_and_say_so() {
+        let mut a = LevelAggregator::new(LevelConfig::default());
+        for i in 0..(MAX_MESSAGES_PER_CLASS as u64 + 10) {
+            let mut r = RequestRecord::new(i, Outcome::Http5xx);
+            r.sent_ns = Some(0);
+            r.error = Some(format!("request {i} failed"));
+            a.push(&r);
+        }
+        let w = a.finish(&LevelOptions::default()).record_warnings;
+        let line = w.iter().find(|l| l.contains("× http_5xx")).unwrap();
+        assert!(line.starts_with("266 × http_5xx"), "{line}");
+        assert!(line.contains("(255 other messages and more;"), "{line}");
+    }
+}
