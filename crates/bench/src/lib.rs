@@ -1,20 +1,16 @@
-//! The load generator: an HTTP client that timestamps every body read before parsing,
+//! The load generator: an executor that timestamps every body read before parsing,
 //! a runner that drives load shapes and accounts for every request, and a sink that
 //! writes records as the run goes.
 
 pub mod arrivals;
 pub mod body;
-pub mod client;
-pub mod clock;
 pub mod cpu;
 pub mod dataset;
 pub mod exec;
-pub mod lag;
 pub mod progress;
 pub mod prompts;
 pub mod runner;
 pub mod search;
-pub mod secret;
 pub mod sink;
 pub mod target;
 pub mod tokenizer;
@@ -22,6 +18,5 @@ pub mod trace;
 pub mod workload;
 
 pub use arrivals::ArrivalProcess;
-pub use clock::Clock;
 pub use exec::{Cancel, Timeouts};
 pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason};

@@ -243,103 +243,11 @@ impl FromStr for Slo {
         if s.is_empty() {
             return Err(err("it is empty".into()));
         }
-        let at = s
-            .find(['<', '>', '='])
-            .ok_or_else(|| err("no comparison (<=, <, >= or >)".into()))?;
-        let (lhs, rest) = s.split_at(at);
-        let (op, rhs) = if let Some(r) = rest.strip_prefix("<=") {
-            (SloOp::Le, r)
-        } else if let Some(r) = rest.strip_prefix(">=") {
-            (SloOp::Ge, r)
-        } else if let Some(r) = rest.strip_prefix('<') {
-            (SloOp::Lt, r)
-        } else if let Some(r) = rest.strip_prefix('>') {
-            (SloOp::Gt, r)
-        } else {
-            return Err(err(format!(
-                "unknown comparison at {rest:?}; use <=, <, >= or >"
-            )));
-        };
-
-        let lhs = lhs.to_ascii_lowercase();
-        let (metric_s, stat_s) = lhs.split_once('.').ok_or_else(|| {
-            err(format!(
-                "{lhs:?} is not metric.stat (metrics: {METRIC_LIST}; stats: {STAT_LIST})"
-            ))
-        })?;
-        let metric: SloMetric = metric_s.parse().map_err(|()| {
-            err(format!(
-                "unknown metric {metric_s:?} (metrics: {METRIC_LIST})"
-            ))
-        })?;
-        let stat: SloStat = stat_s
-            .parse()
-            .map_err(|()| err(format!("unknown statistic {stat_s:?} (stats: {STAT_LIST})")))?;
-
-        if rhs.is_empty() {
-            return Err(err("no bound after the comparison".into()));
-        }
-        if rhs.starts_with(['<', '>', '=']) {
-            return Err(err(format!(
-                "unknown comparison {:?}; use <=, <, >= or >",
-                &rest[..rest.len() - rhs.len() + 1]
-            )));
-        }
-        let num_end = rhs
-            .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E')))
-            .unwrap_or(rhs.len());
-        let (num_s, unit_s) = rhs.split_at(num_end);
-        let value: f64 = num_s
-            .parse()
-            .map_err(|_| err(format!("the bound {rhs:?} does not start with a number")))?;
-        if !value.is_finite() || value < 0.0 {
-            return Err(err(format!(
-                "the bound {num_s} must be a finite number >= 0"
-            )));
-        }
-        let value = value + 0.0; // -0 is 0
+        let (lhs, op, rhs, rest) = split_comparison(&s).map_err(err)?;
+        let (metric, stat) = metric_and_stat(lhs).map_err(err)?;
+        let (value, unit_s) = leading_number(rhs, rest).map_err(err)?;
         let number = format!("{value}");
-
-        let (bound, text_unit) = if metric.is_time() {
-            if unit_s.is_empty() {
-                return Err(err(format!(
-                    "{} is a time and needs a unit (ns, us, ms or s): say {number}ms",
-                    metric.name()
-                )));
-            }
-            let (_, canon) = TIME_UNITS
-                .iter()
-                .find(|(spelling, _)| *spelling == unit_s)
-                .ok_or_else(|| {
-                    err(format!(
-                        "unknown time unit {unit_s:?}; use ns, us, µs, ms or s"
-                    ))
-                })?;
-            // Divide for sub-millisecond units so 50us is exactly the double nearest 0.05.
-            let ms = match *canon {
-                "ns" => value / 1e6,
-                "us" => value / 1e3,
-                "ms" => value,
-                _ => value * 1e3,
-            };
-            (ms, *canon)
-        } else {
-            match unit_s {
-                "" | "tok/s" => (value, ""),
-                u if TIME_UNITS.iter().any(|(spelling, _)| *spelling == u) => {
-                    return Err(err(format!(
-                        "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
-                         'output_speed.p50>=20'"
-                    )))
-                }
-                u => {
-                    return Err(err(format!(
-                        "unknown unit {u:?} for output_speed (tokens/s): write no unit"
-                    )))
-                }
-            }
-        };
-
+        let (bound, text_unit) = bound_in_unit(metric, value, unit_s, &number).map_err(err)?;
         Ok(Slo {
             metric,
             stat,
@@ -353,6 +261,108 @@ impl FromStr for Slo {
             ),
         })
     }
+}
+
+/// `lhs OP rhs` at the first comparison character: the two sides, the comparison,
+/// and the text from the comparison on.
+fn split_comparison(s: &str) -> Result<(&str, SloOp, &str, &str), String> {
+    let at = s
+        .find(['<', '>', '='])
+        .ok_or_else(|| "no comparison (<=, <, >= or >)".to_string())?;
+    let (lhs, rest) = s.split_at(at);
+    let (op, rhs) = if let Some(r) = rest.strip_prefix("<=") {
+        (SloOp::Le, r)
+    } else if let Some(r) = rest.strip_prefix(">=") {
+        (SloOp::Ge, r)
+    } else if let Some(r) = rest.strip_prefix('<') {
+        (SloOp::Lt, r)
+    } else if let Some(r) = rest.strip_prefix('>') {
+        (SloOp::Gt, r)
+    } else {
+        return Err(format!(
+            "unknown comparison at {rest:?}; use <=, <, >= or >"
+        ));
+    };
+    Ok((lhs, op, rhs, rest))
+}
+
+/// `metric.stat`, case-insensitive.
+fn metric_and_stat(lhs: &str) -> Result<(SloMetric, SloStat), String> {
+    let lhs = lhs.to_ascii_lowercase();
+    let (metric_s, stat_s) = lhs.split_once('.').ok_or_else(|| {
+        format!("{lhs:?} is not metric.stat (metrics: {METRIC_LIST}; stats: {STAT_LIST})")
+    })?;
+    let metric: SloMetric = metric_s
+        .parse()
+        .map_err(|()| format!("unknown metric {metric_s:?} (metrics: {METRIC_LIST})"))?;
+    let stat: SloStat = stat_s
+        .parse()
+        .map_err(|()| format!("unknown statistic {stat_s:?} (stats: {STAT_LIST})"))?;
+    Ok((metric, stat))
+}
+
+/// The bound's number (finite, at least 0; -0 read as 0) and the unit text after it.
+fn leading_number<'a>(rhs: &'a str, rest: &str) -> Result<(f64, &'a str), String> {
+    if rhs.is_empty() {
+        return Err("no bound after the comparison".into());
+    }
+    if rhs.starts_with(['<', '>', '=']) {
+        return Err(format!(
+            "unknown comparison {:?}; use <=, <, >= or >",
+            &rest[..rest.len() - rhs.len() + 1]
+        ));
+    }
+    let num_end = rhs
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E')))
+        .unwrap_or(rhs.len());
+    let (num_s, unit_s) = rhs.split_at(num_end);
+    let value: f64 = num_s
+        .parse()
+        .map_err(|_| format!("the bound {rhs:?} does not start with a number"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("the bound {num_s} must be a finite number >= 0"));
+    }
+    Ok((value + 0.0, unit_s))
+}
+
+/// The bound in the metric's unit (ms for times, tokens/s for speed) and the unit as
+/// the SLO's text spells it.
+fn bound_in_unit(
+    metric: SloMetric,
+    value: f64,
+    unit_s: &str,
+    number: &str,
+) -> Result<(f64, &'static str), String> {
+    if !metric.is_time() {
+        return match unit_s {
+            "" | "tok/s" => Ok((value, "")),
+            u if TIME_UNITS.iter().any(|(spelling, _)| *spelling == u) => Err(format!(
+                "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
+                 'output_speed.p50>=20'"
+            )),
+            u => Err(format!(
+                "unknown unit {u:?} for output_speed (tokens/s): write no unit"
+            )),
+        };
+    }
+    if unit_s.is_empty() {
+        return Err(format!(
+            "{} is a time and needs a unit (ns, us, ms or s): say {number}ms",
+            metric.name()
+        ));
+    }
+    let (_, canon) = TIME_UNITS
+        .iter()
+        .find(|(spelling, _)| *spelling == unit_s)
+        .ok_or_else(|| format!("unknown time unit {unit_s:?}; use ns, us, µs, ms or s"))?;
+    // Divide for sub-millisecond units so 50us is exactly the double nearest 0.05.
+    let ms = match *canon {
+        "ns" => value / 1e6,
+        "us" => value / 1e3,
+        "ms" => value,
+        _ => value * 1e3,
+    };
+    Ok((ms, *canon))
 }
 
 impl fmt::Display for Slo {
