@@ -28,8 +28,22 @@ pub fn ms(ns: u64) -> f64 {
 // `bad`, the count of inconsistencies the level reports).
 
 /// TTFT in ms: first content-bearing chunk − sent.
+/// Absent when the proxy waited on a slow client before the first chunk (the time is
+/// the client's, not the server's; see [`client_wait_before`]).
 pub fn ttft_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
+    if client_wait_before(r, 0) {
+        return None;
+    }
     span(r.sent_ns?, r.first_chunk_ns()?, bad).map(ms)
+}
+
+/// Whether the wait before chunk `i` holds the proxy waiting for its client to take
+/// bytes (`proxy.downstream_gaps`): upstream reads stood still meanwhile, so that gap
+/// measures the client, and no formula counts it as the server's.
+pub fn client_wait_before(r: &RequestRecord, i: usize) -> bool {
+    r.proxy
+        .as_ref()
+        .is_some_and(|p| p.downstream_gaps.iter().any(|&g| g as usize == i))
 }
 
 /// Time to first visible content in ms: first visible content − sent.
@@ -53,14 +67,17 @@ pub fn per_token_weight(c: &Chunk) -> u64 {
 }
 
 /// The request's ITL gaps in ns, each with the later chunk (whose arrival ends it).
-/// Gaps that end before they start are skipped (and counted in `bad`).
+/// Gaps that end before they start are skipped (and counted in `bad`), and so are gaps
+/// that hold a wait on a slow proxy client ([`client_wait_before`]).
 pub fn itl_gaps<'a>(
     r: &'a RequestRecord,
     bad: &'a mut u64,
 ) -> impl Iterator<Item = (u64, &'a Chunk)> + 'a {
     r.chunks
         .windows(2)
-        .filter_map(move |w| span(w[0].t_ns(), w[1].t_ns(), bad).map(|g| (g, &w[1])))
+        .enumerate()
+        .filter(move |(i, _)| !client_wait_before(r, i + 1))
+        .filter_map(move |(_, w)| span(w[0].t_ns(), w[1].t_ns(), bad).map(|g| (g, &w[1])))
 }
 
 /// TPOT in ms and output speed in tokens/s of one request, when it qualifies: at least
@@ -108,5 +125,30 @@ mod tests {
         r.sent_ns = Some(95 * MS);
         assert_eq!(e2e_ms(&r, &mut bad), None);
         assert_eq!(bad, 2);
+    }
+
+    #[test]
+    fn a_wait_on_a_slow_proxy_client_is_no_server_gap() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = [10, 20, 900, 910].map(|t| Chunk(t * MS, None)).to_vec();
+        let mut bad = 0;
+        let gaps = |r: &RequestRecord, bad: &mut u64| -> Vec<u64> {
+            itl_gaps(r, bad).map(|(g, _)| g / MS).collect()
+        };
+        assert_eq!(gaps(&r, &mut bad), vec![10, 880, 10]);
+        // The proxy waited on its client before chunk 2 and before chunk 0.
+        r.proxy = Some(Box::new(crate::ProxyInfo {
+            request_id: "r".into(),
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+            downstream_wait_ns: 870 * MS,
+            downstream_gaps: vec![2],
+        }));
+        assert_eq!(gaps(&r, &mut bad), vec![10, 10]);
+        assert_eq!(ttft_ms(&r, &mut bad), Some(10.0));
+        r.proxy.as_mut().unwrap().downstream_gaps = vec![0, 2];
+        assert_eq!(ttft_ms(&r, &mut bad), None);
+        assert_eq!(bad, 0);
     }
 }

@@ -315,25 +315,13 @@ impl Metrics {
         if rec.outcome != Outcome::Succeeded {
             return;
         }
-        // A gap (or the TTFT) that holds a wait on a slow client is the client's, not
-        // the upstream's (`proxy.downstream_gaps`): left out.
-        let client_gaps: &[u32] = rec.proxy.as_ref().map_or(&[], |p| &p.downstream_gaps);
-        let clients = |c: &cadence_core::Chunk| {
-            client_gaps.iter().any(|&i| {
-                rec.chunks
-                    .get(i as usize)
-                    .is_some_and(|x| std::ptr::eq(x, c))
-            })
-        };
+        // Core's formulas leave out a gap (or the TTFT) that holds a wait on a slow
+        // client (`proxy.downstream_gaps`): it is the client's, not the upstream's.
         if let Some(t) = per_request::ttft_ms(rec, &mut bad) {
-            if !rec.chunks.first().is_some_and(clients) {
-                self.ttft.get_or_create(labels).observe(t / MS_PER_S);
-            }
+            self.ttft.get_or_create(labels).observe(t / MS_PER_S);
         }
         {
-            let mut gaps = per_request::itl_gaps(rec, &mut bad)
-                .filter(|(_, c)| !clients(c))
-                .peekable();
+            let mut gaps = per_request::itl_gaps(rec, &mut bad).peekable();
             if gaps.peek().is_some() {
                 let itl = self.itl.get_or_create(labels);
                 for (gap_ns, _) in gaps {
