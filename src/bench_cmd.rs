@@ -87,11 +87,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     report.search = search_report;
     let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
     crate::output::print_console(&report)?;
-    let source = records_path.map(|p| crate::load::RecordsSource {
-        files: vec![p],
-        base_unix_ms: None,
-        level_ids: metas.iter().map(|m| m.level).collect(),
-    });
+    let source = records_path.map(|p| crate::load::RecordsSource::written(p, &metas));
     crate::output::write_outputs(
         &report,
         source.as_ref(),

@@ -32,6 +32,15 @@ pub struct RecordsSource {
 }
 
 impl RecordsSource {
+    /// The one records file a run just wrote, holding `levels` in order.
+    pub fn written(path: PathBuf, levels: &[LevelMeta]) -> RecordsSource {
+        RecordsSource {
+            files: vec![path],
+            base_unix_ms: None,
+            level_ids: levels.iter().map(|m| m.level).collect(),
+        }
+    }
+
     /// Every request record, in file order.
     pub fn read(&self) -> impl Iterator<Item = anyhow::Result<RequestRecord>> {
         RecordsReader::open(&self.files)

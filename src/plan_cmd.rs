@@ -110,11 +110,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         ),
     );
     crate::output::print_console(&report)?;
-    let source = records_path.map(|p| crate::load::RecordsSource {
-        files: vec![p],
-        base_unix_ms: None,
-        level_ids: planned.metas.iter().map(|m| m.level).collect(),
-    });
+    let source = records_path.map(|p| crate::load::RecordsSource::written(p, &planned.metas));
     crate::output::write_outputs(
         &report,
         source.as_ref(),
