@@ -21,6 +21,7 @@ use cadence_bench::{
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
 use cadence_core::runlog::{self, LevelMeta, RunChecks, RunMeta};
+use cadence_core::slo::{error_ceiling, probe_passes};
 use cadence_core::{
     chart_data, convention_views, goodput, pacing, time_series, Convention, Outcome, RequestRecord,
     Slo,
@@ -320,8 +321,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             if !interrupted {
                 let recs = sender.level_records(i).await;
                 let level = summarize_level(&recs, &LevelOptions::default());
-                let pass = level.requests.succeeded > 0
-                    && args.slos.iter().all(|slo| slo.evaluate(&level).pass);
+                // An invalid level (watchdog, late sends) never passes, whatever it measured.
+                let invalid = summary.watchdog_fired
+                    || pacing(&recs, 0, args.max_late).is_some_and(|p| p.invalid);
+                let pass = !invalid && probe_passes(&level, &args.slos, args.max_error_rate);
                 s.record(probe_level, pass);
             }
         }
@@ -362,6 +365,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         max_late: args.max_late,
         time_bucket: args.time_bucket,
         convention: args.outputs.convention,
+        max_error_rate: args.max_error_rate,
     };
     let search_report = search.as_ref().map(|(axis, s)| SearchReport {
         axis: match axis {
@@ -453,6 +457,8 @@ pub struct Checks {
     pub time_bucket: Duration,
     /// The convention the summary tables lead with (`--convention`).
     pub convention: Option<Convention>,
+    /// Share of failed requests above which a level fails (`--max-error-rate`).
+    pub max_error_rate: f64,
 }
 
 impl Checks {
@@ -464,6 +470,7 @@ impl Checks {
             max_late: self.max_late,
             time_bucket_ms: self.time_bucket.as_secs_f64() * 1e3,
             convention: self.convention.map(|c| c.name().to_string()),
+            max_error_rate: Some(self.max_error_rate),
         }
     }
 }
@@ -588,6 +595,10 @@ pub fn build_report(
             ));
         }
         level.warnings.extend(record_warnings(&recs));
+        if let Some(w) = error_ceiling(&level.requests, checks.max_error_rate) {
+            level.warnings.push(w);
+            slo_breached = true;
+        }
         let window_s = level.throughput.window_s;
         let mut lr = level_report(meta.name.clone(), level);
         lr.pacing = pacing(&recs, 0, checks.max_late);

@@ -324,9 +324,16 @@ pub struct BenchArgs {
     pub strict: bool,
 
     /// A service-level objective checked per level, e.g. 'itl.p99<=50ms',
-    /// 'ttft.p90<=2s', 'output_speed.p50>=20' (repeatable). A breach exits with 3.
+    /// 'ttft.p90<=2s', 'output_speed.p50>=20', 'errors.rate<=1%' (repeatable). A
+    /// breach exits with 3.
     #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
     pub slos: Vec<cadence_core::Slo>,
+
+    /// A level where more than this share of the sent requests failed fails the run
+    /// (exit 3) and never passes a --find-max probe: `5%` or `0.05`; `100%` turns the
+    /// ceiling off. Finer gates: --slo 'errors.rate<=1%', 'errors.http_5xx.rate<=0.5%'.
+    #[arg(long, default_value = "5%", value_parser = parse_share)]
+    pub max_error_rate: f64,
 
     /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
     /// the first --rate / --concurrency value (default 1), then bisect.

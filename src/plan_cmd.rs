@@ -410,6 +410,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         max_late: DEFAULT_MAX_LATE,
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
+        // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
+        max_error_rate: 1.0,
     };
     let (mut report, exit) = build_report(info, &metas, &records, &checks);
     report.warnings.insert(

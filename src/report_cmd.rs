@@ -7,6 +7,7 @@ use crate::exit::{usage, Exit};
 use anyhow::Context;
 use cadence_core::report::{Report, RunInfo};
 use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile};
+use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
 use cadence_core::{Convention, RequestRecord, Slo};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -65,6 +66,11 @@ pub struct ReportArgs {
     /// (repeatable). From a JSON report, goodput cannot be recomputed.
     #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
     pub slos: Vec<Slo>,
+
+    /// Judge the error-rate ceiling at this share instead of the run's own
+    /// `--max-error-rate` (default 5 %): `5%` or `0.05`.
+    #[arg(long, value_parser = crate::cli::parse_share)]
+    pub max_error_rate: Option<f64>,
 }
 
 /// A loaded input: a report, and its records when the input held them.
@@ -90,6 +96,7 @@ pub fn load(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
+    max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
     let mut texts = Vec::new();
     for f in files {
@@ -224,6 +231,11 @@ pub fn load(
                     .convention
                     .as_deref()
                     .and_then(|c| c.parse().ok()),
+                max_error_rate: meta
+                    .checks
+                    .max_error_rate
+                    .filter(|m| (0.0..=1.0).contains(m))
+                    .unwrap_or(DEFAULT_MAX_ERROR_RATE),
             };
             (meta.run, checks, meta.search)
         }
@@ -251,12 +263,16 @@ pub fn load(
                 max_late: 0.001,
                 time_bucket: Duration::from_secs(1),
                 convention: None,
+                max_error_rate: DEFAULT_MAX_ERROR_RATE,
             };
             (info, checks, None)
         }
     };
     if !slos.is_empty() {
         checks.slos = slos.to_vec();
+    }
+    if let Some(m) = max_error_rate {
+        checks.max_error_rate = m;
     }
     if convention.is_some() {
         checks.convention = convention;
@@ -282,7 +298,12 @@ pub fn load(
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
-    let loaded = load(&args.files, &args.slos, args.outputs.convention)?;
+    let loaded = load(
+        &args.files,
+        &args.slos,
+        args.outputs.convention,
+        args.max_error_rate,
+    )?;
     print!(
         "{}",
         cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal())

@@ -46,6 +46,9 @@ pub struct RunChecks {
     /// `--convention`, when given.
     #[serde(default)]
     pub convention: Option<String>,
+    /// `--max-error-rate` as a fraction; absent in older files (the default applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_rate: Option<f64>,
 }
 
 /// The run line, written when the run ends.

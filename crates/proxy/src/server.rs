@@ -331,6 +331,7 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
             max_late: 0.0,
             time_bucket_ms: 1000.0,
             convention: None,
+            max_error_rate: None,
         },
         search: None,
     };
