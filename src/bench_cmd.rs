@@ -82,6 +82,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         }
         None => None,
     };
+    // Every output path is checked before anything is sent (or the file truncated).
+    let outputs =
+        crate::outputs::named(args.json.as_deref(), args.records.as_deref(), &args.outputs);
+    crate::outputs::preflight(args.trace.as_slice(), &outputs)?;
     let requests = match (args.requests, args.duration, &trace) {
         (n, _, Some(entries)) => {
             Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
@@ -392,9 +396,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     drop(sender);
     drop(cx);
     progress.finish();
-    let records = sink
-        .finish()
-        .context("the records could not all be written")?;
+    // A failed records file keeps the records: the report is still made and written.
+    let (records, records_error) = sink.finish_all()?;
+    let mut failures: Vec<String> = records_error
+        .into_iter()
+        .map(|e| {
+            let path = args.records.as_deref().unwrap_or(std::path::Path::new("-"));
+            format!("cannot write the records to {}: {e}", path.display())
+        })
+        .collect();
     drop(builtin);
 
     let (mut report, mut exit) = build_report(info, &levels, &records, &checks);
@@ -409,12 +419,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             };
         }
     }
-    print!(
-        "{}",
-        cadence_report::console::render(&report, std::io::stdout().is_terminal())
-    );
-    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
-    Ok(exit)
+    let console = cadence_report::console::render(&report, std::io::stdout().is_terminal());
+    failures.extend(crate::outputs::print(&console).err());
+    failures.extend(crate::report_cmd::write_outputs(
+        &report,
+        Some(&records),
+        args.json.as_deref(),
+        &args.outputs,
+    ));
+    crate::outputs::conclude(exit, failures)
 }
 
 fn arrival_process(args: &BenchArgs) -> ArrivalProcess {

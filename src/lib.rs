@@ -7,6 +7,7 @@ pub mod cli;
 pub mod compare_cmd;
 pub mod exit;
 pub mod fidelity;
+pub mod outputs;
 pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;

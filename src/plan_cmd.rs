@@ -422,12 +422,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
-    print!(
-        "{}",
-        cadence_report::console::render(&report, std::io::stdout().is_terminal())
-    );
-    crate::report_cmd::write_outputs(&report, Some(&records), args.json.as_deref(), &args.outputs)?;
-    Ok(exit)
+    let console = cadence_report::console::render(&report, std::io::stdout().is_terminal());
+    let mut failures: Vec<String> = crate::outputs::print(&console).err().into_iter().collect();
+    failures.extend(crate::report_cmd::write_outputs(
+        &report,
+        Some(&records),
+        args.json.as_deref(),
+        &args.outputs,
+    ));
+    crate::outputs::conclude(exit, failures)
 }
 
 /// Per request (prompt tokens, max tokens) from `--dataset`, read by the bench's own

@@ -4,7 +4,6 @@
 
 use crate::bench_cmd::{build_report, Checks};
 use crate::exit::{usage, Exit};
-use anyhow::Context;
 use cadence_core::report::{Report, RunInfo};
 use cadence_core::runlog::{parse_records_file, LevelMeta, RecordsFile};
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
@@ -298,63 +297,82 @@ pub fn load(
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
+    let outputs = crate::outputs::named(args.json.as_deref(), None, &args.outputs);
+    crate::outputs::preflight(&args.files, &outputs)?;
     let loaded = load(
         &args.files,
         &args.slos,
         args.outputs.convention,
         args.max_error_rate,
     )?;
-    print!(
-        "{}",
-        cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal())
-    );
-    write_outputs(
+    let console = cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal());
+    let mut failures: Vec<String> = crate::outputs::print(&console).err().into_iter().collect();
+    failures.extend(write_outputs(
         &loaded.report,
         loaded.records.as_deref(),
         args.json.as_deref(),
         &args.outputs,
-    )?;
-    Ok(loaded.exit)
+    ));
+    crate::outputs::conclude(loaded.exit, failures)
 }
 
-/// Writes every requested file. Per-request CSV needs `records`; without them only the
-/// level rows are written, and the console says so.
+/// Writes every requested file, each attempted whatever happened to the others, and
+/// returns the failures in words (empty when all were written). Per-request CSV needs
+/// `records`; without them only the level rows are written, and the console says so.
 pub fn write_outputs(
     report: &Report,
     records: Option<&[RequestRecord]>,
     json: Option<&Path>,
     out: &OutputArgs,
-) -> anyhow::Result<()> {
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if let Some(dir) = out.csv.as_deref().map(csv_paths).and_then(|(l, _)| {
+        l.parent()
+            .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+    }) {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            failures.push(format!("cannot create {}: {e}", dir.display()));
+        }
+    }
+    let mut write = |what: &str, path: &Path, text: String| {
+        if let Err(e) = std::fs::write(path, text) {
+            failures.push(format!("cannot write {what} to {}: {e}", path.display()));
+        }
+    };
     if let Some(path) = json {
-        std::fs::write(path, cadence_report::json::render(report))
-            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+        write(
+            "the JSON report",
+            path,
+            cadence_report::json::render(report),
+        );
     }
     if let Some(path) = &out.html {
-        std::fs::write(path, cadence_report::html::render(report))
-            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        write(
+            "the HTML report",
+            path,
+            cadence_report::html::render(report),
+        );
     }
-    if let Some(path) = &out.markdown {
-        let md = cadence_report::markdown::render(report);
-        if path.as_os_str() == "-" {
-            print!("{md}");
-        } else {
-            std::fs::write(path, md)
-                .with_context(|| format!("cannot write the Markdown to {}", path.display()))?;
-        }
+    if let Some(path) = out.markdown.as_ref().filter(|p| p.as_os_str() != "-") {
+        write(
+            "the Markdown",
+            path,
+            cadence_report::markdown::render(report),
+        );
     }
     if let Some(path) = &out.csv {
         let (levels_path, requests_path) = csv_paths(path);
-        if let Some(dir) = levels_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        std::fs::write(&levels_path, cadence_report::csv::levels(report))
-            .with_context(|| format!("cannot write {}", levels_path.display()))?;
+        write(
+            "the CSV levels",
+            &levels_path,
+            cadence_report::csv::levels(report),
+        );
         match records {
             Some(recs) => {
                 let names: Vec<(u32, String)> = level_names(report, recs);
-                std::fs::write(&requests_path, cadence_report::csv::requests(recs, &names))
-                    .with_context(|| format!("cannot write {}", requests_path.display()))?;
+                let text = cadence_report::csv::requests(recs, &names);
+                write("the CSV requests", &requests_path, text);
             }
             None => eprintln!(
                 "Note: per-request CSV needs the records (`bench --records`); {} has the levels only.",
@@ -362,7 +380,11 @@ pub fn write_outputs(
             ),
         }
     }
-    Ok(())
+    if out.markdown.as_ref().is_some_and(|p| p.as_os_str() == "-") {
+        let md = cadence_report::markdown::render(report);
+        failures.extend(crate::outputs::print(&md).err());
+    }
+    failures
 }
 
 /// The level index → name pairs of a report whose levels follow the records' order.

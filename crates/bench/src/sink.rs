@@ -50,7 +50,7 @@ impl RecordSender {
 
 /// The receiving thread.
 pub struct RecordSink {
-    handle: JoinHandle<std::io::Result<Vec<RequestRecord>>>,
+    handle: JoinHandle<(Vec<RequestRecord>, Option<std::io::Error>)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,10 +125,7 @@ impl RecordSink {
                     progress.record(&rec);
                     all.push(rec);
                 }
-                match write_error {
-                    Some(e) => Err(e),
-                    None => Ok(all),
-                }
+                (all, write_error)
             })
             .map_err(SinkError::Write)?;
         Ok((RecordSender(tx), RecordSink { handle }))
@@ -137,9 +134,15 @@ impl RecordSink {
     /// Waits for every sender to be dropped, then returns the records in the order
     /// they finished.
     pub fn finish(self) -> Result<Vec<RequestRecord>, SinkError> {
-        self.handle
-            .join()
-            .map_err(|_| SinkError::Panicked)?
-            .map_err(SinkError::Write)
+        match self.finish_all()? {
+            (_, Some(e)) => Err(SinkError::Write(e)),
+            (all, None) => Ok(all),
+        }
+    }
+
+    /// As [`RecordSink::finish`], but a failed write to the file keeps the records: they
+    /// come back with the first write error, so the report can still be made.
+    pub fn finish_all(self) -> Result<(Vec<RequestRecord>, Option<std::io::Error>), SinkError> {
+        self.handle.join().map_err(|_| SinkError::Panicked)
     }
 }
