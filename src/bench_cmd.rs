@@ -1,6 +1,6 @@
 //! `cadence bench`: validate the flags into a run, start the built-in simulator when no
-//! URL is given, drive the load, then print and write the report. Ctrl-C stops sending,
-//! drains, and still reports.
+//! URL is given, drive the load, then print and write the report. Ctrl-C (or SIGTERM)
+//! stops sending, drains, and still reports.
 
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
@@ -256,12 +256,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         tokenizer: workload.tokenizer.clone(),
     });
 
-    // One Ctrl-C ends the current level (drained, reported) and skips the rest.
+    // One Ctrl-C or SIGTERM ends the current level (drained, reported) and skips the rest.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stop_tx.send(true);
-        }
+        crate::proxy_cmd::stop_signal().await;
+        let _ = stop_tx.send(true);
     });
 
     let started_at_unix_ms = SystemTime::now()

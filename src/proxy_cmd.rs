@@ -97,8 +97,8 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
     Ok(c)
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stop_signal() {
+/// Resolves on Ctrl-C or SIGTERM (`bench` stops on it too: what CI and Kubernetes send).
+pub(crate) async fn stop_signal() {
     #[cfg(unix)]
     {
         let mut term =
