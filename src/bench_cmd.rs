@@ -86,6 +86,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     let outputs =
         crate::outputs::named(args.json.as_deref(), args.records.as_deref(), &args.outputs);
     crate::outputs::preflight(args.trace.as_slice(), &outputs)?;
+    // The client's own open-file limit: raised, then checked against the largest level
+    // (an open loop without a cap or a search has no known bound: raised only).
+    let in_flight = args
+        .concurrency
+        .as_ref()
+        .and_then(|c| c.0.iter().max().copied())
+        .or(args.max_concurrency)
+        .or(
+            (args.rate.is_none() && args.trace.is_none() && args.find_max.is_none())
+                .then_some(DEFAULT_CONCURRENCY),
+        );
+    match in_flight {
+        Some(n) => {
+            let need = cadence_bench::fdlimit::needed(n.into(), args.url.is_none());
+            cadence_bench::fdlimit::ensure(need).map_err(usage)?;
+        }
+        None => drop(cadence_bench::fdlimit::raise()),
+    }
     let requests = match (args.requests, args.duration, &trace) {
         (n, _, Some(entries)) => {
             Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
@@ -595,6 +613,10 @@ pub fn build_report(
             exit = Exit::Invalid;
         }
         any_success |= level.requests.succeeded > 0;
+        if let Some(w) = cadence_core::outcome::client_limit_warning(&level.requests.failed) {
+            level.warnings.push(w);
+            exit = Exit::Invalid;
+        }
         if meta.invalid {
             exit = Exit::Invalid;
         }

@@ -366,7 +366,10 @@ fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
 /// Classifies an error from the pooled client into an outcome with plain words.
 pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
     let chain = error_chain(e);
-    if is_tls_error(e) {
+    if crate::fdlimit::is_own_limit(e) {
+        let msg = format!("the client ran out of open files ({chain}): raise `ulimit -n`");
+        (Outcome::ClientLimit, msg)
+    } else if is_tls_error(e) {
         (Outcome::TlsError, format!("TLS failed: {chain}"))
     } else if e.is_connect() {
         (Outcome::ConnectError, format!("could not connect: {chain}"))

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod cpu;
 pub mod dataset;
 pub mod exec;
+pub mod fdlimit;
 pub mod lag;
 pub mod progress;
 pub mod prompts;
