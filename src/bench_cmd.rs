@@ -734,7 +734,7 @@ fn record_warnings(recs: &[RequestRecord]) -> Vec<String> {
         let tokens: u64 = ok
             .iter()
             .filter_map(|r| r.output_tokens.map(|t| t.count))
-            .sum();
+            .fold(0, u64::saturating_add);
         let chunks: usize = ok.iter().map(|r| r.chunks.len()).sum();
         out.push(format!(
             "in {unknown_multi} of {} requests the server reported more tokens than chunks ({tokens} tokens in {chunks} chunks overall): some chunks carry several tokens but do not say which, so ITL per token equals ITL per chunk there",

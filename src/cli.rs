@@ -155,7 +155,11 @@ pub(crate) fn parse_counts(s: &str) -> Result<Counts, String> {
 }
 
 pub(crate) fn parse_rates(s: &str) -> Result<Rates, String> {
-    parse_levels(s).map(Rates)
+    let rates = parse_levels(s)?;
+    if let Some(r) = rates.iter().find(|&&r| r > MAX_RATE) {
+        return Err(format!("rate {r} is above {MAX_RATE} requests/s"));
+    }
+    Ok(Rates(rates))
 }
 
 pub(crate) fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
@@ -194,9 +198,41 @@ impl From<ApiArg> for cadence_wire::Api {
     }
 }
 
+/// The longest duration any flag takes: a soak test runs for days, a year is a typo
+/// (and `Instant + 10⁹ s` would overflow).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+
+/// Most requests (`-n`) or warm-up requests a level may send.
+pub const MAX_REQUESTS: u64 = 1_000_000_000;
+
+/// Highest open-loop rate, requests/s.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("'{s}' is longer than a year"));
+    }
+    Ok(d)
+}
+
+/// A duration that must be longer than 0 (a timeout, a threshold).
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("'{s}' must be longer than 0"));
+    }
+    Ok(d)
+}
+
+/// The time-series bucket: at least 1 ms (finer buckets only multiply memory).
+pub fn parse_time_bucket(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("'{s}': a time bucket is at least 1ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]
@@ -252,7 +288,7 @@ pub struct BenchArgs {
     pub max_late: f64,
 
     /// Measured requests to send. Default 64 when --duration is not given.
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS))]
     pub requests: Option<u64>,
 
     /// Send requests for this long (e.g. 30s, 5m), then drain within --grace.
@@ -260,7 +296,7 @@ pub struct BenchArgs {
     pub duration: Option<Duration>,
 
     /// Requests sent first and left out of every statistic.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_REQUESTS))]
     pub warmup: u64,
 
     /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
@@ -292,23 +328,23 @@ pub struct BenchArgs {
     pub http2: bool,
 
     /// TCP/TLS connect timeout.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub connect_timeout: Duration,
 
     /// From send to the response headers.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub header_timeout: Duration,
 
     /// From send to the first output token.
-    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = parse_positive_duration)]
     pub ttft_timeout: Duration,
 
     /// Longest silence allowed once output has started.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub idle_timeout: Duration,
 
     /// Longest a single request may take.
-    #[arg(long = "timeout", default_value = "600s", value_parser = parse_duration)]
+    #[arg(long = "timeout", default_value = "600s", value_parser = parse_positive_duration)]
     pub total_timeout: Duration,
 
     /// After the run stops issuing (duration or Ctrl-C), how long in-flight requests may finish.
@@ -316,7 +352,7 @@ pub struct BenchArgs {
     pub grace: Duration,
 
     /// An ITL gap longer than this counts as a stall.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
     pub stall_threshold: Duration,
 
     /// Fail a request on its first malformed event instead of counting and continuing.
@@ -346,7 +382,7 @@ pub struct BenchArgs {
 
     /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
     /// over the run).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
     pub time_bucket: Duration,
 
     /// Write the JSON report here.
@@ -544,6 +580,22 @@ mod tests {
             Cli::try_parse_from(["cadence", "bench", "--trace", "t", "--rate", "5"]).is_err(),
             "a trace has its own arrivals"
         );
+    }
+
+    #[test]
+    fn hostile_numbers_are_refused() {
+        assert!(parse_time_bucket("0s").is_err());
+        assert!(parse_time_bucket("999us").is_err());
+        assert_eq!(parse_time_bucket("1ms"), Ok(Duration::from_millis(1)));
+        assert!(parse_positive_duration("0s")
+            .unwrap_err()
+            .contains("longer than 0"));
+        assert!(parse_duration("1000000000s").unwrap_err().contains("year"));
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert!(parse_rates("1e300").unwrap_err().contains("above"));
+        assert!(parse_rates("1000000").is_ok());
+        let n = |v: &str| Cli::try_parse_from(["cadence", "bench", "-n", v]).is_ok();
+        assert!(n("1000000000") && !n("1000000001") && !n("0"));
     }
 
     #[test]

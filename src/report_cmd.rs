@@ -212,8 +212,16 @@ pub fn load(
     merged.levels.sort_by_key(|m| m.level);
     let (info, mut checks, search) = match merged.run {
         Some(meta) => {
+            let stall = Duration::from_nanos(cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS);
+            let c = &meta.checks;
             let checks = Checks {
-                stall_threshold: Duration::from_secs_f64(meta.checks.stall_threshold_ms / 1e3),
+                stall_threshold: saved_ms(
+                    c.stall_threshold_ms,
+                    1e-6,
+                    stall,
+                    "stall threshold",
+                    &mut warnings,
+                ),
                 slos: meta
                     .checks
                     .slos
@@ -224,7 +232,13 @@ pub fn load(
                         usage(format!("the run line's SLO does not parse: {e}"))
                     })?,
                 max_late: meta.checks.max_late,
-                time_bucket: Duration::from_secs_f64(meta.checks.time_bucket_ms / 1e3),
+                time_bucket: saved_ms(
+                    c.time_bucket_ms,
+                    1.0,
+                    Duration::from_secs(1),
+                    "time bucket",
+                    &mut warnings,
+                ),
                 convention: meta
                     .checks
                     .convention
@@ -294,6 +308,28 @@ pub fn load(
             exit
         },
     })
+}
+
+/// A duration the run line holds in ms, when a run could have used it (at least
+/// `min_ms`, at most a year); else `default`, with a warning. A hand-edited or hostile
+/// file cannot make a zero-width time bucket or a panic.
+fn saved_ms(
+    ms: f64,
+    min_ms: f64,
+    default: Duration,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Duration {
+    match Duration::try_from_secs_f64(ms / 1e3) {
+        Ok(d) if ms >= min_ms && d <= crate::cli::MAX_DURATION => d,
+        _ => {
+            warnings.push(format!(
+                "the run line's {what} ({ms} ms) is not one a run can use: {} is used instead",
+                humantime::format_duration(default)
+            ));
+            default
+        }
+    }
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {

@@ -333,8 +333,8 @@ struct Agree {
 impl Agree {
     fn add(&mut self, other: u64, used: u64) {
         self.requests += 1;
-        self.total += other;
-        self.used += used;
+        self.total = self.total.saturating_add(other);
+        self.used = self.used.saturating_add(used);
         let d = other.abs_diff(used);
         self.max_abs = self.max_abs.max(d);
         self.differing += u64::from(d > 0);
@@ -463,7 +463,10 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         counters.bytes_after_done += c.bytes_after_done;
         counters.no_done_marker += u64::from(c.no_done_marker);
         counters.reads += u64::from(c.reads);
-        tokens.received_total += r.output_token_count().count;
+        // Token counts come from the server: saturate rather than wrap (usage 2^64 − 1).
+        tokens.received_total = tokens
+            .received_total
+            .saturating_add(r.output_token_count().count);
         if let Some(s) = r.sent_ns {
             first_sent = Some(first_sent.map_or(s, |f| f.min(s)));
         }
@@ -490,7 +493,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
 
         // Succeeded: latency, tokens, stalls.
         let tc = r.output_token_count();
-        tokens.total += tc.count;
+        tokens.total = tokens.total.saturating_add(tc.count);
         tokens.source = tokens.source.max(Some(tc.source));
         *tokens
             .by_source

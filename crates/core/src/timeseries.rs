@@ -36,7 +36,11 @@ succeeded requests ending in it, failed = failed requests ending in it, output t
 tokens of the chunks arriving in it (a chunk's count when known, else 1; every request), \
 TTFT p50/p99 over succeeded requests whose first chunk arrived in it, ITL p50/p99 over gaps \
 of succeeded requests whose later chunk arrived in it; buckets run from 0 to the last event, \
-empty ones included";
+empty ones included, at most 100,000 (wider buckets past that)";
+
+/// Most buckets a time series has: a longer run (or a record with an absurd time) gets
+/// buckets wider than asked, so a hostile `end_ns` cannot size an allocation.
+pub const MAX_BUCKETS: u64 = 100_000;
 
 #[derive(Default)]
 struct Acc {
@@ -76,7 +80,10 @@ pub fn time_series(records: &[RequestRecord], bucket_ns: u64) -> Vec<TimeBucket>
     let Some(last) = last else {
         return Vec::new();
     };
-    let n = usize::try_from(last / bucket_ns + 1).expect("bucket count fits in memory");
+    // Input decides how many buckets there are: a record's times are bounded by nothing,
+    // so past MAX_BUCKETS the buckets widen instead of the allocation growing.
+    let bucket_ns = bucket_ns.max(last / MAX_BUCKETS + 1);
+    let n = usize::try_from(last / bucket_ns + 1).expect("at most MAX_BUCKETS + 1");
     let mut acc: Vec<Acc> = (0..n).map(|_| Acc::default()).collect();
     let at = |t: u64| (t / bucket_ns) as usize;
 
