@@ -629,6 +629,10 @@ pub fn build_report(
             ));
         }
         level.warnings.extend(record_warnings(&recs));
+        let short = level
+            .counters
+            .short_answer_warning(level.requests.succeeded);
+        level.warnings.extend(short);
         if let Some(w) = error_ceiling(&level.requests, checks.max_error_rate) {
             level.warnings.push(w);
             slo_breached = true;

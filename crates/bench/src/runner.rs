@@ -359,6 +359,7 @@ pub async fn run(
                 let built = cx.factory.build_turn(dispatch, turn, &replies);
                 rec.prompt_id = Some(built.prompt_id);
                 rec.prefix_group = built.prefix_group;
+                rec.expected_output_tokens = built.expected_output_tokens;
                 if session.is_some() {
                     rec.session = session;
                     rec.turn = Some(turn as u32);

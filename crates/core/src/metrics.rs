@@ -234,9 +234,27 @@ pub struct Counters {
     /// Requests whose stream ended with a finish reason but no `[DONE]`.
     pub no_done_marker: u64,
     pub reads: u64,
+    /// Succeeded requests with fewer output tokens than the workload demanded in full
+    /// ([`RequestRecord::is_short_answer`]); left out of the report when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub short_answers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counters {
+    /// The level's warning when some answers were short (`succeeded` requests in all).
+    pub fn short_answer_warning(&self, succeeded: u64) -> Option<String> {
+        (self.short_answers > 0).then(|| {
+            format!(
+                "{} of {succeeded} succeeded requests ended with fewer output tokens than the workload demanded (ignore_eos or min_tokens): the context filled or the server capped the length (e.g. n_predict), so their E2E and throughput describe shorter answers than asked",
+                self.short_answers
+            )
+        })
+    }
+
     /// Whether any counter that signals an unclean stream is non-zero (`reads` is not one).
     pub fn any_unclean(&self) -> bool {
         self.keepalives
@@ -463,6 +481,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         counters.bytes_after_done += c.bytes_after_done;
         counters.no_done_marker += u64::from(c.no_done_marker);
         counters.reads += u64::from(c.reads);
+        counters.short_answers += u64::from(r.is_short_answer());
         // Token counts come from the server: saturate rather than wrap (usage 2^64 − 1).
         tokens.received_total = tokens
             .received_total
