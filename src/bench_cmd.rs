@@ -111,6 +111,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         (None, None, None) => Some(DEFAULT_REQUESTS),
         (n, _, None) => n,
     };
+    if let (Some(ramp), Some(rates)) = (args.ramp_up, &args.rate) {
+        let planned = requests.map(|n| n.saturating_add(args.warmup));
+        for &rate in &rates.0 {
+            if let Some(why) =
+                cadence_bench::arrivals::ramp_shortfall(rate, ramp, planned, args.duration)
+            {
+                return Err(usage(why));
+            }
+        }
+    }
 
     let mut workload = crate::workload_cmd::prepare(
         &args.workload,
@@ -437,7 +447,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         }
     }
     let console = cadence_report::console::render(&report, std::io::stdout().is_terminal());
-    failures.extend(crate::outputs::print(&console).err());
+    failures.extend(crate::outputs::console(&console, &args.outputs).err());
     failures.extend(crate::report_cmd::write_outputs(
         &report,
         Some(&records),

@@ -278,7 +278,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_concurrency: Option<u32>,
 
-    /// Open loop: grow the rate linearly from 0 over this long.
+    /// Open loop: grow the rate linearly from 0 over this long (rate × ramp / 2
+    /// requests); -n and -d must outlast it, or the level never reaches its rate.
     #[arg(long, requires = "rate", value_parser = parse_duration)]
     pub ramp_up: Option<Duration>,
 

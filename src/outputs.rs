@@ -128,6 +128,18 @@ pub fn print(text: &str) -> Result<(), String> {
     }
 }
 
+/// Prints the console report: to stdout, or to stderr when `--markdown -` has stdout,
+/// so a pipe gets the Markdown alone.
+pub fn console(text: &str, out: &crate::report_cmd::OutputArgs) -> Result<(), String> {
+    if out.markdown.as_ref().is_some_and(|p| p.as_os_str() == "-") {
+        let mut err = std::io::stderr().lock();
+        return err
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write the report to stderr: {e}"));
+    }
+    print(text)
+}
+
 /// The run's exit code once every output was attempted: the failures are named on
 /// stderr and make it an error (exit 1).
 pub fn conclude(

@@ -423,7 +423,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         ),
     );
     let console = cadence_report::console::render(&report, std::io::stdout().is_terminal());
-    let mut failures: Vec<String> = crate::outputs::print(&console).err().into_iter().collect();
+    let mut failures: Vec<String> = crate::outputs::console(&console, &args.outputs)
+        .err()
+        .into_iter()
+        .collect();
     failures.extend(crate::report_cmd::write_outputs(
         &report,
         Some(&records),

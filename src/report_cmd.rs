@@ -342,7 +342,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         args.max_error_rate,
     )?;
     let console = cadence_report::console::render(&loaded.report, std::io::stdout().is_terminal());
-    let mut failures: Vec<String> = crate::outputs::print(&console).err().into_iter().collect();
+    let mut failures: Vec<String> = crate::outputs::console(&console, &args.outputs)
+        .err()
+        .into_iter()
+        .collect();
     failures.extend(write_outputs(
         &loaded.report,
         loaded.records.as_deref(),
@@ -367,7 +370,8 @@ pub fn write_outputs(
             .filter(|d| !d.as_os_str().is_empty() && !d.exists())
             .map(Path::to_path_buf)
     }) {
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        // Only `--csv DIR/` itself is created; its parent must exist (checked up front).
+        if let Err(e) = std::fs::create_dir(&dir) {
             failures.push(format!("cannot create {}: {e}", dir.display()));
         }
     }

@@ -19,12 +19,18 @@ type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub struct HyperClient {
     pooled: Pool,
     fresh: Pool,
+    http2: bool,
 }
 
 impl HyperClient {
     /// Sends on a pooled keep-alive connection (or a new one when none is idle).
     pub fn request(&self, req: http::Request<Full<Bytes>>) -> ResponseFuture {
         self.pooled.request(req)
+    }
+
+    /// Whether it speaks HTTP/2 only (`--http2`).
+    pub fn is_http2(&self) -> bool {
+        self.http2
     }
 
     /// Sends on a connection opened for this request alone.
@@ -69,6 +75,7 @@ pub fn build(config: &ClientConfig) -> HyperClient {
     HyperClient {
         pooled: client(config.pool_size),
         fresh: client(0),
+        http2: config.http2,
     }
 }
 

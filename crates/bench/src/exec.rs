@@ -113,7 +113,10 @@ pub async fn execute(
     let response = match response {
         Ok(r) => r,
         Err(e) => {
-            let (outcome, msg) = classify_client_error(&e);
+            let (outcome, mut msg) = classify_client_error(&e);
+            if cx.client.is_http2() && outcome == Outcome::TransportError {
+                msg = format!("{H2_HINT} ({msg})");
+            }
             return end(cx, rec, outcome, Some(msg));
         }
     };
@@ -162,6 +165,9 @@ pub async fn execute(
         );
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     };
+    if let Some(msg) = compressed(response.headers()) {
+        return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
+    }
 
     let mut tracker = StreamTracker::new(TrackerConfig {
         api: cx.api,
@@ -363,9 +369,43 @@ fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
+/// Why a compressed stream cannot be read, when the response is one: Cadence asks for
+/// none, times the bytes as they arrive, and would read compressed bytes as no events.
+fn compressed(headers: &http::HeaderMap) -> Option<String> {
+    let enc = headers.get(http::header::CONTENT_ENCODING)?.to_str().ok()?;
+    let enc = enc.trim().to_ascii_lowercase();
+    (!enc.is_empty() && enc != "identity").then(|| {
+        format!(
+            "the server compressed the stream (content-encoding: {enc}) though none was asked for: chunk times would be those of compressed blocks; turn compression off for event streams on the server or the proxy in front of it"
+        )
+    })
+}
+
+/// What an error chain most likely means when its own words say nothing useful: TLS
+/// spoken to a plain-HTTP port (rustls sees an HTTP answer where a record should be).
+fn hint(chain: &str) -> Option<&'static str> {
+    let c = chain.to_ascii_lowercase();
+    let plain = [
+        "invalidcontenttype",
+        "corrupt message",
+        "wrong version number",
+    ];
+    plain
+        .iter()
+        .any(|p| c.contains(p))
+        .then_some("the server answered the TLS handshake in plain HTTP: use http:// for this port")
+}
+
+/// Said of a request `--http2` sent that failed after connecting: HTTP/2 with prior
+/// knowledge to an HTTP/1.1 server fails with words about streams and pipes.
+const H2_HINT: &str = "the server does not speak HTTP/2 with prior knowledge on this port (an HTTP/1.1-only server?): drop --http2";
+
 /// Classifies an error from the pooled client into an outcome with plain words.
 pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
-    let chain = error_chain(e);
+    let chain = match hint(&error_chain(e)) {
+        Some(h) => format!("{h} ({})", error_chain(e)),
+        None => error_chain(e),
+    };
     if crate::fdlimit::is_own_limit(e) {
         let msg = format!("the client ran out of open files ({chain}): raise `ulimit -n`");
         (Outcome::ClientLimit, msg)
@@ -414,6 +454,19 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mismatches_are_named() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(compressed(&h), None);
+        h.insert(http::header::CONTENT_ENCODING, "identity".parse().unwrap());
+        assert_eq!(compressed(&h), None);
+        h.insert(http::header::CONTENT_ENCODING, "GZIP".parse().unwrap());
+        assert!(compressed(&h).unwrap().contains("content-encoding: gzip"));
+        let tls = "client error (Connect): received corrupt message of type InvalidContentType";
+        assert!(hint(tls).unwrap().contains("use http://"));
+        assert_eq!(hint("client error (Connect): Connection refused"), None);
+    }
 
     #[test]
     fn content_types() {

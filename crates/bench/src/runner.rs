@@ -300,6 +300,11 @@ pub async fn run(
                     },
                 };
                 debug_assert_eq!(ticket.index, next);
+                // The window is [start, start + duration): rate × duration sends, not one
+                // more at the deadline itself (the pacer's ticket can beat the timer).
+                if deadline.is_some_and(|d| ticket.scheduled >= d) {
+                    break StopReason::Deadline;
+                }
                 match slots.try_acquire() {
                     Some(p) => (Some(ticket.scheduled), p),
                     None => {
