@@ -170,7 +170,7 @@ mod tests {
         let e = preflight(&[], &same).unwrap_err().to_string();
         assert!(e.contains("--html and --json both write to"), "{e}");
         std::fs::write(&a, "input").unwrap();
-        let e = preflight(&[a.clone()], &[("--json", a.clone())])
+        let e = preflight(std::slice::from_ref(&a), &[("--json", a.clone())])
             .unwrap_err()
             .to_string();
         assert!(e.contains("would write over the input"), "{e}");
