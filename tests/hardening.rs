@@ -130,21 +130,34 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}/v1")
 }
 
-/// Runs `cadence ARGS --quiet --json DIR/r.json`: exit code, report (if written), stdout
-/// and stderr.
+/// An API key and a header value no output may ever hold.
+const CANARY: &str = "canary-KEY-20e4c1d9";
+
+/// Runs `cadence ARGS --quiet --json DIR/r.json` with a canary API key and header:
+/// exit code, report (if written), stdout and stderr, none of which holds the canary.
 fn run(args: &[&str], dir: &Path) -> (Option<i32>, Option<Value>, String, String) {
     let json = dir.join("r.json");
     let _ = std::fs::remove_file(&json);
     let out = cadence()
+        .env("OPENAI_API_KEY", CANARY)
         .args(args)
+        .args(["-H", &format!("x-api-key: {CANARY}")])
         .arg("--quiet")
         .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
-    let report = std::fs::read_to_string(&json).ok().map(|t| {
-        validate(&t);
-        serde_json::from_str(&t).unwrap()
+    let text = std::fs::read_to_string(&json).unwrap_or_default();
+    for (what, s) in [
+        ("stdout", String::from_utf8_lossy(&out.stdout)),
+        ("stderr", String::from_utf8_lossy(&out.stderr)),
+        ("report", text.as_str().into()),
+    ] {
+        assert!(!s.contains(CANARY), "the canary leaked into {what}: {s}");
+    }
+    let report = (!text.is_empty()).then(|| {
+        validate(&text);
+        serde_json::from_str(&text).unwrap()
     });
     (
         out.status.code(),
