@@ -303,6 +303,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
+    let outputs = crate::outputs::named(args.json.as_deref(), None, &args.outputs);
+    crate::outputs::preflight(args.dataset.as_slice(), &outputs)?;
     let max_tokens = args
         .max_tokens
         .unwrap_or_else(|| "128".parse().expect("a valid length"));
