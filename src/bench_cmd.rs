@@ -8,24 +8,23 @@ use crate::exit::{usage, Exit};
 use anyhow::Context;
 use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
-use cadence_bench::client::{self, ClientConfig, HyperClient};
 use cadence_bench::progress::Progress;
 use cadence_bench::search::Search;
-use cadence_bench::secret::{redact_patterns, Redactor};
 use cadence_bench::sink::RecordSink;
 use cadence_bench::target::{redact_url, Target};
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
-use cadence_bench::{
-    ArrivalProcess, Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts,
-};
+use cadence_bench::{ArrivalProcess, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::report::{level_report, Report, RunInfo, SearchProbe, SearchReport};
 use cadence_core::runlog::{self, LevelMeta, RunChecks, RunMeta};
+use cadence_core::secret::{redact_patterns, Redactor};
 use cadence_core::slo::{error_ceiling, probe_passes};
 use cadence_core::{
     chart_data, convention_views, goodput, pacing, time_series, Convention, Outcome, RequestRecord,
     Slo,
 };
+use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::{Clock, Unreachable};
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -203,11 +202,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             args.connect_timeout + args.header_timeout,
         )
         .await
-        .map_err(|e| {
-            usage(format!(
+        .map_err(|e| match e.downcast_ref::<Unreachable>() {
+            // Not a usage error: the command is right, the server is not there (exit 1).
+            Some(u) => anyhow::anyhow!("{}", redactor.redact(&u.to_string())),
+            None => usage(format!(
                 "{}; pass --model NAME",
                 redactor.redact(&format!("{e:#}"))
-            ))
+            )),
         })?,
     };
 
@@ -784,7 +785,8 @@ pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// Asks the server which models it serves and takes the first.
+/// Asks the server which models it serves and takes the first. A server that cannot
+/// be connected to at all is an [`Unreachable`] error.
 async fn first_model(
     http: &HyperClient,
     target: &Target,
@@ -798,10 +800,12 @@ async fn first_model(
         }
     }
     let fetch = async {
-        let resp = http
-            .request(req)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", cadence_bench::exec::error_chain(&e)))?;
+        let resp = http.request(req).await.map_err(|e| {
+            match cadence_transport::unreachable(&e, &target.models) {
+                Some(u) => anyhow::Error::new(u),
+                None => anyhow::anyhow!("{}", cadence_transport::error_chain(&e)),
+            }
+        })?;
         let status = resp.status();
         let body = resp.into_body().collect().await?.to_bytes();
         anyhow::ensure!(status.is_success(), "HTTP {status}");

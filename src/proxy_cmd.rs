@@ -122,7 +122,7 @@ pub(crate) async fn stop_signal() {
 
 pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
     let config = config(&args)?;
-    let upstream = cadence_bench::secret::redact_patterns(&config.upstream.to_string());
+    let upstream = cadence_core::secret::redact_patterns(&config.upstream.to_string());
     let proxy = cadence_proxy::spawn(config).await?;
     // The first line on stdout is the address, for scripts that started us on port 0.
     println!("listening on {}", proxy.url());

@@ -2,7 +2,7 @@
 //! Chromium: the page loads with no script error and every chart drew marks (the page's
 //! own self-check writes its verdict into the DOM). A screenshot is kept at
 //! `target/tmp/cadence-html-report.png` for people to look at. CI installs Debian's
-//! `chromium` (`.ci/run`); without it this test fails and says so.
+//! `chromium` (`scripts/test.sh`); without it this test fails and says so.
 
 mod common;
 
@@ -22,7 +22,7 @@ fn chromium() -> PathBuf {
     }
     panic!(
         "this test needs a headless Chromium: install Debian's `chromium` \
-         (apt-get install -y --no-install-recommends chromium); .ci/run does this"
+         (apt-get install -y --no-install-recommends chromium); scripts/test.sh does this"
     );
 }
 

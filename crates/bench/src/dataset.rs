@@ -98,97 +98,101 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<WorkItem>, DatasetError> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |why: String| DatasetError::Line { line: line_no, why };
-        let v: Value =
-            serde_json::from_str(line).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-        let max_tokens = match v.get("max_tokens") {
-            None | Some(Value::Null) => None,
-            Some(m) => Some(
-                m.as_u64()
-                    .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
-                    .ok_or_else(|| bad("max_tokens must be a whole number of at least 1".into()))?
-                    as u32,
-            ),
-        };
-        let id = match v.get("id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(x)) => x.to_string(),
-            _ => line_no.to_string(),
-        };
-        let mut item = WorkItem {
-            id,
-            history: Vec::new(),
-            turns: Vec::new(),
-        };
-        if let Some(p) = v.get("prompt") {
-            let p = p
-                .as_str()
-                .ok_or_else(|| bad("'prompt' must be a string".into()))?;
-            item.turns.push(TurnSpec {
-                user: p.to_owned(),
-                max_tokens,
-            });
-        } else if let Some(ms) = v.get("messages") {
-            let ms = ms
-                .as_array()
-                .ok_or_else(|| bad("'messages' must be an array".into()))?;
-            let mut msgs = Vec::with_capacity(ms.len());
-            for m in ms {
-                let role = m.get("role").and_then(Value::as_str);
-                let content = m.get("content").and_then(Value::as_str);
-                match (role, content) {
-                    (Some(r), Some(c)) => msgs.push(Message::new(r, c)),
-                    _ => {
-                        return Err(bad(
-                            "each message needs a string 'role' and 'content'".into()
-                        ))
-                    }
-                }
-            }
-            match msgs.pop() {
-                Some(last) if last.role == "user" => {
-                    item.history = msgs;
-                    item.turns.push(TurnSpec {
-                        user: last.content,
-                        max_tokens,
-                    });
-                }
-                _ => return Err(bad("the last message must be the user's".into())),
-            }
-        } else if let Some(ts) = v.get("turns") {
-            let ts = ts
-                .as_array()
-                .ok_or_else(|| bad("'turns' must be an array".into()))?;
-            for t in ts {
-                let (user, mt) = match t {
-                    Value::String(s) => (s.clone(), max_tokens),
-                    Value::Object(o) => (
-                        o.get("content")
-                            .or_else(|| o.get("prompt"))
-                            .and_then(Value::as_str)
-                            .ok_or_else(|| bad("a turn needs 'content' or 'prompt'".into()))?
-                            .to_owned(),
-                        o.get("max_tokens")
-                            .and_then(Value::as_u64)
-                            .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32)
-                            .or(max_tokens),
-                    ),
-                    _ => return Err(bad("a turn is a string or an object".into())),
-                };
-                item.turns.push(TurnSpec {
-                    user,
-                    max_tokens: mt,
-                });
-            }
-        } else {
-            return Err(bad("expected 'prompt', 'messages' or 'turns'".into()));
-        }
-        if item.turns.is_empty() {
-            return Err(bad("no turn to send".into()));
-        }
+        let item =
+            jsonl_item(line, line_no).map_err(|why| DatasetError::Line { line: line_no, why })?;
         items.push(item);
     }
     Ok(items)
+}
+
+/// One JSON Lines entry; the error is the reason, in words.
+fn jsonl_item(line: &str, line_no: usize) -> Result<WorkItem, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let max_tokens = match v.get("max_tokens") {
+        None | Some(Value::Null) => None,
+        Some(m) => Some(
+            m.as_u64()
+                .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+                .ok_or("max_tokens must be a whole number of at least 1")? as u32,
+        ),
+    };
+    let id = match v.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(x)) => x.to_string(),
+        _ => line_no.to_string(),
+    };
+    let mut item = WorkItem {
+        id,
+        history: Vec::new(),
+        turns: Vec::new(),
+    };
+    if let Some(p) = v.get("prompt") {
+        let p = p.as_str().ok_or("'prompt' must be a string")?;
+        item.turns.push(TurnSpec {
+            user: p.to_owned(),
+            max_tokens,
+        });
+    } else if let Some(ms) = v.get("messages") {
+        let (history, user) = chat_messages(ms)?;
+        item.history = history;
+        item.turns.push(TurnSpec { user, max_tokens });
+    } else if let Some(ts) = v.get("turns") {
+        item.turns = session_turns(ts, max_tokens)?;
+    } else {
+        return Err("expected 'prompt', 'messages' or 'turns'".into());
+    }
+    if item.turns.is_empty() {
+        return Err("no turn to send".into());
+    }
+    Ok(item)
+}
+
+/// A `messages` array: the history before the last message, and the last message,
+/// which must be the user's.
+fn chat_messages(ms: &Value) -> Result<(Vec<Message>, String), String> {
+    let ms = ms.as_array().ok_or("'messages' must be an array")?;
+    let mut msgs = Vec::with_capacity(ms.len());
+    for m in ms {
+        let role = m.get("role").and_then(Value::as_str);
+        let content = m.get("content").and_then(Value::as_str);
+        match (role, content) {
+            (Some(r), Some(c)) => msgs.push(Message::new(r, c)),
+            _ => return Err("each message needs a string 'role' and 'content'".into()),
+        }
+    }
+    match msgs.pop() {
+        Some(last) if last.role == "user" => Ok((msgs, last.content)),
+        _ => Err("the last message must be the user's".into()),
+    }
+}
+
+/// A `turns` array: strings, or objects with `content` (or `prompt`) and their own
+/// `max_tokens` (else the entry's).
+fn session_turns(ts: &Value, max_tokens: Option<u32>) -> Result<Vec<TurnSpec>, String> {
+    let ts = ts.as_array().ok_or("'turns' must be an array")?;
+    let mut turns = Vec::with_capacity(ts.len());
+    for t in ts {
+        let (user, mt) = match t {
+            Value::String(s) => (s.clone(), max_tokens),
+            Value::Object(o) => (
+                o.get("content")
+                    .or_else(|| o.get("prompt"))
+                    .and_then(Value::as_str)
+                    .ok_or("a turn needs 'content' or 'prompt'")?
+                    .to_owned(),
+                o.get("max_tokens")
+                    .and_then(Value::as_u64)
+                    .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32)
+                    .or(max_tokens),
+            ),
+            _ => return Err("a turn is a string or an object".into()),
+        };
+        turns.push(TurnSpec {
+            user,
+            max_tokens: mt,
+        });
+    }
+    Ok(turns)
 }
 
 /// Applies the options: single-turn keeps only each item's first turn; the length

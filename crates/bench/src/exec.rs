@@ -2,18 +2,17 @@
 //! taken the moment hyper hands over the bytes, before any parsing; every way a request
 //! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
 
-use crate::clock::Clock;
-use crate::secret::Redactor;
 use bytes::Bytes;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
+use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
+use cadence_transport::{Clock, HyperClient};
 use cadence_wire::{Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
-
-use crate::client::HyperClient;
 
 /// One timeout per phase, each its own outcome (FAULTS 27–30).
 #[derive(Debug, Clone, Copy)]
@@ -88,62 +87,17 @@ pub async fn execute(
 ) -> StreamText {
     let sent_at = Instant::now();
     rec.sent_ns = Some(cx.clock.ns_at(sent_at));
-    let total_deadline = sent_at + cx.timeouts.total;
-    let header_deadline = (sent_at + cx.timeouts.header).min(total_deadline);
-    let header_outcome = if header_deadline == total_deadline {
-        Outcome::TotalTimeout
-    } else {
-        Outcome::HeaderTimeout
-    };
-
-    let send = send_resending_if_stale(cx.client, req);
-    let (response, resent) = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return end(cx, rec, Outcome::AbortedAtDeadline, Some("run ended before the response headers".into())),
-        _ = sleep_until(header_deadline) => {
-            let msg = format!("no response headers within {:?}", header_deadline - sent_at);
-            return end(cx, rec, header_outcome, Some(msg));
-        }
-        r = send => r,
-    };
-    if let Some(t) = resent {
-        rec.sent_ns = Some(cx.clock.ns_at(t));
-        rec.counters.stale_connection_retries += 1;
-    }
-    let response = match response {
+    let deadlines = Deadlines::new(sent_at, cx.timeouts);
+    let response = match await_headers(cx, req, cancel, rec, &deadlines).await {
         Ok(r) => r,
-        Err(e) => {
-            let (outcome, mut msg) = classify_client_error(&e);
-            if cx.client.is_http2() && outcome == Outcome::TransportError {
-                msg = format!("{H2_HINT} ({msg})");
-            }
-            return end(cx, rec, outcome, Some(msg));
-        }
+        Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
     };
     rec.headers_ns = Some(cx.clock.now_ns());
     let status = response.status();
     rec.http_status = Some(status.as_u16());
 
     if !status.is_success() {
-        let retry_after = response
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = read_prefix(
-            response.into_body(),
-            DETAIL_BYTES,
-            header_deadline.max(Instant::now() + Duration::from_secs(2)),
-        )
-        .await;
-        let mut msg = format!("HTTP {status}");
-        if let Some(ra) = retry_after {
-            msg.push_str(&format!(" (Retry-After: {ra})"));
-        }
-        if !body.is_empty() {
-            msg.push_str(": ");
-            msg.push_str(&body);
-        }
+        let msg = http_error_detail(response, deadlines.header).await;
         return end(cx, rec, Outcome::from_status(status.as_u16()), Some(msg));
     }
 
@@ -169,32 +123,132 @@ pub async fn execute(
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     }
 
+    let text = read_stream(cx, response.into_body(), framing, cancel, rec, &deadlines).await;
+    if let Some(e) = rec.error.take() {
+        rec.error = Some(cx.redactor.redact(&e));
+    }
+    text
+}
+
+/// A request's deadlines, each counted from the send and none past the total.
+struct Deadlines {
+    sent_at: Instant,
+    header: Instant,
+    first_token: Instant,
+    total: Instant,
+}
+
+impl Deadlines {
+    fn new(sent_at: Instant, timeouts: &Timeouts) -> Self {
+        let total = sent_at + timeouts.total;
+        Deadlines {
+            sent_at,
+            header: (sent_at + timeouts.header).min(total),
+            first_token: (sent_at + timeouts.first_token).min(total),
+            total,
+        }
+    }
+
+    /// The outcome when `deadline` passes: the phase's own, or the total timeout's
+    /// when the total comes first.
+    fn outcome(&self, deadline: Instant, phase: Outcome) -> Outcome {
+        if deadline == self.total {
+            Outcome::TotalTimeout
+        } else {
+            phase
+        }
+    }
+
+    /// The next deadline while streaming: first token, then the idle gap after the
+    /// last read, never past the total.
+    fn streaming(
+        &self,
+        has_output: bool,
+        last_read: Instant,
+        idle: Duration,
+    ) -> (Instant, Outcome) {
+        let (deadline, phase) = if has_output {
+            ((last_read + idle).min(self.total), Outcome::IdleTimeout)
+        } else {
+            (self.first_token, Outcome::TtftTimeout)
+        };
+        (deadline, self.outcome(deadline, phase))
+    }
+}
+
+/// Sends `req` (once more after a stale pooled connection, which moves the send time)
+/// and waits for the response headers until the header deadline or the run's end.
+/// An error is the outcome and its message.
+async fn await_headers(
+    cx: &ExecContext<'_>,
+    req: http::Request<Full<Bytes>>,
+    cancel: &mut Cancel,
+    rec: &mut RequestRecord,
+    d: &Deadlines,
+) -> Result<http::Response<Incoming>, (Outcome, String)> {
+    let send = send_resending_if_stale(cx.client, req);
+    let (response, resent) = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err((Outcome::AbortedAtDeadline, "run ended before the response headers".into())),
+        _ = sleep_until(d.header) => {
+            let msg = format!("no response headers within {:?}", d.header - d.sent_at);
+            return Err((d.outcome(d.header, Outcome::HeaderTimeout), msg));
+        }
+        r = send => r,
+    };
+    if let Some(t) = resent {
+        rec.sent_ns = Some(cx.clock.ns_at(t));
+        rec.counters.stale_connection_retries += 1;
+    }
+    response.map_err(|e| classify_client_error(&e))
+}
+
+/// What a non-success answer said: `HTTP 503 (Retry-After: 5): <first body bytes>`.
+async fn http_error_detail(response: http::Response<Incoming>, header_deadline: Instant) -> String {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = read_prefix(
+        response.into_body(),
+        DETAIL_BYTES,
+        header_deadline.max(Instant::now() + Duration::from_secs(2)),
+    )
+    .await;
+    let mut msg = format!("HTTP {status}");
+    if let Some(ra) = retry_after {
+        msg.push_str(&format!(" (Retry-After: {ra})"));
+    }
+    if !body.is_empty() {
+        msg.push_str(": ");
+        msg.push_str(&body);
+    }
+    msg
+}
+
+/// Reads the stream into `rec` until it ends, a deadline passes or the run ends;
+/// gives back the output text.
+async fn read_stream(
+    cx: &ExecContext<'_>,
+    mut body: Incoming,
+    framing: Framing,
+    cancel: &mut Cancel,
+    rec: &mut RequestRecord,
+    d: &Deadlines,
+) -> StreamText {
     let mut tracker = StreamTracker::new(TrackerConfig {
         api: cx.api,
         framing,
         strict: cx.strict,
     });
-    let mut body = response.into_body();
-    let first_token_deadline = (sent_at + cx.timeouts.first_token).min(total_deadline);
     let mut last_read = Instant::now();
-    let timer = tokio::time::sleep_until(first_token_deadline);
+    let timer = tokio::time::sleep_until(d.first_token);
     tokio::pin!(timer);
 
     loop {
-        // The next deadline: first token, then the idle gap, never past the total.
-        let (deadline, outcome) = if tracker.has_output() {
-            (
-                (last_read + cx.timeouts.idle).min(total_deadline),
-                Outcome::IdleTimeout,
-            )
-        } else {
-            (first_token_deadline, Outcome::TtftTimeout)
-        };
-        let outcome = if deadline == total_deadline {
-            Outcome::TotalTimeout
-        } else {
-            outcome
-        };
+        let (deadline, outcome) = d.streaming(tracker.has_output(), last_read, cx.timeouts.idle);
         // The idle deadline moves with every read; re-arming the timer per chunk would
         // put a timer-wheel update on the hot path. It is moved earlier here when the
         // phase changes, and later only when it fires too soon (below).
@@ -237,14 +291,7 @@ pub async fn execute(
                 }
             }
             _ = cancel.cancelled() => {
-                let t = cx.clock.now_ns();
-                if tracker.is_done() {
-                    tracker.finish(t, rec);
-                } else {
-                    rec.outcome = Outcome::AbortedAtDeadline;
-                    rec.end_ns = Some(t);
-                    rec.error = Some("run ended while the stream was in flight".into());
-                }
+                stop_at_run_end(cx, &mut tracker, rec);
                 break;
             }
             _ = &mut timer => {
@@ -253,27 +300,55 @@ pub async fn execute(
                     timer.as_mut().reset(deadline);
                     continue;
                 }
-                let t = cx.clock.now_ns();
-                if tracker.is_done() {
-                    // The stream said [DONE] but the connection stayed open: done is done.
-                    tracker.finish(t, rec);
-                } else {
-                    rec.outcome = outcome;
-                    rec.end_ns = Some(t);
-                    rec.error = Some(match outcome {
-                        Outcome::TtftTimeout => format!("no output token within {:?} of sending", cx.timeouts.first_token),
-                        Outcome::IdleTimeout => format!("no bytes for {:?} after output started", cx.timeouts.idle),
-                        _ => format!("request exceeded the total timeout of {:?}", cx.timeouts.total),
-                    });
-                }
+                stop_at_deadline(cx, &mut tracker, rec, outcome);
                 break;
             }
         }
     }
-    if let Some(e) = rec.error.take() {
-        rec.error = Some(cx.redactor.redact(&e));
-    }
     tracker.take_text()
+}
+
+/// The run ended while the stream was in flight: aborted, unless it had said [DONE].
+fn stop_at_run_end(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut RequestRecord) {
+    let t = cx.clock.now_ns();
+    if tracker.is_done() {
+        tracker.finish(t, rec);
+    } else {
+        rec.outcome = Outcome::AbortedAtDeadline;
+        rec.end_ns = Some(t);
+        rec.error = Some("run ended while the stream was in flight".into());
+    }
+}
+
+/// A deadline passed mid-stream: `outcome` (TTFT, idle or total timeout), unless the
+/// stream had said [DONE].
+fn stop_at_deadline(
+    cx: &ExecContext<'_>,
+    tracker: &mut StreamTracker,
+    rec: &mut RequestRecord,
+    outcome: Outcome,
+) {
+    let t = cx.clock.now_ns();
+    if tracker.is_done() {
+        // The stream said [DONE] but the connection stayed open: done is done.
+        tracker.finish(t, rec);
+    } else {
+        rec.outcome = outcome;
+        rec.end_ns = Some(t);
+        rec.error = Some(match outcome {
+            Outcome::TtftTimeout => format!(
+                "no output token within {:?} of sending",
+                cx.timeouts.first_token
+            ),
+            Outcome::IdleTimeout => {
+                format!("no bytes for {:?} after output started", cx.timeouts.idle)
+            }
+            _ => format!(
+                "request exceeded the total timeout of {:?}",
+                cx.timeouts.total
+            ),
+        });
+    }
 }
 
 fn end(
@@ -321,54 +396,6 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
     String::from_utf8_lossy(&buf).trim().to_string()
 }
 
-/// Sends `req`. A pooled keep-alive connection the server already closed fails before
-/// any response byte (servers such as llama.cpp's close after every stream without
-/// saying so): the request never reached the server, so it is sent once more on a
-/// connection opened for it (never another pooled one, which may be just as dead),
-/// and the second value says when. Nothing else is ever retried.
-pub async fn send_resending_if_stale(
-    client: &crate::client::HyperClient,
-    req: http::Request<Full<Bytes>>,
-) -> (
-    Result<http::Response<Incoming>, hyper_util::client::legacy::Error>,
-    Option<Instant>,
-) {
-    let spare = copy_request(&req);
-    match client.request(req).await {
-        Err(e) if is_stale_connection(&e) => {
-            let resent = Instant::now();
-            (client.request_fresh(spare).await, Some(resent))
-        }
-        r => (r, None),
-    }
-}
-
-/// A request with the same method, URI, version, headers and body.
-fn copy_request(req: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
-    let mut copy = http::Request::new(req.body().clone());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    copy
-}
-
-/// The connection closed before any response byte (a stale pooled connection), as
-/// opposed to a failure to connect or an error after the server answered.
-fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
-    if e.is_connect() {
-        return false;
-    }
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(err) = cur {
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message() || h.is_canceled();
-        }
-        cur = err.source();
-    }
-    false
-}
-
 /// Why a compressed stream cannot be read, when the response is one: Cadence asks for
 /// none, times the bytes as they arrive, and would read compressed bytes as no events.
 fn compressed(headers: &http::HeaderMap) -> Option<String> {
@@ -381,92 +408,9 @@ fn compressed(headers: &http::HeaderMap) -> Option<String> {
     })
 }
 
-/// What an error chain most likely means when its own words say nothing useful: TLS
-/// spoken to a plain-HTTP port (rustls sees an HTTP answer where a record should be).
-fn hint(chain: &str) -> Option<&'static str> {
-    let c = chain.to_ascii_lowercase();
-    let plain = [
-        "invalidcontenttype",
-        "corrupt message",
-        "wrong version number",
-    ];
-    plain
-        .iter()
-        .any(|p| c.contains(p))
-        .then_some("the server answered the TLS handshake in plain HTTP: use http:// for this port")
-}
-
-/// Said of a request `--http2` sent that failed after connecting: HTTP/2 with prior
-/// knowledge to an HTTP/1.1 server fails with words about streams and pipes.
-const H2_HINT: &str = "the server does not speak HTTP/2 with prior knowledge on this port (an HTTP/1.1-only server?): drop --http2";
-
-/// Classifies an error from the pooled client into an outcome with plain words.
-pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
-    let chain = match hint(&error_chain(e)) {
-        Some(h) => format!("{h} ({})", error_chain(e)),
-        None => error_chain(e),
-    };
-    if crate::fdlimit::is_own_limit(e) {
-        let msg = format!("the client ran out of open files ({chain}): raise `ulimit -n`");
-        (Outcome::ClientLimit, msg)
-    } else if is_tls_error(e) {
-        (Outcome::TlsError, format!("TLS failed: {chain}"))
-    } else if e.is_connect() {
-        (Outcome::ConnectError, format!("could not connect: {chain}"))
-    } else {
-        (Outcome::TransportError, format!("request failed: {chain}"))
-    }
-}
-
-/// Whether a rustls error stands anywhere in the chain. `io::Error` hides its inner
-/// error from `source()` (and hyper-rustls wraps rustls' io::Error in another), so
-/// each io::Error is opened as well.
-fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    if e.is::<rustls::Error>() {
-        return true;
-    }
-    if let Some(inner) = e
-        .downcast_ref::<std::io::Error>()
-        .and_then(|io| io.get_ref())
-    {
-        let inner: &(dyn std::error::Error + 'static) = inner;
-        if is_tls_error(inner) {
-            return true;
-        }
-    }
-    e.source().is_some_and(is_tls_error)
-}
-
-/// An error and its sources, joined with `: `.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        cur = s.source();
-    }
-    parts.join(": ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mismatches_are_named() {
-        let mut h = http::HeaderMap::new();
-        assert_eq!(compressed(&h), None);
-        h.insert(http::header::CONTENT_ENCODING, "identity".parse().unwrap());
-        assert_eq!(compressed(&h), None);
-        h.insert(http::header::CONTENT_ENCODING, "GZIP".parse().unwrap());
-        assert!(compressed(&h).unwrap().contains("content-encoding: gzip"));
-        let tls = "client error (Connect): received corrupt message of type InvalidContentType";
-        assert!(hint(tls).unwrap().contains("use http://"));
-        assert_eq!(hint("client error (Connect): Connection refused"), None);
-    }
 
     #[test]
     fn content_types() {

@@ -1,21 +1,17 @@
-//! The load generator: an HTTP client that timestamps every body read before parsing,
+//! The load generator: an executor that timestamps every body read before parsing,
 //! a runner that drives load shapes and accounts for every request, and a sink that
 //! writes records as the run goes.
 
 pub mod arrivals;
 pub mod body;
-pub mod client;
-pub mod clock;
 pub mod cpu;
 pub mod dataset;
 pub mod exec;
 pub mod fdlimit;
-pub mod lag;
 pub mod progress;
 pub mod prompts;
 pub mod runner;
 pub mod search;
-pub mod secret;
 pub mod sink;
 pub mod target;
 pub mod tokenizer;
@@ -23,6 +19,5 @@ pub mod trace;
 pub mod workload;
 
 pub use arrivals::ArrivalProcess;
-pub use clock::Clock;
 pub use exec::{Cancel, Timeouts};
 pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason};

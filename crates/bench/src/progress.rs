@@ -2,7 +2,7 @@
 //! ITL and TTFT p50/p99 over recent requests. Hidden when stderr is not a terminal or
 //! with `--quiet`.
 
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::{per_request, Outcome, RequestRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,22 +86,7 @@ impl Progress {
         }
         self.bar.inc(1);
         let mut r = self.inner.recent.lock().expect("progress lock");
-        if rec.outcome == Outcome::Succeeded && !rec.warmup {
-            if let (Some(s), Some(f)) = (rec.sent_ns, rec.first_chunk_ns()) {
-                push(
-                    &mut r.ttft_ms,
-                    WINDOW_TTFT,
-                    f.saturating_sub(s) as f64 / 1e6,
-                );
-            }
-            for w in rec.chunks.windows(2) {
-                push(
-                    &mut r.itl_ms,
-                    WINDOW_ITL,
-                    (w[1].t_ns() - w[0].t_ns()) as f64 / 1e6,
-                );
-            }
-        }
+        r.add(rec);
         if r.last_draw.elapsed() >= Duration::from_millis(250) {
             r.last_draw = Instant::now();
             let msg = format!(
@@ -120,6 +105,23 @@ impl Progress {
 
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+impl Recent {
+    /// Takes a succeeded request's TTFT and ITL gaps into the running windows.
+    fn add(&mut self, rec: &RequestRecord) {
+        if rec.outcome != Outcome::Succeeded || rec.warmup {
+            return;
+        }
+        // Core's formulas: an interval that runs backwards gives no sample.
+        let mut bad = 0;
+        if let Some(t) = per_request::ttft_ms(rec, &mut bad) {
+            push(&mut self.ttft_ms, WINDOW_TTFT, t);
+        }
+        for (gap, _) in per_request::itl_gaps(rec, &mut bad) {
+            push(&mut self.itl_ms, WINDOW_ITL, per_request::ms(gap));
+        }
     }
 }
 
@@ -152,5 +154,36 @@ mod tests {
         assert_eq!(pct(&q, 0.5), "2.5ms");
         assert_eq!(pct(&q, 0.9), "3.7ms");
         assert_eq!(pct(&VecDeque::new(), 0.5), "–");
+    }
+
+    fn recent() -> Recent {
+        Recent {
+            itl_ms: VecDeque::new(),
+            ttft_ms: VecDeque::new(),
+            last_draw: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn samples_follow_core_formulas_and_skip_intervals_that_run_backwards() {
+        use cadence_core::Chunk;
+        let ms = 1_000_000;
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        // Sent at 50 ms, chunks at 40 (before the send: a record out of order), 60, 55
+        // and 75 ms: TTFT runs backwards and the 60 -> 55 gap too; both are skipped,
+        // as in the report, instead of wrapping or panicking.
+        rec.sent_ns = Some(50 * ms);
+        rec.chunks = [40, 60, 55, 75].map(|t| Chunk(t * ms, None)).to_vec();
+        let mut r = recent();
+        r.add(&rec);
+        assert_eq!(r.ttft_ms, VecDeque::<f64>::new());
+        assert_eq!(r.itl_ms, VecDeque::from([20.0, 20.0]));
+
+        rec.sent_ns = Some(10 * ms);
+        r.add(&rec);
+        assert_eq!(r.ttft_ms, VecDeque::from([30.0]));
+        rec.outcome = Outcome::Truncated;
+        r.add(&rec);
+        assert_eq!(r.itl_ms.len(), 4, "failed requests add no samples");
     }
 }

@@ -7,14 +7,13 @@
 
 use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 
-use crate::client::HyperClient;
-use crate::clock::Clock;
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
-use crate::secret::Redactor;
 use crate::sink::RecordSender;
 use crate::workload::RequestFactory;
+use cadence_core::secret::Redactor;
 use cadence_core::{InputTokenSource, Outcome, RequestRecord};
+use cadence_transport::{Clock, HyperClient};
 use cadence_wire::Api;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -310,7 +309,7 @@ pub async fn run(
                     None => {
                         // The cap is full: the arrival is dropped, and recorded as such.
                         let index = issued.fetch_add(1, Ordering::Relaxed);
-                        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+                        let mut rec = RequestRecord::new(index, Outcome::Dropped);
                         rec.level = plan.level;
                         rec.warmup = next < plan.warmup;
                         rec.scheduled_ns = Some(clock.ns_at(ticket.scheduled));
@@ -623,7 +622,7 @@ impl LagProbe {
             let mut lags = Vec::new();
             tokio::select! {
                 _ = stopped => {}
-                _ = crate::lag::watch(crate::lag::PERIOD, |l| lags.push(l)) => {}
+                _ = cadence_transport::lag::watch(cadence_transport::lag::PERIOD, |l| lags.push(l)) => {}
             }
             lags
         });
@@ -633,7 +632,7 @@ impl LagProbe {
     async fn finish(self) -> (Duration, Duration) {
         let _ = self.stop.send(());
         match self.handle.await {
-            Ok(mut lags) => crate::lag::p99_and_max(&mut lags),
+            Ok(mut lags) => cadence_transport::lag::p99_and_max(&mut lags),
             Err(_) => (Duration::ZERO, Duration::ZERO),
         }
     }

@@ -3,15 +3,16 @@
 //! a deadline drains then aborts, and records reach the file as requests finish.
 
 use cadence_bench::body::BodySpec;
-use cadence_bench::client::{self, ClientConfig};
 use cadence_bench::progress::Progress;
-use cadence_bench::secret::Redactor;
 use cadence_bench::sink::RecordSink;
 use cadence_bench::workload::RequestFactory;
-use cadence_bench::{Clock, Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
+use cadence_bench::{Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_sim::SimConfig;
+use cadence_transport::client::{self, ClientConfig};
+use cadence_transport::Clock;
 use cadence_wire::Api;
 use http::{HeaderName, HeaderValue};
 use std::future::Future;
@@ -338,4 +339,51 @@ async fn f34_freeze_shows_in_open_loop_response_time_not_in_closed_loop() {
         closed.ttft_response.is_none(),
         "closed loop has no schedule"
     );
+}
+
+/// FAULTS 35: open-loop arrivals over `--max-concurrency` are recorded as `dropped`
+/// (never sent, so never an abort), and the accounting counts them as dropped.
+#[tokio::test]
+async fn f35_arrivals_over_the_cap_are_recorded_as_dropped() {
+    use cadence_bench::{ArrivalProcess, Load};
+    // One slot, 100 arrivals/s, streams of ~100 ms: most arrivals find the slot busy.
+    let server = sim("fixed:10ms").await;
+    let p = RunPlan {
+        load: Load::Open {
+            rate: 100.0,
+            process: ArrivalProcess::Constant,
+            max_concurrency: Some(1),
+            ramp_up: Duration::ZERO,
+        },
+        requests: Some(10),
+        duration: None,
+        warmup: 0,
+        grace: Duration::from_secs(2),
+        level: 0,
+        stop_when_saturated: false,
+    };
+    let (s, records) = run_collect(
+        context(server.addr, 10, &[]),
+        &p,
+        None,
+        std::future::pending(),
+    )
+    .await;
+    let dropped: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Dropped)
+        .collect();
+    assert!(s.dropped > 0, "one slot cannot take these arrivals");
+    assert_eq!(dropped.len() as u64, s.dropped);
+    assert!(dropped
+        .iter()
+        .all(|r| r.sent_ns.is_none() && r.scheduled_ns.is_some()));
+    assert!(records
+        .iter()
+        .all(|r| r.outcome != Outcome::AbortedAtDeadline));
+    let level = summarize_level(&records, &LevelOptions::default());
+    level.requests.check().expect("accounting adds up");
+    assert_eq!(level.requests.intended, 10);
+    assert_eq!(level.requests.dropped, s.dropped);
+    assert_eq!(level.requests.aborted, 0);
 }

@@ -3,15 +3,20 @@
 //! FAULTS.md requires. Every number a report prints about a level comes from here.
 
 use crate::stats::{self, Distribution};
-use crate::{Chunk, Outcome, RequestRecord, TokenSource};
+use crate::{Outcome, RequestRecord, TokenSource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Gaps between chunks longer than this count as stalls unless the caller says otherwise.
 pub const DEFAULT_STALL_THRESHOLD_NS: u64 = 500_000_000;
 
-const NS_PER_MS: f64 = 1e6;
-pub(crate) const NS_PER_S: f64 = 1e9;
+// The per-request formulas live in `crate::per_request`; re-exported here for the
+// modules that reach them through `metrics`.
+pub(crate) use crate::per_request::NS_PER_S;
+pub(crate) use crate::per_request::{
+    e2e_ms, itl_gaps, ms, per_token_weight, tpot_and_speed, ttft_content_ms, ttft_ms,
+    ttft_response_ms,
+};
 
 /// The formulas in words, one constant per metric: [`crate::report::definitions`]
 /// gathers them so `--help`, the console and the JSON report say the same thing.
@@ -109,7 +114,8 @@ pub struct RequestCounts {
     /// Requests intended but never sent: the runner's count plus records that never
     /// left the client.
     pub dropped: u64,
-    /// Sent requests ended by the run's deadline or Ctrl-C (`aborted_at_deadline`).
+    /// Sent requests ended by the run's deadline or Ctrl-C (`aborted_at_deadline`) or by
+    /// the proxy's client hanging up (`client_disconnected`).
     pub aborted: u64,
     /// Sent requests that failed, by [`Outcome::name`]; only non-zero classes appear.
     pub failed: BTreeMap<String, u64>,
@@ -372,74 +378,6 @@ impl Agree {
     }
 }
 
-/// `to − from` in ns, or `None` (and one more inconsistency) when `to < from`.
-fn span(from: u64, to: u64, bad: &mut u64) -> Option<u64> {
-    let d = to.checked_sub(from);
-    if d.is_none() {
-        *bad += 1;
-    }
-    d
-}
-
-pub(crate) fn ms(ns: u64) -> f64 {
-    ns as f64 / NS_PER_MS
-}
-
-// Per-request measurements, shared by `summarize_level`, the SLO module and the time
-// series so one formula lives in one place. Each returns `None` when the record lacks
-// a time it needs, or when an interval ends before it starts (which also adds one to
-// `bad`, the count of inconsistencies the level reports).
-
-/// TTFT in ms: first content-bearing chunk − sent.
-pub(crate) fn ttft_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
-    span(r.sent_ns?, r.first_chunk_ns()?, bad).map(ms)
-}
-
-/// Time to first visible content in ms: first visible content − sent.
-pub(crate) fn ttft_content_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
-    span(r.sent_ns?, r.first_content_ns?, bad).map(ms)
-}
-
-/// TTFT as response time in ms: first content-bearing chunk − scheduled.
-pub(crate) fn ttft_response_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
-    span(r.scheduled_ns?, r.first_chunk_ns()?, bad).map(ms)
-}
-
-/// E2E in ms: end − sent.
-pub(crate) fn e2e_ms(r: &RequestRecord, bad: &mut u64) -> Option<f64> {
-    span(r.sent_ns?, r.end_ns?, bad).map(ms)
-}
-
-/// The tokens a chunk stands for in per-token ITL: its count, or 1 when unknown or 0.
-pub(crate) fn per_token_weight(c: &Chunk) -> u64 {
-    u64::from(c.tokens().filter(|&k| k > 0).unwrap_or(1))
-}
-
-/// The request's ITL gaps in ns, each with the later chunk (whose arrival ends it).
-/// Gaps that end before they start are skipped (and counted in `bad`).
-pub(crate) fn itl_gaps<'a>(
-    r: &'a RequestRecord,
-    bad: &'a mut u64,
-) -> impl Iterator<Item = (u64, &'a Chunk)> + 'a {
-    r.chunks
-        .windows(2)
-        .filter_map(move |w| span(w[0].t_ns(), w[1].t_ns(), bad).map(|g| (g, &w[1])))
-}
-
-/// TPOT in ms and output speed in tokens/s of one request, when it qualifies: at least
-/// 2 output tokens in at least 2 chunks. Speed is `None` when the last chunk arrived
-/// with the first (a zero-length span).
-pub(crate) fn tpot_and_speed(r: &RequestRecord, bad: &mut u64) -> Option<(f64, Option<f64>)> {
-    let tokens = r.output_token_count().count;
-    if r.chunks.len() < 2 || tokens < 2 {
-        return None;
-    }
-    let d = span(r.first_chunk_ns()?, r.last_chunk_ns()?, bad)?;
-    let steps = (tokens - 1) as f64;
-    let speed = (d > 0).then(|| steps * NS_PER_S / d as f64);
-    Some((ms(d) / steps, speed))
-}
-
 /// Summarizes one level from its records (all of which should belong to it).
 ///
 /// Warm-up records are only counted. Latency distributions, output speed, tokens per
@@ -495,7 +433,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
 
         if !r.was_sent() {
             counts.dropped += 1;
-            if r.outcome != Outcome::AbortedAtDeadline {
+            if !matches!(r.outcome, Outcome::AbortedAtDeadline | Outcome::Dropped) {
                 *unsent_odd.entry(r.outcome.name()).or_default() += 1;
             }
             continue;
@@ -503,7 +441,7 @@ pub fn summarize_level(records: &[RequestRecord], opts: &LevelOptions) -> LevelS
         counts.sent += 1;
         match r.outcome {
             Outcome::Succeeded => counts.succeeded += 1,
-            Outcome::AbortedAtDeadline => counts.aborted += 1,
+            o if o.is_abort() => counts.aborted += 1,
             o => *counts.failed.entry(o.name().to_string()).or_default() += 1,
         }
         if r.outcome != Outcome::Succeeded {

@@ -1,11 +1,14 @@
-//! How a request ended: success or exactly one failure class (FAULTS.md). Every request
-//! that was sent ends in exactly one of these, which is what the accounting checks.
+//! How a request ended: success, exactly one failure class (docs/FAULTS.md), an abort,
+//! or a drop. Every intended request ends in exactly one of these, which is what the
+//! accounting checks.
 
 use serde::{Deserialize, Serialize};
 
-/// The one classified ending of a sent request.
+/// The one classified ending of a request.
 ///
-/// The serialized names (`snake_case`) are the keys of `requests.failed` in reports.
+/// The serialized names (`snake_case`) of the failure classes are the keys of
+/// `requests.failed` in reports; the others are counted in `succeeded`, `aborted` and
+/// `dropped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -51,11 +54,18 @@ pub enum Outcome {
     ClientLimit,
     /// The run's deadline or Ctrl-C ended the request while it was in flight (FAULTS 36).
     AbortedAtDeadline,
+    /// The proxy's client hung up before the response was complete (FAULTS 40); the
+    /// upstream request was cancelled. Counted as aborted, not as a server failure.
+    ClientDisconnected,
+    /// An open-loop arrival that was never sent: the client was at
+    /// `--max-concurrency` (FAULTS 35). Counted as dropped, never as sent. Records
+    /// written before this outcome existed say `aborted_at_deadline` with no send time.
+    Dropped,
 }
 
 impl Outcome {
     /// Every variant, in report order.
-    pub const ALL: [Outcome; 19] = [
+    pub const ALL: [Outcome; 21] = [
         Outcome::Succeeded,
         Outcome::ConnectError,
         Outcome::TlsError,
@@ -75,6 +85,8 @@ impl Outcome {
         Outcome::TransportError,
         Outcome::ClientLimit,
         Outcome::AbortedAtDeadline,
+        Outcome::ClientDisconnected,
+        Outcome::Dropped,
     ];
 
     /// The stable `snake_case` name used in reports and records.
@@ -99,13 +111,24 @@ impl Outcome {
             Outcome::TransportError => "transport_error",
             Outcome::ClientLimit => "client_limit",
             Outcome::AbortedAtDeadline => "aborted_at_deadline",
+            Outcome::ClientDisconnected => "client_disconnected",
+            Outcome::Dropped => "dropped",
         }
     }
 
-    /// A failure is every outcome but success and the deadline abort; the accounting
-    /// keeps aborted requests in their own bucket.
+    /// A failure is every outcome but success, the aborts and the drop; the accounting
+    /// keeps aborted and dropped requests in buckets of their own.
     pub fn is_failure(self) -> bool {
-        !matches!(self, Outcome::Succeeded | Outcome::AbortedAtDeadline)
+        !matches!(self, Outcome::Succeeded | Outcome::Dropped) && !self.is_abort()
+    }
+
+    /// Ended by the client's side (the run's end, or the proxy's client hanging up)
+    /// rather than by the server: `aborted` in the accounting.
+    pub fn is_abort(self) -> bool {
+        matches!(
+            self,
+            Outcome::AbortedAtDeadline | Outcome::ClientDisconnected
+        )
     }
 
     /// The outcome class of a non-success HTTP status.
@@ -174,5 +197,20 @@ mod tests {
             w.starts_with("755 requests failed on the client's own open-file limit"),
             "{w}"
         );
+    }
+
+    #[test]
+    fn aborts_and_drops_are_not_failures() {
+        for o in Outcome::ALL {
+            let kinds = [
+                o == Outcome::Succeeded,
+                o.is_failure(),
+                o.is_abort(),
+                o == Outcome::Dropped,
+            ];
+            assert_eq!(kinds.iter().filter(|k| **k).count(), 1, "{o}");
+        }
+        assert!(Outcome::ClientDisconnected.is_abort());
+        assert!(!Outcome::Dropped.is_abort());
     }
 }

@@ -285,14 +285,23 @@ impl RequestRecord {
     /// A request is sent when it has a send time, or when it ended in a
     /// connection-stage failure (`connect_error`, `tls_error`, `transport_error`): an
     /// attempt was made even though the request never reached a connection. Any other
-    /// record without a send time (e.g. `aborted_at_deadline` before sending) never
-    /// left the client and counts as dropped.
+    /// record without a send time, and every `dropped` one, never left the client and
+    /// counts as dropped.
     pub fn was_sent(&self) -> bool {
-        self.sent_ns.is_some()
-            || matches!(
-                self.outcome,
-                Outcome::ConnectError | Outcome::TlsError | Outcome::TransportError
-            )
+        match self.outcome {
+            Outcome::Dropped => false,
+            Outcome::ConnectError | Outcome::TlsError | Outcome::TransportError => true,
+            _ => self.sent_ns.is_some(),
+        }
+    }
+
+    /// Brings a record of an older records file up to the current outcomes: a dropped
+    /// arrival used to be written as `aborted_at_deadline` with no send time, and is
+    /// read as [`Outcome::Dropped`]. The accounting is the same either way.
+    pub fn upgrade_outcome(&mut self) {
+        if self.outcome == Outcome::AbortedAtDeadline && self.sent_ns.is_none() {
+            self.outcome = Outcome::Dropped;
+        }
     }
 
     /// Output tokens: the recorded count, else the chunk count (source `chunks`).

@@ -275,33 +275,122 @@ mod tests {
         assert_eq!(serde_json::from_value::<Report>(v).unwrap(), rep);
     }
 
+    /// The field names of a struct as its derived `Deserialize` declares them: every
+    /// field, skipped-when-empty ones included, so a new field cannot go unseen.
+    fn field_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+        use serde::de::{self, Visitor};
+        struct Fields(&'static [&'static str]);
+        impl<'de> de::Deserializer<'de> for &mut Fields {
+            type Error = de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(de::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0 = fields;
+                Err(de::Error::custom("fields read"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+        let mut f = Fields(&[]);
+        let _ = T::deserialize(&mut f);
+        assert!(!f.0.is_empty(), "not a struct with named fields");
+        f.0
+    }
+
+    /// Level keys that are not metrics, so need no formula: the level's identity, the
+    /// warm-up count (defined under `requests`), the decoder's tallies and free-text
+    /// warnings.
+    const NOT_METRICS: [&str; 8] = [
+        "name",
+        "concurrency",
+        "rate",
+        "warmup",
+        "counters",
+        "warnings",
+        "stopped_early",
+        "summary",
+    ];
+
+    /// Every key of a level that needs a definition: each field of [`LevelSummary`]
+    /// (from the type itself) and each key of a level report with every optional part
+    /// filled in.
+    fn reported_metrics() -> Vec<String> {
+        let summary = field_names::<LevelSummary>();
+        let mut keys: Vec<String> = summary.iter().map(|k| k.to_string()).collect();
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.scheduled_ns = Some(0);
+        r.sent_ns = Some(3_000_000);
+        r.chunks = vec![Chunk(100_000_000, None), Chunk(110_000_000, None)];
+        r.end_ns = Some(120_000_000);
+        let records = [r];
+        let mut level = level_report("c", summarize_level(&records, &LevelOptions::default()));
+        let slo: crate::Slo = "itl.p99<=50ms".parse().unwrap();
+        level.slos = vec![slo.evaluate(&level.summary)];
+        level.goodput = Some(crate::goodput(&records, &[slo], Some(0.12)));
+        level.time_series = crate::time_series(&records, 100_000_000);
+        level.stopped_early = Some("saturated".into());
+        level.pacing = crate::pacing(&records, 1, 0.001);
+        level.conventions = crate::convention_views(&records);
+        level.charts = crate::chart_data(&records);
+        let v = serde_json::to_value(&level).unwrap();
+        for (k, val) in v.as_object().unwrap() {
+            // The summary's fields are known from the type; the level's own only
+            // when the fixture fills them in.
+            let own = !summary.contains(&k.as_str()) && !NOT_METRICS.contains(&k.as_str());
+            let empty = val.is_null() || val.as_array().is_some_and(Vec::is_empty);
+            assert!(!(own && empty), "the fixture leaves {k} empty: fill it in");
+            keys.push(k.clone());
+        }
+        keys.retain(|k| !NOT_METRICS.contains(&k.as_str()));
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The keys of `metrics` with no definition in `d`.
+    fn undefined<'a>(metrics: &'a [String], d: &BTreeMap<String, String>) -> Vec<&'a str> {
+        metrics
+            .iter()
+            .map(String::as_str)
+            .filter(|k| !d.contains_key(*k))
+            .collect()
+    }
+
     #[test]
     fn definitions_cover_every_reported_metric() {
         let d = definitions();
+        let metrics = reported_metrics();
         for k in [
-            "ttft",
-            "ttft_content",
-            "ttft_response",
-            "itl",
-            "itl_per_token",
-            "tpot",
-            "e2e",
-            "output_speed_tok_s",
-            "tokens_per_chunk",
-            "throughput",
-            "output_tokens",
-            "stalls",
-            "requests",
-            "slos",
-            "goodput",
-            "pacing",
-            "time_series",
-            "percentiles",
+            "ttft", "itl", "tpot", "requests", "pacing", "charts", "by_turn",
         ] {
-            assert!(d.contains_key(k), "no definition for {k}");
+            assert!(
+                metrics.iter().any(|m| m == k),
+                "{k} not seen in {metrics:?}"
+            );
         }
+        assert_eq!(undefined(&metrics, &d), Vec::<&str>::new());
+        assert!(d.contains_key("percentiles") && d.contains_key("units"));
         assert!(d["percentiles"].contains("type 7"));
         assert!(d["tpot"].contains("(output tokens - 1)"));
         assert_eq!(report().definitions, d);
+    }
+
+    #[test]
+    fn a_metric_without_a_definition_is_caught() {
+        let metrics = reported_metrics();
+        for k in ["itl", "token_agreement", "goodput"] {
+            let mut d = definitions();
+            d.remove(k);
+            assert_eq!(undefined(&metrics, &d), vec![k]);
+        }
     }
 }

@@ -109,7 +109,9 @@ pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
             serde_json::from_str::<RunLine>(t)?.cadence_run,
         )))
     } else {
-        Ok(RecordsLine::Record(Box::new(serde_json::from_str(t)?)))
+        let mut rec: RequestRecord = serde_json::from_str(t)?;
+        rec.upgrade_outcome();
+        Ok(RecordsLine::Record(Box::new(rec)))
     }
 }
 
@@ -190,5 +192,14 @@ mod tests {
         assert_eq!(f.records.len(), 1);
         let (line, _) = parse_records_file(&format!("{rec}\nnot json\n{rec}\n")).unwrap_err();
         assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn an_old_unsent_abort_reads_as_a_dropped_arrival() {
+        let old = r#"{"index":4,"outcome":"aborted_at_deadline","scheduled_ns":100}"#;
+        let sent = r#"{"index":5,"outcome":"aborted_at_deadline","sent_ns":100}"#;
+        let (f, _) = parse_records_file(&format!("{old}\n{sent}\n")).unwrap();
+        let outcomes: Vec<Outcome> = f.records.iter().map(|r| r.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Dropped, Outcome::AbortedAtDeadline]);
     }
 }

@@ -344,6 +344,23 @@ fn accounting_sent_dropped_and_outcomes() {
 }
 
 #[test]
+fn dropped_arrivals_and_client_hang_ups_have_their_own_buckets() {
+    let mut dropped = RequestRecord::new(1, Outcome::Dropped);
+    dropped.scheduled_ns = Some(5 * MS);
+    let hung_up = record(2, Outcome::ClientDisconnected, 10, &[(20, None)], 30);
+    let deadline = record(3, Outcome::AbortedAtDeadline, 10, &[(20, None)], 30);
+    let s = summarize_level(
+        &[reference(), dropped, hung_up, deadline],
+        &LevelOptions::default(),
+    );
+    let c = &s.requests;
+    assert_eq!((c.intended, c.sent, c.dropped), (4, 3, 1));
+    assert_eq!((c.succeeded, c.aborted, c.failed_total()), (1, 2, 0));
+    c.check().unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+#[test]
 fn accounting_check_names_the_failed_equation_and_the_gap() {
     let s = summarize_level(
         &[reference()],

@@ -303,11 +303,9 @@ impl Engine {
             .sum()
     }
 
-    fn start_step(&mut self, t: u64, out: &mut Vec<Event>) {
-        self.wake = None;
-        let reserve = self.spec.serving.kv_policy == KvPolicy::Reserve;
-        // Pre-empt, latest admitted first, until the step's growth fits.
-        while !reserve && self.kv_used + self.growth() > self.capacity && self.running.len() > 1 {
+    /// Pre-empts, latest admitted first, until the step's growth fits the KV cache.
+    fn preempt_to_fit(&mut self, t: u64, out: &mut Vec<Event>) {
+        while self.kv_used + self.growth() > self.capacity && self.running.len() > 1 {
             let mut seq = self.running.pop().expect("more than one running");
             self.kv_used -= seq.alloc;
             seq.alloc = 0;
@@ -316,7 +314,10 @@ impl Engine {
             out.push(Event::Preempted { id: seq.id, t });
             self.waiting.push_front(seq);
         }
-        // Admit in arrival order while a slot and KV room allow.
+    }
+
+    /// Admits waiting requests in arrival order while a slot and KV room allow.
+    fn admit(&mut self, t: u64, out: &mut Vec<Event>, reserve: bool) {
         while self.running.len() < self.spec.serving.max_batch as usize {
             let Some(front) = self.waiting.front() else {
                 break;
@@ -339,6 +340,15 @@ impl Engine {
             }
             self.running.push(seq);
         }
+    }
+
+    fn start_step(&mut self, t: u64, out: &mut Vec<Event>) {
+        self.wake = None;
+        let reserve = self.spec.serving.kv_policy == KvPolicy::Reserve;
+        if !reserve {
+            self.preempt_to_fit(t, out);
+        }
+        self.admit(t, out, reserve);
         if self.running.is_empty() {
             self.step = None;
             return;

@@ -199,6 +199,23 @@ pub enum SpecError {
     Toml(String),
 }
 
+fn non_negative(v: f64) -> bool {
+    v.is_finite() && v >= 0.0
+}
+
+fn check_speculation(sp: &Speculation) -> Result<(), SpecError> {
+    if sp.k == 0 {
+        return Err(SpecError::NotPositive("serving.speculation.k"));
+    }
+    if !(0.0..=1.0).contains(&sp.alpha) {
+        return Err(SpecError::NotAShare("serving.speculation.alpha"));
+    }
+    if !non_negative(sp.draft_us) {
+        return Err(SpecError::NotPositive("serving.speculation.draft_us"));
+    }
+    Ok(())
+}
+
 impl EngineSpec {
     /// Parses a TOML engine file (the same layout as [`EngineSpec`]'s fields).
     pub fn from_toml(text: &str) -> Result<EngineSpec, SpecError> {
@@ -208,9 +225,33 @@ impl EngineSpec {
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
+        self.check_sizes()?;
+        self.check_shares()?;
+        if let Some(sp) = self.serving.speculation {
+            check_speculation(&sp)?;
+        }
+        let chunk = self.prefill_chunk()?;
+        let s = &self.serving;
+        let need = s.max_batch as u64 * self.verified_per_step() as u64;
+        if (chunk as u64) <= need {
+            return Err(SpecError::ChunkBudget { chunk, need });
+        }
+        if s.kv_capacity_tokens == Some(0) {
+            return Err(SpecError::NotPositive("serving.kv_capacity_tokens"));
+        }
+        if s.kv_capacity_tokens.is_none() && self.derived_kv_capacity() == 0 {
+            return Err(SpecError::NoKvRoom {
+                weights_gb: self.weight_bytes() / 1e9,
+                usable_gb: self.usable_memory_bytes() / 1e9,
+            });
+        }
+        Ok(())
+    }
+
+    /// The model's and hardware's sizes are positive, and an MoE's expert counts fit.
+    fn check_sizes(&self) -> Result<(), SpecError> {
         let m = &self.model;
         let h = &self.hardware;
-        let s = &self.serving;
         let positive = [
             ("model.params_b", m.params_b),
             ("model.bytes_per_param", m.bytes_per_param),
@@ -223,7 +264,7 @@ impl EngineSpec {
             ("hardware.memory_gb", h.memory_gb),
             ("hardware.bandwidth_gbs", h.bandwidth_gbs),
             ("hardware.peak_tflops", h.peak_tflops),
-            ("serving.max_batch", s.max_batch as f64),
+            ("serving.max_batch", self.serving.max_batch as f64),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -242,6 +283,14 @@ impl EngineSpec {
         {
             return Err(SpecError::Moe);
         }
+        Ok(())
+    }
+
+    /// Efficiencies and utilization are shares in (0, 1]; jitter in [0, 1); the step
+    /// overhead is not negative.
+    fn check_shares(&self) -> Result<(), SpecError> {
+        let h = &self.hardware;
+        let s = &self.serving;
         let shares = [
             ("hardware.bandwidth_efficiency", h.bandwidth_efficiency),
             ("hardware.compute_efficiency", h.compute_efficiency),
@@ -255,22 +304,17 @@ impl EngineSpec {
         if !(0.0..1.0).contains(&s.jitter) {
             return Err(SpecError::NotAShare("serving.jitter"));
         }
-        if !(s.step_overhead_us.is_finite() && s.step_overhead_us >= 0.0) {
+        if !non_negative(s.step_overhead_us) {
             return Err(SpecError::NotPositive("serving.step_overhead_us"));
         }
-        if let Some(sp) = s.speculation {
-            if sp.k == 0 {
-                return Err(SpecError::NotPositive("serving.speculation.k"));
-            }
-            if !(0.0..=1.0).contains(&sp.alpha) {
-                return Err(SpecError::NotAShare("serving.speculation.alpha"));
-            }
-            if !(sp.draft_us.is_finite() && sp.draft_us >= 0.0) {
-                return Err(SpecError::NotPositive("serving.speculation.draft_us"));
-            }
-        }
-        let chunk = match s.prefill {
-            Prefill::Chunked { chunk_tokens } => chunk_tokens,
+        Ok(())
+    }
+
+    /// The token budget of one step's prefill: the chunk size, or (disaggregated, after
+    /// checking the workers and link) the recompute chunk.
+    fn prefill_chunk(&self) -> Result<u32, SpecError> {
+        match self.serving.prefill {
+            Prefill::Chunked { chunk_tokens } => Ok(chunk_tokens),
             Prefill::Disaggregated {
                 workers,
                 transfer_ms,
@@ -279,29 +323,15 @@ impl EngineSpec {
                 if workers == 0 {
                     return Err(SpecError::NotPositive("serving.prefill.workers"));
                 }
-                if !(transfer_ms.is_finite() && transfer_ms >= 0.0) {
+                if !non_negative(transfer_ms) {
                     return Err(SpecError::NotPositive("serving.prefill.transfer_ms"));
                 }
                 if !(link_gbs.is_finite() && link_gbs > 0.0) {
                     return Err(SpecError::NotPositive("serving.prefill.link_gbs"));
                 }
-                RECOMPUTE_CHUNK
+                Ok(RECOMPUTE_CHUNK)
             }
-        };
-        let need = s.max_batch as u64 * self.verified_per_step() as u64;
-        if (chunk as u64) <= need {
-            return Err(SpecError::ChunkBudget { chunk, need });
         }
-        if s.kv_capacity_tokens == Some(0) {
-            return Err(SpecError::NotPositive("serving.kv_capacity_tokens"));
-        }
-        if s.kv_capacity_tokens.is_none() && self.derived_kv_capacity() == 0 {
-            return Err(SpecError::NoKvRoom {
-                weights_gb: self.weight_bytes() / 1e9,
-                usable_gb: self.usable_memory_bytes() / 1e9,
-            });
-        }
-        Ok(())
     }
 
     /// Bytes of all weights (every expert).

@@ -6,7 +6,7 @@
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::server::Shared;
 use bytes::Bytes;
-use cadence_bench::secret::Redactor;
+use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RecordSource, RequestRecord};
 use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -370,7 +370,7 @@ pub(crate) async fn handle(
     // An upstream that closes its keep-alive connections unannounced (llama.cpp's
     // server does, after every stream) leaves a dead pooled connection: the request is
     // sent once more on a fresh one, as `bench` does, and counted.
-    let sending = cadence_bench::exec::send_resending_if_stale(&shared.client, up);
+    let sending = cadence_transport::send_resending_if_stale(&shared.client, up);
     let (response, resent) = match tokio::time::timeout(timeout, sending).await {
         Err(_) => (None, None),
         Ok((r, resent)) => (Some(r), resent),
@@ -388,7 +388,7 @@ pub(crate) async fn handle(
             return own_response(StatusCode::GATEWAY_TIMEOUT, &msg, false);
         }
         Some(Err(e)) => {
-            let (outcome, msg) = cadence_bench::exec::classify_client_error(&e);
+            let (outcome, msg) = cadence_transport::classify_client_error(&e);
             let msg = job.redactor.redact(&msg);
             job.end(outcome, Some(msg.clone()));
             return own_response(StatusCode::BAD_GATEWAY, &msg, false);
@@ -476,24 +476,29 @@ impl Job {
     }
 
     fn client_gone(&mut self) {
-        self.shared.metrics.client_disconnected();
-        let msg = format!(
-            "the client disconnected after {} chunks; the upstream request was cancelled",
-            self.rec.chunks.len()
-        );
-        self.end(Outcome::AbortedAtDeadline, Some(msg));
+        let when = format!("after {} chunks", self.rec.chunks.len());
+        self.left_unfinished(&when);
+    }
+
+    /// The response was dropped before it ended: the client hung up, or the proxy cut
+    /// the stream at shutdown once the drain timeout had passed.
+    fn left_unfinished(&mut self, when: &str) {
+        if self.shared.cut.load(std::sync::atomic::Ordering::Relaxed) {
+            let msg = format!("the proxy shut down {when}; the stream was cut");
+            self.end(Outcome::AbortedAtDeadline, Some(msg));
+        } else {
+            self.shared.metrics.client_disconnected();
+            let msg = format!("the client disconnected {when}; the upstream request was cancelled");
+            self.end(Outcome::ClientDisconnected, Some(msg));
+        }
     }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
         if !self.ended {
-            // The handler was dropped: the client left before the response headers.
-            self.shared.metrics.client_disconnected();
-            self.end(
-                Outcome::AbortedAtDeadline,
-                Some("the client disconnected before the response headers".into()),
-            );
+            // The handler was dropped before the response headers.
+            self.left_unfinished("before the response headers");
         }
         let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
         // `error` was redacted when it was set; nothing else here can carry a secret.

@@ -107,7 +107,7 @@ pub enum ProxyError {
 
 /// Validates an upstream URL: scheme http or https, a host, no query.
 pub fn parse_upstream(s: &str) -> Result<http::Uri, ProxyError> {
-    let bad = || ProxyError::Upstream(cadence_bench::secret::redact_patterns(s));
+    let bad = || ProxyError::Upstream(cadence_core::secret::redact_patterns(s));
     let uri: http::Uri = s.parse().map_err(|_| bad())?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}

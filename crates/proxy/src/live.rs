@@ -114,7 +114,7 @@ pub fn summarize(
 }
 
 /// The proxy's own event-loop lag over the last few minutes: how late its 10 ms timer
-/// fired (`cadence_bench::lag`). Chunk timestamps taken in a stall are late by up to
+/// fired (`cadence_transport::lag`). Chunk timestamps taken in a stall are late by up to
 /// the stall, so `/stats` shows it beside the stream figures. Memory is bounded by the
 /// timer's rate: 100 samples a second.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 //! of streams in flight. Every observation comes from a finished `RequestRecord` by
 //! core's definitions, so Prometheus and `cadence report` agree on what ITL means.
 
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::{per_request, Outcome, RequestRecord};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -153,69 +153,8 @@ impl Metrics {
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
         let upstream_resends = Counter::default();
 
-        let mut registry = Registry::with_prefix("cadence");
-        registry.register_with_unit(
-            "ttft",
-            "Time to first token: first content-bearing chunk minus request sent upstream (succeeded streams)",
-            Unit::Seconds,
-            ttft.clone(),
-        );
-        registry.register_with_unit(
-            "itl",
-            "Inter-token latency: every gap between consecutive content-bearing chunks (succeeded streams)",
-            Unit::Seconds,
-            itl.clone(),
-        );
-        registry.register_with_unit(
-            "tpot",
-            "Time per output token per request: (last chunk - first chunk) / (output tokens - 1)",
-            Unit::Seconds,
-            tpot.clone(),
-        );
-        registry.register_with_unit(
-            "request_duration",
-            "Request sent upstream to the end of the response, every outcome",
-            Unit::Seconds,
-            duration.clone(),
-        );
-        registry.register(
-            "requests",
-            "Proxied requests by outcome (succeeded or one failure class)",
-            requests.clone(),
-        );
-        registry.register(
-            "output_tokens",
-            "Output tokens received, including partial output of failed requests",
-            output_tokens.clone(),
-        );
-        registry.register(
-            "active_streams",
-            "Requests in flight through the proxy",
-            active.clone(),
-        );
-        registry.register(
-            "client_disconnects",
-            "Clients that went away mid-response (upstream request cancelled)",
-            client_disconnects.clone(),
-        );
-        registry.register(
-            "rejected_requests",
-            "Requests the proxy answered itself without forwarding, by reason",
-            rejected.clone(),
-        );
-        registry.register(
-            "upstream_resends",
-            "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
-            upstream_resends.clone(),
-        );
-        registry.register_with_unit(
-            "proxy_loop_lag",
-            "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
-            Unit::Seconds,
-            loop_lag.clone(),
-        );
-        Metrics {
-            registry,
+        let mut m = Metrics {
+            registry: Registry::with_prefix("cadence"),
             ttft,
             itl,
             tpot,
@@ -227,7 +166,81 @@ impl Metrics {
             rejected,
             loop_lag,
             upstream_resends,
-        }
+        };
+        m.register_latencies();
+        m.register_counts();
+        m
+    }
+
+    /// The stream latency histograms (seconds).
+    fn register_latencies(&mut self) {
+        let r = &mut self.registry;
+        r.register_with_unit(
+            "ttft",
+            "Time to first token: first content-bearing chunk minus request sent upstream (succeeded streams)",
+            Unit::Seconds,
+            self.ttft.clone(),
+        );
+        r.register_with_unit(
+            "itl",
+            "Inter-token latency: every gap between consecutive content-bearing chunks (succeeded streams)",
+            Unit::Seconds,
+            self.itl.clone(),
+        );
+        r.register_with_unit(
+            "tpot",
+            "Time per output token per request: (last chunk - first chunk) / (output tokens - 1)",
+            Unit::Seconds,
+            self.tpot.clone(),
+        );
+        r.register_with_unit(
+            "request_duration",
+            "Request sent upstream to the end of the response, every outcome",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
+    }
+
+    /// Requests, tokens, streams and the proxy's own decisions, counted; then the
+    /// proxy's own loop lag (registered last, so `/metrics` keeps its order).
+    fn register_counts(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "requests",
+            "Proxied requests by outcome (succeeded or one failure class)",
+            self.requests.clone(),
+        );
+        r.register(
+            "output_tokens",
+            "Output tokens received, including partial output of failed requests",
+            self.output_tokens.clone(),
+        );
+        r.register(
+            "active_streams",
+            "Requests in flight through the proxy",
+            self.active.clone(),
+        );
+        r.register(
+            "client_disconnects",
+            "Clients that went away mid-response (upstream request cancelled)",
+            self.client_disconnects.clone(),
+        );
+        r.register(
+            "rejected_requests",
+            "Requests the proxy answered itself without forwarding, by reason",
+            self.rejected.clone(),
+        );
+        r.register(
+            "upstream_resends",
+            "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
+            self.upstream_resends.clone(),
+        );
+        r.register_with_unit(
+            "proxy_loop_lag",
+            "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
+            Unit::Seconds,
+            self.loop_lag.clone(),
+        );
     }
 
     pub fn upstream_resent(&self) {
@@ -276,10 +289,11 @@ impl Metrics {
             outcome: rec.outcome.name().to_string(),
         };
         self.requests.get_or_create(&ol).inc();
-        if let (Some(s), Some(e)) = (rec.sent_ns, rec.end_ns) {
-            if e >= s {
-                self.duration.get_or_create(&ol).observe(secs(e - s));
-            }
+        // Core's per-request formulas; an interval that ends before it starts is
+        // skipped, as in every report (the proxy has no level to count it in).
+        let mut bad = 0;
+        if let Some(e2e) = per_request::e2e_ms(rec, &mut bad) {
+            self.duration.get_or_create(&ol).observe(e2e / MS_PER_S);
         }
         let tokens = rec.output_token_count().count;
         if tokens > 0 {
@@ -288,18 +302,20 @@ impl Metrics {
         if rec.outcome != Outcome::Succeeded {
             return;
         }
-        let p = per_request(rec);
-        if let Some(t) = p.ttft {
-            self.ttft.get_or_create(labels).observe(t);
+        if let Some(t) = per_request::ttft_ms(rec, &mut bad) {
+            self.ttft.get_or_create(labels).observe(t / MS_PER_S);
         }
-        if !p.itl.is_empty() {
-            let itl = self.itl.get_or_create(labels);
-            for g in p.itl {
-                itl.observe(g);
+        {
+            let mut gaps = per_request::itl_gaps(rec, &mut bad).peekable();
+            if gaps.peek().is_some() {
+                let itl = self.itl.get_or_create(labels);
+                for (gap_ns, _) in gaps {
+                    itl.observe(gap_ns as f64 / per_request::NS_PER_S);
+                }
             }
         }
-        if let Some(t) = p.tpot {
-            self.tpot.get_or_create(labels).observe(t);
+        if let Some((t, _)) = per_request::tpot_and_speed(rec, &mut bad) {
+            self.tpot.get_or_create(labels).observe(t / MS_PER_S);
         }
     }
 }
@@ -314,38 +330,7 @@ impl Drop for ActiveGuard {
     }
 }
 
-fn secs(ns: u64) -> f64 {
-    ns as f64 / 1e9
-}
-
-/// One request's values in seconds by core's formulas (see `cadence_core::metrics`).
-pub struct PerRequest {
-    pub ttft: Option<f64>,
-    pub itl: Vec<f64>,
-    pub tpot: Option<f64>,
-}
-
-/// TTFT = first chunk − sent; ITL = consecutive chunk gaps; TPOT = (last − first) /
-/// (tokens − 1) when at least 2 tokens in 2 chunks. Out-of-order times are skipped.
-pub fn per_request(rec: &RequestRecord) -> PerRequest {
-    let ttft = match (rec.sent_ns, rec.first_chunk_ns()) {
-        (Some(s), Some(f)) if f >= s => Some(secs(f - s)),
-        _ => None,
-    };
-    let itl = rec
-        .chunks
-        .windows(2)
-        .filter_map(|w| w[1].t_ns().checked_sub(w[0].t_ns()).map(secs))
-        .collect();
-    let tokens = rec.output_token_count().count;
-    let tpot = match (rec.first_chunk_ns(), rec.last_chunk_ns()) {
-        (Some(f), Some(l)) if rec.chunks.len() >= 2 && tokens >= 2 && l >= f => {
-            Some(secs(l - f) / (tokens - 1) as f64)
-        }
-        _ => None,
-    };
-    PerRequest { ttft, itl, tpot }
-}
+const MS_PER_S: f64 = 1e3;
 
 #[cfg(test)]
 mod tests {

@@ -13,9 +13,9 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use bytes::Bytes;
-use cadence_bench::client::HyperClient;
-use cadence_bench::Clock;
 use cadence_core::RequestRecord;
+use cadence_transport::client::HyperClient;
+use cadence_transport::Clock;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub records: Option<RecordWriter>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
     pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
+    /// Set at shutdown once the drain timeout has passed: streams still open are cut by
+    /// the proxy (`aborted_at_deadline`), not left by their clients.
+    pub cut: AtomicBool,
 }
 
 impl Shared {
@@ -113,7 +116,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         .map(RecordWriter::start)
         .transpose()?;
 
-    let client = cadence_bench::client::build(&cadence_bench::client::ClientConfig {
+    let client = cadence_transport::client::build(&cadence_transport::client::ClientConfig {
         pool_size: 1024,
         connect_timeout: Duration::from_secs(10),
         http2: false,
@@ -152,6 +155,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         next_index: AtomicU64::new(0),
         records,
         in_flight: Mutex::new(Some(in_flight_tx)),
+        cut: AtomicBool::new(false),
     });
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -206,6 +210,7 @@ impl Proxy {
             while self.tasks.join_next().await.is_some() {}
         })
         .await;
+        self.shared.cut.store(true, Ordering::Relaxed);
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         if let Ok(mut g) = self.shared.in_flight.lock() {
@@ -274,6 +279,7 @@ async fn accept_loop(
         let builder = builder.clone();
         let mut stop = stopped.clone();
         let drain = shared.config.limits.drain_timeout;
+        let cut_flag = shared.clone();
         conns.spawn(async move {
             let conn = builder.serve_connection(io, svc);
             tokio::pin!(conn);
@@ -281,7 +287,9 @@ async fn accept_loop(
                 _ = conn.as_mut() => {}
                 _ = until_stopped(&mut stop) => {
                     conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(drain, conn.as_mut()).await;
+                    if tokio::time::timeout(drain, conn.as_mut()).await.is_err() {
+                        cut_flag.cut.store(true, Ordering::Relaxed);
+                    }
                 }
             }
         });
@@ -295,7 +303,7 @@ async fn accept_loop(
 /// the command line redacted.
 fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
-    let redact = cadence_bench::secret::redact_patterns;
+    let redact = cadence_core::secret::redact_patterns;
     let level = LevelMeta {
         level: 0,
         name: "live traffic".into(),
@@ -343,7 +351,7 @@ async fn until_stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
 
-/// Watches the proxy's own event loop (`cadence_bench::lag`): every tick goes to the
+/// Watches the proxy's own event loop (`cadence_transport::lag`): every tick goes to the
 /// `cadence_proxy_loop_lag_seconds` histogram and the `/stats` window, and a stall long
 /// enough to bend ITL figures is logged, at most once a minute.
 async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
@@ -366,7 +374,7 @@ async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     };
     tokio::select! {
         _ = until_stopped(&mut stopped) => {}
-        _ = cadence_bench::lag::watch(cadence_bench::lag::PERIOD, tick) => {}
+        _ = cadence_transport::lag::watch(cadence_transport::lag::PERIOD, tick) => {}
     }
 }
 
@@ -520,7 +528,7 @@ fn report_transition(shared: &Arc<Shared>, t: Transition) {
             ),
             Ok(Err(e)) => tracing::warn!(
                 "cadence proxy: the alert webhook failed: {}",
-                cadence_bench::secret::redact_patterns(&e.to_string())
+                cadence_core::secret::redact_patterns(&e.to_string())
             ),
             Err(_) => tracing::warn!("cadence proxy: the alert webhook timed out after 10 s"),
         }

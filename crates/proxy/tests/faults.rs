@@ -106,6 +106,35 @@ fn raw_request(path: &str, body: &str, extra: &str) -> String {
     )
 }
 
+/// FAULTS 36 for the proxy: a stream still open when shutdown's drain timeout passes
+/// is cut by the proxy, recorded as aborted, not as a client that hung up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f36_shutdown_cuts_open_streams_as_aborted() {
+    let (up, _ticker) = ticker_upstream(Duration::from_millis(10), None, 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = proxy(&up, |c| {
+        c.records = Some(records_config(dir.path()));
+        c.limits.drain_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(raw_request("/v1/chat/completions", &chat_body(10, true), "").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut got = 0;
+    while got < 300 {
+        got += s.read(&mut buf).await.unwrap();
+    }
+    p.shutdown().await.unwrap();
+    let recs = read_records(dir.path());
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].outcome, Outcome::AbortedAtDeadline);
+    let error = recs[0].error.as_deref().unwrap();
+    assert!(error.contains("proxy shut down"), "{error}");
+    drop(s);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f40_client_disconnect_cancels_upstream() {
     let (up, ticker) = ticker_upstream(Duration::from_millis(10), None, 0).await;
@@ -144,7 +173,7 @@ async fn f40_client_disconnect_cancels_upstream() {
     p.shutdown().await.unwrap();
     let recs = read_records(dir.path());
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::AbortedAtDeadline);
+    assert_eq!(recs[0].outcome, Outcome::ClientDisconnected);
     assert!(recs[0]
         .error
         .as_deref()

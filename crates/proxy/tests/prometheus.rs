@@ -1,4 +1,4 @@
-//! A real Prometheus server (Debian package `prometheus`; `.ci/run` installs it)
+//! A real Prometheus server (Debian package `prometheus`; `scripts/test.sh` installs it)
 //! scrapes the proxy on loopback; `histogram_quantile` over the proxy's ITL histogram,
 //! asked through Prometheus' HTTP API, must agree with the exact quantiles of the
 //! proxy's own records within a bucket. The Grafana dashboard's queries must run too.
@@ -75,7 +75,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     assert!(
         found.is_ok_and(|s| s.success()),
         "the `prometheus` binary is needed for this test and was not found on PATH: install the \
-         Debian package (`apt-get install -y --no-install-recommends prometheus`, as .ci/run \
+         Debian package (`apt-get install -y --no-install-recommends prometheus`, as scripts/test.sh \
          does) or set PROMETHEUS=/path/to/prometheus"
     );
 

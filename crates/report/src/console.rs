@@ -147,6 +147,36 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
         q.sent,
         q.succeeded
     );
+    distribution_table(out, l, convention, p);
+    facts(out, s, p);
+    if let Some(pc) = &l.pacing {
+        pacing(out, pc, p);
+    }
+    slos(out, &l.slos, p);
+    if let Some(g) = &l.goodput {
+        let share = g
+            .share
+            .map_or(String::new(), |s| format!(" ({} of sent)", fmt_pct(s)));
+        let _ = writeln!(
+            out,
+            "{}{} requests met every SLO{share}, {} req/s",
+            label("Goodput"),
+            g.good_requests,
+            opt(g.requests_per_s, sig4)
+        );
+    }
+    if let Some(why) = &l.stopped_early {
+        let _ = writeln!(out, "{}{why}", p.yellow(&label("Stopped early")));
+    }
+    for w in &s.warnings {
+        let _ = writeln!(out, "{}{}", p.yellow(&label("Warning")), w);
+    }
+}
+
+/// One row per distribution (count, mean, percentiles, max), with `--convention`'s
+/// ITL and TPOT right under Cadence's own.
+fn distribution_table(out: &mut String, l: &LevelReport, convention: Option<&str>, p: Painter) {
+    let s = &l.summary;
     let _ = writeln!(
         out,
         "{:<LABEL_W$}{:>COUNT_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}",
@@ -167,7 +197,6 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
         ("E2E", time(&s.e2e)),
         ("Speed (tok/s)", s.output_speed_tok_s.map(|d| row(&d, sig4))),
     ]);
-    // `--convention`: the headline tool's ITL and TPOT right under Cadence's own.
     let headline = convention
         .filter(|c| *c != "cadence")
         .and_then(|c| l.conventions.iter().find(|v| v.convention == c));
@@ -198,29 +227,6 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
             let _ = write!(out, "{c:>VALUE_W$}");
         }
         out.push('\n');
-    }
-    facts(out, s, p);
-    if let Some(pc) = &l.pacing {
-        pacing(out, pc, p);
-    }
-    slos(out, &l.slos, p);
-    if let Some(g) = &l.goodput {
-        let share = g
-            .share
-            .map_or(String::new(), |s| format!(" ({} of sent)", fmt_pct(s)));
-        let _ = writeln!(
-            out,
-            "{}{} requests met every SLO{share}, {} req/s",
-            label("Goodput"),
-            g.good_requests,
-            opt(g.requests_per_s, sig4)
-        );
-    }
-    if let Some(why) = &l.stopped_early {
-        let _ = writeln!(out, "{}{why}", p.yellow(&label("Stopped early")));
-    }
-    for w in &s.warnings {
-        let _ = writeln!(out, "{}{}", p.yellow(&label("Warning")), w);
     }
 }
 
@@ -292,6 +298,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| ABSENT.to_string(), f)
 }
 
+/// The level's facts below its distributions: throughput, tokens, requests, stalls.
 fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
     let t = &s.throughput;
     let _ = writeln!(
@@ -327,7 +334,13 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         o.total,
         o.received_total
     );
+    token_facts(out, s);
+    request_facts(out, s, p);
+    stream_facts(out, s);
+}
 
+/// How far the other token sources are from the count used, and figures by turn.
+fn token_facts(out: &mut String, s: &LevelSummary) {
     if !s.token_agreement.is_empty() {
         let each: Vec<String> = s
             .token_agreement
@@ -364,7 +377,10 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
             opt(t.itl.map(|d| d.p99), fmt_ms)
         );
     }
+}
 
+/// The accounting of the level's requests and its warm-up.
+fn request_facts(out: &mut String, s: &LevelSummary, p: Painter) {
     let q = &s.requests;
     let mut parts = vec![
         format!("{} intended", q.intended),
@@ -388,7 +404,10 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
             s.warmup
         );
     }
+}
 
+/// Stalls, and what the stream decoder met that a clean stream does not have.
+fn stream_facts(out: &mut String, s: &LevelSummary) {
     let st = &s.stalls;
     let stalls = if st.gaps == 0 {
         format!("no gap over {}", fmt_ms(st.threshold_ms))
@@ -479,20 +498,7 @@ fn sweep_table(out: &mut String, report: &Report, p: Painter) {
         .unwrap_or(0)
         .max(5)
         + 2;
-    let (load_head, load): (&str, fn(&LevelReport) -> String) =
-        if levels.iter().all(|l| l.concurrency.is_some()) {
-            ("conc", |l| {
-                l.concurrency.map_or(ABSENT.into(), |c| c.to_string())
-            })
-        } else if levels.iter().all(|l| l.rate.is_some()) {
-            ("rate/s", |l| opt(l.rate, fmt_rate))
-        } else {
-            ("load", |l| match (l.concurrency, l.rate) {
-                (Some(c), _) => format!("c={c}"),
-                (None, Some(r)) => format!("{}/s", fmt_rate(r)),
-                (None, None) => ABSENT.into(),
-            })
-        };
+    let (load_head, load) = load_column(levels);
     let any_slo = levels.iter().any(|l| !l.slos.is_empty());
     let any_goodput = levels.iter().any(|l| l.goodput.is_some());
 
@@ -524,36 +530,7 @@ fn sweep_table(out: &mut String, report: &Report, p: Painter) {
     }
     out.push('\n');
     for l in levels {
-        let s = &l.summary;
-        let (itl, tpot) = crate::headline(report, l);
-        let t =
-            |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
-        let errors = s.requests.failed_total();
-        let mut cells = vec![
-            (load(l), false),
-            (s.requests.sent.to_string(), false),
-            (s.requests.succeeded.to_string(), false),
-            (errors.to_string(), errors > 0),
-            (t(&s.ttft, |d| d.p50), false),
-            (t(&s.ttft, |d| d.p99), false),
-            (t(&itl, |d| d.p50), false),
-            (t(&itl, |d| d.p99), false),
-            (t(&tpot, |d| d.p50), false),
-            (t(&s.e2e, |d| d.p99), false),
-            (opt(s.throughput.output_tokens_per_s, sig4), false),
-            (opt(s.throughput.requests_per_s, sig4), false),
-        ];
-        if any_goodput {
-            cells.push((opt(l.goodput.and_then(|g| g.requests_per_s), sig4), false));
-        }
-        if any_slo {
-            let failed = l.slos.iter().filter(|r| !r.pass).count();
-            cells.push(match (l.slos.len(), failed) {
-                (0, _) => (ABSENT.into(), false),
-                (_, 0) => ("pass".into(), false),
-                (n, f) => (format!("FAIL {f}/{n}"), true),
-            });
-        }
+        let cells = sweep_cells(report, l, load, any_goodput, any_slo);
         let _ = write!(out, "{:<name_w$}", l.name);
         for ((c, alarm), (_, w)) in cells.into_iter().zip(&heads) {
             let padded = format!("{c:>w$}");
@@ -561,6 +538,63 @@ fn sweep_table(out: &mut String, report: &Report, p: Painter) {
         }
         out.push('\n');
     }
+}
+
+/// The load column of the sweep table: its heading and each level's cell.
+fn load_column(levels: &[LevelReport]) -> (&'static str, fn(&LevelReport) -> String) {
+    if levels.iter().all(|l| l.concurrency.is_some()) {
+        ("conc", |l| {
+            l.concurrency.map_or(ABSENT.into(), |c| c.to_string())
+        })
+    } else if levels.iter().all(|l| l.rate.is_some()) {
+        ("rate/s", |l| opt(l.rate, fmt_rate))
+    } else {
+        ("load", |l| match (l.concurrency, l.rate) {
+            (Some(c), _) => format!("c={c}"),
+            (None, Some(r)) => format!("{}/s", fmt_rate(r)),
+            (None, None) => ABSENT.into(),
+        })
+    }
+}
+
+/// One level's row of the sweep table: each cell and whether it is an alarm (red).
+fn sweep_cells(
+    report: &Report,
+    l: &LevelReport,
+    load: fn(&LevelReport) -> String,
+    any_goodput: bool,
+    any_slo: bool,
+) -> Vec<(String, bool)> {
+    let s = &l.summary;
+    let (itl, tpot) = crate::headline(report, l);
+    let t = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
+    let errors = s.requests.failed_total();
+    let mut cells = vec![
+        (load(l), false),
+        (s.requests.sent.to_string(), false),
+        (s.requests.succeeded.to_string(), false),
+        (errors.to_string(), errors > 0),
+        (t(&s.ttft, |d| d.p50), false),
+        (t(&s.ttft, |d| d.p99), false),
+        (t(&itl, |d| d.p50), false),
+        (t(&itl, |d| d.p99), false),
+        (t(&tpot, |d| d.p50), false),
+        (t(&s.e2e, |d| d.p99), false),
+        (opt(s.throughput.output_tokens_per_s, sig4), false),
+        (opt(s.throughput.requests_per_s, sig4), false),
+    ];
+    if any_goodput {
+        cells.push((opt(l.goodput.and_then(|g| g.requests_per_s), sig4), false));
+    }
+    if any_slo {
+        let failed = l.slos.iter().filter(|r| !r.pass).count();
+        cells.push(match (l.slos.len(), failed) {
+            (0, _) => (ABSENT.into(), false),
+            (_, 0) => ("pass".into(), false),
+            (n, f) => (format!("FAIL {f}/{n}"), true),
+        });
+    }
+    cells
 }
 
 /// A rate as given (`2`, `0.5`, `12.5`): four significant digits, trailing zeros cut.

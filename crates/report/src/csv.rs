@@ -1,6 +1,7 @@
 //! CSV for spreadsheets and scripts: one row per level (the summary figures) and one
 //! row per request (its own TTFT, ITL, TPOT, E2E and outcome), RFC 4180 quoting.
 
+use cadence_core::per_request::{self, ms};
 use cadence_core::{Distribution, Report, RequestRecord};
 use std::fmt::Write;
 
@@ -98,10 +99,6 @@ pub fn levels(r: &Report) -> String {
     out
 }
 
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
 /// One row per request; `names` maps a record's level index to its level's name.
 /// Times are ms on the run clock (`*_at_ms`) or intervals (`*_ms`); empty when absent.
 pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
@@ -113,28 +110,15 @@ pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
             .iter()
             .find(|(i, _)| *i == r.level)
             .map_or_else(|| r.level.to_string(), |(_, n)| n.clone());
-        let ttft = r
-            .sent_ns
-            .zip(r.first_chunk_ns())
-            .and_then(|(s, f)| f.checked_sub(s))
-            .map(ms);
-        let e2e = r
-            .sent_ns
-            .zip(r.end_ns)
-            .and_then(|(s, e)| e.checked_sub(s))
-            .map(ms);
+        // Core's per-request formulas; intervals that run backwards are left empty.
+        let mut bad = 0;
+        let ttft = per_request::ttft_ms(r, &mut bad);
+        let e2e = per_request::e2e_ms(r, &mut bad);
         let tokens = r.output_token_count();
-        let gaps: Vec<f64> = r
-            .chunks
-            .windows(2)
-            .filter_map(|w| w[1].t_ns().checked_sub(w[0].t_ns()).map(ms))
+        let gaps: Vec<f64> = per_request::itl_gaps(r, &mut bad)
+            .map(|(g, _)| ms(g))
             .collect();
-        let tpot = match (r.first_chunk_ns(), r.last_chunk_ns()) {
-            (Some(f), Some(l)) if r.chunks.len() >= 2 && tokens.count >= 2 => {
-                l.checked_sub(f).map(|d| ms(d) / (tokens.count - 1) as f64)
-            }
-            _ => None,
-        };
+        let tpot = per_request::tpot_and_speed(r, &mut bad).map(|(t, _)| t);
         let itl_mean = (!gaps.is_empty()).then(|| gaps.iter().sum::<f64>() / gaps.len() as f64);
         let itl_max = gaps.iter().copied().reduce(f64::max);
         let _ = writeln!(

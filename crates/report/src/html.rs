@@ -4,8 +4,8 @@
 //! per chunk — plus the summary tables, the compatibility view and the run metadata.
 
 use crate::console::fmt_ms;
-use crate::headline;
 use crate::svg::{self, esc, Chart, Series, Style, PALETTE};
+use crate::{headline, slo_observed};
 use cadence_core::{Distribution, LevelReport, Report};
 use std::fmt::Write;
 
@@ -151,10 +151,18 @@ fn stat_lines(
 
 fn figures(r: &Report) -> Vec<Figure> {
     let levels = &r.levels;
-    let (load_name, xs, load_log) = load_axis(levels);
-    let mut figs = Vec::new();
+    let mut figs = Vec::with_capacity(8);
+    figs.extend(itl_distribution_figures(levels));
+    figs.extend(by_level_figures(r));
+    figs.push(capacity_figure(r));
+    figs.push(itl_over_time_figure(levels));
+    figs.push(itl_by_position_figure(levels));
+    figs.push(tokens_per_chunk_figure(levels));
+    figs
+}
 
-    // ITL CDF and histogram, one line per level.
+/// ITL CDF and histogram, one line per level.
+fn itl_distribution_figures(levels: &[LevelReport]) -> [Figure; 2] {
     let mut cdf = Vec::new();
     let mut hist = Vec::new();
     for (i, l) in levels.iter().enumerate() {
@@ -173,70 +181,89 @@ fn figures(r: &Report) -> Vec<Figure> {
             hist.push(h);
         }
     }
-    figs.push(Figure {
-        id: "itl-cdf",
-        title: "ITL distribution (CDF)",
-        note: "Share of inter-chunk gaps at or below each latency; the right tail is what readers feel as stutter.".into(),
-        chart: chart("ITL (ms, log scale)", "% of gaps ≤ x", true, false, cdf),
-        empty: "no ITL gaps (no succeeded request had two chunks)",
-    });
-    figs.push(Figure {
-        id: "itl-histogram",
-        title: "ITL histogram",
-        note: "Gaps per log-spaced bin, as a share of each level's gaps.".into(),
-        chart: chart("ITL (ms, log scale)", "% of gaps", true, false, hist),
-        empty: "no ITL gaps",
-    });
+    [
+        Figure {
+            id: "itl-cdf",
+            title: "ITL distribution (CDF)",
+            note: "Share of inter-chunk gaps at or below each latency; the right tail is what readers feel as stutter.".into(),
+            chart: chart("ITL (ms, log scale)", "% of gaps ≤ x", true, false, cdf),
+            empty: "no ITL gaps (no succeeded request had two chunks)",
+        },
+        Figure {
+            id: "itl-histogram",
+            title: "ITL histogram",
+            note: "Gaps per log-spaced bin, as a share of each level's gaps.".into(),
+            chart: chart("ITL (ms, log scale)", "% of gaps", true, false, hist),
+            empty: "no ITL gaps",
+        },
+    ]
+}
 
-    figs.push(Figure {
-        id: "itl-by-level",
-        title: "ITL p50 / p90 / p99 by level",
-        note: format!("Pooled chunk gaps at each {load_name}."),
-        chart: chart(
-            &load_name,
-            "ITL (ms)",
-            load_log,
-            false,
-            stat_lines(levels, &xs, |l| headline(r, l).0),
-        ),
-        empty: "no ITL gaps",
-    });
-    figs.push(Figure {
-        id: "ttft-by-level",
-        title: "TTFT p50 / p90 / p99 by level",
-        note: format!("Time to first token at each {load_name}."),
-        chart: chart(
-            &load_name,
-            "TTFT (ms)",
-            load_log,
-            false,
-            stat_lines(levels, &xs, |l| l.summary.ttft),
-        ),
-        empty: "no TTFT samples",
-    });
+/// ITL and TTFT p50/p90/p99 against the load axis (concurrency or rate).
+fn by_level_figures(r: &Report) -> [Figure; 2] {
+    let levels = &r.levels;
+    let (load_name, xs, load_log) = load_axis(levels);
+    [
+        Figure {
+            id: "itl-by-level",
+            title: "ITL p50 / p90 / p99 by level",
+            note: format!("Pooled chunk gaps at each {load_name}."),
+            chart: chart(
+                &load_name,
+                "ITL (ms)",
+                load_log,
+                false,
+                stat_lines(levels, &xs, |l| headline(r, l).0),
+            ),
+            empty: "no ITL gaps",
+        },
+        Figure {
+            id: "ttft-by-level",
+            title: "TTFT p50 / p90 / p99 by level",
+            note: format!("Time to first token at each {load_name}."),
+            chart: chart(
+                &load_name,
+                "TTFT (ms)",
+                load_log,
+                false,
+                stat_lines(levels, &xs, |l| l.summary.ttft),
+            ),
+            empty: "no TTFT samples",
+        },
+    ]
+}
 
-    // Capacity curve: throughput against ITL p99, one point per level in order.
+/// Capacity curve: throughput against ITL p99, one point per level in order.
+fn capacity_figure(r: &Report) -> Figure {
     let mut cap = Series::new("levels in order", PALETTE[0], Style::LinePoints);
-    for l in levels {
+    for l in &r.levels {
         if let (Some(t), Some(d)) = (l.summary.throughput.output_tokens_per_s, headline(r, l).0) {
             cap.points.push((t, d.p99));
             cap.labels.push(l.name.clone());
         }
     }
-    figs.push(Figure {
+    Figure {
         id: "capacity",
         title: "Capacity: output tok/s against ITL p99",
         note: "Each point is a level: how much throughput costs in tail latency.".into(),
         chart: chart("output tokens/s", "ITL p99 (ms)", false, false, vec![cap]),
         empty: "no level with both throughput and ITL",
-    });
+    }
+}
 
-    // ITL over time (per time bucket), p99 solid and p50 dashed.
+/// A level's p99 (solid) and p50 (dashed) lines.
+fn p99_p50_series(l: &LevelReport, i: usize) -> (Series, Series) {
+    let p99 = Series::new(format!("{} p99", l.name), level_color(i), Style::Line);
+    let mut p50 = Series::new(format!("{} p50", l.name), level_color(i), Style::Line);
+    p50.dashed = true;
+    (p99, p50)
+}
+
+/// ITL over time (per time bucket), p99 solid and p50 dashed.
+fn itl_over_time_figure(levels: &[LevelReport]) -> Figure {
     let mut over = Vec::new();
     for (i, l) in levels.iter().enumerate() {
-        let mut p99 = Series::new(format!("{} p99", l.name), level_color(i), Style::Line);
-        let mut p50 = Series::new(format!("{} p50", l.name), level_color(i), Style::Line);
-        p50.dashed = true;
+        let (mut p99, mut p50) = p99_p50_series(l, i);
         for b in &l.time_series {
             if let Some(v) = b.itl_p99_ms {
                 p99.points.push((b.start_s, v));
@@ -248,21 +275,21 @@ fn figures(r: &Report) -> Vec<Figure> {
         over.push(p99);
         over.push(p50);
     }
-    figs.push(Figure {
+    Figure {
         id: "itl-over-time",
         title: "ITL over the run",
         note: "ITL p99 (solid) and p50 (dashed) per time bucket of the run clock: degradation during a run shows here.".into(),
         chart: chart("run time (s)", "ITL (ms)", false, false, over),
         empty: "no time series (no bucket had an ITL gap)",
-    });
+    }
+}
 
-    // ITL by output-token position.
+/// ITL by output-token position.
+fn itl_by_position_figure(levels: &[LevelReport]) -> Figure {
     let mut pos = Vec::new();
     for (i, l) in levels.iter().enumerate() {
         let Some(c) = &l.charts else { continue };
-        let mut p99 = Series::new(format!("{} p99", l.name), level_color(i), Style::Line);
-        let mut p50 = Series::new(format!("{} p50", l.name), level_color(i), Style::Line);
-        p50.dashed = true;
+        let (mut p99, mut p50) = p99_p50_series(l, i);
         for b in &c.itl_by_position {
             let mid = (b.from + b.to) as f64 / 2.0;
             p99.points.push((mid, b.p99_ms));
@@ -271,15 +298,17 @@ fn figures(r: &Report) -> Vec<Figure> {
         pos.push(p99);
         pos.push(p50);
     }
-    figs.push(Figure {
+    Figure {
         id: "itl-by-position",
         title: "ITL by output position",
         note: "ITL p99 (solid) and p50 (dashed) by the chunk's place in its stream: growth means the KV cache or context length is costing time.".into(),
         chart: chart("chunk position in the stream", "ITL (ms)", false, false, pos),
         empty: "no ITL gaps",
-    });
+    }
+}
 
-    // Tokens per chunk: share of chunks by their token count, bars per level.
+/// Tokens per chunk: share of chunks by their token count, bars per level.
+fn tokens_per_chunk_figure(levels: &[LevelReport]) -> Figure {
     let mut bars = Vec::new();
     let mut estimated = false;
     for (i, l) in levels.iter().enumerate() {
@@ -299,18 +328,18 @@ fn figures(r: &Report) -> Vec<Figure> {
             .collect();
         bars.push(s);
     }
-    figs.push(Figure {
+    Figure {
         id: "tokens-per-chunk",
         title: "Tokens per chunk",
         note: if estimated {
             "Share of chunks by tokens carried. The server did not say per chunk, so each chunk counts as its request's output tokens ÷ chunks: more than 1 means bursty delivery.".into()
         } else {
-            "Share of chunks by how many tokens each carried: more than 1 means bursty delivery.".into()
+            "Share of chunks by how many tokens each carried: more than 1 means bursty delivery."
+                .into()
         },
         chart: chart("tokens in the chunk", "% of chunks", false, false, bars),
         empty: "no succeeded request had a chunk",
-    });
-    figs
+    }
 }
 
 fn td(v: impl std::fmt::Display) -> String {
@@ -493,6 +522,35 @@ pub fn render(r: &Report) -> String {
     o.push_str("<h2>Summary</h2>");
     summary_table(r, &mut o);
 
+    charts_section(r, &mut o);
+    slos_section(r, &mut o);
+
+    if r.levels.iter().any(|l| !l.conventions.is_empty()) {
+        o.push_str("<h2>Compatibility: ITL and TPOT as other tools define them</h2>");
+        o.push_str(r#"<p class="sub">The same requests, re-expressed with each tool's published formula, so figures from those tools can be compared with this run.</p>"#);
+        conventions_table(r, &mut o);
+    }
+
+    warnings_section(r, &mut o);
+
+    o.push_str("<h2>Run</h2>");
+    meta_table(r, &mut o);
+
+    o.push_str(r#"<h2>Definitions</h2><details><summary>Every formula behind these numbers</summary><dl class="defs">"#);
+    for (k, v) in &r.definitions {
+        let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    o.push_str("</dl></details>");
+    let _ = writeln!(
+        o,
+        r#"<footer>Generated by Cadence {} · <span id="cadence-check" data-status="pending">self-check pending</span></footer></main><script>{CHECK_SCRIPT}</script></body></html>"#,
+        esc(&r.cadence_version)
+    );
+    o
+}
+
+/// Every figure, each with its chart or the reason it has none.
+fn charts_section(r: &Report, o: &mut String) {
     o.push_str(r#"<h2>Charts</h2><div class="grid">"#);
     for f in figures(r) {
         let _ = write!(
@@ -514,38 +572,35 @@ pub fn render(r: &Report) -> String {
         o.push_str("</figure>");
     }
     o.push_str("</div>");
+}
 
-    if r.levels.iter().any(|l| !l.slos.is_empty()) {
-        o.push_str("<h2>SLOs</h2><table><tr><th class=\"l\">level</th><th class=\"l\">SLO</th><th>observed</th><th>verdict</th></tr>");
-        for l in &r.levels {
-            for s in &l.slos {
-                let obs = match s.observed {
-                    Some(v) if s.unit == "ms" => fmt_ms(v),
-                    Some(v) => format!("{v:.1} {}", s.unit),
-                    None => "– (no samples)".into(),
-                };
-                let _ = write!(
-                    o,
-                    r#"<tr><td class="l">{}</td><td class="l">{}</td><td>{obs}</td><td>{}</td></tr>"#,
-                    esc(&l.name),
-                    esc(&s.slo),
-                    if s.pass {
-                        r#"<span class="pass">pass</span>"#
-                    } else {
-                        r#"<span class="fail">FAIL</span>"#
-                    }
-                );
-            }
+/// The SLO verdicts of every level, when there are any.
+fn slos_section(r: &Report, o: &mut String) {
+    if r.levels.iter().all(|l| l.slos.is_empty()) {
+        return;
+    }
+    o.push_str("<h2>SLOs</h2><table><tr><th class=\"l\">level</th><th class=\"l\">SLO</th><th>observed</th><th>verdict</th></tr>");
+    for l in &r.levels {
+        for s in &l.slos {
+            let _ = write!(
+                o,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{}</td></tr>"#,
+                esc(&l.name),
+                esc(&s.slo),
+                slo_observed(s),
+                if s.pass {
+                    r#"<span class="pass">pass</span>"#
+                } else {
+                    r#"<span class="fail">FAIL</span>"#
+                }
+            );
         }
-        o.push_str("</table>");
     }
+    o.push_str("</table>");
+}
 
-    if r.levels.iter().any(|l| !l.conventions.is_empty()) {
-        o.push_str("<h2>Compatibility: ITL and TPOT as other tools define them</h2>");
-        o.push_str(r#"<p class="sub">The same requests, re-expressed with each tool's published formula, so figures from those tools can be compared with this run.</p>"#);
-        conventions_table(r, &mut o);
-    }
-
+/// Run-wide warnings, then each level's, named by level.
+fn warnings_section(r: &Report, o: &mut String) {
     let warnings: Vec<String> = r
         .warnings
         .iter()
@@ -557,28 +612,14 @@ pub fn render(r: &Report) -> String {
                 .map(move |w| format!("{}: {w}", l.name))
         }))
         .collect();
-    if !warnings.is_empty() {
-        o.push_str("<h2>Warnings</h2><ul>");
-        for w in warnings {
-            let _ = write!(o, r#"<li class="warn">{}</li>"#, esc(&w));
-        }
-        o.push_str("</ul>");
+    if warnings.is_empty() {
+        return;
     }
-
-    o.push_str("<h2>Run</h2>");
-    meta_table(r, &mut o);
-
-    o.push_str(r#"<h2>Definitions</h2><details><summary>Every formula behind these numbers</summary><dl class="defs">"#);
-    for (k, v) in &r.definitions {
-        let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    o.push_str("<h2>Warnings</h2><ul>");
+    for w in warnings {
+        let _ = write!(o, r#"<li class="warn">{}</li>"#, esc(&w));
     }
-    o.push_str("</dl></details>");
-    let _ = writeln!(
-        o,
-        r#"<footer>Generated by Cadence {} · <span id="cadence-check" data-status="pending">self-check pending</span></footer></main><script>{CHECK_SCRIPT}</script></body></html>"#,
-        esc(&r.cadence_version)
-    );
-    o
+    o.push_str("</ul>");
 }
 
 #[cfg(test)]

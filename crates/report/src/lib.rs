@@ -8,7 +8,7 @@ pub mod json;
 pub mod markdown;
 pub mod svg;
 
-use cadence_core::{Distribution, LevelReport, Report};
+use cadence_core::{Distribution, LevelReport, Report, SloResult};
 
 /// The ITL and TPOT a level's summary tables lead with: the report's `--convention`
 /// when set (and computed for the level), else Cadence's own.
@@ -20,5 +20,14 @@ pub fn headline(r: &Report, l: &LevelReport) -> (Option<Distribution>, Option<Di
     {
         Some(v) => (v.itl, v.tpot),
         None => (l.summary.itl, l.summary.tpot),
+    }
+}
+
+/// An SLO's observed value as the HTML and Markdown reports write it.
+pub(crate) fn slo_observed(s: &SloResult) -> String {
+    match s.observed {
+        Some(v) if s.unit == "ms" => console::fmt_ms(v),
+        Some(v) => format!("{v:.1} {}", s.unit),
+        None => "– (no samples)".into(),
     }
 }

@@ -2,7 +2,7 @@
 //! the compatibility view and the warnings, short enough to read in a review.
 
 use crate::console::fmt_ms;
-use crate::headline;
+use crate::{headline, slo_observed};
 use cadence_core::Report;
 use std::fmt::Write;
 
@@ -18,7 +18,48 @@ pub fn render(r: &Report) -> String {
         "### Cadence {}: {} (model `{}`)\n",
         r.cadence_version, r.run.target, r.run.model
     );
+    level_table(r, &mut o);
     let conv = r.convention.as_deref().unwrap_or("cadence");
+    if conv != "cadence" {
+        let _ = writeln!(o, "\nITL and TPOT follow the **{conv}** convention.");
+    }
+    let slos: Vec<String> = r
+        .levels
+        .iter()
+        .flat_map(|l| {
+            l.slos.iter().map(move |s| {
+                format!(
+                    "- {} `{}`: observed {}, {}",
+                    l.name,
+                    s.slo,
+                    slo_observed(s),
+                    if s.pass { "pass" } else { "**FAIL**" }
+                )
+            })
+        })
+        .collect();
+    if !slos.is_empty() {
+        o.push_str("\n**SLOs**\n\n");
+        o.push_str(&slos.join("\n"));
+        o.push('\n');
+    }
+    conventions_details(r, &mut o);
+    let warnings: Vec<&String> = r
+        .warnings
+        .iter()
+        .chain(r.levels.iter().flat_map(|l| l.summary.warnings.iter()))
+        .collect();
+    if !warnings.is_empty() {
+        o.push_str("\n**Warnings**\n\n");
+        for w in warnings {
+            let _ = writeln!(o, "- {w}");
+        }
+    }
+    o
+}
+
+/// One row per level: counts, the headline latencies, throughput, SLO verdict.
+fn level_table(r: &Report, o: &mut String) {
     o.push_str("| level | ok/sent | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | TPOT p50 | E2E p99 | tok/s | SLOs |\n");
     o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for l in &r.levels {
@@ -48,64 +89,30 @@ pub fn render(r: &Report) -> String {
             slo
         );
     }
-    if conv != "cadence" {
-        let _ = writeln!(o, "\nITL and TPOT follow the **{conv}** convention.");
-    }
-    let slos: Vec<String> = r
-        .levels
-        .iter()
-        .flat_map(|l| {
-            l.slos.iter().map(move |s| {
-                let obs = match s.observed {
-                    Some(v) if s.unit == "ms" => fmt_ms(v),
-                    Some(v) => format!("{v:.1} {}", s.unit),
-                    None => "– (no samples)".into(),
-                };
-                format!(
-                    "- {} `{}`: observed {obs}, {}",
-                    l.name,
-                    s.slo,
-                    if s.pass { "pass" } else { "**FAIL**" }
-                )
-            })
-        })
-        .collect();
-    if !slos.is_empty() {
-        o.push_str("\n**SLOs**\n\n");
-        o.push_str(&slos.join("\n"));
-        o.push('\n');
-    }
-    if let Some(l) = r.levels.iter().find(|l| !l.conventions.is_empty()) {
+}
+
+/// The compatibility view of the first level that has one, folded away.
+fn conventions_details(r: &Report, o: &mut String) {
+    let Some(l) = r.levels.iter().find(|l| !l.conventions.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\n<details><summary>ITL/TPOT as other tools define them ({})</summary>\n",
+        l.name
+    );
+    o.push_str("| convention | ITL mean | ITL p50 | ITL p99 | TPOT mean | TPOT p50 |\n|---|---:|---:|---:|---:|---:|\n");
+    for c in &l.conventions {
         let _ = writeln!(
             o,
-            "\n<details><summary>ITL/TPOT as other tools define them ({})</summary>\n",
-            l.name
+            "| {} | {} | {} | {} | {} | {} |",
+            c.tools,
+            ms(c.itl.map(|d| d.mean)),
+            ms(c.itl.map(|d| d.p50)),
+            ms(c.itl.map(|d| d.p99)),
+            ms(c.tpot.map(|d| d.mean)),
+            ms(c.tpot.map(|d| d.p50)),
         );
-        o.push_str("| convention | ITL mean | ITL p50 | ITL p99 | TPOT mean | TPOT p50 |\n|---|---:|---:|---:|---:|---:|\n");
-        for c in &l.conventions {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} | {} | {} |",
-                c.tools,
-                ms(c.itl.map(|d| d.mean)),
-                ms(c.itl.map(|d| d.p50)),
-                ms(c.itl.map(|d| d.p99)),
-                ms(c.tpot.map(|d| d.mean)),
-                ms(c.tpot.map(|d| d.p50)),
-            );
-        }
-        o.push_str("\n</details>\n");
     }
-    let warnings: Vec<&String> = r
-        .warnings
-        .iter()
-        .chain(r.levels.iter().flat_map(|l| l.summary.warnings.iter()))
-        .collect();
-    if !warnings.is_empty() {
-        o.push_str("\n**Warnings**\n\n");
-        for w in warnings {
-            let _ = writeln!(o, "- {w}");
-        }
-    }
-    o
+    o.push_str("\n</details>\n");
 }

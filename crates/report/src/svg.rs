@@ -198,22 +198,65 @@ pub fn esc(s: &str) -> String {
 
 /// The chart as an `<svg>` element; `None` when no series has a point to draw.
 pub fn render(c: &Chart) -> Option<String> {
+    let (x, y, bar_slots) = plot_axes(c)?;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">"#
+    );
+    draw_axes(&mut s, c, &x, &y, &bar_slots);
+    s.push_str(r#"<g class="marks">"#);
+    let bar_series: Vec<usize> = c
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.style == Style::Bars)
+        .map(|(i, _)| i)
+        .collect();
+    for (si, ser) in c.series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = ser
+            .points
+            .iter()
+            .filter(|p| {
+                p.0.is_finite()
+                    && p.1.is_finite()
+                    && (!c.x_log || p.0 > 0.0)
+                    && (!c.y_log || p.1 > 0.0)
+            })
+            .map(|&(a, b)| (x.t(a), y.t(b)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let bars = (
+            bar_series.len().max(1),
+            bar_series.iter().position(|&i| i == si),
+        );
+        draw_marks(&mut s, ser, &pts, &x, &y, bars);
+        draw_labels(&mut s, ser, &pts);
+    }
+    s.push_str("</g></svg>");
+    Some(s)
+}
+
+/// The plot's axes over every series' points, and the x positions of bars (bars need
+/// half a slot of room at each end, and a tick each).
+fn plot_axes(c: &Chart) -> Option<(Axis, Axis, Vec<f64>)> {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
     let (x0, x1) = range(xs, c.x_log, false)?;
     let (y0, y1) = range(ys, c.y_log, c.y_zero && !c.y_log)?;
-    // Bars need half a slot of room at each end.
-    let bar_slot = c
+    let bar_slots = c
         .series
         .iter()
         .filter(|s| s.style == Style::Bars)
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect::<Vec<_>>();
-    let (x0, x1) = if bar_slot.is_empty() {
+    let (x0, x1) = if bar_slots.is_empty() {
         (x0, x1)
     } else {
-        let lo = bar_slot.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = bar_slot.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lo = bar_slots.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = bar_slots.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (lo - 0.6, hi + 0.6)
     };
     let x = Axis {
@@ -230,17 +273,16 @@ pub fn render(c: &Chart) -> Option<String> {
         from: HEIGHT - BOTTOM,
         to: TOP,
     };
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">"#
-    );
-    // Grid and ticks.
+    Some((x, y, bar_slots))
+}
+
+/// Grid lines, tick labels, the frame and the axis titles.
+fn draw_axes(s: &mut String, c: &Chart, x: &Axis, y: &Axis, bar_slots: &[f64]) {
     s.push_str(r##"<g class="axes" font-size="11" fill="#444">"##);
-    let xt = if bar_slot.is_empty() {
-        ticks(x0, x1, c.x_log)
+    let xt = if bar_slots.is_empty() {
+        ticks(x.lo, x.hi, c.x_log)
     } else {
-        let mut v: Vec<f64> = bar_slot.clone();
+        let mut v: Vec<f64> = bar_slots.to_vec();
         v.sort_by(f64::total_cmp);
         v.dedup();
         v
@@ -255,7 +297,7 @@ pub fn render(c: &Chart) -> Option<String> {
             tick_label(v)
         );
     }
-    for v in ticks(y0, y1, c.y_log) {
+    for v in ticks(y.lo, y.hi, c.y_log) {
         let py = y.t(v);
         let _ = write!(
             s,
@@ -286,103 +328,92 @@ pub fn render(c: &Chart) -> Option<String> {
         esc(&c.y_label)
     );
     s.push_str("</g>");
-    // Marks.
-    s.push_str(r#"<g class="marks">"#);
-    let bar_series: Vec<usize> = c
-        .series
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.style == Style::Bars)
-        .map(|(i, _)| i)
-        .collect();
-    for (si, ser) in c.series.iter().enumerate() {
-        let dash = if ser.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        };
-        let pts: Vec<(f64, f64)> = ser
-            .points
-            .iter()
-            .filter(|p| {
-                p.0.is_finite()
-                    && p.1.is_finite()
-                    && (!c.x_log || p.0 > 0.0)
-                    && (!c.y_log || p.1 > 0.0)
-            })
-            .map(|&(a, b)| (x.t(a), y.t(b)))
-            .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let title = format!("<title>{}</title>", esc(&ser.name));
-        match ser.style {
-            Style::Line | Style::LinePoints | Style::Steps => {
-                let mut d = String::new();
-                for (i, (px, py)) in pts.iter().enumerate() {
-                    let cmd = if i == 0 { 'M' } else { 'L' };
-                    let _ = write!(d, "{cmd}{px:.1},{py:.1}");
-                }
-                let _ = write!(
-                    s,
-                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.8"{dash}>{title}</path>"#,
-                    ser.color
-                );
-                if ser.style == Style::LinePoints || pts.len() == 1 {
-                    for (px, py) in &pts {
-                        let _ = write!(
-                            s,
-                            r#"<circle cx="{px:.1}" cy="{py:.1}" r="3" fill="{}">{title}</circle>"#,
-                            ser.color
-                        );
-                    }
-                }
+}
+
+/// One series' marks at its plotted points `pts`; `bars` is the number of bar series
+/// and this one's place among them.
+fn draw_marks(
+    s: &mut String,
+    ser: &Series,
+    pts: &[(f64, f64)],
+    x: &Axis,
+    y: &Axis,
+    bars: (usize, Option<usize>),
+) {
+    let dash = if ser.dashed {
+        r#" stroke-dasharray="5 3""#
+    } else {
+        ""
+    };
+    let title = format!("<title>{}</title>", esc(&ser.name));
+    match ser.style {
+        Style::Line | Style::LinePoints | Style::Steps => {
+            let mut d = String::new();
+            for (i, (px, py)) in pts.iter().enumerate() {
+                let cmd = if i == 0 { 'M' } else { 'L' };
+                let _ = write!(d, "{cmd}{px:.1},{py:.1}");
             }
-            Style::Points => {
-                for (px, py) in &pts {
-                    let _ = write!(
-                        s,
-                        r#"<circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}">{title}</circle>"#,
-                        ser.color
-                    );
-                }
-            }
-            Style::Bars => {
-                let k = bar_series.len().max(1) as f64;
-                let pos = bar_series.iter().position(|&i| i == si).unwrap_or(0) as f64;
-                let unit = x.t(1.0) - x.t(0.0);
-                let w = unit * 0.8 / k;
-                let base = y.t(y0.max(0.0));
-                for (px, py) in &pts {
-                    let left = px - unit * 0.4 + pos * w;
-                    let _ = write!(
-                        s,
-                        r#"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}">{title}</rect>"#,
-                        py.min(base),
-                        (w - 1.0).max(1.0),
-                        (base - py).abs().max(0.5),
-                        ser.color
-                    );
-                }
-            }
-        }
-        for (label, (px, py)) in ser.labels.iter().zip(&pts) {
-            // Labels in the right third read leftwards so they stay inside the plot.
-            let (lx, anchor) = if *px > LEFT + (WIDTH - LEFT - RIGHT) * 0.66 {
-                (px - 5.0, "end")
-            } else {
-                (px + 5.0, "start")
-            };
             let _ = write!(
                 s,
-                r##"<text x="{lx:.1}" y="{:.1}" font-size="10" fill="#333" text-anchor="{anchor}">{}</text>"##,
-                py - 6.0,
-                esc(label)
+                r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.8"{dash}>{title}</path>"#,
+                ser.color
             );
+            if ser.style == Style::LinePoints || pts.len() == 1 {
+                for (px, py) in pts {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{px:.1}" cy="{py:.1}" r="3" fill="{}">{title}</circle>"#,
+                        ser.color
+                    );
+                }
+            }
+        }
+        Style::Points => {
+            for (px, py) in pts {
+                let _ = write!(
+                    s,
+                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}">{title}</circle>"#,
+                    ser.color
+                );
+            }
+        }
+        Style::Bars => {
+            let k = bars.0 as f64;
+            let pos = bars.1.unwrap_or(0) as f64;
+            let unit = x.t(1.0) - x.t(0.0);
+            let w = unit * 0.8 / k;
+            let base = y.t(y.lo.max(0.0));
+            for (px, py) in pts {
+                let left = px - unit * 0.4 + pos * w;
+                let _ = write!(
+                    s,
+                    r#"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}">{title}</rect>"#,
+                    py.min(base),
+                    (w - 1.0).max(1.0),
+                    (base - py).abs().max(0.5),
+                    ser.color
+                );
+            }
         }
     }
-    s.push_str("</g></svg>");
-    Some(s)
+}
+
+/// A series' point labels; those in the right third read leftwards so they stay
+/// inside the plot.
+fn draw_labels(s: &mut String, ser: &Series, pts: &[(f64, f64)]) {
+    for (label, (px, py)) in ser.labels.iter().zip(pts) {
+        let (lx, anchor) = if *px > LEFT + (WIDTH - LEFT - RIGHT) * 0.66 {
+            (px - 5.0, "end")
+        } else {
+            (px + 5.0, "start")
+        };
+        let _ = write!(
+            s,
+            r##"<text x="{lx:.1}" y="{:.1}" font-size="10" fill="#333" text-anchor="{anchor}">{}</text>"##,
+            py - 6.0,
+            esc(label)
+        );
+    }
 }
 
 #[cfg(test)]

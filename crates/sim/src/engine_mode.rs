@@ -321,94 +321,105 @@ impl EngineMetrics {
             m.requests.clone(),
         );
         if engine {
-            let r = &mut registry;
-            r.register(
-                "vllm:num_requests_running",
-                "Requests holding a batch slot",
-                m.running.clone(),
-            );
-            r.register(
-                "vllm:num_requests_waiting",
-                "Requests waiting for a slot, KV room or a prefill worker",
-                m.waiting.clone(),
-            );
-            r.register(
-                "vllm:kv_cache_usage_perc",
-                "KV-cache usage, 1 = full",
-                m.kv_usage.clone(),
-            );
-            r.register(
-                "vllm:prompt_tokens",
-                "Prompt tokens received",
-                m.prompt_tokens.clone(),
-            );
-            r.register(
-                "vllm:generation_tokens",
-                "Tokens generated",
-                m.generation_tokens.clone(),
-            );
-            r.register(
-                "vllm:num_preemptions",
-                "Sequences pre-empted for KV-cache room",
-                m.preemptions.clone(),
-            );
-            r.register(
-                "vllm:request_success",
-                "Requests that finished",
-                m.success.clone(),
-            );
-            r.register(
-                "cadence_sim_requests_aborted",
-                "Requests aborted because the client went away",
-                m.aborted.clone(),
-            );
-            r.register(
-                "vllm:request_queue_time_seconds",
-                "Arrival to first scheduling",
-                m.queue_time.clone(),
-            );
-            r.register(
-                "vllm:request_prefill_time_seconds",
-                "First scheduling to first token",
-                m.prefill_time.clone(),
-            );
-            r.register(
-                "vllm:request_decode_time_seconds",
-                "First token to last token",
-                m.decode_time.clone(),
-            );
-            r.register(
-                "vllm:time_to_first_token_seconds",
-                "Arrival to first token, server side",
-                m.ttft.clone(),
-            );
-            r.register(
-                "vllm:inter_token_latency_seconds",
-                "Gap between a request's consecutive chunks, server side",
-                m.itl.clone(),
-            );
-            r.register(
-                "vllm:e2e_request_latency_seconds",
-                "Arrival to last token, server side",
-                m.e2e.clone(),
-            );
-            r.register(
-                "vllm:iteration_tokens_total",
-                "Tokens processed per engine step (decode + prefill)",
-                m.iteration_tokens.clone(),
-            );
-            r.register(
-                "cadence_sim_step_batch_size",
-                "Sequences decoding in each engine step",
-                m.batch_size.clone(),
-            );
-            r.register(
-                "cadence_sim_step_duration_seconds",
-                "Duration of each engine step",
-                m.step_time.clone(),
-            );
+            m.register_engine_counts(&mut registry);
+            m.register_engine_histograms(&mut registry);
         }
         EngineMetrics { registry, ..m }
+    }
+
+    /// The engine's gauges and counters, under vLLM's names where vLLM has one.
+    fn register_engine_counts(&self, r: &mut Registry) {
+        let m = self;
+        r.register(
+            "vllm:num_requests_running",
+            "Requests holding a batch slot",
+            m.running.clone(),
+        );
+        r.register(
+            "vllm:num_requests_waiting",
+            "Requests waiting for a slot, KV room or a prefill worker",
+            m.waiting.clone(),
+        );
+        r.register(
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage, 1 = full",
+            m.kv_usage.clone(),
+        );
+        r.register(
+            "vllm:prompt_tokens",
+            "Prompt tokens received",
+            m.prompt_tokens.clone(),
+        );
+        r.register(
+            "vllm:generation_tokens",
+            "Tokens generated",
+            m.generation_tokens.clone(),
+        );
+        r.register(
+            "vllm:num_preemptions",
+            "Sequences pre-empted for KV-cache room",
+            m.preemptions.clone(),
+        );
+        r.register(
+            "vllm:request_success",
+            "Requests that finished",
+            m.success.clone(),
+        );
+        r.register(
+            "cadence_sim_requests_aborted",
+            "Requests aborted because the client went away",
+            m.aborted.clone(),
+        );
+    }
+
+    /// The engine's histograms: request phases, server-side TTFT/ITL/E2E, steps.
+    fn register_engine_histograms(&self, r: &mut Registry) {
+        let m = self;
+        r.register(
+            "vllm:request_queue_time_seconds",
+            "Arrival to first scheduling",
+            m.queue_time.clone(),
+        );
+        r.register(
+            "vllm:request_prefill_time_seconds",
+            "First scheduling to first token",
+            m.prefill_time.clone(),
+        );
+        r.register(
+            "vllm:request_decode_time_seconds",
+            "First token to last token",
+            m.decode_time.clone(),
+        );
+        r.register(
+            "vllm:time_to_first_token_seconds",
+            "Arrival to first token, server side",
+            m.ttft.clone(),
+        );
+        r.register(
+            "vllm:inter_token_latency_seconds",
+            "Gap between a request's consecutive chunks, server side",
+            m.itl.clone(),
+        );
+        r.register(
+            "vllm:e2e_request_latency_seconds",
+            "Arrival to last token, server side",
+            m.e2e.clone(),
+        );
+        r.register(
+            "vllm:iteration_tokens_total",
+            "Tokens processed per engine step (decode + prefill)",
+            m.iteration_tokens.clone(),
+        );
+        r.register(
+            "cadence_sim_step_batch_size",
+            "Sequences decoding in each engine step",
+            m.batch_size.clone(),
+        );
+        r.register(
+            "cadence_sim_step_duration_seconds",
+            "Duration of each engine step",
+            m.step_time.clone(),
+        );
     }
 
     /// The OpenMetrics text exposition.

@@ -83,92 +83,139 @@ fn default_cut(n: usize) -> usize {
     (n / 2).max(1).min(n)
 }
 
+/// What the fault changes about one stream, decided once before any event is built.
+struct Shape {
+    fault: Option<Fault>,
+    /// Content chunks in the plan.
+    n: usize,
+    /// Where truncating faults cut.
+    cut: usize,
+    /// The stream ends without a finish reason.
+    truncated: bool,
+    /// Content chunks actually sent.
+    send_n: usize,
+    /// Leading chunks sent as reasoning deltas.
+    reasoning_n: usize,
+    /// The chunk padded past the event-size cap.
+    huge_at: Option<usize>,
+    /// Every chunk is a tool-call delta.
+    tool: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+    vocab: Vocabulary,
+}
+
+impl Shape {
+    fn new(spec: &StreamSpec<'_>) -> Shape {
+        let fault = spec.fault;
+        let is = |f: Fault| fault == Some(f);
+        let n = spec.plan.chunks.len();
+        let cut = spec
+            .fault_after
+            .map_or_else(|| default_cut(n), |k| (k as usize).min(n));
+        let vocab = if is(Fault::SplitUtf8) {
+            Vocabulary::Utf8
+        } else if is(Fault::DataPrefixText) {
+            Vocabulary::SseLookalike
+        } else {
+            Vocabulary::Plain
+        };
+        let (include_usage, continuous_usage) = match fault {
+            Some(Fault::NoUsage) => (false, false),
+            Some(Fault::UsageOnlyChunk) => (true, spec.continuous_usage),
+            Some(Fault::UsageEveryChunk) => (true, true),
+            _ => (spec.include_usage, spec.continuous_usage),
+        };
+        let truncated = matches!(
+            fault,
+            Some(Fault::ErrorAfterTokens | Fault::EofNoDone | Fault::Reset | Fault::NoTokens)
+        );
+        let send_n = match fault {
+            Some(Fault::NoTokens) => 0,
+            _ if truncated => cut,
+            _ => n,
+        };
+        let reasoning_n = if is(Fault::ReasoningFirst) {
+            spec.fault_after.map_or(n / 2, |k| (k as usize).min(n))
+        } else {
+            0
+        };
+        Shape {
+            fault,
+            n,
+            cut,
+            truncated,
+            send_n,
+            reasoning_n,
+            huge_at: is(Fault::HugeEvent).then(|| cut.min(n.saturating_sub(1))),
+            tool: is(Fault::ToolCalls),
+            include_usage,
+            continuous_usage,
+            vocab,
+        }
+    }
+
+    fn is(&self, f: Fault) -> bool {
+        self.fault == Some(f)
+    }
+}
+
+fn data(at: Duration, data: String) -> Event {
+    Event {
+        at,
+        payload: Payload::Data(data),
+        tokens: 0,
+    }
+}
+
 /// Builds the script for one streamed request.
 pub fn build(spec: &StreamSpec<'_>) -> Script {
-    let fault = spec.fault;
-    let is = |f: Fault| fault == Some(f);
-    let chunks = &spec.plan.chunks;
-    let n = chunks.len();
-    let cut = spec
-        .fault_after
-        .map_or_else(|| default_cut(n), |k| (k as usize).min(n));
+    let shape = Shape::new(spec);
     let w = Writer {
         dialect: spec.dialect,
         id: spec.id,
         created: spec.created,
         model: spec.model,
-        pretty: is(Fault::MultilineData),
+        pretty: shape.is(Fault::MultilineData),
     };
-    let vocab = if is(Fault::SplitUtf8) {
-        Vocabulary::Utf8
-    } else if is(Fault::DataPrefixText) {
-        Vocabulary::SseLookalike
-    } else {
-        Vocabulary::Plain
-    };
-    let (include_usage, continuous) = match fault {
-        Some(Fault::NoUsage) => (false, false),
-        Some(Fault::UsageOnlyChunk) => (true, spec.continuous_usage),
-        Some(Fault::UsageEveryChunk) => (true, true),
-        _ => (spec.include_usage, spec.continuous_usage),
-    };
-    let usage = |completion: u32| continuous.then(|| Usage::new(spec.prompt_tokens, completion));
-    let first_at = chunks.first().map_or(Duration::ZERO, |c| c.at);
-
-    let mut events = Vec::with_capacity(n + 4);
-    let mut end_at = None;
-    let mut reset = false;
-
-    if is(Fault::ErrorOnly) {
-        events.push(Event {
-            at: first_at,
-            payload: Payload::Data(error_body(
-                "simulated error: the model failed before producing output",
-                "server_error",
-                500,
-            )),
-            tokens: 0,
-        });
+    let mut events = Vec::with_capacity(shape.n + 4);
+    if shape.is(Fault::ErrorOnly) {
+        let first_at = spec.plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
+        let msg = "simulated error: the model failed before producing output";
+        events.push(data(first_at, error_body(msg, "server_error", 500)));
         return frame(spec, events, None, false);
     }
+    let produced = content_events(spec, &shape, &w, &mut events);
+    let (end_at, reset) = ending(spec, &shape, &w, produced, &mut events);
+    interleave_fault(&shape, &w, &mut events);
+    frame(spec, events, end_at, reset)
+}
 
-    let truncated = matches!(
-        fault,
-        Some(Fault::ErrorAfterTokens | Fault::EofNoDone | Fault::Reset | Fault::NoTokens)
-    );
-    let send_n = match fault {
-        Some(Fault::NoTokens) => 0,
-        _ if truncated => cut,
-        _ => n,
+/// The role chunk (chat) and the content chunks the stream sends; returns the tokens
+/// they carry.
+fn content_events(
+    spec: &StreamSpec<'_>,
+    shape: &Shape,
+    w: &Writer<'_>,
+    events: &mut Vec<Event>,
+) -> u32 {
+    let usage = |completion: u32| {
+        shape
+            .continuous_usage
+            .then(|| Usage::new(spec.prompt_tokens, completion))
     };
-    let reasoning_n = if is(Fault::ReasoningFirst) {
-        spec.fault_after.map_or(n / 2, |k| (k as usize).min(n))
-    } else {
-        0
-    };
-    let huge_at = is(Fault::HugeEvent).then(|| cut.min(n.saturating_sub(1)));
-    let tool = is(Fault::ToolCalls);
-
+    let tool = shape.tool;
     if spec.dialect == Dialect::Chat {
-        events.push(Event {
-            at: Duration::ZERO,
-            payload: Payload::Data(w.chunk(
-                Piece::Role { null_content: tool },
-                None,
-                None,
-                usage(0),
-            )),
-            tokens: 0,
-        });
+        let role = Piece::Role { null_content: tool };
+        events.push(data(Duration::ZERO, w.chunk(role, None, None, usage(0))));
     }
-
     let mut produced = 0u32;
     let mut text = String::new();
-    for (i, c) in chunks.iter().enumerate().take(send_n) {
+    for (i, c) in spec.plan.chunks.iter().enumerate().take(shape.send_n) {
         produced += c.tokens.len() as u32;
         text.clear();
-        vocab.push_text(&c.tokens, &mut text);
-        let last = i + 1 == n;
+        shape.vocab.push_text(&c.tokens, &mut text);
+        let last = i + 1 == shape.n;
         if tool {
             // The arguments build a JSON object across the chunks.
             text = text.replace('"', "'");
@@ -179,7 +226,7 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
                 text.push_str("\"}");
             }
         }
-        if huge_at == Some(i) {
+        if shape.huge_at == Some(i) {
             text.push(' ');
             text.extend(std::iter::repeat_n('x', HUGE_EVENT_PADDING));
         }
@@ -188,61 +235,58 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
                 first: i == 0,
                 arguments: &text,
             }
-        } else if i < reasoning_n {
+        } else if i < shape.reasoning_n {
             Piece::Reasoning(&text)
         } else {
             Piece::Content(Some(&text))
         };
-        let finish = (last && !truncated).then_some(if tool { "tool_calls" } else { "length" });
-        let ids = (spec.token_ids || is(Fault::MultiToken)).then_some(c.tokens.as_slice());
+        let finish =
+            (last && !shape.truncated).then_some(if tool { "tool_calls" } else { "length" });
+        let ids = (spec.token_ids || shape.is(Fault::MultiToken)).then_some(c.tokens.as_slice());
         events.push(Event {
             at: c.at,
             payload: Payload::Data(w.chunk(piece, finish, ids, usage(produced))),
             tokens: c.tokens.len() as u32,
         });
     }
+    produced
+}
+
+/// How the stream ends after its content: the events after it, and when and how the
+/// body ends (`end_at`, `reset`).
+fn ending(
+    spec: &StreamSpec<'_>,
+    shape: &Shape,
+    w: &Writer<'_>,
+    produced: u32,
+    events: &mut Vec<Event>,
+) -> (Option<Duration>, bool) {
     let tail_at = events.last().map_or(Duration::ZERO, |e| e.at);
     // When the first chunk that was never sent was due.
-    let cut_at = chunks.get(send_n).map_or(tail_at, |c| c.at);
-
-    match fault {
-        Some(Fault::ErrorAfterTokens) => events.push(Event {
-            at: cut_at,
-            payload: Payload::Data(error_body(
-                "simulated error: generation failed mid-stream",
-                "server_error",
-                500,
-            )),
-            tokens: 0,
-        }),
-        Some(Fault::EofNoDone) => {}
-        Some(Fault::Reset) => {
-            end_at = Some(cut_at);
-            reset = true;
+    let cut_at = spec.plan.chunks.get(shape.send_n).map_or(tail_at, |c| c.at);
+    match shape.fault {
+        Some(Fault::ErrorAfterTokens) => {
+            let msg = "simulated error: generation failed mid-stream";
+            events.push(data(cut_at, error_body(msg, "server_error", 500)));
         }
-        Some(Fault::NoTokens) => end_at = Some(spec.silence),
+        Some(Fault::EofNoDone) => {}
+        Some(Fault::Reset) => return (Some(cut_at), true),
+        Some(Fault::NoTokens) => return (Some(spec.silence), false),
         _ => {
-            if include_usage {
-                events.push(Event {
-                    at: tail_at,
-                    payload: Payload::Data(w.usage_only(Usage::new(spec.prompt_tokens, produced))),
-                    tokens: 0,
-                });
+            if shape.include_usage {
+                let usage = Usage::new(spec.prompt_tokens, produced);
+                events.push(data(tail_at, w.usage_only(usage)));
             }
-            if !is(Fault::FinishNoDone) {
+            if !shape.is(Fault::FinishNoDone) {
                 events.push(Event {
                     at: tail_at,
                     payload: Payload::Done,
                     tokens: 0,
                 });
             }
-            if is(Fault::BytesAfterDone) {
+            if shape.is(Fault::BytesAfterDone) {
                 let late = w.chunk(Piece::Content(Some(" after-done")), None, None, None);
-                events.push(Event {
-                    at: tail_at,
-                    payload: Payload::Data(late),
-                    tokens: 0,
-                });
+                events.push(data(tail_at, late));
                 events.push(Event {
                     at: tail_at,
                     payload: Payload::Raw("trailing garbage after the end marker\n\n"),
@@ -251,11 +295,15 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
             }
         }
     }
+    (None, false)
+}
 
-    match fault {
+/// The faults that slip extra events between the content chunks.
+fn interleave_fault(shape: &Shape, w: &Writer<'_>, events: &mut Vec<Event>) {
+    match shape.fault {
         Some(Fault::Keepalive) => {
             let mut k = 0;
-            interleave(&mut events, |_| {
+            interleave(events, |_| {
                 k += 1;
                 Some(if k % 2 == 1 {
                     Payload::Comment("ping")
@@ -265,12 +313,10 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
             });
         }
         Some(Fault::GarbageData) => {
-            interleave(&mut events, |_| {
-                Some(Payload::Data(": keepalive".to_owned()))
-            });
+            interleave(events, |_| Some(Payload::Data(": keepalive".to_owned())));
         }
         Some(Fault::EmptyContent) => {
-            interleave(&mut events, |ordinal| {
+            interleave(events, |ordinal| {
                 (ordinal > 0).then(|| {
                     let content = if ordinal % 2 == 1 { Some("") } else { None };
                     Payload::Data(w.chunk(Piece::Content(content), None, None, None))
@@ -281,18 +327,14 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
             let broken = w.chunk(Piece::Content(Some(" broken")), None, None, None);
             let broken = broken[..broken.len() / 2].to_owned();
             let mut once = Some(Payload::Data(broken));
-            interleave(&mut events, |ordinal| {
-                if ordinal == cut.min(n.saturating_sub(1)) {
-                    once.take()
-                } else {
-                    None
-                }
-            });
+            let at = shape.cut.min(shape.n.saturating_sub(1));
+            interleave(
+                events,
+                |ordinal| if ordinal == at { once.take() } else { None },
+            );
         }
         _ => {}
     }
-
-    frame(spec, events, end_at, reset)
 }
 
 /// Inserts an extra event before the content chunk number `ordinal` (0-based)
@@ -382,33 +424,7 @@ fn frame(
 ) -> Script {
     let fault = spec.fault;
     let ndjson = fault == Some(Fault::Ndjson);
-    let sse = match fault {
-        Some(Fault::Crlf) => Sse {
-            eol: "\r\n",
-            data: "data: ",
-            json_data: "data: ",
-        },
-        Some(Fault::Cr) => Sse {
-            eol: "\r",
-            data: "data: ",
-            json_data: "data: ",
-        },
-        Some(Fault::DataNoSpace) => Sse {
-            eol: "\n",
-            data: "data:",
-            json_data: "data:",
-        },
-        Some(Fault::DataTwoSpaces) => Sse {
-            eol: "\n",
-            data: "data: ",
-            json_data: "data:  ",
-        },
-        _ => Sse {
-            eol: "\n",
-            data: "data: ",
-            json_data: "data: ",
-        },
-    };
+    let sse = Sse::for_fault(fault);
     let encode = |e: &Event| {
         let mut out = Vec::new();
         if ndjson {
@@ -418,89 +434,23 @@ fn frame(
         }
         out
     };
-    let content = |e: &Event| {
-        if e.tokens > 0 {
-            vec![e.tokens]
-        } else {
-            Vec::new()
-        }
-    };
-
-    let mut frames = Vec::with_capacity(events.len());
-    match fault {
-        Some(Fault::Coalesce) => {
-            for group in events.chunks(COALESCE_GROUP) {
-                let mut bytes = Vec::new();
-                let mut tokens = Vec::new();
-                for e in group {
-                    bytes.extend(encode(e));
-                    tokens.extend(content(e));
-                }
-                frames.push(Frame {
-                    at: group.last().map_or(Duration::ZERO, |e| e.at),
-                    bytes: Bytes::from(bytes),
-                    tokens,
-                    yield_first: false,
-                });
-            }
-        }
-        Some(Fault::SplitBytes) => {
-            for e in &events {
-                let bytes = Bytes::from(encode(e));
-                let len = bytes.len();
-                for i in 0..len {
-                    frames.push(Frame {
-                        at: e.at,
-                        bytes: bytes.slice(i..i + 1),
-                        tokens: if i + 1 == len { content(e) } else { Vec::new() },
-                        yield_first: true,
-                    });
-                }
-            }
-        }
-        Some(Fault::SplitUtf8) => {
-            for e in &events {
-                let bytes = Bytes::from(encode(e));
-                // Split right after the lead byte of the first multi-byte character.
-                match bytes.iter().position(|&b| b >= 0xC0) {
-                    Some(lead) => {
-                        frames.push(Frame {
-                            at: e.at,
-                            bytes: bytes.slice(..=lead),
-                            tokens: Vec::new(),
-                            yield_first: false,
-                        });
-                        frames.push(Frame {
-                            at: e.at,
-                            bytes: bytes.slice(lead + 1..),
-                            tokens: content(e),
-                            yield_first: true,
-                        });
-                    }
-                    None => frames.push(Frame {
-                        at: e.at,
-                        bytes,
-                        tokens: content(e),
-                        yield_first: false,
-                    }),
-                }
-            }
-        }
-        _ => {
-            for e in &events {
+    let frames = match fault {
+        Some(Fault::Coalesce) => coalesced_frames(&events, encode),
+        Some(Fault::SplitBytes) => one_byte_frames(&events, encode),
+        Some(Fault::SplitUtf8) => utf8_split_frames(&events, encode),
+        _ => events
+            .iter()
+            .filter_map(|e| {
                 let bytes = encode(e);
-                if bytes.is_empty() {
-                    continue;
-                }
-                frames.push(Frame {
+                (!bytes.is_empty()).then(|| Frame {
                     at: e.at,
                     bytes: Bytes::from(bytes),
                     tokens: content(e),
                     yield_first: false,
-                });
-            }
-        }
-    }
+                })
+            })
+            .collect(),
+    };
     Script {
         frames,
         end_at,
@@ -511,6 +461,95 @@ fn frame(
             "text/event-stream"
         },
     }
+}
+
+impl Sse {
+    /// The line endings and `data:` prefixes a fault asks for.
+    fn for_fault(fault: Option<Fault>) -> Sse {
+        let (eol, data, json_data) = match fault {
+            Some(Fault::Crlf) => ("\r\n", "data: ", "data: "),
+            Some(Fault::Cr) => ("\r", "data: ", "data: "),
+            Some(Fault::DataNoSpace) => ("\n", "data:", "data:"),
+            Some(Fault::DataTwoSpaces) => ("\n", "data: ", "data:  "),
+            _ => ("\n", "data: ", "data: "),
+        };
+        Sse {
+            eol,
+            data,
+            json_data,
+        }
+    }
+}
+
+/// The token count of a content-bearing event, for the frame that completes it.
+fn content(e: &Event) -> Vec<u32> {
+    if e.tokens > 0 {
+        vec![e.tokens]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `coalesce`: several events per frame.
+fn coalesced_frames(events: &[Event], encode: impl Fn(&Event) -> Vec<u8>) -> Vec<Frame> {
+    events
+        .chunks(COALESCE_GROUP)
+        .map(|group| Frame {
+            at: group.last().map_or(Duration::ZERO, |e| e.at),
+            bytes: Bytes::from(group.iter().flat_map(&encode).collect::<Vec<u8>>()),
+            tokens: group.iter().flat_map(content).collect(),
+            yield_first: false,
+        })
+        .collect()
+}
+
+/// `split_bytes`: every byte its own frame.
+fn one_byte_frames(events: &[Event], encode: impl Fn(&Event) -> Vec<u8>) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    for e in events {
+        let bytes = Bytes::from(encode(e));
+        let len = bytes.len();
+        for i in 0..len {
+            frames.push(Frame {
+                at: e.at,
+                bytes: bytes.slice(i..i + 1),
+                tokens: if i + 1 == len { content(e) } else { Vec::new() },
+                yield_first: true,
+            });
+        }
+    }
+    frames
+}
+
+/// `split_utf8`: each event split right after the lead byte of its first multi-byte
+/// character.
+fn utf8_split_frames(events: &[Event], encode: impl Fn(&Event) -> Vec<u8>) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    for e in events {
+        let bytes = Bytes::from(encode(e));
+        let Some(lead) = bytes.iter().position(|&b| b >= 0xC0) else {
+            frames.push(Frame {
+                at: e.at,
+                bytes,
+                tokens: content(e),
+                yield_first: false,
+            });
+            continue;
+        };
+        frames.push(Frame {
+            at: e.at,
+            bytes: bytes.slice(..=lead),
+            tokens: Vec::new(),
+            yield_first: false,
+        });
+        frames.push(Frame {
+            at: e.at,
+            bytes: bytes.slice(lead + 1..),
+            tokens: content(e),
+            yield_first: true,
+        });
+    }
+    frames
 }
 
 #[cfg(test)]

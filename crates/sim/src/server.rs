@@ -295,38 +295,9 @@ async fn respond(
     request: u64,
     received: Instant,
 ) -> Response {
-    let retry = |status: StatusCode, message: &str, kind: &str| {
-        let mut r = json_response(status, error_body(message, kind, status.as_u16()));
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        r
-    };
-    match fault {
-        Some(Fault::Status429) => {
-            return retry(
-                StatusCode::TOO_MANY_REQUESTS,
-                "simulated rate limit: retry after 1 s",
-                "rate_limit_exceeded",
-            )
-        }
-        Some(Fault::Status503) => {
-            return retry(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "simulated overload: retry after 1 s",
-                "service_unavailable",
-            )
-        }
-        Some(Fault::Html200) => {
-            return (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-                HTML_ERROR_PAGE,
-            )
-                .into_response()
-        }
-        _ => {}
+    if let Some(r) = fault.and_then(status_fault_response) {
+        return r;
     }
-
     let config = state.config();
     let max_tokens = api.max_tokens.unwrap_or(config.default_max_tokens).max(1);
     let flat_timing = controls.ttft.is_some()
@@ -341,10 +312,7 @@ async fn respond(
     }
     let plan = plan(config, request, max_tokens, &overrides(controls, fault));
     let mut kill = state.kill();
-    let freeze = config.freeze.map(|f| {
-        let from = Instant::from_std(state.send_log().epoch()) + f.at;
-        (from, from + f.duration)
-    });
+    let freeze = freeze_window(state);
     let mut start = match freeze {
         // Arriving while the server is frozen: nothing happens until it thaws.
         Some((from, until)) if received >= from && received < until => until,
@@ -358,10 +326,7 @@ async fn respond(
         // The stream's own cadence starts once the headers are out.
         start = Instant::now();
     }
-    let id = match dialect {
-        Dialect::Chat => format!("chatcmpl-cadence-{request}"),
-        Dialect::Completion => format!("cmpl-cadence-{request}"),
-    };
+    let id = response_id(dialect, request);
     let model = api.model.as_deref().unwrap_or(&config.model);
     let created = unix_seconds();
 
@@ -373,18 +338,8 @@ async fn respond(
         for c in &plan.chunks {
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
-        let w = Writer {
-            dialect,
-            id: &id,
-            created,
-            model,
-            pretty: false,
-        };
         let usage = Usage::new(api.prompt_tokens, plan.token_count());
-        return json_response(
-            StatusCode::OK,
-            openai::completion(&w, &text, "length", usage),
-        );
+        return whole_response(dialect, &id, model, created, &text, usage);
     }
 
     let script = script::build(&StreamSpec {
@@ -409,6 +364,78 @@ async fn respond(
         received,
     );
     let body: Body = stream::body(script, start, freeze, kill, recorder);
+    stream_response(content_type, body)
+}
+
+/// The server-wide freeze (`--freeze-at`/`--freeze-for`) as instants.
+fn freeze_window(state: &SimState) -> Option<(Instant, Instant)> {
+    state.config().freeze.map(|f| {
+        let from = Instant::from_std(state.send_log().epoch()) + f.at;
+        (from, from + f.duration)
+    })
+}
+
+/// The faults answered with a status or a page instead of a stream.
+fn status_fault_response(fault: Fault) -> Option<Response> {
+    let retry = |status: StatusCode, message: &str, kind: &str| {
+        let mut r = json_response(status, error_body(message, kind, status.as_u16()));
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    };
+    Some(match fault {
+        Fault::Status429 => retry(
+            StatusCode::TOO_MANY_REQUESTS,
+            "simulated rate limit: retry after 1 s",
+            "rate_limit_exceeded",
+        ),
+        Fault::Status503 => retry(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "simulated overload: retry after 1 s",
+            "service_unavailable",
+        ),
+        Fault::Html200 => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            HTML_ERROR_PAGE,
+        )
+            .into_response(),
+        _ => return None,
+    })
+}
+
+/// The response id, as OpenAI shapes it per endpoint.
+fn response_id(dialect: Dialect, request: u64) -> String {
+    match dialect {
+        Dialect::Chat => format!("chatcmpl-cadence-{request}"),
+        Dialect::Completion => format!("cmpl-cadence-{request}"),
+    }
+}
+
+/// A non-streamed answer: the whole text in one completion object.
+fn whole_response(
+    dialect: Dialect,
+    id: &str,
+    model: &str,
+    created: u64,
+    text: &str,
+    usage: Usage,
+) -> Response {
+    let w = Writer {
+        dialect,
+        id,
+        created,
+        model,
+        pretty: false,
+    };
+    json_response(
+        StatusCode::OK,
+        openai::completion(&w, text, "length", usage),
+    )
+}
+
+/// A 200 whose body streams as it is produced.
+fn stream_response(content_type: &'static str, body: Body) -> Response {
     (
         StatusCode::OK,
         [
@@ -434,62 +461,19 @@ async fn engine_response(
 ) -> Response {
     let capacity = engine.spec().kv_capacity();
     if api.prompt_tokens as u64 + max_tokens as u64 > capacity {
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            error_body(
-                &format!(
-                    "this engine's KV cache holds {capacity} tokens; the request needs {} prompt + {max_tokens} output tokens",
-                    api.prompt_tokens
-                ),
-                "invalid_request_error",
-                400,
-            ),
+        let msg = format!(
+            "this engine's KV cache holds {capacity} tokens; the request needs {} prompt + {max_tokens} output tokens",
+            api.prompt_tokens
         );
+        return engine_refusal(&msg);
     }
     let config = state.config();
-    let mut rx = engine.submit(api.prompt_tokens, max_tokens);
-    let id = match dialect {
-        Dialect::Chat => format!("chatcmpl-cadence-{request}"),
-        Dialect::Completion => format!("cmpl-cadence-{request}"),
-    };
+    let rx = engine.submit(api.prompt_tokens, max_tokens);
+    let id = response_id(dialect, request);
     let model = api.model.clone().unwrap_or_else(|| config.model.clone());
-    let mut text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
+    let text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
     if !api.stream {
-        let mut kill = state.kill();
-        let mut produced = 0u32;
-        loop {
-            let msg = tokio::select! {
-                biased;
-                () = kill.wait() => return shutting_down(),
-                m = rx.recv() => m,
-            };
-            match msg {
-                Some(Emit::Tokens(n)) => produced += n,
-                Some(Emit::Finished) | None => break,
-                Some(Emit::Rejected(reason)) => {
-                    return json_response(
-                        StatusCode::BAD_REQUEST,
-                        error_body(&reason, "invalid_request_error", 400),
-                    )
-                }
-            }
-        }
-        let ids: Vec<u32> = (0..produced)
-            .map(|_| text_rng.random_range(0..crate::text::VOCAB.len() as u32))
-            .collect();
-        let mut text = String::new();
-        Vocabulary::Plain.push_text(&ids, &mut text);
-        let w = Writer {
-            dialect,
-            id: &id,
-            created: unix_seconds(),
-            model: &model,
-            pretty: false,
-        };
-        return json_response(
-            StatusCode::OK,
-            openai::completion(&w, &text, "length", Usage::new(api.prompt_tokens, produced)),
-        );
+        return engine_whole(state, rx, text_rng, dialect, &id, &model, api.prompt_tokens).await;
     }
     let recorder = Recorder::new(state.send_log().clone(), request, None, received);
     let body = engine_mode::body(EngineStream {
@@ -506,16 +490,49 @@ async fn engine_response(
         kill: state.kill(),
         recorder,
     });
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        body,
+    stream_response("text/event-stream", body)
+}
+
+/// A non-streamed engine request: waits for the engine to finish it, then answers
+/// with the whole text.
+async fn engine_whole(
+    state: &SimState,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Emit>,
+    mut text_rng: SimRng,
+    dialect: Dialect,
+    id: &str,
+    model: &str,
+    prompt_tokens: u32,
+) -> Response {
+    let mut kill = state.kill();
+    let mut produced = 0u32;
+    loop {
+        let msg = tokio::select! {
+            biased;
+            () = kill.wait() => return shutting_down(),
+            m = rx.recv() => m,
+        };
+        match msg {
+            Some(Emit::Tokens(n)) => produced += n,
+            Some(Emit::Finished) | None => break,
+            Some(Emit::Rejected(reason)) => return engine_refusal(&reason),
+        }
+    }
+    let ids: Vec<u32> = (0..produced)
+        .map(|_| text_rng.random_range(0..crate::text::VOCAB.len() as u32))
+        .collect();
+    let mut text = String::new();
+    Vocabulary::Plain.push_text(&ids, &mut text);
+    let usage = Usage::new(prompt_tokens, produced);
+    whole_response(dialect, id, model, unix_seconds(), &text, usage)
+}
+
+/// A 400 for a request the engine cannot serve.
+fn engine_refusal(message: &str) -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        error_body(message, "invalid_request_error", 400),
     )
-        .into_response()
 }
 
 fn shutting_down() -> Response {

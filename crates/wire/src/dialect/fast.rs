@@ -75,44 +75,7 @@ pub(super) fn parse<'a>(
                 key
             }
         };
-        match key {
-            "choices" => {
-                once(&mut seen, 1)?;
-                if c.null() {
-                    // `choices: null` is absent.
-                } else {
-                    choices_seen = true;
-                    c.choices(api, out)?;
-                }
-            }
-            "usage" => {
-                once(&mut seen, 2)?;
-                if !c.null() {
-                    out.usage = Some(c.usage()?);
-                }
-            }
-            "error" => {
-                once(&mut seen, 4)?;
-                if !c.null() {
-                    return None;
-                }
-            }
-            "object" => {
-                once(&mut seen, 8)?;
-                if c.peek_is(b'"') {
-                    if c.string()? == "error" {
-                        return None;
-                    }
-                } else {
-                    c.skip(0)?;
-                }
-            }
-            "message" => {
-                once(&mut seen, 16)?;
-                c.skip(0)?;
-            }
-            _ => c.skip(0)?,
-        }
+        choices_seen |= c.top_level_value(key, api, out, &mut seen)?;
         c.ws();
         if c.eat(b',').is_none() {
             break;
@@ -127,6 +90,58 @@ pub(super) fn parse<'a>(
         return None;
     }
     Some(())
+}
+
+impl<'a> Cur<'a> {
+    /// Reads the value of top-level `key` into `out`; `Some(true)` when it was a
+    /// `choices` list. `None`: not decided here (an error object, a duplicate key).
+    #[inline]
+    fn top_level_value(
+        &mut self,
+        key: &str,
+        api: Api,
+        out: &mut ParsedChunk<'a>,
+        seen: &mut u8,
+    ) -> Option<bool> {
+        match key {
+            "choices" => {
+                once(seen, 1)?;
+                // `choices: null` is absent.
+                if !self.null() {
+                    self.choices(api, out)?;
+                    return Some(true);
+                }
+            }
+            "usage" => {
+                once(seen, 2)?;
+                if !self.null() {
+                    out.usage = Some(self.usage()?);
+                }
+            }
+            "error" => {
+                once(seen, 4)?;
+                if !self.null() {
+                    return None;
+                }
+            }
+            "object" => {
+                once(seen, 8)?;
+                if self.peek_is(b'"') {
+                    if self.string()? == "error" {
+                        return None;
+                    }
+                } else {
+                    self.skip(0)?;
+                }
+            }
+            "message" => {
+                once(seen, 16)?;
+                self.skip(0)?;
+            }
+            _ => self.skip(0)?,
+        }
+        Some(false)
+    }
 }
 
 /// Mark key `bit` as seen; a second time means a duplicate, which serde rejects.

@@ -1,15 +1,17 @@
 //! The HTTP client: hyper 1.x over HTTP/1.1 keep-alive (a pool sized to the
 //! concurrency), or HTTP/2; TLS through rustls with the webpki roots.
 
+use crate::reuse::{mark_answered, Tagging};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::{connect::HttpConnector, Client, ResponseFuture};
+use hyper_util::client::legacy::{connect::HttpConnector, Client, Error};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
-type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pool = Client<Tagging<HttpsConnector<HttpConnector>>, Full<Bytes>>;
 
 /// The shared client: a keep-alive pool, and beside it one that keeps no idle
 /// connection, for the single resend after a stale pooled connection. That resend must
@@ -23,9 +25,16 @@ pub struct HyperClient {
 }
 
 impl HyperClient {
-    /// Sends on a pooled keep-alive connection (or a new one when none is idle).
-    pub fn request(&self, req: http::Request<Full<Bytes>>) -> ResponseFuture {
-        self.pooled.request(req)
+    /// Sends on a pooled keep-alive connection (or a new one when none is idle). A
+    /// connection that answers counts as used, so a later failure on it is known to be
+    /// on a reused connection (see [`crate::resend`]).
+    pub async fn request(
+        &self,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Incoming>, Error> {
+        let response = self.pooled.request(req).await?;
+        mark_answered(&response);
+        Ok(response)
     }
 
     /// Whether it speaks HTTP/2 only (`--http2`).
@@ -34,8 +43,11 @@ impl HyperClient {
     }
 
     /// Sends on a connection opened for this request alone.
-    pub fn request_fresh(&self, req: http::Request<Full<Bytes>>) -> ResponseFuture {
-        self.fresh.request(req)
+    pub async fn request_fresh(
+        &self,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Incoming>, Error> {
+        self.fresh.request(req).await
     }
 }
 
@@ -58,11 +70,11 @@ pub fn build(config: &ClientConfig) -> HyperClient {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_webpki_roots()
         .https_or_http();
-    let https = if config.http2 {
+    let https = Tagging(if config.http2 {
         builder.enable_http2().wrap_connector(http)
     } else {
         builder.enable_http1().enable_http2().wrap_connector(http)
-    };
+    });
     let client = |idle: usize| {
         Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(idle)

@@ -1,0 +1,119 @@
+//! Client errors in outcome classes and plain words: TLS, connect, or any other
+//! transport failure, with the error's whole chain of causes; and a target that cannot
+//! be connected to at all, named as unreachable with the cause a user can act on.
+
+use cadence_core::Outcome;
+
+/// Classifies an error from the pooled client into an outcome with plain words.
+pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
+    let chain = error_chain(e);
+    if is_tls_error(e) {
+        (Outcome::TlsError, format!("TLS failed: {chain}"))
+    } else if e.is_connect() {
+        (Outcome::ConnectError, format!("could not connect: {chain}"))
+    } else {
+        (Outcome::TransportError, format!("request failed: {chain}"))
+    }
+}
+
+/// A target that could not be connected to at all: where, and why in plain words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreachable {
+    /// `host:port` as the client dialled it.
+    pub address: String,
+    pub cause: String,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot reach the target at {}: {}",
+            self.address, self.cause
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
+/// The target of `uri` as unreachable, when `e` is a failure to connect (not TLS, not
+/// an error after connecting).
+pub fn unreachable(e: &hyper_util::client::legacy::Error, uri: &http::Uri) -> Option<Unreachable> {
+    if !e.is_connect() || is_tls_error(e) {
+        return None;
+    }
+    let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    });
+    Some(Unreachable {
+        address: format!("{}:{port}", uri.host().unwrap_or("?")),
+        cause: connect_cause(e),
+    })
+}
+
+/// Why a connection failed, in words a user can act on, else the error chain.
+fn connect_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    use std::io::ErrorKind;
+    let chain = error_chain(e);
+    if chain.contains("dns error") {
+        return format!("the host name does not resolve ({chain})");
+    }
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                ErrorKind::ConnectionRefused => {
+                    return "connection refused: nothing is listening on that port (is the \
+                            server running, and is the port right?)"
+                        .into()
+                }
+                ErrorKind::TimedOut => {
+                    return "the connection attempt timed out: nothing answered at that \
+                            address (host down, wrong address, or a firewall dropping \
+                            packets)"
+                        .into()
+                }
+                ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => {
+                    return format!("no route to that host ({io})")
+                }
+                _ => {}
+            }
+        }
+        cur = err.source();
+    }
+    chain
+}
+
+/// Whether a rustls error stands anywhere in the chain. `io::Error` hides its inner
+/// error from `source()` (and hyper-rustls wraps rustls' io::Error in another), so
+/// each io::Error is opened as well.
+fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<rustls::Error>() {
+        return true;
+    }
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        let inner: &(dyn std::error::Error + 'static) = inner;
+        if is_tls_error(inner) {
+            return true;
+        }
+    }
+    e.source().is_some_and(is_tls_error)
+}
+
+/// An error and its sources, joined with `: `.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The test command: installs the programs the tests drive (when missing), checks the
+# deploy kit's Prometheus rules, then runs every test of the workspace. Needs only the
+# Rust toolchain and a Debian-family system; CI runs it after fmt and clippy.
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh accounting      # extra arguments go to `cargo test` (here a name filter)
+#
+# Debian packages: `prometheus` (the proxy's integration test scrapes it with a real
+# Prometheus server; its `promtool` checks the deploy kit's rules) and `chromium` (the
+# HTML report test opens a report in a real headless browser).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+missing=()
+if ! { have "${PROMETHEUS:-prometheus}" && have promtool; }; then
+    missing+=(prometheus)
+fi
+if ! { have chromium || have chromium-browser || have google-chrome; }; then
+    missing+=(chromium)
+fi
+
+if ((${#missing[@]})); then
+    echo "== installing Debian packages the tests need: ${missing[*]}"
+    install_cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+    if ! have apt-get; then
+        echo "error: ${missing[*]} missing and apt-get not found; install them with your" \
+            "package manager (the binaries prometheus, promtool and chromium must be on" \
+            "PATH), then run this script again" >&2
+        exit 1
+    fi
+    if [[ $(id -u) -eq 0 ]]; then
+        sudo=()
+    elif have sudo && sudo -n true 2>/dev/null; then
+        sudo=(sudo -n)
+    else
+        echo "error: ${missing[*]} missing, and installing needs root; run" >&2
+        echo "    sudo sh -c '$install_cmd'" >&2
+        echo "then run this script again" >&2
+        exit 1
+    fi
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    for bin in "${PROMETHEUS:-prometheus}" promtool; do
+        have "$bin" || { echo "error: $bin still not on PATH after the install" >&2; exit 1; }
+    done
+    have chromium || have chromium-browser || have google-chrome ||
+        { echo "error: chromium still not on PATH after the install" >&2; exit 1; }
+fi
+
+echo "== promtool: deploy kit rules"
+promtool check rules deploy/prometheus/cadence-rules.yml
+(cd deploy/prometheus && promtool test rules cadence-rules.test.yml)
+
+echo "== cargo test --workspace --locked $*"
+cargo test --workspace --locked "$@"
