@@ -90,7 +90,12 @@ pub async fn execute(
     let deadlines = Deadlines::new(sent_at, cx.timeouts);
     let response = match await_headers(cx, req, cancel, rec, &deadlines).await {
         Ok(r) => r,
-        Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
+        Err((outcome, mut msg)) => {
+            if cx.client.is_http2() && outcome == Outcome::TransportError {
+                msg = format!("the server does not speak HTTP/2 with prior knowledge on this port (an HTTP/1.1-only server?): drop --http2 ({msg})");
+            }
+            return end(cx, rec, outcome, Some(msg));
+        }
     };
     rec.headers_ns = Some(cx.clock.now_ns());
     let status = response.status();

@@ -68,36 +68,7 @@ pub fn ensure(needed: u64) -> Result<(), String> {
     }
 }
 
-/// Whether `e` or anything in its chain is the process or the system running out of
-/// file descriptors (EMFILE, ENFILE): the client's own limit, not the server.
-pub fn is_own_limit(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.raw_os_error().is_some_and(is_fd_exhaustion) {
-                return true;
-            }
-            if let Some(inner) = io.get_ref() {
-                if is_own_limit(inner) {
-                    return true;
-                }
-            }
-        }
-        cur = err.source();
-    }
-    false
-}
-
-#[cfg(unix)]
-fn is_fd_exhaustion(code: i32) -> bool {
-    use rustix::io::Errno;
-    code == Errno::MFILE.raw_os_error() || code == Errno::NFILE.raw_os_error()
-}
-
-#[cfg(not(unix))]
-fn is_fd_exhaustion(_code: i32) -> bool {
-    false
-}
+pub use cadence_transport::classify::is_own_limit;
 
 #[cfg(test)]
 mod tests {
