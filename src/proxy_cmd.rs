@@ -53,6 +53,11 @@ pub struct ProxyArgs {
     /// Largest request head in bytes (431 beyond).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub max_header_bytes: u64,
+    /// A route to measure, as a path suffix, repeatable; replaces the default list
+    /// (/chat/completions, /completions, /responses, /messages, /api/chat,
+    /// /api/generate, /generate, /generate_stream). Other requests are forwarded only.
+    #[arg(long = "measure-route", value_name = "SUFFIX")]
+    pub measure_routes: Vec<String>,
     /// On shutdown, how long in-flight streams may finish.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -86,6 +91,9 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
         None => None,
     };
     c.models = args.models.clone();
+    if !args.measure_routes.is_empty() {
+        c.measured_routes = args.measure_routes.clone();
+    }
     c.limits = Limits {
         idle_timeout: args.idle_timeout,
         upstream_header_timeout: args.upstream_header_timeout,

@@ -155,3 +155,48 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     assert!(text.contains("proxy"), "{text}");
     assert!(!text.contains("no run line"), "{text}");
 }
+
+/// Issue 20 item 8: a log written to a file (not a terminal) carries no colour escapes.
+#[test]
+fn proxy_logs_to_a_file_have_no_ansi_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("proxy.log");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:1",
+        ])
+        .env("CADENCE_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let child = Killed(child);
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        .unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    std::thread::sleep(Duration::from_millis(200));
+    drop(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("request finished"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour escapes in a log file: {text:?}"
+    );
+}

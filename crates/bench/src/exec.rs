@@ -7,7 +7,9 @@ use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
 use cadence_transport::{Clock, HyperClient};
-use cadence_wire::{Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+use cadence_wire::{
+    Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
@@ -249,11 +251,16 @@ async fn read_stream(
         strict: cx.strict,
     });
     let mut last_read = Instant::now();
+    // When `[DONE]` was read: the request then ends at EOF or after a short grace.
+    let mut done_at: Option<Instant> = None;
     let timer = tokio::time::sleep_until(d.first_token);
     tokio::pin!(timer);
 
     loop {
-        let (deadline, outcome) = d.streaming(tracker.has_output(), last_read, cx.timeouts.idle);
+        let (deadline, outcome) = match done_at {
+            Some(done) => ((done + AFTER_DONE_GRACE).min(d.total), Outcome::Succeeded),
+            None => d.streaming(tracker.has_output(), last_read, cx.timeouts.idle),
+        };
         // The idle deadline moves with every read; re-arming the timer per chunk would
         // put a timer-wheel update on the hot path. It is moved earlier here when the
         // phase changes, and later only when it fires too soon (below).
@@ -277,17 +284,20 @@ async fn read_stream(
                                 rec.end_ns = Some(t);
                                 break;
                             }
+                            if done_at.is_none() && tracker.is_done() {
+                                done_at = Some(now);
+                            }
                         }
                     }
                     Some(Err(e)) => {
-                        tracker.finish(t, rec);
+                        tracker.end_stream(t, rec);
                         if rec.outcome == Outcome::Truncated {
                             rec.error = Some(format!("the connection ended mid-stream: {}", error_chain(&e)));
                         }
                         break;
                     }
                     None => {
-                        tracker.finish(t, rec);
+                        tracker.end_stream(t, rec);
                         if rec.outcome == Outcome::Truncated && rec.error.is_none() {
                             rec.error = Some("the stream ended without [DONE] or a finish reason".into());
                         }
@@ -317,7 +327,7 @@ async fn read_stream(
 fn stop_at_run_end(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut RequestRecord) {
     let t = cx.clock.now_ns();
     if tracker.is_done() {
-        tracker.finish(t, rec);
+        tracker.end_stream(t, rec);
     } else {
         rec.outcome = Outcome::AbortedAtDeadline;
         rec.end_ns = Some(t);
@@ -336,7 +346,7 @@ fn stop_at_deadline(
     let t = cx.clock.now_ns();
     if tracker.is_done() {
         // The stream said [DONE] but the connection stayed open: done is done.
-        tracker.finish(t, rec);
+        tracker.end_stream(t, rec);
     } else {
         rec.outcome = outcome;
         rec.end_ns = Some(t);

@@ -116,8 +116,10 @@ impl Tokenizer {
 
     /// Counts a finished request's output with the tokenizer: records the count in
     /// `token_sources.tokenizer`, uses it as the output count when the server gave
-    /// neither usage nor token ids, and — when no chunk has a count of its own —
-    /// attributes each token to the chunk that completed it ([`attribute`]).
+    /// neither usage nor token ids, and — when no chunk has a count of its own — gives
+    /// chunks their counts: one each when the server's count equals the number of
+    /// text-bearing chunks, else each token to the chunk that completed it
+    /// ([`attribute`]), scaled to the server's count.
     pub fn annotate(&self, rec: &mut RequestRecord, text: &StreamText) {
         if text.chunk_ends.is_empty() {
             return;
@@ -136,28 +138,45 @@ impl Tokenizer {
         if !untouched || text.chunk_ends.len() != rec.chunks.len() {
             return;
         }
+        // The server's own count (usage or token ids), when it has one.
+        let server = rec
+            .output_tokens
+            .filter(|t| t.source != TokenSource::Tokenizer);
+        // A chunk that added no text (a tool-call delta) keeps an unknown count.
+        let adds_text: Vec<bool> = text
+            .chunk_ends
+            .iter()
+            .scan((0u32, 0u32), |prev, &end| {
+                let added = end != *prev;
+                *prev = end;
+                Some(added)
+            })
+            .collect();
+        let text_chunks = adds_text.iter().filter(|&&a| a).count() as u64;
+        if server.is_some_and(|t| t.count == text_chunks) {
+            // As many chunks as the server counted tokens: one token each (`cadence
+            // sim`, llama-server). Re-tokenizing would move tokens split across chunks.
+            for (chunk, _) in rec.chunks.iter_mut().zip(&adds_text).filter(|(_, &a)| a) {
+                chunk.1 = Some(1);
+            }
+            rec.chunk_tokens_source = Some(TokenSource::Chunks);
+            return;
+        }
         let c = attribute(&content, text.chunk_ends.iter().map(|e| e.0 as usize));
         let r = attribute(&reasoning, text.chunk_ends.iter().map(|e| e.1 as usize));
         let mut counts: Vec<u32> = c.iter().zip(&r).map(|(a, b)| a + b).collect();
         // The server's own count wins: re-tokenizing generated text can give another
         // total (a model need not emit the canonical tokenization), so the shares are
         // scaled to the server's total.
-        if let Some(used) = rec
-            .output_tokens
-            .filter(|t| t.source != TokenSource::Tokenizer)
-        {
+        if let Some(used) = server {
             if used.count != total {
                 scale_to(&mut counts, used.count);
             }
         }
-        // A chunk that added no text (a tool-call delta) keeps an unknown count.
-        let mut prev = (0u32, 0u32);
-        for (i, chunk) in rec.chunks.iter_mut().enumerate() {
-            let end = text.chunk_ends[i];
-            if end != prev {
-                chunk.1 = Some(counts[i]);
+        for ((chunk, &added), &n) in rec.chunks.iter_mut().zip(&adds_text).zip(&counts) {
+            if added {
+                chunk.1 = Some(n);
             }
-            prev = end;
         }
         rec.chunk_tokens_source = Some(TokenSource::Tokenizer);
     }
@@ -387,6 +406,40 @@ mod tests {
         );
         assert_eq!(rec.token_sources.tokenizer, Some(whole));
         assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
+    }
+
+    /// Issue 20 item 9: a server that sends one token per chunk (`cadence sim`,
+    /// llama-server) says so by its usage equalling the chunk count; re-tokenizing the
+    /// text gave chunks 0 or 2 tokens (a token split across chunks goes to the later
+    /// one), so per-token ITL had more samples than tokens.
+    #[test]
+    fn chunks_equal_to_usage_are_one_token_each() {
+        let tk = fixture();
+        let pieces = ["We", " ho", "ld", " these", " tru", "ths", " to", " be"];
+        let (text, mut rec) = streamed(&pieces);
+        rec.output_tokens = Some(TokenCount {
+            count: pieces.len() as u64,
+            source: TokenSource::Usage,
+        });
+        tk.annotate(&mut rec, &text);
+        let counts: Vec<Option<u32>> = rec.chunks.iter().map(|c| c.1).collect();
+        assert_eq!(counts, vec![Some(1); pieces.len()]);
+        assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
+        assert_eq!(
+            rec.token_sources.tokenizer,
+            Some(tk.count(&text.content) as u64),
+            "the tokenizer's own count is still recorded"
+        );
+        // Any other total keeps the attribution rule.
+        let (text, mut rec) = streamed(&pieces);
+        rec.output_tokens = Some(TokenCount {
+            count: pieces.len() as u64 + 3,
+            source: TokenSource::Usage,
+        });
+        tk.annotate(&mut rec, &text);
+        let sum: u32 = rec.chunks.iter().map(|c| c.1.unwrap()).sum();
+        assert_eq!(sum as usize, pieces.len() + 3);
+        assert_eq!(rec.chunk_tokens_source, Some(TokenSource::Tokenizer));
     }
 
     #[test]

@@ -218,8 +218,9 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "TokenSources::is_empty")]
     pub token_sources: TokenSources,
     /// Where the per-chunk token counts in `chunks` came from, when any are known:
-    /// `usage` (per-chunk usage), `token_ids`, or `tokenizer` (tokens of the joined
-    /// text attributed to the chunk that completed them).
+    /// `usage` (per-chunk usage), `token_ids`, `chunks` (one token per chunk: their
+    /// number equals the server's total), or `tokenizer` (tokens of the joined text
+    /// attributed to the chunk that completed them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_tokens_source: Option<TokenSource>,
     /// The multi-turn session this request belongs to.
@@ -235,6 +236,27 @@ pub struct RequestRecord {
     /// `ignore_eos`, else its `min_tokens`. Absent when the model may stop when it likes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_output_tokens: Option<u64>,
+    /// What only the proxy knows about the request (absent for `bench`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<Box<ProxyInfo>>,
+}
+
+/// A proxied request: which one it was, and how long the proxy waited on its client.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyInfo {
+    /// The client's `x-request-id` (cut to 128 bytes), else one the proxy made up.
+    pub request_id: String,
+    pub method: String,
+    /// The request path, without the query (which may carry secrets).
+    pub path: String,
+    /// Time the proxy spent waiting for the client to take bytes (downstream
+    /// back-pressure): upstream reads stood still meanwhile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub downstream_wait_ns: u64,
+    /// Indices into `chunks` of the chunks whose gap before them includes such a wait:
+    /// that gap is the client's, not the server's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub downstream_gaps: Vec<u32>,
 }
 
 impl RequestRecord {
@@ -267,6 +289,7 @@ impl RequestRecord {
             turn: None,
             prefix_group: None,
             expected_output_tokens: None,
+            proxy: None,
         }
     }
 

@@ -7,8 +7,8 @@ use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::server::Shared;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
-use cadence_core::{Outcome, RecordSource, RequestRecord};
-use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
+use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
+use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -72,7 +72,19 @@ pub struct TapBody {
     /// without flushing what it buffered, so the `Pending` first lets it write out
     /// every byte the upstream sent before it failed.
     held: Option<BoxError>,
+    /// When the tracker saw `[DONE]`: the request is accounted for at the body's end
+    /// or [`AFTER_DONE_GRACE`] later, whichever comes first (issue 20 item 4).
+    done_at: Option<tokio::time::Instant>,
+    /// Accounted for after `[DONE]`, the upstream's remaining bytes still go to the
+    /// client, untapped.
+    passthrough: bool,
+    /// When the last frame was handed to hyper: hyper polls again only once the client
+    /// took the bytes, so the time until the next poll is downstream back-pressure.
+    handed_at: Option<tokio::time::Instant>,
 }
+
+/// A wait on the client at least this long is recorded as back-pressure.
+const DOWNSTREAM_WAIT_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl TapBody {
     fn new(upstream: Incoming, job: Job) -> Self {
@@ -86,6 +98,9 @@ impl TapBody {
             idle_for,
             last_frame: now,
             held: None,
+            done_at: None,
+            passthrough: false,
+            handed_at: None,
         }
     }
 
@@ -109,16 +124,36 @@ impl TapBody {
         if let Some(e) = self.held.take() {
             return Poll::Ready(Some(Err(e)));
         }
+        if self.passthrough {
+            return self.poll_passthrough(cx);
+        }
         let Some(job) = self.job.as_mut() else {
             return Poll::Ready(None);
         };
+        if let Some(handed) = self.handed_at.take() {
+            job.waited_on_client(handed.elapsed());
+        }
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let t = job.now();
                 self.last_frame = tokio::time::Instant::now();
+                self.handed_at = Some(self.last_frame);
+                if let (Some(data), Some(copy)) = (frame.data_ref(), job.body_copy.as_mut()) {
+                    if copy.len() + data.len() <= cadence_wire::MAX_EVENT_BYTES {
+                        copy.extend_from_slice(data);
+                    }
+                }
                 if let (Some(data), Some(tr)) = (frame.data_ref(), job.tracker.as_mut()) {
                     if self.parsing {
+                        let before = job.rec.chunks.len();
                         self.parsing = tr.feed(t, data, &mut job.rec) == Flow::Continue;
+                        let done = tr.is_done();
+                        job.mark_downstream_gap(before);
+                        if self.done_at.is_none() && done {
+                            let end = self.last_frame + AFTER_DONE_GRACE;
+                            self.done_at = Some(self.last_frame);
+                            self.idle.as_mut().reset(end);
+                        }
                     } else {
                         job.rec.counters.reads = job.rec.counters.reads.saturating_add(1);
                     }
@@ -126,6 +161,11 @@ impl TapBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
+                if self.done_at.is_some() {
+                    // After [DONE] the request succeeded; the client still sees the error.
+                    self.account_done();
+                    return Poll::Ready(Some(Err(e.into())));
+                }
                 let msg = format!("the upstream connection failed mid-response: {e}");
                 self.fail(cx, Outcome::Truncated, msg)
             }
@@ -138,15 +178,67 @@ impl TapBody {
             Poll::Pending => {
                 // The idle timer is re-armed only when it fires, not on every frame.
                 while self.idle.as_mut().poll(cx).is_ready() {
+                    if let Some(d) = self.done_at {
+                        if tokio::time::Instant::now() >= d + AFTER_DONE_GRACE {
+                            self.account_done();
+                            return self.poll_passthrough(cx);
+                        }
+                    }
                     let deadline = self.last_frame + self.idle_for;
                     if tokio::time::Instant::now() >= deadline {
-                        let has_output = job.tracker.as_ref().map(StreamTracker::has_output);
+                        let has_output = self
+                            .job
+                            .as_ref()
+                            .and_then(|j| j.tracker.as_ref().map(StreamTracker::has_output));
                         let (outcome, what) = match has_output {
                             Some(false) => (Outcome::TtftTimeout, "no output from the upstream"),
                             _ => (Outcome::IdleTimeout, "no bytes from the upstream"),
                         };
                         let msg = format!("{what} for {:?}; the stream was ended", self.idle_for);
                         return self.fail(cx, outcome, msg);
+                    }
+                    self.idle.as_mut().reset(deadline);
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// `[DONE]` was seen and the grace after it passed (or the upstream failed after
+    /// it): the request is accounted for now, ending at `[DONE]`; what the upstream
+    /// still sends goes to the client untapped.
+    fn account_done(&mut self) {
+        if let Some(mut job) = self.job.take() {
+            job.end_clean();
+        }
+        self.passthrough = true;
+        self.idle
+            .as_mut()
+            .reset(tokio::time::Instant::now() + self.idle_for);
+    }
+
+    /// Forwards the upstream's bytes after the request was accounted for; the idle
+    /// timeout still bounds the connection.
+    fn poll_passthrough(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                self.last_frame = tokio::time::Instant::now();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                while self.idle.as_mut().poll(cx).is_ready() {
+                    let deadline = self.last_frame + self.idle_for;
+                    if tokio::time::Instant::now() >= deadline {
+                        let msg = format!(
+                            "no bytes from the upstream for {:?} after [DONE]; the stream was ended",
+                            self.idle_for
+                        );
+                        return Poll::Ready(Some(Err(msg.into())));
                     }
                     self.idle.as_mut().reset(deadline);
                 }
@@ -283,7 +375,17 @@ pub(crate) async fn handle(
         );
     }
     let (mut parts, body) = req.into_parts();
+    if passed_here(&parts.headers, &shared.via_id) {
+        shared.metrics.rejected("loop");
+        return own_response(
+            StatusCode::LOOP_DETECTED,
+            "request loop: this request already passed through this cadence proxy; its \
+             --upstream leads back to it",
+            true,
+        );
+    }
     let route = Route::of_path(parts.uri.path());
+    let measured = shared.config.measures(parts.uri.path());
     let redactor = secrets_of(&parts.headers, parts.uri.query());
     let body = match Limited::new(body, shared.config.limits.max_request_body)
         .collect()
@@ -310,10 +412,10 @@ pub(crate) async fn handle(
             );
         }
     };
-    let peek: Option<Peek> = if route == Route::Other {
-        None
-    } else {
+    let peek: Option<Peek> = if measured {
         serde_json::from_slice(&body).ok()
+    } else {
+        None
     };
     let labels = StreamLabels {
         model: shared
@@ -340,22 +442,47 @@ pub(crate) async fn handle(
             true,
         );
     };
+    let info = ProxyInfo {
+        request_id: String::new(),
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        ..ProxyInfo::default()
+    };
+    let client_id = parts
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| redactor.redact(cadence_wire::truncate_str(v.trim(), 128)));
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(http::header::HOST);
+    if let Ok(v) = HeaderValue::from_str(&format!("1.1 {}", shared.via_id)) {
+        parts.headers.append(http::header::VIA, v);
+    }
     let mut up = Request::new(Full::new(body));
     *up.method_mut() = parts.method;
     *up.uri_mut() = uri;
     *up.headers_mut() = parts.headers;
 
-    let index = shared
-        .next_index
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let index = if measured {
+        shared
+            .next_index
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    } else {
+        0
+    };
     let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
     rec.source = RecordSource::Proxy;
-    let active = shared.metrics.stream_started(&labels);
+    rec.proxy = Some(Box::new(ProxyInfo {
+        request_id: client_id.unwrap_or_else(|| format!("{}-{index}", shared.via_id)),
+        ..info
+    }));
+    let active = measured.then(|| shared.metrics.stream_started(&labels));
     let mut job = Job {
         rec,
         tracker: None,
+        body_copy: None,
+        gap_pending: false,
+        measured,
         labels,
         redactor,
         ended: false,
@@ -415,6 +542,9 @@ pub(crate) async fn handle(
                 framing,
                 strict: false,
             }));
+        } else if measured && is_json(ct) {
+            // A non-streaming answer: its usage is read at the end.
+            job.body_copy = Some(Vec::new());
         }
     } else {
         job.plain_outcome = Outcome::from_status(status.as_u16());
@@ -424,17 +554,70 @@ pub(crate) async fn handle(
     Response::from_parts(parts, ProxyBody::Tap(Box::new(TapBody::new(body, job))))
 }
 
+/// Whether the request already passed through this proxy (its `Via` names it).
+fn passed_here(headers: &HeaderMap, via_id: &str) -> bool {
+    headers
+        .get_all(http::header::VIA)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(via_id)))
+}
+
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|c| c.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Token usage of a non-streaming answer (OpenAI's names, or Anthropic's).
+#[derive(serde::Deserialize)]
+struct PlainAnswer {
+    usage: Option<PlainUsage>,
+}
+
+#[derive(serde::Deserialize)]
+struct PlainUsage {
+    #[serde(alias = "output_tokens")]
+    completion_tokens: Option<u64>,
+    #[serde(alias = "input_tokens")]
+    prompt_tokens: Option<u64>,
+}
+
+/// Counts the usage a non-streaming answer reports, as a stream's final usage would.
+fn count_plain_usage(body: &[u8], rec: &mut RequestRecord) {
+    let Ok(PlainAnswer { usage: Some(u) }) = serde_json::from_slice::<PlainAnswer>(body) else {
+        return;
+    };
+    if let Some(ct) = u.completion_tokens {
+        rec.token_sources.usage = Some(ct);
+        rec.output_tokens = Some(cadence_core::TokenCount {
+            count: ct,
+            source: cadence_core::TokenSource::Usage,
+        });
+    }
+    if let Some(pt) = u.prompt_tokens {
+        rec.input_tokens = Some(pt);
+        rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
+    }
+}
+
 /// One request's measurement state; finishing it (or dropping it unfinished, when the
 /// client went away before the response) accounts for the request exactly once.
 struct Job {
     rec: RequestRecord,
     tracker: Option<StreamTracker>,
+    /// A copy of a non-streaming JSON answer (capped at 1 MiB), for its usage.
+    body_copy: Option<Vec<u8>>,
+    /// The proxy waited on the client since the last chunk: the next chunk's gap is
+    /// marked as downstream back-pressure.
+    gap_pending: bool,
+    /// An inference route: recorded. Others are only forwarded.
+    measured: bool,
     labels: StreamLabels,
     redactor: Redactor,
     ended: bool,
     /// The outcome of a clean end when there is no tracker (plain or error bodies).
     plain_outcome: Outcome,
-    _active: ActiveGuard,
+    _active: Option<ActiveGuard>,
     shared: Arc<Shared>,
     /// Dropped last, after the record was handed over (shutdown waits for it).
     _in_flight: Option<tokio::sync::mpsc::Sender<()>>,
@@ -443,6 +626,30 @@ struct Job {
 impl Job {
     fn now(&self) -> u64 {
         self.shared.clock.now_ns()
+    }
+
+    /// hyper took `waited` to come back for more: the client was not taking bytes.
+    fn waited_on_client(&mut self, waited: std::time::Duration) {
+        if waited < DOWNSTREAM_WAIT_MIN {
+            return;
+        }
+        if let Some(p) = self.rec.proxy.as_mut() {
+            p.downstream_wait_ns = p
+                .downstream_wait_ns
+                .saturating_add(waited.as_nanos() as u64);
+        }
+        self.gap_pending = true;
+    }
+
+    /// A read added chunks from index `before` on: after a wait on the client, the gap
+    /// before the first of them is the client's.
+    fn mark_downstream_gap(&mut self, before: usize) {
+        if self.gap_pending && self.rec.chunks.len() > before {
+            self.gap_pending = false;
+            if let Some(p) = self.rec.proxy.as_mut() {
+                p.downstream_gaps.push(before as u32);
+            }
+        }
     }
 
     /// Ends with `outcome` decided by the proxy (not the stream's own ending).
@@ -463,10 +670,13 @@ impl Job {
     fn end_clean(&mut self) {
         let t = self.now();
         match self.tracker.as_mut() {
-            Some(tr) => tr.finish(t, &mut self.rec),
+            Some(tr) => tr.end_stream(t, &mut self.rec),
             None => {
                 self.rec.end_ns = Some(t);
                 self.rec.outcome = self.plain_outcome;
+                if let Some(body) = self.body_copy.take() {
+                    count_plain_usage(&body, &mut self.rec);
+                }
             }
         }
         if let Some(e) = self.rec.error.take() {
@@ -476,6 +686,15 @@ impl Job {
     }
 
     fn client_gone(&mut self) {
+        if !self.measured {
+            self.ended = true;
+            return;
+        }
+        if self.tracker.as_ref().is_some_and(StreamTracker::is_done) {
+            // The stream had ended ([DONE]); the client leaving after it changes nothing.
+            self.end_clean();
+            return;
+        }
         let when = format!("after {} chunks", self.rec.chunks.len());
         self.left_unfinished(&when);
     }
@@ -496,6 +715,11 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        if !self.measured {
+            // Not an inference route (`/health`, `/v1/models`, …): forwarded only.
+            self.shared.metrics.unmeasured();
+            return;
+        }
         if !self.ended {
             // The handler was dropped before the response headers.
             self.left_unfinished("before the response headers");

@@ -72,7 +72,25 @@ pub struct ProxyConfig {
     /// Cap on the records the rolling window keeps (memory bound for `/stats`).
     pub stats_max_records: usize,
     pub limits: Limits,
+    /// Path suffixes of the inference routes that are measured (records, `/stats`,
+    /// latency metrics); every other request (`/health`, `/v1/models`, …) is forwarded
+    /// unmeasured. Default: [`DEFAULT_MEASURED_ROUTES`].
+    pub measured_routes: Vec<String>,
 }
+
+/// The inference routes measured by default, as path suffixes (so a prefix such as
+/// `/openai/v1` still matches): OpenAI chat, completions and responses, Anthropic
+/// messages, Ollama, and TGI.
+pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
+    "/chat/completions",
+    "/completions",
+    "/responses",
+    "/messages",
+    "/api/chat",
+    "/api/generate",
+    "/generate",
+    "/generate_stream",
+];
 
 impl ProxyConfig {
     pub fn new(listen: SocketAddr, upstream: http::Uri) -> Self {
@@ -87,7 +105,22 @@ impl ProxyConfig {
             models: Vec::new(),
             stats_max_records: 200_000,
             limits: Limits::default(),
+            measured_routes: DEFAULT_MEASURED_ROUTES
+                .iter()
+                .map(|r| r.to_string())
+                .collect(),
         }
+    }
+
+    /// Whether requests to `path` are measured: it ends with one of
+    /// `measured_routes` at a segment boundary (a trailing `/` ignored).
+    pub fn measures(&self, path: &str) -> bool {
+        let p = path.trim_end_matches('/');
+        self.measured_routes.iter().any(|r| {
+            let r = r.trim_end_matches('/');
+            let r = r.strip_prefix('/').unwrap_or(r);
+            p.strip_suffix(r).is_some_and(|head| head.ends_with('/'))
+        })
     }
 }
 
@@ -103,6 +136,14 @@ pub enum ProxyError {
     Upstream(String),
     #[error(transparent)]
     Records(#[from] RecordsError),
+    #[error(
+        "the upstream {upstream} is this proxy itself (listening on {listen}): every \
+         request would loop until file descriptors run out; point --upstream at the server"
+    )]
+    Loop {
+        upstream: String,
+        listen: SocketAddr,
+    },
 }
 
 /// Validates an upstream URL: scheme http or https, a host, no query.

@@ -111,6 +111,7 @@ pub struct Metrics {
     rejected: Family<RejectLabels, Counter>,
     loop_lag: Histogram,
     upstream_resends: Counter,
+    unmeasured: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -152,6 +153,7 @@ impl Metrics {
         let rejected = Family::<RejectLabels, Counter>::default();
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
         let upstream_resends = Counter::default();
+        let unmeasured = Counter::default();
 
         let mut m = Metrics {
             registry: Registry::with_prefix("cadence"),
@@ -166,6 +168,7 @@ impl Metrics {
             rejected,
             loop_lag,
             upstream_resends,
+            unmeasured,
         };
         m.register_latencies();
         m.register_counts();
@@ -235,6 +238,11 @@ impl Metrics {
             "Requests sent upstream a second time because the pooled connection was found closed before any response byte",
             self.upstream_resends.clone(),
         );
+        r.register(
+            "unmeasured_requests",
+            "Requests forwarded on routes that are not measured (health checks, model lists, ...)",
+            self.unmeasured.clone(),
+        );
         r.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -245,6 +253,11 @@ impl Metrics {
 
     pub fn upstream_resent(&self) {
         self.upstream_resends.inc();
+    }
+
+    /// A request on a route that is not measured was forwarded.
+    pub fn unmeasured(&self) {
+        self.unmeasured.inc();
     }
 
     /// One tick of the event-loop lag probe.
@@ -302,11 +315,25 @@ impl Metrics {
         if rec.outcome != Outcome::Succeeded {
             return;
         }
+        // A gap (or the TTFT) that holds a wait on a slow client is the client's, not
+        // the upstream's (`proxy.downstream_gaps`): left out.
+        let client_gaps: &[u32] = rec.proxy.as_ref().map_or(&[], |p| &p.downstream_gaps);
+        let clients = |c: &cadence_core::Chunk| {
+            client_gaps.iter().any(|&i| {
+                rec.chunks
+                    .get(i as usize)
+                    .is_some_and(|x| std::ptr::eq(x, c))
+            })
+        };
         if let Some(t) = per_request::ttft_ms(rec, &mut bad) {
-            self.ttft.get_or_create(labels).observe(t / MS_PER_S);
+            if !rec.chunks.first().is_some_and(clients) {
+                self.ttft.get_or_create(labels).observe(t / MS_PER_S);
+            }
         }
         {
-            let mut gaps = per_request::itl_gaps(rec, &mut bad).peekable();
+            let mut gaps = per_request::itl_gaps(rec, &mut bad)
+                .filter(|(_, c)| !clients(c))
+                .peekable();
             if gaps.peek().is_some() {
                 let itl = self.itl.get_or_create(labels);
                 for (gap_ns, _) in gaps {

@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub records: Option<RecordWriter>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
     pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
+    /// This proxy's name in the `Via` header it adds upstream: a request arriving
+    /// with it already passed through here (a loop).
+    pub via_id: String,
     /// Set at shutdown once the drain timeout has passed: streams still open are cut by
     /// the proxy (`aborted_at_deadline`), not left by their clients.
     pub cut: AtomicBool,
@@ -101,6 +104,12 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         addr: config.listen,
         source,
     })?;
+    if points_at(&config.upstream, addr).await {
+        return Err(ProxyError::Loop {
+            upstream: cadence_core::secret::redact_patterns(&config.upstream.to_string()),
+            listen: addr,
+        });
+    }
     let metrics_listener = match config.metrics_listen {
         Some(a) => Some(
             TcpListener::bind(a)
@@ -155,6 +164,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         next_index: AtomicU64::new(0),
         records,
         in_flight: Mutex::new(Some(in_flight_tx)),
+        via_id: format!("cadence-proxy-{:016x}", instance_id()),
         cut: AtomicBool::new(false),
     });
     let (stop, stopped) = watch::channel(false);
@@ -236,6 +246,46 @@ impl Proxy {
             }
         }
     }
+}
+
+/// Whether `upstream` names the address this proxy listens on (itself).
+async fn points_at(upstream: &http::Uri, listen: SocketAddr) -> bool {
+    let Some(host) = upstream.host() else {
+        return false;
+    };
+    let default_port = if upstream.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    let port = upstream.port_u16().unwrap_or(default_port);
+    if port != listen.port() {
+        return false;
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let Ok(addrs) = tokio::net::lookup_host((host, port)).await else {
+        return false;
+    };
+    let local = |ip: std::net::IpAddr| ip.is_loopback() || ip.is_unspecified();
+    addrs.into_iter().any(|a| {
+        a.ip() == listen.ip()
+            || (listen.ip().is_unspecified() && local(a.ip()))
+            || (a.ip().is_unspecified() && local(listen.ip()))
+    })
+}
+
+/// A number that tells this proxy instance from any other (time, process id and the
+/// standard library's random hash keys).
+fn instance_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 async fn accept_loop(

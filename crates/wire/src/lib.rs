@@ -8,7 +8,7 @@ pub mod sse;
 pub mod tracker;
 
 pub use dialect::Api;
-pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 
 /// The largest single event (SSE) or line (NDJSON) a decoder buffers: 1 MiB (FAULTS 23).
 /// Anything larger is reported as "too large" and discarded, so memory stays bounded.
@@ -96,7 +96,7 @@ impl BomStripper {
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.
-pub(crate) fn truncate_str(s: &str, max: usize) -> &str {
+pub fn truncate_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

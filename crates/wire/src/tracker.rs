@@ -19,6 +19,14 @@ pub const MAX_TEXT_BYTES: usize = 4 << 20;
 /// Cap on the server's error message stored in `rec.error`.
 pub const MAX_ERROR_BYTES: usize = 1024;
 
+/// How long a caller keeps reading after `[DONE]` before it ends the request
+/// (issue 20 item 4): long enough for the body's own end to arrive (so a keep-alive
+/// connection stays reusable) and for trailing bytes to be counted in
+/// `bytes_after_done`, never long enough to hold a request on a server that keeps the
+/// connection open. None of it is timed: E2E is the `[DONE]` time (see
+/// [`StreamTracker::end_stream`]).
+pub const AFTER_DONE_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// How the response body frames its events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +92,9 @@ struct State {
     strict: bool,
     /// `[DONE]` seen.
     done: bool,
+    /// When the stream said it ended: the read that carried `[DONE]`, or (no `[DONE]`
+    /// yet) the last event read at or after the first finish reason.
+    end_event_ns: Option<u64>,
     /// A terminal failure: later reads are ignored.
     stopped: bool,
     finished: bool,
@@ -124,6 +135,7 @@ impl StreamTracker {
                 api: config.api,
                 strict: config.strict,
                 done: false,
+                end_event_ns: None,
                 stopped: false,
                 finished: false,
                 decided: None,
@@ -234,6 +246,20 @@ impl StreamTracker {
                 Outcome::Truncated
             }
         };
+    }
+
+    /// The caller stops reading (EOF, a read error, [`AFTER_DONE_GRACE`] after
+    /// `[DONE]`, or a deadline once `[DONE]` was seen): [`finish`](Self::finish), then a
+    /// stream that succeeded ends when it said so (the `[DONE]` read or, without
+    /// `[DONE]`, its finish event), not when the connection did. Bytes after that
+    /// are counted in `bytes_after_done`, never timed.
+    pub fn end_stream(&mut self, t_ns: u64, rec: &mut RequestRecord) {
+        self.finish(t_ns, rec);
+        if rec.outcome == Outcome::Succeeded {
+            if let Some(e) = self.st.end_event_ns {
+                rec.end_ns = Some(e.min(t_ns));
+            }
+        }
     }
 
     /// True once any content-bearing chunk (content, reasoning or tool-call delta) arrived.
@@ -376,6 +402,7 @@ impl State {
             }
             StreamEvent::Done => {
                 self.done = true;
+                self.end_event_ns = Some(t_ns);
                 ControlFlow::Break(())
             }
             StreamEvent::Error { message } => {
@@ -420,6 +447,9 @@ impl State {
             if rec.finish_reason.as_deref() != Some(fr) {
                 rec.finish_reason = Some(fr.to_owned());
             }
+        }
+        if self.finish_reason_seen {
+            self.end_event_ns = Some(t_ns);
         }
         if !c.has_output() {
             return;

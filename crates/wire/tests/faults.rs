@@ -389,6 +389,40 @@ fn f12_bytes_after_done_are_ignored_and_counted() {
     assert_eq!(rec.counters.bytes_after_done, 3);
 }
 
+/// Issue 20 item 4: a stream ends when it says so. `end_stream` (what the client and
+/// the proxy call when they stop reading) puts `end_ns` at the `[DONE]` read, or without
+/// `[DONE]` at the last event from the finish reason on; bytes after are counted only.
+#[test]
+fn done_ends_the_stream_at_its_own_time() {
+    let mut tr = StreamTracker::new(chat());
+    let mut rec = new_rec();
+    tr.feed(100, content("a").as_bytes(), &mut rec);
+    tr.feed(200, (content("b") + DONE).as_bytes(), &mut rec);
+    tr.feed(900, b": late\n\n", &mut rec);
+    tr.end_stream(60_000, &mut rec);
+    assert_eq!(rec.outcome, Outcome::Succeeded);
+    assert_eq!(rec.end_ns, Some(200));
+    assert_eq!(rec.counters.bytes_after_done, 8);
+    // No [DONE]: the finish event, or the usage chunk after it, is the end.
+    let mut tr = StreamTracker::new(chat());
+    let mut rec = new_rec();
+    tr.feed(100, content("a").as_bytes(), &mut rec);
+    tr.feed(150, finish("stop").as_bytes(), &mut rec);
+    tr.feed(160, usage(3, 1).as_bytes(), &mut rec);
+    tr.feed(170, b": keep-alive\n\n", &mut rec);
+    tr.end_stream(400, &mut rec);
+    assert_eq!(rec.outcome, Outcome::Succeeded);
+    assert!(rec.counters.no_done_marker);
+    assert_eq!(rec.end_ns, Some(160));
+    // A truncated stream ends when the connection did.
+    let mut tr = StreamTracker::new(chat());
+    let mut rec = new_rec();
+    tr.feed(100, content("a").as_bytes(), &mut rec);
+    tr.end_stream(400, &mut rec);
+    assert_eq!(rec.outcome, Outcome::Truncated);
+    assert_eq!(rec.end_ns, Some(400));
+}
+
 #[test]
 fn f13_usage_only_chunk_with_empty_choices() {
     let s = content("a") + &content("b") + &finish("stop") + &usage(11, 2) + DONE;
