@@ -167,7 +167,7 @@ fn run(args: &[&str], dir: &Path) -> (Option<i32>, Option<Value>, String, String
     )
 }
 
-// ---- item 1 (FAULTS 49) ----
+// ---- item 1 (FAULTS 57) ----
 
 #[test]
 fn issue20_1_mass_failure_exits_nonzero_by_default() {
@@ -268,7 +268,7 @@ fn issue20_1_find_max_never_passes_a_mostly_failing_level() {
     assert_eq!(code, Some(0), "{stdout}");
 }
 
-// ---- item 2 (FAULTS 50) ----
+// ---- item 2 (FAULTS 58) ----
 
 /// A small records file from the built-in simulator, in `dir`.
 fn records_file(dir: &Path) -> std::path::PathBuf {
@@ -436,7 +436,7 @@ fn issue20_2_a_broken_pipe_ends_quietly() {
     validate(&std::fs::read_to_string(&json).expect("the files are still written"));
 }
 
-// ---- item 3 (FAULTS 51) ----
+// ---- item 3 (FAULTS 59) ----
 
 #[cfg(unix)]
 #[test]
@@ -485,7 +485,7 @@ fn issue20_3_sigterm_is_ctrl_c() {
     assert_eq!(read_records(&records).len() as u64, sent);
 }
 
-// ---- item 6 (FAULTS 52) ----
+// ---- item 6 (FAULTS 60) ----
 
 #[cfg(unix)]
 fn with_nofile(limit: &str, args: &[&str]) -> std::process::Output {
@@ -565,7 +565,7 @@ fn issue20_6_the_soft_open_file_limit_is_raised() {
     assert_eq!(v["levels"][0]["requests"]["succeeded"], 200, "{stderr}");
 }
 
-// ---- item 7 (FAULTS 53) ----
+// ---- item 7 (FAULTS 61) ----
 
 /// Rewrites every request record of a records file with `f`.
 fn edit_records(path: &Path, f: impl Fn(&mut Value)) {
@@ -650,7 +650,7 @@ fn issue20_7_hostile_records_cannot_crash_report() {
     assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
 }
 
-// ---- item 10 (FAULTS 54) ----
+// ---- item 10 (FAULTS 62) ----
 
 #[test]
 fn issue20_10_short_answers_are_counted_and_named() {
@@ -705,7 +705,7 @@ fn issue20_10_short_answers_are_counted_and_named() {
     assert!(level["counters"].get("short_answers").is_none(), "{level}");
 }
 
-// ---- item 11 (FAULTS 55) ----
+// ---- item 11 (FAULTS 63) ----
 
 #[test]
 fn issue20_11_rate_times_duration_requests() {
