@@ -2,7 +2,7 @@
 //! own thread and runtime so its token pacing does not share the client's event loop.
 //! It times tokens with a small engine model, so a sweep shows ITL rising with load.
 
-use crate::plan_cmd::EngineOpts;
+use crate::cli::EngineOpts;
 use cadence_sim::SimConfig;
 use std::net::SocketAddr;
 
@@ -12,7 +12,7 @@ pub const PRESET: &str = "tiny@cpu";
 /// The built-in simulator's configuration: the engine the flags name, else the
 /// [`PRESET`] engine; the sim's model is named after it.
 pub fn config(seed: u64, opts: &EngineOpts) -> anyhow::Result<SimConfig> {
-    let engine = match opts.resolve(seed)? {
+    let engine = match crate::engine_opts::resolve(opts, seed)? {
         Some(e) => e,
         None => {
             let mut e = cadence_engine::preset(PRESET).expect("the built-in preset exists");

@@ -1,7 +1,12 @@
-//! The command line: clap definitions only. Parsing turns flags into typed values
-//! (durations, enums); `bench`/`sim` validate them into their domain configs.
+//! The command line: every subcommand's argument types and the value parsers they use,
+//! clap definitions only, in one module the subcommands depend on (never the reverse).
+//! Parsing turns flags into typed values (durations, enums); each subcommand validates
+//! them into its domain config.
 
+use cadence_bench::prompts::LengthDist;
+use cadence_engine::Speculation;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,14 +60,14 @@ pub enum Command {
     Fidelity(FidelityArgs),
     /// Sit in front of a streaming endpoint: forward traffic unchanged, measure every
     /// stream (TTFT, ITL, TPOT), export Prometheus metrics, serve /stats, evaluate alerts.
-    Proxy(Box<crate::proxy_cmd::ProxyArgs>),
+    Proxy(Box<ProxyArgs>),
     /// Predict a run from the engine model in virtual time (no server, no HTTP).
-    Plan(Box<crate::plan_cmd::PlanArgs>),
+    Plan(Box<PlanArgs>),
     /// Rebuild a report (console, JSON, CSV, HTML, Markdown) from saved records or a
     /// saved JSON report.
-    Report(crate::report_cmd::ReportArgs),
+    Report(ReportArgs),
     /// Compare two runs (JSON reports or records files) per level and metric.
-    Compare(crate::compare_cmd::CompareArgs),
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -208,8 +213,10 @@ pub const MAX_REQUESTS: u64 = 1_000_000_000;
 /// Highest open-loop rate, requests/s.
 pub const MAX_RATE: f64 = 1_000_000.0;
 
+/// A duration flag, read by the workspace's one parser ([`cadence_core::parse_duration`]),
+/// at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
+    let d = cadence_core::parse_duration(s)
         .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))?;
     if d > MAX_DURATION {
         return Err(format!("'{s}' is longer than a year"));
@@ -302,11 +309,11 @@ pub struct BenchArgs {
 
     /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
     /// drawn per request by --seed (default 64; a dataset's recorded reply lengths).
-    #[arg(long, value_name = "DIST", value_parser = crate::workload_cmd::parse_length)]
+    #[arg(long, value_name = "DIST", value_parser = parse_length)]
     pub max_tokens: Option<cadence_bench::prompts::LengthDist>,
 
     #[command(flatten)]
-    pub workload: crate::workload_cmd::WorkloadArgs,
+    pub workload: WorkloadArgs,
 
     /// The prompt of every request (default: a built-in story prompt).
     #[arg(long)]
@@ -395,7 +402,7 @@ pub struct BenchArgs {
     pub records: Option<PathBuf>,
 
     #[command(flatten)]
-    pub outputs: crate::report_cmd::OutputArgs,
+    pub outputs: OutputArgs,
 
     /// No progress line.
     #[arg(short, long)]
@@ -408,7 +415,7 @@ pub struct BenchArgs {
     /// The built-in simulator's engine (no URL only): `--preset`, `--engine` and the
     /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
     #[command(flatten)]
-    pub engine: crate::plan_cmd::EngineOpts,
+    pub engine: EngineOpts,
 }
 
 #[derive(Debug, Args)]
@@ -463,7 +470,7 @@ pub struct SimArgs {
 
     /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
     #[command(flatten)]
-    pub engine: crate::plan_cmd::EngineOpts,
+    pub engine: EngineOpts,
 }
 
 #[derive(Debug, Args)]
@@ -487,6 +494,384 @@ pub struct FidelityArgs {
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+/// Which engine to model, and changes to it (shared by `plan` and `sim`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct EngineOpts {
+    /// A built-in engine, `model@hardware` (see `cadence plan --list-presets`).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+
+    /// A custom engine from a TOML file (the preset fields; see the README).
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "preset")]
+    pub engine: Option<PathBuf>,
+
+    /// Disaggregate: prompts run on this many prefill workers, off the decode loop.
+    #[arg(long, value_name = "N")]
+    pub prefill_workers: Option<u32>,
+
+    /// Disaggregated: fixed KV-transfer delay per request (plus KV bytes / 50 GB/s).
+    #[arg(long, value_parser = parse_duration, requires = "prefill_workers")]
+    pub kv_transfer: Option<Duration>,
+
+    /// Co-located chunked prefill: tokens per step (vLLM max_num_batched_tokens).
+    #[arg(long, value_name = "N", conflicts_with = "prefill_workers")]
+    pub chunk_tokens: Option<u32>,
+
+    /// Speculative decoding: draft length and acceptance rate, e.g. `4:0.8`.
+    #[arg(long, value_name = "K:ALPHA", value_parser = parse_speculation)]
+    pub speculate: Option<Speculation>,
+
+    /// Batch slots (vLLM max_num_seqs).
+    #[arg(long, value_name = "N")]
+    pub max_batch: Option<u32>,
+
+    /// KV-cache capacity in tokens (default: from GPU memory after the weights).
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_tokens: Option<u64>,
+
+    /// When the KV cache is full: pre-empt and recompute, or reserve prompt +
+    /// max_tokens at admission and queue.
+    #[arg(long, value_enum)]
+    pub kv_policy: Option<KvPolicyArg>,
+
+    /// Per-step time noise, a share (0 = exact roofline steps).
+    #[arg(long, value_name = "SHARE")]
+    pub jitter: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvPolicyArg {
+    Preempt,
+    Reserve,
+}
+
+fn parse_speculation(s: &str) -> Result<Speculation, String> {
+    let (k, a) = s
+        .split_once(':')
+        .ok_or_else(|| format!("'{s}' is not K:ALPHA (e.g. 4:0.8)"))?;
+    let k: u32 = k
+        .trim()
+        .parse()
+        .map_err(|_| format!("draft length '{k}' is not a whole number"))?;
+    let alpha: f64 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("acceptance rate '{a}' is not a number"))?;
+    if k == 0 || !(0.0..=1.0).contains(&alpha) {
+        return Err("speculation needs K ≥ 1 and 0 ≤ ALPHA ≤ 1".into());
+    }
+    Ok(Speculation {
+        k,
+        alpha,
+        draft_us: 0.0,
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub engine: EngineOpts,
+
+    /// Print the presets with their key parameters and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+
+    /// Closed-loop levels: `1,8,64` or `1..256:x2`. Default 8.
+    #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate")]
+    pub concurrency: Option<Counts>,
+
+    /// Open-loop levels in requests/s: `1,5,10`.
+    #[arg(short = 'r', long, value_parser = parse_rates)]
+    pub rate: Option<Rates>,
+
+    /// Open-loop inter-arrival times: evenly spaced, or Poisson (seeded by --seed).
+    #[arg(long, value_enum, default_value = "poisson", requires = "rate")]
+    pub arrivals: ArrivalsArg,
+
+    /// Measured requests per level.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub requests: u64,
+
+    /// Requests per level sent first and left out of every statistic.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+
+    /// Prompt tokens per request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI (as
+    /// `cadence bench --input-tokens`; drawn by --seed, the same draws every level).
+    #[arg(long, value_name = "DIST", default_value = "512", value_parser = parse_length)]
+    pub input_tokens: LengthDist,
+
+    /// Output tokens per request, same forms (default 128; with --dataset, overrides
+    /// the recorded reply lengths).
+    #[arg(long, value_name = "DIST", value_parser = parse_length)]
+    pub max_tokens: Option<LengthDist>,
+
+    /// Prompt and output lengths from a dataset, as `cadence bench --dataset` reads it
+    /// (ShareGPT: the recorded reply's length; JSON Lines: `max_tokens`, else
+    /// --max-tokens), shuffled by --seed. Each entry's first turn only (history and
+    /// system prompt counted in); the engine needs only token counts.
+    #[arg(long, value_name = "FILE", conflicts_with = "input_tokens")]
+    pub dataset: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
+    pub dataset_format: DatasetFormat,
+
+    /// Keep dataset entries whose first prompt has at least this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub min_prompt_tokens: Option<usize>,
+
+    /// Keep dataset entries whose first prompt has at most this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Count dataset prompts with this tokenizer (a tokenizer.json or a folder holding
+    /// one); without it, whitespace-separated words.
+    #[arg(long, value_name = "PATH", requires = "dataset")]
+    pub tokenizer: Option<String>,
+
+    /// Closed loop: mean time from a response's end to the client's next request
+    /// reaching the engine (uniform in ½–1½ × this, seeded). Real clients never
+    /// come back in the same nanosecond.
+    #[arg(long, default_value = "500us", value_parser = parse_duration)]
+    pub client_turnaround: Duration,
+
+    /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// An ITL gap longer than this counts as a stall.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub stall_threshold: Duration,
+
+    /// A service-level objective checked per level (as in `cadence bench`).
+    #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
+    pub slos: Vec<cadence_core::Slo>,
+
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// HTML, CSV, Markdown and `--convention`, as for `cadence bench`.
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+}
+
+fn parse_convention(s: &str) -> Result<cadence_core::Convention, String> {
+    s.parse()
+}
+
+/// Output flags shared by `bench` and `report`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct OutputArgs {
+    /// Write a self-contained HTML report with SVG charts here (no network needed to view).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Write CSV: one row per level and one per request. A directory (existing, or a
+    /// path ending in /) gets levels.csv and requests.csv; FILE.csv gets the levels and
+    /// FILE.requests.csv the requests.
+    #[arg(long, value_name = "DIR-or-FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Write a Markdown summary (for a PR comment) here; '-' prints it to stdout.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Lead the summary tables with ITL and TPOT as this tool defines them: cadence,
+    /// vllm (= sglang), aiperf (= genai-perf), guidellm, llmperf. The compatibility
+    /// table always shows all of them.
+    #[arg(long, value_name = "NAME", value_parser = parse_convention)]
+    pub convention: Option<cadence_core::Convention>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A saved JSON report (`bench --json`) or records files (`bench --records`);
+    /// several records files (e.g. from several client machines) are merged by level.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+
+    /// Judge the run against these SLOs instead of the ones it was run with
+    /// (repeatable). From a JSON report, goodput cannot be recomputed.
+    #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
+    pub slos: Vec<cadence_core::Slo>,
+
+    /// Judge the error-rate ceiling at this share instead of the run's own
+    /// `--max-error-rate` (default 5 %): `5%` or `0.05`.
+    #[arg(long, value_parser = parse_share)]
+    pub max_error_rate: Option<f64>,
+}
+
+fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {
+    s.parse()
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline: a JSON report or a records file.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The candidate, compared with A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Exit 5 when B moved past this change from A, beyond noise: 'itl.p99:+10%'
+    /// (more than 10 % higher) or 'output_speed.p50:-5%' (more than 5 % lower).
+    /// Repeatable. Metrics: ttft, itl, tpot, e2e, output_speed; stats: mean, p50,
+    /// p90, p99.
+    #[arg(long = "fail-on", value_name = "RULE", value_parser = parse_fail_on)]
+    pub fail_on: Vec<cadence_core::compare::FailOn>,
+
+    /// Write the comparison as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write the comparison as Markdown here ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Seed of the bootstrap (the verdicts are deterministic for a seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// Smallest change called better or worse, even when beyond noise: run-to-run
+    /// differences of one machine that resampling one run cannot see ('5%' or 0.05).
+    #[arg(long, default_value = "5%", value_parser = parse_share)]
+    pub min_change: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatasetFormat {
+    /// ShareGPT when the file holds `conversations`, else JSON Lines.
+    Auto,
+    Sharegpt,
+    Jsonl,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    /// Tokenizer for exact prompt lengths and output-token counts: a tokenizer.json or
+    /// a model folder holding one (no downloads). Tokenizing runs after each stream.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<String>,
+
+    /// Synthetic prompts of exactly this many tokens: N, fixed:N, normal:MEAN,SD or
+    /// uniform:LO..HI (counted by --tokenizer, else as whitespace-separated words, the
+    /// built-in simulator's tokens); chat template and BOS come on top.
+    #[arg(long, value_name = "DIST", value_parser = parse_length, conflicts_with_all = ["prompt", "trace", "dataset"])]
+    pub input_tokens: Option<LengthDist>,
+
+    /// Text the synthetic prompts are cut from (default: a public-domain text shipped
+    /// with Cadence).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
+
+    /// Prompts from a dataset: ShareGPT JSON, or JSON Lines with `prompt`, chat
+    /// `messages` or session `turns`, optional `max_tokens`. Shuffled by --seed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "trace"])]
+    pub dataset: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
+    pub dataset_format: DatasetFormat,
+
+    /// Keep dataset entries whose first prompt has at least this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub min_prompt_tokens: Option<usize>,
+
+    /// Keep dataset entries whose first prompt has at most this many tokens.
+    #[arg(long, value_name = "N", requires = "dataset")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Dataset conversations become multi-turn sessions: every user message is a
+    /// turn, sent with the history so far (including the server's live replies).
+    #[arg(long, requires = "dataset")]
+    pub multi_turn: bool,
+
+    /// Synthetic sessions of this many turns (each turn --input-tokens long).
+    #[arg(long, value_name = "N", requires = "input_tokens", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub turns: Option<u32>,
+
+    /// Pause between a reply and the session's next turn.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub think_time: Duration,
+
+    /// Every prompt starts with one of --prefix-groups shared prefixes of exactly this
+    /// many tokens (prefix-cache studies); the prompt's own length comes on top.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub prefix_tokens: Option<u32>,
+
+    /// How many distinct shared prefixes; request k uses prefix k mod G.
+    #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub prefix_groups: u32,
+}
+
+pub fn parse_length(s: &str) -> Result<LengthDist, String> {
+    s.parse()
+}
+
+/// Flags of `cadence proxy`.
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// Where clients connect (HTTP/1.1).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The server to forward to: http://host:port or https://host[/prefix]. Request
+    /// paths are appended to the prefix.
+    #[arg(long)]
+    pub upstream: String,
+    /// Serve /metrics (Prometheus), /stats (rolling-window JSON) and /health here.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Append one JSON record per request to FILE (rotated by size).
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<PathBuf>,
+    /// Rotate the records file when it would pass this many MiB.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records_max_mib: u64,
+    /// Rotated records files kept (FILE.1 … FILE.N).
+    #[arg(long, default_value_t = 5)]
+    pub records_keep: u32,
+    /// An alert rule, repeatable: 'METRIC.STAT OP BOUND [for DUR] [over WINDOW]', e.g.
+    /// 'itl.p50>50ms for 1m' or 'ttft.p99>2s over 5m' (window default 1m, at most 5m).
+    #[arg(long = "alert", value_name = "RULE")]
+    pub alerts: Vec<String>,
+    /// POST each alert's firing/resolved transition here as JSON.
+    #[arg(long, value_name = "URL")]
+    pub alert_webhook: Option<String>,
+    /// A model name allowed as a metric label, repeatable; other names become `other`.
+    #[arg(long = "model", value_name = "NAME")]
+    pub models: Vec<String>,
+    /// Longest silence from the upstream once its headers arrived (the stream is then
+    /// ended with an error).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Longest wait for the upstream's response headers (then 504).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub upstream_header_timeout: Duration,
+    /// A client must send its whole request head within this (slowloris guard).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Largest request head in bytes (431 beyond).
+    #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
+    pub max_header_bytes: u64,
+    /// A route to measure, as a path suffix, repeatable; replaces the default list
+    /// (/chat/completions, /completions, /responses, /messages, /api/chat,
+    /// /api/generate, /generate, /generate_stream). Other requests are forwarded only.
+    #[arg(long = "measure-route", value_name = "SUFFIX")]
+    pub measure_routes: Vec<String>,
+    /// On shutdown, how long in-flight streams may finish.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
 }
 
 #[cfg(test)]
@@ -597,6 +982,23 @@ mod tests {
         assert!(parse_rates("1000000").is_ok());
         let n = |v: &str| Cli::try_parse_from(["cadence", "bench", "-n", v]).is_ok();
         assert!(n("1000000000") && !n("1000000001") && !n("0"));
+    }
+
+    #[test]
+    fn bench_max_late_defaults_to_the_one_default() {
+        let cli = Cli::try_parse_from(["cadence", "bench"]).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("bench")
+        };
+        assert_eq!(b.max_late, cadence_core::runlog::DEFAULT_MAX_LATE);
+    }
+
+    #[test]
+    fn durations_take_the_one_parsers_forms() {
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.contains("not a duration") && e.contains("500ms"), "{e}");
     }
 
     #[test]

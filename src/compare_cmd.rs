@@ -2,54 +2,15 @@
 //! days apart) side by side per level and metric, with the change, whether it is
 //! beyond noise (a bootstrap over requests, from records), and `--fail-on` rules.
 
+use crate::cli::CompareArgs;
 use crate::exit::{usage, Exit};
-use crate::report_cmd::{load, Loaded};
+use crate::load::{load, Loaded};
+use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
 use cadence_core::report::LevelReport;
 use cadence_core::RequestRecord;
-use clap::Args;
 use serde::Serialize;
-use std::path::PathBuf;
-
-fn parse_fail_on(s: &str) -> Result<FailOn, String> {
-    s.parse()
-}
-
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// The baseline: a JSON report or a records file.
-    #[arg(value_name = "A")]
-    pub a: PathBuf,
-
-    /// The candidate, compared with A.
-    #[arg(value_name = "B")]
-    pub b: PathBuf,
-
-    /// Exit 5 when B moved past this change from A, beyond noise: 'itl.p99:+10%'
-    /// (more than 10 % higher) or 'output_speed.p50:-5%' (more than 5 % lower).
-    /// Repeatable. Metrics: ttft, itl, tpot, e2e, output_speed; stats: mean, p50,
-    /// p90, p99.
-    #[arg(long = "fail-on", value_name = "RULE", value_parser = parse_fail_on)]
-    pub fail_on: Vec<FailOn>,
-
-    /// Write the comparison as JSON here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Write the comparison as Markdown here ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-
-    /// Seed of the bootstrap (the verdicts are deterministic for a seed).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-
-    /// Smallest change called better or worse, even when beyond noise: run-to-run
-    /// differences of one machine that resampling one run cannot see ('5%' or 0.05).
-    #[arg(long, default_value = "5%", value_parser = crate::cli::parse_share)]
-    pub min_change: f64,
-}
 
 /// The comparison of one level.
 #[derive(Debug, Serialize)]
@@ -282,18 +243,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
             c.unmatched.join(", ")
         )));
     }
-    print!("{}", render_text(&c));
+    print_stdout(&render_text(&c))?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&c).expect("plain data serializes") + "\n";
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.markdown {
-        let md = render_markdown(&c);
-        if path.as_os_str() == "-" {
-            print!("{md}");
-        } else {
-            std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        write_or_print(path, &render_markdown(&c))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(if c.failed_rules.is_empty() {
         Exit::Ok

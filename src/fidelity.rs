@@ -4,6 +4,7 @@
 
 use crate::cli::FidelityArgs;
 use crate::exit::{usage, Exit};
+use crate::output::print_stdout;
 use anyhow::Context;
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
@@ -54,12 +55,12 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
         .context("cannot find the cadence executable to start the simulator")?;
     let dir = tempfile_dir()?;
     let mut results = Vec::new();
-    println!(
-        "Fidelity: sim ITL fixed {:?}, {} tokens per request; truth = the simulator's send log",
+    print_stdout(&format!(
+        "Fidelity: sim ITL fixed {:?}, {} tokens per request; truth = the simulator's send log\n",
         args.itl, args.tokens
-    );
-    println!(
-        "{:>8} {:>9} {:>9} {:>11} {:>11} {:>8} {:>11} {:>11} {:>9}  verdict",
+    ))?;
+    print_stdout(&format!(
+        "{:>8} {:>9} {:>9} {:>11} {:>11} {:>8} {:>11} {:>11} {:>9}  verdict\n",
         "streams",
         "requests",
         "gaps",
@@ -69,12 +70,12 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
         "true p99",
         "meas. p99",
         "err"
-    );
+    ))?;
     for &c in &args.concurrency {
         let log = dir.join(format!("send-{c}.jsonl"));
         let r = level(&exe, &log, c, &args).await?;
-        println!(
-            "{:>8} {:>9} {:>9} {:>9.3}ms {:>9.3}ms {:>7.2}% {:>9.3}ms {:>9.3}ms {:>7.3}ms  {}",
+        print_stdout(&format!(
+            "{:>8} {:>9} {:>9} {:>9.3}ms {:>9.3}ms {:>7.2}% {:>9.3}ms {:>9.3}ms {:>7.3}ms  {}\n",
             r.concurrency,
             r.requests,
             r.gaps,
@@ -89,7 +90,7 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
             } else {
                 format!("FAIL (bounds {}% / {} ms)", r.bound_p50_pct, r.bound_p99_ms)
             }
-        );
+        ))?;
         results.push(r);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -180,31 +181,7 @@ async fn level(
     let (sim, url) = SimChild::start(exe, log, args)?;
     let target = Target::resolve(&url, Some(Api::Chat)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let requests = concurrency as u64 * args.rounds;
-    let http = client::build(&ClientConfig {
-        pool_size: concurrency as usize,
-        connect_timeout: Duration::from_secs(10),
-        http2: false,
-    });
-    let cx = Arc::new(RunContext {
-        client: http,
-        factory: RequestFactory::new(
-            target.endpoint.clone(),
-            client::base_headers(None, &[]).map_err(anyhow::Error::msg)?,
-            BodySpec {
-                api: Api::Chat,
-                model: "fidelity".into(),
-                max_tokens: Some(args.tokens),
-                extra: None,
-            },
-            vec![DEFAULT_PROMPT.to_string()],
-        ),
-        timeouts: Timeouts::default(),
-        api: Api::Chat,
-        strict: false,
-        redactor: Redactor::default(),
-        progress: Progress::new(None, false),
-        tokenizer: None,
-    });
+    let cx = Arc::new(client_context(&target, concurrency, args.tokens)?);
     let plan = RunPlan {
         load: Load::Closed { concurrency },
         requests: Some(requests),
@@ -219,14 +196,7 @@ async fn level(
     let records = sink.finish()?;
     sim.stop()?;
 
-    let text = std::fs::read_to_string(log)
-        .with_context(|| format!("cannot read the send log {}", log.display()))?;
-    let streams: Vec<cadence_sim::SentStream> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .context("the send log is not JSON lines of sent streams")?;
+    let streams = read_send_log(log)?;
     // Both sides go through core's own ITL (pooled gaps of succeeded requests), so the
     // check compares measurements, not two formulas.
     let itl = |recs: &[RequestRecord]| summarize_level(recs, &LevelOptions::default()).itl;
@@ -259,6 +229,47 @@ async fn level(
         bound_p99_ms: b99,
         pass: p50_err <= b50 && p99_err <= b99 && records.len() as u64 == requests,
     })
+}
+
+/// The real client, set up to benchmark the simulator at `target` with `concurrency`
+/// streams of `tokens` tokens.
+fn client_context(target: &Target, concurrency: u32, tokens: u32) -> anyhow::Result<RunContext> {
+    let http = client::build(&ClientConfig {
+        pool_size: concurrency as usize,
+        connect_timeout: Duration::from_secs(10),
+        http2: false,
+    });
+    Ok(RunContext {
+        client: http,
+        factory: RequestFactory::new(
+            target.endpoint.clone(),
+            client::base_headers(None, &[]).map_err(anyhow::Error::msg)?,
+            BodySpec {
+                api: Api::Chat,
+                model: "fidelity".into(),
+                max_tokens: Some(tokens),
+                extra: None,
+            },
+            vec![DEFAULT_PROMPT.to_string()],
+        ),
+        timeouts: Timeouts::default(),
+        api: Api::Chat,
+        strict: false,
+        redactor: Redactor::default(),
+        progress: Progress::new(None, false),
+        tokenizer: None,
+    })
+}
+
+/// The simulator's send log: one sent stream per line.
+fn read_send_log(log: &Path) -> anyhow::Result<Vec<cadence_sim::SentStream>> {
+    let text = std::fs::read_to_string(log)
+        .with_context(|| format!("cannot read the send log {}", log.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("the send log is not JSON lines of sent streams")
 }
 
 /// The simulator's view of one stream as a record: its chunks at the times it wrote

@@ -1,18 +1,23 @@
 //! The `cadence` command-line tool, as a library: the binary calls [`main`], tests call
 //! the subcommands directly.
 
+pub mod assemble;
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;
 pub mod compare_cmd;
+pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
-pub mod outputs;
+pub mod load;
+pub mod output;
 pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;
+pub mod run_meta;
+pub mod signal;
 pub mod sim_cmd;
-pub mod workload_cmd;
+pub mod workload;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};

@@ -44,7 +44,7 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
     if let (Some(at), Some(duration)) = (args.freeze_at, args.freeze_for) {
         c.freeze = Some(cadence_sim::Freeze { at, duration });
     }
-    c.engine = args.engine.resolve(args.seed)?;
+    c.engine = crate::engine_opts::resolve(&args.engine, args.seed)?;
     if c.engine.is_some() {
         flat_timing_conflict(args)?;
     }

@@ -838,12 +838,12 @@ fn issue20_11_the_readme_ramp_up_example_reaches_its_rate() {
             .map(|i| words[i + 1])
     };
     let rate: f64 = value(&["--rate", "-r"]).unwrap().parse().unwrap();
-    let ramp = humantime::parse_duration(value(&["--ramp-up"]).unwrap()).unwrap();
+    let ramp = cadence_core::parse_duration(value(&["--ramp-up"]).unwrap()).unwrap();
     // The ramp sends rate·ramp/2 requests before the full rate; the default is 64.
     let during_ramp = rate * ramp.as_secs_f64() / 2.0;
     let reaches = match (value(&["-n", "--requests"]), value(&["-d", "--duration"])) {
         (Some(n), _) => n.parse::<f64>().unwrap() > during_ramp,
-        (None, Some(d)) => humantime::parse_duration(d).unwrap() > ramp,
+        (None, Some(d)) => cadence_core::parse_duration(d).unwrap() > ramp,
         (None, None) => 64.0 > during_ramp,
     };
     assert!(reaches, "the example ends before its ramp does: {line}");

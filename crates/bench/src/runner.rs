@@ -55,7 +55,7 @@ impl Load {
     }
 
     /// The send offsets of an open-loop shape; `None` for closed loop.
-    fn schedule(&self) -> Option<Box<dyn Iterator<Item = Duration> + Send>> {
+    pub fn schedule(&self) -> Option<Box<dyn Iterator<Item = Duration> + Send>> {
         match self {
             Load::Closed { .. } => None,
             Load::Open {

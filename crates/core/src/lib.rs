@@ -3,9 +3,11 @@
 //! computed from records.
 //! Nothing here touches a socket, a clock, a file or an async runtime.
 
+pub mod arrivals;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
+pub mod duration;
 pub mod metrics;
 pub mod outcome;
 pub mod pacing;
@@ -22,6 +24,7 @@ pub mod timeseries;
 
 pub use charts::{chart_data, ChartData};
 pub use conventions::{convention_views, Convention, ConventionView};
+pub use duration::{parse_duration, DurationError};
 pub use metrics::{
     summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
     RequestCounts, SourceAgreement, Stalls, Throughput, TurnSummary,

@@ -97,6 +97,38 @@ pub struct RunInfo {
     pub machine: Option<String>,
 }
 
+impl RunInfo {
+    /// The one constructor: a run of `mode` against `target` (already redacted) with
+    /// `api` and `model`, started at `started_at_unix_ms`. The rest starts empty (no
+    /// duration, no command, no machine, not the built-in simulator, not interrupted)
+    /// and the caller sets what it knows.
+    pub fn new(
+        target: impl Into<String>,
+        api: impl Into<String>,
+        model: impl Into<String>,
+        mode: impl Into<String>,
+        started_at_unix_ms: u64,
+    ) -> RunInfo {
+        RunInfo {
+            target: target.into(),
+            api: api.into(),
+            model: model.into(),
+            mode: mode.into(),
+            started_at_unix_ms,
+            duration_s: 0.0,
+            command: Vec::new(),
+            builtin_sim: false,
+            interrupted: false,
+            machine: None,
+        }
+    }
+
+    /// What a records file without a run line can say about its run: nothing.
+    pub fn unknown() -> RunInfo {
+        RunInfo::new("unknown", "unknown", "unknown", "unknown", 0)
+    }
+}
+
 /// One load level (sweep step): its identity and its metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelReport {

@@ -51,6 +51,25 @@ pub struct RunChecks {
     pub max_error_rate: Option<f64>,
 }
 
+/// `--max-late`'s default, the one every source of runs uses: an open-loop level whose
+/// share of sends more than 1 ms late (or dropped) is above 0.1 % is invalid.
+pub const DEFAULT_MAX_LATE: f64 = 0.001;
+
+impl Default for RunChecks {
+    /// The checks of a run given no flags: the default stall threshold and late-send
+    /// limit, 1 s time buckets, no SLOs, Cadence's own convention.
+    fn default() -> Self {
+        RunChecks {
+            stall_threshold_ms: crate::metrics::DEFAULT_STALL_THRESHOLD_NS as f64 / 1e6,
+            slos: Vec::new(),
+            max_late: DEFAULT_MAX_LATE,
+            time_bucket_ms: 1000.0,
+            convention: None,
+            max_error_rate: None,
+        }
+    }
+}
+
 /// The run line, written when the run ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunMeta {

@@ -3,7 +3,9 @@
 //! `RequestRecord` a real run against `cadence sim --preset` would produce.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use cadence_core::arrivals::{ArrivalProcess, Schedule};
 use cadence_core::record::{Chunk, RequestRecord, TokenCount, TokenSource};
 use cadence_core::Outcome;
 
@@ -52,6 +54,20 @@ pub enum Arrivals {
     Poisson { rate: f64, seed: u64 },
 }
 
+impl Arrivals {
+    /// The open-loop send offsets: core's one arrival schedule, the very one `cadence
+    /// bench` paces real requests by, so a seed draws the same arrival times in both.
+    /// `None` for closed loop.
+    pub fn schedule(&self) -> Option<Schedule> {
+        let (rate, process) = match *self {
+            Arrivals::Closed { .. } => return None,
+            Arrivals::Constant { rate } => (rate, ArrivalProcess::Constant),
+            Arrivals::Poisson { rate, seed } => (rate, ArrivalProcess::Poisson { seed }),
+        };
+        Some(Schedule::new(rate, process, Duration::ZERO))
+    }
+}
+
 /// One level's outcome: the records and the engine's steps.
 #[derive(Debug, Clone)]
 pub struct PlanLevel {
@@ -76,86 +92,126 @@ pub fn plan_level(
     start_ns: u64,
     first_index: u64,
 ) -> PlanLevel {
-    let total = workload.requests + workload.warmup;
-    let mut engine = Engine::new(spec.clone());
-    let mut records: Vec<RequestRecord> = Vec::with_capacity(total as usize);
-    let mut by_id: HashMap<u64, usize> = HashMap::new();
-    let mut steps = Vec::new();
-    let mut out = Vec::new();
-    let mut sent = 0u64;
-    let mut idle_workers: Vec<u32> = Vec::new();
-    let closed = matches!(arrivals, Arrivals::Closed { .. });
-    // Closed loop: (when, worker) of the next requests on their way.
-    let mut pending: Vec<(u64, u32)> = Vec::new();
-    let mut turnaround_rng = rng::seeded(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32));
-    let mut rng = match arrivals {
-        Arrivals::Poisson { seed, .. } => rng::seeded(seed ^ level as u64),
-        _ => rng::seeded(0),
-    };
-    let mut next_arrival: Option<u64> = None;
-    let mut preemptions = 0u64;
-    let mut queue_ns = vec![0u64; total as usize];
-
-    let send = |t: u64,
-                worker: u32,
-                engine: &mut Engine,
-                out: &mut Vec<Event>,
-                records: &mut Vec<RequestRecord>,
-                by_id: &mut HashMap<u64, usize>,
-                sent: &mut u64| {
-        let i = *sent;
-        *sent += 1;
-        let mut r = RequestRecord::new(first_index + i, Outcome::Succeeded);
-        r.level = level;
-        r.worker = worker;
-        r.warmup = i < workload.warmup;
-        r.sent_ns = Some(start_ns + t);
-        r.headers_ns = Some(start_ns + t);
-        let (prompt_tokens, max_tokens) = workload.lengths_of(i);
-        r.input_tokens = Some(prompt_tokens as u64);
-        if !matches!(arrivals, Arrivals::Closed { .. }) {
-            r.scheduled_ns = Some(start_ns + t);
-        }
-        by_id.insert(i, records.len());
-        records.push(r);
-        engine.submit(
-            t,
-            Request {
-                id: i,
-                prompt_tokens,
-                max_tokens,
-            },
-            out,
-        );
-    };
-
-    match arrivals {
-        Arrivals::Closed { concurrency } => {
-            // Each client's first request also reaches the engine after a turnaround.
-            for w in 0..(concurrency as u64).min(total) {
-                let back = turnaround(workload.turnaround_ns, &mut turnaround_rng);
-                pending.push((back, w as u32));
-            }
-        }
-        Arrivals::Constant { .. } | Arrivals::Poisson { .. } => {
-            next_arrival = (total > 0).then_some(0);
-        }
-    }
-
+    let mut run = LevelRun::new(spec, arrivals, workload, level, start_ns, first_index);
     let mut now = 0u64;
     loop {
-        // Account for what the engine reported, and let closed-loop clients go again.
-        for e in out.drain(..) {
+        run.account();
+        run.release_clients(now);
+        match (run.client_next(), run.engine.next_time()) {
+            (Some((a, w)), e) if e.is_none_or(|e| a <= e) => {
+                now = a;
+                run.arrive(a, w);
+            }
+            (_, Some(e)) => {
+                now = e;
+                run.engine.advance(e, &mut run.out);
+            }
+            (_, None) => break,
+        }
+    }
+    PlanLevel {
+        records: run.records,
+        steps: run.steps,
+        preemptions: run.preemptions,
+        queue_ns: run.queue_ns,
+        end_ns: start_ns + now,
+    }
+}
+
+/// A level in progress: the engine, the records so far, and the clients: closed-loop
+/// workers on their way back, or the open-loop schedule.
+struct LevelRun<'a> {
+    workload: &'a Workload,
+    level: u32,
+    start_ns: u64,
+    first_index: u64,
+    total: u64,
+    engine: Engine,
+    out: Vec<Event>,
+    records: Vec<RequestRecord>,
+    by_id: HashMap<u64, usize>,
+    steps: Vec<StepInfo>,
+    sent: u64,
+    idle_workers: Vec<u32>,
+    /// Open loop: the arrival schedule; `None` for closed loop.
+    schedule: Option<Schedule>,
+    /// Closed loop: (when, worker) of the next requests on their way.
+    pending: Vec<(u64, u32)>,
+    turnaround_rng: SplitMix64,
+    next_arrival: Option<u64>,
+    preemptions: u64,
+    queue_ns: Vec<u64>,
+}
+
+impl<'a> LevelRun<'a> {
+    fn new(
+        spec: &EngineSpec,
+        arrivals: Arrivals,
+        workload: &'a Workload,
+        level: u32,
+        start_ns: u64,
+        first_index: u64,
+    ) -> Self {
+        let total = workload.requests + workload.warmup;
+        let mut run = LevelRun {
+            workload,
+            level,
+            start_ns,
+            first_index,
+            total,
+            engine: Engine::new(spec.clone()),
+            out: Vec::new(),
+            records: Vec::with_capacity(total as usize),
+            by_id: HashMap::new(),
+            steps: Vec::new(),
+            sent: 0,
+            idle_workers: Vec::new(),
+            schedule: arrivals.schedule(),
+            pending: Vec::new(),
+            turnaround_rng: rng::seeded(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32)),
+            next_arrival: None,
+            preemptions: 0,
+            queue_ns: vec![0u64; total as usize],
+        };
+        match arrivals {
+            Arrivals::Closed { concurrency } => {
+                // Each client's first request also reaches the engine after a turnaround.
+                for w in 0..(concurrency as u64).min(total) {
+                    let back = turnaround(workload.turnaround_ns, &mut run.turnaround_rng);
+                    run.pending.push((back, w as u32));
+                }
+            }
+            Arrivals::Constant { .. } | Arrivals::Poisson { .. } => run.schedule_next(),
+        }
+        run
+    }
+
+    fn closed(&self) -> bool {
+        self.schedule.is_none()
+    }
+
+    /// Open loop: the next arrival from the schedule, while requests remain.
+    fn schedule_next(&mut self) {
+        self.next_arrival = match &mut self.schedule {
+            Some(s) if self.sent < self.total => s.next().map(|d| d.as_nanos() as u64),
+            _ => None,
+        };
+    }
+
+    /// Accounts for what the engine reported.
+    fn account(&mut self) {
+        let start_ns = self.start_ns;
+        for e in std::mem::take(&mut self.out) {
             match e {
                 Event::Tokens { id, t, n } => {
-                    let r = &mut records[by_id[&id]];
+                    let r = &mut self.records[self.by_id[&id]];
                     if r.chunks.is_empty() {
                         r.first_content_ns = Some(start_ns + t);
                     }
                     r.chunks.push(Chunk(start_ns + t, Some(n)));
                 }
                 Event::Finished { id, t } => {
-                    let r = &mut records[by_id[&id]];
+                    let r = &mut self.records[self.by_id[&id]];
                     let produced: u64 = r.chunks.iter().filter_map(|c| c.1).map(u64::from).sum();
                     r.end_ns = Some(start_ns + t);
                     r.http_status = Some(200);
@@ -164,87 +220,88 @@ pub fn plan_level(
                         count: produced,
                         source: TokenSource::Usage,
                     });
-                    idle_workers.push(r.worker);
+                    self.idle_workers.push(r.worker);
                 }
                 Event::Rejected { id, t, reason } => {
-                    let r = &mut records[by_id[&id]];
+                    let r = &mut self.records[self.by_id[&id]];
                     r.end_ns = Some(start_ns + t);
                     r.http_status = Some(400);
                     r.outcome = Outcome::Http4xx;
                     r.error = Some(reason);
-                    idle_workers.push(r.worker);
+                    self.idle_workers.push(r.worker);
                 }
-                Event::Step(s) => steps.push(s),
+                Event::Step(s) => self.steps.push(s),
                 Event::Scheduled { id, t } => {
-                    let r = &records[by_id[&id]];
+                    let r = &self.records[self.by_id[&id]];
                     let arrived = r.sent_ns.unwrap_or(start_ns + t) - start_ns;
-                    queue_ns[by_id[&id]] = t - arrived;
+                    self.queue_ns[self.by_id[&id]] = t - arrived;
                 }
-                Event::Preempted { .. } => preemptions += 1,
+                Event::Preempted { .. } => self.preemptions += 1,
             }
-        }
-        if closed {
-            idle_workers.sort_unstable();
-            for w in std::mem::take(&mut idle_workers) {
-                if sent + (pending.len() as u64) < total {
-                    let back = turnaround(workload.turnaround_ns, &mut turnaround_rng);
-                    pending.push((now + back, w));
-                }
-            }
-        } else {
-            idle_workers.clear();
-        }
-        let client_next = if closed {
-            pending.iter().copied().min()
-        } else {
-            next_arrival.map(|a| (a, 0))
-        };
-        match (client_next, engine.next_time()) {
-            (Some((a, w)), e) if e.is_none_or(|e| a <= e) => {
-                now = a;
-                pending.retain(|p| *p != (a, w));
-                send(
-                    a,
-                    w,
-                    &mut engine,
-                    &mut out,
-                    &mut records,
-                    &mut by_id,
-                    &mut sent,
-                );
-                if !closed {
-                    next_arrival = (sent < total).then(|| a + gap_ns(arrivals, &mut rng));
-                }
-            }
-            (_, Some(e)) => {
-                now = e;
-                engine.advance(e, &mut out);
-            }
-            (_, None) => break,
         }
     }
-    let end_ns = start_ns + now;
-    PlanLevel {
-        records,
-        steps,
-        preemptions,
-        queue_ns,
-        end_ns,
+
+    /// Closed loop: the clients whose requests ended go again after a turnaround.
+    fn release_clients(&mut self, now: u64) {
+        if !self.closed() {
+            self.idle_workers.clear();
+            return;
+        }
+        self.idle_workers.sort_unstable();
+        for w in std::mem::take(&mut self.idle_workers) {
+            if self.sent + (self.pending.len() as u64) < self.total {
+                let back = turnaround(self.workload.turnaround_ns, &mut self.turnaround_rng);
+                self.pending.push((now + back, w));
+            }
+        }
+    }
+
+    /// When the next request reaches the engine, and from which worker.
+    fn client_next(&self) -> Option<(u64, u32)> {
+        if self.closed() {
+            self.pending.iter().copied().min()
+        } else {
+            self.next_arrival.map(|a| (a, 0))
+        }
+    }
+
+    /// A request from `worker` reaches the engine at `t`.
+    fn arrive(&mut self, t: u64, worker: u32) {
+        self.pending.retain(|p| *p != (t, worker));
+        self.send(t, worker);
+        if !self.closed() {
+            self.schedule_next();
+        }
+    }
+
+    /// Records the request and submits it to the engine.
+    fn send(&mut self, t: u64, worker: u32) {
+        let i = self.sent;
+        self.sent += 1;
+        let at = self.start_ns + t;
+        let mut r = RequestRecord::new(self.first_index + i, Outcome::Succeeded);
+        r.level = self.level;
+        r.worker = worker;
+        r.warmup = i < self.workload.warmup;
+        r.sent_ns = Some(at);
+        r.headers_ns = Some(at);
+        let (prompt_tokens, max_tokens) = self.workload.lengths_of(i);
+        r.input_tokens = Some(prompt_tokens as u64);
+        if !self.closed() {
+            r.scheduled_ns = Some(at);
+        }
+        self.by_id.insert(i, self.records.len());
+        self.records.push(r);
+        let request = Request {
+            id: i,
+            prompt_tokens,
+            max_tokens,
+        };
+        self.engine.submit(t, request, &mut self.out);
     }
 }
 
 /// A client's turnaround: uniform in [½, 1½] × the mean.
 fn turnaround(mean_ns: u64, rng: &mut SplitMix64) -> u64 {
     (mean_ns as f64 * (0.5 + rng.unit())).round() as u64
-}
-
-fn gap_ns(arrivals: Arrivals, rng: &mut SplitMix64) -> u64 {
-    match arrivals {
-        Arrivals::Closed { .. } => 0,
-        Arrivals::Constant { rate } => (1e9 / rate).round() as u64,
-        Arrivals::Poisson { rate, .. } => {
-            let u = 1.0 - rng.unit();
-            (-u.ln() / rate * 1e9).round() as u64
-        }
-    }
 }

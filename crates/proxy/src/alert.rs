@@ -34,25 +34,6 @@ pub enum AlertParseError {
     Syntax { input: String, reason: String },
 }
 
-/// Parses `30s`, `1m`, `500ms`, `2h`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = s.split_at(end);
-    let v: f64 = num.parse().ok()?;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
-    let secs = match unit {
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
 fn human(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 60.0 && s % 60.0 == 0.0 {
@@ -87,9 +68,9 @@ impl FromStr for AlertRule {
         let mut rest = &words[split..];
         let mut seen = (false, false);
         while let [kw, value, tail @ ..] = rest {
-            let d = parse_duration(value).ok_or_else(|| {
+            let d = cadence_core::parse_duration(value).map_err(|e| {
                 syntax(&format!(
-                    "{value:?} is not a duration (e.g. 30s, 1m, 500ms)"
+                    "{value:?} is not a duration ({e}; e.g. 30s, 1m, 500ms)"
                 ))
             })?;
             match *kw {

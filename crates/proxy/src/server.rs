@@ -370,29 +370,19 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     } else {
         s.config.models.join(", ")
     };
-    let run = RunMeta {
-        run: cadence_core::RunInfo {
-            target: redact(&s.config.upstream.to_string()),
-            api: "as proxied (chat, completions)".into(),
-            model: models,
-            mode: "proxy".into(),
-            started_at_unix_ms: started_unix_ms,
-            duration_s: s.clock.now_ns() as f64 / 1e9,
-            command: std::env::args().map(|a| redact(&a)).collect(),
-            builtin_sim: false,
-            interrupted: false,
-            machine: None,
-        },
-        checks: RunChecks {
-            stall_threshold_ms: cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS as f64 / 1e6,
-            slos: Vec::new(),
-            max_late: 0.0,
-            time_bucket_ms: 1000.0,
-            convention: None,
-            max_error_rate: None,
-        },
+    let mut run = RunMeta {
+        run: cadence_core::RunInfo::new(
+            redact(&s.config.upstream.to_string()),
+            "as proxied (chat, completions)",
+            models,
+            "proxy",
+            started_unix_ms,
+        ),
+        checks: RunChecks::default(),
         search: None,
     };
+    run.run.duration_s = s.clock.now_ns() as f64 / 1e9;
+    run.run.command = std::env::args().map(|a| redact(&a)).collect();
     (level_line(&level), run_line(&run))
 }
 

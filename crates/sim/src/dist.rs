@@ -14,8 +14,9 @@ use rand_distr::Distribution;
 /// Text forms accepted by [`FromStr`] (and produced by [`fmt::Display`]):
 /// `10ms` or `fixed:10ms`, `uniform:5ms..15ms`, `normal:10ms,2ms` (mean,
 /// stddev; samples below zero are clamped to zero), `lognormal:10ms,3ms`
-/// (mean, stddev of the resulting durations). Units: `ns`, `us` (or `µs`),
-/// `ms`, `s`; decimals are allowed (`1.5ms`); a bare `0` means zero.
+/// (mean, stddev of the resulting durations). Durations are read by
+/// [`cadence_core::parse_duration`]: `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`;
+/// decimals are allowed (`1.5ms`); a bare `0` means zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dist {
     /// Always the same duration.
@@ -100,7 +101,10 @@ pub enum DistParseError {
         expected: &'static str,
     },
     #[error("bad duration `{input}`: {reason} (write e.g. `10ms`, `1.5s`, `250us`)")]
-    Duration { input: String, reason: &'static str },
+    Duration {
+        input: String,
+        reason: cadence_core::DurationError,
+    },
     #[error("uniform range `{0}` has its lower bound above its upper bound")]
     Reversed(String),
 }
@@ -150,36 +154,13 @@ impl FromStr for Dist {
     }
 }
 
-/// Parses a duration such as `10ms`, `1.5s`, `250us`, `500ns` or `0`.
-pub fn parse_duration(input: &str) -> Result<Duration, DistParseError> {
-    let s = input.trim();
-    let bad = |reason| DistParseError::Duration {
+/// Parses one duration of a distribution with the workspace's one parser
+/// ([`cadence_core::parse_duration`]), naming the input when it is rejected.
+fn parse_duration(input: &str) -> Result<Duration, DistParseError> {
+    cadence_core::parse_duration(input).map_err(|reason| DistParseError::Duration {
         input: input.trim().to_owned(),
         reason,
-    };
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| bad("missing unit (ns, us, ms or s)"))?;
-    let (number, unit) = s.split_at(split);
-    if number.is_empty() {
-        return Err(bad("missing number"));
-    }
-    let value: f64 = number.parse().map_err(|_| bad("not a number"))?;
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(bad("unknown unit (use ns, us, ms or s)")),
-    };
-    let ns = value * scale;
-    if !ns.is_finite() || ns > u64::MAX as f64 {
-        return Err(bad("too large"));
-    }
-    Ok(Duration::from_nanos(ns.round() as u64))
+    })
 }
 
 /// Writes a duration in the shortest exact unit this module parses.

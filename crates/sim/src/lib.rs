@@ -64,7 +64,7 @@ mod stream;
 pub mod text;
 
 pub use config::{ConfigError, Freeze, SimConfig};
-pub use dist::{parse_duration, Dist, DistParseError};
+pub use dist::{Dist, DistParseError};
 pub use engine_mode::EngineMetrics;
 pub use fault::{Fault, UnknownFault};
 pub use plan::{plan, planned_delays, Overrides, PlannedChunk, Stall, StreamPlan};
