@@ -1,6 +1,6 @@
 //! `cadence bench`: validate the flags into a run, start the built-in simulator when no
-//! URL is given, drive the load, then print and write the report. Ctrl-C stops sending,
-//! drains, and still reports.
+//! URL is given, drive the load, then print and write the report. Ctrl-C (or SIGTERM)
+//! stops sending, drains, and still reports.
 
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
@@ -21,6 +21,7 @@ use cadence_core::metrics::LevelOptions;
 use cadence_core::report::{RunInfo, SearchProbe, SearchReport};
 use cadence_core::runlog::{self, LevelMeta, RunMeta};
 use cadence_core::secret::Redactor;
+use cadence_core::slo::probe_passes;
 use cadence_core::{assemble, level_meta, Checks, LevelAggregators, LevelFacts};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::{Clock, Unreachable};
@@ -80,23 +81,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     drop(sender);
     drop(cx);
     progress.finish();
+    // A failed records file keeps the report: it is still made and written.
     let (aggs, written) = sink.finish()?.finish();
+    let failures: Vec<String> = written
+        .err()
+        .into_iter()
+        .map(|e| {
+            let path = records_path.as_deref().unwrap_or(std::path::Path::new("-"));
+            format!("cannot write the records to {}: {e}", path.display())
+        })
+        .collect();
     drop(endpoint);
 
     let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
     report.search = search_report;
     let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
-    crate::output::print_console(&report)?;
     let source = records_path.map(|p| crate::load::RecordsSource::written(p, &metas));
-    crate::output::write_outputs(
+    crate::output::deliver(
         &report,
         source.as_ref(),
         args.json.as_deref(),
         &args.outputs,
-    )?;
-    // Every other output is out: now say the records file is incomplete.
-    written.context("the records could not all be written")?;
-    Ok(exit)
+        exit,
+        failures,
+    )
 }
 
 /// Where each finished record goes: the records file, the progress view and the level
@@ -320,6 +328,11 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         ));
     }
     let trace = read_trace(args)?;
+    // Every output path is checked before anything is sent (or the file truncated).
+    let outputs =
+        crate::output::named(args.json.as_deref(), args.records.as_deref(), &args.outputs);
+    crate::output::preflight(args.trace.as_slice(), &outputs)?;
+    check_fd_limit(args)?;
     let requests = match (args.requests, args.duration, &trace) {
         (n, _, Some(entries)) => {
             Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
@@ -327,12 +340,44 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         (None, None, None) => Some(DEFAULT_REQUESTS),
         (n, _, None) => n,
     };
+    if let (Some(ramp), Some(rates)) = (args.ramp_up, &args.rate) {
+        let planned = requests.map(|n| n.saturating_add(args.warmup));
+        for &rate in &rates.0 {
+            if let Some(why) =
+                cadence_core::arrivals::ramp_shortfall(rate, ramp, planned, args.duration)
+            {
+                return Err(usage(why));
+            }
+        }
+    }
     Ok(Validated {
         extra,
         extra_headers,
         trace,
         requests,
     })
+}
+
+/// The client's own open-file limit: raised, then checked against the largest level
+/// (an open loop without a cap or a search has no known bound: raised only).
+fn check_fd_limit(args: &BenchArgs) -> anyhow::Result<()> {
+    let in_flight = args
+        .concurrency
+        .as_ref()
+        .and_then(|c| c.0.iter().max().copied())
+        .or(args.max_concurrency)
+        .or(
+            (args.rate.is_none() && args.trace.is_none() && args.find_max.is_none())
+                .then_some(DEFAULT_CONCURRENCY),
+        );
+    match in_flight {
+        Some(n) => {
+            let need = cadence_bench::fdlimit::needed(n.into(), args.url.is_none());
+            cadence_bench::fdlimit::ensure(need).map_err(usage)?;
+        }
+        None => drop(cadence_bench::fdlimit::raise()),
+    }
+    Ok(())
 }
 
 /// The `--trace` entries, sped up by `--trace-speed`.
@@ -471,14 +516,13 @@ fn note_overridden(extra: &serde_json::Map<String, serde_json::Value>, quiet: bo
     }
 }
 
-/// Resolves on the first Ctrl-C: it ends the current level (drained, reported) and
-/// skips the rest.
+/// Resolves on the first Ctrl-C or SIGTERM: it ends the current level (drained,
+/// reported) and skips the rest.
 fn stop_on_ctrl_c() -> tokio::sync::watch::Receiver<bool> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stop_tx.send(true);
-        }
+        crate::signal::stop_signal().await;
+        let _ = stop_tx.send(true);
     });
     stop_rx
 }
@@ -539,7 +583,7 @@ impl Levels<'_> {
             .await;
             let interrupted = summary.stop == StopReason::Interrupted;
             if let (Some((_, s)), false) = (&mut search, interrupted) {
-                s.record(probe_level, self.probe_passed(i).await);
+                s.record(probe_level, self.probe_passed(i, &summary).await);
             }
             let meta = level_meta(&level_facts(&plan, &summary));
             let line = runlog::level_line(&meta);
@@ -552,20 +596,25 @@ impl Levels<'_> {
         (metas, search)
     }
 
-    /// Whether level `i` met every `--slo` (and had a success).
-    async fn probe_passed(&self, i: u32) -> bool {
+    /// Whether level `i` was valid, within the error-rate ceiling and met every `--slo`.
+    async fn probe_passed(&self, i: u32, summary: &RunSummary) -> bool {
+        let args = self.args;
         let level = self
             .sender
             .query(move |s| {
-                s.levels
-                    .get(i)
-                    .map(|a| a.finish(&LevelOptions::default()).summary)
+                s.levels.get(i).map(|a| {
+                    let f = a.finish(&LevelOptions::default());
+                    let late = f.pacing.is_some_and(|p| p.invalid);
+                    (f.summary, late)
+                })
             })
             .await
             .flatten();
-        level.is_some_and(|level| {
-            level.requests.succeeded > 0
-                && self.args.slos.iter().all(|slo| slo.evaluate(&level).pass)
+        // An invalid level (watchdog, late sends) never passes, whatever it measured.
+        level.is_some_and(|(level, late)| {
+            !summary.watchdog_fired
+                && !late
+                && probe_passes(&level, &args.slos, args.max_error_rate)
         })
     }
 }
@@ -652,6 +701,7 @@ fn checks(args: &BenchArgs) -> Checks {
         time_bucket: args.time_bucket,
         convention: args.outputs.convention,
         exact_samples: args.outputs.exact_samples(),
+        max_error_rate: args.max_error_rate,
     }
 }
 

@@ -160,7 +160,11 @@ pub(crate) fn parse_counts(s: &str) -> Result<Counts, String> {
 }
 
 pub(crate) fn parse_rates(s: &str) -> Result<Rates, String> {
-    parse_levels(s).map(Rates)
+    let rates = parse_levels(s)?;
+    if let Some(r) = rates.iter().find(|&&r| r > MAX_RATE) {
+        return Err(format!("rate {r} is above {MAX_RATE} requests/s"));
+    }
+    Ok(Rates(rates))
 }
 
 pub(crate) fn parse_slo(s: &str) -> Result<cadence_core::Slo, String> {
@@ -199,10 +203,43 @@ impl From<ApiArg> for cadence_wire::Api {
     }
 }
 
-/// A duration flag, read by the workspace's one parser ([`cadence_core::parse_duration`]).
+/// The longest duration any flag takes: a soak test runs for days, a year is a typo
+/// (and `Instant + 10⁹ s` would overflow).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+
+/// Most requests (`-n`) or warm-up requests a level may send.
+pub const MAX_REQUESTS: u64 = 1_000_000_000;
+
+/// Highest open-loop rate, requests/s.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// A duration flag, read by the workspace's one parser ([`cadence_core::parse_duration`]),
+/// at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    cadence_core::parse_duration(s)
-        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))
+    let d = cadence_core::parse_duration(s)
+        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 10s or 2m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("'{s}' is longer than a year"));
+    }
+    Ok(d)
+}
+
+/// A duration that must be longer than 0 (a timeout, a threshold).
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("'{s}' must be longer than 0"));
+    }
+    Ok(d)
+}
+
+/// The time-series bucket: at least 1 ms (finer buckets only multiply memory).
+pub fn parse_time_bucket(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("'{s}': a time bucket is at least 1ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]
@@ -248,7 +285,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_concurrency: Option<u32>,
 
-    /// Open loop: grow the rate linearly from 0 over this long.
+    /// Open loop: grow the rate linearly from 0 over this long (rate × ramp / 2
+    /// requests); -n and -d must outlast it, or the level never reaches its rate.
     #[arg(long, requires = "rate", value_parser = parse_duration)]
     pub ramp_up: Option<Duration>,
 
@@ -258,7 +296,7 @@ pub struct BenchArgs {
     pub max_late: f64,
 
     /// Measured requests to send. Default 64 when --duration is not given.
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS))]
     pub requests: Option<u64>,
 
     /// Send requests for this long (e.g. 30s, 5m), then drain within --grace.
@@ -266,7 +304,7 @@ pub struct BenchArgs {
     pub duration: Option<Duration>,
 
     /// Requests sent first and left out of every statistic.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_REQUESTS))]
     pub warmup: u64,
 
     /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
@@ -298,23 +336,23 @@ pub struct BenchArgs {
     pub http2: bool,
 
     /// TCP/TLS connect timeout.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub connect_timeout: Duration,
 
     /// From send to the response headers.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub header_timeout: Duration,
 
     /// From send to the first output token.
-    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = parse_positive_duration)]
     pub ttft_timeout: Duration,
 
     /// Longest silence allowed once output has started.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub idle_timeout: Duration,
 
     /// Longest a single request may take.
-    #[arg(long = "timeout", default_value = "600s", value_parser = parse_duration)]
+    #[arg(long = "timeout", default_value = "600s", value_parser = parse_positive_duration)]
     pub total_timeout: Duration,
 
     /// After the run stops issuing (duration or Ctrl-C), how long in-flight requests may finish.
@@ -322,7 +360,7 @@ pub struct BenchArgs {
     pub grace: Duration,
 
     /// An ITL gap longer than this counts as a stall.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
     pub stall_threshold: Duration,
 
     /// Fail a request on its first malformed event instead of counting and continuing.
@@ -330,9 +368,16 @@ pub struct BenchArgs {
     pub strict: bool,
 
     /// A service-level objective checked per level, e.g. 'itl.p99<=50ms',
-    /// 'ttft.p90<=2s', 'output_speed.p50>=20' (repeatable). A breach exits with 3.
+    /// 'ttft.p90<=2s', 'output_speed.p50>=20', 'errors.rate<=1%' (repeatable). A
+    /// breach exits with 3.
     #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
     pub slos: Vec<cadence_core::Slo>,
+
+    /// A level where more than this share of the sent requests failed fails the run
+    /// (exit 3) and never passes a --find-max probe: `5%` or `0.05`; `100%` turns the
+    /// ceiling off. Finer gates: --slo 'errors.rate<=1%', 'errors.http_5xx.rate<=0.5%'.
+    #[arg(long, default_value = "5%", value_parser = parse_share)]
+    pub max_error_rate: f64,
 
     /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
     /// the first --rate / --concurrency value (default 1), then bisect.
@@ -345,7 +390,7 @@ pub struct BenchArgs {
 
     /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
     /// over the run).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
     pub time_bucket: Duration,
 
     /// Write the JSON report here.
@@ -674,6 +719,11 @@ pub struct ReportArgs {
     /// (repeatable). From a JSON report, goodput cannot be recomputed.
     #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
     pub slos: Vec<cadence_core::Slo>,
+
+    /// Judge the error-rate ceiling at this share instead of the run's own
+    /// `--max-error-rate` (default 5 %): `5%` or `0.05`.
+    #[arg(long, value_parser = parse_share)]
+    pub max_error_rate: Option<f64>,
 }
 
 fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {
@@ -933,6 +983,22 @@ mod tests {
             Cli::try_parse_from(["cadence", "bench", "--trace", "t", "--rate", "5"]).is_err(),
             "a trace has its own arrivals"
         );
+    }
+
+    #[test]
+    fn hostile_numbers_are_refused() {
+        assert!(parse_time_bucket("0s").is_err());
+        assert!(parse_time_bucket("999us").is_err());
+        assert_eq!(parse_time_bucket("1ms"), Ok(Duration::from_millis(1)));
+        assert!(parse_positive_duration("0s")
+            .unwrap_err()
+            .contains("longer than 0"));
+        assert!(parse_duration("1000000000s").unwrap_err().contains("year"));
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert!(parse_rates("1e300").unwrap_err().contains("above"));
+        assert!(parse_rates("1000000").is_ok());
+        let n = |v: &str| Cli::try_parse_from(["cadence", "bench", "-n", v]).is_ok();
+        assert!(n("1000000000") && !n("1000000001") && !n("0"));
     }
 
     #[test]

@@ -227,8 +227,8 @@ pub fn render_markdown(c: &Comparison) -> String {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
-    let a = load(std::slice::from_ref(&args.a), &[], None)?;
-    let b = load(std::slice::from_ref(&args.b), &[], None)?;
+    let a = load(std::slice::from_ref(&args.a), &[], None, None)?;
+    let b = load(std::slice::from_ref(&args.b), &[], None, None)?;
     let mut c = compare(&a, &b, &args.fail_on, args.seed, args.min_change)?;
     c.a = args.a.display().to_string();
     c.b = args.b.display().to_string();

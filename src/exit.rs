@@ -10,18 +10,19 @@ pub enum Exit {
     Error = 1,
     /// Bad command-line usage or configuration.
     Usage = 2,
-    /// An SLO was breached (reserved for `--slo`).
+    /// An SLO was breached: one given with `--slo`, or the error-rate ceiling
+    /// (`--max-error-rate`).
     SloBreached = 3,
     /// The run's figures are not valid: no request succeeded, the accounting did not
     /// add up, or the watchdog had to end the run.
     Invalid = 4,
     /// `cadence compare`: a `--fail-on` rule found a regression beyond noise.
     Regression = 5,
-    /// Interrupted by Ctrl-C; the report of what was measured was still written.
+    /// Interrupted by Ctrl-C or SIGTERM; the report of what was measured was still written.
     Interrupted = 130,
 }
 
-pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached; 4 run invalid (no request succeeded, accounting mismatch, watchdog); 5 compare found a regression (--fail-on); 130 interrupted (report still written)";
+pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached (--slo, or failures over --max-error-rate); 4 run invalid (no request succeeded, accounting mismatch, watchdog); 5 compare found a regression (--fail-on); 130 interrupted by Ctrl-C or SIGTERM (report still written)";
 
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {

@@ -6,7 +6,8 @@ use crate::exit::{usage, Exit};
 use cadence_bench::records::reader::first_line;
 use cadence_bench::records::{Damage, ReadError, RecordsReader};
 use cadence_core::report::{Report, RunInfo, SearchReport};
-use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta};
+use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
+use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
 use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -100,8 +101,15 @@ pub fn load(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
+    max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
-    load_with(files, slos, convention, cadence_core::DEFAULT_EXACT_SAMPLES)
+    load_with(
+        files,
+        slos,
+        convention,
+        max_error_rate,
+        cadence_core::DEFAULT_EXACT_SAMPLES,
+    )
 }
 
 /// [`load`] with a level budget of `exact_samples` exactly kept values.
@@ -109,6 +117,7 @@ pub fn load_with(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
+    max_error_rate: Option<f64>,
     exact_samples: u64,
 ) -> anyhow::Result<Loaded> {
     let mut json = Vec::new();
@@ -127,10 +136,12 @@ pub fn load_with(
     }
     let scan = scan(files)?;
     let mut warnings = Vec::new();
-    let no_run_line = scan.run.is_none();
-    let (info, mut checks, search) = run_facts(scan.run, exact_samples)?;
+    let (info, mut checks, search) = saved_checks(scan.run, exact_samples, &mut warnings)?;
     if !slos.is_empty() {
         checks.slos = slos.to_vec();
+    }
+    if let Some(m) = max_error_rate {
+        checks.max_error_rate = m;
     }
     if convention.is_some() {
         checks.convention = convention;
@@ -160,9 +171,6 @@ pub fn load_with(
             scan.anchors
         ));
     }
-    if no_run_line {
-        warnings.push(NO_RUN_LINE.into());
-    }
     let levels = with_unnamed_levels(scan.levels, &fed.level_ids);
     source.level_ids = levels.iter().map(|m| m.level).collect();
     let (mut report, verdict) = cadence_core::assemble(info, &levels, &fed.aggs, &checks);
@@ -184,8 +192,6 @@ pub fn load_with(
         },
     })
 }
-
-const NO_RUN_LINE: &str = "the records file has no run line (an older file, or the run did not finish): the target, model and command are unknown";
 
 /// A saved JSON report, re-judged against `slos` when given.
 fn load_json_report(
@@ -323,55 +329,94 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
     levels
 }
 
-/// The run's facts and checks from its run line, or plain defaults without one.
-fn run_facts(
+/// What the run line says the run was and was judged against; a file without one gets
+/// "unknown" and the defaults, with a warning.
+fn saved_checks(
     run: Option<RunMeta>,
     exact_samples: u64,
+    warnings: &mut Vec<String>,
 ) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
-    let Some(meta) = run else {
-        let info = RunInfo {
-            target: "unknown".into(),
-            api: "unknown".into(),
-            model: "unknown".into(),
-            mode: "unknown".into(),
-            started_at_unix_ms: 0,
-            duration_s: 0.0,
-            command: Vec::new(),
-            builtin_sim: false,
-            interrupted: false,
-            machine: None,
-        };
-        let checks = Checks {
-            stall_threshold: Duration::from_nanos(
-                cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
-            ),
-            slos: Vec::new(),
-            max_late: 0.001,
-            time_bucket: Duration::from_secs(1),
-            convention: None,
-            exact_samples,
-        };
-        return Ok((info, checks, None));
-    };
-    let checks = Checks {
-        stall_threshold: Duration::from_secs_f64(meta.checks.stall_threshold_ms / 1e3),
-        slos: meta
-            .checks
-            .slos
-            .iter()
-            .map(|s| s.parse())
-            .collect::<Result<_, _>>()
-            .map_err(|e: cadence_core::SloParseError| {
-                usage(format!("the run line's SLO does not parse: {e}"))
-            })?,
-        max_late: meta.checks.max_late,
-        time_bucket: Duration::from_secs_f64(meta.checks.time_bucket_ms / 1e3),
-        convention: meta
-            .checks
-            .convention
-            .as_deref()
-            .and_then(|c| c.parse().ok()),
-        exact_samples,
-    };
-    Ok((meta.run, checks, meta.search))
+    Ok(match run {
+        Some(meta) => {
+            let stall = Duration::from_nanos(cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS);
+            let c = &meta.checks;
+            let checks = Checks {
+                stall_threshold: saved_ms(
+                    c.stall_threshold_ms,
+                    1e-6,
+                    stall,
+                    "stall threshold",
+                    warnings,
+                ),
+                slos: meta
+                    .checks
+                    .slos
+                    .iter()
+                    .map(|s| s.parse())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e: cadence_core::SloParseError| {
+                        usage(format!("the run line's SLO does not parse: {e}"))
+                    })?,
+                max_late: meta.checks.max_late,
+                time_bucket: saved_ms(
+                    c.time_bucket_ms,
+                    1.0,
+                    Duration::from_secs(1),
+                    "time bucket",
+                    warnings,
+                ),
+                convention: meta
+                    .checks
+                    .convention
+                    .as_deref()
+                    .and_then(|c| c.parse().ok()),
+                max_error_rate: meta
+                    .checks
+                    .max_error_rate
+                    .filter(|m| (0.0..=1.0).contains(m))
+                    .unwrap_or(DEFAULT_MAX_ERROR_RATE),
+                exact_samples,
+            };
+            (meta.run, checks, meta.search)
+        }
+        None => {
+            warnings.push(
+                "the records file has no run line (an older file, or the run did not finish): the target, model and command are unknown".into(),
+            );
+            let info = RunInfo::unknown();
+            let checks = Checks {
+                stall_threshold: Duration::from_nanos(
+                    cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
+                ),
+                slos: Vec::new(),
+                max_late: DEFAULT_MAX_LATE,
+                time_bucket: Duration::from_secs(1),
+                convention: None,
+                max_error_rate: DEFAULT_MAX_ERROR_RATE,
+                exact_samples,
+            };
+            (info, checks, None)
+        }
+    })
+}
+
+/// A duration the run line holds in ms, when a run could have used it (at least
+/// `min_ms`, at most a year); else `default`, with a warning. A hand-edited or hostile
+/// file cannot make a zero-width time bucket or a panic.
+fn saved_ms(
+    ms: f64,
+    min_ms: f64,
+    default: Duration,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Duration {
+    match Duration::try_from_secs_f64(ms / 1e3) {
+        Ok(d) if ms >= min_ms && d <= crate::cli::MAX_DURATION => d,
+        _ => {
+            warnings.push(format!(
+                "the run line's {what} ({ms} ms) is not one a run can use: {default:?} is used instead"
+            ));
+            default
+        }
+    }
 }

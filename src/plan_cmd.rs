@@ -51,6 +51,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
+    let outputs = crate::output::named(args.json.as_deref(), None, &args.outputs);
+    crate::output::preflight(args.dataset.as_slice(), &outputs)?;
     let max_tokens = args
         .max_tokens
         .unwrap_or_else(|| "128".parse().expect("a valid length"));
@@ -76,6 +78,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         time_bucket: Duration::from_secs(1),
         convention: args.outputs.convention,
         exact_samples: args.outputs.exact_samples(),
+        // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
+        max_error_rate: 1.0,
     };
     // Each level's records go to the level aggregators (and, for the per-request CSV,
     // a records file) as the driver hands them over; none are kept past their level.
@@ -109,15 +113,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
-    crate::output::print_console(&report)?;
     let source = records_path.map(|p| crate::load::RecordsSource::written(p, &planned.metas));
-    crate::output::write_outputs(
+    crate::output::deliver(
         &report,
         source.as_ref(),
         args.json.as_deref(),
         &args.outputs,
-    )?;
-    Ok(exit)
+        exit,
+        Vec::new(),
+    )
 }
 
 /// A level of the plan: how requests arrive, and how the report names it.

@@ -47,29 +47,6 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
     Ok(c)
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
     let config = config(&args)?;
     let upstream = cadence_core::secret::redact_patterns(&config.upstream.to_string());
@@ -82,7 +59,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
             "cadence proxy: metrics on http://{m}/metrics, rolling stats on http://{m}/stats"
         );
     }
-    stop_signal().await;
+    crate::signal::stop_signal().await;
     eprintln!("cadence proxy: stopping; draining in-flight streams");
     let written = proxy.shutdown().await?;
     if args.records.is_some() {

@@ -5,21 +5,24 @@
 use crate::cli::ReportArgs;
 use crate::exit::Exit;
 use crate::load::load_with;
-use crate::output::{print_console, write_outputs};
+use crate::output::{deliver, named, preflight};
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
+    let outputs = named(args.json.as_deref(), None, &args.outputs);
+    preflight(&args.files, &outputs)?;
     let loaded = load_with(
         &args.files,
         &args.slos,
         args.outputs.convention,
+        args.max_error_rate,
         args.outputs.exact_samples(),
     )?;
-    print_console(&loaded.report)?;
-    write_outputs(
+    deliver(
         &loaded.report,
         loaded.records.as_ref(),
         args.json.as_deref(),
         &args.outputs,
-    )?;
-    Ok(loaded.exit)
+        loaded.exit,
+        Vec::new(),
+    )
 }

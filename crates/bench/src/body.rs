@@ -60,6 +60,24 @@ impl BodySpec {
         }
     }
 
+    /// The output length a request with this `max_tokens` demands in full: all of
+    /// `max_tokens` when the body sets `ignore_eos: true`, else its `min_tokens` (never
+    /// above `max_tokens`); `None` when the model may stop when it likes. `--extra-body`
+    /// wins as it does in the body (it may set or remove `max_tokens`).
+    pub fn expected_output(&self, max_tokens: Option<u32>) -> Option<u64> {
+        let extra = self.extra.as_ref();
+        let max = match extra.and_then(|e| e.get("max_tokens")) {
+            Some(v) => v.as_u64(),
+            None => max_tokens.map(u64::from),
+        };
+        let flag = |k: &str| extra.and_then(|e| e.get(k));
+        if flag("ignore_eos").and_then(Value::as_bool) == Some(true) {
+            return max;
+        }
+        let min = flag("min_tokens").and_then(Value::as_u64)?;
+        Some(max.map_or(min, |m| m.min(min))).filter(|&n| n > 0)
+    }
+
     /// The body around the request's input (`input_key`: `messages` or `prompt`):
     /// the model, streaming with usage, `max_tokens` when set, `--extra-body` last.
     fn encode(&self, input_key: &str, input: Value, max_tokens: Option<u32>) -> Bytes {
@@ -158,6 +176,38 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
         assert!(v.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn the_full_length_is_expected_only_when_the_body_demands_it() {
+        let spec = |extra: &str| BodySpec {
+            api: Api::Chat,
+            model: "m".into(),
+            max_tokens: Some(64),
+            extra: (!extra.is_empty()).then(|| parse_extra_body(extra).unwrap()),
+        };
+        assert_eq!(spec("").expected_output(Some(64)), None);
+        assert_eq!(
+            spec(r#"{"ignore_eos": true}"#).expected_output(Some(64)),
+            Some(64)
+        );
+        assert_eq!(
+            spec(r#"{"ignore_eos": false}"#).expected_output(Some(64)),
+            None
+        );
+        assert_eq!(
+            spec(r#"{"min_tokens": 16}"#).expected_output(Some(64)),
+            Some(16)
+        );
+        assert_eq!(
+            spec(r#"{"min_tokens": 99}"#).expected_output(Some(64)),
+            Some(64)
+        );
+        assert_eq!(spec(r#"{"min_tokens": 0}"#).expected_output(Some(64)), None);
+        let overridden = spec(r#"{"ignore_eos": true, "max_tokens": 8}"#);
+        assert_eq!(overridden.expected_output(Some(64)), Some(8));
+        let removed = spec(r#"{"ignore_eos": true, "max_tokens": null}"#);
+        assert_eq!(removed.expected_output(Some(64)), None);
     }
 
     #[test]

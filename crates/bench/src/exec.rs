@@ -92,7 +92,12 @@ pub async fn execute(
     let deadlines = Deadlines::new(sent_at, cx.timeouts);
     let response = match await_headers(cx, req, cancel, rec, &deadlines).await {
         Ok(r) => r,
-        Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
+        Err((outcome, mut msg)) => {
+            if cx.client.is_http2() && outcome == Outcome::TransportError {
+                msg = format!("the server does not speak HTTP/2 with prior knowledge on this port (an HTTP/1.1-only server?): drop --http2 ({msg})");
+            }
+            return end(cx, rec, outcome, Some(msg));
+        }
     };
     rec.headers_ns = Some(cx.clock.now_ns());
     let status = response.status();
@@ -121,6 +126,9 @@ pub async fn execute(
         );
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     };
+    if let Some(msg) = compressed(response.headers()) {
+        return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
+    }
 
     let text = read_stream(cx, response.into_body(), framing, cancel, rec, &deadlines).await;
     if let Some(e) = rec.error.take() {
@@ -401,6 +409,18 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Str
     let _ = tokio::time::timeout_at(deadline, read).await;
     buf.truncate(limit);
     String::from_utf8_lossy(&buf).trim().to_string()
+}
+
+/// Why a compressed stream cannot be read, when the response is one: Cadence asks for
+/// none, times the bytes as they arrive, and would read compressed bytes as no events.
+fn compressed(headers: &http::HeaderMap) -> Option<String> {
+    let enc = headers.get(http::header::CONTENT_ENCODING)?.to_str().ok()?;
+    let enc = enc.trim().to_ascii_lowercase();
+    (!enc.is_empty() && enc != "identity").then(|| {
+        format!(
+            "the server compressed the stream (content-encoding: {enc}) though none was asked for: chunk times would be those of compressed blocks; turn compression off for event streams on the server or the proxy in front of it"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod body;
 pub mod cpu;
 pub mod dataset;
 pub mod exec;
+pub mod fdlimit;
 pub mod progress;
 pub mod prompts;
 pub mod records;

@@ -370,6 +370,11 @@ impl<S: Sinks> Level<S> {
                         },
                     };
                     debug_assert_eq!(ticket.index, next);
+                    // The window is [start, start + duration): rate × duration sends, not
+                    // one more at the deadline itself (the pacer's ticket can beat the timer).
+                    if deadline.is_some_and(|d| ticket.scheduled >= d) {
+                        break StopReason::Deadline;
+                    }
                     match self.slots.try_acquire() {
                         Some(p) => (Some(ticket.scheduled), p),
                         None => {
@@ -545,6 +550,7 @@ impl<S: Sinks> RequestTask<S> {
             let built = self.cx.factory.build_turn(dispatch, turn, &replies);
             rec.prompt_id = Some(built.prompt_id);
             rec.prefix_group = built.prefix_group;
+            rec.expected_output_tokens = built.expected_output_tokens;
             if session.is_some() {
                 rec.session = session;
                 rec.turn = Some(turn as u32);

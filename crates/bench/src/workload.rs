@@ -74,6 +74,8 @@ pub struct BuiltTurn {
     /// the one prompt. Empty when `--extra-body` replaces the prompt or messages, so
     /// the workload does not know what was sent.
     pub prompt_parts: Vec<String>,
+    /// The output length the body demands in full (`BodySpec::expected_output`).
+    pub expected_output_tokens: Option<u64>,
 }
 
 impl RequestFactory {
@@ -152,6 +154,7 @@ impl RequestFactory {
                 prompt_id: pid.to_string(),
                 prefix_group: prefix.map(|(g, _)| g),
                 prompt_parts: known(vec![text]),
+                expected_output_tokens: self.body.expected_output(max_tokens),
             };
         };
         let turn = turn.min(item.turns.len().saturating_sub(1));
@@ -179,6 +182,7 @@ impl RequestFactory {
             prompt_id: item.id.clone(),
             prefix_group: prefix.map(|(g, _)| g),
             prompt_parts: known(messages.into_iter().map(|m| m.content).collect()),
+            expected_output_tokens: self.body.expected_output(max_tokens),
         }
     }
 

@@ -85,9 +85,47 @@ impl Iterator for Schedule {
     }
 }
 
+/// Why a level at `rate` with a ramp of `ramp` never reaches its rate, when it would
+/// not: a ramp sends `rate · ramp / 2` requests before the full rate, so `requests`
+/// (warm-up included) must be more than that, or `duration` longer than the ramp.
+pub fn ramp_shortfall(
+    rate: f64,
+    ramp: Duration,
+    requests: Option<u64>,
+    duration: Option<Duration>,
+) -> Option<String> {
+    let during = rate * ramp.as_secs_f64() / 2.0;
+    let short_by_count = requests.is_some_and(|n| (n as f64) <= during);
+    let short_by_time = duration.is_some_and(|d| d <= ramp);
+    // The level ends at whichever of -n and -d comes first.
+    (short_by_count || short_by_time).then(|| {
+        format!(
+            "--ramp-up {ramp:?} at {rate} req/s sends {} requests before reaching the rate, but the level ends first: give -n above {} or -d longer than the ramp",
+            during.ceil(),
+            during.ceil()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ramp_must_end_before_the_level() {
+        let ramp = Duration::from_secs(30);
+        // 20 req/s ramped over 30 s: 300 requests before the full rate.
+        let why = ramp_shortfall(20.0, ramp, Some(64), None).unwrap();
+        assert!(why.contains("sends 300 requests"), "{why}");
+        assert!(ramp_shortfall(20.0, ramp, Some(301), None).is_none());
+        assert!(ramp_shortfall(20.0, ramp, Some(300), None).is_some());
+        assert!(ramp_shortfall(20.0, ramp, None, Some(Duration::from_secs(30))).is_some());
+        assert!(ramp_shortfall(20.0, ramp, None, Some(Duration::from_secs(120))).is_none());
+        // The level ends at the earlier of -n and -d: both must outlast the ramp.
+        let d = |s| Some(Duration::from_secs(s));
+        assert!(ramp_shortfall(20.0, ramp, Some(10_000), d(10)).is_some());
+        assert!(ramp_shortfall(20.0, ramp, Some(10_000), d(60)).is_none());
+    }
 
     fn secs(d: Duration) -> f64 {
         d.as_secs_f64()

@@ -3,7 +3,7 @@
 //! `bench`, `plan` and `report` all end here, so a rebuilt report is the bench's own.
 
 use crate::level::{LevelAggregator, LevelAggregators, LevelConfig};
-use crate::metrics::LevelOptions;
+use crate::metrics::{LevelOptions, LevelSummary};
 use crate::report::{level_report, LevelReport, Report, RunInfo};
 use crate::runlog::{LevelMeta, RunChecks};
 use crate::{Convention, Slo};
@@ -22,6 +22,9 @@ pub struct Checks {
     /// Values a level keeps exactly before its distributions are bucketed
     /// (`--exact-samples`, default [`crate::level::DEFAULT_EXACT_SAMPLES`]).
     pub exact_samples: u64,
+    /// Share of failed requests above which a level fails (`--max-error-rate`; 1.0
+    /// turns the ceiling off).
+    pub max_error_rate: f64,
 }
 
 impl Checks {
@@ -33,6 +36,7 @@ impl Checks {
             max_late: self.max_late,
             time_bucket_ms: self.time_bucket.as_secs_f64() * 1e3,
             convention: self.convention.map(|c| c.name().to_string()),
+            max_error_rate: Some(self.max_error_rate),
         }
     }
 
@@ -154,8 +158,10 @@ pub fn assemble(
         let (lr, level_verdict) = assemble_level(meta, agg, checks);
         any_success |= lr.summary.requests.succeeded > 0;
         slo_breached |= lr.slos.iter().any(|r| !r.pass);
-        if level_verdict == Verdict::Invalid {
-            verdict = Verdict::Invalid;
+        match level_verdict {
+            Verdict::Invalid => verdict = Verdict::Invalid,
+            Verdict::SloBreached => slo_breached = true,
+            _ => {}
         }
         level_reports.push(lr);
     }
@@ -176,7 +182,8 @@ pub fn assemble(
     (report, verdict)
 }
 
-/// One level of the report, and `Invalid` when its figures cannot be trusted.
+/// One level of the report, and `Invalid` when its figures cannot be trusted, or
+/// `SloBreached` when its error rate is over the ceiling.
 fn assemble_level(
     meta: &LevelMeta,
     agg: &LevelAggregator,
@@ -199,11 +206,18 @@ fn assemble_level(
             .push(format!("accounting does not add up: {e}"));
         verdict = Verdict::Invalid;
     }
+    if let Some(w) = crate::outcome::client_limit_warning(&level.requests.failed) {
+        level.warnings.push(w);
+        verdict = Verdict::Invalid;
+    }
     if meta.invalid {
         verdict = Verdict::Invalid;
     }
     level.warnings.extend(meta.warnings.iter().cloned());
     level.warnings.extend(figures.record_warnings);
+    if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
+        verdict = Verdict::SloBreached;
+    }
     let mut lr = level_report(meta.name.clone(), level);
     lr.pacing = figures.pacing;
     if lr.pacing.as_ref().is_some_and(|p| p.invalid) {
@@ -231,4 +245,17 @@ fn assemble_level(
     }
     lr.charts = figures.charts;
     (lr, verdict)
+}
+
+/// The checks of a level's answers, each a warning: short answers, and an error rate
+/// above the ceiling (the level then breaches: the result says whether it did).
+fn answer_checks(level: &mut LevelSummary, max_error_rate: f64) -> bool {
+    let short = level
+        .counters
+        .short_answer_warning(level.requests.succeeded);
+    level.warnings.extend(short);
+    let ceiling = crate::slo::error_ceiling(&level.requests, max_error_rate);
+    let breached = ceiling.is_some();
+    level.warnings.extend(ceiling);
+    breached
 }

@@ -65,6 +65,8 @@ pub fn request_groups(records: &[RequestRecord], metric: SloMetric) -> Vec<Vec<f
                 SloMetric::ItlPerToken => metrics::itl_gaps(r, bad)
                     .map(|(g, later)| metrics::ms(g) / metrics::per_token_weight(later) as f64)
                     .collect(),
+                // A level's share, not a per-request sample.
+                SloMetric::ErrorRate(_) => Vec::new(),
             };
             (!v.is_empty()).then_some(v)
         })

@@ -241,9 +241,27 @@ pub struct Counters {
     /// Requests whose stream ended with a finish reason but no `[DONE]`.
     pub no_done_marker: u64,
     pub reads: u64,
+    /// Succeeded requests with fewer output tokens than the workload demanded in full
+    /// ([`RequestRecord::is_short_answer`]); left out of the report when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub short_answers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counters {
+    /// The level's warning when some answers were short (`succeeded` requests in all).
+    pub fn short_answer_warning(&self, succeeded: u64) -> Option<String> {
+        (self.short_answers > 0).then(|| {
+            format!(
+                "{} of {succeeded} succeeded requests ended with fewer output tokens than the workload demanded (ignore_eos or min_tokens): the context filled or the server capped the length (e.g. n_predict), so their E2E and throughput describe shorter answers than asked",
+                self.short_answers
+            )
+        })
+    }
+
     /// Whether any counter that signals an unclean stream is non-zero (`reads` is not one).
     pub fn any_unclean(&self) -> bool {
         self.keepalives
@@ -340,8 +358,8 @@ struct Agree {
 impl Agree {
     fn add(&mut self, other: u64, used: u64) {
         self.requests += 1;
-        self.total += other;
-        self.used += used;
+        self.total = self.total.saturating_add(other);
+        self.used = self.used.saturating_add(used);
         let d = other.abs_diff(used);
         self.max_abs = self.max_abs.max(d);
         self.differing += u64::from(d > 0);
@@ -349,8 +367,8 @@ impl Agree {
 
     fn merge(&mut self, o: &Agree) {
         self.requests += o.requests;
-        self.total += o.total;
-        self.used += o.used;
+        self.total = self.total.saturating_add(o.total);
+        self.used = self.used.saturating_add(o.used);
         self.max_abs = self.max_abs.max(o.max_abs);
         self.differing += o.differing;
     }
@@ -491,7 +509,12 @@ impl SummaryAcc {
         k.bytes_after_done += c.bytes_after_done;
         k.no_done_marker += u64::from(c.no_done_marker);
         k.reads += u64::from(c.reads);
-        self.tokens.received_total += r.output_token_count().count;
+        k.short_answers += u64::from(r.is_short_answer());
+        // Token counts come from the server: saturate rather than wrap (usage 2^64 − 1).
+        self.tokens.received_total = self
+            .tokens
+            .received_total
+            .saturating_add(r.output_token_count().count);
         if let Some(s) = r.sent_ns {
             self.first_sent = Some(self.first_sent.map_or(s, |f| f.min(s)));
         }
@@ -522,7 +545,7 @@ impl SummaryAcc {
     fn push_tokens(&mut self, r: &RequestRecord) {
         let tc = r.output_token_count();
         let tokens = &mut self.tokens;
-        tokens.total += tc.count;
+        tokens.total = tokens.total.saturating_add(tc.count);
         tokens.source = tokens.source.max(Some(tc.source));
         *tokens
             .by_source
@@ -664,8 +687,8 @@ impl SummaryAcc {
             a.merge(b);
         }
         let t = &mut self.tokens;
-        t.total += o.tokens.total;
-        t.received_total += o.tokens.received_total;
+        t.total = t.total.saturating_add(o.tokens.total);
+        t.received_total = t.received_total.saturating_add(o.tokens.received_total);
         t.source = t.source.max(o.tokens.source);
         for (k, n) in &o.tokens.by_source {
             *t.by_source.entry(k.clone()).or_default() += n;
@@ -679,6 +702,7 @@ impl SummaryAcc {
         k.bytes_after_done += o.counters.bytes_after_done;
         k.no_done_marker += o.counters.no_done_marker;
         k.reads += o.counters.reads;
+        k.short_answers += o.counters.short_answers;
         self.first_sent = min_opt(self.first_sent, o.first_sent);
         self.last_end = self.last_end.max(o.last_end);
         for (s, a) in &o.agree {

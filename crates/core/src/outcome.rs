@@ -49,6 +49,9 @@ pub enum Outcome {
     MalformedEvent,
     /// Any other transport error (the detail says which).
     TransportError,
+    /// The client itself ran out of open files (EMFILE, ENFILE): the request never
+    /// reached the server, the run is invalid, and the server is not to blame.
+    ClientLimit,
     /// The run's deadline or Ctrl-C ended the request while it was in flight (FAULTS 36).
     AbortedAtDeadline,
     /// The proxy's client hung up before the response was complete (FAULTS 40); the
@@ -62,7 +65,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every variant, in report order.
-    pub const ALL: [Outcome; 20] = [
+    pub const ALL: [Outcome; 21] = [
         Outcome::Succeeded,
         Outcome::ConnectError,
         Outcome::TlsError,
@@ -80,6 +83,7 @@ impl Outcome {
         Outcome::EventTooLarge,
         Outcome::MalformedEvent,
         Outcome::TransportError,
+        Outcome::ClientLimit,
         Outcome::AbortedAtDeadline,
         Outcome::ClientDisconnected,
         Outcome::Dropped,
@@ -105,6 +109,7 @@ impl Outcome {
             Outcome::EventTooLarge => "event_too_large",
             Outcome::MalformedEvent => "malformed_event",
             Outcome::TransportError => "transport_error",
+            Outcome::ClientLimit => "client_limit",
             Outcome::AbortedAtDeadline => "aborted_at_deadline",
             Outcome::ClientDisconnected => "client_disconnected",
             Outcome::Dropped => "dropped",
@@ -137,6 +142,20 @@ impl Outcome {
     }
 }
 
+/// The warning for a level whose requests hit the client's own limits (`failed` as the
+/// report's `requests.failed` holds it): such a level is invalid (exit 4).
+pub fn client_limit_warning(failed: &std::collections::BTreeMap<String, u64>) -> Option<String> {
+    let n = failed
+        .get(Outcome::ClientLimit.name())
+        .copied()
+        .unwrap_or(0);
+    (n > 0).then(|| {
+        format!(
+            "{n} requests failed on the client's own open-file limit (client_limit), not the server's: the run is invalid; raise `ulimit -n` or lower the concurrency"
+        )
+    })
+}
+
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -164,6 +183,20 @@ mod tests {
         assert!(!Outcome::Succeeded.is_failure());
         assert!(!Outcome::AbortedAtDeadline.is_failure());
         assert!(Outcome::Truncated.is_failure());
+        assert!(Outcome::ClientLimit.is_failure());
+    }
+
+    #[test]
+    fn the_clients_own_limit_is_named_and_counted() {
+        let mut failed = std::collections::BTreeMap::new();
+        failed.insert("connect_error".to_string(), 3);
+        assert_eq!(client_limit_warning(&failed), None);
+        failed.insert("client_limit".to_string(), 755);
+        let w = client_limit_warning(&failed).unwrap();
+        assert!(
+            w.starts_with("755 requests failed on the client's own open-file limit"),
+            "{w}"
+        );
     }
 
     #[test]

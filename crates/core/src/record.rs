@@ -232,6 +232,10 @@ pub struct RequestRecord {
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
+    /// The output length the workload demanded in full: `max_tokens` when the body set
+    /// `ignore_eos`, else its `min_tokens`. Absent when the model may stop when it likes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_output_tokens: Option<u64>,
     /// What only the proxy knows about the request (absent for `bench`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Box<ProxyInfo>>,
@@ -284,6 +288,7 @@ impl RequestRecord {
             session: None,
             turn: None,
             prefix_group: None,
+            expected_output_tokens: None,
             proxy: None,
         }
     }
@@ -323,6 +328,16 @@ impl RequestRecord {
     }
 
     /// Output tokens: the recorded count, else the chunk count (source `chunks`).
+    /// A short answer: it succeeded with fewer output tokens than the workload demanded
+    /// in full ([`RequestRecord::expected_output_tokens`]) — the context filled, or a
+    /// server-side cap (`n_predict`) ended it.
+    pub fn is_short_answer(&self) -> bool {
+        self.outcome == Outcome::Succeeded
+            && self
+                .expected_output_tokens
+                .is_some_and(|e| self.output_token_count().count < e)
+    }
+
     pub fn output_token_count(&self) -> TokenCount {
         self.output_tokens.unwrap_or(TokenCount {
             count: self.chunks.len() as u64,

@@ -46,6 +46,9 @@ pub struct RunChecks {
     /// `--convention`, when given.
     #[serde(default)]
     pub convention: Option<String>,
+    /// `--max-error-rate` as a fraction; absent in older files (the default applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_rate: Option<f64>,
 }
 
 /// `--max-late`'s default, the one every source of runs uses: an open-loop level whose
@@ -62,6 +65,7 @@ impl Default for RunChecks {
             max_late: DEFAULT_MAX_LATE,
             time_bucket_ms: 1000.0,
             convention: None,
+            max_error_rate: None,
         }
     }
 }

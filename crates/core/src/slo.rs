@@ -2,7 +2,7 @@
 //! against a level's distributions (the SLO gate) and against single requests (goodput),
 //! with the same formulas as [`crate::metrics`].
 
-use crate::metrics::{self, LevelSummary};
+use crate::metrics::{self, LevelSummary, RequestCounts};
 use crate::stats::Distribution;
 use crate::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
@@ -12,7 +12,9 @@ use std::str::FromStr;
 /// The SLO rule in words, for the report's definitions.
 pub const FORMULA: &str = "each --slo 'metric.stat<op>bound' (e.g. itl.p99<=50ms) compares \
 the level's figure (e.g. the p99 of pooled ITL) with the bound, in ms for times and tokens/s \
-for output_speed; an SLO whose metric has no samples fails";
+for output_speed; an SLO whose metric has no samples fails; errors.rate (or \
+errors.CLASS.rate, e.g. errors.http_5xx.rate) is the failed (of that class) share of sent \
+non-warm-up requests in %, and fails when nothing was sent";
 
 /// Goodput in words, for the report's definitions.
 pub const GOODPUT_FORMULA: &str = "requests that succeeded and met every SLO on their own \
@@ -33,6 +35,10 @@ pub enum SloMetric {
     E2e,
     /// Per-request output speed, tokens/s.
     OutputSpeed,
+    /// The share of sent requests that failed, in %: every failure class (`None`) or
+    /// one (`errors.http_5xx.rate`). Not a distribution: its only statistic is the
+    /// rate (the mean of a per-request 0/1 failure indicator).
+    ErrorRate(Option<Outcome>),
 }
 
 impl SloMetric {
@@ -47,9 +53,10 @@ impl SloMetric {
         SloMetric::OutputSpeed,
     ];
 
-    /// The name used in SLO expressions.
+    /// The name used in SLO expressions (`errors` for the error rates).
     pub fn name(self) -> &'static str {
         match self {
+            SloMetric::ErrorRate(_) => "errors",
             SloMetric::Ttft => "ttft",
             SloMetric::TtftContent => "ttft_content",
             SloMetric::TtftResponse => "ttft_response",
@@ -61,17 +68,17 @@ impl SloMetric {
         }
     }
 
-    /// Whether values are times (milliseconds); otherwise tokens/s.
+    /// Whether values are times (milliseconds); otherwise tokens/s or %.
     pub fn is_time(self) -> bool {
-        self != SloMetric::OutputSpeed
+        !matches!(self, SloMetric::OutputSpeed | SloMetric::ErrorRate(_))
     }
 
-    /// The unit of [`Slo::bound`] and [`SloResult::observed`]: `ms` or `tok/s`.
+    /// The unit of [`Slo::bound`] and [`SloResult::observed`]: `ms`, `tok/s` or `%`.
     pub fn unit(self) -> &'static str {
-        if self.is_time() {
-            "ms"
-        } else {
-            "tok/s"
+        match self {
+            SloMetric::OutputSpeed => "tok/s",
+            SloMetric::ErrorRate(_) => "%",
+            _ => "ms",
         }
     }
 
@@ -86,8 +93,56 @@ impl SloMetric {
             SloMetric::Tpot => level.tpot,
             SloMetric::E2e => level.e2e,
             SloMetric::OutputSpeed => level.output_speed_tok_s,
+            SloMetric::ErrorRate(_) => None,
         }
     }
+
+    /// The level's figure: the statistic of its distribution, or the error rate in %.
+    fn observed(self, stat: SloStat, level: &LevelSummary) -> Option<f64> {
+        match self {
+            SloMetric::ErrorRate(class) => error_rate(&level.requests, class).map(|r| r * 100.0),
+            m => m.distribution(level).map(|d| stat.of(&d)),
+        }
+        .filter(|v| !v.is_nan())
+    }
+}
+
+/// The share (0–1) of sent non-warm-up requests that failed, of any class (`None`) or
+/// of one; `None` when nothing was sent.
+pub fn error_rate(counts: &RequestCounts, class: Option<Outcome>) -> Option<f64> {
+    let failed = match class {
+        None => counts.failed_total(),
+        Some(c) => counts.failed.get(c.name()).copied().unwrap_or(0),
+    };
+    (counts.sent > 0).then(|| failed as f64 / counts.sent as f64)
+}
+
+/// The default `--max-error-rate`: a level where more than this share of the sent
+/// requests failed does not pass, whatever its latency SLOs say.
+pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.05;
+
+/// The error-rate ceiling (`--max-error-rate`, a share): the level's warning when more
+/// of its sent requests failed than `max` allows, else `None`.
+pub fn error_ceiling(counts: &RequestCounts, max: f64) -> Option<String> {
+    let rate = error_rate(counts, None)?;
+    (rate > max).then(|| {
+        format!(
+            "error rate {:.1} % ({} of {} sent requests failed) is over the ceiling of {} % (--max-error-rate): the run fails (exit 3)",
+            rate * 100.0,
+            counts.failed_total(),
+            counts.sent,
+            max * 100.0
+        )
+    })
+}
+
+/// Whether a level passes as a `--find-max` probe: some request succeeded, the error
+/// rate is within `max_error_rate`, and every SLO holds. (Whether the level is valid at
+/// all, e.g. pacing and accounting, is the caller's to add.)
+pub fn probe_passes(level: &LevelSummary, slos: &[Slo], max_error_rate: f64) -> bool {
+    level.requests.succeeded > 0
+        && error_ceiling(&level.requests, max_error_rate).is_none()
+        && slos.iter().all(|s| s.evaluate(level).pass)
 }
 
 impl FromStr for SloMetric {
@@ -96,6 +151,7 @@ impl FromStr for SloMetric {
         match s {
             // The report's key for output speed is accepted too.
             "output_speed_tok_s" => Ok(SloMetric::OutputSpeed),
+            "errors" => Ok(SloMetric::ErrorRate(None)),
             _ => SloMetric::ALL.into_iter().find(|m| m.name() == s).ok_or(()),
         }
     }
@@ -218,7 +274,7 @@ pub struct SloParseError {
 }
 
 const METRIC_LIST: &str =
-    "ttft, ttft_content, ttft_response, itl, itl_per_token, tpot, e2e, output_speed";
+    "ttft, ttft_content, ttft_response, itl, itl_per_token, tpot, e2e, output_speed; or errors.rate, errors.CLASS.rate";
 const STAT_LIST: &str = "mean, min, max, p50, p90, p95, p99, p999 (or p99.9)";
 
 /// Time-unit spellings and the canonical name each normalizes to.
@@ -243,29 +299,26 @@ impl FromStr for Slo {
         if s.is_empty() {
             return Err(err("it is empty".into()));
         }
-        let (lhs, op, rhs, rest) = split_comparison(&s).map_err(err)?;
-        let (metric, stat) = metric_and_stat(lhs).map_err(err)?;
-        let (value, unit_s) = leading_number(rhs, rest).map_err(err)?;
-        let number = format!("{value}");
-        let (bound, text_unit) = bound_in_unit(metric, value, unit_s, &number).map_err(err)?;
+        let (lhs, op, rhs) = split_comparison(&s).map_err(err)?;
+        let (metric, stat) = parse_target(&lhs.to_ascii_lowercase()).map_err(err)?;
+        let (bound, written) = parse_bound(metric, rhs).map_err(err)?;
+        let target = match metric {
+            SloMetric::ErrorRate(None) => "errors.rate".to_string(),
+            SloMetric::ErrorRate(Some(c)) => format!("errors.{}.rate", c.name()),
+            m => format!("{}.{}", m.name(), stat.name()),
+        };
         Ok(Slo {
             metric,
             stat,
             op,
             bound,
-            text: format!(
-                "{}.{}{}{number}{text_unit}",
-                metric.name(),
-                stat.name(),
-                op.symbol()
-            ),
+            text: format!("{target}{}{written}", op.symbol()),
         })
     }
 }
 
-/// `lhs OP rhs` at the first comparison character: the two sides, the comparison,
-/// and the text from the comparison on.
-fn split_comparison(s: &str) -> Result<(&str, SloOp, &str, &str), String> {
+/// `lhs`, the comparison and `rhs` of a whitespace-free expression.
+fn split_comparison(s: &str) -> Result<(&str, SloOp, &str), String> {
     let at = s
         .find(['<', '>', '='])
         .ok_or_else(|| "no comparison (<=, <, >= or >)".to_string())?;
@@ -283,26 +336,6 @@ fn split_comparison(s: &str) -> Result<(&str, SloOp, &str, &str), String> {
             "unknown comparison at {rest:?}; use <=, <, >= or >"
         ));
     };
-    Ok((lhs, op, rhs, rest))
-}
-
-/// `metric.stat`, case-insensitive.
-fn metric_and_stat(lhs: &str) -> Result<(SloMetric, SloStat), String> {
-    let lhs = lhs.to_ascii_lowercase();
-    let (metric_s, stat_s) = lhs.split_once('.').ok_or_else(|| {
-        format!("{lhs:?} is not metric.stat (metrics: {METRIC_LIST}; stats: {STAT_LIST})")
-    })?;
-    let metric: SloMetric = metric_s
-        .parse()
-        .map_err(|()| format!("unknown metric {metric_s:?} (metrics: {METRIC_LIST})"))?;
-    let stat: SloStat = stat_s
-        .parse()
-        .map_err(|()| format!("unknown statistic {stat_s:?} (stats: {STAT_LIST})"))?;
-    Ok((metric, stat))
-}
-
-/// The bound's number (finite, at least 0; -0 read as 0) and the unit text after it.
-fn leading_number<'a>(rhs: &'a str, rest: &str) -> Result<(f64, &'a str), String> {
     if rhs.is_empty() {
         return Err("no bound after the comparison".into());
     }
@@ -312,6 +345,46 @@ fn leading_number<'a>(rhs: &'a str, rest: &str) -> Result<(f64, &'a str), String
             &rest[..rest.len() - rhs.len() + 1]
         ));
     }
+    Ok((lhs, op, rhs))
+}
+
+/// `metric.stat`, or `errors.rate` / `errors.CLASS.rate` (whose statistic is the mean
+/// of the 0/1 failure indicator).
+fn parse_target(lhs: &str) -> Result<(SloMetric, SloStat), String> {
+    if let Some(rest) = lhs.strip_prefix("errors.") {
+        let class = rest.strip_suffix(".rate");
+        let metric = match (rest, class) {
+            ("rate", _) => SloMetric::ErrorRate(None),
+            (_, Some(c)) => {
+                let class = Outcome::ALL
+                    .into_iter()
+                    .find(|o| o.is_failure() && o.name() == c)
+                    .ok_or_else(|| {
+                        format!("unknown failure class {c:?} (the classes of the report's requests.failed, e.g. http_5xx)")
+                    })?;
+                SloMetric::ErrorRate(Some(class))
+            }
+            _ => return Err(format!("{lhs:?}: write errors.rate or errors.CLASS.rate")),
+        };
+        return Ok((metric, SloStat::Mean));
+    }
+    let (metric_s, stat_s) = lhs.split_once('.').ok_or_else(|| {
+        format!("{lhs:?} is not metric.stat (metrics: {METRIC_LIST}; stats: {STAT_LIST})")
+    })?;
+    let metric: SloMetric = metric_s
+        .parse()
+        .ok()
+        .filter(|m| !matches!(m, SloMetric::ErrorRate(_)))
+        .ok_or_else(|| format!("unknown metric {metric_s:?} (metrics: {METRIC_LIST})"))?;
+    let stat: SloStat = stat_s
+        .parse()
+        .map_err(|()| format!("unknown statistic {stat_s:?} (stats: {STAT_LIST})"))?;
+    Ok((metric, stat))
+}
+
+/// The bound in the metric's unit (ms, tok/s or %) and the bound as the normalized
+/// expression writes it (`2s`, `20`, `5%`).
+fn parse_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
     let num_end = rhs
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E')))
         .unwrap_or(rhs.len());
@@ -322,30 +395,37 @@ fn leading_number<'a>(rhs: &'a str, rest: &str) -> Result<(f64, &'a str), String
     if !value.is_finite() || value < 0.0 {
         return Err(format!("the bound {num_s} must be a finite number >= 0"));
     }
-    Ok((value + 0.0, unit_s))
+    let value = value + 0.0; // -0 is 0
+    let number = format!("{value}");
+    if metric.is_time() {
+        return time_bound(metric, value, &number, unit_s);
+    }
+    let is_time_unit = TIME_UNITS.iter().any(|(spelling, _)| *spelling == unit_s);
+    match (metric, unit_s) {
+        (SloMetric::ErrorRate(_), "%") if value <= 100.0 => Ok((value, format!("{number}%"))),
+        (SloMetric::ErrorRate(_), "") if value <= 1.0 => Ok((value * 100.0, number)),
+        (SloMetric::ErrorRate(_), _) => Err(format!(
+            "an error rate is a share: write 5% or 0.05, not {rhs:?}"
+        )),
+        (_, "" | "tok/s") => Ok((value, number)),
+        (_, u) if is_time_unit => Err(format!(
+            "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
+             'output_speed.p50>=20'"
+        )),
+        (_, u) => Err(format!(
+            "unknown unit {u:?} for output_speed (tokens/s): write no unit"
+        )),
+    }
 }
 
-/// The bound in the metric's unit (ms for times, tokens/s for speed) and the unit as
-/// the SLO's text spells it.
-fn bound_in_unit(
+/// A time bound in ms from `value` written in `unit`.
+fn time_bound(
     metric: SloMetric,
     value: f64,
-    unit_s: &str,
     number: &str,
-) -> Result<(f64, &'static str), String> {
-    if !metric.is_time() {
-        return match unit_s {
-            "" | "tok/s" => Ok((value, "")),
-            u if TIME_UNITS.iter().any(|(spelling, _)| *spelling == u) => Err(format!(
-                "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
-                 'output_speed.p50>=20'"
-            )),
-            u => Err(format!(
-                "unknown unit {u:?} for output_speed (tokens/s): write no unit"
-            )),
-        };
-    }
-    if unit_s.is_empty() {
+    unit: &str,
+) -> Result<(f64, String), String> {
+    if unit.is_empty() {
         return Err(format!(
             "{} is a time and needs a unit (ns, us, ms or s): say {number}ms",
             metric.name()
@@ -353,8 +433,8 @@ fn bound_in_unit(
     }
     let (_, canon) = TIME_UNITS
         .iter()
-        .find(|(spelling, _)| *spelling == unit_s)
-        .ok_or_else(|| format!("unknown time unit {unit_s:?}; use ns, us, µs, ms or s"))?;
+        .find(|(spelling, _)| *spelling == unit)
+        .ok_or_else(|| format!("unknown time unit {unit:?}; use ns, us, µs, ms or s"))?;
     // Divide for sub-millisecond units so 50us is exactly the double nearest 0.05.
     let ms = match *canon {
         "ns" => value / 1e6,
@@ -362,7 +442,7 @@ fn bound_in_unit(
         "ms" => value,
         _ => value * 1e3,
     };
-    Ok((ms, *canon))
+    Ok((ms, format!("{number}{canon}")))
 }
 
 impl fmt::Display for Slo {
@@ -402,11 +482,7 @@ impl Slo {
     /// Evaluates the SLO on a level's distributions. A metric with no samples fails,
     /// with `observed: None`.
     pub fn evaluate(&self, level: &LevelSummary) -> SloResult {
-        let observed = self
-            .metric
-            .distribution(level)
-            .map(|d| self.stat.of(&d))
-            .filter(|v| !v.is_nan());
+        let observed = self.metric.observed(self.stat, level);
         SloResult {
             slo: self.text.clone(),
             observed,
@@ -447,6 +523,8 @@ impl Slo {
         let bad = &mut 0u64;
         let single = |v: Option<f64>| v.map_or(PerRequest::Missing, PerRequest::Value);
         match self.metric {
+            // A level's figure: a succeeded request has nothing to violate.
+            SloMetric::ErrorRate(_) => PerRequest::NotApplicable,
             SloMetric::Ttft => single(metrics::ttft_ms(r, bad)),
             SloMetric::TtftResponse => single(metrics::ttft_response_ms(r, bad)),
             SloMetric::E2e => single(metrics::e2e_ms(r, bad)),

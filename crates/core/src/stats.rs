@@ -114,11 +114,12 @@ impl Distribution {
         if kept.is_empty() {
             return None;
         }
-        // cum[i] = total weight of kept[..=i]
+        // cum[i] = total weight of kept[..=i]; weights can be token counts from a
+        // server (usage 2^64 − 1), so the total saturates rather than wraps.
         let cum: Vec<u64> = kept
             .iter()
             .scan(0u64, |acc, &(_, w)| {
-                *acc += w;
+                *acc = acc.saturating_add(w);
                 Some(*acc)
             })
             .collect();

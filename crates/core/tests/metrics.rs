@@ -617,3 +617,44 @@ fn by_turn_splits_ttft_and_itl_by_turn_index() {
     let plain = summarize_level(&[reference()], &LevelOptions::default());
     assert!(plain.by_turn.is_empty(), "no sessions, no per-turn summary");
 }
+
+/// Issue 20 item 10: a request that demanded 8 tokens (ignore_eos) and got 3 is a short
+/// answer; one that got all 8, one with no demand and a failure are not.
+#[test]
+fn short_answers_are_counted_per_level() {
+    let with = |expected: Option<u64>, got: u64, outcome: Outcome| {
+        let mut r = common::rec(outcome, 0, &[(10, None), (20, None)], 30);
+        r.expected_output_tokens = expected;
+        r.output_tokens = Some(TokenCount {
+            count: got,
+            source: TokenSource::Usage,
+        });
+        r
+    };
+    let recs = [
+        with(Some(8), 3, Outcome::Succeeded),
+        with(Some(8), 8, Outcome::Succeeded),
+        with(None, 3, Outcome::Succeeded),
+        with(Some(8), 3, Outcome::Truncated),
+    ];
+    let short: Vec<bool> = recs.iter().map(|r| r.is_short_answer()).collect();
+    assert_eq!(short, [true, false, false, false]);
+    let level = summarize_level(&recs, &LevelOptions::default());
+    assert_eq!(level.counters.short_answers, 1);
+    let w = level
+        .counters
+        .short_answer_warning(level.requests.succeeded)
+        .unwrap();
+    assert!(
+        w.starts_with("1 of 3 succeeded requests ended with fewer output tokens"),
+        "{w}"
+    );
+    let none = summarize_level(&recs[1..3], &LevelOptions::default());
+    assert_eq!(none.counters.short_answer_warning(2), None);
+    assert!(
+        !serde_json::to_string(&none.counters)
+            .unwrap()
+            .contains("short_answers"),
+        "absent from ordinary reports"
+    );
+}

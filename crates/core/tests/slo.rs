@@ -403,3 +403,109 @@ fn goodput_counts_sent_requests_that_succeeded_and_met_every_slo() {
         json!({"good_requests": 3, "share": 0.5, "requests_per_s": 1.5})
     );
 }
+
+/// Issue 20 item 1: 8 requests, 1 succeeded, 5 × HTTP 503, 2 × HTTP 429 (and one
+/// warm-up failure, left out): error rate 7/8 = 87.5 %, 5xx 62.5 %, 429 25 %.
+fn mostly_failing() -> Vec<RequestRecord> {
+    let mut recs = vec![reference()];
+    for (i, o) in [Outcome::Http5xx; 5]
+        .into_iter()
+        .chain([Outcome::Http429; 2])
+        .enumerate()
+    {
+        let mut r = rec(o, 1, &[], 2);
+        r.index = i as u64 + 1;
+        recs.push(r);
+    }
+    let mut warm = rec(Outcome::Http5xx, 1, &[], 2);
+    warm.warmup = true;
+    recs.push(warm);
+    recs
+}
+
+#[test]
+fn error_rates_are_slos_overall_and_per_class() {
+    assert_eq!(slo("errors.rate<=5%").text, "errors.rate<=5%");
+    assert_eq!(slo("errors.rate <= 0.05").bound, 5.0);
+    assert_eq!(slo("errors.rate<=0.05").text, "errors.rate<=0.05");
+    let per_class = slo("errors.http_5xx.rate<1%");
+    assert_eq!(
+        per_class.metric,
+        SloMetric::ErrorRate(Some(Outcome::Http5xx))
+    );
+    assert_eq!(per_class.text, "errors.http_5xx.rate<1%");
+    for bad in [
+        "errors.rate<=5ms",
+        "errors.rate<=150%",
+        "errors.rate<=2",
+        "errors.succeeded.rate<=1%",
+        "errors.nope.rate<=1%",
+        "errors.p99<=1%",
+        "errors<=1%",
+    ] {
+        assert!(bad.parse::<Slo>().is_err(), "{bad} should be rejected");
+    }
+
+    let level = summarize_level(&mostly_failing(), &LevelOptions::default());
+    let r = slo("errors.rate<=10%").evaluate(&level);
+    assert_eq!(
+        r,
+        SloResult {
+            slo: "errors.rate<=10%".into(),
+            observed: Some(87.5),
+            bound: 10.0,
+            unit: "%".into(),
+            pass: false,
+        }
+    );
+    assert_eq!(
+        slo("errors.http_5xx.rate<=0.625").evaluate(&level).observed,
+        Some(62.5)
+    );
+    assert!(slo("errors.http_5xx.rate<=0.625").evaluate(&level).pass);
+    assert_eq!(
+        slo("errors.http_429.rate<=25%").evaluate(&level).observed,
+        Some(25.0)
+    );
+    assert_eq!(
+        slo("errors.truncated.rate<=0%").evaluate(&level).observed,
+        Some(0.0)
+    );
+    // Nothing sent: no rate, which fails like any SLO without samples.
+    let empty = summarize_level(&[], &LevelOptions::default());
+    assert_eq!(slo("errors.rate<=100%").evaluate(&empty).observed, None);
+    // Per request, an error rate has nothing to say: goodput is the one success.
+    let g = goodput(&mostly_failing(), &[slo("errors.rate<=1%")], None);
+    assert_eq!(g.good_requests, 1);
+}
+
+#[test]
+fn the_error_ceiling_and_find_max_probes() {
+    use cadence_core::slo::{error_ceiling, probe_passes, DEFAULT_MAX_ERROR_RATE};
+    let level = summarize_level(&mostly_failing(), &LevelOptions::default());
+    let w = error_ceiling(&level.requests, DEFAULT_MAX_ERROR_RATE).expect("87.5 % > 5 %");
+    assert!(
+        w.contains("error rate 87.5 % (7 of 8 sent requests failed)"),
+        "{w}"
+    );
+    assert_eq!(
+        error_ceiling(&level.requests, 0.875),
+        None,
+        "at the ceiling passes"
+    );
+    assert!(error_ceiling(&level.requests, 0.874).is_some());
+    let latency = [slo("itl.p99<=1s")];
+    assert!(
+        !probe_passes(&level, &latency, DEFAULT_MAX_ERROR_RATE),
+        "mostly failing"
+    );
+    assert!(probe_passes(&level, &latency, 1.0), "ceiling raised");
+    let ok = summarize_level(&[reference()], &LevelOptions::default());
+    assert!(probe_passes(&ok, &latency, DEFAULT_MAX_ERROR_RATE));
+    assert!(!probe_passes(&ok, &[slo("itl.p99<=1ms")], 1.0));
+    let none = summarize_level(
+        &[rec(Outcome::Http5xx, 1, &[], 2)],
+        &LevelOptions::default(),
+    );
+    assert!(!probe_passes(&none, &[], 1.0), "no success never passes");
+}

@@ -200,3 +200,24 @@ fn pacing_is_absent_without_a_schedule() {
         })
     );
 }
+
+/// Issue 20 item 7: a record ending at 10¹⁸ ns (31 years) must not size a 72 GB
+/// allocation: past `MAX_BUCKETS` the buckets widen, and every event is still counted.
+#[test]
+fn a_hostile_end_time_widens_the_buckets_instead_of_allocating() {
+    use cadence_core::timeseries::MAX_BUCKETS;
+    let mut far = rec(Outcome::Succeeded, 0, &[(10, Some(1)), (20, Some(1))], 30);
+    far.end_ns = Some(1_000_000_000_000_000_000);
+    let series = time_series(&[far], S);
+    assert!(series.len() as u64 <= MAX_BUCKETS + 1, "{}", series.len());
+    assert_eq!(series.iter().map(|b| b.completed).sum::<u64>(), 1);
+    assert_eq!(series.iter().map(|b| b.output_tokens).sum::<u64>(), 2);
+    // Ordinary runs keep the bucket they asked for.
+    let ok = rec(
+        Outcome::Succeeded,
+        0,
+        &[(10, Some(1)), (1500, Some(1))],
+        2500,
+    );
+    assert_eq!(time_series(&[ok], S).len(), 3);
+}

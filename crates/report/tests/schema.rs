@@ -331,4 +331,12 @@ fn schema_accepts_every_slo_the_parser_can_normalize() {
             assert!(v.is_valid(&doc), "schema rejects {text}");
         }
     }
+    for text in ["errors.rate<=5%", "errors.http_5xx.rate<0.05"] {
+        let parsed: cadence_core::Slo = text.parse().unwrap();
+        assert_eq!(parsed.text, text);
+        let mut doc = base.clone();
+        doc["levels"][0]["slos"][0]["slo"] = text.into();
+        doc["levels"][0]["slos"][0]["unit"] = parsed.metric.unit().into();
+        assert!(v.is_valid(&doc), "schema rejects {text}");
+    }
 }

@@ -6,14 +6,58 @@ use cadence_core::Outcome;
 
 /// Classifies an error from the pooled client into an outcome with plain words.
 pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
-    let chain = error_chain(e);
-    if is_tls_error(e) {
+    let chain = match hint(&error_chain(e)) {
+        Some(h) => format!("{h} ({})", error_chain(e)),
+        None => error_chain(e),
+    };
+    if is_own_limit(e) {
+        let msg = format!("the client ran out of open files ({chain}): raise `ulimit -n`");
+        (Outcome::ClientLimit, msg)
+    } else if is_tls_error(e) {
         (Outcome::TlsError, format!("TLS failed: {chain}"))
     } else if e.is_connect() {
         (Outcome::ConnectError, format!("could not connect: {chain}"))
     } else {
         (Outcome::TransportError, format!("request failed: {chain}"))
     }
+}
+
+/// What an error chain most likely means when its own words say nothing useful: TLS
+/// spoken to a plain-HTTP port (rustls sees an HTTP answer where a record should be).
+pub fn hint(chain: &str) -> Option<&'static str> {
+    let c = chain.to_ascii_lowercase();
+    let plain = [
+        "invalidcontenttype",
+        "corrupt message",
+        "wrong version number",
+    ];
+    plain
+        .iter()
+        .any(|p| c.contains(p))
+        .then_some("the server answered the TLS handshake in plain HTTP: use http:// for this port")
+}
+
+/// EMFILE and ENFILE (the same numbers on Linux and macOS).
+const FD_EXHAUSTED: [i32; 2] = [24, 23];
+
+/// Whether `e` or anything in its chain is the process or the system running out of
+/// file descriptors (EMFILE, ENFILE): the client's own limit, not the server.
+pub fn is_own_limit(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if cfg!(unix) && io.raw_os_error().is_some_and(|c| FD_EXHAUSTED.contains(&c)) {
+                return true;
+            }
+            if let Some(inner) = io.get_ref() {
+                if is_own_limit(inner) {
+                    return true;
+                }
+            }
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// A target that could not be connected to at all: where, and why in plain words.

@@ -21,6 +21,7 @@ type Pool = Client<Tagging<HttpsConnector<HttpConnector>>, Full<Bytes>>;
 pub struct HyperClient {
     pooled: Pool,
     fresh: Pool,
+    http2: bool,
 }
 
 impl HyperClient {
@@ -34,6 +35,11 @@ impl HyperClient {
         let response = self.pooled.request(req).await?;
         mark_answered(&response);
         Ok(response)
+    }
+
+    /// Whether it speaks HTTP/2 only (`--http2`).
+    pub fn is_http2(&self) -> bool {
+        self.http2
     }
 
     /// Sends on a connection opened for this request alone.
@@ -81,6 +87,7 @@ pub fn build(config: &ClientConfig) -> HyperClient {
     HyperClient {
         pooled: client(config.pool_size),
         fresh: client(0),
+        http2: config.http2,
     }
 }
 

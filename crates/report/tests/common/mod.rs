@@ -94,6 +94,7 @@ pub fn full_level() -> LevelSummary {
             bytes_after_done: 0,
             no_done_marker: 3,
             reads: 79_000,
+            short_answers: 0,
         },
         warnings: vec![
             "1 request(s) with outcome succeeded have no send time; counted as dropped".into(),
