@@ -346,7 +346,10 @@ impl RecordNotes {
         }
         if r.outcome == Outcome::Succeeded {
             self.ok += 1;
-            self.ok_tokens += r.output_tokens.map_or(0, |t| t.count);
+            // Token counts come from the server: saturate rather than wrap.
+            self.ok_tokens = self
+                .ok_tokens
+                .saturating_add(r.output_tokens.map_or(0, |t| t.count));
             self.ok_chunks += r.chunks.len() as u64;
             let unknown = r
                 .output_tokens
@@ -373,7 +376,7 @@ impl RecordNotes {
         self.resent += o.resent;
         self.ok += o.ok;
         self.unknown_multi += o.unknown_multi;
-        self.ok_tokens += o.ok_tokens;
+        self.ok_tokens = self.ok_tokens.saturating_add(o.ok_tokens);
         self.ok_chunks += o.ok_chunks;
         self.chunks += o.chunks;
         self.coalesced += o.coalesced;
