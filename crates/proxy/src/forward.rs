@@ -12,6 +12,7 @@ use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -175,33 +176,37 @@ impl TapBody {
                 }
                 Poll::Ready(None)
             }
-            Poll::Pending => {
-                // The idle timer is re-armed only when it fires, not on every frame.
-                while self.idle.as_mut().poll(cx).is_ready() {
-                    if let Some(d) = self.done_at {
-                        if tokio::time::Instant::now() >= d + AFTER_DONE_GRACE {
-                            self.account_done();
-                            return self.poll_passthrough(cx);
-                        }
-                    }
-                    let deadline = self.last_frame + self.idle_for;
-                    if tokio::time::Instant::now() >= deadline {
-                        let has_output = self
-                            .job
-                            .as_ref()
-                            .and_then(|j| j.tracker.as_ref().map(StreamTracker::has_output));
-                        let (outcome, what) = match has_output {
-                            Some(false) => (Outcome::TtftTimeout, "no output from the upstream"),
-                            _ => (Outcome::IdleTimeout, "no bytes from the upstream"),
-                        };
-                        let msg = format!("{what} for {:?}; the stream was ended", self.idle_for);
-                        return self.fail(cx, outcome, msg);
-                    }
-                    self.idle.as_mut().reset(deadline);
-                }
-                Poll::Pending
-            }
+            Poll::Pending => self.poll_idle(cx),
         }
+    }
+
+    /// Decides whether a quiet upstream ends the request: the grace after `[DONE]`
+    /// passed (accounted for, then passthrough), or the idle timeout (TTFT or idle).
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        // The idle timer is re-armed only when it fires, not on every frame.
+        while self.idle.as_mut().poll(cx).is_ready() {
+            if let Some(d) = self.done_at {
+                if tokio::time::Instant::now() >= d + AFTER_DONE_GRACE {
+                    self.account_done();
+                    return self.poll_passthrough(cx);
+                }
+            }
+            let deadline = self.last_frame + self.idle_for;
+            if tokio::time::Instant::now() >= deadline {
+                let has_output = self
+                    .job
+                    .as_ref()
+                    .and_then(|j| j.tracker.as_ref().map(StreamTracker::has_output));
+                let (outcome, what) = match has_output {
+                    Some(false) => (Outcome::TtftTimeout, "no output from the upstream"),
+                    _ => (Outcome::IdleTimeout, "no bytes from the upstream"),
+                };
+                let msg = format!("{what} for {:?}; the stream was ended", self.idle_for);
+                return self.fail(cx, outcome, msg);
+            }
+            self.idle.as_mut().reset(deadline);
+        }
+        Poll::Pending
     }
 
     /// `[DONE]` was seen and the grace after it passed (or the upstream failed after
@@ -361,59 +366,96 @@ fn stream_framing(content_type: Option<&str>, asked_stream: bool) -> Option<Fram
     }
 }
 
+/// One proxied request, from the client's request to the response it is handed.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     conflicting_length: bool,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    if conflicting_length {
-        shared.metrics.rejected("conflicting_length");
-        return own_response(
-            StatusCode::BAD_REQUEST,
-            "the request has both Content-Length and Transfer-Encoding",
-            true,
-        );
+    if let Some(refusal) = refuse_early(&shared, conflicting_length, req.headers()) {
+        return refusal.answer(&shared);
     }
-    let (mut parts, body) = req.into_parts();
-    if passed_here(&parts.headers, &shared.via_id) {
-        shared.metrics.rejected("loop");
-        return own_response(
-            StatusCode::LOOP_DETECTED,
-            "request loop: this request already passed through this cadence proxy; its \
-             --upstream leads back to it",
-            true,
-        );
-    }
+    let (parts, body) = req.into_parts();
     let route = Route::of_path(parts.uri.path());
     let measured = shared.config.measures(parts.uri.path());
     let redactor = secrets_of(&parts.headers, parts.uri.query());
-    let body = match Limited::new(body, shared.config.limits.max_request_body)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            if e.is::<http_body_util::LengthLimitError>() {
-                shared.metrics.rejected("body_too_large");
-                return own_response(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!(
-                        "the request body is larger than {} bytes",
-                        shared.config.limits.max_request_body
-                    ),
-                    true,
-                );
-            }
-            shared.metrics.rejected("body_read_failed");
-            return own_response(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read",
-                true,
-            );
-        }
+    let body = match read_body(&shared, body).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal.answer(&shared),
     };
+    let (labels, asked_stream) = peek(&shared, measured, route, &body);
+    let uri = match upstream_uri(&shared.config.upstream, &parts.uri) {
+        Ok(u) => u,
+        Err(refusal) => return refusal.answer(&shared),
+    };
+    let (info, client_id) = proxy_info(&parts, &redactor);
+    let up = upstream_request(&shared.via_id, parts, uri, body);
+    let mut job = Job::start(&shared, measured, labels, redactor, info, client_id);
+    let response = match send(&mut job, up).await {
+        Ok(r) => r,
+        Err((status, msg)) => return own_response(status, &msg, false),
+    };
+    relay(job, response, route, asked_stream)
+}
+
+/// A request the proxy answers itself without forwarding it, counted by `reason`.
+struct Refusal {
+    reason: &'static str,
+    status: StatusCode,
+    msg: Cow<'static, str>,
+}
+
+impl Refusal {
+    /// Counts the refusal and writes its answer, closing the connection after it.
+    fn answer(self, shared: &Shared) -> Response<ProxyBody> {
+        shared.metrics.rejected(self.reason);
+        own_response(self.status, &self.msg, true)
+    }
+}
+
+/// Decides whether the request is refused before its body is read: conflicting
+/// lengths (a smuggling attempt), or a loop back through this proxy.
+fn refuse_early(shared: &Shared, conflicting_length: bool, headers: &HeaderMap) -> Option<Refusal> {
+    if conflicting_length {
+        return Some(Refusal {
+            reason: "conflicting_length",
+            status: StatusCode::BAD_REQUEST,
+            msg: "the request has both Content-Length and Transfer-Encoding".into(),
+        });
+    }
+    passed_here(headers, &shared.via_id).then(|| Refusal {
+        reason: "loop",
+        status: StatusCode::LOOP_DETECTED,
+        msg: "request loop: this request already passed through this cadence proxy; its \
+              --upstream leads back to it"
+            .into(),
+    })
+}
+
+/// Decides whether the request body is taken: read whole within the size limit, or
+/// refused as too large or unreadable.
+async fn read_body(shared: &Shared, body: Incoming) -> Result<Bytes, Refusal> {
+    let limit = shared.config.limits.max_request_body;
+    match Limited::new(body, limit).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Refusal {
+            reason: "body_too_large",
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            msg: format!("the request body is larger than {limit} bytes").into(),
+        }),
+        Err(_) => Err(Refusal {
+            reason: "body_read_failed",
+            status: StatusCode::BAD_REQUEST,
+            msg: "the request body could not be read".into(),
+        }),
+    }
+}
+
+/// Decides the stream's labels (model, route) and whether the client asked for a
+/// stream; only a measured route's body is parsed.
+fn peek(shared: &Shared, measured: bool, route: Route, body: &[u8]) -> (StreamLabels, bool) {
     let peek: Option<Peek> = if measured {
-        serde_json::from_slice(&body).ok()
+        serde_json::from_slice(body).ok()
     } else {
         None
     };
@@ -424,24 +466,29 @@ pub(crate) async fn handle(
         route: route.name().to_string(),
     };
     let asked_stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
+    (labels, asked_stream)
+}
 
-    // The upstream request: same method, path, query, headers and body.
-    let upstream = &shared.config.upstream;
+/// Decides where the request goes upstream: the upstream's scheme, authority and path
+/// prefix, then the client's path and query; a target that makes no URI is refused.
+fn upstream_uri(upstream: &http::Uri, client: &http::Uri) -> Result<http::Uri, Refusal> {
     let prefix = upstream.path().trim_end_matches('/');
-    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let uri = http::Uri::builder()
+    let pq = client.path_and_query().map_or("/", |p| p.as_str());
+    http::Uri::builder()
         .scheme(upstream.scheme_str().unwrap_or("http"))
         .authority(upstream.authority().map_or("", |a| a.as_str()))
         .path_and_query(format!("{prefix}{pq}"))
-        .build();
-    let Ok(uri) = uri else {
-        shared.metrics.rejected("bad_target");
-        return own_response(
-            StatusCode::BAD_REQUEST,
-            "the request target is not valid",
-            true,
-        );
-    };
+        .build()
+        .map_err(|_| Refusal {
+            reason: "bad_target",
+            status: StatusCode::BAD_REQUEST,
+            msg: "the request target is not valid".into(),
+        })
+}
+
+/// Decides what the record says about the request line, and the client's own
+/// request id (trimmed, capped, redacted), read before any header is stripped.
+fn proxy_info(parts: &http::request::Parts, redactor: &Redactor) -> (ProxyInfo, Option<String>) {
     let info = ProxyInfo {
         request_id: String::new(),
         method: parts.method.to_string(),
@@ -453,45 +500,36 @@ pub(crate) async fn handle(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(|v| redactor.redact(cadence_wire::truncate_str(v.trim(), 128)));
+    (info, client_id)
+}
+
+/// Decides what is sent upstream: the same method, headers and body, less the
+/// hop-by-hop headers and `Host`, plus this proxy's `Via`.
+fn upstream_request(
+    via_id: &str,
+    mut parts: http::request::Parts,
+    uri: http::Uri,
+    body: Bytes,
+) -> Request<Full<Bytes>> {
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(http::header::HOST);
-    if let Ok(v) = HeaderValue::from_str(&format!("1.1 {}", shared.via_id)) {
+    if let Ok(v) = HeaderValue::from_str(&format!("1.1 {via_id}")) {
         parts.headers.append(http::header::VIA, v);
     }
     let mut up = Request::new(Full::new(body));
     *up.method_mut() = parts.method;
     *up.uri_mut() = uri;
     *up.headers_mut() = parts.headers;
+    up
+}
 
-    let index = if measured {
-        shared
-            .next_index
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    } else {
-        0
-    };
-    let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
-    rec.source = RecordSource::Proxy;
-    rec.proxy = Some(Box::new(ProxyInfo {
-        request_id: client_id.unwrap_or_else(|| format!("{}-{index}", shared.via_id)),
-        ..info
-    }));
-    let active = measured.then(|| shared.metrics.stream_started(&labels));
-    let mut job = Job {
-        rec,
-        tracker: None,
-        body_copy: None,
-        gap_pending: false,
-        measured,
-        labels,
-        redactor,
-        ended: false,
-        plain_outcome: Outcome::Succeeded,
-        _active: active,
-        shared: shared.clone(),
-        _in_flight: shared.in_flight_token(),
-    };
-
+/// Sends the request within the header timeout, once more on a fresh connection if the
+/// pooled one was stale; decides the gateway answer (status, message) when it fails.
+async fn send(
+    job: &mut Job,
+    up: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, (StatusCode, String)> {
+    let shared = job.shared.clone();
     job.rec.sent_ns = Some(shared.clock.now_ns());
     let timeout = shared.config.limits.upstream_header_timeout;
     // An upstream that closes its keep-alive connections unannounced (llama.cpp's
@@ -508,48 +546,33 @@ pub(crate) async fn handle(
         job.rec.counters.stale_connection_retries += 1;
         shared.metrics.upstream_resent();
     }
-    let response = match response {
+    match response {
         None => {
             let msg = format!("no response headers from the upstream within {timeout:?}");
             job.end(Outcome::HeaderTimeout, Some(msg.clone()));
-            return own_response(StatusCode::GATEWAY_TIMEOUT, &msg, false);
+            Err((StatusCode::GATEWAY_TIMEOUT, msg))
         }
         Some(Err(e)) => {
             let (outcome, msg) = cadence_transport::classify_client_error(&e);
             let msg = job.redactor.redact(&msg);
             job.end(outcome, Some(msg.clone()));
-            return own_response(StatusCode::BAD_GATEWAY, &msg, false);
+            Err((StatusCode::BAD_GATEWAY, msg))
         }
-        Some(Ok(r)) => r,
-    };
-    job.rec.headers_ns = Some(shared.clock.now_ns());
-    let (mut parts, body) = response.into_parts();
-    let status = parts.status;
-    job.rec.http_status = Some(status.as_u16());
-    if status.is_success() {
-        let ct = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        let api = match route {
-            Route::Chat => Some(Api::Chat),
-            Route::Completions => Some(Api::Completions),
-            Route::Other => None,
-        };
-        if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
-            job.tracker = Some(StreamTracker::new(TrackerConfig {
-                api,
-                framing,
-                strict: false,
-            }));
-        } else if measured && is_json(ct) {
-            // A non-streaming answer: its usage is read at the end.
-            job.body_copy = Some(Vec::new());
-        }
-    } else {
-        job.plain_outcome = Outcome::from_status(status.as_u16());
-        job.rec.error = Some(format!("HTTP {}", status.as_u16()));
+        Some(Ok(r)) => Ok(r),
     }
+}
+
+/// Hands the upstream's response to the client through the tap, once the job knows
+/// how to measure its body.
+fn relay(
+    mut job: Job,
+    response: Response<Incoming>,
+    route: Route,
+    asked_stream: bool,
+) -> Response<ProxyBody> {
+    job.rec.headers_ns = Some(job.now());
+    let (mut parts, body) = response.into_parts();
+    job.watch(parts.status, &parts.headers, route, asked_stream);
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, ProxyBody::Tap(Box::new(TapBody::new(body, job))))
 }
@@ -624,6 +647,76 @@ struct Job {
 }
 
 impl Job {
+    /// Opens the request's record: a measured request takes the next index and
+    /// counts as an active stream; others are forwarded only.
+    fn start(
+        shared: &Arc<Shared>,
+        measured: bool,
+        labels: StreamLabels,
+        redactor: Redactor,
+        info: ProxyInfo,
+        client_id: Option<String>,
+    ) -> Job {
+        let index = if measured {
+            shared
+                .next_index
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        } else {
+            0
+        };
+        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+        rec.source = RecordSource::Proxy;
+        rec.proxy = Some(Box::new(ProxyInfo {
+            request_id: client_id.unwrap_or_else(|| format!("{}-{index}", shared.via_id)),
+            ..info
+        }));
+        let active = measured.then(|| shared.metrics.stream_started(&labels));
+        Job {
+            rec,
+            tracker: None,
+            body_copy: None,
+            gap_pending: false,
+            measured,
+            labels,
+            redactor,
+            ended: false,
+            plain_outcome: Outcome::Succeeded,
+            _active: active,
+            shared: shared.clone(),
+            _in_flight: shared.in_flight_token(),
+        }
+    }
+
+    /// Decides how the response body is measured: a stream tracker for a streamed
+    /// answer on an inference route, a copy of a measured non-streaming JSON answer
+    /// (for its usage), or, for an error status, the outcome and error it ends with.
+    fn watch(&mut self, status: StatusCode, headers: &HeaderMap, route: Route, asked_stream: bool) {
+        self.rec.http_status = Some(status.as_u16());
+        if !status.is_success() {
+            self.plain_outcome = Outcome::from_status(status.as_u16());
+            self.rec.error = Some(format!("HTTP {}", status.as_u16()));
+            return;
+        }
+        let ct = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let api = match route {
+            Route::Chat => Some(Api::Chat),
+            Route::Completions => Some(Api::Completions),
+            Route::Other => None,
+        };
+        if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
+            self.tracker = Some(StreamTracker::new(TrackerConfig {
+                api,
+                framing,
+                strict: false,
+            }));
+        } else if self.measured && is_json(ct) {
+            // A non-streaming answer: its usage is read at the end.
+            self.body_copy = Some(Vec::new());
+        }
+    }
+
     fn now(&self) -> u64 {
         self.shared.clock.now_ns()
     }

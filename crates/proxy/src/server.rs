@@ -99,6 +99,30 @@ impl std::fmt::Debug for Proxy {
 
 /// Binds the listeners, opens the records file, and serves in background tasks.
 pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
+    let (listener, addr, metrics_listener) = bind(&config).await?;
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let (clock, started_unix_ms, records) = start_records(&config)?;
+    let records_status = records.as_ref().map(RecordWriter::status);
+    let (in_flight_tx, in_flight_done) = mpsc::channel(1);
+    let shared = Arc::new(shared_state(config, clock, records, in_flight_tx));
+    let (stop, stopped) = watch::channel(false);
+    let tasks = start_tasks(&shared, listener, metrics_listener, records_status, stopped);
+    Ok(Proxy {
+        addr,
+        metrics_addr,
+        shared,
+        stop,
+        tasks,
+        in_flight_done,
+        started_unix_ms,
+    })
+}
+
+/// Decides where the proxy listens: the client listener (refused if the upstream
+/// leads back to it, a loop) and the optional metrics listener.
+async fn bind(
+    config: &ProxyConfig,
+) -> Result<(TcpListener, SocketAddr, Option<TcpListener>), ProxyError> {
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ProxyError::Bind {
@@ -123,10 +147,17 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         ),
         None => None,
     };
-    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let (clock, started_unix_ms, records) = start_records(&config)?;
-    let records_status = records.as_ref().map(RecordWriter::status);
+    Ok((listener, addr, metrics_listener))
+}
 
+/// Decides the shared state's sizes: the upstream client's pool, histogram buckets
+/// from the alert bounds and timeouts, and the rolling window kept for the alerts.
+fn shared_state(
+    config: ProxyConfig,
+    clock: Clock,
+    records: Option<RecordWriter>,
+    in_flight_tx: mpsc::Sender<()>,
+) -> Shared {
     let client = cadence_transport::client::build(&cadence_transport::client::ClientConfig {
         pool_size: 1024,
         connect_timeout: Duration::from_secs(10),
@@ -149,8 +180,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         .chain([crate::alert::MAX_WINDOW])
         .max()
         .unwrap_or(crate::alert::MAX_WINDOW);
-    let (in_flight_tx, in_flight_done) = mpsc::channel(1);
-    let shared = Arc::new(Shared {
+    Shared {
         models: crate::metrics::ModelLabels::new(config.models.clone()),
         live: Mutex::new(LiveWindow::new(
             max_age.as_nanos() as u64,
@@ -168,8 +198,18 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         in_flight: Mutex::new(Some(in_flight_tx)),
         via_id: format!("cadence-proxy-{:016x}", instance_id()),
         cut: AtomicBool::new(false),
-    });
-    let (stop, stopped) = watch::channel(false);
+    }
+}
+
+/// Decides which background tasks run: the accept loop and lag probe always, the
+/// metrics server, the records watch and the alert loop when configured.
+fn start_tasks(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    records_status: Option<crate::WriterStatus>,
+    stopped: watch::Receiver<bool>,
+) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     tasks.spawn(accept_loop(listener, shared.clone(), stopped.clone()));
     if let Some(l) = metrics_listener {
@@ -190,15 +230,7 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
     if !shared.config.alerts.is_empty() {
         tasks.spawn(alert_loop(shared.clone(), stopped));
     }
-    Ok(Proxy {
-        addr,
-        metrics_addr,
-        shared,
-        stop,
-        tasks,
-        in_flight_done,
-        started_unix_ms,
-    })
+    tasks
 }
 
 /// The run clock, its 0 on the wall clock, and the records writer: the anchor it
