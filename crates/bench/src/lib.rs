@@ -9,7 +9,6 @@ pub mod dataset;
 pub mod exec;
 pub mod progress;
 pub mod prompts;
-pub mod records;
 pub mod runner;
 pub mod search;
 pub mod sink;
