@@ -3,12 +3,12 @@
 //! files of any size load in bounded memory. `report` and `compare` share it.
 
 use crate::exit::{usage, Exit};
-use cadence_bench::records::reader::first_line;
-use cadence_bench::records::{Damage, ReadError, RecordsReader};
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
 use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
+use cadence_records::reader::first_line;
+use cadence_records::{Damage, ReadError, RecordsReader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

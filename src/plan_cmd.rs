@@ -12,7 +12,7 @@ use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Workload, PRESETS
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
 use crate::exit::{usage, Exit};
 use cadence_bench::prompts::{Counter, LengthDist};
-use cadence_bench::records::{RecordsConfig, RecordsWriter};
+use cadence_records::{RecordsConfig, RecordsWriter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -206,7 +206,7 @@ pub fn plan_levels(
     levels: &[LevelSpec],
     workload: &Workload,
     aggs: &mut dyn RecordSink,
-    mut file: Option<&mut cadence_bench::records::RecordsWriter>,
+    mut file: Option<&mut cadence_records::RecordsWriter>,
 ) -> Planned {
     let mut planned = Planned {
         metas: Vec::new(),

@@ -4,9 +4,9 @@
 
 mod common;
 
-use cadence_bench::records::{RecordsConfig, RecordsWriter};
 use cadence_core::runlog::{anchor_line, level_line, Anchor, LevelMeta};
 use cadence_core::{Chunk, Outcome, RequestRecord};
+use cadence_records::{RecordsConfig, RecordsWriter};
 use common::cadence;
 use std::path::{Path, PathBuf};
 

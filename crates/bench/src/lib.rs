@@ -10,7 +10,6 @@ pub mod exec;
 pub mod fdlimit;
 pub mod progress;
 pub mod prompts;
-pub mod records;
 pub mod runner;
 pub mod search;
 pub mod sink;

@@ -9,10 +9,10 @@ use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
-use crate::sink::{RecordSender, Sinks};
 use crate::workload::RequestFactory;
 use cadence_core::secret::Redactor;
 use cadence_core::{InputTokenSource, Outcome, RequestRecord};
+use cadence_records::{RecordSender, Sinks};
 use cadence_transport::{Clock, HyperClient};
 use cadence_wire::Api;
 use std::collections::BTreeMap;

@@ -4,13 +4,14 @@
 
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
-use cadence_bench::records::RecordsConfig;
-use cadence_bench::sink::{BenchSinks, KeepAll, RecordThread};
+use cadence_bench::sink::{BenchSinks, KeepAll};
 use cadence_bench::workload::RequestFactory;
 use cadence_bench::{Load, RunContext, RunPlan, RunSummary, StopReason, Timeouts};
 use cadence_core::metrics::{summarize_level, LevelOptions};
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
+use cadence_records::RecordThread;
+use cadence_records::RecordsConfig;
 use cadence_sim::SimConfig;
 use cadence_transport::client::{self, ClientConfig};
 use cadence_transport::Clock;

@@ -1,13 +1,13 @@
-//! Where the proxy's records go: the shared records writer (`cadence_bench::records`:
+//! Where the proxy's records go: the shared records writer (`cadence_records`:
 //! JSON Lines, rotation by size, `.zst`) on a record thread of its own so disk I/O
 //! never stalls a stream. The file is appended to, and each proxy run starts with a
 //! wall-clock anchor so runs appended across restarts read back on one timeline.
 
-use cadence_bench::records::RecordsWriter;
-pub use cadence_bench::records::{rotated, RecordsConfig, RecordsError, WriterStatus};
-use cadence_bench::sink::{RecordSender, RecordThread, SinkError};
 use cadence_core::runlog::{anchor_line, Anchor};
 use cadence_core::RequestRecord;
+use cadence_records::RecordsWriter;
+pub use cadence_records::{rotated, RecordsConfig, RecordsError, WriterStatus};
+use cadence_records::{RecordSender, RecordThread, SinkError};
 
 /// The sending side.
 pub struct RecordWriter {

@@ -1,22 +1,23 @@
 //! Records files: the one writer (bench and proxy) and the one streaming reader
 //! (`report`, `compare`), so the format's rules (JSON Lines, rotation, `.zst`, torn
-//! lines, wall-clock anchors) live in one place.
+//! lines, wall-clock anchors) live in one place; and the record thread both the bench
+//! and the proxy hand records to. A crate of its own so the proxy shares them without
+//! depending on the bench (its tokenizer, its progress bars).
 
 pub mod reader;
+pub mod thread;
 pub mod writer;
 
 pub use reader::{Damage, ReadError, RecordsReader};
+pub use thread::{RecordSender, RecordThread, SinkError, Sinks, FLUSH_EVERY};
 pub use writer::{rotated, RecordsConfig, RecordsError, RecordsWriter, WriterStatus};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::Progress;
-    use crate::sink::{BenchSinks, KeepAll, RecordThread};
     use cadence_core::runlog::{anchor_line, level_line, Anchor, LevelMeta, RecordsLine};
     use cadence_core::{Chunk, Outcome, RequestRecord};
-    use std::path::{Path, PathBuf};
-    use std::time::{Duration, Instant};
+    use std::path::PathBuf;
 
     fn rec(index: u64) -> RequestRecord {
         let mut r = RequestRecord::new(index, Outcome::Succeeded);
@@ -201,44 +202,5 @@ mod tests {
             .map(|r| r.unwrap().sent_ns)
             .collect();
         assert_eq!(sent, vec![Some(1_000), Some(3_000_001_000)]);
-    }
-
-    #[test]
-    fn a_full_disk_is_reported_at_once_and_the_run_goes_on() {
-        let dev_full = Path::new("/dev/full");
-        if !dev_full.exists() {
-            return;
-        }
-        let sinks = BenchSinks::new(
-            Some(RecordsConfig::new(dev_full)),
-            Progress::new(None, false),
-            KeepAll::default(),
-        )
-        .unwrap();
-        let status = sinks.status().unwrap();
-        let (tx, thread) = RecordThread::start(sinks).unwrap();
-        tx.send(rec(0));
-        // The error shows within a flush period or so, with the run still going.
-        let until = Instant::now() + Duration::from_secs(10);
-        while status.error().is_none() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let e = status.error().expect("reported while the run goes on");
-        assert!(e.contains("/dev/full"), "{e}");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        assert_eq!(rt.block_on(status.failed()), e, "the awaitable form agrees");
-        for i in 1..5 {
-            tx.send(rec(i));
-        }
-        drop(tx);
-        let (kept, written) = thread.finish().unwrap().finish();
-        assert_eq!(
-            kept.0.len(),
-            5,
-            "every record still reached the other sinks"
-        );
-        assert!(written.unwrap_err().to_string().contains("/dev/full"));
     }
 }

@@ -1,15 +1,15 @@
 //! Writes a synthetic records file of N requests (default 5 M) through Cadence's own
 //! records writer, for measuring `cadence report` at scale:
 //!
-//!     cargo run --release -p cadence-bench --example gen_records -- OUT.jsonl.zst [N] [CHUNKS]
+//!     cargo run --release -p cadence-records --example gen_records -- OUT.jsonl.zst [N] [CHUNKS]
 //!
 //! A closed-loop level at concurrency 256: each request has a TTFT of 40–80 ms and
 //! CHUNKS (default 16) chunks 8–14 ms apart, drawn from a fixed seed; ~1 in 200 fails.
 //! A `.zst` name compresses as it writes (a 5 M file is ~2 GB as plain JSON).
 
-use cadence_bench::records::{RecordsConfig, RecordsWriter};
 use cadence_core::runlog::{level_line, LevelMeta};
 use cadence_core::{Chunk, Outcome, RequestRecord};
+use cadence_records::{RecordsConfig, RecordsWriter};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
