@@ -103,22 +103,17 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
-    load_with(
-        files,
-        slos,
-        convention,
-        max_error_rate,
-        cadence_core::DEFAULT_EXACT_SAMPLES,
-    )
+    load_with(files, slos, convention, max_error_rate, None)
 }
 
-/// [`load`] with a level budget of `exact_samples` exactly kept values.
+/// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
+/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]).
 pub fn load_with(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
-    exact_samples: u64,
+    exact_samples: Option<u64>,
 ) -> anyhow::Result<Loaded> {
     let mut json = Vec::new();
     for f in files {
@@ -333,7 +328,7 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
 /// "unknown" and the defaults, with a warning.
 fn saved_checks(
     run: Option<RunMeta>,
-    exact_samples: u64,
+    exact_samples: Option<u64>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
     Ok(match run {
@@ -375,7 +370,9 @@ fn saved_checks(
                     .max_error_rate
                     .filter(|m| (0.0..=1.0).contains(m))
                     .unwrap_or(DEFAULT_MAX_ERROR_RATE),
-                exact_samples,
+                exact_samples: exact_samples
+                    .or(c.exact_samples)
+                    .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES),
             };
             (meta.run, checks, meta.search)
         }
@@ -393,7 +390,7 @@ fn saved_checks(
                 time_bucket: Duration::from_secs(1),
                 convention: None,
                 max_error_rate: DEFAULT_MAX_ERROR_RATE,
-                exact_samples,
+                exact_samples: exact_samples.unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES),
             };
             (info, checks, None)
         }

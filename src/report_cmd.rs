@@ -15,7 +15,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         &args.slos,
         args.outputs.convention,
         args.max_error_rate,
-        args.outputs.exact_samples(),
+        args.outputs.exact_samples,
     )?;
     deliver(
         &loaded.report,

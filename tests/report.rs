@@ -312,7 +312,7 @@ fn records_files_from_several_clients_merge_by_level() {
 }
 
 #[test]
-fn a_tiny_exact_samples_budget_buckets_the_distributions_and_the_json_says_so() {
+fn a_tiny_exact_samples_budget_buckets_the_distributions_the_json_says_so_and_report_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let (bench, out) = sweep(dir.path(), &["--exact-samples", "1"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -330,11 +330,24 @@ fn a_tiny_exact_samples_budget_buckets_the_distributions_and_the_json_says_so() 
         level["warnings"]
     );
 
-    // The same records with the default budget: exact, and no `bucketed` key at all.
+    // Rebuilt from the records, the run's own budget holds (its run line keeps it).
+    let rebuilt = dir.path().join("rebuilt.json");
+    cadence()
+        .arg("report")
+        .arg(dir.path().join("records.jsonl"))
+        .arg("--json")
+        .arg(&rebuilt)
+        .assert()
+        .code(0);
+    let rebuilt = read_json(&rebuilt);
+    assert_eq!(rebuilt["levels"][0]["itl"], level["itl"]);
+
+    // The same records with the default budget given: exact, no `bucketed` key at all.
     let exact = dir.path().join("exact.json");
     cadence()
         .arg("report")
         .arg(dir.path().join("records.jsonl"))
+        .args(["--exact-samples", "4000000"])
         .arg("--json")
         .arg(&exact)
         .assert()

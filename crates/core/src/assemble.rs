@@ -37,6 +37,8 @@ impl Checks {
             time_bucket_ms: self.time_bucket.as_secs_f64() * 1e3,
             convention: self.convention.map(|c| c.name().to_string()),
             max_error_rate: Some(self.max_error_rate),
+            exact_samples: (self.exact_samples != crate::level::DEFAULT_EXACT_SAMPLES)
+                .then_some(self.exact_samples),
         }
     }
 

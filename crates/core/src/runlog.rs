@@ -49,6 +49,10 @@ pub struct RunChecks {
     /// `--max-error-rate` as a fraction; absent in older files (the default applies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_error_rate: Option<f64>,
+    /// `--exact-samples` when not the default, so `cadence report` keeps the run's
+    /// budget; absent in older files and for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_samples: Option<u64>,
 }
 
 /// `--max-late`'s default, the one every source of runs uses: an open-loop level whose
@@ -66,6 +70,7 @@ impl Default for RunChecks {
             time_bucket_ms: 1000.0,
             convention: None,
             max_error_rate: None,
+            exact_samples: None,
         }
     }
 }
