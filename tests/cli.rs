@@ -280,45 +280,8 @@ fn secret_canary_never_reaches_output_records_or_report() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_stops_drains_and_still_reports() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let records = dir.path().join("r.jsonl");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
-        .args([
-            "bench",
-            "-n",
-            "100000",
-            "-c",
-            "4",
-            // Streams of ~5 s on the built-in engine: some are mid-stream at Ctrl-C.
-            "--max-tokens",
-            "1000",
-            "--grace",
-            "100ms",
-            "--quiet",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--records")
-        .arg(&records)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+    let (_, dir) = common::bench_stopped_by("-INT", "100000");
+    let (json, records) = (dir.path().join("r.json"), dir.path().join("r.jsonl"));
     let text = std::fs::read_to_string(&json).unwrap();
     validate(&text);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -441,44 +441,8 @@ fn issue20_2_a_broken_pipe_ends_quietly() {
 #[cfg(unix)]
 #[test]
 fn issue20_3_sigterm_is_ctrl_c() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let records = dir.path().join("r.jsonl");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
-        .args([
-            "bench",
-            "-n",
-            "1000",
-            "-c",
-            "4",
-            "--max-tokens",
-            "1000",
-            "--grace",
-            "100ms",
-            "--quiet",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--records")
-        .arg(&records)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+    let (_, dir) = common::bench_stopped_by("-TERM", "1000");
+    let (json, records) = (dir.path().join("r.json"), dir.path().join("r.jsonl"));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["run"]["interrupted"], true);
     let sent = v["levels"][0]["requests"]["sent"].as_u64().unwrap();

@@ -80,3 +80,37 @@ pub fn sharegpt_fixture(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     path
 }
+
+/// Starts a long `cadence bench` on the built-in engine (4 streams of ~5 s each, so
+/// some are mid-stream), sends it `signal` (`-INT`, `-TERM`) after 1.5 s, and returns
+/// its output and the directory holding its `r.json` report and `r.jsonl` records.
+#[cfg(unix)]
+#[allow(dead_code)]
+pub fn bench_stopped_by(signal: &str, requests: &str) -> (std::process::Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(["bench", "-n", requests, "-c", "4", "--max-tokens", "1000"])
+        .args(["--grace", "100ms", "--quiet", "--json"])
+        .arg(dir.path().join("r.json"))
+        .arg("--records")
+        .arg(dir.path().join("r.jsonl"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("TTFT"));
+    (out, dir)
+}
