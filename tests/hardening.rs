@@ -130,6 +130,18 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}/v1")
 }
 
+/// `cadence bench URL --model m --api chat EXTRA…` against `addr`, through [`run`].
+fn bench_chat(
+    addr: SocketAddr,
+    extra: &[&str],
+    dir: &Path,
+) -> (Option<i32>, Option<Value>, String, String) {
+    let url = url(addr);
+    let mut args = vec!["bench", url.as_str(), "--model", "m", "--api", "chat"];
+    args.extend_from_slice(extra);
+    run(&args, dir)
+}
+
 /// An API key and a header value no output may ever hold.
 const CANARY: &str = "canary-KEY-20e4c1d9";
 
@@ -240,14 +252,9 @@ fn issue20_1_find_max_never_passes_a_mostly_failing_level() {
         ..Behaviour::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let (code, v, stdout, _) = run(
+    let (code, v, stdout, _) = bench_chat(
+        addr,
         &[
-            "bench",
-            &url(addr),
-            "--model",
-            "m",
-            "--api",
-            "chat",
             "--find-max",
             "concurrency",
             "--max-probes",
@@ -620,14 +627,9 @@ fn issue20_7_hostile_records_cannot_crash_report() {
 fn issue20_10_short_answers_are_counted_and_named() {
     let addr = server(Behaviour::default());
     let dir = tempfile::tempdir().unwrap();
-    let (code, v, stdout, _) = run(
+    let (code, v, stdout, _) = bench_chat(
+        addr,
         &[
-            "bench",
-            &url(addr),
-            "--model",
-            "m",
-            "--api",
-            "chat",
             "-n",
             "4",
             "-c",
@@ -649,21 +651,7 @@ fn issue20_10_short_answers_are_counted_and_named() {
     );
 
     // Without a demand for the full length, a short answer is an ordinary one.
-    let (code, v, _, _) = run(
-        &[
-            "bench",
-            &url(addr),
-            "--model",
-            "m",
-            "--api",
-            "chat",
-            "-n",
-            "2",
-            "--max-tokens",
-            "8",
-        ],
-        dir.path(),
-    );
+    let (code, v, _, _) = bench_chat(addr, &["-n", "2", "--max-tokens", "8"], dir.path());
     assert_eq!(code, Some(0));
     let level = &v.unwrap()["levels"][0];
     assert!(level["counters"].get("short_answers").is_none(), "{level}");
