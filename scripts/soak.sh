@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory over a long run: RSS sampled every INTERVAL s (default 10) to a CSV, for
-#   1. `cadence bench -c 256` for DURATION against `cadence sim` with a flat 10 ms ITL
-#      (25.6 k chunks/s at 256 streams), records written (.zst) as it goes;
+#   1. `cadence bench -c 256` for DURATION against `cadence sim` with a flat ITL (SIM_ITL,
+#      default 10ms: at most 25.5 k chunks/s at 256 streams; 8ms: 31.8 k), records
+#      written (.zst) as it goes;
 #      BENCH_TARGET=builtin uses the built-in simulator instead, whose engine model
 #      (tiny@cpu) saturates near 1.5 k chunks/s at 256 streams (TTFT ~30 s of queue);
 #   2. `cadence proxy` in front of the same simulator for DURATION, under the same
@@ -14,7 +15,8 @@
 #   PARTS=proxy scripts/soak.sh 180 /tmp/soak
 #
 # Env: CADENCE (binary, default target/release/cadence), INTERVAL (s), PARTS ("bench
-# proxy"), SETTLE_S (start of the stability window, default 300), BENCH_FLAGS (extra).
+# proxy"), SETTLE_S (start of the stability window, default 300), BENCH_FLAGS (extra),
+# SIM_ITL (the simulator's flat inter-token gap, default 10ms).
 set -euo pipefail
 DUR=${1:-3600}
 OUT=${2:-soak-out}
@@ -61,7 +63,7 @@ bench() { # OUTPUT-PREFIX [extra flags]: bench at concurrency 256 for DUR (repla
 }
 
 sim() { # a flat-timed simulator on a free port; sets SIM_URL
-  "$BIN" sim --addr 127.0.0.1:0 --ttft fixed:20ms --itl fixed:10ms >"$OUT/sim.out" &
+  "$BIN" sim --addr 127.0.0.1:0 --ttft fixed:20ms --itl "fixed:${SIM_ITL:-10ms}" >"$OUT/sim.out" &
   PIDS+=("$!")
   until [ -s "$OUT/sim.out" ]; do sleep 0.1; done
   SIM_URL=$(head -1 "$OUT/sim.out" | sed 's/listening on //')
@@ -93,7 +95,7 @@ for part in ${PARTS:-bench proxy}; do
     kill -INT "$proxy"
     wait "$proxy" || true
     wait "$sampler" || true
-    summary "proxy (10 ms ITL upstream)" "$OUT/proxy-rss.csv" "$OUT/proxy-bench.json"
+    summary "proxy (${SIM_ITL:-10ms} ITL upstream)" "$OUT/proxy-rss.csv" "$OUT/proxy-bench.json"
     ;;
   esac
 done
