@@ -66,6 +66,7 @@ fn factory(
             model: "m".into(),
             max_tokens: Some(max_tokens),
             extra: extra.map(|e| cadence_bench::body::parse_extra_body(e).unwrap()),
+            path: String::new(),
         },
         vec!["hello there".into()],
     )

@@ -83,7 +83,7 @@ impl Api {
         let ends = |s: &str| p.ends_with(s);
         Some(if ends("/chat/completions") {
             Api::Chat
-        } else if ends("/v1/completions") || p == "/completions" {
+        } else if ends("/completions") {
             Api::Completions
         } else if ends("/responses") {
             Api::Responses
@@ -100,11 +100,18 @@ impl Api {
             Api::Llamacpp
         } else if ends("/realtime") {
             Api::Websocket
-        } else if ends("/completions") {
-            Api::Completions
         } else {
             return None;
         })
+    }
+
+    /// Served under an OpenAI-style `/v1` base (chat, completions, Responses,
+    /// Messages, Realtime), so a bare host gets `/v1`.
+    pub fn openai_style(self) -> bool {
+        matches!(
+            self,
+            Api::Chat | Api::Completions | Api::Responses | Api::Anthropic | Api::Websocket
+        )
     }
 
     /// The stream has no end marker of its own: a clean EOF after at least one event
