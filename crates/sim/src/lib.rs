@@ -50,6 +50,7 @@
 
 pub mod closing;
 pub mod config;
+pub mod dialects;
 pub mod dist;
 pub mod engine_mode;
 pub mod fault;
