@@ -20,7 +20,7 @@ pub(super) fn parse(api: Api, data: &str) -> StreamEvent<'static> {
         Ok(v @ Value::Object(_)) => v,
         _ => return StreamEvent::Malformed,
     };
-    match api {
+    let mut event = match api {
         Api::Responses | Api::Websocket => responses(&v, data),
         Api::Anthropic => anthropic(&v, data),
         Api::Ollama => ollama(&v, data),
@@ -28,7 +28,24 @@ pub(super) fn parse(api: Api, data: &str) -> StreamEvent<'static> {
         Api::Kserve => kserve(&v, data),
         Api::Llamacpp => llamacpp(&v, data),
         Api::Chat | Api::Completions => StreamEvent::Malformed,
+    };
+    // llama.cpp adds its `timings` to the last event of every dialect it serves.
+    if let StreamEvent::Chunk(c) = &mut event {
+        if c.server_timing.is_none() && v.get("timings").is_some_and(Value::is_object) {
+            c.server_timing = llamacpp_timings(&v);
+        }
     }
+    event
+}
+
+/// llama.cpp's `timings` object (ms) as the server's own timing.
+fn llamacpp_timings(v: &Value) -> Option<ServerTiming> {
+    let timing = ServerTiming {
+        prompt_ns: ms_as_ns(v, "/timings/prompt_ms"),
+        decode_ns: ms_as_ns(v, "/timings/predicted_ms"),
+        decode_tokens: uint(v, "/timings/predicted_n"),
+    };
+    (timing != ServerTiming::default()).then_some(timing)
 }
 
 /// A non-empty string at `ptr` (a JSON pointer), owned.
@@ -279,12 +296,7 @@ fn llamacpp(v: &Value, data: &str) -> StreamEvent<'static> {
         c.end = true;
         c.finish_reason = text(v, "/stop_type").or(Some(Cow::Borrowed("stop")));
         c.usage = usage(uint(v, "/tokens_evaluated"), uint(v, "/tokens_predicted"));
-        let timing = ServerTiming {
-            prompt_ns: ms_as_ns(v, "/timings/prompt_ms"),
-            decode_ns: ms_as_ns(v, "/timings/predicted_ms"),
-            decode_tokens: uint(v, "/timings/predicted_n"),
-        };
-        c.server_timing = (timing != ServerTiming::default()).then_some(timing);
+        c.server_timing = llamacpp_timings(v);
     }
     chunk(c)
 }
