@@ -45,7 +45,7 @@ fn sim() -> (Killed, String) {
 }
 
 /// Each dialect's `--api` name and the path its endpoint is given by (or the base).
-const DIALECTS: [(&str, &str); 11] = [
+const DIALECTS: [(&str, &str); 12] = [
     ("chat", "/v1"),
     ("completions", "/v1"),
     ("responses", "/v1"),
@@ -56,8 +56,17 @@ const DIALECTS: [(&str, &str); 11] = [
     ("generate", "/generate"),
     ("kserve", "/v2/models/m/generate_stream"),
     ("llamacpp", ""),
+    ("websocket", "/v1/realtime"),
     ("auto", "/v1/messages"),
 ];
+
+/// The URL of a dialect's endpoint on the sim at `base` (WebSocket: `ws://`).
+fn url(base: &str, api: &str, path: &str) -> String {
+    match api {
+        "websocket" => format!("{}{path}", base.replacen("http://", "ws://", 1)),
+        _ => format!("{base}{path}"),
+    }
+}
 
 const TOKENS: usize = 6;
 
@@ -89,7 +98,7 @@ fn bench_measures_every_dialect_the_sim_serves_into_the_same_records() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, base) = sim();
     for (api, path) in DIALECTS {
-        let url = format!("{base}{path}");
+        let url = url(&base, api, path);
         let (code, recs, err) = bench(&url, api, &["-n", "3"], dir.path());
         assert_eq!(code, Some(0), "{api} {path}: {err}");
         assert_eq!(recs.len(), 3, "{api} {path}: {err}");
@@ -129,7 +138,7 @@ fn the_sims_faults_reach_every_dialect_and_bench_classifies_them() {
         ("huge_event", "event_too_large"),
     ];
     for (api, path) in DIALECTS.iter().filter(|(a, _)| *a != "auto") {
-        let url = format!("{base}{path}");
+        let url = url(&base, api, path);
         for (fault, want) in faults {
             let header = format!("x-cadence-fault: {fault}");
             let (_, recs, err) = bench(&url, api, &["-n", "1", "-H", &header], dir.path());

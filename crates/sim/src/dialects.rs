@@ -42,6 +42,14 @@ pub(crate) fn chunk(
             s(json!({"type": kind, "item_id": format!("msg_{}", w.id), "output_index": 0,
                 "content_index": 0, "delta": text}))
         }
+        Dialect::Realtime => {
+            let kind = match piece {
+                Piece::Tool { .. } => "response.function_call_arguments.delta",
+                _ => "response.text.delta",
+            };
+            s(json!({"type": kind, "response_id": w.id, "item_id": format!("item_{}", w.id),
+                "output_index": 0, "content_index": 0, "delta": text}))
+        }
         Dialect::Anthropic => {
             let delta = match piece {
                 Piece::Reasoning(_) => json!({"type": "thinking_delta", "thinking": text}),
@@ -99,6 +107,8 @@ pub fn opening(w: &Writer<'_>, prompt_tokens: u32, tool: bool) -> Vec<String> {
             }
             v
         }
+        Dialect::Realtime => vec![s(json!({"type": "response.created",
+            "response": {"id": w.id, "object": "realtime.response", "status": "in_progress"}}))],
         Dialect::Anthropic => {
             let block = if tool {
                 json!({"type": "tool_use", "id": "toolu_cadence_0", "name": TOOL_NAME, "input": {}})
@@ -133,6 +143,10 @@ pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Ve
     match w.dialect {
         Dialect::Responses => vec![s(json!({"type": "response.completed", "response": {
             "id": w.id, "object": "response", "status": "completed", "model": w.model,
+            "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,
+                "total_tokens": usage.total_tokens}}}))],
+        Dialect::Realtime => vec![s(json!({"type": "response.done", "response": {
+            "id": w.id, "object": "realtime.response", "status": "completed",
             "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,
                 "total_tokens": usage.total_tokens}}}))],
         Dialect::Anthropic => vec![
@@ -185,6 +199,8 @@ pub fn error(dialect: Dialect, message: &str) -> String {
     match dialect {
         Dialect::Responses => s(json!({"type": "error", "code": "server_error",
             "message": message, "param": null})),
+        Dialect::Realtime => s(json!({"type": "error",
+            "error": {"type": "server_error", "message": message}})),
         Dialect::Anthropic => s(json!({"type": "error",
             "error": {"type": "api_error", "message": message}})),
         Dialect::OllamaChat | Dialect::OllamaGenerate | Dialect::Kserve => {

@@ -56,6 +56,7 @@ pub mod engine_mode;
 pub mod fault;
 pub mod openai;
 pub mod plan;
+mod realtime;
 pub mod request;
 mod rng;
 pub mod script;

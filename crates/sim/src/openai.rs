@@ -26,6 +26,9 @@ pub enum Dialect {
     Kserve,
     /// `POST /completion` (llama.cpp's native API).
     Llamacpp,
+    /// `GET /v1/realtime` upgraded to a WebSocket: OpenAI Realtime text events, one
+    /// message each.
+    Realtime,
 }
 
 impl Dialect {
@@ -37,7 +40,10 @@ impl Dialect {
     /// Ollama writes newline-delimited JSON, everyone else SSE.
     pub fn content_type(self) -> &'static str {
         match self {
-            Dialect::OllamaChat | Dialect::OllamaGenerate => "application/x-ndjson",
+            // A WebSocket message per line.
+            Dialect::OllamaChat | Dialect::OllamaGenerate | Dialect::Realtime => {
+                "application/x-ndjson"
+            }
             _ => "text/event-stream",
         }
     }

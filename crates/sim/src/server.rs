@@ -112,7 +112,13 @@ impl SimState {
         self.inner.kill.send_replace(true);
     }
 
-    fn kill(&self) -> Kill {
+    /// Counts a request and gives it its number (`x-cadence-request` when set).
+    pub(crate) fn next_request(&self, given: Option<u64>) -> u64 {
+        self.inner.metrics.requests.inc();
+        given.unwrap_or_else(|| self.inner.next_request.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn kill(&self) -> Kill {
         Kill(self.inner.kill.subscribe())
     }
 
@@ -157,6 +163,7 @@ pub fn app(state: SimState) -> Router {
             post(dialect_route(Dialect::Kserve)),
         )
         .route("/completion", post(dialect_route(Dialect::Llamacpp)))
+        .route("/v1/realtime", get(crate::realtime::handler))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
@@ -237,7 +244,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn bad_request(err: &RequestError) -> Response {
+pub(crate) fn bad_request(err: &RequestError) -> Response {
     let mut error = serde_json::json!({
         "message": err.to_string(),
         "type": "invalid_request_error",
@@ -312,7 +319,7 @@ async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Byt
     with_request_header(response, request)
 }
 
-fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
+pub(crate) fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
     let stall = match fault {
         // For these two the stall header is their own duration.
         Some(Fault::HeaderDelay | Fault::NoTokens) => None,
