@@ -40,7 +40,13 @@ fn spawn_listening(args: &[&str]) -> (Killed, String) {
 
 fn sim() -> (Killed, String) {
     spawn_listening(&[
-        "sim", "--addr", "127.0.0.1:0", "--ttft", "5ms", "--itl", "2ms",
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
     ])
 }
 
@@ -171,7 +177,11 @@ fn post(addr: &str, path: &str, body: &str, headers: &str) -> Vec<u8> {
     let mut got = Vec::new();
     s.read_to_end(&mut got).unwrap();
     let at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    assert!(got.starts_with(b"HTTP/1."), "{}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(b"HTTP/1."),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
     got.split_off(at)
 }
 
@@ -187,7 +197,9 @@ fn without_clock(body: &[u8]) -> String {
         let colon = tail.find(':').unwrap() + 1;
         out.push_str(&tail[..colon]);
         let tail = tail[colon..].trim_start_matches('"');
-        let digits = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(tail.len());
+        let digits = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
         out.push('0');
         rest = &tail[digits..];
     }
@@ -211,16 +223,54 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
     ]);
     let prompt = r#""say something""#;
     let bodies = [
-        ("/v1/chat/completions", format!(r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#)),
-        ("/v1/completions", format!(r#"{{"model":"m","prompt":{prompt},"max_tokens":6,"stream":true}}"#)),
-        ("/v1/responses", format!(r#"{{"model":"m","input":{prompt},"max_output_tokens":6,"stream":true}}"#)),
-        ("/v1/messages", format!(r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#)),
-        ("/api/chat", format!(r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"options":{{"num_predict":6}}}}"#)),
-        ("/api/generate", format!(r#"{{"model":"m","prompt":{prompt},"options":{{"num_predict":6}}}}"#)),
-        ("/generate_stream", format!(r#"{{"inputs":{prompt},"parameters":{{"max_new_tokens":6}}}}"#)),
-        ("/generate", format!(r#"{{"text":{prompt},"sampling_params":{{"max_new_tokens":6}},"stream":true}}"#)),
-        ("/v2/models/m/generate_stream", format!(r#"{{"text_input":{prompt},"parameters":{{"max_tokens":6}}}}"#)),
-        ("/completion", format!(r#"{{"prompt":{prompt},"n_predict":6,"stream":true}}"#)),
+        (
+            "/v1/chat/completions",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#
+            ),
+        ),
+        (
+            "/v1/completions",
+            format!(r#"{{"model":"m","prompt":{prompt},"max_tokens":6,"stream":true}}"#),
+        ),
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","input":{prompt},"max_output_tokens":6,"stream":true}}"#),
+        ),
+        (
+            "/v1/messages",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#
+            ),
+        ),
+        (
+            "/api/chat",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"options":{{"num_predict":6}}}}"#
+            ),
+        ),
+        (
+            "/api/generate",
+            format!(r#"{{"model":"m","prompt":{prompt},"options":{{"num_predict":6}}}}"#),
+        ),
+        (
+            "/generate_stream",
+            format!(r#"{{"inputs":{prompt},"parameters":{{"max_new_tokens":6}}}}"#),
+        ),
+        (
+            "/generate",
+            format!(
+                r#"{{"text":{prompt},"sampling_params":{{"max_new_tokens":6}},"stream":true}}"#
+            ),
+        ),
+        (
+            "/v2/models/m/generate_stream",
+            format!(r#"{{"text_input":{prompt},"parameters":{{"max_tokens":6}}}}"#),
+        ),
+        (
+            "/completion",
+            format!(r#"{{"prompt":{prompt},"n_predict":6,"stream":true}}"#),
+        ),
     ];
     let direct = sim_url.strip_prefix("http://").unwrap();
     let proxied = proxy_url.strip_prefix("http://").unwrap();

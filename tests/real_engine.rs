@@ -50,7 +50,17 @@ fn start(dir: &Path, log: &Path) -> (Server, u16) {
         .arg(dir.join("model/tiny-llama.gguf"))
         .args(["-a", "tiny-llama", "--host", "127.0.0.1", "--port"])
         .arg(port.to_string())
-        .args(["-t", "1", "-np", "1", "-c", "1024", "-cb", "--metrics", "--no-webui"])
+        .args([
+            "-t",
+            "1",
+            "-np",
+            "1",
+            "-c",
+            "1024",
+            "-cb",
+            "--metrics",
+            "--no-webui",
+        ])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -58,7 +68,10 @@ fn start(dir: &Path, log: &Path) -> (Server, u16) {
     let server = Server(child);
     let deadline = Instant::now() + Duration::from_secs(120);
     while get(port, "/health").map(|(s, _)| s) != Some(200) {
-        assert!(Instant::now() < deadline, "llama-server did not become healthy");
+        assert!(
+            Instant::now() < deadline,
+            "llama-server did not become healthy"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     (server, port)
@@ -82,7 +95,14 @@ fn bench(url: &str, api: &str, records: &Path) -> Vec<RequestRecord> {
     let out = Command::cargo_bin("cadence")
         .unwrap()
         .args(["bench", url, "--api", api, "--model", "tiny-llama"])
-        .args(["-n", REQUESTS, "-c", "1", "--max-tokens", &TOKENS.to_string()])
+        .args([
+            "-n",
+            REQUESTS,
+            "-c",
+            "1",
+            "--max-tokens",
+            &TOKENS.to_string(),
+        ])
         .args(["--extra-body", r#"{"ignore_eos": true}"#, "--quiet"])
         .arg("--records")
         .arg(records)
@@ -130,7 +150,10 @@ fn five_dialects_against_llama_server_match_its_own_token_count_and_time_per_tok
             }
         }
         let last = *offs.last().unwrap();
-        assert!(last.abs() < 0.10, "{api}: TPOT off the server's by {offs:?}");
+        assert!(
+            last.abs() < 0.10,
+            "{api}: TPOT off the server's by {offs:?}"
+        );
     }
 }
 

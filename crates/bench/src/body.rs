@@ -318,7 +318,11 @@ mod tests {
         };
         let v = parse(spec(Api::Responses, "").body("hi"));
         assert_eq!(
-            (&v["input"][0]["content"], &v["max_output_tokens"], &v["stream"]),
+            (
+                &v["input"][0]["content"],
+                &v["max_output_tokens"],
+                &v["stream"]
+            ),
             (&json!("hi"), &json!(7), &json!(true))
         );
         let sys = [
@@ -330,16 +334,28 @@ mod tests {
         assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
         assert_eq!(v["max_tokens"], ANTHROPIC_MAX_TOKENS);
         let v = parse(spec(Api::Ollama, "/api/chat").body("hi"));
-        assert_eq!((&v["messages"][0]["content"], &v["options"]["num_predict"]), (&json!("hi"), &json!(7)));
+        assert_eq!(
+            (&v["messages"][0]["content"], &v["options"]["num_predict"]),
+            (&json!("hi"), &json!(7))
+        );
         let v = parse(spec(Api::Ollama, "/api/generate").body("hi"));
         assert_eq!(v["prompt"], "hi");
         let v = parse(spec(Api::Generate, "/generate_stream").body("hi"));
-        assert_eq!((&v["inputs"], &v["parameters"]["max_new_tokens"]), (&json!("hi"), &json!(7)));
+        assert_eq!(
+            (&v["inputs"], &v["parameters"]["max_new_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
         assert_eq!(v["parameters"]["details"], true);
         let v = parse(spec(Api::Generate, "/generate").body("hi"));
-        assert_eq!((&v["text"], &v["sampling_params"]["max_new_tokens"]), (&json!("hi"), &json!(7)));
+        assert_eq!(
+            (&v["text"], &v["sampling_params"]["max_new_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
         let v = parse(spec(Api::Kserve, "/v2/models/m/generate_stream").body("hi"));
-        assert_eq!((&v["text_input"], &v["parameters"]["max_tokens"]), (&json!("hi"), &json!(7)));
+        assert_eq!(
+            (&v["text_input"], &v["parameters"]["max_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
         let v = parse(spec(Api::Llamacpp, "/completion").body("hi"));
         assert_eq!((&v["prompt"], &v["n_predict"]), (&json!("hi"), &json!(7)));
         let mut ws = spec(Api::Websocket, "/v1/realtime");

@@ -327,7 +327,11 @@ async fn read_stream(
 }
 
 /// The run ended while the stream was in flight: aborted, unless it had said [DONE].
-pub(crate) fn stop_at_run_end(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut RequestRecord) {
+pub(crate) fn stop_at_run_end(
+    cx: &ExecContext<'_>,
+    tracker: &mut StreamTracker,
+    rec: &mut RequestRecord,
+) {
     let t = cx.clock.now_ns();
     if tracker.is_done() {
         tracker.end_stream(t, rec);

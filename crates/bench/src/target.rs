@@ -216,9 +216,19 @@ mod tests {
     fn each_dialect_gets_its_endpoint_and_model_list() {
         let cases = [
             ("http://h:1", Api::Responses, "/v1/responses", "/v1/models"),
-            ("http://h:1/v1", Api::Anthropic, "/v1/messages", "/v1/models"),
+            (
+                "http://h:1/v1",
+                Api::Anthropic,
+                "/v1/messages",
+                "/v1/models",
+            ),
             ("http://h:1", Api::Ollama, "/api/chat", "/api/tags"),
-            ("http://h:1/api/generate", Api::Ollama, "/api/generate", "/api/tags"),
+            (
+                "http://h:1/api/generate",
+                Api::Ollama,
+                "/api/generate",
+                "/api/tags",
+            ),
             ("http://h:1", Api::Generate, "/generate_stream", "/info"),
             ("http://h:1/generate", Api::Generate, "/generate", "/info"),
             ("http://h:1", Api::Llamacpp, "/completion", "/v1/models"),
@@ -228,9 +238,19 @@ mod tests {
                 "/v2/models/m/generate_stream",
                 "/v2/models/m",
             ),
-            ("ws://h:1/v1/realtime", Api::Websocket, "/v1/realtime", "/v1/models"),
+            (
+                "ws://h:1/v1/realtime",
+                Api::Websocket,
+                "/v1/realtime",
+                "/v1/models",
+            ),
             // A path naming another dialect's endpoint is a base for this one.
-            ("http://h:1/v1/chat/completions", Api::Responses, "/v1/responses", "/v1/models"),
+            (
+                "http://h:1/v1/chat/completions",
+                Api::Responses,
+                "/v1/responses",
+                "/v1/models",
+            ),
         ];
         for (url, api, endpoint, models) in cases {
             for given in [Some(api), None] {
@@ -239,7 +259,11 @@ mod tests {
                     continue;
                 }
                 let t = Target::resolve(url, given).unwrap();
-                assert_eq!((t.api, t.endpoint.path(), t.models.path()), (api, endpoint, models), "{url}");
+                assert_eq!(
+                    (t.api, t.endpoint.path(), t.models.path()),
+                    (api, endpoint, models),
+                    "{url}"
+                );
             }
         }
         assert!(matches!(

@@ -100,7 +100,12 @@ async fn connect(
     };
     let (socket, _) = tokio_tungstenite::client_async(hs, stream)
         .await
-        .map_err(|e| (Outcome::ProtocolMismatch, format!("WebSocket handshake: {e}")))?;
+        .map_err(|e| {
+            (
+                Outcome::ProtocolMismatch,
+                format!("WebSocket handshake: {e}"),
+            )
+        })?;
     Ok(socket)
 }
 

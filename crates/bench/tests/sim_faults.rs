@@ -57,6 +57,7 @@ fn factory(
     let path = match api {
         Api::Chat => "chat/completions",
         Api::Completions => "completions",
+        other => unreachable!("these tests speak chat and completions, not {other:?}"),
     };
     RequestFactory::new(
         format!("http://{addr}/v1/{path}").parse().unwrap(),

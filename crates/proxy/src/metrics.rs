@@ -391,8 +391,14 @@ mod tests {
     #[test]
     fn routes_by_path_suffix() {
         use cadence_wire::Api;
-        assert_eq!(Route::of_path("/v1/chat/completions"), Route::Api(Api::Chat));
-        assert_eq!(Route::of_path("/x/v1/completions/"), Route::Api(Api::Completions));
+        assert_eq!(
+            Route::of_path("/v1/chat/completions"),
+            Route::Api(Api::Chat)
+        );
+        assert_eq!(
+            Route::of_path("/x/v1/completions/"),
+            Route::Api(Api::Completions)
+        );
         assert_eq!(Route::of_path("/api/chat"), Route::Api(Api::Ollama));
         assert_eq!(
             Route::of_path("/v2/models/m/generate_stream"),

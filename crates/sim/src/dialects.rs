@@ -39,16 +39,20 @@ pub(crate) fn chunk(
                 Piece::Tool { .. } => "response.function_call_arguments.delta",
                 _ => "response.output_text.delta",
             };
-            s(json!({"type": kind, "item_id": format!("msg_{}", w.id), "output_index": 0,
-                "content_index": 0, "delta": text}))
+            s(
+                json!({"type": kind, "item_id": format!("msg_{}", w.id), "output_index": 0,
+                "content_index": 0, "delta": text}),
+            )
         }
         Dialect::Realtime => {
             let kind = match piece {
                 Piece::Tool { .. } => "response.function_call_arguments.delta",
                 _ => "response.text.delta",
             };
-            s(json!({"type": kind, "response_id": w.id, "item_id": format!("item_{}", w.id),
-                "output_index": 0, "content_index": 0, "delta": text}))
+            s(
+                json!({"type": kind, "response_id": w.id, "item_id": format!("item_{}", w.id),
+                "output_index": 0, "content_index": 0, "delta": text}),
+            )
         }
         Dialect::Anthropic => {
             let delta = match piece {
@@ -64,8 +68,10 @@ pub(crate) fn chunk(
                 Piece::Reasoning(_) => message["thinking"] = json!(text),
                 _ => message["content"] = json!(text),
             }
-            s(json!({"model": w.model, "created_at": created_at(w), "message": message,
-                "done": false}))
+            s(
+                json!({"model": w.model, "created_at": created_at(w), "message": message,
+                "done": false}),
+            )
         }
         Dialect::OllamaGenerate => s(json!({"model": w.model, "created_at": created_at(w),
             "response": text, "done": false})),
@@ -78,9 +84,11 @@ pub(crate) fn chunk(
         Dialect::Sglang => {
             let u = usage.unwrap_or(Usage::new(0, 0));
             let finish = finish.map(|f| json!({"type": f, "length": u.completion_tokens}));
-            s(json!({"text": text, "meta_info": {"id": w.id, "finish_reason": finish,
+            s(
+                json!({"text": text, "meta_info": {"id": w.id, "finish_reason": finish,
                 "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                "cached_tokens": 0}}))
+                "cached_tokens": 0}}),
+            )
         }
         Dialect::Kserve => s(json!({"model_name": w.model, "model_version": "1",
             "text_output": text})),
@@ -102,8 +110,10 @@ pub fn opening(w: &Writer<'_>, prompt_tokens: u32, tool: bool) -> Vec<String> {
                 "id": w.id, "object": "response", "status": "in_progress", "model": w.model,
                 "output": [], "usage": null}}))];
             if tool {
-                v.push(s(json!({"type": "response.output_item.added", "output_index": 0,
-                    "item": {"type": "function_call", "name": TOOL_NAME, "arguments": ""}})));
+                v.push(s(
+                    json!({"type": "response.output_item.added", "output_index": 0,
+                    "item": {"type": "function_call", "name": TOOL_NAME, "arguments": ""}}),
+                ));
             }
             v
         }
@@ -116,9 +126,11 @@ pub fn opening(w: &Writer<'_>, prompt_tokens: u32, tool: bool) -> Vec<String> {
                 json!({"type": "text", "text": ""})
             };
             vec![
-                s(json!({"type": "message_start", "message": {"id": w.id, "type": "message",
+                s(
+                    json!({"type": "message_start", "message": {"id": w.id, "type": "message",
                     "role": "assistant", "content": [], "model": w.model, "stop_reason": null,
-                    "usage": {"input_tokens": prompt_tokens, "output_tokens": 1}}})),
+                    "usage": {"input_tokens": prompt_tokens, "output_tokens": 1}}}),
+                ),
                 s(json!({"type": "content_block_start", "index": 0, "content_block": block})),
             ]
         }
@@ -151,8 +163,10 @@ pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Ve
                 "total_tokens": usage.total_tokens}}}))],
         Dialect::Anthropic => vec![
             s(json!({"type": "content_block_stop", "index": 0})),
-            s(json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(finish),
-                "stop_sequence": null}, "usage": {"output_tokens": n}})),
+            s(
+                json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(finish),
+                "stop_sequence": null}, "usage": {"output_tokens": n}}),
+            ),
             s(json!({"type": "message_stop"})),
         ],
         Dialect::OllamaChat | Dialect::OllamaGenerate => {
@@ -173,13 +187,19 @@ pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Ve
             "generated_text": "", "details": {"finish_reason": finish, "generated_tokens": n,
                 "input_length": usage.prompt_tokens, "seed": null}}))],
         Dialect::Llamacpp => {
-            let per_token = if n > 0 { ms(timing.decode) / n as f64 } else { 0.0 };
-            vec![s(json!({"index": 0, "content": "", "tokens": [], "id_slot": 0,
+            let per_token = if n > 0 {
+                ms(timing.decode) / n as f64
+            } else {
+                0.0
+            };
+            vec![s(
+                json!({"index": 0, "content": "", "tokens": [], "id_slot": 0,
                 "stop": true, "model": w.model, "tokens_predicted": n,
                 "tokens_evaluated": usage.prompt_tokens, "stop_type": "limit",
                 "timings": {"prompt_n": usage.prompt_tokens, "prompt_ms": ms(timing.prompt),
                     "predicted_n": n, "predicted_ms": ms(timing.decode),
-                    "predicted_per_token_ms": per_token}}))]
+                    "predicted_per_token_ms": per_token}}),
+            )]
         }
         Dialect::Sglang | Dialect::Kserve | Dialect::Chat | Dialect::Completion => Vec::new(),
     }
@@ -236,7 +256,10 @@ mod tests {
     #[test]
     fn event_names_come_from_the_type_field() {
         let name = |d: &str| event_name(d);
-        assert_eq!(name(r#"{"type":"message_stop"}"#).as_deref(), Some("message_stop"));
+        assert_eq!(
+            name(r#"{"type":"message_stop"}"#).as_deref(),
+            Some("message_stop")
+        );
         let nested = r#"{"delta":{"type":"text_delta","text":"a"},"type":"content_block_delta"}"#;
         assert_eq!(name(nested).as_deref(), Some("content_block_delta"));
         assert_eq!(name(r#"{"text":"x"}"#), None);

@@ -196,7 +196,11 @@ impl ApiRequest {
             return Err(RequestError::ZeroMaxTokens);
         }
         let opts = raw.stream_options.unwrap_or_default();
-        let input_messages = raw.input.as_ref().and_then(Value::as_array).map(Vec::as_slice);
+        let input_messages = raw
+            .input
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(Vec::as_slice);
         let prompt = raw
             .prompt
             .as_ref()
@@ -204,9 +208,9 @@ impl ApiRequest {
             .or(raw.inputs.as_ref())
             .or(raw.text.as_ref())
             .or(raw.text_input.as_ref());
-        let stream = raw
-            .stream
-            .or(params.iter().find_map(|p| p.as_ref().and_then(|p| p.stream)));
+        let stream = raw.stream.or(params
+            .iter()
+            .find_map(|p| p.as_ref().and_then(|p| p.stream)));
         Ok(ApiRequest {
             prompt_tokens: prompt_tokens(raw.messages.as_deref().or(input_messages), prompt),
             model: raw.model,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::fault::Fault;
 use crate::dialects::{self, Timing};
+use crate::fault::Fault;
 use crate::openai::{Dialect, Piece, Usage, Writer};
 use crate::plan::StreamPlan;
 use crate::text::Vocabulary;

@@ -153,7 +153,10 @@ pub fn app(state: SimState) -> Router {
         .route("/v1/responses", post(dialect_route(Dialect::Responses)))
         .route("/v1/messages", post(dialect_route(Dialect::Anthropic)))
         .route("/api/chat", post(dialect_route(Dialect::OllamaChat)))
-        .route("/api/generate", post(dialect_route(Dialect::OllamaGenerate)))
+        .route(
+            "/api/generate",
+            post(dialect_route(Dialect::OllamaGenerate)),
+        )
         .route("/api/tags", get(ollama_tags))
         .route("/generate_stream", post(dialect_route(Dialect::Tgi)))
         .route("/generate", post(dialect_route(Dialect::Sglang)))
@@ -213,7 +216,11 @@ async fn not_found() -> Response {
 /// The handler of a dialect's endpoint.
 fn dialect_route(
     dialect: Dialect,
-) -> impl Fn(State<SimState>, HeaderMap, Bytes) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
+) -> impl Fn(
+    State<SimState>,
+    HeaderMap,
+    Bytes,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
        + Clone
        + Send
        + 'static {

@@ -91,8 +91,7 @@ impl Api {
             Api::Anthropic
         } else if ends("/api/chat") || ends("/api/generate") {
             Api::Ollama
-        } else if p.starts_with("/v2/models/") && (ends("/generate_stream") || ends("/generate"))
-        {
+        } else if p.starts_with("/v2/models/") && (ends("/generate_stream") || ends("/generate")) {
             Api::Kserve
         } else if ends("/generate_stream") || ends("/generate") {
             Api::Generate

@@ -11,7 +11,9 @@ use cadence_wire::{Api, Framing, StreamTracker, TrackerConfig};
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let (head, body) = text.split_once("\n---\n").expect("a --- line after the sources");
+    let (head, body) = text
+        .split_once("\n---\n")
+        .expect("a --- line after the sources");
     assert!(head.lines().all(|l| l.starts_with('#')), "{name}: header");
     assert!(head.contains("https://"), "{name}: cites its source");
     body.as_bytes().to_vec()
@@ -263,7 +265,7 @@ fn a_stream_cut_before_its_end_marker_is_truncated() {
         let text = String::from_utf8(body).unwrap();
         let cut = text.find("au").expect("the fixtures all say 'au'");
         let line_end = cut + text[cut..].find('\n').unwrap() + 1;
-        let (rec, ..) = decode(c.api, c.framing, &[text[..line_end].as_bytes()]);
+        let (rec, ..) = decode(c.api, c.framing, &[&text.as_bytes()[..line_end]]);
         assert_eq!(rec.outcome, Outcome::Truncated, "{}", c.file);
     }
 }

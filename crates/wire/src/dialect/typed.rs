@@ -113,10 +113,10 @@ fn responses(v: &Value, data: &str) -> StreamEvent<'static> {
         | "response.reasoning_summary_text.delta"
         | "response.reasoning.delta" => c.reasoning = text(v, "/delta"),
         "response.function_call_arguments.delta" => c.tool_call = text(v, "/delta"),
-        "response.output_item.added" => {
-            if v.pointer("/item/type").and_then(Value::as_str) == Some("function_call") {
-                c.tool_call = text(v, "/item/name");
-            }
+        "response.output_item.added"
+            if v.pointer("/item/type").and_then(Value::as_str) == Some("function_call") =>
+        {
+            c.tool_call = text(v, "/item/name");
         }
         "response.completed" | "response.done" | "response.incomplete" => {
             c.usage = usage(
@@ -130,8 +130,7 @@ fn responses(v: &Value, data: &str) -> StreamEvent<'static> {
         }
         "response.failed" => {
             return error(
-                text(v, "/response/error/message")
-                    .map_or_else(|| data.to_owned(), Cow::into_owned),
+                text(v, "/response/error/message").map_or_else(|| data.to_owned(), Cow::into_owned),
             )
         }
         "error" => {
@@ -157,10 +156,10 @@ fn anthropic(v: &Value, data: &str) -> StreamEvent<'static> {
         "message_start" => {
             c.usage = usage(uint(v, "/message/usage/input_tokens"), None);
         }
-        "content_block_start" => {
-            if v.pointer("/content_block/type").and_then(Value::as_str) == Some("tool_use") {
-                c.tool_call = text(v, "/content_block/name");
-            }
+        "content_block_start"
+            if v.pointer("/content_block/type").and_then(Value::as_str) == Some("tool_use") =>
+        {
+            c.tool_call = text(v, "/content_block/name");
         }
         "content_block_delta" => match v.pointer("/delta/type").and_then(Value::as_str) {
             Some("text_delta") => c.content = text(v, "/delta/text"),
