@@ -6,6 +6,8 @@
 #   scripts/test.sh                 # everything
 #   scripts/test.sh accounting      # extra arguments go to `cargo test` (here a name filter)
 #
+# The real engine (llama-server, built once and cached by scripts/real-engine.sh) is
+# exported as CADENCE_REAL_ENGINE for the tests that measure it.
 # Debian packages: `prometheus` (the proxy's integration test scrapes it with a real
 # Prometheus server; its `promtool` checks the deploy kit's rules) and `chromium` (the
 # HTML report test opens a report in a real headless browser).
@@ -54,6 +56,13 @@ fi
 echo "== promtool: deploy kit rules"
 promtool check rules deploy/prometheus/cadence-rules.yml
 (cd deploy/prometheus && promtool test rules cadence-rules.test.yml)
+
+# The real engine the integration tests measure (llama.cpp's llama-server and a tiny
+# model), built once into a cache by scripts/real-engine.sh; every test that needs it
+# reads CADENCE_REAL_ENGINE (and skips, saying so, when it is unset).
+echo "== real engine: scripts/real-engine.sh"
+CADENCE_REAL_ENGINE=$(scripts/real-engine.sh)
+export CADENCE_REAL_ENGINE
 
 echo "== cargo test --workspace --locked $*"
 cargo test --workspace --locked "$@"

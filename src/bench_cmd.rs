@@ -152,7 +152,12 @@ impl Setup {
             }
         }
         let endpoint = Endpoint::start(args)?;
-        let (redactor, headers) = credentials(args, endpoint.builtin.is_some(), &extra_headers)?;
+        let (redactor, headers) = credentials(
+            args,
+            endpoint.target.api,
+            endpoint.builtin.is_some(),
+            &extra_headers,
+        )?;
         let http = client::build(&ClientConfig {
             pool_size: args
                 .concurrency
@@ -167,7 +172,7 @@ impl Setup {
         if let Some(extra) = &extra {
             note_overridden(extra, args.quiet);
         }
-        let body = body_spec(args, endpoint.target.api, &model, extra);
+        let body = body_spec(args, &endpoint.target, &model, extra);
         let factory = request_factory(args, &endpoint, headers, body, &trace, &mut workload);
         let loads = match &trace {
             Some(entries) => vec![Load::Trace {
@@ -231,12 +236,13 @@ fn search_exit(exit: Exit, search: Option<&Search>) -> Exit {
 /// Every request's body: the API, model, `--max-tokens` (when fixed) and `--extra-body`.
 fn body_spec(
     args: &BenchArgs,
-    api: cadence_wire::Api,
+    target: &Target,
     model: &str,
     extra: Option<serde_json::Map<String, serde_json::Value>>,
 ) -> BodySpec {
     BodySpec {
-        api,
+        api: target.api,
+        path: target.endpoint.path().to_string(),
         model: model.to_string(),
         max_tokens: Some(
             args.max_tokens
@@ -428,8 +434,15 @@ impl Endpoint {
             (None, Some(sim)) => format!("http://{}/v1", sim.addr),
             (None, None) => unreachable!("a built-in sim is started when no URL is given"),
         };
-        let target =
-            Target::resolve(&url, args.api.map(Into::into)).map_err(|e| usage(e.to_string()))?;
+        let asked = args.api.and_then(crate::cli::ApiArg::api);
+        let target = Target::resolve(&url, asked).map_err(|e| usage(e.to_string()))?;
+        if args.api == Some(crate::cli::ApiArg::Auto) && !args.quiet {
+            eprintln!(
+                "API auto: {} (from the path {}; the stream's framing follows its content type).",
+                target.api.name(),
+                target.endpoint.path()
+            );
+        }
         let builtin_model = builtin_config.map(|c| c.model);
         if builtin.is_some() && !args.quiet {
             eprintln!(
@@ -449,6 +462,7 @@ impl Endpoint {
 /// headers every request carries. The built-in simulator gets no API key.
 fn credentials(
     args: &BenchArgs,
+    api: cadence_wire::Api,
     builtin: bool,
     extra_headers: &[(http::HeaderName, http::HeaderValue)],
 ) -> anyhow::Result<(Redactor, http::HeaderMap)> {
@@ -465,8 +479,34 @@ fn credentials(
             .iter()
             .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
     );
-    let headers = client::base_headers(api_key.as_deref(), extra_headers).map_err(usage)?;
+    let mut headers = client::base_headers(api_key.as_deref(), extra_headers).map_err(usage)?;
+    if api == cadence_wire::Api::Anthropic {
+        anthropic_headers(&mut headers, api_key.as_deref(), extra_headers);
+    }
     Ok((Redactor::new(secrets), headers))
+}
+
+/// The Messages API takes its key in `x-api-key`, not `Authorization`, and wants an
+/// `anthropic-version` (either can still be set with `--header`).
+fn anthropic_headers(
+    headers: &mut http::HeaderMap,
+    api_key: Option<&str>,
+    extra_headers: &[(http::HeaderName, http::HeaderValue)],
+) {
+    let given = |name: &str| extra_headers.iter().any(|(n, _)| n == name);
+    if let Some(key) = api_key.filter(|_| !given("authorization")) {
+        headers.remove(http::header::AUTHORIZATION);
+        if let Ok(mut v) = http::HeaderValue::from_str(key) {
+            v.set_sensitive(true);
+            headers.insert("x-api-key", v);
+        }
+    }
+    if !given("anthropic-version") {
+        headers.insert(
+            "anthropic-version",
+            http::HeaderValue::from_static("2023-06-01"),
+        );
+    }
 }
 
 /// `--model`, else the built-in simulator's engine, else the first model the server lists.
@@ -683,7 +723,7 @@ fn run_info(
         let open = args.rate.is_some() || args.find_max == Some(SearchAxis::Rate);
         crate::run_meta::mode(open, args.arrivals)
     };
-    let api = format!("{:?}", target.api).to_lowercase();
+    let api = target.api.name().to_string();
     let mut info = RunInfo::new(target.display(), api, model, mode, started_at_unix_ms);
     info.duration_s = clock.origin().elapsed().as_secs_f64();
     info.command = crate::run_meta::redacted_command(std::env::args());
@@ -783,10 +823,19 @@ async fn first_model(
         anyhow::ensure!(status.is_success(), "HTTP {status}");
         let v: serde_json::Value =
             serde_json::from_slice(&body).context("the model list is not JSON")?;
-        v["data"][0]["id"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| anyhow::anyhow!("the model list is empty"))
+        // OpenAI and Anthropic `data[0].id`, Ollama `models[0].name`, TGI `model_id`,
+        // KServe `name`.
+        let names = [
+            &v["data"][0]["id"],
+            &v["models"][0]["name"],
+            &v["model_id"],
+            &v["name"],
+        ];
+        let name = names
+            .into_iter()
+            .find_map(|m| m.as_str())
+            .map(str::to_string);
+        name.ok_or_else(|| anyhow::anyhow!("the model list is empty"))
     };
     tokio::time::timeout(timeout, fetch)
         .await

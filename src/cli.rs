@@ -188,18 +188,45 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ApiArg {
+    /// Pick from the URL path (and say what was picked); the stream's framing follows
+    /// the response's content type.
+    Auto,
     /// OpenAI chat completions (`/v1/chat/completions`).
     Chat,
     /// OpenAI completions (`/v1/completions`).
     Completions,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Anthropic Messages (`/v1/messages`), with `x-api-key` and `anthropic-version`.
+    Anthropic,
+    /// Ollama's native `/api/chat` or `/api/generate` (NDJSON).
+    Ollama,
+    /// TGI `/generate_stream` or SGLang `/generate`.
+    Generate,
+    /// KServe v2 / Triton `/v2/models/NAME/generate_stream` (give the full URL).
+    Kserve,
+    /// llama.cpp's native `/completion`.
+    Llamacpp,
+    /// OpenAI Realtime text events over WebSocket (`ws://…/v1/realtime`).
+    Websocket,
 }
 
-impl From<ApiArg> for cadence_wire::Api {
-    fn from(a: ApiArg) -> Self {
-        match a {
-            ApiArg::Chat => cadence_wire::Api::Chat,
-            ApiArg::Completions => cadence_wire::Api::Completions,
-        }
+impl ApiArg {
+    /// The dialect asked for; `None` for `auto` (inferred from the URL).
+    pub fn api(self) -> Option<cadence_wire::Api> {
+        use cadence_wire::Api;
+        Some(match self {
+            ApiArg::Auto => return None,
+            ApiArg::Chat => Api::Chat,
+            ApiArg::Completions => Api::Completions,
+            ApiArg::Responses => Api::Responses,
+            ApiArg::Anthropic => Api::Anthropic,
+            ApiArg::Ollama => Api::Ollama,
+            ApiArg::Generate => Api::Generate,
+            ApiArg::Kserve => Api::Kserve,
+            ApiArg::Llamacpp => Api::Llamacpp,
+            ApiArg::Websocket => Api::Websocket,
+        })
     }
 }
 
@@ -248,7 +275,8 @@ pub struct BenchArgs {
     /// endpoint. Without it, Cadence starts its built-in simulator and benchmarks that.
     pub url: Option<String>,
 
-    /// API dialect. Inferred from a URL ending in /chat/completions or /completions.
+    /// API dialect. Without it (or with `auto`), inferred from a URL naming an endpoint
+    /// (/chat/completions, /responses, /messages, /api/chat, /generate_stream, ...), else chat.
     #[arg(long, value_enum)]
     pub api: Option<ApiArg>,
 

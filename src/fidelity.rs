@@ -251,6 +251,7 @@ fn client_context(target: &Target, concurrency: u32, tokens: u32) -> anyhow::Res
                 model: "fidelity".into(),
                 max_tokens: Some(tokens),
                 extra: None,
+                path: String::new(),
             },
             vec![DEFAULT_PROMPT.to_string()],
         ),

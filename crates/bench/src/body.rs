@@ -5,6 +5,9 @@ use bytes::Bytes;
 use cadence_wire::Api;
 use serde_json::{json, Map, Value};
 
+/// `max_tokens` of a Messages request when the run sets none (the API requires one).
+pub const ANTHROPIC_MAX_TOKENS: u32 = 4096;
+
 /// What every request of a run carries.
 #[derive(Debug, Clone)]
 pub struct BodySpec {
@@ -13,6 +16,10 @@ pub struct BodySpec {
     pub max_tokens: Option<u32>,
     /// Merged last, so it overrides anything above (objects merge key by key).
     pub extra: Option<Map<String, Value>>,
+    /// The endpoint's path, which picks between a dialect's two request shapes
+    /// (Ollama's `/api/generate` takes a prompt, `/api/chat` messages; SGLang's
+    /// `/generate` takes `text`, TGI's `/generate_stream` `inputs`). Empty: the first.
+    pub path: String,
 }
 
 impl BodySpec {
@@ -23,41 +30,130 @@ impl BodySpec {
 
     /// The JSON body for one prompt with its own output length.
     pub fn body_with(&self, prompt: &str, max_tokens: Option<u32>) -> Bytes {
-        match self.api {
-            Api::Chat => self.encode(
-                "messages",
-                json!([{"role": "user", "content": prompt}]),
-                max_tokens,
-            ),
-            Api::Completions => self.encode("prompt", json!(prompt), max_tokens),
-        }
+        self.body_messages(&[crate::workload::Message::new("user", prompt)], max_tokens)
     }
 
-    /// The JSON body for a conversation: chat sends the messages as they are; a
-    /// completions endpoint gets their contents joined by blank lines as the prompt.
+    /// The JSON body for a conversation: dialects that take messages get them as they
+    /// are (Anthropic's system messages go to `system`); a prompt-only endpoint gets
+    /// their contents joined by blank lines.
     pub fn body_messages(
         &self,
         messages: &[crate::workload::Message],
         max_tokens: Option<u32>,
     ) -> Bytes {
-        if let [only] = messages {
-            if only.role == "user" {
-                return self.body_with(&only.content, max_tokens);
-            }
-        }
-        match self.api {
-            Api::Chat => {
-                let msgs: Vec<Value> = messages
-                    .iter()
-                    .map(|m| json!({"role": m.role, "content": m.content}))
-                    .collect();
-                self.encode("messages", Value::Array(msgs), max_tokens)
-            }
-            Api::Completions => {
+        let prompt = || match messages {
+            [only] => only.content.clone(),
+            _ => {
                 let joined: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
-                self.body_with(&joined.join("\n\n"), max_tokens)
+                joined.join("\n\n")
+            }
+        };
+        let list = |ms: &mut dyn Iterator<Item = &crate::workload::Message>| {
+            Value::Array(
+                ms.map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect(),
+            )
+        };
+        let n = max_tokens.map(|n| json!(n));
+        let mut v = match self.api {
+            Api::Chat => json!({
+                "model": self.model,
+                "messages": list(&mut messages.iter()),
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": n,
+            }),
+            Api::Completions => json!({
+                "model": self.model,
+                "prompt": prompt(),
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": n,
+            }),
+            Api::Responses => json!({
+                "model": self.model,
+                "input": list(&mut messages.iter()),
+                "stream": true,
+                "max_output_tokens": n,
+            }),
+            Api::Anthropic => {
+                let system: Vec<&str> = messages
+                    .iter()
+                    .filter(|m| m.role == "system")
+                    .map(|m| m.content.as_str())
+                    .collect();
+                let mut v = json!({
+                    "model": self.model,
+                    "messages": list(&mut messages.iter().filter(|m| m.role != "system")),
+                    "stream": true,
+                    // Required by the Messages API.
+                    "max_tokens": max_tokens.unwrap_or(ANTHROPIC_MAX_TOKENS),
+                });
+                if !system.is_empty() {
+                    v["system"] = json!(system.join("\n\n"));
+                }
+                v
+            }
+            Api::Ollama if self.path.ends_with("/api/generate") => json!({
+                "model": self.model,
+                "prompt": prompt(),
+                "stream": true,
+                "options": {"num_predict": n},
+            }),
+            Api::Ollama => json!({
+                "model": self.model,
+                "messages": list(&mut messages.iter()),
+                "stream": true,
+                "options": {"num_predict": n},
+            }),
+            Api::Generate if self.path.trim_end_matches('/').ends_with("/generate") => json!({
+                "text": prompt(),
+                "stream": true,
+                "sampling_params": {"max_new_tokens": n},
+            }),
+            Api::Generate => json!({
+                "inputs": prompt(),
+                "stream": true,
+                "parameters": {"max_new_tokens": n, "details": true},
+            }),
+            Api::Kserve => json!({
+                "text_input": prompt(),
+                "parameters": {"max_tokens": n, "stream": true},
+            }),
+            Api::Llamacpp => json!({
+                "prompt": prompt(),
+                "n_predict": n,
+                "stream": true,
+                "return_tokens": true,
+            }),
+            Api::Websocket => json!([
+                {
+                    "type": "conversation.item.create",
+                    "item": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": prompt()}],
+                    },
+                },
+                {
+                    "type": "response.create",
+                    "response": {"modalities": ["text"], "max_output_tokens": n},
+                },
+            ]),
+        };
+        strip_nulls(&mut v);
+        if let Some(extra) = &self.extra {
+            // A WebSocket body is a list of client events: the extra goes into the
+            // `response.create` event's `response`.
+            let target = match &mut v {
+                Value::Array(events) => events.last_mut().map(|e| &mut e["response"]),
+                other => Some(other),
+            };
+            if let Some(t) = target {
+                merge(t, &Value::Object(extra.clone()));
             }
         }
+        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
     }
 
     /// The output length a request with this `max_tokens` demands in full: all of
@@ -77,23 +173,20 @@ impl BodySpec {
         let min = flag("min_tokens").and_then(Value::as_u64)?;
         Some(max.map_or(min, |m| m.min(min))).filter(|&n| n > 0)
     }
+}
 
-    /// The body around the request's input (`input_key`: `messages` or `prompt`):
-    /// the model, streaming with usage, `max_tokens` when set, `--extra-body` last.
-    fn encode(&self, input_key: &str, input: Value, max_tokens: Option<u32>) -> Bytes {
-        let mut v = json!({
-            "model": self.model,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        v[input_key] = input;
-        if let Some(n) = max_tokens {
-            v["max_tokens"] = json!(n);
+/// Removes `null` members (an unset `max_tokens`) at any depth, and objects left empty
+/// by that.
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| {
+                strip_nulls(x);
+                !(x.is_null() || x.as_object().is_some_and(|o| o.is_empty()))
+            });
         }
-        if let Some(extra) = &self.extra {
-            merge(&mut v, &Value::Object(extra.clone()));
-        }
-        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
+        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
     }
 }
 
@@ -138,6 +231,7 @@ mod tests {
             model: "m".into(),
             max_tokens: Some(16),
             extra: None,
+            path: String::new(),
         };
         let v = parse(spec.body("hi"));
         assert_eq!(v["stream"], true);
@@ -153,6 +247,7 @@ mod tests {
             model: "m".into(),
             max_tokens: None,
             extra: None,
+            path: String::new(),
         };
         let v = parse(spec.body("once"));
         assert_eq!(v["prompt"], "once");
@@ -170,6 +265,7 @@ mod tests {
             model: "m".into(),
             max_tokens: Some(8),
             extra: Some(extra),
+            path: String::new(),
         };
         let v = parse(spec.body("x"));
         assert_eq!(v["ignore_eos"], true);
@@ -185,6 +281,7 @@ mod tests {
             model: "m".into(),
             max_tokens: Some(64),
             extra: (!extra.is_empty()).then(|| parse_extra_body(extra).unwrap()),
+            path: String::new(),
         };
         assert_eq!(spec("").expected_output(Some(64)), None);
         assert_eq!(
@@ -208,6 +305,69 @@ mod tests {
         assert_eq!(overridden.expected_output(Some(64)), Some(8));
         let removed = spec(r#"{"ignore_eos": true, "max_tokens": null}"#);
         assert_eq!(removed.expected_output(Some(64)), None);
+    }
+
+    #[test]
+    fn each_dialect_gets_its_own_body() {
+        let spec = |api, path: &str| BodySpec {
+            api,
+            model: "m".into(),
+            max_tokens: Some(7),
+            extra: None,
+            path: path.into(),
+        };
+        let v = parse(spec(Api::Responses, "").body("hi"));
+        assert_eq!(
+            (
+                &v["input"][0]["content"],
+                &v["max_output_tokens"],
+                &v["stream"]
+            ),
+            (&json!("hi"), &json!(7), &json!(true))
+        );
+        let sys = [
+            crate::workload::Message::new("system", "be brief"),
+            crate::workload::Message::new("user", "hi"),
+        ];
+        let v = parse(spec(Api::Anthropic, "").body_messages(&sys, None));
+        assert_eq!(v["system"], "be brief");
+        assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert_eq!(v["max_tokens"], ANTHROPIC_MAX_TOKENS);
+        let v = parse(spec(Api::Ollama, "/api/chat").body("hi"));
+        assert_eq!(
+            (&v["messages"][0]["content"], &v["options"]["num_predict"]),
+            (&json!("hi"), &json!(7))
+        );
+        let v = parse(spec(Api::Ollama, "/api/generate").body("hi"));
+        assert_eq!(v["prompt"], "hi");
+        let v = parse(spec(Api::Generate, "/generate_stream").body("hi"));
+        assert_eq!(
+            (&v["inputs"], &v["parameters"]["max_new_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
+        assert_eq!(v["parameters"]["details"], true);
+        let v = parse(spec(Api::Generate, "/generate").body("hi"));
+        assert_eq!(
+            (&v["text"], &v["sampling_params"]["max_new_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
+        let v = parse(spec(Api::Kserve, "/v2/models/m/generate_stream").body("hi"));
+        assert_eq!(
+            (&v["text_input"], &v["parameters"]["max_tokens"]),
+            (&json!("hi"), &json!(7))
+        );
+        let v = parse(spec(Api::Llamacpp, "/completion").body("hi"));
+        assert_eq!((&v["prompt"], &v["n_predict"]), (&json!("hi"), &json!(7)));
+        let mut ws = spec(Api::Websocket, "/v1/realtime");
+        ws.extra = Some(parse_extra_body(r#"{"temperature": 0.5}"#).unwrap());
+        let v = parse(ws.body("hi"));
+        assert_eq!(v[0]["item"]["content"][0]["text"], "hi");
+        assert_eq!(v[1]["type"], "response.create");
+        assert_eq!(v[1]["response"]["max_output_tokens"], 7);
+        assert_eq!(v[1]["response"]["temperature"], 0.5);
+        // No output cap set: no null left in the body.
+        let v = parse(spec(Api::Ollama, "").body_with("hi", None));
+        assert!(v.get("options").is_none(), "{v}");
     }
 
     #[test]

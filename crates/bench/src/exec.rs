@@ -87,6 +87,9 @@ pub async fn execute(
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
 ) -> StreamText {
+    if cx.api == Api::Websocket {
+        return crate::ws::execute(cx, req, cancel, rec).await;
+    }
     let sent_at = Instant::now();
     rec.sent_ns = Some(cx.clock.ns_at(sent_at));
     let deadlines = Deadlines::new(sent_at, cx.timeouts);
@@ -138,15 +141,15 @@ pub async fn execute(
 }
 
 /// A request's deadlines, each counted from the send and none past the total.
-struct Deadlines {
-    sent_at: Instant,
-    header: Instant,
+pub(crate) struct Deadlines {
+    pub(crate) sent_at: Instant,
+    pub(crate) header: Instant,
     first_token: Instant,
-    total: Instant,
+    pub(crate) total: Instant,
 }
 
 impl Deadlines {
-    fn new(sent_at: Instant, timeouts: &Timeouts) -> Self {
+    pub(crate) fn new(sent_at: Instant, timeouts: &Timeouts) -> Self {
         let total = sent_at + timeouts.total;
         Deadlines {
             sent_at,
@@ -158,7 +161,7 @@ impl Deadlines {
 
     /// The outcome when `deadline` passes: the phase's own, or the total timeout's
     /// when the total comes first.
-    fn outcome(&self, deadline: Instant, phase: Outcome) -> Outcome {
+    pub(crate) fn outcome(&self, deadline: Instant, phase: Outcome) -> Outcome {
         if deadline == self.total {
             Outcome::TotalTimeout
         } else {
@@ -168,7 +171,7 @@ impl Deadlines {
 
     /// The next deadline while streaming: first token, then the idle gap after the
     /// last read, never past the total.
-    fn streaming(
+    pub(crate) fn streaming(
         &self,
         has_output: bool,
         last_read: Instant,
@@ -324,7 +327,11 @@ async fn read_stream(
 }
 
 /// The run ended while the stream was in flight: aborted, unless it had said [DONE].
-fn stop_at_run_end(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut RequestRecord) {
+pub(crate) fn stop_at_run_end(
+    cx: &ExecContext<'_>,
+    tracker: &mut StreamTracker,
+    rec: &mut RequestRecord,
+) {
     let t = cx.clock.now_ns();
     if tracker.is_done() {
         tracker.end_stream(t, rec);
@@ -337,7 +344,7 @@ fn stop_at_run_end(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut 
 
 /// A deadline passed mid-stream: `outcome` (TTFT, idle or total timeout), unless the
 /// stream had said [DONE].
-fn stop_at_deadline(
+pub(crate) fn stop_at_deadline(
     cx: &ExecContext<'_>,
     tracker: &mut StreamTracker,
     rec: &mut RequestRecord,
@@ -366,7 +373,7 @@ fn stop_at_deadline(
     }
 }
 
-fn end(
+pub(crate) fn end(
     cx: &ExecContext<'_>,
     rec: &mut RequestRecord,
     outcome: Outcome,

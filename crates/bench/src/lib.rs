@@ -17,6 +17,7 @@ pub mod target;
 pub mod tokenizer;
 pub mod trace;
 pub mod workload;
+mod ws;
 
 pub use arrivals::ArrivalProcess;
 pub use exec::{Cancel, Timeouts};

@@ -19,36 +19,96 @@ pub struct Target {
 pub enum TargetError {
     #[error("'{0}' is not a URL: {1} (expected something like http://127.0.0.1:8000/v1)")]
     Invalid(String, String),
-    #[error("'{0}' has no http:// or https:// scheme")]
+    #[error("'{0}' has no http:// or https:// scheme (ws:// and wss:// are for --api websocket)")]
     Scheme(String),
+    #[error("'{0}': --api {1} needs the full endpoint URL, e.g. http://127.0.0.1:8000/v2/models/NAME/generate_stream")]
+    NeedsEndpoint(String, &'static str),
 }
+
+/// The endpoint and model-list paths for `api`: `path` itself when it already names
+/// the dialect's endpoint, else the dialect's endpoint under `path` (less any other
+/// dialect's endpoint it ends in). `None` for KServe without its full endpoint.
+fn endpoints(path: &str, api: Api) -> Option<(String, String)> {
+    let named = |a: Api| {
+        ENDPOINTS
+            .iter()
+            .find(|(x, s)| *x == a && path.ends_with(s))
+            .map(|(_, s)| *s)
+    };
+    let inferred = Api::from_path(path);
+    let base = match inferred.and_then(named) {
+        Some(suffix) => &path[..path.len() - suffix.len()],
+        None => path,
+    };
+    let endpoint = if inferred == Some(api) {
+        path.to_string()
+    } else if api == Api::Kserve {
+        return None;
+    } else {
+        let base = if base.is_empty() && api.openai_style() {
+            "/v1"
+        } else {
+            base
+        };
+        let (_, suffix) = ENDPOINTS.iter().find(|(a, _)| *a == api)?;
+        format!("{base}{suffix}")
+    };
+    let base = if base.is_empty() && api.openai_style() {
+        "/v1"
+    } else {
+        base
+    };
+    let models = match api {
+        Api::Ollama => "/api/tags".to_string(),
+        Api::Generate => "/info".to_string(),
+        Api::Llamacpp => format!("{base}/v1/models"),
+        // The model's own metadata: `{"name": ...}`.
+        Api::Kserve => endpoint
+            .rsplit_once('/')
+            .map_or(endpoint.clone(), |(m, _)| m.to_string()),
+        _ => format!("{base}/models"),
+    };
+    Some((endpoint, models))
+}
+
+/// The endpoints each dialect serves on, the default first.
+const ENDPOINTS: [(Api, &str); 12] = [
+    (Api::Chat, "/chat/completions"),
+    (Api::Completions, "/completions"),
+    (Api::Responses, "/responses"),
+    (Api::Anthropic, "/messages"),
+    (Api::Ollama, "/api/chat"),
+    (Api::Ollama, "/api/generate"),
+    (Api::Generate, "/generate_stream"),
+    (Api::Generate, "/generate"),
+    (Api::Kserve, "/generate_stream"),
+    (Api::Kserve, "/generate"),
+    (Api::Llamacpp, "/completion"),
+    (Api::Websocket, "/realtime"),
+];
 
 impl Target {
     /// Resolves `url` for `api`. When `api` is `None`, it is inferred from a path that
-    /// already names an endpoint, else chat.
+    /// already names an endpoint ([`Api::from_path`]), else chat. A base URL gets the
+    /// dialect's endpoint: `{base}/chat/completions`, `{base}/completions`,
+    /// `{base}/responses`, `{base}/messages` (base `/v1` when none), and for the
+    /// servers' native APIs `/api/chat`, `/generate_stream`, `/completion`. KServe
+    /// needs the full endpoint (its path names the model).
     pub fn resolve(url: &str, api: Option<Api>) -> Result<Target, TargetError> {
         let uri: Uri = url.parse().map_err(|e: http::uri::InvalidUri| {
             TargetError::Invalid(redact_url(url), e.to_string())
         })?;
         match uri.scheme_str() {
             Some("http") | Some("https") => {}
+            Some("ws") | Some("wss") if api.is_none() || api == Some(Api::Websocket) => {}
             _ => return Err(TargetError::Scheme(redact_url(url))),
         }
         let path = uri.path().trim_end_matches('/');
-        let (base, inferred) = if let Some(b) = path.strip_suffix("/chat/completions") {
-            (b.to_string(), Some(Api::Chat))
-        } else if let Some(b) = path.strip_suffix("/completions") {
-            (b.to_string(), Some(Api::Completions))
-        } else if path.is_empty() {
-            ("/v1".to_string(), None)
-        } else {
-            (path.to_string(), None)
-        };
-        let api = api.or(inferred).unwrap_or(Api::Chat);
-        let suffix = match api {
-            Api::Chat => "/chat/completions",
-            Api::Completions => "/completions",
-        };
+        let inferred = Api::from_path(path);
+        let ws = matches!(uri.scheme_str(), Some("ws") | Some("wss"));
+        let api = api
+            .or(inferred)
+            .unwrap_or(if ws { Api::Websocket } else { Api::Chat });
         let build = |p: &str| -> Result<Uri, TargetError> {
             let pq = match uri.query() {
                 Some(q) => format!("{p}?{q}"),
@@ -60,9 +120,11 @@ impl Target {
             })?);
             Uri::from_parts(parts).map_err(|e| TargetError::Invalid(redact_url(url), e.to_string()))
         };
+        let (endpoint, models) = endpoints(path, api)
+            .ok_or_else(|| TargetError::NeedsEndpoint(redact_url(url), api.name()))?;
         Ok(Target {
-            endpoint: build(&format!("{base}{suffix}"))?,
-            models: build(&format!("{base}/models"))?,
+            endpoint: build(&endpoint)?,
+            models: build(&models)?,
             api,
         })
     }
@@ -148,6 +210,67 @@ mod tests {
     #[test]
     fn userinfo_is_redacted() {
         assert_eq!(redact_url("http://u:pw@h:1/v1"), "http://h:1/v1");
+    }
+
+    #[test]
+    fn each_dialect_gets_its_endpoint_and_model_list() {
+        let cases = [
+            ("http://h:1", Api::Responses, "/v1/responses", "/v1/models"),
+            (
+                "http://h:1/v1",
+                Api::Anthropic,
+                "/v1/messages",
+                "/v1/models",
+            ),
+            ("http://h:1", Api::Ollama, "/api/chat", "/api/tags"),
+            (
+                "http://h:1/api/generate",
+                Api::Ollama,
+                "/api/generate",
+                "/api/tags",
+            ),
+            ("http://h:1", Api::Generate, "/generate_stream", "/info"),
+            ("http://h:1/generate", Api::Generate, "/generate", "/info"),
+            ("http://h:1", Api::Llamacpp, "/completion", "/v1/models"),
+            (
+                "http://h:1/v2/models/m/generate_stream",
+                Api::Kserve,
+                "/v2/models/m/generate_stream",
+                "/v2/models/m",
+            ),
+            (
+                "ws://h:1/v1/realtime",
+                Api::Websocket,
+                "/v1/realtime",
+                "/v1/models",
+            ),
+            // A path naming another dialect's endpoint is a base for this one.
+            (
+                "http://h:1/v1/chat/completions",
+                Api::Responses,
+                "/v1/responses",
+                "/v1/models",
+            ),
+        ];
+        for (url, api, endpoint, models) in cases {
+            for given in [Some(api), None] {
+                let path = url.parse::<Uri>().unwrap().path().to_string();
+                if given.is_none() && Api::from_path(&path) != Some(api) {
+                    continue;
+                }
+                let t = Target::resolve(url, given).unwrap();
+                assert_eq!(
+                    (t.api, t.endpoint.path(), t.models.path()),
+                    (api, endpoint, models),
+                    "{url}"
+                );
+            }
+        }
+        assert!(matches!(
+            Target::resolve("http://h:1", Some(Api::Kserve)),
+            Err(TargetError::NeedsEndpoint(..))
+        ));
+        assert!(Target::resolve("ws://h:1/x", Some(Api::Chat)).is_err());
     }
 
     #[test]

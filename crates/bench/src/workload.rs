@@ -231,6 +231,7 @@ mod tests {
                 model: "m".into(),
                 max_tokens: Some(16),
                 extra: None,
+                path: String::new(),
             },
             prompts: vec!["a".into(), "b".into()],
             max_tokens,

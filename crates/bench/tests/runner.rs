@@ -60,6 +60,7 @@ fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<R
                 model: "m".into(),
                 max_tokens: Some(max_tokens),
                 extra: None,
+                path: String::new(),
             },
             vec!["a".into(), "b".into()],
         ),

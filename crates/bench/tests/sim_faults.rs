@@ -57,6 +57,7 @@ fn factory(
     let path = match api {
         Api::Chat => "chat/completions",
         Api::Completions => "completions",
+        other => unreachable!("these tests speak chat and completions, not {other:?}"),
     };
     RequestFactory::new(
         format!("http://{addr}/v1/{path}").parse().unwrap(),
@@ -66,6 +67,7 @@ fn factory(
             model: "m".into(),
             max_tokens: Some(max_tokens),
             extra: extra.map(|e| cadence_bench::body::parse_extra_body(e).unwrap()),
+            path: String::new(),
         },
         vec!["hello there".into()],
     )

@@ -149,6 +149,32 @@ pub struct StreamCounters {
     /// Socket reads that delivered body bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads: u32,
+    /// The server's own account of its timing, when its dialect reports one (Ollama's
+    /// `eval_duration`, llama.cpp's `timings`): kept beside what the client measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<ServerTiming>,
+}
+
+/// What a server says it spent on one request, as its dialect reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerTiming {
+    /// Prompt processing (prefill), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ns: Option<u64>,
+    /// Token generation (decode), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_ns: Option<u64>,
+    /// Tokens the decode time covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tokens: Option<u64>,
+}
+
+impl ServerTiming {
+    /// The server's own time per output token, ns.
+    pub fn per_token_ns(&self) -> Option<f64> {
+        let (ns, n) = (self.decode_ns?, self.decode_tokens?);
+        (n > 0).then(|| ns as f64 / n as f64)
+    }
 }
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {

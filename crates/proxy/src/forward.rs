@@ -8,7 +8,7 @@ use crate::server::Shared;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
-use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
+use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -700,11 +700,7 @@ impl Job {
         let ct = headers
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        let api = match route {
-            Route::Chat => Some(Api::Chat),
-            Route::Completions => Some(Api::Completions),
-            Route::Other => None,
-        };
+        let api = route.api();
         if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
             self.tracker = Some(StreamTracker::new(TrackerConfig {
                 api,

@@ -81,7 +81,7 @@ pub struct ProxyConfig {
 
 /// The inference routes measured by default, as path suffixes (so a prefix such as
 /// `/openai/v1` still matches): OpenAI chat, completions and responses, Anthropic
-/// messages, Ollama, and TGI.
+/// messages, Ollama, TGI / SGLang, KServe (`…/generate_stream`) and llama.cpp.
 pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
     "/chat/completions",
     "/completions",
@@ -91,6 +91,7 @@ pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
     "/api/generate",
     "/generate",
     "/generate_stream",
+    "/completion",
 ];
 
 impl ProxyConfig {

@@ -21,32 +21,36 @@ pub const DEFAULT_BUCKETS: &[f64] = &[
     10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0,
 ];
 
-/// The route a request took, a fixed set so the label stays bounded.
+/// The route a request took, a fixed set so the label stays bounded: the dialect its
+/// path names, or other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
-    Chat,
-    Completions,
+    Api(cadence_wire::Api),
     Other,
 }
 
 impl Route {
     /// By path suffix, so `/v1/chat/completions` and `/openai/v1/chat/completions` match.
     pub fn of_path(path: &str) -> Route {
-        let p = path.trim_end_matches('/');
-        if p.ends_with("/chat/completions") {
-            Route::Chat
-        } else if p.ends_with("/completions") {
-            Route::Completions
-        } else {
-            Route::Other
+        match cadence_wire::Api::from_path(path) {
+            // A WebSocket upgrade is not an HTTP stream the proxy decodes.
+            Some(cadence_wire::Api::Websocket) | None => Route::Other,
+            Some(api) => Route::Api(api),
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Route::Chat => "chat",
-            Route::Completions => "completions",
+            Route::Api(api) => api.name(),
             Route::Other => "other",
+        }
+    }
+
+    /// The dialect its streams are decoded with.
+    pub fn api(self) -> Option<cadence_wire::Api> {
+        match self {
+            Route::Api(api) => Some(api),
+            Route::Other => None,
         }
     }
 }
@@ -386,8 +390,20 @@ mod tests {
 
     #[test]
     fn routes_by_path_suffix() {
-        assert_eq!(Route::of_path("/v1/chat/completions"), Route::Chat);
-        assert_eq!(Route::of_path("/x/v1/completions/"), Route::Completions);
+        use cadence_wire::Api;
+        assert_eq!(
+            Route::of_path("/v1/chat/completions"),
+            Route::Api(Api::Chat)
+        );
+        assert_eq!(
+            Route::of_path("/x/v1/completions/"),
+            Route::Api(Api::Completions)
+        );
+        assert_eq!(Route::of_path("/api/chat"), Route::Api(Api::Ollama));
+        assert_eq!(
+            Route::of_path("/v2/models/m/generate_stream"),
+            Route::Api(Api::Kserve)
+        );
         assert_eq!(Route::of_path("/v1/models"), Route::Other);
     }
 

@@ -458,6 +458,8 @@ struct BodyState {
     s: EngineStream,
     produced: u32,
     phase: Phase,
+    /// The text so far, for a dialect that resends it whole (SGLang).
+    so_far: String,
 }
 
 fn sse(data: &str) -> bytes::Bytes {
@@ -481,13 +483,25 @@ impl BodyState {
             .then(|| crate::openai::Usage::new(self.s.prompt_tokens, self.produced))
     }
 
+    fn frame(&self, data: &str) -> bytes::Bytes {
+        bytes::Bytes::from(crate::dialects::frame(self.s.dialect, data))
+    }
+
     fn tail(&mut self) -> bytes::Bytes {
         let mut out = String::new();
-        if self.s.include_usage {
+        if !self.s.dialect.is_openai() {
+            let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
+            let timing = crate::dialects::Timing::default();
+            for e in crate::dialects::closing(&self.writer(), u, "length", timing) {
+                out.push_str(&crate::dialects::frame(self.s.dialect, &e));
+            }
+        } else if self.s.include_usage {
             let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
             out.push_str(&format!("data: {}\n\n", self.writer().usage_only(u)));
         }
-        out.push_str("data: [DONE]\n\n");
+        if self.s.dialect.done_marker() {
+            out.push_str("data: [DONE]\n\n");
+        }
         self.phase = Phase::Done;
         self.s.recorder.finish(true);
         bytes::Bytes::from(out)
@@ -510,6 +524,14 @@ impl BodyState {
                         self.usage(),
                     );
                     return Some((Ok(sse(&role)), self));
+                }
+                let opening = crate::dialects::opening(&self.writer(), self.s.prompt_tokens, false);
+                if !opening.is_empty() {
+                    let out: String = opening
+                        .iter()
+                        .map(|e| crate::dialects::frame(self.s.dialect, e))
+                        .collect();
+                    return Some((Ok(bytes::Bytes::from(out)), self));
                 }
                 Box::pin(self.next()).await
             }
@@ -537,7 +559,10 @@ impl BodyState {
                                     .random_range(0..crate::text::VOCAB.len() as u32)
                             })
                             .collect();
-                        let mut text = String::new();
+                        let mut text = std::mem::take(&mut self.so_far);
+                        if self.s.dialect != Dialect::Sglang {
+                            text.clear();
+                        }
                         crate::text::Vocabulary::Plain.push_text(&ids, &mut text);
                         self.produced += n;
                         let last = self.produced >= self.s.max_tokens;
@@ -548,7 +573,9 @@ impl BodyState {
                             self.usage(),
                         );
                         self.s.recorder.sent(&[n]);
-                        Some((Ok(sse(&chunk)), self))
+                        self.so_far = text;
+                        let frame = self.frame(&chunk);
+                        Some((Ok(frame), self))
                     }
                     Some(Some(Emit::Finished)) | Some(None) => {
                         let tail = self.tail();
@@ -557,8 +584,9 @@ impl BodyState {
                     Some(Some(Emit::Rejected(reason))) => {
                         self.phase = Phase::Done;
                         self.s.recorder.finish(false);
-                        let body = crate::openai::error_body(&reason, "invalid_request_error", 400);
-                        Some((Ok(sse(&body)), self))
+                        let body = crate::dialects::error(self.s.dialect, &reason);
+                        let frame = self.frame(&body);
+                        Some((Ok(frame), self))
                     }
                 }
             }
@@ -573,6 +601,7 @@ pub(crate) fn body(s: EngineStream) -> axum::body::Body {
         s,
         produced: 0,
         phase: Phase::Start,
+        so_far: String::new(),
     };
     axum::body::Body::from_stream(futures_util::stream::unfold(state, BodyState::next))
 }

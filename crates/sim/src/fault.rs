@@ -140,6 +140,19 @@ impl Fault {
     pub fn chat_only(self) -> bool {
         matches!(self, Fault::ReasoningFirst | Fault::ToolCalls)
     }
+
+    /// Faults about OpenAI's own usage chunks, role chunk and `[DONE]`: the other
+    /// dialects have no such thing to get wrong.
+    pub fn openai_only(self) -> bool {
+        matches!(
+            self,
+            Fault::UsageOnlyChunk
+                | Fault::UsageEveryChunk
+                | Fault::RoleFirst
+                | Fault::NoUsage
+                | Fault::FinishNoDone
+        )
+    }
 }
 
 impl fmt::Display for Fault {

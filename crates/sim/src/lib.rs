@@ -50,11 +50,13 @@
 
 pub mod closing;
 pub mod config;
+pub mod dialects;
 pub mod dist;
 pub mod engine_mode;
 pub mod fault;
 pub mod openai;
 pub mod plan;
+mod realtime;
 pub mod request;
 mod rng;
 pub mod script;

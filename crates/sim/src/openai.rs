@@ -10,6 +10,58 @@ pub enum Dialect {
     Chat,
     /// `POST /v1/completions`
     Completion,
+    /// `POST /v1/responses` (OpenAI Responses events).
+    Responses,
+    /// `POST /v1/messages` (Anthropic Messages events).
+    Anthropic,
+    /// `POST /api/chat` (Ollama, NDJSON).
+    OllamaChat,
+    /// `POST /api/generate` (Ollama, NDJSON).
+    OllamaGenerate,
+    /// `POST /generate_stream` (TGI: one token per event).
+    Tgi,
+    /// `POST /generate` (SGLang: the whole text so far per event).
+    Sglang,
+    /// `POST /v2/models/{model}/generate_stream` (KServe v2 / Triton).
+    Kserve,
+    /// `POST /completion` (llama.cpp's native API).
+    Llamacpp,
+    /// `GET /v1/realtime` upgraded to a WebSocket: OpenAI Realtime text events, one
+    /// message each.
+    Realtime,
+}
+
+impl Dialect {
+    /// OpenAI chat or completions: `choices`, usage chunks and `[DONE]`.
+    pub fn is_openai(self) -> bool {
+        matches!(self, Dialect::Chat | Dialect::Completion)
+    }
+
+    /// Ollama writes newline-delimited JSON, everyone else SSE.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            // A WebSocket message per line.
+            Dialect::OllamaChat | Dialect::OllamaGenerate | Dialect::Realtime => {
+                "application/x-ndjson"
+            }
+            _ => "text/event-stream",
+        }
+    }
+
+    /// Each event's name goes in an `event:` line (its JSON `type`).
+    pub fn named_events(self) -> bool {
+        matches!(self, Dialect::Responses | Dialect::Anthropic)
+    }
+
+    /// The stream ends with `data: [DONE]`.
+    pub fn done_marker(self) -> bool {
+        matches!(self, Dialect::Chat | Dialect::Completion | Dialect::Sglang)
+    }
+
+    /// Every content event carries the running token count (SGLang's `meta_info`).
+    pub fn counts_every_chunk(self) -> bool {
+        self == Dialect::Sglang
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -120,7 +172,7 @@ impl Writer<'_> {
     fn object(&self) -> &'static str {
         match self.dialect {
             Dialect::Chat => "chat.completion.chunk",
-            Dialect::Completion => "text_completion",
+            _ => "text_completion",
         }
     }
 
@@ -149,6 +201,10 @@ impl Writer<'_> {
         token_ids: Option<&[u32]>,
         usage: Option<Usage>,
     ) -> String {
+        match self.dialect {
+            Dialect::Chat | Dialect::Completion => {}
+            _ => return crate::dialects::chunk(self, piece, finish_reason, token_ids, usage),
+        }
         match self.dialect {
             Dialect::Chat => {
                 let delta = match piece {
@@ -187,7 +243,7 @@ impl Writer<'_> {
                 };
                 self.write([choice], usage)
             }
-            Dialect::Completion => {
+            _ => {
                 let text = match piece {
                     Piece::Role { .. } => Some(""),
                     Piece::Content(t) => t,
@@ -259,7 +315,7 @@ pub fn completion(w: &Writer<'_>, text: &str, finish_reason: &str, usage: Usage)
             }],
             usage,
         }),
-        Dialect::Completion => serde_json::to_string(&Completion {
+        _ => serde_json::to_string(&Completion {
             id: w.id,
             object: "text_completion",
             created: w.created,

@@ -59,6 +59,8 @@ pub enum RequestError {
     ZeroMaxTokens,
     #[error("fault `{0}` only applies to /v1/chat/completions")]
     ChatOnlyFault(Fault),
+    #[error("fault `{0}` only applies to the OpenAI chat and completions endpoints")]
+    OpenAiOnlyFault(Fault),
 }
 
 fn number<T: std::str::FromStr>(
@@ -113,6 +115,38 @@ struct RawBody {
     max_completion_tokens: Option<u32>,
     stream_options: Option<RawStreamOptions>,
     return_token_ids: Option<bool>,
+    // The other dialects' names for the same things.
+    /// Responses: a string or a list of messages.
+    input: Option<Value>,
+    max_output_tokens: Option<u32>,
+    /// Ollama: `num_predict`.
+    options: Option<RawParameters>,
+    /// TGI `max_new_tokens`, KServe `max_tokens` / `stream`.
+    parameters: Option<RawParameters>,
+    /// SGLang: `max_new_tokens`.
+    sampling_params: Option<RawParameters>,
+    /// llama.cpp.
+    n_predict: Option<i64>,
+    /// TGI's prompt.
+    inputs: Option<Value>,
+    /// SGLang's prompt.
+    text: Option<Value>,
+    /// KServe's prompt.
+    text_input: Option<Value>,
+}
+
+/// A `num_predict` / `n_predict`: negative means "no limit".
+fn predict(n: Option<i64>) -> Option<u32> {
+    n.and_then(|n| u32::try_from(n).ok())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RawParameters {
+    num_predict: Option<i64>,
+    max_new_tokens: Option<u32>,
+    max_tokens: Option<u32>,
+    stream: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +161,8 @@ struct RawStreamOptions {
 pub struct ApiRequest {
     pub model: Option<String>,
     pub stream: bool,
+    /// The body said whether to stream (Ollama streams unless told not to).
+    pub stream_given: bool,
     /// `max_completion_tokens`, else `max_tokens`.
     pub max_tokens: Option<u32>,
     pub include_usage: bool,
@@ -144,15 +180,42 @@ impl ApiRequest {
         } else {
             serde_json::from_slice(body).map_err(|e| RequestError::Body(e.to_string()))?
         };
-        let max_tokens = raw.max_completion_tokens.or(raw.max_tokens);
+        let params = [&raw.options, &raw.parameters, &raw.sampling_params];
+        let param = |f: &dyn Fn(&RawParameters) -> Option<u32>| {
+            params.iter().find_map(|p| p.as_ref().and_then(f))
+        };
+        let max_tokens = raw
+            .max_completion_tokens
+            .or(raw.max_tokens)
+            .or(raw.max_output_tokens)
+            .or(param(&|p| p.max_new_tokens))
+            .or(param(&|p| p.max_tokens))
+            .or(param(&|p| predict(p.num_predict)))
+            .or(predict(raw.n_predict));
         if max_tokens == Some(0) {
             return Err(RequestError::ZeroMaxTokens);
         }
         let opts = raw.stream_options.unwrap_or_default();
+        let input_messages = raw
+            .input
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(Vec::as_slice);
+        let prompt = raw
+            .prompt
+            .as_ref()
+            .or(raw.input.as_ref().filter(|i| i.is_string()))
+            .or(raw.inputs.as_ref())
+            .or(raw.text.as_ref())
+            .or(raw.text_input.as_ref());
+        let stream = raw.stream.or(params
+            .iter()
+            .find_map(|p| p.as_ref().and_then(|p| p.stream)));
         Ok(ApiRequest {
-            prompt_tokens: prompt_tokens(raw.messages.as_deref(), raw.prompt.as_ref()),
+            prompt_tokens: prompt_tokens(raw.messages.as_deref().or(input_messages), prompt),
             model: raw.model,
-            stream: raw.stream.unwrap_or(false),
+            stream: stream.unwrap_or(false),
+            stream_given: stream.is_some(),
             max_tokens,
             include_usage: opts.include_usage.unwrap_or(false),
             continuous_usage: opts.continuous_usage_stats.unwrap_or(false),

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::dialects::{self, Timing};
 use crate::fault::Fault;
-use crate::openai::{error_body, Dialect, Piece, Usage, Writer};
+use crate::openai::{Dialect, Piece, Usage, Writer};
 use crate::plan::StreamPlan;
 use crate::text::Vocabulary;
 
@@ -124,6 +125,7 @@ impl Shape {
             Some(Fault::NoUsage) => (false, false),
             Some(Fault::UsageOnlyChunk) => (true, spec.continuous_usage),
             Some(Fault::UsageEveryChunk) => (true, true),
+            _ if spec.dialect.counts_every_chunk() => (spec.include_usage, true),
             _ => (spec.include_usage, spec.continuous_usage),
         };
         let truncated = matches!(
@@ -182,7 +184,7 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
     if shape.is(Fault::ErrorOnly) {
         let first_at = spec.plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
         let msg = "simulated error: the model failed before producing output";
-        events.push(data(first_at, error_body(msg, "server_error", 500)));
+        events.push(data(first_at, dialects::error(spec.dialect, msg)));
         return frame(spec, events, None, false);
     }
     let produced = content_events(spec, &shape, &w, &mut events);
@@ -209,11 +211,17 @@ fn content_events(
         let role = Piece::Role { null_content: tool };
         events.push(data(Duration::ZERO, w.chunk(role, None, None, usage(0))));
     }
+    for e in dialects::opening(w, spec.prompt_tokens, tool) {
+        events.push(data(Duration::ZERO, e));
+    }
     let mut produced = 0u32;
     let mut text = String::new();
+    let cumulative = spec.dialect == Dialect::Sglang;
     for (i, c) in spec.plan.chunks.iter().enumerate().take(shape.send_n) {
         produced += c.tokens.len() as u32;
-        text.clear();
+        if !cumulative {
+            text.clear();
+        }
         shape.vocab.push_text(&c.tokens, &mut text);
         let last = i + 1 == shape.n;
         if tool {
@@ -242,7 +250,9 @@ fn content_events(
         };
         let finish =
             (last && !shape.truncated).then_some(if tool { "tool_calls" } else { "length" });
-        let ids = (spec.token_ids || shape.is(Fault::MultiToken)).then_some(c.tokens.as_slice());
+        let own_ids = matches!(spec.dialect, Dialect::Tgi | Dialect::Llamacpp);
+        let ids = (spec.token_ids || own_ids || shape.is(Fault::MultiToken))
+            .then_some(c.tokens.as_slice());
         events.push(Event {
             at: c.at,
             payload: Payload::Data(w.chunk(piece, finish, ids, usage(produced))),
@@ -267,17 +277,26 @@ fn ending(
     match shape.fault {
         Some(Fault::ErrorAfterTokens) => {
             let msg = "simulated error: generation failed mid-stream";
-            events.push(data(cut_at, error_body(msg, "server_error", 500)));
+            events.push(data(cut_at, dialects::error(spec.dialect, msg)));
         }
         Some(Fault::EofNoDone) => {}
         Some(Fault::Reset) => return (Some(cut_at), true),
         Some(Fault::NoTokens) => return (Some(spec.silence), false),
         _ => {
-            if shape.include_usage {
-                let usage = Usage::new(spec.prompt_tokens, produced);
+            let usage = Usage::new(spec.prompt_tokens, produced);
+            if shape.include_usage && spec.dialect.is_openai() {
                 events.push(data(tail_at, w.usage_only(usage)));
             }
-            if !shape.is(Fault::FinishNoDone) {
+            let first_at = spec.plan.chunks.first().map_or(tail_at, |c| c.at);
+            let timing = Timing {
+                prompt: first_at,
+                decode: tail_at.saturating_sub(first_at),
+            };
+            let finish = if shape.tool { "tool_calls" } else { "length" };
+            for e in dialects::closing(w, usage, finish, timing) {
+                events.push(data(tail_at, e));
+            }
+            if !shape.is(Fault::FinishNoDone) && spec.dialect.done_marker() {
                 events.push(Event {
                     at: tail_at,
                     payload: Payload::Done,
@@ -362,6 +381,8 @@ fn interleave(events: &mut Vec<Event>, mut extra: impl FnMut(usize) -> Option<Pa
 
 /// Line ending and `data:` prefix choices of the SSE encoding.
 struct Sse {
+    /// Each JSON event opens with `event: TYPE` (Responses, Anthropic).
+    named: bool,
     eol: &'static str,
     /// Prefix of `[DONE]` and `event:` data lines.
     data: &'static str,
@@ -373,6 +394,11 @@ fn encode_sse(sse: &Sse, payload: &Payload, out: &mut Vec<u8>) {
     let eol = sse.eol.as_bytes();
     match payload {
         Payload::Data(data) => {
+            if let Some(name) = dialects::event_name(data).filter(|_| sse.named) {
+                out.extend_from_slice(b"event: ");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(eol);
+            }
             for line in data.split('\n') {
                 out.extend_from_slice(sse.json_data.as_bytes());
                 out.extend_from_slice(line.as_bytes());
@@ -423,8 +449,9 @@ fn frame(
     reset: bool,
 ) -> Script {
     let fault = spec.fault;
-    let ndjson = fault == Some(Fault::Ndjson);
-    let sse = Sse::for_fault(fault);
+    let ndjson = fault == Some(Fault::Ndjson) || spec.dialect.content_type() != "text/event-stream";
+    let mut sse = Sse::for_fault(fault);
+    sse.named = spec.dialect.named_events();
     let encode = |e: &Event| {
         let mut out = Vec::new();
         if ndjson {
@@ -474,6 +501,7 @@ impl Sse {
             _ => ("\n", "data: ", "data: "),
         };
         Sse {
+            named: false,
             eol,
             data,
             json_data,

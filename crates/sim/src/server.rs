@@ -112,7 +112,13 @@ impl SimState {
         self.inner.kill.send_replace(true);
     }
 
-    fn kill(&self) -> Kill {
+    /// Counts a request and gives it its number (`x-cadence-request` when set).
+    pub(crate) fn next_request(&self, given: Option<u64>) -> u64 {
+        self.inner.metrics.requests.inc();
+        given.unwrap_or_else(|| self.inner.next_request.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn kill(&self) -> Kill {
         Kill(self.inner.kill.subscribe())
     }
 
@@ -144,6 +150,23 @@ pub fn app(state: SimState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(dialect_route(Dialect::Responses)))
+        .route("/v1/messages", post(dialect_route(Dialect::Anthropic)))
+        .route("/api/chat", post(dialect_route(Dialect::OllamaChat)))
+        .route(
+            "/api/generate",
+            post(dialect_route(Dialect::OllamaGenerate)),
+        )
+        .route("/api/tags", get(ollama_tags))
+        .route("/generate_stream", post(dialect_route(Dialect::Tgi)))
+        .route("/generate", post(dialect_route(Dialect::Sglang)))
+        .route("/info", get(tgi_info))
+        .route(
+            "/v2/models/{model}/generate_stream",
+            post(dialect_route(Dialect::Kserve)),
+        )
+        .route("/completion", post(dialect_route(Dialect::Llamacpp)))
+        .route("/v1/realtime", get(crate::realtime::handler))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
@@ -190,6 +213,32 @@ async fn not_found() -> Response {
     )
 }
 
+/// The handler of a dialect's endpoint.
+fn dialect_route(
+    dialect: Dialect,
+) -> impl Fn(
+    State<SimState>,
+    HeaderMap,
+    Bytes,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
+       + Clone
+       + Send
+       + 'static {
+    move |State(state), headers, body| Box::pin(handle(state, dialect, headers, body))
+}
+
+/// Ollama's model list.
+async fn ollama_tags(State(state): State<SimState>) -> Response {
+    let body = serde_json::json!({"models": [{"name": state.config().model, "model": state.config().model}]});
+    json_response(StatusCode::OK, body.to_string())
+}
+
+/// TGI's server info.
+async fn tgi_info(State(state): State<SimState>) -> Response {
+    let body = serde_json::json!({"model_id": state.config().model});
+    json_response(StatusCode::OK, body.to_string())
+}
+
 async fn chat(State(state): State<SimState>, headers: HeaderMap, body: Bytes) -> Response {
     handle(state, Dialect::Chat, headers, body).await
 }
@@ -202,7 +251,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn bad_request(err: &RequestError) -> Response {
+pub(crate) fn bad_request(err: &RequestError) -> Response {
     let mut error = serde_json::json!({
         "message": err.to_string(),
         "type": "invalid_request_error",
@@ -240,10 +289,21 @@ async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Byt
         Ok(c) => c,
         Err(e) => return bad_request(&e),
     };
-    let api = match ApiRequest::parse(&body) {
+    let mut api = match ApiRequest::parse(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(&e),
     };
+    match dialect {
+        // These stream unless told not to, or always (their endpoint says so).
+        Dialect::OllamaChat | Dialect::OllamaGenerate if !api.stream_given => api.stream = true,
+        Dialect::Tgi | Dialect::Kserve => api.stream = true,
+        _ => {}
+    }
+    if !dialect.is_openai() && !api.stream {
+        return bad_request(&RequestError::Body(
+            "cadence-sim answers this endpoint streamed only (set \"stream\": true)".into(),
+        ));
+    }
     let fault = match controls.fault {
         Some(f) => Some(f),
         None => match api.model_fault() {
@@ -252,7 +312,12 @@ async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Byt
         },
     };
     if let Some(f) = fault.filter(|f| f.chat_only() && dialect != Dialect::Chat) {
-        return bad_request(&RequestError::ChatOnlyFault(f));
+        if !matches!(dialect, Dialect::Responses | Dialect::Anthropic) {
+            return bad_request(&RequestError::ChatOnlyFault(f));
+        }
+    }
+    if let Some(f) = fault.filter(|f| f.openai_only() && !dialect.is_openai()) {
+        return bad_request(&RequestError::OpenAiOnlyFault(f));
     }
     let request = controls
         .request
@@ -261,7 +326,7 @@ async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Byt
     with_request_header(response, request)
 }
 
-fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
+pub(crate) fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
     let stall = match fault {
         // For these two the stall header is their own duration.
         Some(Fault::HeaderDelay | Fault::NoTokens) => None,
@@ -408,7 +473,9 @@ fn status_fault_response(fault: Fault) -> Option<Response> {
 fn response_id(dialect: Dialect, request: u64) -> String {
     match dialect {
         Dialect::Chat => format!("chatcmpl-cadence-{request}"),
-        Dialect::Completion => format!("cmpl-cadence-{request}"),
+        Dialect::Responses => format!("resp_cadence_{request}"),
+        Dialect::Anthropic => format!("msg_cadence_{request}"),
+        _ => format!("cmpl-cadence-{request}"),
     }
 }
 
@@ -485,12 +552,12 @@ async fn engine_response(
         prompt_tokens: api.prompt_tokens,
         max_tokens,
         include_usage: api.include_usage,
-        continuous_usage: api.continuous_usage,
+        continuous_usage: api.continuous_usage || dialect.counts_every_chunk(),
         text_rng,
         kill: state.kill(),
         recorder,
     });
-    stream_response("text/event-stream", body)
+    stream_response(dialect.content_type(), body)
 }
 
 /// A non-streamed engine request: waits for the engine to finish it, then answers

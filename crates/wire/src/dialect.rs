@@ -14,6 +14,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 mod fast;
+mod typed;
 
 pub(crate) use fast::Prefix;
 
@@ -25,6 +26,98 @@ pub enum Api {
     Chat,
     /// `/v1/completions`: text in `choices[].text`.
     Completions,
+    /// OpenAI Responses `/v1/responses`: typed events (`response.output_text.delta`,
+    /// `response.completed` with usage).
+    Responses,
+    /// Anthropic Messages `/v1/messages`: `content_block_delta` events, usage in
+    /// `message_start` / `message_delta`, `message_stop` ends the stream.
+    Anthropic,
+    /// Ollama's native `/api/chat` and `/api/generate` (NDJSON, `done: true` last).
+    Ollama,
+    /// TGI `/generate_stream` (one `token` per event, `details` last) and SGLang
+    /// `/generate` (cumulative `text` with `meta_info`).
+    Generate,
+    /// KServe v2 / Triton generate extension `/v2/models/{m}/generate_stream`
+    /// (`text_output` per event; the stream ends at EOF).
+    Kserve,
+    /// llama.cpp's native `/completion` (`content`, `tokens`, `stop`, `timings`).
+    Llamacpp,
+    /// A stream over WebSocket, one event per message: the OpenAI Realtime text
+    /// events (`response.text.delta`, `response.done`).
+    Websocket,
+}
+
+impl Api {
+    /// Every dialect, in the order the README lists them.
+    pub const ALL: [Api; 9] = [
+        Api::Chat,
+        Api::Completions,
+        Api::Responses,
+        Api::Anthropic,
+        Api::Ollama,
+        Api::Generate,
+        Api::Kserve,
+        Api::Llamacpp,
+        Api::Websocket,
+    ];
+
+    /// The name `--api` and records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Responses => "responses",
+            Api::Anthropic => "anthropic",
+            Api::Ollama => "ollama",
+            Api::Generate => "generate",
+            Api::Kserve => "kserve",
+            Api::Llamacpp => "llamacpp",
+            Api::Websocket => "websocket",
+        }
+    }
+
+    /// The dialect a URL path names (its endpoint suffix), if any: the rule
+    /// `--api auto` starts from.
+    pub fn from_path(path: &str) -> Option<Api> {
+        let p = path.trim_end_matches('/');
+        let ends = |s: &str| p.ends_with(s);
+        Some(if ends("/chat/completions") {
+            Api::Chat
+        } else if ends("/completions") {
+            Api::Completions
+        } else if ends("/responses") {
+            Api::Responses
+        } else if ends("/messages") {
+            Api::Anthropic
+        } else if ends("/api/chat") || ends("/api/generate") {
+            Api::Ollama
+        } else if p.starts_with("/v2/models/") && (ends("/generate_stream") || ends("/generate")) {
+            Api::Kserve
+        } else if ends("/generate_stream") || ends("/generate") {
+            Api::Generate
+        } else if ends("/completion") {
+            Api::Llamacpp
+        } else if ends("/realtime") {
+            Api::Websocket
+        } else {
+            return None;
+        })
+    }
+
+    /// Served under an OpenAI-style `/v1` base (chat, completions, Responses,
+    /// Messages, Realtime), so a bare host gets `/v1`.
+    pub fn openai_style(self) -> bool {
+        matches!(
+            self,
+            Api::Chat | Api::Completions | Api::Responses | Api::Anthropic | Api::Websocket
+        )
+    }
+
+    /// The stream has no end marker of its own: a clean EOF after at least one event
+    /// ends it successfully (KServe's generate_stream).
+    pub fn ends_at_eof(self) -> bool {
+        self == Api::Kserve
+    }
 }
 
 /// What a delta carries.
@@ -69,6 +162,13 @@ pub struct ParsedChunk<'a> {
     pub tokens: Option<u32>,
     pub usage: Option<Usage>,
     pub finish_reason: Option<Cow<'a, str>>,
+    /// The event ends the stream, as `[DONE]` does (`response.completed`,
+    /// `message_stop`, Ollama's `done: true`, TGI's `details`, llama.cpp's `stop`).
+    pub end: bool,
+    /// `content` is the whole text so far, not a delta (SGLang's `/generate`).
+    pub cumulative: bool,
+    /// The server's own timing of the request (Ollama, llama.cpp).
+    pub server_timing: Option<cadence_core::ServerTiming>,
 }
 
 impl<'a> ParsedChunk<'a> {
@@ -136,6 +236,15 @@ pub(crate) fn parse_data_into<'a>(
     if !data.starts_with('{') {
         return Some(StreamEvent::Malformed);
     }
+    if !matches!(api, Api::Chat | Api::Completions) {
+        return match typed::parse(api, data) {
+            StreamEvent::Chunk(c) => {
+                *chunk = c;
+                None
+            }
+            other => Some(other),
+        };
+    }
     if fast::parse(api, data, chunk, prefix).is_some() {
         return None;
     }
@@ -183,7 +292,7 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
     };
     let content = match api {
         Api::Chat => ch.content,
-        Api::Completions => ch.text,
+        _ => ch.text,
     };
     StreamEvent::Chunk(ParsedChunk {
         content,
@@ -192,6 +301,7 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
         tokens: ch.tokens,
         usage,
         finish_reason: ch.finish_reason,
+        ..ParsedChunk::default()
     })
 }
 

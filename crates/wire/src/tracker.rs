@@ -123,6 +123,8 @@ struct State {
     prefix: Prefix,
     raw_mode: RawBody,
     raw: Vec<u8>,
+    /// Bytes of cumulative text (SGLang) already taken as output.
+    cumulative_len: usize,
 }
 
 impl StreamTracker {
@@ -159,6 +161,7 @@ impl StreamTracker {
                     RawBody::Off
                 },
                 raw: Vec::new(),
+                cumulative_len: 0,
             },
         }
     }
@@ -231,6 +234,7 @@ impl StreamTracker {
         rec.outcome = match self.st.decided {
             Some(o) => o,
             None if self.st.done => Outcome::Succeeded,
+            None if self.config.api.ends_at_eof() && self.st.saw_item => Outcome::Succeeded,
             None if self.st.finish_reason_seen => {
                 rec.counters.no_done_marker = true;
                 Outcome::Succeeded
@@ -392,24 +396,61 @@ impl State {
         let mut chunk = ParsedChunk::default();
         let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
         else {
-            self.on_chunk(&chunk, t_ns, rec);
-            return ControlFlow::Continue(());
+            return self.on_event_chunk(chunk, t_ns, rec);
         };
         match event {
-            StreamEvent::Chunk(c) => {
-                self.on_chunk(&c, t_ns, rec);
-                ControlFlow::Continue(())
-            }
-            StreamEvent::Done => {
-                self.done = true;
-                self.end_event_ns = Some(t_ns);
-                ControlFlow::Break(())
-            }
+            StreamEvent::Chunk(c) => self.on_event_chunk(c, t_ns, rec),
+            StreamEvent::Done => self.on_done(t_ns),
             StreamEvent::Error { message } => {
                 self.error(rec, &message);
                 ControlFlow::Continue(())
             }
             StreamEvent::Malformed => self.malformed(rec),
+        }
+    }
+
+    /// A chunk, then (when its dialect says the event ends the stream) the end.
+    fn on_event_chunk(
+        &mut self,
+        mut c: ParsedChunk<'_>,
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) -> ControlFlow<()> {
+        if c.cumulative {
+            self.decumulate(&mut c);
+        }
+        if let Some(t) = c.server_timing {
+            rec.counters.server_timing = Some(t);
+        }
+        self.on_chunk(&c, t_ns, rec);
+        if self.api.ends_at_eof() {
+            self.end_event_ns = Some(t_ns);
+        }
+        if c.end {
+            return self.on_done(t_ns);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn on_done(&mut self, t_ns: u64) -> ControlFlow<()> {
+        self.done = true;
+        self.end_event_ns = Some(t_ns);
+        ControlFlow::Break(())
+    }
+
+    /// Cumulative text (the whole output so far) becomes the part not seen before.
+    fn decumulate(&mut self, c: &mut ParsedChunk<'_>) {
+        let Some(full) = c.content.take() else {
+            return;
+        };
+        let seen = std::mem::replace(&mut self.cumulative_len, full.len());
+        let fresh = if full.len() >= seen && full.is_char_boundary(seen) {
+            &full[seen..]
+        } else {
+            &full[..]
+        };
+        if !fresh.is_empty() {
+            c.content = Some(std::borrow::Cow::Owned(fresh.to_owned()));
         }
     }
 

@@ -546,7 +546,7 @@ impl<'a> Cur<'a> {
         }
         out.content = match api {
             Api::Chat => content,
-            Api::Completions => text,
+            _ => text,
         };
         Some(())
     }

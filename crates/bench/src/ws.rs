@@ -1,0 +1,221 @@
+//! `--api websocket`: a stream over WebSocket. The request body is a JSON list of client
+//! events (the OpenAI Realtime `conversation.item.create` and `response.create`), sent
+//! as text messages after the handshake; each server message is one event for the same
+//! tracker the HTTP streams use. A message's timestamp is when the read that completed
+//! its frame came off the socket, as for an HTTP body read.
+
+use crate::exec::{end, stop_at_deadline, stop_at_run_end, Cancel, Deadlines, ExecContext};
+use bytes::Bytes;
+use cadence_core::{Outcome, RequestRecord};
+use cadence_transport::Clock;
+use cadence_wire::{Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::Full;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{sleep_until, Instant};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A socket that notes when its last read returned bytes.
+struct Stamped {
+    inner: TcpStream,
+    clock: Clock,
+    last_read_ns: Arc<AtomicU64>,
+}
+
+impl AsyncRead for Stamped {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            // Timestamp first: nothing may sit between the read and the clock.
+            let t = self.clock.now_ns();
+            self.last_read_ns.store(t, Ordering::Relaxed);
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for Stamped {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<Stamped>;
+
+/// Connects and shakes hands; an error is the outcome and its message.
+async fn connect(
+    cx: &ExecContext<'_>,
+    req: &http::Request<Full<Bytes>>,
+    stamp: Arc<AtomicU64>,
+) -> Result<Socket, (Outcome, String)> {
+    let uri = req.uri();
+    if uri.scheme_str() != Some("ws") {
+        let msg = format!("only ws:// is supported for WebSocket streams, not {uri}");
+        return Err((Outcome::ProtocolMismatch, msg));
+    }
+    let host = uri.host().unwrap_or("127.0.0.1");
+    let port = uri.port_u16().unwrap_or(80);
+    let tcp = tokio::time::timeout(cx.timeouts.connect, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| {
+            let msg = format!("no connection within {:?}", cx.timeouts.connect);
+            (Outcome::ConnectError, msg)
+        })?
+        .map_err(|e| (Outcome::ConnectError, format!("cannot connect: {e}")))?;
+    let _ = tcp.set_nodelay(true);
+    let mut hs = uri
+        .to_string()
+        .into_client_request()
+        .map_err(|e| (Outcome::ProtocolMismatch, e.to_string()))?;
+    for (k, v) in req.headers() {
+        if k != http::header::CONTENT_TYPE && k != http::header::ACCEPT {
+            hs.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    let stream = Stamped {
+        inner: tcp,
+        clock: *cx.clock,
+        last_read_ns: stamp,
+    };
+    let (socket, _) = tokio_tungstenite::client_async(hs, stream)
+        .await
+        .map_err(|e| {
+            (
+                Outcome::ProtocolMismatch,
+                format!("WebSocket handshake: {e}"),
+            )
+        })?;
+    Ok(socket)
+}
+
+/// The client events of the body (a JSON list; anything else is sent as one message).
+fn client_events(body: &[u8]) -> Vec<String> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(events)) => events.iter().map(|e| e.to_string()).collect(),
+        _ => vec![String::from_utf8_lossy(body).into_owned()],
+    }
+}
+
+/// [`crate::exec::execute`] for a WebSocket endpoint.
+pub(crate) async fn execute(
+    cx: &ExecContext<'_>,
+    req: http::Request<Full<Bytes>>,
+    cancel: &mut Cancel,
+    rec: &mut RequestRecord,
+) -> StreamText {
+    let sent_at = Instant::now();
+    rec.sent_ns = Some(cx.clock.ns_at(sent_at));
+    let d = Deadlines::new(sent_at, cx.timeouts);
+    let stamp = Arc::new(AtomicU64::new(0));
+    let handshake = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err((Outcome::AbortedAtDeadline, "run ended before the handshake".into())),
+        _ = sleep_until(d.header) => Err((d.outcome(d.header, Outcome::HeaderTimeout), "no WebSocket handshake in time".into())),
+        r = connect(cx, &req, stamp.clone()) => r,
+    };
+    let mut socket = match handshake {
+        Ok(s) => s,
+        Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
+    };
+    rec.headers_ns = Some(cx.clock.now_ns());
+    rec.http_status = Some(101);
+    let body = http_body_util::BodyExt::collect(req.into_body()).await;
+    let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+    for event in client_events(&body) {
+        if let Err(e) = socket.send(Message::text(event)).await {
+            return end(cx, rec, Outcome::TransportError, Some(e.to_string()));
+        }
+    }
+    let text = read_messages(cx, &mut socket, &stamp, cancel, rec, &d).await;
+    let _ = socket.close(None).await;
+    if let Some(e) = rec.error.take() {
+        rec.error = Some(cx.redactor.redact(&e));
+    }
+    text
+}
+
+/// Feeds each message to the tracker until the stream ends, fails or times out.
+async fn read_messages(
+    cx: &ExecContext<'_>,
+    socket: &mut Socket,
+    stamp: &AtomicU64,
+    cancel: &mut Cancel,
+    rec: &mut RequestRecord,
+    d: &Deadlines,
+) -> StreamText {
+    let mut tracker = StreamTracker::new(TrackerConfig {
+        api: cx.api,
+        framing: Framing::Ndjson,
+        strict: cx.strict,
+    });
+    let mut last_read = Instant::now();
+    let mut line = Vec::new();
+    loop {
+        let (deadline, outcome) = d.streaming(tracker.has_output(), last_read, cx.timeouts.idle);
+        tokio::select! {
+            biased;
+            msg = socket.next() => {
+                let t = stamp.load(Ordering::Relaxed);
+                let payload = match msg {
+                    Some(Ok(Message::Text(s))) => Bytes::from(s),
+                    Some(Ok(Message::Binary(b))) => b,
+                    Some(Ok(Message::Close(_))) | None => {
+                        tracker.end_stream(cx.clock.now_ns(), rec);
+                        break;
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        tracker.end_stream(cx.clock.now_ns(), rec);
+                        if rec.outcome == Outcome::Truncated {
+                            rec.error = Some(format!("the WebSocket ended mid-stream: {e}"));
+                        }
+                        break;
+                    }
+                };
+                last_read = Instant::now();
+                // One message is one event: a line for the NDJSON decoder.
+                line.clear();
+                line.extend_from_slice(&payload);
+                line.push(b'\n');
+                if tracker.feed(t, &line, rec) == Flow::Stop {
+                    rec.end_ns = Some(t);
+                    break;
+                }
+                if tracker.is_done() {
+                    tracker.end_stream(t, rec);
+                    break;
+                }
+            }
+            _ = cancel.cancelled() => {
+                stop_at_run_end(cx, &mut tracker, rec);
+                break;
+            }
+            _ = sleep_until(deadline) => {
+                stop_at_deadline(cx, &mut tracker, rec, outcome);
+                break;
+            }
+        }
+    }
+    tracker.take_text()
+}

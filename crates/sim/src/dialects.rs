@@ -1,0 +1,267 @@
+//! The sim's JSON for the dialects beyond OpenAI chat and completions (Responses,
+//! Anthropic Messages, Ollama, TGI, SGLang, KServe v2, llama.cpp's `/completion`):
+//! the events before the first token, each content event, the events that end the
+//! stream and the error event, so the script and the engine model write every
+//! dialect from the same plan and the same faults.
+
+use serde_json::{json, Value};
+use std::time::Duration;
+
+use crate::openai::{Dialect, Piece, Usage, Writer, TOOL_NAME};
+
+fn s(v: Value) -> String {
+    v.to_string()
+}
+
+/// The text a piece carries (`None` for a chat role chunk).
+fn piece_text<'a>(piece: &Piece<'a>) -> Option<&'a str> {
+    match *piece {
+        Piece::Role { .. } => None,
+        Piece::Content(t) => Some(t.unwrap_or("")),
+        Piece::Reasoning(t) => Some(t),
+        Piece::Tool { arguments, .. } => Some(arguments),
+    }
+}
+
+/// One content event.
+pub(crate) fn chunk(
+    w: &Writer<'_>,
+    piece: Piece<'_>,
+    finish: Option<&str>,
+    ids: Option<&[u32]>,
+    usage: Option<Usage>,
+) -> String {
+    let text = piece_text(&piece).unwrap_or("");
+    match w.dialect {
+        Dialect::Responses => {
+            let kind = match piece {
+                Piece::Reasoning(_) => "response.reasoning_summary_text.delta",
+                Piece::Tool { .. } => "response.function_call_arguments.delta",
+                _ => "response.output_text.delta",
+            };
+            s(
+                json!({"type": kind, "item_id": format!("msg_{}", w.id), "output_index": 0,
+                "content_index": 0, "delta": text}),
+            )
+        }
+        Dialect::Realtime => {
+            let kind = match piece {
+                Piece::Tool { .. } => "response.function_call_arguments.delta",
+                _ => "response.text.delta",
+            };
+            s(
+                json!({"type": kind, "response_id": w.id, "item_id": format!("item_{}", w.id),
+                "output_index": 0, "content_index": 0, "delta": text}),
+            )
+        }
+        Dialect::Anthropic => {
+            let delta = match piece {
+                Piece::Reasoning(_) => json!({"type": "thinking_delta", "thinking": text}),
+                Piece::Tool { .. } => json!({"type": "input_json_delta", "partial_json": text}),
+                _ => json!({"type": "text_delta", "text": text}),
+            };
+            s(json!({"type": "content_block_delta", "index": 0, "delta": delta}))
+        }
+        Dialect::OllamaChat => {
+            let mut message = json!({"role": "assistant", "content": ""});
+            match piece {
+                Piece::Reasoning(_) => message["thinking"] = json!(text),
+                _ => message["content"] = json!(text),
+            }
+            s(
+                json!({"model": w.model, "created_at": created_at(w), "message": message,
+                "done": false}),
+            )
+        }
+        Dialect::OllamaGenerate => s(json!({"model": w.model, "created_at": created_at(w),
+            "response": text, "done": false})),
+        Dialect::Tgi => {
+            let id = ids.and_then(|i| i.first()).copied().unwrap_or(0);
+            s(json!({"index": usage.map_or(0, |u| u.completion_tokens),
+                "token": {"id": id, "text": text, "logprob": -0.5, "special": false},
+                "generated_text": null, "details": null}))
+        }
+        Dialect::Sglang => {
+            let u = usage.unwrap_or(Usage::new(0, 0));
+            let finish = finish.map(|f| json!({"type": f, "length": u.completion_tokens}));
+            s(
+                json!({"text": text, "meta_info": {"id": w.id, "finish_reason": finish,
+                "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                "cached_tokens": 0}}),
+            )
+        }
+        Dialect::Kserve => s(json!({"model_name": w.model, "model_version": "1",
+            "text_output": text})),
+        Dialect::Llamacpp => s(json!({"index": 0, "content": text,
+            "tokens": ids.unwrap_or(&[]), "stop": false, "id_slot": 0})),
+        Dialect::Chat | Dialect::Completion => unreachable!("written by openai.rs"),
+    }
+}
+
+fn created_at(w: &Writer<'_>) -> String {
+    format!("{}", w.created)
+}
+
+/// The events before the first content event.
+pub fn opening(w: &Writer<'_>, prompt_tokens: u32, tool: bool) -> Vec<String> {
+    match w.dialect {
+        Dialect::Responses => {
+            let mut v = vec![s(json!({"type": "response.created", "response": {
+                "id": w.id, "object": "response", "status": "in_progress", "model": w.model,
+                "output": [], "usage": null}}))];
+            if tool {
+                v.push(s(
+                    json!({"type": "response.output_item.added", "output_index": 0,
+                    "item": {"type": "function_call", "name": TOOL_NAME, "arguments": ""}}),
+                ));
+            }
+            v
+        }
+        Dialect::Realtime => vec![s(json!({"type": "response.created",
+            "response": {"id": w.id, "object": "realtime.response", "status": "in_progress"}}))],
+        Dialect::Anthropic => {
+            let block = if tool {
+                json!({"type": "tool_use", "id": "toolu_cadence_0", "name": TOOL_NAME, "input": {}})
+            } else {
+                json!({"type": "text", "text": ""})
+            };
+            vec![
+                s(
+                    json!({"type": "message_start", "message": {"id": w.id, "type": "message",
+                    "role": "assistant", "content": [], "model": w.model, "stop_reason": null,
+                    "usage": {"input_tokens": prompt_tokens, "output_tokens": 1}}}),
+                ),
+                s(json!({"type": "content_block_start", "index": 0, "content_block": block})),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The server's own timing of a finished stream, for the dialects that report one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timing {
+    pub prompt: Duration,
+    pub decode: Duration,
+}
+
+/// The events after the last content event: the counts and the end marker (`[DONE]`
+/// is not among them; see [`Dialect::done_marker`]). `end` false leaves out a
+/// separate end marker (Anthropic's `message_stop`).
+pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Vec<String> {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let n = usage.completion_tokens;
+    match w.dialect {
+        Dialect::Responses => vec![s(json!({"type": "response.completed", "response": {
+            "id": w.id, "object": "response", "status": "completed", "model": w.model,
+            "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,
+                "total_tokens": usage.total_tokens}}}))],
+        Dialect::Realtime => vec![s(json!({"type": "response.done", "response": {
+            "id": w.id, "object": "realtime.response", "status": "completed",
+            "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,
+                "total_tokens": usage.total_tokens}}}))],
+        Dialect::Anthropic => vec![
+            s(json!({"type": "content_block_stop", "index": 0})),
+            s(
+                json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(finish),
+                "stop_sequence": null}, "usage": {"output_tokens": n}}),
+            ),
+            s(json!({"type": "message_stop"})),
+        ],
+        Dialect::OllamaChat | Dialect::OllamaGenerate => {
+            let mut v = json!({"model": w.model, "created_at": created_at(w), "done": true,
+                "done_reason": finish, "total_duration": ns(timing.prompt + timing.decode),
+                "load_duration": 0, "prompt_eval_count": usage.prompt_tokens,
+                "prompt_eval_duration": ns(timing.prompt), "eval_count": n,
+                "eval_duration": ns(timing.decode)});
+            if w.dialect == Dialect::OllamaChat {
+                v["message"] = json!({"role": "assistant", "content": ""});
+            } else {
+                v["response"] = json!("");
+            }
+            vec![s(v)]
+        }
+        Dialect::Tgi => vec![s(json!({"index": n + 1,
+            "token": {"id": 2, "text": "</s>", "logprob": 0.0, "special": true},
+            "generated_text": "", "details": {"finish_reason": finish, "generated_tokens": n,
+                "input_length": usage.prompt_tokens, "seed": null}}))],
+        Dialect::Llamacpp => {
+            let per_token = if n > 0 {
+                ms(timing.decode) / n as f64
+            } else {
+                0.0
+            };
+            vec![s(
+                json!({"index": 0, "content": "", "tokens": [], "id_slot": 0,
+                "stop": true, "model": w.model, "tokens_predicted": n,
+                "tokens_evaluated": usage.prompt_tokens, "stop_type": "limit",
+                "timings": {"prompt_n": usage.prompt_tokens, "prompt_ms": ms(timing.prompt),
+                    "predicted_n": n, "predicted_ms": ms(timing.decode),
+                    "predicted_per_token_ms": per_token}}),
+            )]
+        }
+        Dialect::Sglang | Dialect::Kserve | Dialect::Chat | Dialect::Completion => Vec::new(),
+    }
+}
+
+fn anthropic_stop(finish: &str) -> &str {
+    match finish {
+        "length" => "max_tokens",
+        "tool_calls" => "tool_use",
+        "stop" => "end_turn",
+        other => other,
+    }
+}
+
+/// An error event mid-stream, as the dialect reports one.
+pub fn error(dialect: Dialect, message: &str) -> String {
+    match dialect {
+        Dialect::Responses => s(json!({"type": "error", "code": "server_error",
+            "message": message, "param": null})),
+        Dialect::Realtime => s(json!({"type": "error",
+            "error": {"type": "server_error", "message": message}})),
+        Dialect::Anthropic => s(json!({"type": "error",
+            "error": {"type": "api_error", "message": message}})),
+        Dialect::OllamaChat | Dialect::OllamaGenerate | Dialect::Kserve => {
+            s(json!({"error": message}))
+        }
+        Dialect::Tgi => s(json!({"error": message, "error_type": "generation"})),
+        _ => crate::openai::error_body(message, "server_error", 500),
+    }
+}
+
+/// The top-level `type` of an event (its SSE `event:` name).
+pub fn event_name(data: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(data).ok()?;
+    v.get("type")?.as_str().map(str::to_owned)
+}
+
+/// One event as the dialect frames it on the wire, plain (no fault): an NDJSON line,
+/// or an SSE event with its `event:` line when the dialect names events.
+pub fn frame(dialect: Dialect, data: &str) -> String {
+    if dialect.content_type() != "text/event-stream" {
+        return format!("{data}\n");
+    }
+    match event_name(data).filter(|_| dialect.named_events()) {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_come_from_the_type_field() {
+        let name = |d: &str| event_name(d);
+        assert_eq!(
+            name(r#"{"type":"message_stop"}"#).as_deref(),
+            Some("message_stop")
+        );
+        let nested = r#"{"delta":{"type":"text_delta","text":"a"},"type":"content_block_delta"}"#;
+        assert_eq!(name(nested).as_deref(), Some("content_block_delta"));
+        assert_eq!(name(r#"{"text":"x"}"#), None);
+    }
+}

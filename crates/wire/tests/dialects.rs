@@ -1,0 +1,296 @@
+//! Every dialect, from a fixture written after its public documentation
+//! (`tests/fixtures/`), decodes to the same normalized record: the same text, one chunk
+//! per content-bearing event, the server's token count and finish reason, and the same
+//! record however the body is cut into reads (every two-way split and one byte per
+//! read).
+
+use cadence_core::{Outcome, RequestRecord, ServerTiming, TokenSource};
+use cadence_wire::{Api, Framing, StreamTracker, TrackerConfig};
+
+/// The body of a fixture: what follows its `---` line.
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (head, body) = text
+        .split_once("\n---\n")
+        .expect("a --- line after the sources");
+    assert!(head.lines().all(|l| l.starts_with('#')), "{name}: header");
+    assert!(head.contains("https://"), "{name}: cites its source");
+    body.as_bytes().to_vec()
+}
+
+/// Decodes `reads` (each stamped with its index as the time) into a record.
+fn decode(api: Api, framing: Framing, reads: &[&[u8]]) -> (RequestRecord, String, String) {
+    let cfg = TrackerConfig {
+        api,
+        framing,
+        strict: false,
+    };
+    let mut tr = StreamTracker::new(cfg);
+    let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+    for (i, r) in reads.iter().enumerate() {
+        tr.feed(i as u64 + 1, r, &mut rec);
+    }
+    tr.end_stream(reads.len() as u64 + 1, &mut rec);
+    (rec, tr.text().to_owned(), tr.reasoning_text().to_owned())
+}
+
+/// The parts of a record that must not depend on how the body was cut.
+fn normal(rec: &RequestRecord) -> String {
+    format!(
+        "{:?} chunks={} tokens={:?} input={:?} finish={:?} err={:?} malformed={} no_done={} \
+         timing={:?} per_chunk={:?}",
+        rec.outcome,
+        rec.chunks.len(),
+        rec.output_tokens,
+        rec.input_tokens,
+        rec.finish_reason,
+        rec.error,
+        rec.counters.malformed,
+        rec.counters.no_done_marker,
+        rec.counters.server_timing,
+        rec.chunks.iter().map(|c| c.1).collect::<Vec<_>>(),
+    )
+}
+
+struct Case {
+    file: &'static str,
+    api: Api,
+    framing: Framing,
+    chunks: usize,
+    reasoning: &'static str,
+    tokens: Option<(u64, TokenSource)>,
+    input: Option<u64>,
+    finish: Option<&'static str>,
+    timing: Option<ServerTiming>,
+}
+
+fn cases() -> Vec<Case> {
+    let usage = |n| Some((n, TokenSource::Usage));
+    vec![
+        Case {
+            file: "responses.sse",
+            api: Api::Responses,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "Thinking.",
+            tokens: usage(5),
+            input: Some(12),
+            finish: Some("completed"),
+            timing: None,
+        },
+        Case {
+            file: "anthropic.sse",
+            api: Api::Anthropic,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "Hmm.",
+            tokens: usage(5),
+            input: Some(21),
+            finish: Some("max_tokens"),
+            timing: None,
+        },
+        Case {
+            file: "ollama.ndjson",
+            api: Api::Ollama,
+            framing: Framing::Ndjson,
+            chunks: 3,
+            reasoning: "",
+            tokens: usage(3),
+            input: Some(12),
+            finish: Some("length"),
+            timing: Some(ServerTiming {
+                prompt_ns: Some(40_000_000),
+                decode_ns: Some(300_000_000),
+                decode_tokens: Some(3),
+            }),
+        },
+        Case {
+            file: "tgi.sse",
+            api: Api::Generate,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "",
+            tokens: usage(4),
+            input: None,
+            finish: Some("eos_token"),
+            timing: None,
+        },
+        Case {
+            file: "sglang.sse",
+            api: Api::Generate,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "",
+            tokens: usage(3),
+            input: Some(12),
+            finish: Some("length"),
+            timing: None,
+        },
+        Case {
+            file: "kserve.sse",
+            api: Api::Kserve,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "",
+            tokens: None,
+            input: None,
+            finish: None,
+            timing: None,
+        },
+        Case {
+            file: "llamacpp.sse",
+            api: Api::Llamacpp,
+            framing: Framing::Sse,
+            chunks: 3,
+            reasoning: "",
+            tokens: usage(3),
+            input: Some(12),
+            finish: Some("limit"),
+            timing: Some(ServerTiming {
+                prompt_ns: Some(4_500_000),
+                decode_ns: Some(7_500_000),
+                decode_tokens: Some(3),
+            }),
+        },
+        Case {
+            file: "realtime.jsonl",
+            api: Api::Websocket,
+            framing: Framing::Ndjson,
+            chunks: 2,
+            reasoning: "",
+            tokens: usage(5),
+            input: Some(12),
+            finish: Some("completed"),
+            timing: None,
+        },
+    ]
+}
+
+#[test]
+fn every_dialect_decodes_to_the_same_text_and_the_servers_counts() {
+    for c in cases() {
+        let body = fixture(c.file);
+        let (rec, text, reasoning) = decode(c.api, c.framing, &[&body]);
+        let who = c.file;
+        assert_eq!(rec.outcome, Outcome::Succeeded, "{who}: {:?}", rec.error);
+        assert_eq!(text, "Café au lait", "{who}");
+        assert_eq!(reasoning, c.reasoning, "{who}");
+        assert_eq!(rec.chunks.len(), c.chunks, "{who}");
+        assert_eq!(
+            rec.output_tokens.map(|t| (t.count, t.source)),
+            c.tokens,
+            "{who}"
+        );
+        assert_eq!(rec.input_tokens, c.input, "{who}");
+        assert_eq!(rec.finish_reason.as_deref(), c.finish, "{who}");
+        assert_eq!(rec.counters.server_timing, c.timing, "{who}");
+        assert_eq!(rec.counters.malformed, 0, "{who}");
+        assert!(!rec.counters.no_done_marker, "{who}: its own end marker");
+        assert_eq!(rec.counters.bytes_after_done, 0, "{who}");
+    }
+}
+
+#[test]
+fn every_dialect_decodes_the_same_at_every_byte_split() {
+    for c in cases() {
+        let body = fixture(c.file);
+        let (whole, text, _) = decode(c.api, c.framing, &[&body]);
+        let want = normal(&whole);
+        for cut in 1..body.len() {
+            let (rec, t, _) = decode(c.api, c.framing, &[&body[..cut], &body[cut..]]);
+            assert_eq!(normal(&rec), want, "{} cut at {cut}", c.file);
+            assert_eq!(t, text, "{} cut at {cut}", c.file);
+        }
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        let (rec, t, _) = decode(c.api, c.framing, &bytes);
+        assert_eq!(normal(&rec), want, "{} one byte per read", c.file);
+        assert_eq!(t, text, "{}", c.file);
+    }
+}
+
+#[test]
+fn the_server_per_token_timing_is_its_decode_time_over_its_tokens() {
+    let t = ServerTiming {
+        prompt_ns: None,
+        decode_ns: Some(7_500_000),
+        decode_tokens: Some(3),
+    };
+    assert_eq!(t.per_token_ns(), Some(2_500_000.0));
+    assert_eq!(ServerTiming::default().per_token_ns(), None);
+}
+
+/// One dialect's stream with its last event replaced: how each reports errors.
+#[test]
+fn errors_mid_stream_fail_the_request_with_the_servers_message() {
+    let cases: [(Api, Framing, &str, &str); 7] = [
+        (
+            Api::Responses,
+            Framing::Sse,
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n",
+            "boom",
+        ),
+        (
+            Api::Responses,
+            Framing::Sse,
+            "event: error\ndata: {\"type\":\"error\",\"code\":\"x\",\"message\":\"bad\",\"param\":null}\n\n",
+            "bad",
+        ),
+        (
+            Api::Anthropic,
+            Framing::Sse,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+            "Overloaded",
+        ),
+        (Api::Ollama, Framing::Ndjson, "{\"error\":\"model gone\"}\n", "model gone"),
+        (Api::Generate, Framing::Sse, "data:{\"error\":\"Request failed during generation\",\"error_type\":\"generation\"}\n\n", "Request failed during generation"),
+        (Api::Kserve, Framing::Sse, "data: {\"error\":\"inference failed\"}\n\n", "inference failed"),
+        (Api::Llamacpp, Framing::Sse, "data: {\"error\":{\"code\":500,\"message\":\"slot died\",\"type\":\"server_error\"}}\n\n", "slot died"),
+    ];
+    for (api, framing, tail, msg) in cases {
+        let (rec, ..) = decode(api, framing, &[tail.as_bytes()]);
+        assert_eq!(rec.outcome, Outcome::StreamError, "{api:?}");
+        assert_eq!(rec.error.as_deref(), Some(msg), "{api:?}");
+    }
+}
+
+#[test]
+fn a_stream_cut_before_its_end_marker_is_truncated() {
+    for c in cases() {
+        if c.api.ends_at_eof() {
+            continue;
+        }
+        let body = fixture(c.file);
+        // Keep everything up to the second content-bearing event.
+        let text = String::from_utf8(body).unwrap();
+        let cut = text.find("au").expect("the fixtures all say 'au'");
+        let line_end = cut + text[cut..].find('\n').unwrap() + 1;
+        let (rec, ..) = decode(c.api, c.framing, &[&text.as_bytes()[..line_end]]);
+        assert_eq!(rec.outcome, Outcome::Truncated, "{}", c.file);
+    }
+}
+
+#[test]
+fn auto_picks_the_dialect_from_the_path() {
+    let cases = [
+        ("/v1/chat/completions", Some(Api::Chat)),
+        ("/v1/completions", Some(Api::Completions)),
+        ("/v1/responses", Some(Api::Responses)),
+        ("/v1/messages", Some(Api::Anthropic)),
+        ("/api/chat", Some(Api::Ollama)),
+        ("/api/generate", Some(Api::Ollama)),
+        ("/generate_stream", Some(Api::Generate)),
+        ("/generate", Some(Api::Generate)),
+        ("/v2/models/ensemble/generate_stream", Some(Api::Kserve)),
+        ("/completion", Some(Api::Llamacpp)),
+        ("/v1/realtime", Some(Api::Websocket)),
+        ("/v1", None),
+    ];
+    for (path, want) in cases {
+        assert_eq!(Api::from_path(path), want, "{path}");
+    }
+    for api in Api::ALL {
+        let json = serde_json::to_string(&api).unwrap();
+        assert_eq!(json, format!("\"{}\"", api.name()));
+    }
+}

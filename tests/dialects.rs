@@ -1,0 +1,310 @@
+//! Every dialect end to end, offline: `cadence sim` serves it (the same plan and the
+//! same faults for each), `cadence bench --api NAME` measures it into the same
+//! records, and `cadence proxy` forwards it byte for byte while recording its ITL.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cadence ARGS` and returns it with the URL it printed (`listening on URL`).
+fn spawn_listening(args: &[&str]) -> (Killed, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+    (Killed(child), url)
+}
+
+fn sim() -> (Killed, String) {
+    spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
+    ])
+}
+
+/// Each dialect's `--api` name and the path its endpoint is given by (or the base).
+const DIALECTS: [(&str, &str); 12] = [
+    ("chat", "/v1"),
+    ("completions", "/v1"),
+    ("responses", "/v1"),
+    ("anthropic", "/v1"),
+    ("ollama", ""),
+    ("ollama", "/api/generate"),
+    ("generate", ""),
+    ("generate", "/generate"),
+    ("kserve", "/v2/models/m/generate_stream"),
+    ("llamacpp", ""),
+    ("websocket", "/v1/realtime"),
+    ("auto", "/v1/messages"),
+];
+
+/// The URL of a dialect's endpoint on the sim at `base` (WebSocket: `ws://`).
+fn url(base: &str, api: &str, path: &str) -> String {
+    match api {
+        "websocket" => format!("{}{path}", base.replacen("http://", "ws://", 1)),
+        _ => format!("{base}{path}"),
+    }
+}
+
+const TOKENS: usize = 6;
+
+/// `cadence bench` against `url`: its exit code, records and stderr.
+fn bench(url: &str, api: &str, extra: &[&str], dir: &Path) -> (Option<i32>, Vec<Value>, String) {
+    let records = dir.join(format!("{api}-{}.jsonl", url.len()));
+    let out = Command::cargo_bin("cadence")
+        .unwrap()
+        .args(["bench", url, "--api", api, "--model", "m", "-c", "1"])
+        .args(["--max-tokens", &TOKENS.to_string()])
+        .arg("--records")
+        .arg(&records)
+        .args(extra)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&records).unwrap_or_default();
+    let recs = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("outcome").is_some())
+        .collect();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), recs, err)
+}
+
+#[test]
+fn bench_measures_every_dialect_the_sim_serves_into_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, base) = sim();
+    for (api, path) in DIALECTS {
+        let url = url(&base, api, path);
+        let (code, recs, err) = bench(&url, api, &["-n", "3"], dir.path());
+        assert_eq!(code, Some(0), "{api} {path}: {err}");
+        assert_eq!(recs.len(), 3, "{api} {path}: {err}");
+        for r in &recs {
+            assert_eq!(r["outcome"], "succeeded", "{api} {path}: {r}");
+            let chunks = r["chunks"].as_array().unwrap();
+            assert_eq!(chunks.len(), TOKENS, "{api} {path}: {r}");
+            let t: Vec<u64> = chunks.iter().map(|c| c[0].as_u64().unwrap()).collect();
+            assert!(t.windows(2).all(|w| w[0] <= w[1]), "{api} {path}: {r}");
+            if api != "kserve" {
+                // KServe streams carry no count of their own.
+                assert_eq!(
+                    r["output_tokens"]["count"].as_u64(),
+                    Some(TOKENS as u64),
+                    "{api} {path}: {r}"
+                );
+            }
+            assert!(r["counters"]["no_done_marker"].is_null(), "{api}: {r}");
+        }
+        if api == "auto" {
+            assert!(err.contains("API auto: anthropic"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn the_sims_faults_reach_every_dialect_and_bench_classifies_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, base) = sim();
+    let faults = [
+        ("split_bytes", "succeeded"),
+        ("crlf", "succeeded"),
+        ("coalesce", "succeeded"),
+        ("split_utf8", "succeeded"),
+        ("error_after_tokens", "stream_error"),
+        ("eof_no_done", "truncated"),
+        ("huge_event", "event_too_large"),
+    ];
+    for (api, path) in DIALECTS.iter().filter(|(a, _)| *a != "auto") {
+        let url = url(&base, api, path);
+        for (fault, want) in faults {
+            let header = format!("x-cadence-fault: {fault}");
+            let (_, recs, err) = bench(&url, api, &["-n", "1", "-H", &header], dir.path());
+            assert_eq!(recs.len(), 1, "{api} {path} {fault}: {err}");
+            let want = match (*api, fault) {
+                // A KServe stream has no end marker: a clean early EOF looks complete.
+                ("kserve", "eof_no_done") => "succeeded",
+                _ => want,
+            };
+            assert_eq!(
+                recs[0]["outcome"], want,
+                "{api} {path} {fault}: {}",
+                recs[0]
+            );
+        }
+    }
+}
+
+/// The body of a raw HTTP/1.0 POST (the answer is close-delimited, so the bytes are
+/// exactly the body's).
+fn post(addr: &str, path: &str, body: &str, headers: &str) -> Vec<u8> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    let at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(
+        got.starts_with(b"HTTP/1."),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    got.split_off(at)
+}
+
+/// The body with the wall-clock `created` values (seconds, which may tick between two
+/// requests) blanked.
+fn without_clock(body: &[u8]) -> String {
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("\"created") {
+        let (head, tail) = rest.split_at(i);
+        out.push_str(head);
+        let colon = tail.find(':').unwrap() + 1;
+        out.push_str(&tail[..colon]);
+        let tail = tail[colon..].trim_start_matches('"');
+        let digits = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        out.push('0');
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("live.jsonl");
+    let (_sim, sim_url) = sim();
+    let (mut proxy, proxy_url) = spawn_listening(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &sim_url,
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    let prompt = r#""say something""#;
+    let bodies = [
+        (
+            "/v1/chat/completions",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#
+            ),
+        ),
+        (
+            "/v1/completions",
+            format!(r#"{{"model":"m","prompt":{prompt},"max_tokens":6,"stream":true}}"#),
+        ),
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","input":{prompt},"max_output_tokens":6,"stream":true}}"#),
+        ),
+        (
+            "/v1/messages",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"max_tokens":6,"stream":true}}"#
+            ),
+        ),
+        (
+            "/api/chat",
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":{prompt}}}],"options":{{"num_predict":6}}}}"#
+            ),
+        ),
+        (
+            "/api/generate",
+            format!(r#"{{"model":"m","prompt":{prompt},"options":{{"num_predict":6}}}}"#),
+        ),
+        (
+            "/generate_stream",
+            format!(r#"{{"inputs":{prompt},"parameters":{{"max_new_tokens":6}}}}"#),
+        ),
+        (
+            "/generate",
+            format!(
+                r#"{{"text":{prompt},"sampling_params":{{"max_new_tokens":6}},"stream":true}}"#
+            ),
+        ),
+        (
+            "/v2/models/m/generate_stream",
+            format!(r#"{{"text_input":{prompt},"parameters":{{"max_tokens":6}}}}"#),
+        ),
+        (
+            "/completion",
+            format!(r#"{{"prompt":{prompt},"n_predict":6,"stream":true}}"#),
+        ),
+    ];
+    let direct = sim_url.strip_prefix("http://").unwrap();
+    let proxied = proxy_url.strip_prefix("http://").unwrap();
+    for (i, (path, body)) in bodies.iter().enumerate() {
+        let headers = format!("x-cadence-request: {i}\r\n");
+        let want = post(direct, path, body, &headers);
+        let got = post(proxied, path, body, &headers);
+        assert!(!want.is_empty(), "{path}");
+        assert_eq!(without_clock(&got), without_clock(&want), "{path}");
+    }
+    let pid = proxy.0.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..200 {
+        if proxy.0.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&records).unwrap();
+    let recs = cadence_core::runlog::parse_records_file(&text)
+        .unwrap()
+        .0
+        .records;
+    assert_eq!(recs.len(), bodies.len(), "{text}");
+    for r in &recs {
+        let path = &r.proxy.as_ref().unwrap().path;
+        assert_eq!(r.outcome, cadence_core::Outcome::Succeeded, "{path}: {r:?}");
+        assert_eq!(r.chunks.len(), 6, "{path}: {r:?}");
+        let mut bad = 0;
+        let gaps = cadence_core::per_request::itl_gaps(r, &mut bad).count();
+        assert_eq!((gaps, bad), (5, 0), "{path}");
+    }
+}
