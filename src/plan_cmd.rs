@@ -227,6 +227,7 @@ pub fn plan_levels(
             warnings: engine_warnings(&level),
             invalid: false,
             interrupted: false,
+            server: None,
         });
         for r in &level.records {
             aggs.accept(r);

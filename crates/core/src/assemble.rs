@@ -137,6 +137,7 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         warnings,
         invalid: f.watchdog_fired,
         interrupted: f.interrupted,
+        server: None,
     }
 }
 
@@ -246,6 +247,15 @@ fn assemble_level(
         lr.conventions = figures.conventions;
     }
     lr.charts = figures.charts;
+    lr.server = meta.server.as_ref().map(|scrape| {
+        let gaps = agg.gaps();
+        Box::new(crate::attribution::attribute(
+            scrape,
+            gaps.gaps(),
+            gaps.over(),
+            &lr.summary,
+        ))
+    });
     (lr, verdict)
 }
 
