@@ -363,6 +363,20 @@ pub struct BenchArgs {
     #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
     pub stall_threshold: Duration,
 
+    /// Scrape the server's Prometheus metrics during each level and line them up with
+    /// the client's gaps: a URL, or `auto` (the target's /metrics). A failed scrape is
+    /// reported, never fatal.
+    #[arg(long, value_name = "URL|auto")]
+    pub server_metrics: Option<String>,
+
+    /// How often --server-metrics scrapes.
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
+    pub scrape_interval: Duration,
+
+    /// Longest one scrape may take.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub scrape_timeout: Duration,
+
     /// Fail a request on its first malformed event instead of counting and continuing.
     #[arg(long)]
     pub strict: bool,

@@ -217,6 +217,11 @@ fn assemble_level(
         verdict = Verdict::Invalid;
     }
     level.warnings.extend(meta.warnings.iter().cloned());
+    if let Some(scrape) = &meta.server {
+        level
+            .warnings
+            .extend(crate::attribution::scrape_warning(scrape));
+    }
     level.warnings.extend(figures.record_warnings);
     if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
         verdict = Verdict::SloBreached;

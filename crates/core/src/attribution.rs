@@ -418,6 +418,22 @@ pub fn decode_compare(samples: &[ServerSample], summary: &LevelSummary) -> Optio
     })
 }
 
+/// The level's warning when scraping gave too little to line up (under two samples).
+pub fn scrape_warning(s: &ServerScrape) -> Option<String> {
+    (s.samples.len() < 2).then(|| {
+        format!(
+            "server metrics: {} of {} scrapes of {} failed{}; the level was measured without them",
+            s.failures,
+            s.attempts,
+            s.url,
+            s.failure
+                .as_deref()
+                .map(|f| format!(" ({f})"))
+                .unwrap_or_default()
+        )
+    })
+}
+
 /// One point per interval between samples, for charts: at the later sample's time,
 /// the batch, queue and KV usage it read, and the prompt tokens prefilled and
 /// pre-emptions since the earlier one.
@@ -672,6 +688,17 @@ mod tests {
         assert_eq!(d.server_generated_tokens, Some(4000.0));
         assert_eq!(d.client_output_tokens, 2);
         assert_eq!(d.client_tpot_ms, Some(10.0));
+    }
+
+    #[test]
+    fn a_scrape_without_samples_is_named() {
+        let mut s = scrape(Vec::new());
+        s.attempts = 3;
+        s.failures = 3;
+        s.failure = Some("HTTP 404 Not Found".into());
+        let w = scrape_warning(&s).unwrap();
+        assert!(w.contains("3 of 3 scrapes") && w.contains("404"), "{w}");
+        assert_eq!(scrape_warning(&scrape(steady())), None);
     }
 
     #[test]
