@@ -428,9 +428,11 @@ impl Endpoint {
     fn start(args: &BenchArgs) -> anyhow::Result<Endpoint> {
         let builtin_config = match &args.url {
             Some(_) => {
-                if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some() {
+                if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some()
+                    || !args.engine.inject.is_empty()
+                {
                     return Err(usage(
-                        "--preset/--engine choose the built-in simulator's engine: give them without a URL",
+                        "--preset/--engine/--inject drive the built-in simulator's engine: give them without a URL",
                     ));
                 }
                 None

@@ -554,6 +554,14 @@ pub struct EngineOpts {
     /// Per-step time noise, a share (0 = exact roofline steps).
     #[arg(long, value_name = "SHARE")]
     pub jitter: Option<f64>,
+
+    /// Simulator only: drive the engine into a known cause of slow streams at TIME
+    /// after its first request, with requests no client sees: `batch` (3/4 of the
+    /// slots fill), `long-prompt` (two prompts of 8 prefill chunks), `kv` (two
+    /// requests take half the KV cache and grow), `queue` (a full batch arrives
+    /// ahead of the clients). Repeatable, e.g. `--inject kv@2s`.
+    #[arg(long, value_name = "CAUSE@TIME")]
+    pub inject: Vec<cadence_engine::Injection>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -18,7 +18,8 @@ pub const RULE: &str =
     "each client gap over the stall threshold (first token, or between chunks) is \
 compared with the server samples from the last one at or before its start to the first one at or \
 after its end; first match: kv_preemption if the server pre-empted any request then; queueing if \
-it is a first-token gap and requests were waiting; prefill_interference if the prompt tokens \
+it is a first-token gap and the server's mean queue time over the interval was at least half \
+the gap (without a queue histogram, or nobody scheduled then: requests were waiting); prefill_interference if the prompt tokens \
 prefilled then were at least twice the level's median prefill rate and more than the tokens \
 generated; batch_growth if the running batch reached 1.5 times the level's median (and at least \
 2 more); else none (the server looked as usual: network, client or the engine's own noise)";
@@ -322,9 +323,13 @@ pub fn stall_row(g: &Gap, samples: &[ServerSample], base: &Baseline) -> StallRow
         (Some(m), Some(b)) => m >= 1.5 * b && m >= b + 2.0,
         _ => false,
     };
+    let queued = match window_mean(first, last, |s| s.figures.queue) {
+        Some(mean_s) => mean_s * 1e3 >= row.gap_ms / 2.0,
+        None => row.waiting_max.is_some_and(|q| q >= 1.0),
+    };
     row.cause = if row.preemptions.is_some_and(|p| p > 0.0) {
         Cause::KvPreemption
-    } else if g.kind == GapKind::FirstToken && row.waiting_max.is_some_and(|q| q >= 1.0) {
+    } else if g.kind == GapKind::FirstToken && queued {
         Cause::Queueing
     } else if prefill_heavy {
         Cause::PrefillInterference
@@ -336,15 +341,24 @@ pub fn stall_row(g: &Gap, samples: &[ServerSample], base: &Baseline) -> StallRow
     row
 }
 
-/// Δsum / Δcount of a histogram between the first and last samples, × `scale`.
+/// Δsum / Δcount of a histogram from `a` to `b` (`None`: absent, or nothing observed).
+fn window_mean(
+    a: &ServerSample,
+    b: &ServerSample,
+    f: impl Fn(&ServerSample) -> Option<SumCount>,
+) -> Option<f64> {
+    let (a, b) = (f(a)?, f(b)?);
+    let count = b.count - a.count;
+    (count > 0.0).then(|| (b.sum - a.sum) / count)
+}
+
+/// [`window_mean`] between the first and last samples, × `scale`.
 fn mean_between(
     s: &[ServerSample],
     f: impl Fn(&ServerSample) -> Option<SumCount>,
     scale: f64,
 ) -> Option<f64> {
-    let (a, b) = (f(s.first()?)?, f(s.last()?)?);
-    let count = b.count - a.count;
-    (count > 0.0).then(|| (b.sum - a.sum) / count * scale)
+    window_mean(s.first()?, s.last()?, f).map(|m| m * scale)
 }
 
 /// The level's server side from its scrape, its client gaps (`over`: gaps seen but
@@ -572,6 +586,25 @@ mod tests {
             stall_row(&gap(4200, 4800, GapKind::Chunk), &s, &b).cause,
             Cause::None
         );
+    }
+
+    #[test]
+    fn with_a_queue_histogram_queueing_needs_half_the_gap_in_the_queue() {
+        let mut s = steady();
+        s[5].figures.waiting = Some(6.0);
+        for (i, x) in s.iter_mut().enumerate() {
+            // Two requests scheduled per second, each after 100 ms in the queue...
+            let n = 2.0 * i as f64;
+            x.figures.queue = Some(SumCount { sum: 0.1 * n, count: n });
+        }
+        let b = baseline(&s);
+        let g = gap(4200, 4800, GapKind::FirstToken);
+        assert_eq!(stall_row(&g, &s, &b).cause, Cause::None, "100 ms of a 600 ms gap");
+        // ...but the two scheduled between 4 s and 5 s waited 400 ms each.
+        for x in &mut s[5..] {
+            x.figures.queue.as_mut().unwrap().sum += 0.6;
+        }
+        assert_eq!(stall_row(&g, &s, &b).cause, Cause::Queueing);
     }
 
     #[test]
