@@ -172,7 +172,10 @@ fn fail(out: &mut ServerScrape, why: String) {
 
 async fn fetch(http: &HyperClient, url: &Uri) -> Result<String, String> {
     let req = http::Request::get(url.clone())
-        .header(http::header::ACCEPT, "text/plain; version=0.0.4, application/openmetrics-text;q=0.5")
+        .header(
+            http::header::ACCEPT,
+            "text/plain; version=0.0.4, application/openmetrics-text;q=0.5",
+        )
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
     let resp = http
@@ -197,12 +200,31 @@ mod tests {
 
     #[test]
     fn auto_is_the_servers_metrics_path() {
-        let endpoint: Uri = "http://user:pw@127.0.0.1:8000/v1/chat/completions".parse().unwrap();
-        let c = ScrapeConfig::new("auto", &endpoint, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
+        let endpoint: Uri = "http://user:pw@127.0.0.1:8000/v1/chat/completions"
+            .parse()
+            .unwrap();
+        let c = ScrapeConfig::new(
+            "auto",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert_eq!(c.url.to_string(), "http://127.0.0.1:8000/metrics");
-        let c = ScrapeConfig::new("http://h:9/m?token=abc", &endpoint, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
+        let c = ScrapeConfig::new(
+            "http://h:9/m?token=abc",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert!(!c.display.contains("abc"), "{}", c.display);
-        assert!(ScrapeConfig::new("ftp://h/m", &endpoint, Duration::from_secs(1), Duration::from_secs(1)).is_err());
+        assert!(ScrapeConfig::new(
+            "ftp://h/m",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1)
+        )
+        .is_err());
     }
-
 }

@@ -595,11 +595,18 @@ mod tests {
         for (i, x) in s.iter_mut().enumerate() {
             // Two requests scheduled per second, each after 100 ms in the queue...
             let n = 2.0 * i as f64;
-            x.figures.queue = Some(SumCount { sum: 0.1 * n, count: n });
+            x.figures.queue = Some(SumCount {
+                sum: 0.1 * n,
+                count: n,
+            });
         }
         let b = baseline(&s);
         let g = gap(4200, 4800, GapKind::FirstToken);
-        assert_eq!(stall_row(&g, &s, &b).cause, Cause::None, "100 ms of a 600 ms gap");
+        assert_eq!(
+            stall_row(&g, &s, &b).cause,
+            Cause::None,
+            "100 ms of a 600 ms gap"
+        );
         // ...but the two scheduled between 4 s and 5 s waited 400 ms each.
         for x in &mut s[5..] {
             x.figures.queue.as_mut().unwrap().sum += 0.6;

@@ -77,7 +77,7 @@ impl Injection {
                 let each = (kv / 4).max(1);
                 vec![(each, each); 2]
             }
-            Cause::Queue => vec![(1, 128); batch as usize],
+            Cause::Queue => vec![(1, 256); batch as usize],
         }
     }
 }
