@@ -506,6 +506,11 @@ pub struct FidelityArgs {
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     pub itl: Duration,
 
+    /// Scrape the simulator's /metrics at this interval during each level, as
+    /// `bench --server-metrics` does, to check that scraping costs no fidelity.
+    #[arg(long, value_parser = parse_time_bucket)]
+    pub scrape_interval: Option<Duration>,
+
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
