@@ -93,7 +93,9 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
                 "pass".to_string()
             } else {
                 format!("FAIL (bounds {}% / {} ms)", r.bound_p50_pct, r.bound_p99_ms)
-            } + &r.scrapes.map_or(String::new(), |n| format!(", {n} scrapes"))
+            } + &r
+                .scrapes
+                .map_or(String::new(), |n| format!(", {n} scrapes"))
         ))?;
         results.push(r);
     }
