@@ -136,7 +136,7 @@ fn phantoms(spec: &EngineSpec, inject: &[Injection]) -> Vec<(u64, u32, u32)> {
             i.requests(spec).into_iter().map(move |(p, m)| (at, p, m))
         })
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|p| std::cmp::Reverse(p.0));
     out
 }
 
