@@ -48,6 +48,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         sink,
         records_path,
         _spill,
+        scrape,
     } = Setup::new(&args).await?;
     let stop_rx = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
@@ -59,6 +60,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         planned: loads,
         requests,
         clock,
+        scrape,
     };
     let (metas, search) = levels.run(stop_rx).await;
 
@@ -127,6 +129,8 @@ struct Setup {
     records_path: Option<std::path::PathBuf>,
     /// The temporary records file behind the per-request CSV, removed when dropped.
     _spill: Option<tempfile::TempPath>,
+    /// `--server-metrics`: where each level scrapes the server's own metrics.
+    scrape: Option<crate::scrape::ScrapeConfig>,
 }
 
 impl Setup {
@@ -152,6 +156,19 @@ impl Setup {
             }
         }
         let endpoint = Endpoint::start(args)?;
+        let scrape = args
+            .server_metrics
+            .as_deref()
+            .map(|m| {
+                crate::scrape::ScrapeConfig::new(
+                    m,
+                    &endpoint.target.endpoint,
+                    args.scrape_interval,
+                    args.scrape_timeout,
+                )
+            })
+            .transpose()
+            .map_err(usage)?;
         let (redactor, headers) = credentials(
             args,
             endpoint.target.api,
@@ -220,6 +237,7 @@ impl Setup {
             sink,
             records_path,
             _spill,
+            scrape,
         })
     }
 }
@@ -416,9 +434,11 @@ impl Endpoint {
     fn start(args: &BenchArgs) -> anyhow::Result<Endpoint> {
         let builtin_config = match &args.url {
             Some(_) => {
-                if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some() {
+                if crate::engine_opts::resolve(&args.engine, args.seed)?.is_some()
+                    || !args.engine.inject.is_empty()
+                {
                     return Err(usage(
-                        "--preset/--engine choose the built-in simulator's engine: give them without a URL",
+                        "--preset/--engine/--inject drive the built-in simulator's engine: give them without a URL",
                     ));
                 }
                 None
@@ -576,6 +596,7 @@ struct Levels<'a> {
     planned: Vec<Load>,
     requests: Option<u64>,
     clock: Clock,
+    scrape: Option<crate::scrape::ScrapeConfig>,
 }
 
 impl Levels<'_> {
@@ -614,6 +635,7 @@ impl Levels<'_> {
             let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
             };
+            let scraper = self.start_scraper().await;
             let summary = cadence_bench::run(
                 self.cx.clone(),
                 &plan,
@@ -622,11 +644,16 @@ impl Levels<'_> {
                 stop,
             )
             .await;
+            let server = match scraper {
+                Some(s) => s.finish().await.map(Box::new),
+                None => None,
+            };
             let interrupted = summary.stop == StopReason::Interrupted;
             if let (Some((_, s)), false) = (&mut search, interrupted) {
                 s.record(probe_level, self.probe_passed(i, &summary).await);
             }
-            let meta = level_meta(&level_facts(&plan, &summary));
+            let mut meta = level_meta(&level_facts(&plan, &summary));
+            meta.server = server;
             let line = runlog::level_line(&meta);
             self.sender.with(move |s| s.write_line(&line));
             metas.push(meta);
@@ -635,6 +662,16 @@ impl Levels<'_> {
             }
         }
         (metas, search)
+    }
+
+    /// The level's `--server-metrics` scraper, started now (a thread that cannot be
+    /// started is a note, and the level runs without it).
+    async fn start_scraper(&self) -> Option<crate::scrape::Scraper> {
+        let config = self.scrape.clone()?;
+        crate::scrape::Scraper::start(config, self.clock)
+            .await
+            .map_err(|e| eprintln!("cadence: cannot start the metrics scraper: {e}"))
+            .ok()
     }
 
     /// Whether level `i` was valid, within the error-rate ceiling and met every `--slo`.

@@ -24,6 +24,7 @@ pub fn config(seed: u64, opts: &EngineOpts) -> anyhow::Result<SimConfig> {
         seed,
         model: engine.name.clone(),
         engine: Some(engine),
+        inject: opts.inject.clone(),
         ..SimConfig::default()
     })
 }

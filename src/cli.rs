@@ -391,6 +391,20 @@ pub struct BenchArgs {
     #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
     pub stall_threshold: Duration,
 
+    /// Scrape the server's Prometheus metrics during each level and line them up with
+    /// the client's gaps: a URL, or `auto` (the target's /metrics). A failed scrape is
+    /// reported, never fatal.
+    #[arg(long, value_name = "URL|auto")]
+    pub server_metrics: Option<String>,
+
+    /// How often --server-metrics scrapes.
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
+    pub scrape_interval: Duration,
+
+    /// Longest one scrape may take.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub scrape_timeout: Duration,
+
     /// Fail a request on its first malformed event instead of counting and continuing.
     #[arg(long)]
     pub strict: bool,
@@ -520,6 +534,11 @@ pub struct FidelityArgs {
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     pub itl: Duration,
 
+    /// Scrape the simulator's /metrics at this interval during each level, as
+    /// `bench --server-metrics` does, to check that scraping costs no fidelity.
+    #[arg(long, value_parser = parse_time_bucket)]
+    pub scrape_interval: Option<Duration>,
+
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -568,6 +587,14 @@ pub struct EngineOpts {
     /// Per-step time noise, a share (0 = exact roofline steps).
     #[arg(long, value_name = "SHARE")]
     pub jitter: Option<f64>,
+
+    /// Simulator only: drive the engine into a known cause of slow streams at TIME
+    /// after its first request, with requests no client sees: `batch` (3/4 of the
+    /// slots fill), `long-prompt` (two prompts of 8 prefill chunks), `kv` (two
+    /// requests take half the KV cache and grow), `queue` (a full batch arrives
+    /// ahead of the clients). Repeatable, e.g. `--inject kv@2s`.
+    #[arg(long, value_name = "CAUSE@TIME")]
+    pub inject: Vec<cadence_engine::Injection>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -44,6 +44,9 @@ pub struct LevelResult {
     pub bound_p50_pct: f64,
     pub bound_p99_ms: f64,
     pub pass: bool,
+    /// Scrapes of the simulator's /metrics that answered (`--scrape-interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scrapes: Option<u64>,
 }
 
 pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
@@ -90,7 +93,9 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
                 "pass".to_string()
             } else {
                 format!("FAIL (bounds {}% / {} ms)", r.bound_p50_pct, r.bound_p99_ms)
-            }
+            } + &r
+                .scrapes
+                .map_or(String::new(), |n| format!(", {n} scrapes"))
         ))?;
         results.push(r);
     }
@@ -194,7 +199,25 @@ async fn level(
     };
     let sinks = BenchSinks::new(None, Progress::new(None, false), KeepAll::default())?;
     let (sender, sink) = RecordThread::start(sinks)?;
-    cadence_bench::run(cx, &plan, Clock::start(), sender, std::future::pending()).await;
+    let clock = Clock::start();
+    let scraper = match args.scrape_interval {
+        Some(every) => {
+            let config = crate::scrape::ScrapeConfig::new(
+                "auto",
+                &target.endpoint,
+                every,
+                Duration::from_secs(2),
+            )
+            .map_err(anyhow::Error::msg)?;
+            Some(crate::scrape::Scraper::start(config, clock).await?)
+        }
+        None => None,
+    };
+    cadence_bench::run(cx, &plan, clock, sender, std::future::pending()).await;
+    let scrapes = match scraper {
+        Some(s) => s.finish().await.map(|s| s.samples.len() as u64),
+        None => None,
+    };
     let records = sink.finish()?.levels.0;
     sim.stop()?;
 
@@ -230,6 +253,7 @@ async fn level(
         bound_p50_pct: b50 * 100.0,
         bound_p99_ms: b99,
         pass: p50_err <= b50 && p99_err <= b99 && records.len() as u64 == requests,
+        scrapes,
     })
 }
 

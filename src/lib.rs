@@ -14,6 +14,7 @@ pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;
 pub mod run_meta;
+pub mod scrape;
 pub mod signal;
 pub mod sim_cmd;
 pub mod workload;

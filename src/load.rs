@@ -317,6 +317,7 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
                 warnings: vec!["no level line in the records file: the intended load is unknown, so intended = sent + dropped".into()],
                 invalid: false,
                 interrupted: false,
+                server: None,
             });
         }
     }

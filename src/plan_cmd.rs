@@ -48,6 +48,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
         usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
     })?;
+    if !args.engine.inject.is_empty() {
+        return Err(usage(
+            "--inject drives the simulator (cadence sim, or cadence bench without a URL); cadence plan does not take it",
+        ));
+    }
     if args.requests == 0 {
         return Err(usage("--requests must be at least 1"));
     }
@@ -227,6 +232,7 @@ pub fn plan_levels(
             warnings: engine_warnings(&level),
             invalid: false,
             interrupted: false,
+            server: None,
         });
         for r in &level.records {
             aggs.accept(r);

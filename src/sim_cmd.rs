@@ -47,7 +47,12 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
     c.engine = crate::engine_opts::resolve(&args.engine, args.seed)?;
     if c.engine.is_some() {
         flat_timing_conflict(args)?;
+    } else if !args.engine.inject.is_empty() {
+        return Err(usage(
+            "--inject drives the engine model: give --preset or --engine with it",
+        ));
     }
+    c.inject = args.engine.inject.clone();
     if let (Some(e), None) = (&c.engine, &args.model) {
         c.model = e.name.clone();
     }

@@ -37,6 +37,7 @@ fn meta(level: u32, intended: u64) -> LevelMeta {
         warnings: Vec::new(),
         invalid: false,
         interrupted: false,
+        server: None,
     }
 }
 

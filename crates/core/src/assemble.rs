@@ -138,6 +138,7 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         warnings,
         invalid: f.watchdog_fired,
         interrupted: f.interrupted,
+        server: None,
     }
 }
 
@@ -217,6 +218,11 @@ fn assemble_level(
         verdict = Verdict::Invalid;
     }
     level.warnings.extend(meta.warnings.iter().cloned());
+    if let Some(scrape) = &meta.server {
+        level
+            .warnings
+            .extend(crate::attribution::scrape_warning(scrape));
+    }
     level.warnings.extend(figures.record_warnings);
     if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
         verdict = Verdict::SloBreached;
@@ -247,6 +253,15 @@ fn assemble_level(
         lr.conventions = figures.conventions;
     }
     lr.charts = figures.charts;
+    lr.server = meta.server.as_ref().map(|scrape| {
+        let gaps = agg.gaps();
+        Box::new(crate::attribution::attribute(
+            scrape,
+            gaps.gaps(),
+            gaps.over(),
+            &lr.summary,
+        ))
+    });
     (lr, verdict)
 }
 

@@ -4,6 +4,7 @@
 //! has to hold a `Vec` of its records. [`LevelAggregators`] keys them by level and is
 //! the [`RecordSink`] sources feed.
 
+use crate::attribution::GapsAcc;
 use crate::charts::{ChartData, ChartsAcc};
 use crate::conventions::{ConventionView, ConventionsAcc};
 use crate::dist::RELATIVE_ERROR;
@@ -84,6 +85,8 @@ pub struct LevelAggregator {
     conventions: ConventionsAcc,
     charts: ChartsAcc,
     notes: RecordNotes,
+    /// Gaps over the stall threshold, for the server-side stall table.
+    gaps: GapsAcc,
     /// Values held exactly right now, over every distribution.
     stored: u64,
     /// The budget was spent at least once: some distributions are bucketed.
@@ -101,6 +104,7 @@ impl LevelAggregator {
             conventions: ConventionsAcc::default(),
             charts: ChartsAcc::default(),
             notes: RecordNotes::default(),
+            gaps: GapsAcc::new(config.stall_threshold_ns),
             stored: 0,
             bucketed: false,
             config,
@@ -120,6 +124,7 @@ impl LevelAggregator {
             + self.charts.push(r);
         self.goodput.push(r, &self.config.slos);
         self.notes.push(r);
+        self.gaps.push(r);
         self.enforce_budget();
     }
 
@@ -165,6 +170,12 @@ impl LevelAggregator {
             + self.conventions.approx_bytes()
             + self.charts.approx_bytes()
             + self.notes.approx_bytes()
+            + self.gaps.approx_bytes()
+    }
+
+    /// The level's client gaps over the stall threshold (bounded; see [`GapsAcc`]).
+    pub fn gaps(&self) -> &GapsAcc {
+        &self.gaps
     }
 
     /// Adds another part of the same level (aggregated with the same config): the
@@ -178,6 +189,7 @@ impl LevelAggregator {
         self.conventions.merge(&o.conventions);
         self.charts.merge(&o.charts);
         self.notes.merge(&o.notes);
+        self.gaps.merge(&o.gaps);
         self.stored += o.stored;
         self.bucketed |= o.bucketed;
         if self.bucketed {

@@ -5,6 +5,7 @@
 
 pub mod arrivals;
 pub mod assemble;
+pub mod attribution;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
@@ -20,6 +21,7 @@ pub mod report;
 pub mod rng;
 pub mod runlog;
 pub mod secret;
+pub mod server;
 pub mod sink;
 pub mod slo;
 pub mod stats;

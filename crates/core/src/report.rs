@@ -162,6 +162,10 @@ pub struct LevelReport {
     /// Compact distribution shapes for charts ([`crate::chart_data`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charts: Option<ChartData>,
+    /// The server's own metrics lined up with the client's ([`crate::attribution`]),
+    /// when the run scraped them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Box<crate::attribution::ServerReport>>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -179,6 +183,7 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         pacing: None,
         conventions: Vec::new(),
         charts: None,
+        server: None,
     }
 }
 

@@ -31,6 +31,9 @@ pub struct LevelMeta {
     /// The level was cut short by Ctrl-C.
     #[serde(default)]
     pub interrupted: bool,
+    /// The server's own metrics scraped during the level (`--server-metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Box<crate::server::ServerScrape>>,
 }
 
 /// What a run was judged against, as given on the command line.
@@ -218,6 +221,7 @@ mod tests {
             warnings: vec!["lag".into()],
             invalid: false,
             interrupted: false,
+            server: None,
         }
     }
 

@@ -22,12 +22,14 @@
 
 pub mod drive;
 pub mod engine;
+pub mod inject;
 pub mod presets;
 pub mod rng;
 pub mod spec;
 
 pub use drive::{plan_level, Arrivals, PlanLevel, Workload};
 pub use engine::{Engine, Event, StepInfo};
+pub use inject::{Cause, Injection};
 pub use presets::{preset, PRESETS};
 pub use spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, SpecError, Speculation,

@@ -426,6 +426,7 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
         warnings: Vec::new(),
         invalid: false,
         interrupted: false,
+        server: None,
     };
     let models = if s.config.models.is_empty() {
         "any (no --model allow-list)".to_string()

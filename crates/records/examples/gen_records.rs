@@ -68,6 +68,7 @@ fn main() {
         warnings: Vec::new(),
         invalid: false,
         interrupted: false,
+        server: None,
     }));
     let written = w.finish().expect("write the records");
     eprintln!("{written} records written to {out}");

@@ -42,6 +42,7 @@ mod tests {
             warnings: Vec::new(),
             invalid: false,
             interrupted: false,
+            server: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! a header, one latency table per level with readable units, the counts that say
 //! whether the figures can be trusted, and one line naming the formulas.
 
+use cadence_core::attribution::ServerReport;
 use cadence_core::metrics::{formula, LevelSummary};
 use cadence_core::{Distribution, LevelReport, Pacing, Report, SloResult};
 use std::fmt::Write;
@@ -165,11 +166,74 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
             opt(g.requests_per_s, sig4)
         );
     }
+    if let Some(sv) = &l.server {
+        server(out, sv);
+    }
     if let Some(why) = &l.stopped_early {
         let _ = writeln!(out, "{}{why}", p.yellow(&label("Stopped early")));
     }
     for w in &s.warnings {
         let _ = writeln!(out, "{}{}", p.yellow(&label("Warning")), w);
+    }
+}
+
+/// Causes the console names, at most (the JSON report has them all).
+const TOP_CAUSES: usize = 3;
+
+/// The server's side of the level: where it was read, the TTFT split, the decode pace
+/// next to the client's, and the top stall causes one line each.
+fn server(out: &mut String, sv: &ServerReport) {
+    let sc = &sv.scrape;
+    let _ = writeln!(
+        out,
+        "{}{} at {}: {} samples every {} ({} of {} scrapes failed)",
+        label("Server"),
+        sc.engine,
+        sc.url,
+        sc.samples.len(),
+        fmt_ms(sc.interval_ms),
+        sc.failures,
+        sc.attempts
+    );
+    if sc.samples.len() < 2 {
+        return;
+    }
+    if let Some(t) = sv.ttft_split.as_ref().filter(|t| t.rest_ms.is_some()) {
+        let _ = writeln!(
+            out,
+            "{}mean {} = server queue {} + server prefill {} + rest (network, client) {}",
+            label("TTFT split"),
+            fmt_ms(t.client_ms),
+            opt(t.server_queue_ms, fmt_ms),
+            opt(t.server_prefill_ms, fmt_ms),
+            opt(t.rest_ms, fmt_ms)
+        );
+    }
+    if let Some(d) = &sv.decode {
+        let _ = writeln!(
+            out,
+            "{}server {}/token decode, ITL {}; client TPOT {}, ITL {}; tokens: server {}, client {}",
+            label("Decode"),
+            opt(d.server_decode_per_token_ms, fmt_ms),
+            opt(d.server_itl_ms, fmt_ms),
+            opt(d.client_tpot_ms, fmt_ms),
+            opt(d.client_itl_ms, fmt_ms),
+            opt(d.server_generated_tokens, |v| format!("{v:.0}")),
+            d.client_output_tokens
+        );
+    }
+    for (i, c) in sv.causes.iter().take(TOP_CAUSES).enumerate() {
+        let head = if i == 0 { "Stall causes" } else { "" };
+        let _ = writeln!(
+            out,
+            "{}{} of {} stalls ({}) {}: {}",
+            label(head),
+            c.gaps,
+            sv.stalls_total,
+            fmt_pct(c.share),
+            c.cause.name(),
+            c.cause.meaning()
+        );
     }
 }
 

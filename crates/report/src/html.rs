@@ -46,7 +46,7 @@ el.textContent='self-check: '+((missing.length===0&&errs.length===0)?'ok':'probl
 
 const ERROR_HOOK: &str = r#"window.__cadenceErrors=[];window.addEventListener('error',function(e){window.__cadenceErrors.push(String(e.message||e));});"#;
 
-fn level_color(i: usize) -> &'static str {
+pub(crate) fn level_color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -85,16 +85,16 @@ fn spread(v: &[f64]) -> f64 {
     }
 }
 
-struct Figure {
-    id: &'static str,
-    title: &'static str,
-    note: String,
-    chart: Chart,
+pub(crate) struct Figure {
+    pub(crate) id: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) note: String,
+    pub(crate) chart: Chart,
     /// Why the chart is empty, when it is.
-    empty: &'static str,
+    pub(crate) empty: &'static str,
 }
 
-fn legend(series: &[Series]) -> String {
+pub(crate) fn legend(series: &[Series]) -> String {
     let mut seen: Vec<(&str, &str, bool)> = Vec::new();
     for s in series {
         if !seen.iter().any(|(n, _, _)| *n == s.name) && !s.points.is_empty() {
@@ -114,7 +114,13 @@ fn legend(series: &[Series]) -> String {
     out
 }
 
-fn chart(x_label: &str, y_label: &str, x_log: bool, y_log: bool, series: Vec<Series>) -> Chart {
+pub(crate) fn chart(
+    x_label: &str,
+    y_label: &str,
+    x_log: bool,
+    y_log: bool,
+    series: Vec<Series>,
+) -> Chart {
     Chart {
         x_label: x_label.into(),
         y_label: y_label.into(),
@@ -122,6 +128,7 @@ fn chart(x_label: &str, y_label: &str, x_log: bool, y_log: bool, series: Vec<Ser
         y_log,
         y_zero: !y_log,
         series,
+        x_range: None,
     }
 }
 
@@ -523,6 +530,7 @@ pub fn render(r: &Report) -> String {
     summary_table(r, &mut o);
 
     charts_section(r, &mut o);
+    crate::html_server::section(r, &mut o);
     slos_section(r, &mut o);
 
     if r.levels.iter().any(|l| !l.conventions.is_empty()) {
@@ -553,25 +561,30 @@ pub fn render(r: &Report) -> String {
 fn charts_section(r: &Report, o: &mut String) {
     o.push_str(r#"<h2>Charts</h2><div class="grid">"#);
     for f in figures(r) {
-        let _ = write!(
-            o,
-            r#"<figure class="chart" id="{}"><figcaption>{}</figcaption><p class="note">{}</p>"#,
-            f.id,
-            esc(f.title),
-            esc(&f.note)
-        );
-        match svg::render(&f.chart) {
-            Some(s) => {
-                o.push_str(&s);
-                o.push_str(&legend(&f.chart.series));
-            }
-            None => {
-                let _ = write!(o, r#"<p class="warn">No data: {}.</p>"#, esc(f.empty));
-            }
-        }
-        o.push_str("</figure>");
+        figure(&f, o);
     }
     o.push_str("</div>");
+}
+
+/// One figure: its chart, or the reason it has none.
+pub(crate) fn figure(f: &Figure, o: &mut String) {
+    let _ = write!(
+        o,
+        r#"<figure class="chart" id="{}"><figcaption>{}</figcaption><p class="note">{}</p>"#,
+        f.id,
+        esc(f.title),
+        esc(&f.note)
+    );
+    match svg::render(&f.chart) {
+        Some(s) => {
+            o.push_str(&s);
+            o.push_str(&legend(&f.chart.series));
+        }
+        None => {
+            let _ = write!(o, r#"<p class="warn">No data: {}.</p>"#, esc(f.empty));
+        }
+    }
+    o.push_str("</figure>");
 }
 
 /// The SLO verdicts of every level, when there are any.

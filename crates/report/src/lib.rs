@@ -4,6 +4,7 @@
 pub mod console;
 pub mod csv;
 pub mod html;
+mod html_server;
 pub mod json;
 pub mod markdown;
 pub mod svg;

@@ -57,6 +57,8 @@ pub struct Chart {
     /// Start the y axis at 0 (linear axes only).
     pub y_zero: bool,
     pub series: Vec<Series>,
+    /// A fixed x range (charts sharing a time axis); `None`: the data's.
+    pub x_range: Option<(f64, f64)>,
 }
 
 /// Colours for levels and statistics, readable on white and distinct in grey.
@@ -245,6 +247,7 @@ fn plot_axes(c: &Chart) -> Option<(Axis, Axis, Vec<f64>)> {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
     let (x0, x1) = range(xs, c.x_log, false)?;
+    let (x0, x1) = c.x_range.unwrap_or((x0, x1));
     let (y0, y1) = range(ys, c.y_log, c.y_zero && !c.y_log)?;
     let bar_slots = c
         .series
@@ -441,6 +444,7 @@ mod tests {
             y_log: false,
             y_zero: true,
             series: vec![s],
+            x_range: None,
         };
         let svg = render(&c).unwrap();
         let marks = &svg[svg.find(r#"<g class="marks">"#).unwrap()..];

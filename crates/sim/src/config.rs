@@ -35,6 +35,9 @@ pub struct SimConfig {
     /// steps) instead of the flat `ttft`/`itl` cadence. Requests with a fault or a
     /// per-request timing header still follow the flat plan.
     pub engine: Option<cadence_engine::EngineSpec>,
+    /// Extra requests no client sees, sent to the engine at set times from its first
+    /// request, to drive it into a known cause of slow streams (engine mode only).
+    pub inject: Vec<cadence_engine::Injection>,
 }
 
 /// The server stops producing tokens from `at` (after the sim starts) for `duration`:
@@ -58,6 +61,7 @@ impl Default for SimConfig {
             burst: 1,
             stall_probability: 0.0,
             stall: Dist::Fixed(Duration::from_millis(250)),
+            inject: Vec::new(),
             default_max_tokens: 128,
             model: "cadence-sim".to_owned(),
             drain_timeout: Duration::from_secs(5),

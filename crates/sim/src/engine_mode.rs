@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cadence_engine::engine::Request;
-use cadence_engine::{Engine, EngineSpec, Event};
+use cadence_engine::{Engine, EngineSpec, Event, Injection};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -54,16 +54,19 @@ impl std::fmt::Debug for EngineHandle {
 
 impl EngineHandle {
     /// Starts the engine task; virtual time 0 is now. `freeze` (from the sim's
-    /// start at `sim_epoch`) stops the step loop for its duration.
+    /// start at `sim_epoch`) stops the step loop for its duration; `inject` adds
+    /// requests no client sees at their times from now.
     pub fn spawn(
         spec: EngineSpec,
         metrics: Arc<EngineMetrics>,
         freeze: Option<(Instant, Freeze)>,
+        inject: Vec<Injection>,
     ) -> EngineHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let clock = Clock::new(Instant::now(), freeze);
         let spec = Arc::new(spec);
-        tokio::spawn(run((*spec).clone(), clock, rx, metrics));
+        let phantoms = phantoms(&spec, &inject);
+        tokio::spawn(run((*spec).clone(), clock, rx, metrics, phantoms));
         EngineHandle { tx, spec }
     }
 
@@ -123,6 +126,20 @@ impl Clock {
     }
 }
 
+/// The injected requests as (virtual time, prompt tokens, max tokens), latest first
+/// (so the next is popped off the end).
+fn phantoms(spec: &EngineSpec, inject: &[Injection]) -> Vec<(u64, u32, u32)> {
+    let mut out: Vec<(u64, u32, u32)> = inject
+        .iter()
+        .flat_map(|i| {
+            let at = i.at.as_nanos() as u64;
+            i.requests(spec).into_iter().map(move |(p, m)| (at, p, m))
+        })
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.0));
+    out
+}
+
 struct Live {
     reply: mpsc::UnboundedSender<Emit>,
     arrived: u64,
@@ -136,6 +153,7 @@ async fn run(
     clock: Clock,
     mut rx: mpsc::UnboundedReceiver<Submit>,
     metrics: Arc<EngineMetrics>,
+    mut phantoms: Vec<(u64, u32, u32)>,
 ) {
     let mut engine = Engine::new(spec);
     let mut live: HashMap<u64, Live> = HashMap::new();
@@ -144,14 +162,27 @@ async fn run(
     let mut open = true;
     while open || engine.next_time().is_some() {
         let due = engine.next_time();
+        let inject_at = phantoms.last().map(|p| p.0).filter(|_| open);
         tokio::select! {
             biased;
+            () = sleep_until_opt(inject_at.map(|v| clock.deadline(v))) => {
+                let now = clock.virtual_now(Instant::now());
+                // Injected requests have no stream: not in `live`, so nothing is sent.
+                while let Some(&(at, prompt_tokens, max_tokens)) = phantoms.last() {
+                    if at > now {
+                        break;
+                    }
+                    phantoms.pop();
+                    let request = Request { id: next_id, prompt_tokens, max_tokens };
+                    next_id += 1;
+                    engine.submit(now, request, &mut out);
+                }
+            }
             msg = rx.recv(), if open => match msg {
                 Some(s) => {
                     let now = clock.virtual_now(Instant::now());
                     let id = next_id;
                     next_id += 1;
-                    metrics.prompt_tokens.inc_by(s.prompt_tokens as u64);
                     live.insert(id, Live { reply: s.reply, arrived: now, scheduled: None, first: None, last: now });
                     engine.submit(now, Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens }, &mut out);
                 }
@@ -245,6 +276,8 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
             }
         }
         Event::Step(s) => {
+            // Like vLLM, prompt tokens count as they are prefilled (recomputes too).
+            m.prompt_tokens.inc_by(s.prefill_tokens as u64);
             m.batch_size.observe(s.decoding as f64);
             m.iteration_tokens.observe(s.tokens as f64);
             m.step_time.observe(secs(s.end - s.start));
@@ -347,7 +380,7 @@ impl EngineMetrics {
         );
         r.register(
             "vllm:prompt_tokens",
-            "Prompt tokens received",
+            "Prompt tokens prefilled (recomputed ones included)",
             m.prompt_tokens.clone(),
         );
         r.register(

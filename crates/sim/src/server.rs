@@ -136,7 +136,12 @@ impl SimState {
                 .config
                 .freeze
                 .map(|f| (Instant::from_std(self.send_log().epoch()), f));
-            EngineHandle::spawn(spec.clone(), self.inner.metrics.clone(), freeze)
+            EngineHandle::spawn(
+                spec.clone(),
+                self.inner.metrics.clone(),
+                freeze,
+                self.inner.config.inject.clone(),
+            )
         }))
     }
 }

@@ -1,0 +1,230 @@
+//! `--server-metrics`: scrapes the server's Prometheus endpoint every
+//! `--scrape-interval` during a level, on a thread and runtime of its own so the
+//! measuring threads never wait on it. Each answer is parsed and mapped by
+//! `cadence_core::server`; a failed scrape is counted and named, never fatal.
+
+use bytes::Bytes;
+use cadence_core::server::{self, ServerScrape};
+use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::Clock;
+use http::Uri;
+use http_body_util::{BodyExt, Full, Limited};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+/// Largest metrics page read (a vLLM page is ~100 KB).
+const MAX_BODY: usize = 16 << 20;
+
+/// Where and how often to scrape.
+#[derive(Debug, Clone)]
+pub struct ScrapeConfig {
+    pub url: Uri,
+    /// The URL as reports show it (secrets removed).
+    pub display: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+impl ScrapeConfig {
+    /// `--server-metrics URL|auto` against the run's endpoint: `auto` is the
+    /// server's `/metrics` (scheme, host and port of `endpoint`).
+    pub fn new(
+        arg: &str,
+        endpoint: &Uri,
+        interval: Duration,
+        timeout: Duration,
+    ) -> Result<ScrapeConfig, String> {
+        let url: Uri = if arg == "auto" {
+            let scheme = endpoint.scheme_str().unwrap_or("http");
+            let auth = endpoint.authority().map_or("", |a| a.as_str());
+            let host = auth.rsplit_once('@').map_or(auth, |(_, h)| h);
+            format!("{scheme}://{host}/metrics")
+                .parse()
+                .map_err(|e| format!("cannot make a metrics URL from the target: {e}"))?
+        } else {
+            arg.parse()
+                .map_err(|e| format!("--server-metrics '{arg}' is not a URL: {e}"))?
+        };
+        if !matches!(url.scheme_str(), Some("http" | "https")) {
+            return Err(format!(
+                "--server-metrics '{}' needs an http:// or https:// URL, or auto",
+                cadence_bench::target::redact_url(arg)
+            ));
+        }
+        Ok(ScrapeConfig {
+            display: cadence_bench::target::redact_url(&url.to_string()),
+            url,
+            interval,
+            timeout,
+        })
+    }
+}
+
+/// A level's scraper, running until [`Scraper::finish`].
+pub struct Scraper {
+    stop: watch::Sender<bool>,
+    result: oneshot::Receiver<ServerScrape>,
+}
+
+impl Scraper {
+    /// Starts scraping on its own thread, times on the run's `clock`, and returns once
+    /// the first scrape is done (or has failed), so the level starts after it.
+    pub async fn start(config: ScrapeConfig, clock: Clock) -> std::io::Result<Scraper> {
+        let (stop, stop_rx) = watch::channel(false);
+        let (tx, result) = oneshot::channel();
+        let (ready_tx, ready) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("cadence-scrape".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                let scrape = match rt {
+                    Ok(rt) => rt.block_on(scrape_loop(&config, clock, stop_rx, ready_tx)),
+                    Err(e) => failed(&config, format!("cannot start the scraper: {e}")),
+                };
+                let _ = tx.send(scrape);
+            })?;
+        let _ = ready.await;
+        Ok(Scraper { stop, result })
+    }
+
+    /// Takes one last sample (the level's end) and returns what the level gave.
+    pub async fn finish(self) -> Option<ServerScrape> {
+        let _ = self.stop.send(true);
+        self.result.await.ok()
+    }
+}
+
+fn failed(config: &ScrapeConfig, why: String) -> ServerScrape {
+    let mut s = empty(config);
+    s.attempts = 1;
+    s.failures = 1;
+    s.failure = Some(why);
+    s
+}
+
+fn empty(config: &ScrapeConfig) -> ServerScrape {
+    ServerScrape {
+        url: config.display.clone(),
+        engine: "unknown".into(),
+        interval_ms: config.interval.as_secs_f64() * 1e3,
+        attempts: 0,
+        failures: 0,
+        failure: None,
+        samples: Vec::new(),
+    }
+}
+
+/// Scrapes at once, then every interval (missed ticks are skipped, not bunched), and
+/// once more when told to stop.
+async fn scrape_loop(
+    config: &ScrapeConfig,
+    clock: Clock,
+    mut stop: watch::Receiver<bool>,
+    ready: oneshot::Sender<()>,
+) -> ServerScrape {
+    let http = client::build(&ClientConfig {
+        pool_size: 1,
+        connect_timeout: config.timeout,
+        http2: false,
+    });
+    let mut out = empty(config);
+    let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick.tick().await;
+    once(&http, config, clock, &mut out).await;
+    let _ = ready.send(());
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = stop.wait_for(|s| *s) => true,
+        };
+        once(&http, config, clock, &mut out).await;
+        if last {
+            return out;
+        }
+    }
+}
+
+/// One scrape into `out`: a sample, or a counted failure.
+async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut ServerScrape) {
+    out.attempts += 1;
+    match tokio::time::timeout(config.timeout, fetch(http, &config.url)).await {
+        Ok(Ok(text)) => match server::parse_text(&text) {
+            Ok(series) => {
+                if out.samples.is_empty() {
+                    out.engine = server::engine_family(&series).to_string();
+                }
+                out.samples.push(server::to_sample(&series, clock.now_ns()));
+            }
+            Err(e) => fail(out, format!("the answer is not Prometheus text ({e})")),
+        },
+        Ok(Err(e)) => fail(out, e),
+        Err(_) => fail(out, format!("no answer within {:?}", config.timeout)),
+    }
+}
+
+fn fail(out: &mut ServerScrape, why: String) {
+    out.failures += 1;
+    out.failure.get_or_insert(why);
+}
+
+async fn fetch(http: &HyperClient, url: &Uri) -> Result<String, String> {
+    let req = http::Request::get(url.clone())
+        .header(
+            http::header::ACCEPT,
+            "text/plain; version=0.0.4, application/openmetrics-text;q=0.5",
+        )
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let resp = http
+        .request(req)
+        .await
+        .map_err(|e| cadence_transport::error_chain(&e))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("HTTP {status}"));
+    }
+    let body = Limited::new(resp.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes();
+    String::from_utf8(body.to_vec()).map_err(|_| "the answer is not UTF-8 text".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_the_servers_metrics_path() {
+        let endpoint: Uri = "http://user:pw@127.0.0.1:8000/v1/chat/completions"
+            .parse()
+            .unwrap();
+        let c = ScrapeConfig::new(
+            "auto",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(c.url.to_string(), "http://127.0.0.1:8000/metrics");
+        let c = ScrapeConfig::new(
+            "http://h:9/m?token=abc",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert!(!c.display.contains("abc"), "{}", c.display);
+        assert!(ScrapeConfig::new(
+            "ftp://h/m",
+            &endpoint,
+            Duration::from_secs(1),
+            Duration::from_secs(1)
+        )
+        .is_err());
+    }
+}

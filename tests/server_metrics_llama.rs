@@ -1,0 +1,139 @@
+//! `--server-metrics` against a real engine: llama.cpp's `llama-server --metrics`
+//! (from `scripts/real-engine.sh`, found through `CADENCE_REAL_ENGINE=DIR`; skipped
+//! with a message when unset). Its `llamacpp:` families are mapped, the tokens it
+//! generated match the client's output tokens within 1 %, and its decode time per
+//! token matches the client's TPOT within 10 %. The load is small: 2 streams, 8
+//! requests of 32 tokens.
+
+mod common;
+
+use common::{cadence, validate_report};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The engine directory, or `None` (and a note) when the test cannot run.
+fn engine_dir() -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
+        println!(
+            "skipped: CADENCE_REAL_ENGINE is not set (scripts/real-engine.sh builds the engine)"
+        );
+        return None;
+    };
+    let ok = dir.join("bin/llama-server").exists() && dir.join("model/tiny-llama.gguf").exists();
+    if !ok {
+        println!(
+            "skipped: {} has no bin/llama-server and model/tiny-llama.gguf",
+            dir.display()
+        );
+    }
+    ok.then_some(dir)
+}
+
+/// The running engine, stopped (by its own pid) when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &std::path::Path) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(dir.join("bin/llama-server"))
+        .arg("-m")
+        .arg(dir.join("model/tiny-llama.gguf"))
+        .args(["-a", "tiny-llama", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args([
+            "-t",
+            "2",
+            "-np",
+            "2",
+            "-c",
+            "2048",
+            "-cb",
+            "--metrics",
+            "--no-webui",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("llama-server starts");
+    let server = Server { child, port };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready(port) {
+        assert!(
+            Instant::now() < deadline,
+            "llama-server did not load its model in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server
+}
+
+/// Whether `GET /health` answers 200.
+fn ready(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let mut head = [0u8; 12];
+    s.write_all(req.as_bytes()).is_ok() && s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+}
+
+#[test]
+fn llama_server_metrics_agree_with_the_client() {
+    let Some(dir) = engine_dir() else { return };
+    let server = start(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("r.json");
+    let stdout = cadence()
+        .arg("bench")
+        .arg(format!("http://127.0.0.1:{}/v1", server.port))
+        .args(["-c", "2", "-n", "8", "--max-tokens", "32", "--quiet"])
+        .args([
+            "--extra-body",
+            r#"{"ignore_eos": true, "cache_prompt": false}"#,
+        ])
+        .args(["--server-metrics", "auto", "--scrape-interval", "250ms"])
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let stdout = String::from_utf8(stdout).unwrap();
+    assert!(stdout.contains("Server          llamacpp at"), "{stdout}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_report(&r);
+    let s = &r["levels"][0]["server"];
+    assert_eq!(s["scrape"]["engine"], "llamacpp");
+    let d = &s["decode"];
+    let server_tokens = d["server_generated_tokens"].as_f64().unwrap();
+    let client_tokens = d["client_output_tokens"].as_f64().unwrap();
+    assert_eq!(client_tokens, 8.0 * 32.0, "{d}");
+    assert!(
+        (server_tokens - client_tokens).abs() <= 0.01 * client_tokens,
+        "server {server_tokens} vs client {client_tokens} tokens"
+    );
+    let per_token = d["server_decode_per_token_ms"].as_f64().unwrap();
+    let tpot = d["client_tpot_ms"].as_f64().unwrap();
+    assert!(
+        (per_token - tpot).abs() <= 0.10 * tpot,
+        "server decode {per_token} ms/token vs client TPOT {tpot} ms"
+    );
+}
