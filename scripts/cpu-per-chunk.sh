@@ -15,7 +15,8 @@
 #
 # Env: CADENCE and REFCLIENT (binaries; default target/release/…), SIM_TTFT (20ms),
 # SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
-# CLIENTS ("ref cadence": which clients, in order).
+# CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
+# the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit).
 set -euo pipefail
 REPEATS=${1:-3}
 SECS=${2:-30}
@@ -55,9 +56,11 @@ for run in $(seq "$REPEATS"); do
       chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
       reads=$(sed 's/.*reads=\([0-9]*\).*/\1/' <<<"$line")
       ;;
-    cadence)
+    cadence | before)
+      exe=$BIN
+      [ "$client" = before ] && exe=${CADENCE_BEFORE:?CADENCE_BEFORE names the earlier binary}
       # shellcheck disable=SC2086
-      /usr/bin/time -f '%U %S' -o "$WORK/time" "$BIN" bench "$URL" --api chat --model m \
+      /usr/bin/time -f '%U %S' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
         -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --json "$WORK/c.json" \
         ${BENCH_FLAGS:-} >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
       # Chunks: each request's first chunk (TTFT) plus its gaps (ITL), every level.
