@@ -10,9 +10,9 @@ use cadence_transport::{Clock, HyperClient};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
+use futures_util::task::AtomicWaker;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use futures_util::task::AtomicWaker;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -536,5 +536,31 @@ mod tests {
         );
         assert_eq!(framing_for("application/x-ndjson"), Some(Framing::Ndjson));
         assert_eq!(framing_for("text/html"), None);
+    }
+
+    #[tokio::test]
+    async fn cancel_wakes_a_waiting_clone_and_a_dropped_sender_cancels() {
+        let (tx, cancel) = Cancel::new();
+        let mut waiting = cancel.clone();
+        let task = tokio::spawn(async move {
+            waiting.cancelled().await;
+            waiting.is_cancelled()
+        });
+        tokio::task::yield_now().await;
+        assert!(!cancel.is_cancelled());
+        tx.send(false).unwrap();
+        assert!(!cancel.is_cancelled());
+        tx.send(true).unwrap();
+        assert!(task.await.unwrap());
+        assert!(cancel.clone().is_cancelled(), "a later clone sees it too");
+
+        let (tx, mut cancel) = Cancel::new();
+        // Dropped clones give their waker slot back.
+        for _ in 0..3 {
+            drop(cancel.clone());
+        }
+        assert_eq!(cancel.shared.wakers.lock().unwrap().slots.len(), 2);
+        drop(tx);
+        cancel.cancelled().await;
     }
 }

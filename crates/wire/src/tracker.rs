@@ -615,8 +615,7 @@ impl Template {
         let Some(Cow::Borrowed(text)) = &chunk.content else {
             return;
         };
-        if chunk.reasoning.is_some() || chunk.tool_call.is_some() || chunk.finish_reason.is_some()
-        {
+        if chunk.reasoning.is_some() || chunk.tool_call.is_some() || chunk.finish_reason.is_some() {
             return;
         }
         // Where the text sits in `data` (it is a slice of it when borrowed).
@@ -679,7 +678,10 @@ mod tests {
             strict: true,
         });
         for (i, e) in events.iter().enumerate() {
-            assert_eq!(tracker.feed(i as u64, e.as_bytes(), &mut rec), Flow::Continue);
+            assert_eq!(
+                tracker.feed(i as u64, e.as_bytes(), &mut rec),
+                Flow::Continue
+            );
         }
         tracker.end_stream(99, &mut rec);
         assert_eq!(rec.outcome, Outcome::Succeeded);
@@ -714,7 +716,10 @@ mod tests {
         t.learn(data, &chunk);
         assert!(t.valid);
         let same = r#"{"choices":[{"delta":{"content":"xyz"},"finish_reason":null}]}"#;
-        assert_eq!(t.reuse(same).and_then(|c| c.content).as_deref(), Some("xyz"));
+        assert_eq!(
+            t.reuse(same).and_then(|c| c.content).as_deref(),
+            Some("xyz")
+        );
         for other in [
             r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#,
             r#"{"choices":[{"delta":{"content":"x"y"},"finish_reason":null}]}"#,
