@@ -14,7 +14,7 @@ use futures_util::task::AtomicWaker;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
@@ -82,7 +82,7 @@ struct WakerSlots {
 impl CancelShared {
     fn fire(&self) {
         self.fired.store(true, Ordering::Release);
-        let wakers = self.wakers.lock().expect("cancel lock");
+        let wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
         for w in wakers.slots.iter().flatten() {
             w.wake();
         }
@@ -90,7 +90,7 @@ impl CancelShared {
 
     fn register(self: &Arc<Self>) -> Cancel {
         let waker = Arc::new(AtomicWaker::new());
-        let mut wakers = self.wakers.lock().expect("cancel lock");
+        let mut wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = match wakers.free.pop() {
             Some(i) => i,
             None => {
@@ -109,7 +109,11 @@ impl CancelShared {
 
 impl Drop for Cancel {
     fn drop(&mut self) {
-        let mut wakers = self.shared.wakers.lock().expect("cancel lock");
+        let mut wakers = self
+            .shared
+            .wakers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         wakers.slots[self.slot] = None;
         wakers.free.push(self.slot);
     }
