@@ -10,10 +10,13 @@ use cadence_transport::{Clock, HyperClient};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
+use futures_util::task::AtomicWaker;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
 
 /// One timeout per phase, each its own outcome (FAULTS 27–30).
@@ -45,22 +48,124 @@ impl Default for Timeouts {
 
 /// A run-wide "stop now" signal: in-flight requests end as `aborted_at_deadline`,
 /// keeping what they received.
-#[derive(Debug, Clone)]
-pub struct Cancel(watch::Receiver<bool>);
+///
+/// Every request's read loop polls it once per chunk, so a poll costs two atomic loads
+/// and an [`AtomicWaker`] update (a `watch` or `Notify` waiter took a shared lock on
+/// every poll and on every drop); each clone registers its waker slot once.
+#[derive(Debug)]
+pub struct Cancel {
+    shared: Arc<CancelShared>,
+    waker: Arc<AtomicWaker>,
+    /// This clone's slot in `shared.wakers`.
+    slot: usize,
+}
+
+/// Fires the [`Cancel`]s made with it: on [`send`](CancelSender::send)`(true)`, or when
+/// dropped (no sender left also means stop).
+#[derive(Debug)]
+pub struct CancelSender(Arc<CancelShared>);
+
+#[derive(Debug, Default)]
+struct CancelShared {
+    fired: AtomicBool,
+    wakers: Mutex<WakerSlots>,
+}
+
+/// One slot per live `Cancel`; a dropped clone's slot is reused, so there are never
+/// more than the most requests ever in flight at once.
+#[derive(Debug, Default)]
+struct WakerSlots {
+    slots: Vec<Option<Arc<AtomicWaker>>>,
+    free: Vec<usize>,
+}
+
+impl CancelShared {
+    fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        let wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in wakers.slots.iter().flatten() {
+            w.wake();
+        }
+    }
+
+    fn register(self: &Arc<Self>) -> Cancel {
+        let waker = Arc::new(AtomicWaker::new());
+        let mut wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = match wakers.free.pop() {
+            Some(i) => i,
+            None => {
+                wakers.slots.push(None);
+                wakers.slots.len() - 1
+            }
+        };
+        wakers.slots[slot] = Some(waker.clone());
+        Cancel {
+            shared: self.clone(),
+            waker,
+            slot,
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let mut wakers = self
+            .shared
+            .wakers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        wakers.slots[self.slot] = None;
+        wakers.free.push(self.slot);
+    }
+}
+
+impl CancelSender {
+    /// `true` fires the signal; `false` does nothing. Never fails (the `Result` keeps
+    /// the shape of a channel's send).
+    pub fn send(&self, stop: bool) -> Result<(), std::convert::Infallible> {
+        if stop {
+            self.0.fire();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CancelSender {
+    fn drop(&mut self) {
+        self.0.fire();
+    }
+}
+
+impl Clone for Cancel {
+    fn clone(&self) -> Self {
+        self.shared.register()
+    }
+}
 
 impl Cancel {
-    pub fn new() -> (watch::Sender<bool>, Cancel) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Cancel(rx))
+    pub fn new() -> (CancelSender, Cancel) {
+        let shared = Arc::new(CancelShared::default());
+        (CancelSender(shared.clone()), shared.register())
     }
 
     pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
+        self.shared.fired.load(Ordering::Acquire)
     }
 
     pub async fn cancelled(&mut self) {
-        // An error means the sender is gone, which also means stop.
-        let _ = self.0.wait_for(|c| *c).await;
+        std::future::poll_fn(|cx| {
+            if self.is_cancelled() {
+                return Poll::Ready(());
+            }
+            self.waker.register(cx.waker());
+            // Fired between the check and the registration: the wake may have missed us.
+            if self.is_cancelled() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
     }
 }
 
@@ -442,5 +547,31 @@ mod tests {
         );
         assert_eq!(framing_for("application/x-ndjson"), Some(Framing::Ndjson));
         assert_eq!(framing_for("text/html"), None);
+    }
+
+    #[tokio::test]
+    async fn cancel_wakes_a_waiting_clone_and_a_dropped_sender_cancels() {
+        let (tx, cancel) = Cancel::new();
+        let mut waiting = cancel.clone();
+        let task = tokio::spawn(async move {
+            waiting.cancelled().await;
+            waiting.is_cancelled()
+        });
+        tokio::task::yield_now().await;
+        assert!(!cancel.is_cancelled());
+        tx.send(false).unwrap();
+        assert!(!cancel.is_cancelled());
+        tx.send(true).unwrap();
+        assert!(task.await.unwrap());
+        assert!(cancel.clone().is_cancelled(), "a later clone sees it too");
+
+        let (tx, mut cancel) = Cancel::new();
+        // Dropped clones give their waker slot back.
+        for _ in 0..3 {
+            drop(cancel.clone());
+        }
+        assert_eq!(cancel.shared.wakers.lock().unwrap().slots.len(), 2);
+        drop(tx);
+        cancel.cancelled().await;
     }
 }

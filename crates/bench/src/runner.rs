@@ -452,7 +452,7 @@ impl<S: Sinks> Level<S> {
         tasks: &mut JoinSet<()>,
         stop_reason: StopReason,
         mut stop: std::pin::Pin<&mut F>,
-        cancel_tx: tokio::sync::watch::Sender<bool>,
+        cancel_tx: crate::exec::CancelSender,
     ) -> Drained {
         let mut aborted_in_flight = 0;
         let mut watchdog_fired = false;

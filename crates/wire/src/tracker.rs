@@ -5,12 +5,13 @@
 //! The caller owns `http_status`, `sent_ns` and `headers_ns`; the tracker only writes
 //! what the body says, and `rec.outcome` / `rec.end_ns`.
 
-use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, Prefix, StreamEvent};
+use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, Prefix, StreamEvent, Usage};
 use crate::ndjson::{NdjsonDecoder, NdjsonItem};
 use crate::sse::{SseDecoder, SseItem};
 use crate::{truncate_str, MAX_EVENT_BYTES};
 use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 /// Cap on the output text kept for a tokenizer (visible and reasoning text each).
@@ -121,6 +122,9 @@ struct State {
     saw_item: bool,
     /// The opening its chunks share, so the parser can skip it (see `Prefix`).
     prefix: Prefix,
+    /// The last parsed content chunk around its text, so the next one that differs
+    /// only in the text is not parsed again (see `Template`).
+    template: Template,
     raw_mode: RawBody,
     raw: Vec<u8>,
     /// Bytes of cumulative text (SGLang) already taken as output.
@@ -155,6 +159,7 @@ impl StreamTracker {
                 skip_lf_after_done: false,
                 saw_item: false,
                 prefix: Prefix::default(),
+                template: Template::default(),
                 raw_mode: if config.framing == Framing::Sse {
                     RawBody::Unknown
                 } else {
@@ -393,9 +398,13 @@ impl State {
     }
 
     fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
+        if let Some(chunk) = self.template.reuse(data) {
+            return self.on_event_chunk(chunk, t_ns, rec);
+        }
         let mut chunk = ParsedChunk::default();
         let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
         else {
+            self.template.learn(data, &chunk);
             return self.on_event_chunk(chunk, t_ns, rec);
         };
         match event {
@@ -599,7 +608,178 @@ impl State {
     }
 }
 
+/// A parsed chunk whose only text was its content, copied verbatim from the data (no
+/// escapes), and no finish reason: the bytes before the content string (up to its
+/// opening quote) and after it (from its closing quote). A later event made of the same
+/// bytes around a plain string (no quote, backslash or control character in it, so it
+/// ends where the template's did) is the same JSON with another content string: it
+/// parses to the same chunk with that text, so it is not parsed again. Chunks of one
+/// stream usually differ only there (id, created, model and the empty fields repeat
+/// byte for byte); anything else takes the parser, which is always the reference.
+#[derive(Debug, Clone, Default)]
+struct Template {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    tokens: Option<u32>,
+    usage: Option<Usage>,
+    valid: bool,
+}
+
+impl Template {
+    /// The chunk `data` parses to, when it is the template around another plain string.
+    fn reuse<'a>(&self, data: &'a str) -> Option<ParsedChunk<'a>> {
+        if !self.valid {
+            return None;
+        }
+        let b = data.as_bytes();
+        let (h, t) = (self.head.len(), self.tail.len());
+        if b.len() <= h + t || !b.starts_with(&self.head) || !b.ends_with(&self.tail) {
+            return None;
+        }
+        // `head` ends and `tail` starts with an ASCII quote: both cuts are char boundaries.
+        let text = &data[h..b.len() - t];
+        if text.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20) {
+            return None;
+        }
+        Some(ParsedChunk {
+            content: Some(Cow::Borrowed(text)),
+            tokens: self.tokens,
+            usage: self.usage,
+            ..ParsedChunk::default()
+        })
+    }
+
+    /// Keeps `chunk` (parsed from `data`) as the template when it has that shape.
+    fn learn(&mut self, data: &str, chunk: &ParsedChunk<'_>) {
+        self.valid = false;
+        let Some(Cow::Borrowed(text)) = &chunk.content else {
+            return;
+        };
+        if chunk.reasoning.is_some()
+            || chunk.tool_call.is_some()
+            || chunk.finish_reason.is_some()
+            || chunk.end
+            || chunk.cumulative
+            || chunk.server_timing.is_some()
+        {
+            return;
+        }
+        // Where the text sits in `data` (it is a slice of it when borrowed).
+        let Some(start) = (text.as_ptr() as usize).checked_sub(data.as_ptr() as usize) else {
+            return;
+        };
+        let end = start + text.len();
+        let b = data.as_bytes();
+        if start == 0 || end >= b.len() || b[start - 1] != b'"' || b[end] != b'"' {
+            return;
+        }
+        self.head.clear();
+        self.head.extend_from_slice(&b[..start]);
+        self.tail.clear();
+        self.tail.extend_from_slice(&b[end..]);
+        self.tokens = chunk.tokens;
+        self.usage = chunk.usage;
+        self.valid = true;
+    }
+}
+
 fn push_capped(buf: &mut String, s: &str) {
     let room = MAX_TEXT_BYTES.saturating_sub(buf.len());
     buf.push_str(truncate_str(s, room));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(content_json: &str, finish: &str, extra: &str) -> String {
+        format!(
+            "data: {{\"id\":\"c-1\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content_json}}},\"finish_reason\":{finish}}}]{extra}}}\n\n"
+        )
+    }
+
+    /// Chunks that differ from the template only in a plain string reuse it; every
+    /// other chunk is parsed, and the record and text are those of parsing each one.
+    #[test]
+    fn the_template_gives_what_the_parser_gives() {
+        let events = [
+            event("\"\"", "null", ""),          // role-like: empty content, no output
+            event("\"Hello\"", "null", ""),     // learned
+            event("\" world\"", "null", ""),    // reused
+            event("\"a\\\"q\"", "null", ""),    // escape: parsed, not learned
+            event("\"é 東\"", "null", ""),      // parsed (no template after an escape), learned
+            event("\"\"", "null", ""),          // empty: no output, as parsed
+            event("\" x\\\\y\"", "null", ""),   // backslash escape: parsed
+            event("\"\\u0041\"", "null", ""),   // unicode escape: parsed
+            event("\" same\"", "null", ",\"usage\":null"), // other tail: parsed
+            event("\" tail\"", "null", ",\"usage\":null"), // reused with that tail
+            event("\" end\"", "\"length\"", ""), // finish reason: parsed
+            "data: {\"id\":\"c-1\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9}}\n\n".to_string(),
+            "data: [DONE]\n\n".to_string(),
+        ];
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        let mut tracker = StreamTracker::new(TrackerConfig {
+            api: Api::Chat,
+            framing: Framing::Sse,
+            strict: true,
+        });
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(
+                tracker.feed(i as u64, e.as_bytes(), &mut rec),
+                Flow::Continue
+            );
+        }
+        tracker.end_stream(99, &mut rec);
+        assert_eq!(rec.outcome, Outcome::Succeeded);
+        assert_eq!(rec.counters.malformed, 0);
+        let texts = [
+            "Hello", " world", "a\"q", "é 東", " x\\y", "A", " same", " tail", " end",
+        ];
+        assert_eq!(tracker.text(), texts.concat());
+        let times: Vec<u64> = rec.chunks.iter().map(|c| c.0).collect();
+        assert_eq!(times, vec![1, 2, 3, 4, 6, 7, 8, 9, 10]);
+        let mut end = 0;
+        let ends: Vec<u32> = texts
+            .iter()
+            .map(|t| {
+                end += t.len() as u32;
+                end
+            })
+            .collect();
+        let got: Vec<u32> = tracker.chunk_text_ends().iter().map(|e| e.0).collect();
+        assert_eq!(got, ends);
+        assert_eq!(rec.finish_reason.as_deref(), Some("length"));
+        assert_eq!(rec.output_tokens.map(|t| t.count), Some(9));
+        assert_eq!(rec.first_content_ns, Some(1));
+    }
+
+    #[test]
+    fn a_template_is_only_what_was_parsed() {
+        let data = r#"{"choices":[{"delta":{"content":"ab"},"finish_reason":null}]}"#;
+        let mut chunk = ParsedChunk::default();
+        assert!(parse_data_into(Api::Chat, data, &mut chunk, None).is_none());
+        let mut t = Template::default();
+        t.learn(data, &chunk);
+        assert!(t.valid);
+        let same = r#"{"choices":[{"delta":{"content":"xyz"},"finish_reason":null}]}"#;
+        assert_eq!(
+            t.reuse(same).and_then(|c| c.content).as_deref(),
+            Some("xyz")
+        );
+        for other in [
+            r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"y"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"x\ny"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
+            "{\"choices\":[{\"delta\":{\"content\":\"x\ty\"},\"finish_reason\":null}]}",
+        ] {
+            assert!(t.reuse(other).is_none(), "{other}");
+        }
+        // A chunk whose text had escapes is not a template.
+        let escaped = r#"{"choices":[{"delta":{"content":"a\"b"},"finish_reason":null}]}"#;
+        let mut chunk = ParsedChunk::default();
+        assert!(parse_data_into(Api::Chat, escaped, &mut chunk, None).is_none());
+        t.learn(escaped, &chunk);
+        assert!(!t.valid);
+    }
 }

@@ -1,0 +1,199 @@
+//! The floor for a streaming client's CPU per chunk: plain tokio, one task per stream,
+//! a raw `TcpStream` (the syscalls hyper makes under Cadence: `connect`, `write`,
+//! `epoll_wait` and one `read` per readiness), the same chat request Cadence sends (built
+//! by Cadence's own request factory, written as HTTP/1.1 keep-alive), a timestamp at
+//! every read and a count of SSE events, nothing more: no records, no parsing, no
+//! timeouts. `scripts/cpu-per-chunk.sh` runs it beside `cadence bench`.
+//!
+//! ```text
+//! cargo build --release -p cadence-bench --example refclient
+//! target/release/examples/refclient --url http://127.0.0.1:PORT/v1 --streams 1000 --seconds 30
+//! ```
+//!
+//! Each stream sends a request, reads its response to the end of the chunked body
+//! (`0\r\n\r\n`), and sends the next on the same connection until the time is up; the
+//! stream in flight then finishes, as `cadence bench -d` drains. It prints one line:
+//! `streams=… events=… chunks=… reads=… wall_s=…`, where `chunks` are the content
+//! events (every chat stream of the simulator adds three others: the role chunk, the
+//! usage chunk and `[DONE]`).
+
+use cadence_bench::body::BodySpec;
+use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
+use cadence_wire::Api;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Events that are not content chunks in each simulated chat stream.
+const NON_CONTENT_EVENTS: u64 = 3;
+/// hyper's first read buffer size.
+const READ_BUF: usize = 8 * 1024;
+/// The end of a chunked body after an SSE event's blank line.
+const LAST_CHUNK: &[u8; 7] = b"\r\n0\r\n\r\n";
+
+struct Args {
+    url: http::Uri,
+    streams: u64,
+    seconds: f64,
+    max_tokens: u32,
+    model: String,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        url: "http://127.0.0.1:8000/v1".parse().expect("a URI"),
+        streams: 1000,
+        seconds: 30.0,
+        max_tokens: 64,
+        model: "m".into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--url" => a.url = v.parse().expect("--url: a URI"),
+            "--streams" => a.streams = v.parse().expect("--streams: a number"),
+            "--seconds" => a.seconds = v.parse().expect("--seconds: a number"),
+            "--max-tokens" => a.max_tokens = v.parse().expect("--max-tokens: a number"),
+            "--model" => a.model = v,
+            _ => panic!("unknown flag {flag}"),
+        }
+    }
+    a
+}
+
+/// The request Cadence sends (`cadence bench URL --api chat --model M --max-tokens N`),
+/// as the bytes hyper writes for it: request line, `host`, Cadence's headers,
+/// `content-length`, body.
+fn request_bytes(a: &Args) -> Vec<u8> {
+    let base = a.url.to_string();
+    let endpoint: http::Uri = format!("{}/chat/completions", base.trim_end_matches('/'))
+        .parse()
+        .expect("an endpoint");
+    let headers = cadence_transport::client::base_headers(None, &[]).expect("base headers");
+    let body = BodySpec {
+        api: Api::Chat,
+        model: a.model.clone(),
+        max_tokens: Some(a.max_tokens),
+        extra: None,
+    };
+    let factory = RequestFactory::new(endpoint, headers, body, vec![DEFAULT_PROMPT.into()]);
+    let req = factory.build_turn(0, 0, &[]).request;
+    // The body `build_turn` just put in the request.
+    let body = factory.body.body(DEFAULT_PROMPT);
+    let mut out = Vec::new();
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    write!(out, "{} {path} HTTP/1.1\r\n", req.method()).expect("in memory");
+    let host = req.uri().authority().expect("a host").as_str();
+    write!(out, "host: {host}\r\n").expect("in memory");
+    for (n, v) in req.headers() {
+        out.extend_from_slice(n.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    write!(out, "content-length: {}\r\n\r\n", body.len()).expect("in memory");
+    out.extend_from_slice(&body);
+    out
+}
+
+#[derive(Default)]
+struct Tally {
+    streams: AtomicU64,
+    events: AtomicU64,
+    reads: AtomicU64,
+}
+
+/// One stream slot: requests back to back on one keep-alive connection until `until`.
+async fn slot(addr: String, request: Arc<Vec<u8>>, until: Instant, tally: Arc<Tally>) {
+    let mut sock = TcpStream::connect(&addr).await.expect("connect");
+    sock.set_nodelay(true).expect("nodelay");
+    let mut buf = vec![0u8; READ_BUF];
+    let (mut streams, mut events, mut reads) = (0u64, 0u64, 0u64);
+    let mut last_read = Instant::now();
+    while Instant::now() < until {
+        sock.write_all(&request).await.expect("write");
+        // Head: assumed to end within the first read's bytes (it does on loopback);
+        // checked, never guessed.
+        let mut in_head = true;
+        let mut prev = 0u8;
+        let mut tail = [0u8; 7];
+        loop {
+            let n = sock.read(&mut buf).await.expect("read");
+            // The timestamp a measuring client takes for each read, before anything else.
+            last_read = std::hint::black_box(Instant::now());
+            assert!(n > 0, "the server closed the connection mid-response");
+            reads += 1;
+            let mut bytes = &buf[..n];
+            if in_head {
+                assert!(bytes.starts_with(b"HTTP/1.1 200"), "not a 200 response");
+                let end = bytes
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .expect("the response head in the first read");
+                bytes = &bytes[end + 4..];
+                in_head = false;
+            }
+            // An event ends with a blank line: an LF right after an LF (the simulator
+            // writes each event in one HTTP chunk, so no chunk framing falls between).
+            for i in memchr::memchr_iter(b'\n', bytes) {
+                let before = if i == 0 { prev } else { bytes[i - 1] };
+                if before == b'\n' {
+                    events += 1;
+                }
+            }
+            if let Some(&last) = bytes.last() {
+                prev = last;
+            }
+            if bytes.len() >= 7 {
+                tail.copy_from_slice(&bytes[bytes.len() - 7..]);
+            } else {
+                tail.rotate_left(bytes.len());
+                tail[7 - bytes.len()..].copy_from_slice(bytes);
+            }
+            if &tail == LAST_CHUNK {
+                break;
+            }
+        }
+        streams += 1;
+    }
+    std::hint::black_box(last_read);
+    tally.streams.fetch_add(streams, Ordering::Relaxed);
+    tally.events.fetch_add(events, Ordering::Relaxed);
+    tally.reads.fetch_add(reads, Ordering::Relaxed);
+}
+
+fn main() {
+    let a = args();
+    let request = Arc::new(request_bytes(&a));
+    let addr = a.url.authority().expect("a host").as_str().to_owned();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let tally = Arc::new(Tally::default());
+    let started = std::time::Instant::now();
+    rt.block_on(async {
+        let until = Instant::now() + Duration::from_secs_f64(a.seconds);
+        let tasks: Vec<_> = (0..a.streams)
+            .map(|_| tokio::spawn(slot(addr.clone(), request.clone(), until, tally.clone())))
+            .collect();
+        for t in tasks {
+            t.await.expect("a stream slot panicked");
+        }
+    });
+    let (streams, events, reads) = (
+        tally.streams.load(Ordering::Relaxed),
+        tally.events.load(Ordering::Relaxed),
+        tally.reads.load(Ordering::Relaxed),
+    );
+    println!(
+        "streams={streams} events={events} chunks={} reads={reads} wall_s={:.3}",
+        events - NON_CONTENT_EVENTS * streams,
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Client CPU per chunk at STREAMS concurrent streams against `cadence sim` (flat TTFT
+# and ITL, one runtime thread), for the plain reference client
+# (crates/bench/examples/refclient.rs: tokio, one task per stream, raw TcpStream, a
+# timestamp per read and an event count, nothing else) and for `cadence bench` as
+# shipped (closed loop, no flags but the load: aggregators and progress view on, no
+# records file unless BENCH_FLAGS adds one). Runs alternate ref, cadence, ref, … for
+# REPEATS rounds of SECONDS each. Per run: user + system CPU seconds of the client
+# process (getrusage of the child, via /usr/bin/time), content chunks received, socket
+# reads, µs of CPU per chunk.
+#
+#   cargo build --release -p cadence --bin cadence
+#   cargo build --release -p cadence-bench --example refclient
+#   scripts/cpu-per-chunk.sh 3 30 1000          # REPEATS SECONDS STREAMS
+#
+# Env: CADENCE and REFCLIENT (binaries; default target/release/…), SIM_TTFT (20ms),
+# SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
+# CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
+# the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit).
+set -euo pipefail
+REPEATS=${1:-3}
+SECS=${2:-30}
+STREAMS=${3:-1000}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${CADENCE:-$ROOT/target/release/cadence}
+REF=${REFCLIENT:-$ROOT/target/release/examples/refclient}
+TOKENS=${TOKENS:-64}
+WORK=$(mktemp -d)
+SIM=
+trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
+# Both sides hold STREAMS sockets.
+ulimit -n "$(ulimit -Hn)"
+
+"$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft "fixed:${SIM_TTFT:-20ms}" \
+  --itl "fixed:${SIM_ITL:-10ms}" --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
+SIM=$!
+until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
+URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
+echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
+  "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-8s %4s %9s %11s %11s %10s %11s\n' client run cpu_s chunks reads reads/chunk us/chunk
+
+report() { # CLIENT RUN CHUNKS READS
+  read -r user sys <"$WORK/time"
+  awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" 'BEGIN {
+    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n }'
+}
+
+for run in $(seq "$REPEATS"); do
+  for client in ${CLIENTS:-ref cadence}; do
+    case $client in
+    ref)
+      /usr/bin/time -f '%U %S' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
+        --seconds "$SECS" --max-tokens "$TOKENS" >"$WORK/ref.out"
+      line=$(cat "$WORK/ref.out")
+      chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
+      reads=$(sed 's/.*reads=\([0-9]*\).*/\1/' <<<"$line")
+      ;;
+    cadence | before)
+      exe=$BIN
+      [ "$client" = before ] && exe=${CADENCE_BEFORE:?CADENCE_BEFORE names the earlier binary}
+      # shellcheck disable=SC2086
+      /usr/bin/time -f '%U %S' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
+        -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --json "$WORK/c.json" \
+        ${BENCH_FLAGS:-} >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
+      # Chunks: each request's first chunk (TTFT) plus its gaps (ITL), every level.
+      read -r chunks reads < <(python3 - "$WORK/c.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+n = sum((l.get("ttft") or {}).get("count", 0) + (l.get("itl") or {}).get("count", 0) for l in r["levels"])
+reads = sum(l["counters"]["reads"] for l in r["levels"])
+print(n, reads)
+PY
+      )
+      ;;
+    esac
+    report "$client" "$run" "$chunks" "$reads"
+  done
+done
