@@ -80,6 +80,7 @@ fn request_bytes(a: &Args) -> Vec<u8> {
         model: a.model.clone(),
         max_tokens: Some(a.max_tokens),
         extra: None,
+        path: endpoint.path().to_string(),
     };
     let factory = RequestFactory::new(endpoint, headers, body, vec![DEFAULT_PROMPT.into()]);
     let req = factory.build_turn(0, 0, &[]).request;
