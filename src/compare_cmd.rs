@@ -73,8 +73,18 @@ pub fn compare(
     let mut failed_rules = Vec::new();
     for &(i, j) in &p {
         let (la, lb) = (&a.report.levels[i], &b.report.levels[j]);
+        let max = compare::BOOTSTRAP_MAX_REQUESTS;
         let recs = match (&a.records, &b.records) {
-            (Some(ra), Some(rb)) => Some((ra.level(i)?, rb.level(j)?)),
+            (Some(ra), Some(rb)) => {
+                let ((sa, na), (sb, nb)) = (ra.level_sample(i, max)?, rb.level_sample(j, max)?);
+                if na.max(nb) > max as u64 {
+                    notes.push(format!(
+                        "level {}: the bootstrap drew from a uniform sample of {max} requests of each run's {na} (A) and {nb} (B): intervals a little wider than the full runs would give",
+                        la.name
+                    ));
+                }
+                Some((sa, sb))
+            }
             _ => None,
         };
         let rows = compare::compare_level(

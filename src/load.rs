@@ -50,19 +50,33 @@ impl RecordsSource {
             .map(|r| r.map_err(read_error))
     }
 
-    /// The records of the report's `report_index`-th level (one level in memory).
-    pub fn level(&self, report_index: usize) -> anyhow::Result<Vec<RequestRecord>> {
+    /// At most `max` records of the report's `report_index`-th level, a seeded uniform
+    /// sample when it has more (reservoir sampling, the same sample on every read), and
+    /// how many records the level has.
+    pub fn level_sample(
+        &self,
+        report_index: usize,
+        max: usize,
+    ) -> anyhow::Result<(Vec<RequestRecord>, u64)> {
         let Some(&lv) = self.level_ids.get(report_index) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         };
+        let mut rng = cadence_core::rng::SplitMix64::new(0x5EED ^ u64::from(lv));
         let mut out = Vec::new();
+        let mut seen = 0u64;
         for r in self.read() {
             let r = r?;
-            if r.level == lv {
-                out.push(r);
+            if r.level != lv {
+                continue;
             }
+            if out.len() < max {
+                out.push(r);
+            } else if let Some(slot) = out.get_mut(rng.below(seen as usize + 1)) {
+                *slot = r;
+            }
+            seen += 1;
         }
-        Ok(out)
+        Ok((out, seen))
     }
 
     /// The level index → name pairs of `report` (whose levels follow `level_ids`).
@@ -416,5 +430,44 @@ fn saved_ms(
             ));
             default
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::Outcome;
+    use std::io::Write;
+
+    #[test]
+    fn a_level_sample_is_uniform_seeded_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        for i in 0..1_000u64 {
+            let mut r = RequestRecord::new(i, Outcome::Succeeded);
+            r.level = (i % 2) as u32;
+            writeln!(f, "{}", serde_json::to_string(&r).unwrap()).unwrap();
+        }
+        drop(f);
+        let src = RecordsSource {
+            files: vec![path],
+            base_unix_ms: None,
+            level_ids: vec![0, 1],
+        };
+        let (all, n) = src.level_sample(1, 10_000).unwrap();
+        assert_eq!((all.len(), n), (500, 500), "under the cap: every record");
+        assert!(all.iter().all(|r| r.level == 1));
+        let (s, n) = src.level_sample(1, 50).unwrap();
+        assert_eq!((s.len(), n), (50, 500));
+        assert!(s.iter().all(|r| r.level == 1));
+        let ids = |v: &[RequestRecord]| v.iter().map(|r| r.index).collect::<Vec<_>>();
+        assert_eq!(ids(&s), ids(&src.level_sample(1, 50).unwrap().0), "seeded");
+        // Uniform: the sample reaches across the whole level, not only its start.
+        let late = s.iter().filter(|r| r.index >= 500).count();
+        assert!(
+            (10..=40).contains(&late),
+            "{late} of 50 from the second half"
+        );
     }
 }

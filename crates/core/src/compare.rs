@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 /// Bootstrap resamples per metric.
 pub const BOOTSTRAP_ITERATIONS: usize = 1000;
+/// Requests of one level the bootstrap draws from: a level with more is represented by
+/// a seeded uniform sample of this many (its interval is then a little wider, never
+/// narrower), so comparing runs of any length holds a bounded number of records.
+pub const BOOTSTRAP_MAX_REQUESTS: usize = 20_000;
 /// Two-sided confidence of the interval of the change.
 pub const CONFIDENCE: f64 = 0.95;
 
