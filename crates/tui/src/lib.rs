@@ -2,6 +2,7 @@
 //! function of a [`View`] (snapshot-tested as text with ratatui's `TestBackend`), and
 //! [`term`] owns the real terminal, restoring it when the dashboard ends or panics.
 
+pub mod live;
 pub mod render;
 pub mod term;
 pub mod top;
