@@ -34,7 +34,7 @@ pub fn render(frame: &mut Frame, view: &View) {
         Side::Alerts(alerts) => render_alerts(frame, right, alerts),
     }
     render_charts(frame, charts, view);
-    render_check(frame, check, &view.check);
+    render_check(frame, check, view);
     render_table(frame, table, view);
     render_footer(frame, footer, view);
     if view.help {
@@ -254,15 +254,25 @@ fn sparkline(frame: &mut Frame, area: Rect, name: &str, unit: &str, series: &[f6
     frame.render_widget(widget, area);
 }
 
-fn render_check(frame: &mut Frame, area: Rect, c: &SelfCheck) {
+fn render_check(frame: &mut Frame, area: Rect, view: &View) {
+    let c = &view.check;
     let mark = |bad: bool| if bad { RED } else { GREEN };
     let mut spans = Vec::new();
+    let whose = match view.mode {
+        Mode::Bench => "loop lag",
+        Mode::Top => "the proxy's loop lag (1 min)",
+    };
     match c.loop_lag_ms {
         Some((p99, max)) => spans.push(Span::styled(
-            format!("loop lag p99 {p99:.1} ms, max {max:.0}"),
+            format!("{whose} p99 {p99:.1} ms, max {max:.0}"),
             mark(c.loop_lag_bad()),
         )),
-        None => spans.push(Span::styled("loop lag –", DIM)),
+        None => spans.push(Span::styled(format!("{whose} –"), DIM)),
+    }
+    if view.mode == Mode::Top {
+        let block = Block::bordered().title(check_title(c));
+        frame.render_widget(Paragraph::new(Line::from(spans)).block(block), area);
+        return;
     }
     spans.push(Span::raw(" · "));
     match c.pacing {
@@ -285,19 +295,29 @@ fn render_check(frame: &mut Frame, area: Rect, c: &SelfCheck) {
         )),
         None => spans.push(Span::styled("CPU –", DIM)),
     }
-    let title = if c.untrustworthy() {
-        Line::styled(" Self-check: the client is late, figures are suspect ", RED)
-    } else {
-        Line::from(" Self-check ")
-    };
-    let block = Block::bordered().title(title);
+    let block = Block::bordered().title(check_title(c));
     let text = Paragraph::new(Line::from(spans)).wrap(Wrap { trim: true });
     frame.render_widget(text.block(block), area);
 }
 
+fn check_title(c: &SelfCheck) -> Line<'static> {
+    if c.untrustworthy() {
+        Line::styled(
+            " Self-check: timestamps may be late, figures are suspect ",
+            RED,
+        )
+    } else {
+        Line::from(" Self-check ")
+    }
+}
+
 fn render_table(frame: &mut Frame, area: Rect, view: &View) {
+    let first = match view.mode {
+        Mode::Bench => "level",
+        Mode::Top => "window",
+    };
     let head = Row::new([
-        "level", "sent", "ok", "failed", "TTFT p50", "p99", "ITL p50", "p99", "tok/s", "note",
+        first, "sent", "ok", "failed", "TTFT p50", "p99", "ITL p50", "p99", "tok/s", "note",
     ])
     .style(HEAD);
     // The latest rows that fit (a long sweep scrolls).
