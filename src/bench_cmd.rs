@@ -64,6 +64,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
             stop: stop_tx,
             title: format!("cadence bench · {} · {model}", endpoint.target.display()),
             delay,
+            headless: false,
         })
     });
     let levels = Levels {

@@ -527,6 +527,12 @@ pub struct FidelityArgs {
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     pub itl: Duration,
 
+    /// Run the bench dashboard during the measurement, drawing into memory instead of
+    /// a terminal (its live state, loop-lag probe and frames at its frame rate): what
+    /// the dashboard costs the figures.
+    #[arg(long)]
+    pub dashboard: bool,
+
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

@@ -34,6 +34,35 @@ pub struct Setup {
     pub title: String,
     /// How long the run goes on before the dashboard takes the terminal.
     pub delay: Duration,
+    /// Draw into memory instead of the terminal (`cadence fidelity --dashboard`).
+    pub headless: bool,
+}
+
+/// The dashboard of one level without a terminal: the same live state, loop-lag probe
+/// and frames, drawn into memory at the same rate; only the terminal writes are missing.
+pub fn headless(progress: &Progress, clock: Clock, plan: &cadence_bench::RunPlan) -> Dashboard {
+    let live = Arc::new(Mutex::new(Live::new(
+        Duration::from_millis(500),
+        cadence_core::runlog::DEFAULT_MAX_LATE,
+    )));
+    live.lock().expect("live lock").begin_level(
+        plan.level,
+        Some(1),
+        plan.load.label(),
+        plan.requests,
+        plan.duration,
+        clock.now_ns(),
+    );
+    progress.attach_live(live.clone());
+    Dashboard::start(Setup {
+        progress: progress.clone(),
+        live,
+        clock,
+        stop: Arc::new(tokio::sync::watch::channel(false).0),
+        title: "cadence fidelity".into(),
+        delay: Duration::ZERO,
+        headless: true,
+    })
 }
 
 impl Dashboard {
@@ -85,12 +114,21 @@ fn show(setup: Setup, done: Arc<AtomicBool>) {
         std::thread::sleep(Duration::from_millis(50).min(setup.delay));
     }
     setup.progress.hide_line();
+    let headless = setup.headless;
     let mut feed = BenchFeed {
         setup,
         done,
         cpu: CpuMeter::default(),
         notice: None,
     };
+    if headless {
+        while !feed.done() {
+            let started = Instant::now();
+            std::hint::black_box(cadence_tui::frame(&feed.view(), 120, 40));
+            std::thread::sleep(term::FRAME.saturating_sub(started.elapsed()));
+        }
+        return;
+    }
     if let Err(e) = term::run(&mut feed) {
         eprintln!("cadence: the dashboard stopped: {e}");
     }
