@@ -333,3 +333,19 @@ fn top_draws_a_proxys_rolling_windows_and_alerts() {
     let err = cadence_tui::top::view(&serde_json::json!({"windows": 3}), "u", &mut history);
     assert!(err.unwrap_err().contains("unexpected /stats document"));
 }
+
+#[test]
+fn the_readme_shows_the_current_frames() {
+    let readme = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(readme).unwrap();
+    for name in ["sweep", "stalled_client", "help", "top"] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshots")
+            .join(format!("{name}.txt"));
+        let frame = std::fs::read_to_string(path).unwrap();
+        assert!(
+            readme.contains(&format!("```text\n{frame}```")),
+            "README.md does not show the current {name} frame: copy tests/snapshots/{name}.txt"
+        );
+    }
+}
