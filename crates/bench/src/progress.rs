@@ -237,4 +237,28 @@ mod tests {
         r.add(&rec);
         assert_eq!(r.itl_ms.len(), 4, "failed requests add no samples");
     }
+
+    #[test]
+    fn an_attached_live_state_gets_every_record_with_the_line_hidden() {
+        let p = Progress::new(None, false);
+        let live = Arc::new(Mutex::new(cadence_tui::live::Live::new(
+            Duration::from_millis(500),
+            0.001,
+        )));
+        p.attach_live(live.clone());
+        live.lock()
+            .unwrap()
+            .begin_level(0, Some(1), "c".into(), None, None, 0);
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        rec.sent_ns = Some(0);
+        p.record(&rec);
+        rec.outcome = Outcome::Http5xx;
+        p.record(&rec);
+        let v = live
+            .lock()
+            .unwrap()
+            .view(1_000_000_000, cadence_tui::live::Client::default());
+        assert_eq!((v.counts.sent, v.counts.succeeded), (2, 1));
+        assert_eq!(v.counts.failed, vec![("http_5xx".to_string(), 1)]);
+    }
 }
