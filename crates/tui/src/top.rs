@@ -26,6 +26,9 @@ struct Window {
     /// Older proxies say whether the record cap cut the window short.
     #[serde(default)]
     partial: bool,
+    /// Whether the window's distributions went over to histograms.
+    #[serde(default)]
+    bucketed: bool,
     #[serde(flatten)]
     summary: LevelSummary,
 }
@@ -90,9 +93,10 @@ pub fn failed_classes(failed: &std::collections::BTreeMap<String, u64>) -> Vec<(
 
 fn row(w: &Window) -> TableRow {
     let s = &w.summary;
-    let bucketed = [&s.ttft, &s.itl]
-        .iter()
-        .any(|d| d.as_ref().is_some_and(|d| d.bucketed.is_some()));
+    let bucketed = w.bucketed
+        || [&s.ttft, &s.itl]
+            .iter()
+            .any(|d| d.as_ref().is_some_and(|d| d.bucketed.is_some()));
     let note = match (w.partial, bucketed) {
         (true, _) => "partial: the record cap cut this window".to_string(),
         (false, true) => "bucketed percentiles".to_string(),
