@@ -183,7 +183,12 @@ async fn level(
     let target = Target::resolve(&url, Some(Api::Chat)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let requests = concurrency as u64 * args.rounds;
     let progress = Progress::new(None, false);
-    let cx = Arc::new(client_context(&target, concurrency, args.tokens, progress.clone())?);
+    let cx = Arc::new(client_context(
+        &target,
+        concurrency,
+        args.tokens,
+        progress.clone(),
+    )?);
     let plan = RunPlan {
         load: Load::Closed { concurrency },
         requests: Some(requests),
