@@ -10,7 +10,8 @@
 # exported as CADENCE_REAL_ENGINE for the tests that measure it.
 # Debian packages: `prometheus` (the proxy's integration test scrapes it with a real
 # Prometheus server; its `promtool` checks the deploy kit's rules) and `chromium` (the
-# HTML report test opens a report in a real headless browser).
+# HTML report test opens a report in a real headless browser) and `tmux` (the dashboard
+# test runs `cadence bench --tui` in a real terminal and reads its screen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,12 +25,16 @@ if ! { have chromium || have chromium-browser || have google-chrome; }; then
     missing+=(chromium)
 fi
 
+if ! have tmux; then
+    missing+=(tmux)
+fi
+
 if ((${#missing[@]})); then
     echo "== installing Debian packages the tests need: ${missing[*]}"
     install_cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
     if ! have apt-get; then
         echo "error: ${missing[*]} missing and apt-get not found; install them with your" \
-            "package manager (the binaries prometheus, promtool and chromium must be on" \
+            "package manager (the binaries prometheus, promtool, chromium and tmux must be on" \
             "PATH), then run this script again" >&2
         exit 1
     fi
@@ -51,6 +56,7 @@ if ((${#missing[@]})); then
     done
     have chromium || have chromium-browser || have google-chrome ||
         { echo "error: chromium still not on PATH after the install" >&2; exit 1; }
+    have tmux || { echo "error: tmux still not on PATH after the install" >&2; exit 1; }
 fi
 
 echo "== promtool: deploy kit rules"

@@ -4,6 +4,7 @@
 
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
+use crate::dashboard::Dashboard;
 use crate::exit::{usage, Exit};
 use crate::workload::Workload;
 use anyhow::Context;
@@ -26,9 +27,10 @@ use cadence_records::RecordsConfig;
 use cadence_records::{RecordSender, RecordThread};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::{Clock, Unreachable};
+use cadence_tui::live::Live;
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Default measured requests when neither --requests nor --duration is given.
@@ -50,9 +52,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         _spill,
         scrape,
     } = Setup::new(&args).await?;
-    let stop_rx = stop_on_ctrl_c();
+    let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     let clock = Clock::start();
+    let dashboard = dashboard_delay(&args).map(|delay| {
+        let live = Arc::new(Mutex::new(Live::new(args.stall_threshold, args.max_late)));
+        progress.attach_live(live.clone());
+        Dashboard::start(crate::dashboard::Setup {
+            progress: progress.clone(),
+            live,
+            clock,
+            stop: stop_tx,
+            title: format!("cadence bench · {} · {model}", endpoint.target.display()),
+            delay,
+            headless: false,
+        })
+    });
     let levels = Levels {
         args: &args,
         cx: cx.clone(),
@@ -63,6 +78,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         scrape,
     };
     let (metas, search) = levels.run(stop_rx).await;
+    // The terminal is given back before anything else prints.
+    if let Some(d) = dashboard {
+        d.finish();
+    }
 
     let info = run_info(
         &args,
@@ -198,7 +217,7 @@ impl Setup {
             }],
             None => loads(args),
         };
-        let visible = !args.quiet && std::io::stderr().is_terminal();
+        let visible = !args.quiet && !args.tui && std::io::stderr().is_terminal();
         // Sessions send one request per turn; the bar counts requests.
         let progress = Progress::new(
             requests.map(|n| factory.total_turns(n + args.warmup) * loads.len() as u64),
@@ -334,6 +353,11 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         .map(|h| client::parse_header(h))
         .collect::<Result<Vec<_>, _>>()
         .map_err(usage)?;
+    if args.tui && !std::io::stdout().is_terminal() {
+        return Err(usage(
+            "--tui draws the dashboard on the terminal and stdout is not one: drop --tui (the progress line and the report print as usual)",
+        ));
+    }
     if args.requests == Some(0) {
         return Err(usage("--requests must be at least 1"));
     }
@@ -577,15 +601,31 @@ fn note_overridden(extra: &serde_json::Map<String, serde_json::Value>, quiet: bo
     }
 }
 
-/// Resolves on the first Ctrl-C or SIGTERM: it ends the current level (drained,
-/// reported) and skips the rest.
-fn stop_on_ctrl_c() -> tokio::sync::watch::Receiver<bool> {
+/// Resolves on the first Ctrl-C or SIGTERM (or the dashboard's `q`, through the sender
+/// returned): it ends the current level (drained, reported) and skips the rest.
+fn stop_on_ctrl_c() -> (
+    Arc<tokio::sync::watch::Sender<bool>>,
+    tokio::sync::watch::Receiver<bool>,
+) {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let tx = stop_tx.clone();
     tokio::spawn(async move {
         crate::signal::stop_signal().await;
-        let _ = stop_tx.send(true);
+        let _ = tx.send(true);
     });
-    stop_rx
+    (stop_tx, stop_rx)
+}
+
+/// When the dashboard takes the terminal: at once with `--tui`; by default, when stdout
+/// and stderr are terminals, once the run has gone on for a few seconds; never with
+/// `--no-tui`, `--quiet` or a pipe.
+fn dashboard_delay(args: &BenchArgs) -> Option<Duration> {
+    if args.tui {
+        return Some(Duration::ZERO);
+    }
+    let terminals = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    (terminals && !args.quiet && !args.no_tui).then_some(crate::dashboard::AUTO_DELAY)
 }
 
 /// The levels of a run: the planned list in order, or the `--find-max` search's probes.
@@ -631,6 +671,7 @@ impl Levels<'_> {
                 level: i,
                 stop_when_saturated: sweep,
             };
+            self.live_begin(&plan);
             let mut rx = stop_rx.clone();
             let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
@@ -654,6 +695,7 @@ impl Levels<'_> {
             }
             let mut meta = level_meta(&level_facts(&plan, &summary));
             meta.server = server;
+            self.live_end(&meta);
             let line = runlog::level_line(&meta);
             self.sender.with(move |s| s.write_line(&line));
             metas.push(meta);
@@ -672,6 +714,38 @@ impl Levels<'_> {
             .await
             .map_err(|e| eprintln!("cadence: cannot start the metrics scraper: {e}"))
             .ok()
+    }
+
+    /// Tells the dashboard (when there is one) which level starts.
+    fn live_begin(&self, plan: &RunPlan) {
+        let Some(live) = self.cx.progress.live() else {
+            return;
+        };
+        let args = self.args;
+        let of = (args.find_max.is_none()).then_some(self.planned.len() as u32);
+        let planned = self
+            .requests
+            .map(|n| self.cx.factory.total_turns(n + args.warmup));
+        live.lock().expect("live lock").begin_level(
+            plan.level,
+            of,
+            plan.load.label(),
+            planned,
+            args.duration,
+            self.clock.now_ns(),
+        );
+    }
+
+    /// Tells the dashboard the level ended, and why early if it did.
+    fn live_end(&self, meta: &LevelMeta) {
+        if let Some(live) = self.cx.progress.live() {
+            let note = match (&meta.stopped_early, meta.interrupted) {
+                (Some(why), _) => Some(why.clone()),
+                (None, true) => Some("interrupted".into()),
+                (None, false) => None,
+            };
+            live.lock().expect("live lock").end_level(meta.level, note);
+        }
     }
 
     /// Whether level `i` was valid, within the error-rate ceiling and met every `--slo`.

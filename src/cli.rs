@@ -40,7 +40,8 @@ impl Cli {
             | Command::Plan(_)
             | Command::Proxy(_)
             | Command::Report(_)
-            | Command::Compare(_) => false,
+            | Command::Compare(_)
+            | Command::Top(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -68,6 +69,30 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two runs (JSON reports or records files) per level and metric.
     Compare(CompareArgs),
+    /// The live dashboard of a running `cadence proxy`, from its /stats (rolling 1- and
+    /// 5-minute windows, alerts, the proxy's own loop lag).
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// The proxy's metrics address (its --metrics-listen), e.g. http://127.0.0.1:9464;
+    /// /stats is read from it.
+    pub url: String,
+
+    /// How often to read /stats.
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    pub interval: Duration,
+
+    /// Print one frame as text and exit (also what a pipe gets).
+    #[arg(long)]
+    pub once: bool,
+
+    /// Columns and rows of the --once frame.
+    #[arg(long, default_value_t = 110, value_parser = clap::value_parser!(u16).range(20..=1000))]
+    pub width: u16,
+    #[arg(long, default_value_t = 34, value_parser = clap::value_parser!(u16).range(10..=1000))]
+    pub height: u16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -451,6 +476,16 @@ pub struct BenchArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// The live dashboard in the terminal (q stops, s skips to the next level, ?
+    /// shows the formulas). The default when stdout and stderr are terminals, after
+    /// the run's first few seconds.
+    #[arg(long, conflicts_with_all = ["no_tui", "quiet"])]
+    pub tui: bool,
+
+    /// No dashboard: the progress line and the console report, as a pipe gets.
+    #[arg(long)]
+    pub no_tui: bool,
+
     /// Seed for the built-in simulator (and later workloads).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -538,6 +573,12 @@ pub struct FidelityArgs {
     /// `bench --server-metrics` does, to check that scraping costs no fidelity.
     #[arg(long, value_parser = parse_time_bucket)]
     pub scrape_interval: Option<Duration>,
+
+    /// Run the bench dashboard during the measurement, drawing into memory instead of
+    /// a terminal (its live state, loop-lag probe and frames at its frame rate): what
+    /// the dashboard costs the figures.
+    #[arg(long)]
+    pub dashboard: bool,
 
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]

@@ -187,7 +187,13 @@ async fn level(
     let (sim, url) = SimChild::start(exe, log, args)?;
     let target = Target::resolve(&url, Some(Api::Chat)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let requests = concurrency as u64 * args.rounds;
-    let cx = Arc::new(client_context(&target, concurrency, args.tokens)?);
+    let progress = Progress::new(None, false);
+    let cx = Arc::new(client_context(
+        &target,
+        concurrency,
+        args.tokens,
+        progress.clone(),
+    )?);
     let plan = RunPlan {
         load: Load::Closed { concurrency },
         requests: Some(requests),
@@ -197,9 +203,12 @@ async fn level(
         level: 0,
         stop_when_saturated: false,
     };
-    let sinks = BenchSinks::new(None, Progress::new(None, false), KeepAll::default())?;
-    let (sender, sink) = RecordThread::start(sinks)?;
     let clock = Clock::start();
+    let dashboard = args
+        .dashboard
+        .then(|| crate::dashboard::headless(&progress, clock, &plan));
+    let sinks = BenchSinks::new(None, progress, KeepAll::default())?;
+    let (sender, sink) = RecordThread::start(sinks)?;
     let scraper = match args.scrape_interval {
         Some(every) => {
             let config = crate::scrape::ScrapeConfig::new(
@@ -219,6 +228,9 @@ async fn level(
         None => None,
     };
     let records = sink.finish()?.levels.0;
+    if let Some(d) = dashboard {
+        d.finish();
+    }
     sim.stop()?;
 
     let streams = read_send_log(log)?;
@@ -259,7 +271,12 @@ async fn level(
 
 /// The real client, set up to benchmark the simulator at `target` with `concurrency`
 /// streams of `tokens` tokens.
-fn client_context(target: &Target, concurrency: u32, tokens: u32) -> anyhow::Result<RunContext> {
+fn client_context(
+    target: &Target,
+    concurrency: u32,
+    tokens: u32,
+    progress: Progress,
+) -> anyhow::Result<RunContext> {
     let http = client::build(&ClientConfig {
         pool_size: concurrency as usize,
         connect_timeout: Duration::from_secs(10),
@@ -283,7 +300,7 @@ fn client_context(target: &Target, concurrency: u32, tokens: u32) -> anyhow::Res
         api: Api::Chat,
         strict: false,
         redactor: Redactor::default(),
-        progress: Progress::new(None, false),
+        progress,
         tokenizer: None,
     })
 }

@@ -5,6 +5,7 @@ pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod cli;
 pub mod compare_cmd;
+pub mod dashboard;
 pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
@@ -17,6 +18,7 @@ pub mod run_meta;
 pub mod scrape;
 pub mod signal;
 pub mod sim_cmd;
+pub mod top_cmd;
 pub mod workload;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -63,6 +65,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Report(args) => report_cmd::run(args),
             Command::Compare(args) => compare_cmd::run(args),
             Command::Plan(args) => plan_cmd::run(*args),
+            Command::Top(args) => top_cmd::run(args).await,
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.

@@ -21,4 +21,4 @@ mod ws;
 
 pub use arrivals::ArrivalProcess;
 pub use exec::{Cancel, Timeouts};
-pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason};
+pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason, SKIPPED};

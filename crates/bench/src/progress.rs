@@ -1,12 +1,14 @@
 //! The live progress line on stderr: done / in flight / failed, elapsed, and running
 //! ITL and TTFT p50/p99 over recent requests. Hidden when stderr is not a terminal or
-//! with `--quiet`.
+//! with `--quiet`. It also carries what the dashboard shares with the run: its live
+//! state (fed here, on the record thread, never by a socket reader) and the request to
+//! skip to the next level.
 
 use cadence_core::{per_request, Outcome, RequestRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Recent samples kept for the running percentiles.
@@ -23,6 +25,21 @@ struct Inner {
     in_flight: AtomicU64,
     failed: AtomicU64,
     recent: Mutex<Recent>,
+    /// The dashboard's state, when a dashboard may show.
+    live: OnceLock<Arc<Mutex<cadence_tui::live::Live>>>,
+    /// Bumped by each request to skip the level being run.
+    skip: tokio::sync::watch::Sender<u64>,
+}
+
+/// Resolves when the level in progress should end early (the dashboard's `s`).
+pub struct SkipWatch(tokio::sync::watch::Receiver<u64>);
+
+impl SkipWatch {
+    pub async fn requested(&mut self) {
+        if self.0.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 struct Recent {
@@ -64,8 +81,39 @@ impl Progress {
                     ttft_ms: VecDeque::new(),
                     last_draw: Instant::now(),
                 }),
+                live: OnceLock::new(),
+                skip: tokio::sync::watch::channel(0).0,
             }),
         }
+    }
+
+    /// Feeds every finished record to `live` from now on (once per run).
+    pub fn attach_live(&self, live: Arc<Mutex<cadence_tui::live::Live>>) {
+        let _ = self.inner.live.set(live);
+    }
+
+    pub fn live(&self) -> Option<Arc<Mutex<cadence_tui::live::Live>>> {
+        self.inner.live.get().cloned()
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Asks the level in progress to end now (drained as at its deadline).
+    pub fn skip_level(&self) {
+        self.inner.skip.send_modify(|n| *n += 1);
+    }
+
+    /// A watch that fires on the next [`Self::skip_level`], not on earlier ones.
+    pub fn skip_watch(&self) -> SkipWatch {
+        SkipWatch(self.inner.skip.subscribe())
+    }
+
+    /// Stops drawing the line for good (the dashboard took the terminal).
+    pub fn hide_line(&self) {
+        self.bar.finish_and_clear();
+        self.bar.set_draw_target(ProgressDrawTarget::hidden());
     }
 
     pub fn started(&self) {
@@ -78,6 +126,9 @@ impl Progress {
 
     /// Called by the sink for each finished request.
     pub fn record(&self, rec: &RequestRecord) {
+        if let Some(live) = self.inner.live.get() {
+            live.lock().expect("live lock").add(rec);
+        }
         if self.bar.is_hidden() {
             return;
         }
@@ -185,5 +236,29 @@ mod tests {
         rec.outcome = Outcome::Truncated;
         r.add(&rec);
         assert_eq!(r.itl_ms.len(), 4, "failed requests add no samples");
+    }
+
+    #[test]
+    fn an_attached_live_state_gets_every_record_with_the_line_hidden() {
+        let p = Progress::new(None, false);
+        let live = Arc::new(Mutex::new(cadence_tui::live::Live::new(
+            Duration::from_millis(500),
+            0.001,
+        )));
+        p.attach_live(live.clone());
+        live.lock()
+            .unwrap()
+            .begin_level(0, Some(1), "c".into(), None, None, 0);
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        rec.sent_ns = Some(0);
+        p.record(&rec);
+        rec.outcome = Outcome::Http5xx;
+        p.record(&rec);
+        let v = live
+            .lock()
+            .unwrap()
+            .view(1_000_000_000, cadence_tui::live::Client::default());
+        assert_eq!((v.counts.sent, v.counts.succeeded), (2, 1));
+        assert_eq!(v.counts.failed, vec![("http_5xx".to_string(), 1)]);
     }
 }

@@ -158,7 +158,12 @@ pub enum StopReason {
     Interrupted,
     /// The level was clearly saturated (see `RunSummary::stopped_early`).
     Saturated,
+    /// The dashboard asked for the next level (`s`); drained as at a deadline.
+    Skipped,
 }
+
+/// A skipped level's `stopped_early`.
+pub const SKIPPED: &str = "skipped from the dashboard";
 
 /// What a run produced besides the records (which went to the sink).
 #[derive(Debug, Clone)]
@@ -339,6 +344,7 @@ impl<S: Sinks> Level<S> {
         let mut next: u64 = 0;
         let mut dropped = 0u64;
         let mut stopped_early = None;
+        let mut skip = self.cx.progress.skip_watch();
         let far = started + Duration::from_secs(86_400 * 365);
         let stop = loop {
             if total.is_some_and(|t| next >= t) {
@@ -356,6 +362,7 @@ impl<S: Sinks> Level<S> {
                 None => tokio::select! {
                     biased;
                     _ = &mut stop => break StopReason::Interrupted,
+                    _ = skip.requested() => break StopReason::Skipped,
                     _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
                     p = self.slots.acquire() => (None, p),
                 },
@@ -363,6 +370,7 @@ impl<S: Sinks> Level<S> {
                     let ticket: Ticket = tokio::select! {
                         biased;
                         _ = &mut stop => break StopReason::Interrupted,
+                        _ = skip.requested() => break StopReason::Skipped,
                         _ = sleep_until(deadline.unwrap_or(far)) => break StopReason::Deadline,
                         t = rx.recv() => match t {
                             Some(t) => t,
@@ -391,6 +399,9 @@ impl<S: Sinks> Level<S> {
             self.dispatch(tasks, next, scheduled, permit);
             next += 1;
         };
+        if stop == StopReason::Skipped {
+            stopped_early = Some(SKIPPED.into());
+        }
         Issuing {
             stop,
             dropped,

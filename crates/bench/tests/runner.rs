@@ -225,6 +225,30 @@ async fn stop_signal_ends_the_run_and_everything_is_accounted() {
 }
 
 #[tokio::test]
+async fn a_skip_ends_the_level_like_a_deadline_and_the_next_level_runs_whole() {
+    let server = sim("fixed:5ms").await;
+    let cx = context(server.addr, 20, &[]);
+    let p = plan(2, Some(1000), None, 0);
+    // A skip before the level starts is not for it.
+    cx.progress.skip_level();
+    let progress = cx.progress.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        progress.skip_level();
+    });
+    let (s, records) = run_collect(cx.clone(), &p, None, std::future::pending()).await;
+    assert_eq!(s.stop, StopReason::Skipped);
+    assert_eq!(s.stopped_early.as_deref(), Some(cadence_bench::SKIPPED));
+    assert!(s.intended > 0 && s.intended < 1000, "{}", s.intended);
+    assert_eq!(records.len() as u64, s.intended);
+    assert_accounted(&records, s.intended, s.dropped);
+    // The next level does not see the old skip.
+    let (s, _) = run_collect(cx, &plan(2, Some(4), None, 0), None, std::future::pending()).await;
+    assert_eq!(s.stop, StopReason::Completed);
+    assert_eq!(s.intended, 4);
+}
+
+#[tokio::test]
 async fn failures_are_accounted_by_class() {
     let server = sim("fixed:1ms").await;
     let p = plan(2, Some(6), None, 0);

@@ -97,6 +97,12 @@ pub struct LevelFacts {
     pub interrupted: bool,
 }
 
+/// Event-loop lag p99 above this makes the level's timestamps suspect (a warning in the
+/// report, red on the live dashboard).
+pub const LOOP_LAG_WARN: Duration = Duration::from_millis(5);
+/// The process's CPU share of the machine above which the client may have been CPU-bound.
+pub const CPU_SHARE_WARN: f64 = 0.85;
+
 /// The level's metadata, with the warnings only the run could see (event-loop lag, CPU
 /// use, the watchdog, streams aborted after the grace period).
 pub fn level_meta(f: &LevelFacts) -> LevelMeta {
@@ -105,7 +111,7 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         warnings.push("the watchdog ended requests that did not stop when cancelled".into());
     }
     let (lag_p99, lag_max) = f.loop_lag;
-    if lag_p99 > Duration::from_millis(5) {
+    if lag_p99 > LOOP_LAG_WARN {
         warnings.push(format!(
             "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
             lag_p99.as_secs_f64() * 1e3,
@@ -115,7 +121,7 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
     if let Some(cpu) = f.cpu {
         let cores = f.cores.max(1) as f64;
         let share = cpu.as_secs_f64() / f.wall.as_secs_f64().max(1e-9) / cores;
-        if share > 0.85 {
+        if share > CPU_SHARE_WARN {
             warnings.push(format!(
                 "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
                 share * 100.0
