@@ -32,11 +32,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Default measured requests when neither --requests nor --duration is given.
-const DEFAULT_REQUESTS: u64 = 64;
+pub(crate) const DEFAULT_REQUESTS: u64 = 64;
 /// Default closed-loop concurrency.
-const DEFAULT_CONCURRENCY: u32 = 8;
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 8;
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
+pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
+    // A shard of a fleet runs its share of the load: the flags become the share.
+    let fleet = crate::shard::Fleet::take(&mut args)?;
     let Setup {
         endpoint,
         model,
@@ -50,10 +52,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
         _spill,
     } = Setup::new(&args).await?;
     let stop_rx = stop_on_ctrl_c();
+    if let (Some(note), false) = (fleet.note(), args.quiet) {
+        eprintln!("{note}");
+    }
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     let clock = Clock::start();
+    for line in fleet.header_lines(started_at_unix_ms) {
+        sender.with(move |s| s.write_line(&line));
+    }
     let levels = Levels {
         args: &args,
+        fleet: &fleet,
         cx: cx.clone(),
         sender: sender.clone(),
         planned: loads,
@@ -531,6 +540,7 @@ fn stop_on_ctrl_c() -> tokio::sync::watch::Receiver<bool> {
 /// The levels of a run: the planned list in order, or the `--find-max` search's probes.
 struct Levels<'a> {
     args: &'a BenchArgs,
+    fleet: &'a crate::shard::Fleet,
     cx: Arc<RunContext>,
     sender: RecordSender<Sinks>,
     planned: Vec<Load>,
@@ -574,21 +584,26 @@ impl Levels<'_> {
             let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
             };
-            let summary = cadence_bench::run(
+            let summary = cadence_bench::run_placed(
                 self.cx.clone(),
                 &plan,
                 self.clock,
                 self.sender.clone(),
                 stop,
+                self.fleet.placement(i),
             )
             .await;
             let interrupted = summary.stop == StopReason::Interrupted;
             if let (Some((_, s)), false) = (&mut search, interrupted) {
                 s.record(probe_level, self.probe_passed(i, &summary).await);
             }
-            let meta = level_meta(&level_facts(&plan, &summary));
+            let facts = level_facts(&plan, &summary);
+            let meta = level_meta(&facts);
             let line = runlog::level_line(&meta);
             self.sender.with(move |s| s.write_line(&line));
+            if let Some(line) = self.fleet.level_line(&plan, &summary, &facts) {
+                self.sender.with(move |s| s.write_line(&line));
+            }
             metas.push(meta);
             if interrupted {
                 break;

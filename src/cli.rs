@@ -413,6 +413,29 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Run as one shard of a fleet of load generators: `--shard I/N` runs shard I (from
+    /// 0) of N with 1/N of the load (concurrency, --max-concurrency, -n and --warmup split
+    /// so the totals are exact, the rate divided; ids and seeds of its own). `--shard I`
+    /// takes N from --shards. `cadence report` merges the shards' records.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// Shards in the fleet; this shard's index comes from --shard, else from
+    /// JOB_COMPLETION_INDEX (what a Kubernetes Indexed Job sets in each pod).
+    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::shard::MAX_SHARDS as i64))]
+    pub shards: Option<u32>,
+
+    /// Start the first level at this wall-clock time (RFC 3339: 2026-11-23T14:00:00Z),
+    /// so every shard of a fleet starts together. With --duration, level k starts at
+    /// START + k × (duration + grace + 1s) and sends until its start + duration, on
+    /// every shard; a shard that is late starts at once and says by how much.
+    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = crate::wallclock::parse_rfc3339, conflicts_with = "start_in")]
+    pub start_at: Option<std::time::SystemTime>,
+
+    /// Start the first level this long from now (as --start-at, on this machine's clock).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub start_in: Option<Duration>,
+
     /// The built-in simulator's engine (no URL only): `--preset`, `--engine` and the
     /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
     #[command(flatten)]

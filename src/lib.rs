@@ -14,8 +14,10 @@ pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;
 pub mod run_meta;
+pub mod shard;
 pub mod signal;
 pub mod sim_cmd;
+pub mod wallclock;
 pub mod workload;
 
 use clap::{CommandFactory, FromArgMatches};

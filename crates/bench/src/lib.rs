@@ -20,4 +20,4 @@ pub mod workload;
 
 pub use arrivals::ArrivalProcess;
 pub use exec::{Cancel, Timeouts};
-pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason};
+pub use runner::{run, run_placed, Load, Placement, RunContext, RunPlan, RunSummary, StopReason};

@@ -96,6 +96,22 @@ pub struct LevelFacts {
     pub interrupted: bool,
 }
 
+/// Event-loop lag (p99) above which a level's timestamps are called into doubt.
+pub const LOOP_LAG_WARN: Duration = Duration::from_millis(5);
+
+/// Share of the machine's cores above which the client may have been CPU-bound.
+pub const CPU_SHARE_WARN: f64 = 0.85;
+
+impl LevelFacts {
+    /// The share of the machine's cores the process kept busy during the level (CPU
+    /// time / wall time / cores), when its CPU time is known.
+    pub fn cpu_share(&self) -> Option<f64> {
+        self.cpu.map(|cpu| {
+            cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9) / self.cores.max(1) as f64
+        })
+    }
+}
+
 /// The level's metadata, with the warnings only the run could see (event-loop lag, CPU
 /// use, the watchdog, streams aborted after the grace period).
 pub fn level_meta(f: &LevelFacts) -> LevelMeta {
@@ -104,17 +120,16 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         warnings.push("the watchdog ended requests that did not stop when cancelled".into());
     }
     let (lag_p99, lag_max) = f.loop_lag;
-    if lag_p99 > Duration::from_millis(5) {
+    if lag_p99 > LOOP_LAG_WARN {
         warnings.push(format!(
             "the client's event loop lagged (p99 {:.1} ms, max {:.1} ms): timestamps may be late by up to that much",
             lag_p99.as_secs_f64() * 1e3,
             lag_max.as_secs_f64() * 1e3
         ));
     }
-    if let Some(cpu) = f.cpu {
-        let cores = f.cores.max(1) as f64;
-        let share = cpu.as_secs_f64() / f.wall.as_secs_f64().max(1e-9) / cores;
-        if share > 0.85 {
+    if let Some(share) = f.cpu_share() {
+        let cores = f.cores.max(1);
+        if share > CPU_SHARE_WARN {
             warnings.push(format!(
                 "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",
                 share * 100.0

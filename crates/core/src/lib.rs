@@ -44,8 +44,8 @@ pub use record::{
     TokenSource, TokenSources,
 };
 pub use report::{
-    definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
-    SCHEMA_VERSION,
+    definitions, level_report, FleetReport, LevelReport, MissingShard, Report, RunInfo,
+    SearchProbe, SearchReport, ShardCheck, SCHEMA_VERSION,
 };
 pub use sink::RecordSink;
 pub use slo::{
