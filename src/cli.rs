@@ -728,6 +728,8 @@ impl OutputArgs {
 pub struct ReportArgs {
     /// A saved JSON report (`bench --json`) or records files (`bench --records`);
     /// several records files (e.g. from several client machines) are merged by level.
+    /// A directory stands for its records files (or its subdirectories'): a fleet's
+    /// shards (`bench --shard`) merge into one run on one timeline.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
@@ -747,6 +749,11 @@ pub struct ReportArgs {
     /// `--max-error-rate` (default 5 %): `5%` or `0.05`.
     #[arg(long, value_parser = parse_share)]
     pub max_error_rate: Option<f64>,
+
+    /// A fleet's shard to leave out of the merge (repeatable), e.g. one whose client
+    /// was overloaded (the shard table says which): the figures then cover the rest.
+    #[arg(long = "exclude-shard", value_name = "I")]
+    pub exclude_shards: Vec<u32>,
 }
 
 fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {

@@ -8,6 +8,7 @@ pub mod compare_cmd;
 pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
+pub mod fleet;
 pub mod load;
 pub mod output;
 pub mod plan_cmd;

@@ -6,9 +6,12 @@ use crate::exit::{usage, Exit};
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
-use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
+use crate::fleet::FleetScan;
+use cadence_core::{
+    Checks, Convention, FleetReport, LevelAggregators, RecordSink, RequestRecord, Slo,
+};
 use cadence_records::reader::first_line;
-use cadence_records::{Damage, ReadError, RecordsReader};
+use cadence_records::{ReadError, RecordsReader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -103,18 +106,22 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
-    load_with(files, slos, convention, max_error_rate, None)
+    load_with(files, slos, convention, max_error_rate, None, &[])
 }
 
 /// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
-/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]).
+/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]). Directories stand for
+/// their records files; a fleet's shards merge into one run, leaving out the shards
+/// `exclude_shards` names ([`crate::fleet`]).
 pub fn load_with(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
     exact_samples: Option<u64>,
+    exclude_shards: &[u32],
 ) -> anyhow::Result<Loaded> {
+    let files = &crate::fleet::expand(files)?;
     let mut json = Vec::new();
     for f in files {
         if is_json_report(f)? {
@@ -129,7 +136,19 @@ pub fn load_with(
         }
         return load_json_report(f, slos, convention);
     }
-    let scan = scan(files)?;
+    let fleet = FleetScan::scan(files, exclude_shards)?;
+    let (scan, feed_files) = match &fleet {
+        Some(f) => (
+            Scan {
+                levels: f.levels(),
+                run: f.run(),
+                base_unix_ms: f.base_unix_ms(),
+                anchors: 0,
+            },
+            f.files(),
+        ),
+        None => (scan(files)?, files.to_vec()),
+    };
     let mut warnings = Vec::new();
     let (info, mut checks, search) = saved_checks(scan.run, exact_samples, &mut warnings)?;
     if !slos.is_empty() {
@@ -142,19 +161,25 @@ pub fn load_with(
         checks.convention = convention;
     }
     let mut source = RecordsSource {
-        files: files.to_vec(),
+        files: feed_files,
         base_unix_ms: scan.base_unix_ms,
         level_ids: Vec::new(),
     };
-    let fed = feed(&source, &checks)?;
-    warnings.extend(fed.damage.warning());
+    let (fed, fleet) = match fleet {
+        Some(f) => {
+            let (fed, report) = feed_fleet(&f, &scan.levels, &source, &checks)?;
+            (fed, Some(report))
+        }
+        None => (feed(&source, &checks)?, None),
+    };
+    warnings.extend(fed.damage.iter().cloned());
     if fed.records == 0 {
         return Err(usage(format!(
             "{} holds no request records",
             files[0].display()
         )));
     }
-    if files.len() > 1 {
+    if files.len() > 1 && fleet.is_none() {
         warnings.push(format!(
             "merged {} records files by level: throughput windows assume their clocks started together",
             files.len()
@@ -176,6 +201,13 @@ pub fn load_with(
     }
     report.search = search;
     report.warnings.extend(warnings);
+    if let Some((fleet, fleet_warnings)) = fleet {
+        report.warnings.extend(fleet_warnings);
+        if !fleet.complete {
+            exit = Exit::Incomplete;
+        }
+        report.fleet = Some(fleet);
+    }
     Ok(Loaded {
         report,
         records: Some(source),
@@ -264,7 +296,7 @@ fn scan(files: &[PathBuf]) -> anyhow::Result<Scan> {
                 out.anchors += 1;
                 out.base_unix_ms = Some(out.base_unix_ms.map_or(a.unix_ms, |b| b.min(a.unix_ms)));
             }
-            RecordsLine::Record(_) => {}
+            RecordsLine::Record(_) | RecordsLine::Shard(_) => {}
         }
     }
     for l in &mut out.levels {
@@ -278,7 +310,8 @@ struct Fed {
     aggs: LevelAggregators,
     records: u64,
     level_ids: BTreeSet<u32>,
-    damage: Damage,
+    /// What was skipped, in words ([`Damage::warning`]).
+    damage: Vec<String>,
 }
 
 /// The second pass: every record, one at a time, into the level aggregators.
@@ -298,8 +331,50 @@ fn feed(source: &RecordsSource, checks: &Checks) -> anyhow::Result<Fed> {
         aggs,
         records,
         level_ids,
-        damage: reader.damage().clone(),
+        damage: reader.damage().warning().into_iter().collect(),
     })
+}
+
+/// The second pass over a fleet: each merged shard's records into aggregators of its
+/// own (its self-checks are read off them), merged into the fleet's; the fleet's
+/// section of the report and its warnings.
+fn feed_fleet(
+    fleet: &FleetScan,
+    levels: &[LevelMeta],
+    source: &RecordsSource,
+    checks: &Checks,
+) -> anyhow::Result<(Fed, (FleetReport, Vec<String>))> {
+    let names: BTreeMap<u32, String> = levels.iter().map(|m| (m.level, m.name.clone())).collect();
+    let mut total = Fed {
+        aggs: checks.aggregators(),
+        records: 0,
+        level_ids: BTreeSet::new(),
+        damage: Vec::new(),
+    };
+    let mut rows = Vec::new();
+    for shard in &fleet.merged {
+        let part = RecordsSource {
+            files: shard.files.clone(),
+            base_unix_ms: source.base_unix_ms,
+            level_ids: Vec::new(),
+        };
+        let fed = feed(&part, checks)?;
+        rows.extend(crate::fleet::shard_checks(
+            shard,
+            &names,
+            Some(&fed.aggs),
+            checks.max_late,
+        ));
+        total.aggs.merge(&fed.aggs);
+        total.records += fed.records;
+        total.level_ids.extend(fed.level_ids);
+        total.damage.extend(fed.damage);
+    }
+    for shard in &fleet.excluded {
+        rows.extend(crate::fleet::shard_checks(shard, &names, None, checks.max_late));
+    }
+    rows.sort_by_key(|r| r.shard);
+    Ok((total, crate::fleet::report(fleet, rows)))
 }
 
 /// Levels that have records but no level line (a run that crashed mid-level, or an
