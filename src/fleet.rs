@@ -408,7 +408,8 @@ pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<St
             scan.count
         ));
     }
-    for c in checks.iter().filter(|c| !c.flags.is_empty()) {
+    let merged = |i: u32| scan.merged.iter().any(|s| s.index == i);
+    for c in checks.iter().filter(|c| !c.flags.is_empty() && merged(c.shard)) {
         warnings.push(format!(
             "shard {} at {}: {} (cadence report --exclude-shard {} leaves it out)",
             c.shard,
