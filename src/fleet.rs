@@ -54,7 +54,12 @@ pub fn expand(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             continue;
         }
         let mut subdirs: Vec<PathBuf> = std::fs::read_dir(input)
-            .map_err(|e| usage(format!("cannot read the directory {}: {e}", input.display())))?
+            .map_err(|e| {
+                usage(format!(
+                    "cannot read the directory {}: {e}",
+                    input.display()
+                ))
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.is_dir())
             .collect();
@@ -350,7 +355,10 @@ pub fn shard_checks(
         let pacing = figures.as_ref().and_then(|f| f.pacing);
         let mut row = ShardCheck {
             shard: shard.index,
-            level: names.get(&m.level).cloned().unwrap_or_else(|| m.name.clone()),
+            level: names
+                .get(&m.level)
+                .cloned()
+                .unwrap_or_else(|| m.name.clone()),
             sent: sent.or(aggs.map(|_| 0)),
             succeeded: figures
                 .as_ref()
@@ -409,7 +417,10 @@ pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<St
         ));
     }
     let merged = |i: u32| scan.merged.iter().any(|s| s.index == i);
-    for c in checks.iter().filter(|c| !c.flags.is_empty() && merged(c.shard)) {
+    for c in checks
+        .iter()
+        .filter(|c| !c.flags.is_empty() && merged(c.shard))
+    {
         warnings.push(format!(
             "shard {} at {}: {} (cadence report --exclude-shard {} leaves it out)",
             c.shard,

@@ -3,10 +3,10 @@
 //! files of any size load in bounded memory. `report` and `compare` share it.
 
 use crate::exit::{usage, Exit};
+use crate::fleet::FleetScan;
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
-use crate::fleet::FleetScan;
 use cadence_core::{
     Checks, Convention, FleetReport, LevelAggregators, RecordSink, RequestRecord, Slo,
 };
@@ -371,7 +371,12 @@ fn feed_fleet(
         total.damage.extend(fed.damage);
     }
     for shard in &fleet.excluded {
-        rows.extend(crate::fleet::shard_checks(shard, &names, None, checks.max_late));
+        rows.extend(crate::fleet::shard_checks(
+            shard,
+            &names,
+            None,
+            checks.max_late,
+        ));
     }
     rows.sort_by_key(|r| r.shard);
     Ok((total, crate::fleet::report(fleet, rows)))

@@ -5,10 +5,10 @@
 
 use crate::cli::{BenchArgs, Counts, Rates};
 use crate::exit::usage;
+use crate::wallclock::{format_rfc3339, unix_ms};
 use cadence_bench::{Placement, RunPlan, RunSummary};
 use cadence_core::runlog::{shard_line, ShardLevel, ShardMeta};
 use cadence_core::LevelFacts;
-use crate::wallclock::{format_rfc3339, unix_ms};
 use std::time::{Duration, SystemTime};
 
 /// Most shards a fleet may have.
@@ -100,8 +100,10 @@ pub fn shard_seed(seed: u64, i: u32, n: u32) -> u64 {
     if n <= 1 {
         return seed;
     }
-    cadence_core::rng::SplitMix64::new(seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .next_u64()
+    cadence_core::rng::SplitMix64::new(
+        seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    )
+    .next_u64()
 }
 
 impl Fleet {
@@ -172,7 +174,12 @@ impl Fleet {
     }
 
     /// The line saying what this shard saw of a level, written after its level line.
-    pub fn level_line(&self, plan: &RunPlan, summary: &RunSummary, facts: &LevelFacts) -> Option<String> {
+    pub fn level_line(
+        &self,
+        plan: &RunPlan,
+        summary: &RunSummary,
+        facts: &LevelFacts,
+    ) -> Option<String> {
         let (index, count) = self.shard?;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Some(shard_line(&ShardMeta {
@@ -293,16 +300,31 @@ mod tests {
 
     #[test]
     fn the_shard_comes_from_the_flag_or_the_jobs_index() {
-        assert_eq!(resolve_shard(None, None, Some("3")), Ok(None), "no fleet, no shard");
+        assert_eq!(
+            resolve_shard(None, None, Some("3")),
+            Ok(None),
+            "no fleet, no shard"
+        );
         assert_eq!(resolve_shard(Some("2/4"), None, None), Ok(Some((2, 4))));
-        assert_eq!(resolve_shard(Some("2"), Some(4), Some("1")), Ok(Some((2, 4))));
+        assert_eq!(
+            resolve_shard(Some("2"), Some(4), Some("1")),
+            Ok(Some((2, 4)))
+        );
         assert_eq!(resolve_shard(None, Some(4), Some("3")), Ok(Some((3, 4))));
         let e = resolve_shard(None, Some(4), None).unwrap_err();
         assert!(e.contains("JOB_COMPLETION_INDEX"), "{e}");
-        assert!(resolve_shard(Some("4/4"), None, None).unwrap_err().contains("below"));
-        assert!(resolve_shard(Some("1/3"), Some(4), None).unwrap_err().contains("says"));
-        assert!(resolve_shard(Some("2"), None, None).unwrap_err().contains("size"));
-        assert!(resolve_shard(Some("x/4"), None, None).unwrap_err().contains("whole"));
+        assert!(resolve_shard(Some("4/4"), None, None)
+            .unwrap_err()
+            .contains("below"));
+        assert!(resolve_shard(Some("1/3"), Some(4), None)
+            .unwrap_err()
+            .contains("says"));
+        assert!(resolve_shard(Some("2"), None, None)
+            .unwrap_err()
+            .contains("size"));
+        assert!(resolve_shard(Some("x/4"), None, None)
+            .unwrap_err()
+            .contains("whole"));
         assert!(resolve_shard(Some("0/0"), None, None).is_err());
     }
 
@@ -313,8 +335,12 @@ mod tests {
             assert_eq!(shares.iter().sum::<u64>(), total);
             assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
         }
-        assert_eq!((0..4).map(|i| share(10, i, 4)).collect::<Vec<_>>(), [3, 3, 2, 2]);
-        let seeds: std::collections::BTreeSet<u64> = (0..64).map(|i| shard_seed(7, i, 64)).collect();
+        assert_eq!(
+            (0..4).map(|i| share(10, i, 4)).collect::<Vec<_>>(),
+            [3, 3, 2, 2]
+        );
+        let seeds: std::collections::BTreeSet<u64> =
+            (0..64).map(|i| shard_seed(7, i, 64)).collect();
         assert_eq!(seeds.len(), 64, "every shard has a seed of its own");
         assert_eq!(shard_seed(7, 0, 1), 7);
     }
@@ -330,14 +356,36 @@ mod tests {
 
     #[test]
     fn a_shard_runs_its_share_of_every_level() {
-        let mut b = bench(&["-c", "10,4", "-n", "10", "--warmup", "3", "-d", "5s", "--start-in", "1s"]);
+        let mut b = bench(&[
+            "-c",
+            "10,4",
+            "-n",
+            "10",
+            "--warmup",
+            "3",
+            "-d",
+            "5s",
+            "--start-in",
+            "1s",
+        ]);
         b.shard = Some("3/4".into());
         let fleet = Fleet::take(&mut b).unwrap();
         // 10 = 3 + 3 + 2 + 2: the last shard runs 2 streams, then 1 of 4.
         assert_eq!(b.concurrency, Some(Counts(vec![2, 1])));
         assert_eq!((b.requests, b.warmup), (Some(2), 0));
         assert_eq!(fleet.shard, Some((3, 4)));
-        let mut b = bench(&["-r", "10,20", "--max-concurrency", "9", "-n", "6", "-d", "5s", "--start-in", "1s"]);
+        let mut b = bench(&[
+            "-r",
+            "10,20",
+            "--max-concurrency",
+            "9",
+            "-n",
+            "6",
+            "-d",
+            "5s",
+            "--start-in",
+            "1s",
+        ]);
         b.shard = Some("1/4".into());
         let fleet = Fleet::take(&mut b).unwrap();
         assert_eq!(b.rate, Some(Rates(vec![2.5, 5.0])));
@@ -359,11 +407,46 @@ mod tests {
         };
         refused(&["-c", "3"], "cannot be split over 4 shards");
         refused(&["-n", "2"], "--requests 2 cannot be split");
-        refused(&["-c", "4,8", "-d", "5s"], "needs --duration and --start-at");
+        refused(
+            &["-c", "4,8", "-d", "5s"],
+            "needs --duration and --start-at",
+        );
         refused(&["-c", "4,8", "--start-in", "5s"], "needs --duration");
         refused(
             &["--find-max", "concurrency", "--slo", "itl.p99<=1s"],
             "--find-max cannot be sharded",
+        );
+    }
+
+    #[test]
+    fn poisson_shards_add_up_to_poisson_at_the_fleets_rate() {
+        use cadence_core::arrivals::{ArrivalProcess, Schedule};
+        // 4 shards at 10/s with the seeds `--shard` gives them, merged.
+        let mut all: Vec<f64> = (0..4)
+            .flat_map(|i| {
+                let seed = shard_seed(0, i, 4);
+                Schedule::new(10.0, ArrivalProcess::Poisson { seed }, Duration::ZERO)
+                    .shard(i, 4)
+                    .take_while(|d| d.as_secs_f64() < 100.0)
+                    .map(|d| d.as_secs_f64())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort_by(f64::total_cmp);
+        let rate = all.len() as f64 / 100.0;
+        assert!((rate - 40.0).abs() < 1.2, "fleet rate {rate}");
+        // No shard sends at the level's start, and the first second holds the rate.
+        assert!(all[0] > 0.0);
+        let first = all.iter().filter(|&&t| t < 1.0).count() as f64;
+        assert!((first - 40.0).abs() <= 10.0, "{first} in the first second");
+        // Exponential gaps: their coefficient of variation is 1 (constant ones: 0).
+        let gaps: Vec<f64> = all.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        let cv = var.sqrt() / mean;
+        assert!(
+            (cv - 1.0).abs() < 0.05,
+            "gaps' coefficient of variation {cv}"
         );
     }
 }

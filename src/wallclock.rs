@@ -60,8 +60,8 @@ pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
     if !valid {
         return Err(bad());
     }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset_s;
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
     let at = u64::try_from(secs)
         .map_err(|_| format!("'{s}' is before 1970"))
         .map(|secs| UNIX_EPOCH + Duration::new(secs, nanos as u32))?;
@@ -129,10 +129,22 @@ mod tests {
         assert_eq!(format_rfc3339(t), "2026-11-23T14:00:00.000Z");
         let same = parse_rfc3339("2026-11-23T15:30:00.250+01:30").unwrap();
         assert_eq!(unix_ms(same), 1_795_442_400_250);
-        assert_eq!(unix_ms(parse_rfc3339("2024-02-29 00:00:00Z").unwrap()) % 86_400_000, 0);
-        for bad in ["2026-11-23", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-23T14:00:00", "tomorrow", "2026-11-23T14:00:00+0100"] {
+        assert_eq!(
+            unix_ms(parse_rfc3339("2024-02-29 00:00:00Z").unwrap()) % 86_400_000,
+            0
+        );
+        for bad in [
+            "2026-11-23",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-11-23T14:00:00",
+            "tomorrow",
+            "2026-11-23T14:00:00+0100",
+        ] {
             assert!(parse_rfc3339(bad).is_err(), "{bad}");
         }
-        assert!(parse_rfc3339("2999-01-01T00:00:00Z").unwrap_err().contains("year"));
+        assert!(parse_rfc3339("2999-01-01T00:00:00Z")
+            .unwrap_err()
+            .contains("year"));
     }
 }

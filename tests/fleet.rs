@@ -41,17 +41,31 @@ fn sim(log: &Path) -> (Killed, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let url = line.trim().strip_prefix("listening on ").unwrap().to_string();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
     (Killed(child), url)
 }
 
 /// The load every run of this file sends, as arguments after the URL.
 fn load_args(rate: f64) -> Vec<String> {
     [
-        "--model", "m", "--rate", &rate.to_string(), "-d", "2s", "--max-tokens", "8",
-        "--grace", "2s", "--quiet",
+        "--model",
+        "m",
+        "--rate",
+        &rate.to_string(),
+        "-d",
+        "2s",
+        "--max-tokens",
+        "8",
+        "--grace",
+        "2s",
+        "--quiet",
         // The shared 2-core machine may make a shard late: that is measured, not judged here.
-        "--max-late", "100%",
+        "--max-late",
+        "100%",
     ]
     .map(String::from)
     .to_vec()
@@ -123,7 +137,12 @@ fn arrivals(log: &Path) -> Vec<f64> {
     let mut at: Vec<f64> = std::fs::read_to_string(log)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["received_ns"].as_f64().unwrap() / 1e9)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["received_ns"]
+                .as_f64()
+                .unwrap()
+                / 1e9
+        })
         .collect();
     at.sort_by(f64::total_cmp);
     at
@@ -207,12 +226,14 @@ fn four_shards_with_the_jobs_env_merge_into_one_run_at_the_fleets_rate() {
         .code(0);
     let (_, one) = report(&[single.as_os_str()], &dir.path().join("single.json"));
     // The simulator spaces chunks exactly 10 ms apart, so both runs measure the same
-    // gaps plus the client's own delays. The client's p50 error against the send log
-    // is under 0.1 ms (BENCHMARKS, timing fidelity); on this shared 2-core machine with
-    // five busy processes, repeated single runs moved p50 by up to ~0.3 ms and p90 by
-    // up to ~2 ms. So: p50 within 1 ms, p90 within 3 ms. The tails (p99) are this
-    // machine's scheduling noise, not the merge, and are not compared.
-    for (stat, bound) in [("p50_ms", 1.0), ("p90_ms", 3.0)] {
+    // gaps plus the client's own delays. Measured on the shared 2-core machine (debug
+    // build, this load, 4 single runs and 3 fleets): single-run ITL p50 9.87–9.91 ms
+    // and fleet p50 9.91–10.03 ms (0.16 ms apart at most); p90 moved from 10.99 to
+    // 13.54 ms between single runs alone (2.6 ms) and was 11.13–12.28 ms merged. So
+    // the bound is p50 within 1 ms (6× what was seen) and p90 within 4 ms (1.5× the
+    // single-run spread). p99 is this machine's scheduling noise (17–31 ms in single
+    // runs), not the merge, and is not compared.
+    for (stat, bound) in [("p50_ms", 1.0), ("p90_ms", 4.0)] {
         let (m, s) = (p(&merged, "itl", stat), p(&one, "itl", stat));
         assert!(
             (m - s).abs() <= bound,
@@ -227,7 +248,11 @@ fn four_shards_with_the_jobs_env_merge_into_one_run_at_the_fleets_rate() {
 fn gates_and_compare_work_on_the_merged_run(shards: &Path, single: &Path, dir: &Path) {
     let out = dir.join("gated.json");
     let (code, r) = report(
-        &[shards.as_os_str(), "--slo".as_ref(), "itl.p50<=1ms".as_ref()],
+        &[
+            shards.as_os_str(),
+            "--slo".as_ref(),
+            "itl.p50<=1ms".as_ref(),
+        ],
         &out,
     );
     assert_eq!(code, Some(3), "a breached SLO on the merged run exits 3");
@@ -261,7 +286,10 @@ fn missing_failed_and_excluded_shards_are_named(shards: &Path, dir: &Path) {
     // Shard 2 died mid-run: its records end before the level and run lines.
     let died = copy(2);
     let text = std::fs::read_to_string(&died).unwrap();
-    let cut: Vec<&str> = text.lines().filter(|l| !l.starts_with("{\"cadence_run\"")).collect();
+    let cut: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("{\"cadence_run\""))
+        .collect();
     std::fs::write(&died, cut.join("\n") + "\n").unwrap();
     // Shard 3 never started: nothing.
     let (code, r) = report(&[partial.as_os_str()], &dir.join("partial.json"));
@@ -276,11 +304,20 @@ fn missing_failed_and_excluded_shards_are_named(shards: &Path, dir: &Path) {
         .map(|m| m["index"].as_u64().unwrap())
         .collect();
     assert_eq!(missing, [2, 3]);
-    assert!(fleet["missing"][0]["why"].as_str().unwrap().contains("failed"));
-    assert!(fleet["missing"][1]["why"].as_str().unwrap().contains("never started"));
+    assert!(fleet["missing"][0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("failed"));
+    assert!(fleet["missing"][1]["why"]
+        .as_str()
+        .unwrap()
+        .contains("never started"));
     let text = cadence().arg("report").arg(&partial).output().unwrap();
     let console = String::from_utf8_lossy(&text.stdout);
-    assert!(console.contains("INCOMPLETE: shard(s) 2, 3 missing"), "{console}");
+    assert!(
+        console.contains("INCOMPLETE: shard(s) 2, 3 missing"),
+        "{console}"
+    );
 
     // Excluding shard 1 of the complete fleet: merged from the other three, complete.
     let (code, r) = report(
@@ -290,5 +327,8 @@ fn missing_failed_and_excluded_shards_are_named(shards: &Path, dir: &Path) {
     assert_eq!(code, Some(0));
     assert_eq!(r["fleet"]["excluded"], serde_json::json!([1]));
     assert_eq!(r["fleet"]["merged"], serde_json::json!([0, 2, 3]));
-    assert_eq!(r["levels"][0]["name"], "rate=30/s", "the load of the shards merged");
+    assert_eq!(
+        r["levels"][0]["name"], "rate=30/s",
+        "the load of the shards merged"
+    );
 }

@@ -77,7 +77,13 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
         String::new()
     } else {
         let missing: Vec<String> = f.missing.iter().map(|m| m.index.to_string()).collect();
-        format!(" — {}", p.red(&format!("INCOMPLETE: shard(s) {} missing", missing.join(", "))))
+        format!(
+            " — {}",
+            p.red(&format!(
+                "INCOMPLETE: shard(s) {} missing",
+                missing.join(", ")
+            ))
+        )
     };
     let _ = writeln!(out, "{} {merged}{state}", p.bold("Fleet"));
     let _ = writeln!(
@@ -91,7 +97,10 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
     for c in &f.checks {
         let mut notes = c.flags.join(", ");
         if f.excluded.contains(&c.shard) {
-            notes = format!("excluded{}{notes}", if notes.is_empty() { "" } else { "; " });
+            notes = format!(
+                "excluded{}{notes}",
+                if notes.is_empty() { "" } else { "; " }
+            );
         }
         let _ = writeln!(
             out,
@@ -106,11 +115,20 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
                 .map_or(ABSENT.to_string(), |v| format!("{:.1}%", v * 100.0)),
             ms(c.loop_lag_p99_ms),
             pct(c.cpu_share),
-            if notes.is_empty() { notes } else { p.yellow(&notes) }
+            if notes.is_empty() {
+                notes
+            } else {
+                p.yellow(&notes)
+            }
         );
     }
     for m in &f.missing {
-        let _ = writeln!(out, "  {:>5}  {}", m.index, p.red(&format!("missing: {}", m.why)));
+        let _ = writeln!(
+            out,
+            "  {:>5}  {}",
+            m.index,
+            p.red(&format!("missing: {}", m.why))
+        );
     }
 }
 
