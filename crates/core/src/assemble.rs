@@ -50,6 +50,7 @@ impl Checks {
             slos: self.slos.clone(),
             max_late: self.max_late,
             exact_samples: self.exact_samples,
+            ..LevelConfig::default()
         }
     }
 

@@ -34,6 +34,9 @@ pub struct LevelConfig {
     pub max_late: f64,
     /// The level's budget of exactly kept values ([`DEFAULT_EXACT_SAMPLES`]).
     pub exact_samples: u64,
+    /// Bytes of histograms the time series holds once bucketed
+    /// ([`crate::timeseries::MAX_HISTOGRAM_BYTES`]).
+    pub series_bytes: usize,
 }
 
 impl Default for LevelConfig {
@@ -44,6 +47,7 @@ impl Default for LevelConfig {
             slos: Vec::new(),
             max_late: 0.001,
             exact_samples: DEFAULT_EXACT_SAMPLES,
+            series_bytes: crate::timeseries::MAX_HISTOGRAM_BYTES,
         }
     }
 }
@@ -93,7 +97,7 @@ impl LevelAggregator {
             summary: SummaryAcc::without_pooled_itl(config.stall_threshold_ns),
             pacing: PacingAcc::default(),
             goodput: GoodputAcc::default(),
-            series: TimeSeriesAcc::new(config.time_bucket_ns),
+            series: TimeSeriesAcc::new(config.time_bucket_ns).with_max_bytes(config.series_bytes),
             conventions: ConventionsAcc::default(),
             charts: ChartsAcc::default(),
             notes: RecordNotes::default(),
@@ -190,9 +194,19 @@ impl LevelAggregator {
         let goodput = self.goodput.finish(summary.throughput.window_s);
         let mut record_warnings = self.notes.finish();
         if let Some(w) = self.series.widened_ns() {
+            let why = if self.series.widened_for_memory() {
+                format!(
+                    "would hold more than {} KiB of histograms",
+                    self.config.series_bytes >> 10
+                )
+            } else {
+                format!(
+                    "would need more than {} buckets",
+                    crate::timeseries::MAX_BUCKETS
+                )
+            };
             record_warnings.push(format!(
-                "the time series would need more than {} buckets of {} ms: its buckets are {} ms wide instead",
-                crate::timeseries::MAX_BUCKETS,
+                "the time series in buckets of {} ms {why}: its buckets are {} ms wide instead",
                 self.config.time_bucket_ns.max(1) as f64 / 1e6,
                 w as f64 / 1e6
             ));

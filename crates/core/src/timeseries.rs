@@ -44,6 +44,14 @@ empty ones included, at most 4,096 (buckets twice as wide past that, as often as
 /// whatever the timestamps.
 pub const MAX_BUCKETS: u64 = 4096;
 
+/// Once its distributions are histograms (the level's budget is spent), the series
+/// holds at most about this many bytes of them: a bucket's histogram grows with how
+/// spread its gaps are, not with its count, so a long run at a noisy load would
+/// otherwise grow by a histogram per bucket for as long as it runs. Past it the width
+/// doubles (neighbours merge losslessly, so pooled ITL keeps every gap) and the level
+/// says so.
+pub const MAX_HISTOGRAM_BYTES: usize = 4 << 20;
+
 #[derive(Debug, Clone, Default)]
 struct Acc {
     completed: u64,
@@ -99,6 +107,10 @@ pub struct TimeSeriesAcc {
     last: Option<u64>,
     /// The level's budget was spent: new buckets' distributions start bucketed.
     bucketed: bool,
+    /// Bytes of histograms held before the width doubles ([`MAX_HISTOGRAM_BYTES`]).
+    max_bytes: usize,
+    /// The width doubled to keep the histograms under `max_bytes`.
+    widened_for_memory: bool,
 }
 
 impl TimeSeriesAcc {
@@ -111,7 +123,21 @@ impl TimeSeriesAcc {
             buckets: Vec::new(),
             last: None,
             bucketed: false,
+            max_bytes: MAX_HISTOGRAM_BYTES,
+            widened_for_memory: false,
         }
+    }
+
+    /// The same, holding at most about `bytes` of histograms once bucketed.
+    pub fn with_max_bytes(mut self, bytes: usize) -> TimeSeriesAcc {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// Whether the width doubled to keep the histograms within [`MAX_HISTOGRAM_BYTES`]
+    /// (rather than, or as well as, for [`MAX_BUCKETS`]).
+    pub fn widened_for_memory(&self) -> bool {
+        self.widened_for_memory
     }
 
     /// The width of the buckets [`Self::finish`] returns, when it differs from the one
@@ -146,9 +172,20 @@ impl TimeSeriesAcc {
         while t / self.width_ns >= MAX_BUCKETS {
             self.widen();
         }
-        let i = (t / self.width_ns) as usize;
+        let mut i = (t / self.width_ns) as usize;
         if self.buckets.len() <= i {
-            self.buckets.resize_with(i + 1, Acc::default);
+            // A new bucket: the moment to check the histograms' bytes (between new
+            // buckets only the current one grows, by at most one histogram).
+            if self.bucketed && self.bucketed_bytes() > self.max_bytes {
+                while self.buckets.len() > 1 && self.bucketed_bytes() > self.max_bytes / 2 {
+                    self.widen();
+                }
+                self.widened_for_memory = true;
+                i = (t / self.width_ns) as usize;
+            }
+            if self.buckets.len() <= i {
+                self.buckets.resize_with(i + 1, Acc::default);
+            }
         }
         &mut self.buckets[i]
     }
@@ -211,6 +248,7 @@ impl TimeSeriesAcc {
             a.merge(b);
         }
         self.last = self.last.max(o.last);
+        self.widened_for_memory |= o.widened_for_memory;
         if o.bucketed {
             self.bucketize();
         }
@@ -238,12 +276,15 @@ impl TimeSeriesAcc {
     }
 
     pub fn approx_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Acc>()
-            + self
-                .buckets
-                .iter()
-                .map(|a| a.ttft.approx_bytes() + a.itl.approx_bytes())
-                .sum::<usize>()
+        self.buckets.capacity() * std::mem::size_of::<Acc>() + self.bucketed_bytes()
+    }
+
+    /// Heap bytes of the buckets' distributions.
+    fn bucketed_bytes(&self) -> usize {
+        self.buckets
+            .iter()
+            .map(|a| a.ttft.approx_bytes() + a.itl.approx_bytes())
+            .sum()
     }
 
     /// The buckets from 0 to the one holding the last event.

@@ -193,6 +193,68 @@ fn memory_stays_flat_as_records_grow_10x_and_100x_past_the_budget() {
     assert!(itl.count > 500_000 && itl.bucketed.is_some());
 }
 
+/// `r` moved `by` ns later on the run clock.
+fn shifted(r: &RequestRecord, by: u64) -> RequestRecord {
+    let mut r = r.clone();
+    r.sent_ns = r.sent_ns.map(|t| t + by);
+    r.scheduled_ns = r.scheduled_ns.map(|t| t + by);
+    r.first_content_ns = r.first_content_ns.map(|t| t + by);
+    r.end_ns = r.end_ns.map(|t| t + by);
+    r.chunks.iter_mut().for_each(|c| c.0 += by);
+    r
+}
+
+#[test]
+fn memory_stays_bounded_as_the_run_grows_10x_and_100x_longer() {
+    // A long run at a noisy load: every 500 ms bucket of the time series gets gaps
+    // spread over 0–30 ms, so each bucket's histogram holds hundreds of distinct
+    // buckets. 300, 3,000 and 30,000 records laid end to end along the run clock
+    // (2 s, 20 s, 200 s): the series widens to stay under its histogram bytes (256 KiB
+    // here), so memory stops growing with the run's length, and pooled ITL still holds
+    // every gap.
+    let batch = records(100, 21);
+    let span = batch.iter().filter_map(|r| r.end_ns).max().unwrap() + MS;
+    let cap = 256 << 10;
+    let mut agg = LevelAggregator::new(LevelConfig {
+        series_bytes: cap,
+        ..config(2_000)
+    });
+    let mut sizes = Vec::new();
+    let mut fed_n = 0u64;
+    let mut gaps = 0u64;
+    for target in [300u64, 3_000, 30_000] {
+        while fed_n < target {
+            for r in &batch {
+                let r = shifted(r, fed_n / 100 * span);
+                if r.outcome == Outcome::Succeeded && !r.warmup {
+                    gaps += r.chunks.len().saturating_sub(1) as u64;
+                }
+                agg.push(&r);
+            }
+            fed_n += 100;
+        }
+        sizes.push(agg.approx_bytes());
+    }
+    eprintln!("approx_bytes after 300, 3,000, 30,000 records along the clock: {sizes:?}");
+    let bound = cap + sizes[0];
+    assert!(sizes[1] <= bound && sizes[2] <= bound, "{sizes:?}");
+    assert!(
+        sizes[2] < sizes[1] * 3 / 2,
+        "10x longer again, not more memory: {sizes:?}"
+    );
+    let f = agg.finish(&LevelOptions::default());
+    assert_eq!(f.summary.itl.unwrap().count, gaps, "widening loses no gap");
+    assert!(
+        f.record_warnings
+            .iter()
+            .any(|w| w.contains("256 KiB of histograms")),
+        "{:?}",
+        f.record_warnings
+    );
+    let series_gaps: u64 = f.time_series.iter().map(|b| b.completed).sum();
+    assert_eq!(series_gaps, f.summary.requests.succeeded);
+}
+
 #[test]
 fn a_far_future_timestamp_or_a_zero_bucket_does_not_allocate_buckets_per_nanosecond() {
     let mut r = records(1, 3).remove(0);

@@ -69,8 +69,9 @@ pub struct ProxyConfig {
     pub alert_interval: Duration,
     /// Model names allowed as a metric label; others become `other`.
     pub models: Vec<String>,
-    /// Cap on the records the rolling window keeps (memory bound for `/stats`).
-    pub stats_max_records: usize,
+    /// Values the rolling windows keep exactly, per second and per merged window
+    /// (the memory and CPU bound of `/stats` and the alert rules).
+    pub stats_budget: live::WindowBudget,
     pub limits: Limits,
     /// Path suffixes of the inference routes that are measured (records, `/stats`,
     /// latency metrics); every other request (`/health`, `/v1/models`, …) is forwarded
@@ -103,7 +104,7 @@ impl ProxyConfig {
             alert_webhook: None,
             alert_interval: Duration::from_secs(1),
             models: Vec::new(),
-            stats_max_records: 200_000,
+            stats_budget: live::WindowBudget::default(),
             limits: Limits::default(),
             measured_routes: DEFAULT_MEASURED_ROUTES
                 .iter()

@@ -1,125 +1,209 @@
-//! The rolling window behind `/stats` and the alert rules: the finished records of the
-//! last few minutes, kept in end-time order, summarized on demand by core's
-//! `summarize_level`, so the live percentiles are exact and mean what `cadence report`
-//! means. Pure: the caller passes the time.
+//! The rolling windows behind `/stats` and the alert rules: one mergeable summary
+//! (core's [`SummaryAcc`], the same formulas `cadence report` uses) per second of
+//! request end time, kept for the longest window. A window's figures merge the seconds
+//! it covers, so memory is bounded by the window's length, never by the traffic: each
+//! second keeps its values exactly up to a budget and continues in core's log-bucketed
+//! histograms past it. Pure: the caller passes the time.
 
-use cadence_core::{summarize_level, LevelOptions, LevelSummary, RequestRecord};
+use cadence_core::metrics::{SummaryAcc, DEFAULT_STALL_THRESHOLD_NS};
+use cadence_core::{LevelOptions, LevelSummary, RequestRecord};
 use serde::Serialize;
 use std::collections::VecDeque;
 
-/// Records that ended in the last `max_age_ns`, at most `max_records` of them.
+const S: u64 = 1_000_000_000;
+
+/// Values one second keeps exactly (over all its distributions) before it continues in
+/// histograms: 8,192 values, 64 KiB of samples.
+pub const DEFAULT_EXACT_PER_SECOND: u64 = 8_192;
+
+/// Values a merged window keeps exactly; a window whose seconds hold more is merged
+/// straight into histograms (percentiles then within core's stated relative error).
+pub const DEFAULT_EXACT_PER_WINDOW: u64 = 262_144;
+
+/// How many values the windows keep exactly: the memory and CPU bound of `/stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowBudget {
+    pub per_second: u64,
+    pub per_window: u64,
+}
+
+impl Default for WindowBudget {
+    fn default() -> Self {
+        WindowBudget {
+            per_second: DEFAULT_EXACT_PER_SECOND,
+            per_window: DEFAULT_EXACT_PER_WINDOW,
+        }
+    }
+}
+
+/// One second of request end times and the summary of the records that ended in it.
+#[derive(Debug, Clone)]
+struct Slot {
+    second: u64,
+    acc: SummaryAcc,
+    /// Values `acc` holds exactly (0 once bucketed).
+    stored: u64,
+    /// The second's budget was spent: its distributions are histograms.
+    bucketed: bool,
+}
+
+/// Per-second summaries of the records that ended in the last `max_age`.
 #[derive(Debug, Clone)]
 pub struct LiveWindow {
-    records: VecDeque<RequestRecord>,
-    max_age_ns: u64,
-    max_records: usize,
-    /// Records dropped early because the cap was reached (the window is then partial).
-    pub dropped_for_cap: u64,
+    /// In ascending `second` order, at most `max_age_s + 2` of them.
+    slots: VecDeque<Slot>,
+    max_age_s: u64,
+    budget: WindowBudget,
+    /// Records that arrived after their second had already aged out (not counted).
+    pub too_late: u64,
 }
 
 /// One window's figures, as `/stats` shows them.
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowStats {
     pub window_s: f64,
-    /// Whether records that ended in this window were dropped to keep memory bounded
-    /// (the percentiles then cover only the most recent ones).
-    pub partial: bool,
+    /// Whether the window's distributions continue in log-bucketed histograms (more
+    /// values than the budget); each bucketed distribution states its error bound.
+    pub bucketed: bool,
     #[serde(flatten)]
     pub summary: LevelSummary,
 }
 
-/// The rolling windows as a sink of the proxy's tap: each finished record is kept
-/// (a copy) until it ages out or the cap pushes it out.
+/// The merged seconds of one window, taken under the proxy's lock and finished outside it.
+#[derive(Debug, Clone)]
+pub struct WindowPart {
+    acc: SummaryAcc,
+    /// `[first covered second's start, now]`: what rates are measured over.
+    span: (u64, u64),
+    window_ns: u64,
+    bucketed: bool,
+}
+
+/// The rolling windows as a sink of the proxy's tap.
 impl cadence_core::RecordSink for LiveWindow {
     fn accept(&mut self, record: &RequestRecord) {
-        if record.end_ns.is_some() {
-            self.push(record.clone());
-        }
+        self.push(record);
     }
 }
 
 impl LiveWindow {
-    pub fn new(max_age_ns: u64, max_records: usize) -> Self {
+    /// Windows up to `max_age_ns` long (rounded up to whole seconds).
+    pub fn new(max_age_ns: u64, budget: WindowBudget) -> Self {
         LiveWindow {
-            records: VecDeque::new(),
-            max_age_ns,
-            max_records: max_records.max(1),
-            dropped_for_cap: 0,
+            slots: VecDeque::new(),
+            max_age_s: max_age_ns.div_ceil(S),
+            budget,
+            too_late: 0,
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.records.len()
+    /// Seconds held (at most the longest window plus two).
+    pub fn seconds(&self) -> usize {
+        self.slots.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
-
-    /// Adds a finished record (one without `end_ns` is ignored), keeping end order.
-    pub fn push(&mut self, rec: RequestRecord) {
-        let Some(end) = rec.end_ns else { return };
-        // Records arrive nearly in end order: search from the back.
-        let at = self
-            .records
+    /// Heap bytes held by the seconds' distributions.
+    pub fn approx_bytes(&self) -> usize {
+        self.slots
             .iter()
-            .rposition(|r| r.end_ns.unwrap_or(0) <= end)
-            .map_or(0, |i| i + 1);
-        self.records.insert(at, rec);
-        while self.records.len() > self.max_records {
-            self.records.pop_front();
-            self.dropped_for_cap += 1;
+            .map(|s| std::mem::size_of::<Slot>() + s.acc.approx_bytes())
+            .sum()
+    }
+
+    /// Counts a finished record (one without `end_ns` is ignored) in its end second.
+    pub fn push(&mut self, rec: &RequestRecord) {
+        let Some(end) = rec.end_ns else { return };
+        let second = end / S;
+        let newest = self.slots.back().map_or(second, |s| s.second.max(second));
+        self.forget_before(newest.saturating_sub(self.max_age_s + 1));
+        let at = self.slots.partition_point(|s| s.second < second);
+        if self.slots.get(at).is_none_or(|s| s.second != second) {
+            if self.slots.front().is_some_and(|f| second < f.second)
+                && second + self.max_age_s + 1 < newest
+            {
+                self.too_late += 1;
+                return;
+            }
+            let acc = SummaryAcc::new(DEFAULT_STALL_THRESHOLD_NS);
+            let slot = Slot {
+                second,
+                acc,
+                stored: 0,
+                bucketed: false,
+            };
+            self.slots.insert(at, slot);
+        }
+        let budget = self.budget.per_second;
+        let slot = &mut self.slots[at];
+        slot.stored += slot.acc.push(rec);
+        if slot.stored > budget {
+            slot.acc.bucketize();
+            slot.stored = 0;
+            slot.bucketed = true;
         }
     }
 
-    /// Forgets records that ended before `now_ns − max_age`.
+    fn forget_before(&mut self, second: u64) {
+        while self.slots.front().is_some_and(|s| s.second < second) {
+            self.slots.pop_front();
+        }
+    }
+
+    /// Forgets the seconds no window ending at `now_ns` or later can cover.
     pub fn evict(&mut self, now_ns: u64) {
-        let cutoff = now_ns.saturating_sub(self.max_age_ns);
-        while self
-            .records
-            .front()
-            .is_some_and(|r| r.end_ns.unwrap_or(0) < cutoff)
-        {
-            self.records.pop_front();
+        self.forget_before((now_ns / S).saturating_sub(self.max_age_s));
+    }
+
+    /// The seconds from `(now − window)`'s second to `now`'s, merged: cheap enough to
+    /// hold the lock for (histograms merge bucket by bucket), finished outside it.
+    pub fn window(&self, now_ns: u64, window_ns: u64) -> WindowPart {
+        let first = now_ns.saturating_sub(window_ns) / S;
+        let last = now_ns / S;
+        let covered = || {
+            self.slots
+                .iter()
+                .filter(move |s| s.second >= first && s.second <= last)
+        };
+        let exact: u64 = covered().map(|s| s.stored).sum();
+        let mut acc = SummaryAcc::new(DEFAULT_STALL_THRESHOLD_NS);
+        let over = exact > self.budget.per_window;
+        if over {
+            acc.bucketize();
+        }
+        let mut bucketed = over;
+        for s in covered() {
+            acc.merge(&s.acc);
+            bucketed |= s.bucketed;
+        }
+        if over {
+            acc.bucketize();
+        }
+        WindowPart {
+            acc,
+            span: (first * S, now_ns),
+            window_ns,
+            bucketed,
         }
     }
 
-    /// Copies of the records that ended in `[now − window, now]`, and whether the cap
-    /// dropped some that would be in it. Copying under the lock and summarizing
-    /// outside it keeps finishing streams from waiting on a sort.
-    pub fn window(&mut self, now_ns: u64, window_ns: u64) -> (Vec<RequestRecord>, bool) {
-        let start = now_ns.saturating_sub(window_ns);
-        let all = self.records.make_contiguous();
-        let from = all.partition_point(|r| r.end_ns.unwrap_or(0) < start);
-        let to = all.partition_point(|r| r.end_ns.unwrap_or(0) <= now_ns);
-        let slice = &all[from..to.max(from)];
-        // The cap dropped records only if the oldest kept one ended inside the window.
-        let partial = self.dropped_for_cap > 0 && from == 0 && !slice.is_empty();
-        (slice.to_vec(), partial)
-    }
-
-    /// Summary of the records that ended in `[now − window, now]`.
-    pub fn summary(&mut self, now_ns: u64, window_ns: u64) -> WindowStats {
-        let (records, partial) = self.window(now_ns, window_ns);
-        summarize(&records, now_ns, window_ns, partial)
+    /// Summary of the records that ended from `(now − window)`'s second to `now`.
+    pub fn summary(&self, now_ns: u64, window_ns: u64) -> WindowStats {
+        self.window(now_ns, window_ns).finish()
     }
 }
 
-/// Core's level summary of a window's records, measured over `[now − window, now]`.
-pub fn summarize(
-    records: &[RequestRecord],
-    now_ns: u64,
-    window_ns: u64,
-    partial: bool,
-) -> WindowStats {
-    let opts = LevelOptions {
-        window: Some((now_ns.saturating_sub(window_ns), now_ns)),
-        ..LevelOptions::default()
-    };
-    WindowStats {
-        window_s: window_ns as f64 / 1e9,
-        partial,
-        summary: summarize_level(records, &opts),
+impl WindowPart {
+    /// Core's level summary of the window, rates over its span.
+    pub fn finish(&self) -> WindowStats {
+        let opts = LevelOptions {
+            window: Some(self.span),
+            ..LevelOptions::default()
+        };
+        WindowStats {
+            window_s: self.window_ns as f64 / 1e9,
+            bucketed: self.bucketed,
+            summary: self.acc.finish(&opts),
+        }
     }
 }
 
@@ -233,56 +317,122 @@ mod tests {
         r
     }
 
+    fn budget() -> WindowBudget {
+        WindowBudget::default()
+    }
+
     #[test]
     fn windows_cover_exactly_the_records_that_ended_in_them() {
-        let mut w = LiveWindow::new(300 * S, 1000);
-        w.push(rec(10 * S, &[100, 100])); // ended 290 s ago at now = 300 s
-        w.push(rec(250 * S, &[20, 40])); // 50 s ago
-        w.push(rec(290 * S, &[10, 30])); // 10 s ago
+        let mut w = LiveWindow::new(300 * S, budget());
+        w.push(&rec(10 * S, &[100, 100])); // ended 290 s ago at now = 300 s
+        w.push(&rec(250 * S, &[20, 40])); // 50 s ago
+        w.push(&rec(290 * S, &[10, 30])); // 10 s ago
         let one = w.summary(300 * S, 60 * S);
         let itl = one.summary.itl.unwrap();
         assert_eq!(itl.count, 4);
         // Pooled gaps 10, 20, 30, 40 ms: type-7 p50 = 25 ms.
         assert_eq!(itl.p50, 25.0);
         assert_eq!(one.summary.requests.succeeded, 2);
+        assert_eq!(one.summary.throughput.window_s, Some(60.0));
         let five = w.summary(300 * S, 300 * S);
         assert_eq!(five.summary.itl.unwrap().count, 6);
-        assert!(!five.partial);
+        assert!(!five.bucketed);
         w.evict(400 * S);
         assert_eq!(
-            w.len(),
+            w.seconds(),
             2,
             "the record that ended at 10 s is older than 5 min at 400 s"
         );
         w.evict(551 * S);
         assert_eq!(
-            w.len(),
+            w.seconds(),
             1,
             "only the one that ended at 290 s is within 5 min of 551 s"
         );
     }
 
     #[test]
-    fn out_of_order_ends_are_sorted_and_the_cap_is_reported() {
-        let mut w = LiveWindow::new(300 * S, 2);
-        w.push(rec(20 * S, &[10]));
-        w.push(rec(15 * S, &[20]));
-        w.push(rec(18 * S, &[30]));
-        assert_eq!(w.len(), 2);
-        assert_eq!(w.dropped_for_cap, 1);
-        let s = w.summary(30 * S, 60 * S);
-        assert!(s.partial);
-        let itl = s.summary.itl.unwrap();
-        assert_eq!(
-            (itl.min, itl.max),
-            (10.0, 30.0),
-            "the 15 s record was the oldest"
+    fn a_window_is_the_same_as_one_summary_of_its_records() {
+        // 40 records over 20 s, arriving out of end order within each pair.
+        let recs: Vec<RequestRecord> = (0..40u64)
+            .map(|i| rec(100 * S + (i ^ 1) * S / 2, &[5 + i % 7, 9 + i % 3, 30]))
+            .collect();
+        let mut w = LiveWindow::new(300 * S, budget());
+        recs.iter().for_each(|r| w.push(r));
+        let now = 125 * S;
+        let got = w.summary(now, 60 * S);
+        let want = cadence_core::summarize_level(
+            &recs,
+            &LevelOptions {
+                window: Some((65 * S, now)),
+                ..LevelOptions::default()
+            },
         );
+        assert_eq!(got.summary, want, "exact under the budget");
+    }
+
+    #[test]
+    fn late_records_join_their_second_and_too_old_ones_are_counted() {
+        let mut w = LiveWindow::new(60 * S, budget());
+        w.push(&rec(20 * S, &[10]));
+        w.push(&rec(15 * S, &[20]));
+        w.push(&rec(18 * S, &[30]));
+        assert_eq!(w.seconds(), 3);
+        let itl = w.summary(30 * S, 60 * S).summary.itl.unwrap();
+        assert_eq!((itl.count, itl.min, itl.max), (3, 10.0, 30.0));
+        w.push(&rec(200 * S, &[10]));
+        w.push(&rec(100 * S, &[10])); // 100 s older than the newest: past every window
+        assert_eq!(w.too_late, 1);
+        assert_eq!(w.seconds(), 1, "seconds past the longest window are gone");
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_window_not_the_traffic() {
+        // Ten minutes of traffic at 1x, 10x and 100x the rate, 300 s windows: the bytes
+        // held stop growing once the window is full, and more traffic per second costs
+        // at most the per-second budget.
+        let tiny = WindowBudget {
+            per_second: 512,
+            per_window: 100_000,
+        };
+        let run = |per_second: u64| {
+            let mut w = LiveWindow::new(300 * S, tiny);
+            let mut at_300 = 0;
+            for sec in 1..=600u64 {
+                for i in 0..per_second {
+                    w.push(&rec(sec * S + i, &[10, 12, 11, 40]));
+                }
+                if sec == 300 {
+                    at_300 = w.approx_bytes();
+                }
+            }
+            (at_300, w.approx_bytes(), w)
+        };
+        let (a300, a600, w1) = run(10);
+        let (_, b600, w10) = run(100);
+        let (_, c600, w100) = run(1_000);
+        assert!(w1.seconds() <= 302 && w100.seconds() <= 302);
+        assert!(a600 <= a300 + a300 / 10, "full window: {a300} -> {a600}");
+        // 10/s (under 512 values a second, 100,000 a window) stays exact; 100/s and
+        // 1,000/s are bucketed, and a histogram's size does not grow with its count.
+        assert!(b600 < 3 * a600, "10x traffic: {a600} -> {b600}");
+        assert!(c600 <= b600 + b600 / 10, "100x traffic: {b600} -> {c600}");
+        let exact = w1.summary(600 * S, 300 * S);
+        assert!(!exact.bucketed && exact.summary.itl.as_ref().unwrap().bucketed.is_none());
+        for w in [&w10, &w100] {
+            let s = w.summary(600 * S, 300 * S);
+            assert!(s.bucketed);
+            let itl = s.summary.itl.unwrap();
+            assert!(itl.bucketed.is_some(), "the distribution states its bound");
+            assert_eq!(itl.max, 40.0, "max stays exact");
+        }
+        let c = w100.summary(600 * S, 60 * S).summary;
+        assert_eq!(c.requests.sent, 1_000 * 61, "counts stay exact");
     }
 
     #[test]
     fn an_empty_window_has_no_distributions() {
-        let mut w = LiveWindow::new(300 * S, 10);
+        let w = LiveWindow::new(300 * S, budget());
         let s = w.summary(5 * S, 60 * S);
         assert!(s.summary.itl.is_none());
         assert_eq!(s.summary.requests.sent, 0);

@@ -5,7 +5,7 @@
 use crate::alert::{Alerts, Transition};
 use crate::forward;
 use crate::framing_guard::{GuardedIo, Verdicts};
-use crate::live::{summarize, LagStats, LagWindow, LiveWindow, WindowStats};
+use crate::live::{LagStats, LagWindow, LiveWindow, WindowPart, WindowStats};
 use crate::metrics::{Metrics, StreamLabels};
 use crate::records::RecordWriter;
 use crate::{ProxyConfig, ProxyError};
@@ -184,7 +184,7 @@ fn shared_state(
         models: crate::metrics::ModelLabels::new(config.models.clone()),
         live: Mutex::new(LiveWindow::new(
             max_age.as_nanos() as u64,
-            config.stats_max_records,
+            config.stats_budget,
         )),
         // The longest `/stats` window.
         lag: Mutex::new(LagWindow::new(Duration::from_secs(300).as_nanos() as u64)),
@@ -499,20 +499,17 @@ pub struct SelfCheck {
 
 fn stats(shared: &Shared) -> Stats {
     let now = shared.clock.now_ns();
-    let copies: Vec<(u64, (Vec<RequestRecord>, bool))> = match shared.live.lock() {
+    let parts: Vec<WindowPart> = match shared.live.lock() {
         Ok(mut live) => {
             live.evict(now);
             [60u64, 300]
                 .iter()
-                .map(|s| (s * 1_000_000_000, live.window(now, s * 1_000_000_000)))
+                .map(|s| live.window(now, s * 1_000_000_000))
                 .collect()
         }
         Err(_) => Vec::new(),
     };
-    let windows = copies
-        .iter()
-        .map(|(w, (recs, partial))| summarize(recs, now, *w, *partial))
-        .collect();
+    let windows = parts.iter().map(WindowPart::finish).collect();
     let loop_lag = match shared.lag.lock() {
         Ok(w) => [60u64, 300]
             .iter()
@@ -568,23 +565,15 @@ async fn alert_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             w.dedup();
             w
         };
-        let copies: Vec<(u64, Vec<RequestRecord>, bool)> = {
+        let parts: Vec<(u64, WindowPart)> = {
             let Ok(mut live) = shared.live.lock() else {
                 return;
             };
             live.evict(now);
-            windows
-                .iter()
-                .map(|&w| {
-                    let (recs, partial) = live.window(now, w);
-                    (w, recs, partial)
-                })
-                .collect()
+            windows.iter().map(|&w| (w, live.window(now, w))).collect()
         };
-        let summaries: Vec<(u64, WindowStats)> = copies
-            .iter()
-            .map(|(w, recs, partial)| (*w, summarize(recs, now, *w, *partial)))
-            .collect();
+        let summaries: Vec<(u64, WindowStats)> =
+            parts.iter().map(|(w, p)| (*w, p.finish())).collect();
         let transitions = {
             let Ok(mut alerts) = shared.alerts.lock() else {
                 return;
