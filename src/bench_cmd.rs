@@ -31,10 +31,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Default measured requests when neither --requests nor --duration is given.
-pub(crate) const DEFAULT_REQUESTS: u64 = 64;
-/// Default closed-loop concurrency.
-pub(crate) const DEFAULT_CONCURRENCY: u32 = 8;
+use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     // A shard of a fleet runs its share of the load: the flags become the share.

@@ -224,6 +224,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Most shards a fleet may have (`bench --shards`).
+pub const MAX_SHARDS: u32 = 10_000;
+
+/// `bench`'s measured requests per level when neither -n nor -d is given.
+pub const DEFAULT_REQUESTS: u64 = 64;
+
+/// `bench`'s closed-loop concurrency when neither -c nor -r is given.
+pub const DEFAULT_CONCURRENCY: u32 = 8;
+
+/// `--start-at`: an RFC 3339 time ([`cadence_core::wallclock`]), at most a year ahead.
+pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let at = cadence_core::wallclock::parse_rfc3339(s)?;
+    if at > std::time::SystemTime::now() + MAX_DURATION {
+        return Err(format!("'{s}' is more than a year ahead"));
+    }
+    Ok(at)
+}
+
 /// A duration that must be longer than 0 (a timeout, a threshold).
 pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
@@ -422,14 +440,14 @@ pub struct BenchArgs {
 
     /// Shards in the fleet; this shard's index comes from --shard, else from
     /// JOB_COMPLETION_INDEX (what a Kubernetes Indexed Job sets in each pod).
-    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::shard::MAX_SHARDS as i64))]
+    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SHARDS as i64))]
     pub shards: Option<u32>,
 
     /// Start the first level at this wall-clock time (RFC 3339: 2026-11-23T14:00:00Z),
     /// so every shard of a fleet starts together. With --duration, level k starts at
     /// START + k × (duration + grace + 1s) and sends until its start + duration, on
     /// every shard; a shard that is late starts at once and says by how much.
-    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = crate::wallclock::parse_rfc3339, conflicts_with = "start_in")]
+    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = parse_start_at, conflicts_with = "start_in")]
     pub start_at: Option<std::time::SystemTime>,
 
     /// Start the first level this long from now (as --start-at, on this machine's clock).
@@ -1046,6 +1064,17 @@ mod tests {
         assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         let e = parse_duration("soon").unwrap_err();
         assert!(e.contains("not a duration") && e.contains("500ms"), "{e}");
+    }
+
+    #[test]
+    fn start_at_is_rfc3339_within_a_year() {
+        assert!(parse_start_at("2026-11-23T14:00:00Z").is_ok());
+        assert!(parse_start_at("2999-01-01T00:00:00Z")
+            .unwrap_err()
+            .contains("year"));
+        assert!(parse_start_at("in a minute")
+            .unwrap_err()
+            .contains("RFC 3339"));
     }
 
     #[test]

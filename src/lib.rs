@@ -18,7 +18,6 @@ pub mod run_meta;
 pub mod shard;
 pub mod signal;
 pub mod sim_cmd;
-pub mod wallclock;
 pub mod workload;
 
 use clap::{CommandFactory, FromArgMatches};

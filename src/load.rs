@@ -497,3 +497,181 @@ fn saved_ms(
         }
     }
 }
+
+#[cfg(test)]
+mod fleet_tests {
+    use super::*;
+    use crate::fleet::{expand, FleetScan};
+    use cadence_core::report::RunInfo;
+    use cadence_core::runlog::{anchor_line, level_line, run_line, shard_line, Anchor, RunChecks};
+    use cadence_core::runlog::{ShardLevel, ShardMeta};
+    use cadence_core::{Chunk, Outcome, RequestRecord};
+    use std::path::Path;
+
+    const MS: u64 = 1_000_000;
+
+    /// Request `i`: sent at `i` × 100 ms + `at` ms, six chunks `gap` ms apart.
+    fn rec(index: u64, at_ms: u64, gap_ms: u64) -> RequestRecord {
+        let mut r = RequestRecord::new(index, Outcome::Succeeded);
+        let sent = (at_ms + index * 100) * MS;
+        r.sent_ns = Some(sent);
+        r.chunks = (0..6)
+            .map(|k| Chunk(sent + (20 + k * gap_ms) * MS, Some(1)))
+            .collect();
+        r.end_ns = Some(sent + (20 + 6 * gap_ms) * MS);
+        r
+    }
+
+    fn level(concurrency: u32, intended: u64, warnings: &[&str]) -> LevelMeta {
+        LevelMeta {
+            level: 0,
+            name: format!("concurrency={concurrency}"),
+            concurrency: Some(concurrency),
+            rate: None,
+            intended: Some(intended),
+            stopped_early: None,
+            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            invalid: false,
+            interrupted: false,
+        }
+    }
+
+    /// A shard's records file as `bench --shard` writes it (`finished`: with its
+    /// level and run lines).
+    fn shard_file(
+        dir: &Path,
+        index: u32,
+        count: u32,
+        recs: &[RequestRecord],
+        meta: &LevelMeta,
+        finished: bool,
+    ) -> PathBuf {
+        let path = dir.join(format!("shard-{index}.jsonl"));
+        let id = ShardMeta {
+            index,
+            count,
+            start_at_unix_ms: Some(1_000_000),
+            level: None,
+        };
+        let mut lines = vec![
+            anchor_line(Anchor {
+                unix_ms: 1_000_000 + u64::from(index),
+            }),
+            shard_line(&id),
+        ];
+        lines.extend(recs.iter().map(|r| serde_json::to_string(r).unwrap()));
+        if finished {
+            lines.push(level_line(meta));
+            lines.push(shard_line(&ShardMeta {
+                level: Some(ShardLevel {
+                    level: 0,
+                    planned_start_unix_ms: Some(1_000_000),
+                    start_skew_ms: 250.0 * f64::from(index),
+                    loop_lag_p99_ms: 0.5,
+                    loop_lag_max_ms: 1.0,
+                    cpu_share: Some(0.1),
+                }),
+                ..id
+            }));
+            lines.push(run_line(&RunMeta {
+                run: RunInfo::new("http://t/v1", "chat", "m", "closed_loop", 1_000_000),
+                checks: RunChecks::default(),
+                search: None,
+            }));
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    }
+
+    #[test]
+    fn shards_merge_exactly_into_what_one_file_of_all_their_records_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let a: Vec<RequestRecord> = (0..5).map(|i| rec(i * 2, 0, 10 + i)).collect();
+        let b: Vec<RequestRecord> = (0..4).map(|i| rec(i * 2 + 1, 0, 30 + i)).collect();
+        let files = [
+            shard_file(dir.path(), 0, 2, &a, &level(3, 5, &["lagged"]), true),
+            shard_file(dir.path(), 1, 2, &b, &level(2, 4, &[]), true),
+        ];
+        let fleet = load(&files, &[], None, None).unwrap();
+        let r = &fleet.report;
+        assert_eq!(r.levels[0].name, "concurrency=5", "the fleet's load: 3 + 2");
+        let req = &r.levels[0].summary.requests;
+        assert_eq!((req.intended, req.sent, req.succeeded), (9, 9, 9));
+        assert!(r.levels[0]
+            .summary
+            .warnings
+            .contains(&"shard 0: lagged".to_string()));
+        // One file of all the records, on shard 1's timeline shifted by its anchor
+        // (1 ms later), aggregates to the same distributions.
+        let shifted: Vec<RequestRecord> = b
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.sent_ns = r.sent_ns.map(|t| t + MS);
+                r.end_ns = r.end_ns.map(|t| t + MS);
+                r.chunks.iter_mut().for_each(|c| c.0 += MS);
+                r
+            })
+            .collect();
+        let all = dir.path().join("all.jsonl");
+        let mut lines: Vec<String> = a
+            .iter()
+            .chain(&shifted)
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        lines.push(level_line(&level(5, 9, &[])));
+        std::fs::write(&all, lines.join("\n") + "\n").unwrap();
+        let one = load(&[all], &[], None, None).unwrap().report;
+        let (m, o) = (&r.levels[0].summary, &one.levels[0].summary);
+        assert_eq!(m.itl, o.itl);
+        assert_eq!(m.ttft, o.ttft);
+        assert_eq!(m.e2e, o.e2e);
+        assert_eq!(m.throughput, o.throughput);
+        // The shard table: shard 1 started 250 ms late, and is named for it.
+        let f = r.fleet.as_ref().unwrap();
+        assert!(f.complete);
+        assert_eq!(f.checks[1].sent, Some(4));
+        assert_eq!(f.checks[1].flags, ["started 250 ms late"]);
+        assert!(r.warnings.iter().any(|w| w.contains("--exclude-shard 1")));
+    }
+
+    #[test]
+    fn a_shard_twice_or_of_another_run_is_refused_and_a_dead_one_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let one = [rec(0, 0, 10)];
+        let s0 = shard_file(dir.path(), 0, 3, &one, &level(1, 1, &[]), true);
+        let again = shard_file(other.path(), 0, 3, &one, &level(1, 1, &[]), true);
+        let e = FleetScan::scan(&[s0.clone(), again], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shard 0 appears twice"), "{e}");
+        let four = shard_file(other.path(), 1, 4, &one, &level(1, 1, &[]), true);
+        let e = FleetScan::scan(&[s0.clone(), four], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another fleet run"), "{e}");
+        let died = shard_file(dir.path(), 2, 3, &one, &level(1, 1, &[]), false);
+        let scan = FleetScan::scan(&[s0.clone(), died], &[]).unwrap().unwrap();
+        let missing: Vec<(u32, bool)> = scan
+            .missing
+            .iter()
+            .map(|m| (m.index, m.why.contains("failed")))
+            .collect();
+        assert_eq!(missing, [(1, false), (2, true)]);
+        let e = FleetScan::scan(&[s0], &[7]).unwrap_err().to_string();
+        assert!(e.contains("shards 0 to 2"), "{e}");
+        // A directory stands for its records files, or its subdirectories'.
+        assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap().len(), 2);
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("shard-0")).unwrap();
+        std::fs::copy(
+            dir.path().join("shard-0.jsonl"),
+            root.path().join("shard-0/r.jsonl"),
+        )
+        .unwrap();
+        std::fs::create_dir(root.path().join("shard-1")).unwrap();
+        assert_eq!(expand(&[root.path().to_path_buf()]).unwrap().len(), 1);
+        assert!(expand(&[root.path().join("shard-1")]).is_err());
+    }
+}

@@ -3,16 +3,13 @@
 //! writes what it saw (its anchor, its share, its start skew and self-checks) into its
 //! records, so `cadence report` can merge the shards into one run.
 
-use crate::cli::{BenchArgs, Counts, Rates};
+use crate::cli::{BenchArgs, Counts, Rates, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, MAX_SHARDS};
 use crate::exit::usage;
-use crate::wallclock::{format_rfc3339, unix_ms};
 use cadence_bench::{Placement, RunPlan, RunSummary};
 use cadence_core::runlog::{shard_line, ShardLevel, ShardMeta};
+use cadence_core::wallclock::{format_rfc3339, unix_ms};
 use cadence_core::LevelFacts;
 use std::time::{Duration, SystemTime};
-
-/// Most shards a fleet may have.
-pub const MAX_SHARDS: u32 = 10_000;
 
 /// The environment variable a Kubernetes Indexed Job sets to each pod's index.
 pub const JOB_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
@@ -119,7 +116,11 @@ impl Fleet {
             (None, Some(d)) => Some(SystemTime::now() + d),
             (None, None) => None,
         };
-        let levels = crate::bench_cmd::loads(args).len();
+        let levels = match (&args.rate, &args.concurrency) {
+            (Some(r), _) => r.0.len(),
+            (None, Some(c)) => c.0.len(),
+            (None, None) => 1,
+        };
         if let Some((i, n)) = shard {
             check_shardable(args, levels, start_at.is_some())?;
             split(args, i, n).map_err(usage)?;
@@ -258,7 +259,7 @@ fn split(args: &mut BenchArgs, i: u32, n: u32) -> Result<(), String> {
         let levels = args
             .concurrency
             .clone()
-            .map_or_else(|| vec![crate::bench_cmd::DEFAULT_CONCURRENCY], |c| c.0);
+            .map_or_else(|| vec![DEFAULT_CONCURRENCY], |c| c.0);
         let shares = levels
             .iter()
             .map(|&c| part(c.into(), "concurrency", "-c").map(|s| s as u32))
@@ -272,7 +273,7 @@ fn split(args: &mut BenchArgs, i: u32, n: u32) -> Result<(), String> {
         args.max_concurrency = Some(part(cap.into(), "--max-concurrency", "it")? as u32);
     }
     let requests = match (args.requests, args.duration) {
-        (None, None) => Some(crate::bench_cmd::DEFAULT_REQUESTS),
+        (None, None) => Some(DEFAULT_REQUESTS),
         (n, _) => n,
     };
     if let Some(total) = requests {

@@ -75,7 +75,7 @@ fn load_args(rate: f64) -> Vec<String> {
 /// waits for them; their exit codes.
 fn run_fleet(url: &str, dir: &Path) -> Vec<Option<i32>> {
     let start = SystemTime::now() + Duration::from_millis(2500);
-    let start_at = cadence::wallclock::format_rfc3339(start);
+    let start_at = cadence_core::wallclock::format_rfc3339(start);
     let children: Vec<Child> = (0..SHARDS)
         .map(|i| {
             Command::new(assert_cmd::cargo::cargo_bin("cadence"))

@@ -24,6 +24,7 @@ pub mod sink;
 pub mod slo;
 pub mod stats;
 pub mod timeseries;
+pub mod wallclock;
 
 pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
 pub use charts::{chart_data, ChartData, ChartsAcc};
