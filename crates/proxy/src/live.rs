@@ -12,19 +12,28 @@ use std::collections::VecDeque;
 
 const S: u64 = 1_000_000_000;
 
-/// Values one second keeps exactly (over all its distributions) before it continues in
+/// Values one slot keeps exactly (over all its distributions) before it continues in
 /// histograms: 8,192 values, 64 KiB of samples.
 pub const DEFAULT_EXACT_PER_SECOND: u64 = 8_192;
 
-/// Values a merged window keeps exactly; a window whose seconds hold more is merged
+/// Values a merged window keeps exactly; a window whose slots hold more is merged
 /// straight into histograms (percentiles then within core's stated relative error).
 pub const DEFAULT_EXACT_PER_WINDOW: u64 = 262_144;
 
-/// How many values the windows keep exactly: the memory and CPU bound of `/stats`.
+/// Bytes the slots may hold in all. A histogram's size grows with how spread its
+/// values are (a noisy upstream, a loaded machine), not with its count; past this the
+/// slots widen (neighbours merge, losslessly) so memory stays put whatever the spread.
+pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
+
+/// How much the windows keep: the memory and CPU bound of `/stats` and the alert rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowBudget {
+    /// Values a slot keeps exactly.
     pub per_second: u64,
+    /// Values a merged window keeps exactly.
     pub per_window: u64,
+    /// Bytes all slots hold before they widen.
+    pub max_bytes: usize,
 }
 
 impl Default for WindowBudget {
@@ -32,28 +41,42 @@ impl Default for WindowBudget {
         WindowBudget {
             per_second: DEFAULT_EXACT_PER_SECOND,
             per_window: DEFAULT_EXACT_PER_WINDOW,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 }
 
-/// One second of request end times and the summary of the records that ended in it.
+/// Whole seconds `[start, end)` of request end times and the summary of the records
+/// that ended in them: one second wide unless memory made the slots wider.
 #[derive(Debug, Clone)]
 struct Slot {
-    second: u64,
+    start: u64,
+    end: u64,
     acc: SummaryAcc,
     /// Values `acc` holds exactly (0 once bucketed).
     stored: u64,
-    /// The second's budget was spent: its distributions are histograms.
+    /// The slot's budget was spent: its distributions are histograms.
     bucketed: bool,
 }
 
-/// Per-second summaries of the records that ended in the last `max_age`.
+impl Slot {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Slot>() + self.acc.approx_bytes()
+    }
+}
+
+/// Mergeable summaries of the records that ended in the last `max_age`, by end second.
 #[derive(Debug, Clone)]
 pub struct LiveWindow {
-    /// In ascending `second` order, at most `max_age_s + 2` of them.
+    /// In ascending, non-overlapping `[start, end)` order.
     slots: VecDeque<Slot>,
     max_age_s: u64,
     budget: WindowBudget,
+    /// Width of new slots in seconds: 1, doubled while the slots hold too many bytes and
+    /// halved again once they hold few.
+    width_s: u64,
+    /// The latest end second pushed.
+    newest_s: u64,
     /// Records that arrived after their second had already aged out (not counted).
     pub too_late: u64,
 }
@@ -65,18 +88,22 @@ pub struct WindowStats {
     /// Whether the window's distributions continue in log-bucketed histograms (more
     /// values than the budget); each bucketed distribution states its error bound.
     pub bucketed: bool,
+    /// The widest slot the window merged, in seconds (1 unless memory widened them):
+    /// the window's start is exact to this.
+    pub resolution_s: u64,
     #[serde(flatten)]
     pub summary: LevelSummary,
 }
 
-/// The merged seconds of one window, taken under the proxy's lock and finished outside it.
+/// The merged slots of one window, taken under the proxy's lock and finished outside it.
 #[derive(Debug, Clone)]
 pub struct WindowPart {
     acc: SummaryAcc,
-    /// `[first covered second's start, now]`: what rates are measured over.
+    /// `[first covered slot's start, now]`: what rates are measured over.
     span: (u64, u64),
     window_ns: u64,
     bucketed: bool,
+    resolution_s: u64,
 }
 
 /// The rolling windows as a sink of the proxy's tap.
@@ -91,48 +118,47 @@ impl LiveWindow {
     pub fn new(max_age_ns: u64, budget: WindowBudget) -> Self {
         LiveWindow {
             slots: VecDeque::new(),
-            max_age_s: max_age_ns.div_ceil(S),
+            max_age_s: max_age_ns.div_ceil(S).max(1),
             budget,
+            width_s: 1,
+            newest_s: 0,
             too_late: 0,
         }
     }
 
-    /// Seconds held (at most the longest window plus two).
+    /// Slots held (at most the longest window plus two).
     pub fn seconds(&self) -> usize {
         self.slots.len()
     }
 
-    /// Heap bytes held by the seconds' distributions.
-    pub fn approx_bytes(&self) -> usize {
-        self.slots
-            .iter()
-            .map(|s| std::mem::size_of::<Slot>() + s.acc.approx_bytes())
-            .sum()
+    /// Width of new slots in seconds (1 unless memory widened them).
+    pub fn width_s(&self) -> u64 {
+        self.width_s
     }
 
-    /// Counts a finished record (one without `end_ns` is ignored) in its end second.
+    /// Heap bytes held by the slots' distributions.
+    pub fn approx_bytes(&self) -> usize {
+        self.slots.iter().map(Slot::bytes).sum()
+    }
+
+    /// Counts a finished record (one without `end_ns` is ignored) in its end second's slot.
     pub fn push(&mut self, rec: &RequestRecord) {
         let Some(end) = rec.end_ns else { return };
         let second = end / S;
-        let newest = self.slots.back().map_or(second, |s| s.second.max(second));
+        self.newest_s = self.newest_s.max(second);
+        let newest = self.newest_s;
         self.forget_before(newest.saturating_sub(self.max_age_s + 1));
-        let at = self.slots.partition_point(|s| s.second < second);
-        if self.slots.get(at).is_none_or(|s| s.second != second) {
-            if self.slots.front().is_some_and(|f| second < f.second)
+        let at = self.slots.partition_point(|s| s.end <= second);
+        if self.slots.get(at).is_none_or(|s| s.start > second) {
+            if self.slots.front().is_some_and(|f| second < f.start)
                 && second + self.max_age_s + 1 < newest
             {
                 self.too_late += 1;
                 return;
             }
-            let acc = SummaryAcc::new(DEFAULT_STALL_THRESHOLD_NS);
-            let slot = Slot {
-                second,
-                acc,
-                stored: 0,
-                bucketed: false,
-            };
-            self.slots.insert(at, slot);
+            self.insert_slot(second);
         }
+        let at = self.slots.partition_point(|s| s.end <= second);
         let budget = self.budget.per_second;
         let slot = &mut self.slots[at];
         slot.stored += slot.acc.push(rec);
@@ -143,26 +169,84 @@ impl LiveWindow {
         }
     }
 
+    /// A new slot for `second`, aligned to the current width and clipped
+    /// to its neighbours. The moment to check memory (between new slots only the
+    /// newest grows, by at most one slot's histograms).
+    fn insert_slot(&mut self, second: u64) {
+        let bytes = self.approx_bytes();
+        if bytes > self.budget.max_bytes {
+            self.widen();
+        } else if bytes < self.budget.max_bytes / 4 && self.width_s > 1 {
+            self.width_s /= 2;
+        }
+        let at = self.slots.partition_point(|s| s.end <= second);
+        if self.slots.get(at).is_some_and(|s| s.start <= second) {
+            return; // widening merged a slot over this second
+        }
+        let mut start = second / self.width_s * self.width_s;
+        let mut end = start + self.width_s;
+        if let Some(prev) = at.checked_sub(1).map(|i| &self.slots[i]) {
+            start = start.max(prev.end);
+        }
+        if let Some(next) = self.slots.get(at) {
+            end = end.min(next.start);
+        }
+        let slot = Slot {
+            start,
+            end,
+            acc: SummaryAcc::new(DEFAULT_STALL_THRESHOLD_NS),
+            stored: 0,
+            bucketed: false,
+        };
+        self.slots.insert(at, slot);
+    }
+
+    /// Doubles the width of new slots and merges neighbours that fall in one slot of the
+    /// new width, as often as needed to bring the bytes to half the bound.
+    fn widen(&mut self) {
+        while self.width_s < self.max_age_s && self.approx_bytes() > self.budget.max_bytes / 2 {
+            self.width_s *= 2;
+            let w = self.width_s;
+            let old = std::mem::take(&mut self.slots);
+            for s in old {
+                match self.slots.back_mut() {
+                    Some(b) if b.start / w == s.start / w => {
+                        b.acc.merge(&s.acc);
+                        b.end = s.end;
+                        b.stored += s.stored;
+                        b.bucketed |= s.bucketed;
+                        if b.bucketed || b.stored > self.budget.per_second {
+                            b.acc.bucketize();
+                            b.stored = 0;
+                            b.bucketed = true;
+                        }
+                    }
+                    _ => self.slots.push_back(s),
+                }
+            }
+        }
+    }
+
     fn forget_before(&mut self, second: u64) {
-        while self.slots.front().is_some_and(|s| s.second < second) {
+        while self.slots.front().is_some_and(|s| s.end <= second) {
             self.slots.pop_front();
         }
     }
 
-    /// Forgets the seconds no window ending at `now_ns` or later can cover.
+    /// Forgets the slots no window ending at `now_ns` or later can cover.
     pub fn evict(&mut self, now_ns: u64) {
         self.forget_before((now_ns / S).saturating_sub(self.max_age_s));
     }
 
-    /// The seconds from `(now − window)`'s second to `now`'s, merged: cheap enough to
-    /// hold the lock for (histograms merge bucket by bucket), finished outside it.
+    /// The slots overlapping `(now − window)`'s second to `now`'s, merged: cheap enough
+    /// to hold the lock for (histograms merge bucket by bucket), finished outside it.
     pub fn window(&self, now_ns: u64, window_ns: u64) -> WindowPart {
         let first = now_ns.saturating_sub(window_ns) / S;
         let last = now_ns / S;
         let covered = || {
             self.slots
                 .iter()
-                .filter(move |s| s.second >= first && s.second <= last)
+                .filter(move |s| s.end > first && s.start <= last)
         };
         let exact: u64 = covered().map(|s| s.stored).sum();
         let mut acc = SummaryAcc::new(DEFAULT_STALL_THRESHOLD_NS);
@@ -170,19 +254,22 @@ impl LiveWindow {
         if over {
             acc.bucketize();
         }
-        let mut bucketed = over;
+        let (mut bucketed, mut resolution_s, mut start) = (over, 1, first);
         for s in covered() {
             acc.merge(&s.acc);
             bucketed |= s.bucketed;
+            resolution_s = resolution_s.max(s.end - s.start);
+            start = start.min(s.start);
         }
         if over {
             acc.bucketize();
         }
         WindowPart {
             acc,
-            span: (first * S, now_ns),
+            span: (start * S, now_ns),
             window_ns,
             bucketed,
+            resolution_s,
         }
     }
 
@@ -202,6 +289,7 @@ impl WindowPart {
         WindowStats {
             window_s: self.window_ns as f64 / 1e9,
             bucketed: self.bucketed,
+            resolution_s: self.resolution_s,
             summary: self.acc.finish(&opts),
         }
     }
@@ -394,6 +482,7 @@ mod tests {
         let tiny = WindowBudget {
             per_second: 512,
             per_window: 100_000,
+            max_bytes: usize::MAX,
         };
         let run = |per_second: u64| {
             let mut w = LiveWindow::new(300 * S, tiny);
@@ -428,6 +517,51 @@ mod tests {
         }
         let c = w100.summary(600 * S, 60 * S).summary;
         assert_eq!(c.requests.sent, 1_000 * 61, "counts stay exact");
+    }
+
+    #[test]
+    fn spread_out_values_widen_the_slots_to_stay_within_the_bytes() {
+        // Gaps spread over two decades make every second's histograms large; with a
+        // 256 KiB bound the slots widen instead of growing, counts stay exact, and once
+        // the spread calms down new slots are one second wide again.
+        let cap = 256 << 10;
+        let mut w = LiveWindow::new(
+            300 * S,
+            WindowBudget {
+                per_second: 64,
+                per_window: 1_000,
+                max_bytes: cap,
+            },
+        );
+        let mut n = 0u64;
+        for sec in 1..=400u64 {
+            for i in 0..20u64 {
+                let g: Vec<u64> = (0..8)
+                    .map(|k| 1 + (sec * 31 + i * 7 + k * 13) % 97)
+                    .collect();
+                w.push(&rec(sec * S + i, &g));
+                n += 1;
+            }
+            assert!(
+                w.approx_bytes() <= cap + cap / 2,
+                "{} at {sec} s",
+                w.approx_bytes()
+            );
+        }
+        assert!(w.width_s() > 1, "memory widened the slots");
+        let s = w.summary(400 * S, 300 * S);
+        assert!(s.resolution_s > 1 && s.bucketed);
+        let sent = s.summary.requests.sent;
+        assert!(
+            (300 * 20..=(300 + s.resolution_s) * 20).contains(&sent),
+            "{sent}"
+        );
+        assert!(n > sent);
+        for sec in 401..=1000u64 {
+            w.push(&rec(sec * S, &[10]));
+        }
+        assert_eq!(w.width_s(), 1, "narrow again once the slots are small");
+        assert_eq!(w.summary(1000 * S, 60 * S).resolution_s, 1);
     }
 
     #[test]
