@@ -33,12 +33,11 @@ use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Default measured requests when neither --requests nor --duration is given.
-const DEFAULT_REQUESTS: u64 = 64;
-/// Default closed-loop concurrency.
-const DEFAULT_CONCURRENCY: u32 = 8;
+use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
+pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
+    // A shard of a fleet runs its share of the load: the flags become the share.
+    let fleet = crate::shard::Fleet::take(&mut args)?;
     let Setup {
         endpoint,
         model,
@@ -54,7 +53,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     } = Setup::new(&args).await?;
     let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
+    if let (Some(note), false) = (fleet.note(), args.quiet) {
+        eprintln!("{note}");
+    }
     let clock = Clock::start();
+    for line in fleet.header_lines(started_at_unix_ms) {
+        sender.with(move |s| s.write_line(&line));
+    }
     let dashboard = dashboard_delay(&args).map(|delay| {
         let live = Arc::new(Mutex::new(Live::new(args.stall_threshold, args.max_late)));
         progress.attach_live(live.clone());
@@ -70,6 +75,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Exit> {
     });
     let levels = Levels {
         args: &args,
+        fleet: &fleet,
         cx: cx.clone(),
         sender: sender.clone(),
         planned: loads,
@@ -631,6 +637,7 @@ fn dashboard_delay(args: &BenchArgs) -> Option<Duration> {
 /// The levels of a run: the planned list in order, or the `--find-max` search's probes.
 struct Levels<'a> {
     args: &'a BenchArgs,
+    fleet: &'a crate::shard::Fleet,
     cx: Arc<RunContext>,
     sender: RecordSender<Sinks>,
     planned: Vec<Load>,
@@ -677,12 +684,13 @@ impl Levels<'_> {
                 let _ = rx.wait_for(|s| *s).await;
             };
             let scraper = self.start_scraper().await;
-            let summary = cadence_bench::run(
+            let summary = cadence_bench::run_placed(
                 self.cx.clone(),
                 &plan,
                 self.clock,
                 self.sender.clone(),
                 stop,
+                self.fleet.placement(i),
             )
             .await;
             let server = match scraper {
@@ -693,11 +701,15 @@ impl Levels<'_> {
             if let (Some((_, s)), false) = (&mut search, interrupted) {
                 s.record(probe_level, self.probe_passed(i, &summary).await);
             }
-            let mut meta = level_meta(&level_facts(&plan, &summary));
+            let facts = level_facts(&plan, &summary);
+            let mut meta = level_meta(&facts);
             meta.server = server;
             self.live_end(&meta);
             let line = runlog::level_line(&meta);
             self.sender.with(move |s| s.write_line(&line));
+            if let Some(line) = self.fleet.level_line(&plan, &summary, &facts) {
+                self.sender.with(move |s| s.write_line(&line));
+            }
             metas.push(meta);
             if interrupted {
                 break;

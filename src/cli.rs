@@ -276,6 +276,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Most shards a fleet may have (`bench --shards`).
+pub const MAX_SHARDS: u32 = 10_000;
+
+/// `bench`'s measured requests per level when neither -n nor -d is given.
+pub const DEFAULT_REQUESTS: u64 = 64;
+
+/// `bench`'s closed-loop concurrency when neither -c nor -r is given.
+pub const DEFAULT_CONCURRENCY: u32 = 8;
+
+/// `--start-at`: an RFC 3339 time ([`cadence_core::wallclock`]), at most a year ahead.
+pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let at = cadence_core::wallclock::parse_rfc3339(s)?;
+    if at > std::time::SystemTime::now() + MAX_DURATION {
+        return Err(format!("'{s}' is more than a year ahead"));
+    }
+    Ok(at)
+}
+
 /// A duration that must be longer than 0 (a timeout, a threshold).
 pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
@@ -489,6 +507,29 @@ pub struct BenchArgs {
     /// Seed for the built-in simulator (and later workloads).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+
+    /// Run as one shard of a fleet of load generators: `--shard I/N` runs shard I (from
+    /// 0) of N with 1/N of the load (concurrency, --max-concurrency, -n and --warmup split
+    /// so the totals are exact, the rate divided; ids and seeds of its own). `--shard I`
+    /// takes N from --shards. `cadence report` merges the shards' records.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// Shards in the fleet; this shard's index comes from --shard, else from
+    /// JOB_COMPLETION_INDEX (what a Kubernetes Indexed Job sets in each pod).
+    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SHARDS as i64))]
+    pub shards: Option<u32>,
+
+    /// Start the first level at this wall-clock time (RFC 3339: 2026-11-23T14:00:00Z),
+    /// so every shard of a fleet starts together. With --duration, level k starts at
+    /// START + k × (duration + grace + 1s) and sends until its start + duration, on
+    /// every shard; a shard that is late starts at once and says by how much.
+    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = parse_start_at, conflicts_with = "start_in")]
+    pub start_at: Option<std::time::SystemTime>,
+
+    /// Start the first level this long from now (as --start-at, on this machine's clock).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub start_in: Option<Duration>,
 
     /// The built-in simulator's engine (no URL only): `--preset`, `--engine` and the
     /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
@@ -801,6 +842,8 @@ impl OutputArgs {
 pub struct ReportArgs {
     /// A saved JSON report (`bench --json`) or records files (`bench --records`);
     /// several records files (e.g. from several client machines) are merged by level.
+    /// A directory stands for its records files (or its subdirectories'): a fleet's
+    /// shards (`bench --shard`) merge into one run on one timeline.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
@@ -820,6 +863,11 @@ pub struct ReportArgs {
     /// `--max-error-rate` (default 5 %): `5%` or `0.05`.
     #[arg(long, value_parser = parse_share)]
     pub max_error_rate: Option<f64>,
+
+    /// A fleet's shard to leave out of the merge (repeatable), e.g. one whose client
+    /// was overloaded (the shard table says which): the figures then cover the rest.
+    #[arg(long = "exclude-shard", value_name = "I")]
+    pub exclude_shards: Vec<u32>,
 }
 
 fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {
@@ -1112,6 +1160,17 @@ mod tests {
         assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         let e = parse_duration("soon").unwrap_err();
         assert!(e.contains("not a duration") && e.contains("500ms"), "{e}");
+    }
+
+    #[test]
+    fn start_at_is_rfc3339_within_a_year() {
+        assert!(parse_start_at("2026-11-23T14:00:00Z").is_ok());
+        assert!(parse_start_at("2999-01-01T00:00:00Z")
+            .unwrap_err()
+            .contains("year"));
+        assert!(parse_start_at("in a minute")
+            .unwrap_err()
+            .contains("RFC 3339"));
     }
 
     #[test]

@@ -18,11 +18,14 @@ pub enum Exit {
     Invalid = 4,
     /// `cadence compare`: a `--fail-on` rule found a regression beyond noise.
     Regression = 5,
+    /// `cadence report` of a fleet: a shard is missing (never started, or failed), so
+    /// the merged run is incomplete; the report of what was merged is still written.
+    Incomplete = 6,
     /// Interrupted by Ctrl-C or SIGTERM; the report of what was measured was still written.
     Interrupted = 130,
 }
 
-pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached (--slo, or failures over --max-error-rate); 4 run invalid (no request succeeded, accounting mismatch, watchdog); 5 compare found a regression (--fail-on); 130 interrupted by Ctrl-C or SIGTERM (report still written)";
+pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached (--slo, or failures over --max-error-rate); 4 run invalid (no request succeeded, accounting mismatch, watchdog); 5 compare found a regression (--fail-on); 6 a fleet's merged run is incomplete (a shard missing or failed); 130 interrupted by Ctrl-C or SIGTERM (report still written)";
 
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {

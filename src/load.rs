@@ -3,12 +3,15 @@
 //! files of any size load in bounded memory. `report` and `compare` share it.
 
 use crate::exit::{usage, Exit};
+use crate::fleet::FleetScan;
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
-use cadence_core::{Checks, Convention, LevelAggregators, RecordSink, RequestRecord, Slo};
+use cadence_core::{
+    Checks, Convention, FleetReport, LevelAggregators, RecordSink, RequestRecord, Slo,
+};
 use cadence_records::reader::first_line;
-use cadence_records::{Damage, ReadError, RecordsReader};
+use cadence_records::{ReadError, RecordsReader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -117,18 +120,22 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
-    load_with(files, slos, convention, max_error_rate, None)
+    load_with(files, slos, convention, max_error_rate, None, &[])
 }
 
 /// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
-/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]).
+/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]). Directories stand for
+/// their records files; a fleet's shards merge into one run, leaving out the shards
+/// `exclude_shards` names ([`crate::fleet`]).
 pub fn load_with(
     files: &[PathBuf],
     slos: &[Slo],
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
     exact_samples: Option<u64>,
+    exclude_shards: &[u32],
 ) -> anyhow::Result<Loaded> {
+    let files = &crate::fleet::expand(files)?;
     let mut json = Vec::new();
     for f in files {
         if is_json_report(f)? {
@@ -143,7 +150,19 @@ pub fn load_with(
         }
         return load_json_report(f, slos, convention);
     }
-    let scan = scan(files)?;
+    let fleet = FleetScan::scan(files, exclude_shards)?;
+    let (scan, feed_files) = match &fleet {
+        Some(f) => (
+            Scan {
+                levels: f.levels(),
+                run: f.run(),
+                base_unix_ms: f.base_unix_ms(),
+                anchors: 0,
+            },
+            f.files(),
+        ),
+        None => (scan(files)?, files.to_vec()),
+    };
     let mut warnings = Vec::new();
     let (info, mut checks, search) = saved_checks(scan.run, exact_samples, &mut warnings)?;
     if !slos.is_empty() {
@@ -156,19 +175,25 @@ pub fn load_with(
         checks.convention = convention;
     }
     let mut source = RecordsSource {
-        files: files.to_vec(),
+        files: feed_files,
         base_unix_ms: scan.base_unix_ms,
         level_ids: Vec::new(),
     };
-    let fed = feed(&source, &checks)?;
-    warnings.extend(fed.damage.warning());
+    let (fed, fleet) = match fleet {
+        Some(f) => {
+            let (fed, report) = feed_fleet(&f, &scan.levels, &source, &checks)?;
+            (fed, Some(report))
+        }
+        None => (feed(&source, &checks)?, None),
+    };
+    warnings.extend(fed.damage.iter().cloned());
     if fed.records == 0 {
         return Err(usage(format!(
             "{} holds no request records",
             files[0].display()
         )));
     }
-    if files.len() > 1 {
+    if files.len() > 1 && fleet.is_none() {
         warnings.push(format!(
             "merged {} records files by level: throughput windows assume their clocks started together",
             files.len()
@@ -190,6 +215,13 @@ pub fn load_with(
     }
     report.search = search;
     report.warnings.extend(warnings);
+    if let Some((fleet, fleet_warnings)) = fleet {
+        report.warnings.extend(fleet_warnings);
+        if !fleet.complete {
+            exit = Exit::Incomplete;
+        }
+        report.fleet = Some(fleet);
+    }
     Ok(Loaded {
         report,
         records: Some(source),
@@ -278,7 +310,7 @@ fn scan(files: &[PathBuf]) -> anyhow::Result<Scan> {
                 out.anchors += 1;
                 out.base_unix_ms = Some(out.base_unix_ms.map_or(a.unix_ms, |b| b.min(a.unix_ms)));
             }
-            RecordsLine::Record(_) => {}
+            RecordsLine::Record(_) | RecordsLine::Shard(_) => {}
         }
     }
     for l in &mut out.levels {
@@ -292,7 +324,8 @@ struct Fed {
     aggs: LevelAggregators,
     records: u64,
     level_ids: BTreeSet<u32>,
-    damage: Damage,
+    /// What was skipped, in words ([`Damage::warning`]).
+    damage: Vec<String>,
 }
 
 /// The second pass: every record, one at a time, into the level aggregators.
@@ -312,8 +345,55 @@ fn feed(source: &RecordsSource, checks: &Checks) -> anyhow::Result<Fed> {
         aggs,
         records,
         level_ids,
-        damage: reader.damage().clone(),
+        damage: reader.damage().warning().into_iter().collect(),
     })
+}
+
+/// The second pass over a fleet: each merged shard's records into aggregators of its
+/// own (its self-checks are read off them), merged into the fleet's; the fleet's
+/// section of the report and its warnings.
+fn feed_fleet(
+    fleet: &FleetScan,
+    levels: &[LevelMeta],
+    source: &RecordsSource,
+    checks: &Checks,
+) -> anyhow::Result<(Fed, (FleetReport, Vec<String>))> {
+    let names: BTreeMap<u32, String> = levels.iter().map(|m| (m.level, m.name.clone())).collect();
+    let mut total = Fed {
+        aggs: checks.aggregators(),
+        records: 0,
+        level_ids: BTreeSet::new(),
+        damage: Vec::new(),
+    };
+    let mut rows = Vec::new();
+    for shard in &fleet.merged {
+        let part = RecordsSource {
+            files: shard.files.clone(),
+            base_unix_ms: source.base_unix_ms,
+            level_ids: Vec::new(),
+        };
+        let fed = feed(&part, checks)?;
+        rows.extend(crate::fleet::shard_checks(
+            shard,
+            &names,
+            Some(&fed.aggs),
+            checks.max_late,
+        ));
+        total.aggs.merge(&fed.aggs);
+        total.records += fed.records;
+        total.level_ids.extend(fed.level_ids);
+        total.damage.extend(fed.damage);
+    }
+    for shard in &fleet.excluded {
+        rows.extend(crate::fleet::shard_checks(
+            shard,
+            &names,
+            None,
+            checks.max_late,
+        ));
+    }
+    rows.sort_by_key(|r| r.shard);
+    Ok((total, crate::fleet::report(fleet, rows)))
 }
 
 /// Levels that have records but no level line (a run that crashed mid-level, or an
@@ -469,5 +549,184 @@ mod tests {
             (10..=40).contains(&late),
             "{late} of 50 from the second half"
         );
+    }
+}
+
+#[cfg(test)]
+mod fleet_tests {
+    use super::*;
+    use crate::fleet::{expand, FleetScan};
+    use cadence_core::report::RunInfo;
+    use cadence_core::runlog::{anchor_line, level_line, run_line, shard_line, Anchor, RunChecks};
+    use cadence_core::runlog::{ShardLevel, ShardMeta};
+    use cadence_core::{Chunk, Outcome, RequestRecord};
+    use std::path::Path;
+
+    const MS: u64 = 1_000_000;
+
+    /// Request `i`: sent at `i` × 100 ms + `at` ms, six chunks `gap` ms apart.
+    fn rec(index: u64, at_ms: u64, gap_ms: u64) -> RequestRecord {
+        let mut r = RequestRecord::new(index, Outcome::Succeeded);
+        let sent = (at_ms + index * 100) * MS;
+        r.sent_ns = Some(sent);
+        r.chunks = (0..6)
+            .map(|k| Chunk(sent + (20 + k * gap_ms) * MS, Some(1)))
+            .collect();
+        r.end_ns = Some(sent + (20 + 6 * gap_ms) * MS);
+        r
+    }
+
+    fn level(concurrency: u32, intended: u64, warnings: &[&str]) -> LevelMeta {
+        LevelMeta {
+            level: 0,
+            name: format!("concurrency={concurrency}"),
+            concurrency: Some(concurrency),
+            rate: None,
+            intended: Some(intended),
+            stopped_early: None,
+            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            invalid: false,
+            interrupted: false,
+            server: None,
+        }
+    }
+
+    /// A shard's records file as `bench --shard` writes it (`finished`: with its
+    /// level and run lines).
+    fn shard_file(
+        dir: &Path,
+        index: u32,
+        count: u32,
+        recs: &[RequestRecord],
+        meta: &LevelMeta,
+        finished: bool,
+    ) -> PathBuf {
+        let path = dir.join(format!("shard-{index}.jsonl"));
+        let id = ShardMeta {
+            index,
+            count,
+            start_at_unix_ms: Some(1_000_000),
+            level: None,
+        };
+        let mut lines = vec![
+            anchor_line(Anchor {
+                unix_ms: 1_000_000 + u64::from(index),
+            }),
+            shard_line(&id),
+        ];
+        lines.extend(recs.iter().map(|r| serde_json::to_string(r).unwrap()));
+        if finished {
+            lines.push(level_line(meta));
+            lines.push(shard_line(&ShardMeta {
+                level: Some(ShardLevel {
+                    level: 0,
+                    planned_start_unix_ms: Some(1_000_000),
+                    start_skew_ms: 250.0 * f64::from(index),
+                    loop_lag_p99_ms: 0.5,
+                    loop_lag_max_ms: 1.0,
+                    cpu_share: Some(0.1),
+                }),
+                ..id
+            }));
+            lines.push(run_line(&RunMeta {
+                run: RunInfo::new("http://t/v1", "chat", "m", "closed_loop", 1_000_000),
+                checks: RunChecks::default(),
+                search: None,
+            }));
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    }
+
+    #[test]
+    fn shards_merge_exactly_into_what_one_file_of_all_their_records_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let a: Vec<RequestRecord> = (0..5).map(|i| rec(i * 2, 0, 10 + i)).collect();
+        let b: Vec<RequestRecord> = (0..4).map(|i| rec(i * 2 + 1, 0, 30 + i)).collect();
+        let files = [
+            shard_file(dir.path(), 0, 2, &a, &level(3, 5, &["lagged"]), true),
+            shard_file(dir.path(), 1, 2, &b, &level(2, 4, &[]), true),
+        ];
+        let fleet = load(&files, &[], None, None).unwrap();
+        let r = &fleet.report;
+        assert_eq!(r.levels[0].name, "concurrency=5", "the fleet's load: 3 + 2");
+        let req = &r.levels[0].summary.requests;
+        assert_eq!((req.intended, req.sent, req.succeeded), (9, 9, 9));
+        assert!(r.levels[0]
+            .summary
+            .warnings
+            .contains(&"shard 0: lagged".to_string()));
+        // One file of all the records, on shard 1's timeline shifted by its anchor
+        // (1 ms later), aggregates to the same distributions.
+        let shifted: Vec<RequestRecord> = b
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.sent_ns = r.sent_ns.map(|t| t + MS);
+                r.end_ns = r.end_ns.map(|t| t + MS);
+                r.chunks.iter_mut().for_each(|c| c.0 += MS);
+                r
+            })
+            .collect();
+        let all = dir.path().join("all.jsonl");
+        let mut lines: Vec<String> = a
+            .iter()
+            .chain(&shifted)
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        lines.push(level_line(&level(5, 9, &[])));
+        std::fs::write(&all, lines.join("\n") + "\n").unwrap();
+        let one = load(&[all], &[], None, None).unwrap().report;
+        let (m, o) = (&r.levels[0].summary, &one.levels[0].summary);
+        assert_eq!(m.itl, o.itl);
+        assert_eq!(m.ttft, o.ttft);
+        assert_eq!(m.e2e, o.e2e);
+        assert_eq!(m.throughput, o.throughput);
+        // The shard table: shard 1 started 250 ms late, and is named for it.
+        let f = r.fleet.as_ref().unwrap();
+        assert!(f.complete);
+        assert_eq!(f.checks[1].sent, Some(4));
+        assert_eq!(f.checks[1].flags, ["started 250 ms late"]);
+        assert!(r.warnings.iter().any(|w| w.contains("--exclude-shard 1")));
+    }
+
+    #[test]
+    fn a_shard_twice_or_of_another_run_is_refused_and_a_dead_one_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let one = [rec(0, 0, 10)];
+        let s0 = shard_file(dir.path(), 0, 3, &one, &level(1, 1, &[]), true);
+        let again = shard_file(other.path(), 0, 3, &one, &level(1, 1, &[]), true);
+        let e = FleetScan::scan(&[s0.clone(), again], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shard 0 appears twice"), "{e}");
+        let four = shard_file(other.path(), 1, 4, &one, &level(1, 1, &[]), true);
+        let e = FleetScan::scan(&[s0.clone(), four], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another fleet run"), "{e}");
+        let died = shard_file(dir.path(), 2, 3, &one, &level(1, 1, &[]), false);
+        let scan = FleetScan::scan(&[s0.clone(), died], &[]).unwrap().unwrap();
+        let missing: Vec<(u32, bool)> = scan
+            .missing
+            .iter()
+            .map(|m| (m.index, m.why.contains("failed")))
+            .collect();
+        assert_eq!(missing, [(1, false), (2, true)]);
+        let e = FleetScan::scan(&[s0], &[7]).unwrap_err().to_string();
+        assert!(e.contains("shards 0 to 2"), "{e}");
+        // A directory stands for its records files, or its subdirectories'.
+        assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap().len(), 2);
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("shard-0")).unwrap();
+        std::fs::copy(
+            dir.path().join("shard-0.jsonl"),
+            root.path().join("shard-0/r.jsonl"),
+        )
+        .unwrap();
+        std::fs::create_dir(root.path().join("shard-1")).unwrap();
+        assert_eq!(expand(&[root.path().to_path_buf()]).unwrap().len(), 1);
+        assert!(expand(&[root.path().join("shard-1")]).is_err());
     }
 }

@@ -21,4 +21,6 @@ mod ws;
 
 pub use arrivals::ArrivalProcess;
 pub use exec::{Cancel, Timeouts};
-pub use runner::{run, Load, RunContext, RunPlan, RunSummary, StopReason, SKIPPED};
+pub use runner::{
+    run, run_placed, Load, Placement, RunContext, RunPlan, RunSummary, StopReason, SKIPPED,
+};

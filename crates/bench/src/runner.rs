@@ -56,6 +56,15 @@ impl Load {
 
     /// The send offsets of an open-loop shape; `None` for closed loop.
     pub fn schedule(&self) -> Option<Box<dyn Iterator<Item = Duration> + Send>> {
+        self.schedule_for(None)
+    }
+
+    /// The send offsets of shard `(index, count)` of a fleet whose shards each run this
+    /// load ([`Schedule::shard`]); `None`: the whole load.
+    pub fn schedule_for(
+        &self,
+        shard: Option<(u32, u32)>,
+    ) -> Option<Box<dyn Iterator<Item = Duration> + Send>> {
         match self {
             Load::Closed { .. } => None,
             Load::Open {
@@ -63,7 +72,13 @@ impl Load {
                 process,
                 ramp_up,
                 ..
-            } => Some(Box::new(Schedule::new(*rate, *process, *ramp_up))),
+            } => {
+                let s = Schedule::new(*rate, *process, *ramp_up);
+                Some(Box::new(match shard {
+                    Some((i, n)) => s.shard(i, n),
+                    None => s,
+                }))
+            }
             Load::Trace { offsets, .. } => {
                 let offsets = offsets.clone();
                 Some(Box::new((0..offsets.len()).map(move |i| offsets[i])))
@@ -101,6 +116,31 @@ impl RunPlan {
             | Load::Trace {
                 max_concurrency, ..
             } => max_concurrency,
+        }
+    }
+}
+
+/// Where a level sits in a fleet of load generators (`bench --shard`): the instant
+/// every shard starts it, and this shard's place among the fleet's arrivals and ids.
+/// The default is a lone run: it starts now, with ids 0, 1, 2, …
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placement {
+    /// Start sending at this instant (the run's `--duration` counts from it, so every
+    /// shard stops on the same deadline). A shard that arrives late starts at once and
+    /// paces its arrivals from then (no burst of overdue ones); its lateness is the
+    /// summary's `start_skew`.
+    pub start: Option<Instant>,
+    /// `(index, count)`: the shard's arrivals interleave with the others'
+    /// ([`Load::schedule_for`]) and its record ids are `k · count + index`.
+    pub shard: Option<(u32, u32)>,
+}
+
+impl Placement {
+    /// The record id of the shard's `local`-th request.
+    fn id(&self, local: u64) -> u64 {
+        match self.shard {
+            Some((i, n)) => local * u64::from(n) + u64::from(i),
+            None => local,
         }
     }
 }
@@ -187,6 +227,9 @@ pub struct RunSummary {
     pub loop_lag: (Duration, Duration),
     /// CPU time this process used during the level (absent off Linux).
     pub cpu: Option<Duration>,
+    /// How late the level started after its [`Placement::start`] (zero when it had
+    /// none, or started on time).
+    pub start_skew: Duration,
 }
 
 /// What the runner remembers of a request while it is in flight.
@@ -205,6 +248,7 @@ struct Identity {
     level: u32,
     slot: u32,
     warmup: bool,
+    placement: Placement,
 }
 
 impl Identity {
@@ -217,7 +261,7 @@ impl Identity {
         in_flight: &InFlightMap,
         clock: &Clock,
     ) -> RequestRecord {
-        let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+        let mut rec = RequestRecord::new(self.placement.id(index), Outcome::AbortedAtDeadline);
         rec.level = self.level;
         rec.worker = self.slot;
         rec.warmup = self.warmup;
@@ -244,7 +288,25 @@ pub async fn run<S: Sinks>(
     sink: RecordSender<S>,
     stop: impl Future<Output = ()>,
 ) -> RunSummary {
-    let started = Instant::now();
+    run_placed(cx, plan, clock, sink, stop, Placement::default()).await
+}
+
+/// [`run`] at a [`Placement`] in a fleet: waits for its start (a stop while waiting
+/// ends the level before it sends anything), then runs.
+pub async fn run_placed<S: Sinks>(
+    cx: Arc<RunContext>,
+    plan: &RunPlan,
+    clock: Clock,
+    sink: RecordSender<S>,
+    stop: impl Future<Output = ()>,
+    placement: Placement,
+) -> RunSummary {
+    tokio::pin!(stop);
+    let start = wait_for_start(placement.start, &plan.load, stop.as_mut()).await;
+    let started = match start {
+        Some(s) => s.started,
+        None => Instant::now(),
+    };
     let cpu_at_start = crate::cpu::process_cpu_time();
     let lag_probe = LagProbe::start();
     let (cancel_tx, cancel) = Cancel::new();
@@ -258,10 +320,23 @@ pub async fn run<S: Sinks>(
         slots: Slots::new(plan.slot_cap()),
         tally: Arc::new(Tally::default()),
         issued: Arc::new(AtomicU64::new(0)),
+        placement,
     };
-    tokio::pin!(stop);
     let mut tasks = JoinSet::new();
-    let issuing = level.issue(&mut tasks, started, stop.as_mut()).await;
+    let issuing = match start {
+        Some(s) => {
+            // The deadline is shared: it counts from the planned start, not a late one.
+            let deadline = plan.duration.map(|d| s.planned + d);
+            level
+                .issue(&mut tasks, s.started, deadline, stop.as_mut())
+                .await
+        }
+        None => Issuing {
+            stop: StopReason::Interrupted,
+            dropped: 0,
+            stopped_early: None,
+        },
+    };
     let drained = level
         .drain(&mut tasks, issuing.stop, stop.as_mut(), cancel_tx)
         .await;
@@ -286,7 +361,50 @@ pub async fn run<S: Sinks>(
         cpu: crate::cpu::process_cpu_time()
             .zip(cpu_at_start)
             .map(|(end, start)| end.saturating_sub(start)),
+        start_skew: start.map_or(Duration::ZERO, |s| s.started - s.planned),
     }
+}
+
+/// When a level starts: as planned, or (a late shard) when it could.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    planned: Instant,
+    /// The schedule's 0: `planned`, or now when that has passed.
+    started: Instant,
+}
+
+/// How long before a planned open-loop start the runtime's timer wakes (it rounds to
+/// whole milliseconds): the pacing thread spins the rest, so the first arrival is on time.
+const WAKE_EARLY: Duration = Duration::from_millis(3);
+
+/// Waits for `at` (now when `None`); `None` when `stop` fired first. An open loop
+/// wakes a little early and leaves the exact instant to the pacing thread; a closed
+/// loop starts when the timer fires.
+async fn wait_for_start<F: Future<Output = ()>>(
+    at: Option<Instant>,
+    load: &Load,
+    stop: std::pin::Pin<&mut F>,
+) -> Option<Start> {
+    let now = Instant::now();
+    let planned = at.unwrap_or(now);
+    let paced = !matches!(load, Load::Closed { .. });
+    let wake = if paced {
+        planned.checked_sub(WAKE_EARLY).unwrap_or(planned)
+    } else {
+        planned
+    };
+    if wake > now {
+        tokio::select! {
+            biased;
+            _ = stop => return None,
+            _ = sleep_until(wake) => {}
+        }
+    }
+    let now = Instant::now();
+    Some(Start {
+        planned,
+        started: if now > planned { now } else { planned },
+    })
 }
 
 /// One level in progress: what the dispatch loop, the request tasks, the drain and
@@ -304,6 +422,7 @@ struct Level<S> {
     tally: Arc<Tally>,
     /// Record indices: one per request, dispatched or a later turn of a session.
     issued: Arc<AtomicU64>,
+    placement: Placement,
 }
 
 /// How the dispatch loop ended.
@@ -328,13 +447,13 @@ impl<S: Sinks> Level<S> {
         &self,
         tasks: &mut JoinSet<()>,
         started: Instant,
+        deadline: Option<Instant>,
         mut stop: std::pin::Pin<&mut F>,
     ) -> Issuing {
         let plan = &self.plan;
         let total = plan.requests.map(|n| n + plan.warmup);
-        let deadline = plan.duration.map(|d| started + d);
         // Open loop: the pacing thread owns the schedule; closed loop counts indices here.
-        let (_pacer, mut tickets) = match plan.load.schedule() {
+        let (_pacer, mut tickets) = match plan.load.schedule_for(self.placement.shard) {
             None => (None, None),
             Some(schedule) => {
                 let (pacer, rx) = Pacer::start(started.into_std(), schedule, total);
@@ -412,7 +531,7 @@ impl<S: Sinks> Level<S> {
     /// The cap is full: the arrival is dropped, and recorded as such.
     fn drop_arrival(&self, ticket: Ticket, warmup: bool) {
         let index = self.issued.fetch_add(1, Ordering::Relaxed);
-        let mut rec = RequestRecord::new(index, Outcome::Dropped);
+        let mut rec = RequestRecord::new(self.placement.id(index), Outcome::Dropped);
         rec.level = self.plan.level;
         rec.warmup = warmup;
         rec.scheduled_ns = Some(self.clock.ns_at(ticket.scheduled));
@@ -436,6 +555,7 @@ impl<S: Sinks> Level<S> {
             level: self.plan.level,
             slot: permit.id,
             warmup: dispatch < self.plan.warmup,
+            placement: self.placement,
         };
         let scheduled_ns = scheduled.map(|t| self.clock.ns_at(t));
         let rec = who.start(index, scheduled_ns, &self.in_flight, &self.clock);
@@ -513,7 +633,7 @@ impl<S: Sinks> Level<S> {
             .map(|(k, v)| (*k, *v))
             .collect();
         for ((index, slot), at) in stuck {
-            let mut rec = RequestRecord::new(index, Outcome::AbortedAtDeadline);
+            let mut rec = RequestRecord::new(self.placement.id(index), Outcome::AbortedAtDeadline);
             rec.level = self.plan.level;
             rec.worker = slot;
             rec.warmup = index < self.plan.warmup;

@@ -29,6 +29,9 @@ pub struct Schedule {
     index: u64,
     /// Poisson: the cumulative offset so far, in seconds of "ramped time".
     t: f64,
+    /// Constant: the offset of the first arrival, in seconds of "ramped time" (a
+    /// shard's place among the fleet's, [`Schedule::shard`]).
+    phase: f64,
 }
 
 impl Schedule {
@@ -46,7 +49,26 @@ impl Schedule {
             rng: SplitMix64::new(seed ^ SALT),
             index: 0,
             t: 0.0,
+            phase: 0.0,
         }
+    }
+
+    /// This schedule (at one shard's rate) as shard `index` of `count` whose arrivals
+    /// together make the fleet's: constant arrivals are offset by `index / (count ·
+    /// rate)`, so the fleet's interleave evenly at `count · rate`; Poisson ones start at
+    /// their first gap instead of at 0 (with a seed of their own per shard, the sum is
+    /// Poisson at the total rate, and the shards do not all send at the level's start).
+    pub fn shard(mut self, index: u32, count: u32) -> Schedule {
+        match self.process {
+            ArrivalProcess::Constant => {
+                self.phase = f64::from(index) / (f64::from(count.max(1)) * self.rate);
+            }
+            ArrivalProcess::Poisson { .. } => {
+                // The arrival at 0 is skipped: the schedule resumes at its first gap.
+                let _ = self.next();
+            }
+        }
+        self
     }
 
     /// Maps "arrival mass" (requests expected so far at the full rate ÷ rate, in
@@ -71,7 +93,7 @@ impl Iterator for Schedule {
     /// The next send offset from the level's start.
     fn next(&mut self) -> Option<Duration> {
         let mass = match self.process {
-            ArrivalProcess::Constant => self.index as f64 / self.rate,
+            ArrivalProcess::Constant => self.phase + self.index as f64 / self.rate,
             ArrivalProcess::Poisson { .. } => {
                 let at = self.t;
                 // Inverse-CDF of the exponential: -ln(U)/rate with U in (0, 1].
@@ -168,6 +190,36 @@ mod tests {
         let mean_gap = secs(last) / n as f64;
         assert!((mean_gap - 0.01).abs() < 0.0005, "mean gap {mean_gap}");
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn shards_of_a_constant_rate_interleave_into_the_fleets_schedule() {
+        // 4 shards at 2.5/s each: together exactly 10/s, 0.1 s apart, none at once.
+        let mut all: Vec<f64> = (0..4)
+            .flat_map(|i| {
+                Schedule::new(2.5, ArrivalProcess::Constant, Duration::ZERO)
+                    .shard(i, 4)
+                    .take(5)
+                    .map(secs)
+            })
+            .collect();
+        all.sort_by(f64::total_cmp);
+        for (k, t) in all.iter().enumerate() {
+            assert!((t - k as f64 * 0.1).abs() < 1e-9, "{all:?}");
+        }
+        // Poisson shards do not start at 0, and each keeps its seed's later gaps.
+        let plain: Vec<Duration> =
+            Schedule::new(10.0, ArrivalProcess::Poisson { seed: 3 }, Duration::ZERO)
+                .take(4)
+                .collect();
+        let shard: Vec<Duration> =
+            Schedule::new(10.0, ArrivalProcess::Poisson { seed: 3 }, Duration::ZERO)
+                .shard(1, 4)
+                .take(3)
+                .collect();
+        assert_eq!(plain[0], Duration::ZERO);
+        assert!(shard[0] > Duration::ZERO);
+        assert_eq!(shard[1] - shard[0], plain[2] - plain[1]);
     }
 
     #[test]

@@ -97,11 +97,21 @@ pub struct LevelFacts {
     pub interrupted: bool,
 }
 
-/// Event-loop lag p99 above this makes the level's timestamps suspect (a warning in the
-/// report, red on the live dashboard).
+/// Event-loop lag (p99) above which a level's timestamps are called into doubt.
 pub const LOOP_LAG_WARN: Duration = Duration::from_millis(5);
-/// The process's CPU share of the machine above which the client may have been CPU-bound.
+
+/// Share of the machine's cores above which the client may have been CPU-bound.
 pub const CPU_SHARE_WARN: f64 = 0.85;
+
+impl LevelFacts {
+    /// The share of the machine's cores the process kept busy during the level (CPU
+    /// time / wall time / cores), when its CPU time is known.
+    pub fn cpu_share(&self) -> Option<f64> {
+        self.cpu.map(|cpu| {
+            cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9) / self.cores.max(1) as f64
+        })
+    }
+}
 
 /// The level's metadata, with the warnings only the run could see (event-loop lag, CPU
 /// use, the watchdog, streams aborted after the grace period).
@@ -118,9 +128,8 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
             lag_max.as_secs_f64() * 1e3
         ));
     }
-    if let Some(cpu) = f.cpu {
-        let cores = f.cores.max(1) as f64;
-        let share = cpu.as_secs_f64() / f.wall.as_secs_f64().max(1e-9) / cores;
+    if let Some(share) = f.cpu_share() {
+        let cores = f.cores.max(1);
         if share > CPU_SHARE_WARN {
             warnings.push(format!(
                 "this process used {:.0} % of the machine's {cores} cores during the level: the client (and the built-in simulator, if used) may have been CPU-bound, delaying timestamps",

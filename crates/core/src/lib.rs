@@ -26,6 +26,7 @@ pub mod sink;
 pub mod slo;
 pub mod stats;
 pub mod timeseries;
+pub mod wallclock;
 
 pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
 pub use charts::{chart_data, ChartData, ChartsAcc};
@@ -46,8 +47,8 @@ pub use record::{
     TokenCount, TokenSource, TokenSources,
 };
 pub use report::{
-    definitions, level_report, LevelReport, Report, RunInfo, SearchProbe, SearchReport,
-    SCHEMA_VERSION,
+    definitions, level_report, FleetReport, LevelReport, MissingShard, Report, RunInfo,
+    SearchProbe, SearchReport, ShardCheck, SCHEMA_VERSION,
 };
 pub use sink::RecordSink;
 pub use slo::{

@@ -34,6 +34,61 @@ pub struct Report {
     /// with ([`crate::Convention`]); absent: Cadence's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convention: Option<String>,
+    /// A run merged from the shards of a fleet ([`FleetReport`]); absent for one
+    /// machine's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReport>,
+}
+
+/// The shards a merged run is made of: which were merged, missing or left out, and
+/// each shard's self-checks per level, so one late or overloaded shard is named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReport {
+    /// Shards in the fleet.
+    pub shards: u32,
+    /// The indices whose records were merged.
+    pub merged: Vec<u32>,
+    /// Shards with no usable records: the merged run is incomplete.
+    pub missing: Vec<MissingShard>,
+    /// Shards left out on purpose (`cadence report --exclude-shard`).
+    pub excluded: Vec<u32>,
+    /// Every shard was merged or excluded on purpose: none is missing.
+    pub complete: bool,
+    /// One row per shard and level.
+    pub checks: Vec<ShardCheck>,
+}
+
+/// A shard whose records are not in the merge, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MissingShard {
+    pub index: u32,
+    pub why: String,
+}
+
+/// What one shard saw of one level: its share, its start and its client's health.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardCheck {
+    pub shard: u32,
+    /// The merged level's name.
+    pub level: String,
+    /// Requests the shard sent and those that succeeded (absent for an excluded shard,
+    /// whose records were not read).
+    pub sent: Option<u64>,
+    pub succeeded: Option<u64>,
+    /// How late the shard started the level.
+    pub start_skew_ms: Option<f64>,
+    /// Open loop: the p99 of sent - scheduled, and the share of sends over 1 ms late.
+    pub pacing_lag_p99_ms: Option<f64>,
+    pub late_share: Option<f64>,
+    /// The client's event-loop lag p99 during the level.
+    pub loop_lag_p99_ms: Option<f64>,
+    /// CPU time / wall time / cores of the shard's process during the level.
+    pub cpu_share: Option<f64>,
+    /// What looks wrong, in plain words (empty: nothing).
+    pub flags: Vec<String>,
 }
 
 /// The SLO search's answer and the probes that led to it (each probe is also a level).
@@ -67,6 +122,7 @@ impl Report {
             warnings,
             search: None,
             convention: None,
+            fleet: None,
         }
     }
 }

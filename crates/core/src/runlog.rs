@@ -96,6 +96,43 @@ pub struct Anchor {
     pub unix_ms: u64,
 }
 
+/// Which shard of a fleet wrote a records file (`bench --shard I/N`): the line after
+/// its anchor, so even a shard that died mid-run is known by its index; then again as
+/// each level ends, with what the shard saw of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardMeta {
+    /// The shard's index, from 0.
+    pub index: u32,
+    /// Shards in the fleet.
+    pub count: u32,
+    /// The fleet's shared start (`--start-at`), ms since the Unix epoch; absent when
+    /// each shard started on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ms: Option<u64>,
+    /// Present on the lines written as each level ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<ShardLevel>,
+}
+
+/// What one shard saw of one level: its share, its start and its own self-checks, so a
+/// merged report can name a shard that started late or was overloaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardLevel {
+    /// The records' `level` field.
+    pub level: u32,
+    /// When the level was to start, ms since the Unix epoch (this machine's clock).
+    #[serde(default)]
+    pub planned_start_unix_ms: Option<u64>,
+    /// How late the shard started the level (0: on time).
+    pub start_skew_ms: f64,
+    /// Event-loop lag p99 and max during the level.
+    pub loop_lag_p99_ms: f64,
+    pub loop_lag_max_ms: f64,
+    /// CPU time / wall time / cores during the level, when known.
+    #[serde(default)]
+    pub cpu_share: Option<f64>,
+}
+
 /// One line of a records file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordsLine {
@@ -104,6 +141,8 @@ pub enum RecordsLine {
     Run(Box<RunMeta>),
     /// Records after it (until the next anchor) count from this wall-clock time.
     Anchor(Anchor),
+    /// The file is one shard of a fleet's run (see [`ShardMeta`]).
+    Shard(Box<ShardMeta>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -122,6 +161,20 @@ struct RunLine {
 #[serde(deny_unknown_fields)]
 struct AnchorLine {
     cadence_anchor: Anchor,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardLine {
+    cadence_shard: ShardMeta,
+}
+
+/// The JSON line (no newline) for a shard's identity or one of its levels.
+pub fn shard_line(meta: &ShardMeta) -> String {
+    serde_json::to_string(&ShardLine {
+        cadence_shard: meta.clone(),
+    })
+    .expect("plain data serializes")
 }
 
 /// The JSON line (no newline) for a run's wall-clock anchor.
@@ -149,8 +202,8 @@ pub fn run_line(meta: &RunMeta) -> String {
 }
 
 /// Parses one line of a records file. Meta lines are objects whose first key is
-/// `cadence_level`, `cadence_run` or `cadence_anchor`; every other line is a request
-/// record.
+/// `cadence_level`, `cadence_run`, `cadence_anchor` or `cadence_shard`; every other
+/// line is a request record.
 pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
     let t = line.trim_start();
     if t.starts_with("{\"cadence_level\"") {
@@ -165,6 +218,10 @@ pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
         Ok(RecordsLine::Anchor(
             serde_json::from_str::<AnchorLine>(t)?.cadence_anchor,
         ))
+    } else if t.starts_with("{\"cadence_shard\"") {
+        Ok(RecordsLine::Shard(Box::new(
+            serde_json::from_str::<ShardLine>(t)?.cadence_shard,
+        )))
     } else {
         let mut rec: RequestRecord = serde_json::from_str(t)?;
         rec.upgrade_outcome();
@@ -195,7 +252,7 @@ pub fn parse_records_file(text: &str) -> Result<(RecordsFile, bool), (usize, ser
             Ok(RecordsLine::Record(r)) => out.records.push(*r),
             Ok(RecordsLine::Level(l)) => out.levels.push(l),
             Ok(RecordsLine::Run(r)) => out.run = Some(*r),
-            Ok(RecordsLine::Anchor(_)) => {}
+            Ok(RecordsLine::Anchor(_) | RecordsLine::Shard(_)) => {}
             Err(e) if i + 1 == lines.len() && !text.ends_with('\n') && e.is_eof() => {
                 truncated_tail = true;
             }

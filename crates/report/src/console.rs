@@ -32,6 +32,10 @@ pub fn render(report: &Report, color: bool) -> String {
         out.push('\n');
         search_line(&mut out, s, p);
     }
+    if let Some(f) = &report.fleet {
+        out.push('\n');
+        fleet_block(&mut out, f, p);
+    }
     if !report.warnings.is_empty() {
         out.push('\n');
         for w in &report.warnings {
@@ -65,6 +69,68 @@ fn search_line(out: &mut String, s: &cadence_core::SearchReport, p: Painter) {
         s.axis
     );
     let _ = writeln!(out, "       probes in order: {}", probes.join(" "));
+}
+
+/// A merged fleet run: which shards it holds, and each shard's self-checks per level.
+fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
+    let merged = format!("{} of {} shards merged", f.merged.len(), f.shards);
+    let state = if f.complete {
+        String::new()
+    } else {
+        let missing: Vec<String> = f.missing.iter().map(|m| m.index.to_string()).collect();
+        format!(
+            " — {}",
+            p.red(&format!(
+                "INCOMPLETE: shard(s) {} missing",
+                missing.join(", ")
+            ))
+        )
+    };
+    let _ = writeln!(out, "{} {merged}{state}", p.bold("Fleet"));
+    let _ = writeln!(
+        out,
+        "  {:>5}  {:<18} {:>8} {:>8} {:>11} {:>11} {:>7} {:>11} {:>5}  notes",
+        "shard", "level", "sent", "ok", "start skew", "pacing p99", "late", "loop p99", "CPU"
+    );
+    let ms = |v: Option<f64>| v.map_or(ABSENT.to_string(), fmt_ms);
+    let pct = |v: Option<f64>| v.map_or(ABSENT.to_string(), |v| format!("{:.0}%", v * 100.0));
+    let count = |v: Option<u64>| v.map_or(ABSENT.to_string(), |v| v.to_string());
+    for c in &f.checks {
+        let mut notes = c.flags.join(", ");
+        if f.excluded.contains(&c.shard) {
+            notes = format!(
+                "excluded{}{notes}",
+                if notes.is_empty() { "" } else { "; " }
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:<18} {:>8} {:>8} {:>11} {:>11} {:>7} {:>11} {:>5}  {}",
+            c.shard,
+            c.level,
+            count(c.sent),
+            count(c.succeeded),
+            ms(c.start_skew_ms),
+            ms(c.pacing_lag_p99_ms),
+            c.late_share
+                .map_or(ABSENT.to_string(), |v| format!("{:.1}%", v * 100.0)),
+            ms(c.loop_lag_p99_ms),
+            pct(c.cpu_share),
+            if notes.is_empty() {
+                notes
+            } else {
+                p.yellow(&notes)
+            }
+        );
+    }
+    for m in &f.missing {
+        let _ = writeln!(
+            out,
+            "  {:>5}  {}",
+            m.index,
+            p.red(&format!("missing: {}", m.why))
+        );
+    }
 }
 
 #[derive(Clone, Copy)]
