@@ -2,41 +2,14 @@
 //! same faults for each), `cadence bench --api NAME` measures it into the same
 //! records, and `cadence proxy` forwards it byte for byte while recording its ITL.
 
+mod common;
+use common::{spawn_listening, Killed};
+
 use assert_cmd::Command;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::Duration;
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `cadence ARGS` and returns it with the URL it printed (`listening on URL`).
-fn spawn_listening(args: &[&str]) -> (Killed, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .trim_end_matches("/v1")
-        .to_string();
-    (Killed(child), url)
-}
 
 fn sim() -> (Killed, String) {
     spawn_listening(&[

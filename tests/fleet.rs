@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{cadence, validate};
+use common::{cadence, spawn_listening, validate, Killed};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
@@ -17,36 +16,21 @@ const SHARDS: u32 = 4;
 const RATE: f64 = 40.0;
 const SECONDS: f64 = 2.0;
 
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `cadence sim` on port 0 with a flat 10 ms ITL and a send log; its base URL.
+/// `cadence sim` on port 0 with a flat 10 ms ITL and a send log; its URL (`…/v1`).
 fn sim(log: &Path) -> (Killed, String) {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
-        .args(["sim", "--addr", "127.0.0.1:0", "--ttft", "fixed:20ms"])
-        .args(["--itl", "fixed:10ms", "--send-log"])
-        .arg(log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    (Killed(child), url)
+    let log = log.to_str().unwrap();
+    let (sim, base) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "fixed:20ms",
+        "--itl",
+        "fixed:10ms",
+        "--send-log",
+        log,
+    ]);
+    (sim, format!("{base}/v1"))
 }
 
 /// The load every run of this file sends, as arguments after the URL.

@@ -2,9 +2,12 @@
 //! in front of `cadence sim` it forwards a stream, and SIGINT drains and flushes the
 //! records file before a clean exit.
 
+mod common;
+use common::{spawn_listening, Killed};
+
 use assert_cmd::Command;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 fn cadence() -> Command {
@@ -48,34 +51,6 @@ fn proxy_usage_errors_exit_2_with_the_reason() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_listening(args: &[&str]) -> (Killed, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .trim_end_matches("/v1")
-        .to_string();
-    (Killed(child), url)
 }
 
 #[test]

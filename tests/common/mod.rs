@@ -114,3 +114,38 @@ pub fn bench_stopped_by(signal: &str, requests: &str) -> (std::process::Output, 
     assert!(String::from_utf8_lossy(&out.stdout).contains("TTFT"));
     (out, dir)
 }
+
+/// A child process, killed and reaped when dropped.
+#[allow(dead_code)]
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cadence ARGS` (a server: `sim`, `proxy`) and returns it with the base URL it
+/// printed first (`listening on URL`, without a trailing `/v1`).
+#[allow(dead_code)]
+pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+    (Killed(child), url)
+}
