@@ -181,35 +181,14 @@ impl Setup {
             }
         }
         let endpoint = Endpoint::start(args)?;
-        let scrape = args
-            .server_metrics
-            .as_deref()
-            .map(|m| {
-                crate::scrape::ScrapeConfig::new(
-                    m,
-                    &endpoint.target.endpoint,
-                    args.scrape_interval,
-                    args.scrape_timeout,
-                )
-            })
-            .transpose()
-            .map_err(usage)?;
+        let scrape = scrape_config(args, &endpoint)?;
         let (redactor, headers) = credentials(
             args,
             endpoint.target.api,
             endpoint.builtin.is_some(),
             &extra_headers,
         )?;
-        let http = client::build(&ClientConfig {
-            pool_size: args
-                .concurrency
-                .as_ref()
-                .and_then(|c| c.0.iter().max().copied())
-                .or(args.max_concurrency)
-                .unwrap_or(DEFAULT_CONCURRENCY) as usize,
-            connect_timeout: args.connect_timeout,
-            http2: args.http2,
-        });
+        let http = http_client(args);
         let model = model_name(args, &endpoint, &http, &headers, &redactor).await?;
         if let Some(extra) = &extra {
             note_overridden(extra, args.quiet);
@@ -265,6 +244,37 @@ impl Setup {
             scrape,
         })
     }
+}
+
+/// `--server-metrics`: what to scrape, when asked.
+fn scrape_config(
+    args: &BenchArgs,
+    endpoint: &Endpoint,
+) -> anyhow::Result<Option<crate::scrape::ScrapeConfig>> {
+    let Some(m) = args.server_metrics.as_deref() else {
+        return Ok(None);
+    };
+    let config = crate::scrape::ScrapeConfig::new(
+        m,
+        &endpoint.target.endpoint,
+        args.scrape_interval,
+        args.scrape_timeout,
+    );
+    Ok(Some(config.map_err(usage)?))
+}
+
+/// The pooled client, one connection per stream of the highest level.
+fn http_client(args: &BenchArgs) -> HyperClient {
+    client::build(&ClientConfig {
+        pool_size: args
+            .concurrency
+            .as_ref()
+            .and_then(|c| c.0.iter().max().copied())
+            .or(args.max_concurrency)
+            .unwrap_or(DEFAULT_CONCURRENCY) as usize,
+        connect_timeout: args.connect_timeout,
+        http2: args.http2,
+    })
 }
 
 /// With `--find-max`, probes above the frontier breach by design: the search itself

@@ -48,17 +48,11 @@ impl BodySpec {
                 joined.join("\n\n")
             }
         };
-        let list = |ms: &mut dyn Iterator<Item = &crate::workload::Message>| {
-            Value::Array(
-                ms.map(|m| json!({"role": m.role, "content": m.content}))
-                    .collect(),
-            )
-        };
         let n = max_tokens.map(|n| json!(n));
         let mut v = match self.api {
             Api::Chat => json!({
                 "model": self.model,
-                "messages": list(&mut messages.iter()),
+                "messages": message_list(&mut messages.iter()),
                 "stream": true,
                 "stream_options": {"include_usage": true},
                 "max_tokens": n,
@@ -72,28 +66,11 @@ impl BodySpec {
             }),
             Api::Responses => json!({
                 "model": self.model,
-                "input": list(&mut messages.iter()),
+                "input": message_list(&mut messages.iter()),
                 "stream": true,
                 "max_output_tokens": n,
             }),
-            Api::Anthropic => {
-                let system: Vec<&str> = messages
-                    .iter()
-                    .filter(|m| m.role == "system")
-                    .map(|m| m.content.as_str())
-                    .collect();
-                let mut v = json!({
-                    "model": self.model,
-                    "messages": list(&mut messages.iter().filter(|m| m.role != "system")),
-                    "stream": true,
-                    // Required by the Messages API.
-                    "max_tokens": max_tokens.unwrap_or(ANTHROPIC_MAX_TOKENS),
-                });
-                if !system.is_empty() {
-                    v["system"] = json!(system.join("\n\n"));
-                }
-                v
-            }
+            Api::Anthropic => self.anthropic_body(messages, max_tokens),
             Api::Ollama if self.path.ends_with("/api/generate") => json!({
                 "model": self.model,
                 "prompt": prompt(),
@@ -102,7 +79,7 @@ impl BodySpec {
             }),
             Api::Ollama => json!({
                 "model": self.model,
-                "messages": list(&mut messages.iter()),
+                "messages": message_list(&mut messages.iter()),
                 "stream": true,
                 "options": {"num_predict": n},
             }),
@@ -126,20 +103,7 @@ impl BodySpec {
                 "stream": true,
                 "return_tokens": true,
             }),
-            Api::Websocket => json!([
-                {
-                    "type": "conversation.item.create",
-                    "item": {
-                        "type": "message",
-                        "role": "user",
-                        "content": [{"type": "input_text", "text": prompt()}],
-                    },
-                },
-                {
-                    "type": "response.create",
-                    "response": {"modalities": ["text"], "max_output_tokens": n},
-                },
-            ]),
+            Api::Websocket => realtime_events(prompt(), n),
         };
         strip_nulls(&mut v);
         if let Some(extra) = &self.extra {
@@ -154,6 +118,30 @@ impl BodySpec {
             }
         }
         Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes"))
+    }
+
+    /// Anthropic Messages: system messages go to `system`, and `max_tokens` is required.
+    fn anthropic_body(
+        &self,
+        messages: &[crate::workload::Message],
+        max_tokens: Option<u32>,
+    ) -> Value {
+        let system: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .map(|m| m.content.as_str())
+            .collect();
+        let mut v = json!({
+            "model": self.model,
+            "messages": message_list(&mut messages.iter().filter(|m| m.role != "system")),
+            "stream": true,
+            // Required by the Messages API.
+            "max_tokens": max_tokens.unwrap_or(ANTHROPIC_MAX_TOKENS),
+        });
+        if !system.is_empty() {
+            v["system"] = json!(system.join("\n\n"));
+        }
+        v
     }
 
     /// The output length a request with this `max_tokens` demands in full: all of
@@ -214,6 +202,32 @@ pub fn parse_extra_body(s: &str) -> Result<Map<String, Value>, String> {
         Ok(other) => Err(format!("--extra-body must be a JSON object, got {other}")),
         Err(e) => Err(format!("--extra-body is not valid JSON: {e}")),
     }
+}
+
+/// Messages as the chat-style APIs take them: `[{role, content}]`.
+fn message_list(ms: &mut dyn Iterator<Item = &crate::workload::Message>) -> Value {
+    Value::Array(
+        ms.map(|m| json!({"role": m.role, "content": m.content}))
+            .collect(),
+    )
+}
+
+/// The OpenAI Realtime client events for one prompt: the user item, then the response.
+fn realtime_events(prompt: String, max_output_tokens: Option<Value>) -> Value {
+    json!([
+        {
+            "type": "conversation.item.create",
+            "item": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": prompt}],
+            },
+        },
+        {
+            "type": "response.create",
+            "response": {"modalities": ["text"], "max_output_tokens": max_output_tokens},
+        },
+    ])
 }
 
 #[cfg(test)]
