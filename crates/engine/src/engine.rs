@@ -114,6 +114,9 @@ pub struct Engine {
     prefill_queue: VecDeque<Seq>,
     workers: Vec<Option<(u64, Seq)>>,
     transfers: Vec<(u64, Seq)>,
+    /// Requests on their way in (`serving.request_overhead_ms`): (enters the queue at,
+    /// sequence), in arrival order.
+    arriving: VecDeque<(u64, Seq)>,
     /// Requests the client gave up on while they sat in a step or a prefill worker:
     /// dropped, with their KV freed, when that work ends.
     aborted: HashSet<u64>,
@@ -140,6 +143,7 @@ impl Engine {
             prefill_queue: VecDeque::new(),
             workers: vec![None; workers],
             transfers: Vec::new(),
+            arriving: VecDeque::new(),
             aborted: HashSet::new(),
             spec,
         }
@@ -157,6 +161,7 @@ impl Engine {
     /// Requests waiting for a slot (and, disaggregated, for a prefill worker).
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+            + self.arriving.len()
             + self.prefill_queue.len()
             + self.transfers.len()
             + self.workers.iter().flatten().count()
@@ -175,7 +180,8 @@ impl Engine {
         let step = self.step.as_ref().map(|s| s.end);
         let workers = self.workers.iter().flatten().map(|(t, _)| *t).min();
         let transfers = self.transfers.iter().map(|(t, _)| *t).min();
-        [step, self.wake, workers, transfers]
+        let arriving = self.arriving.front().map(|(t, _)| *t);
+        [step, self.wake, workers, transfers, arriving]
             .into_iter()
             .flatten()
             .min()
@@ -207,6 +213,17 @@ impl Engine {
             scheduled: false,
             alloc: 0,
         };
+        let overhead_ns = (self.spec.serving.request_overhead_ms * 1e6).round() as u64;
+        if overhead_ns == 0 {
+            self.enqueue(t, seq, out);
+        } else {
+            // Arrival times only grow, so a constant overhead keeps the queue sorted.
+            self.arriving.push_back((t + overhead_ns, seq));
+        }
+    }
+
+    /// The request reaches the scheduler at `t`.
+    fn enqueue(&mut self, t: u64, seq: Seq, out: &mut Vec<Event>) {
         if self.workers.is_empty() {
             self.waiting.push_back(seq);
             self.wake_at(t);
@@ -221,11 +238,15 @@ impl Engine {
     /// emits nothing more.
     pub fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
         self.run_until(t, false, out);
-        let before = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        let queued = |e: &Engine| {
+            e.waiting.len() + e.prefill_queue.len() + e.transfers.len() + e.arriving.len()
+        };
+        let before = queued(self);
         self.waiting.retain(|s| s.id != id);
         self.prefill_queue.retain(|s| s.id != id);
         self.transfers.retain(|(_, s)| s.id != id);
-        let after = self.waiting.len() + self.prefill_queue.len() + self.transfers.len();
+        self.arriving.retain(|(_, s)| s.id != id);
+        let after = queued(self);
         let busy = self.running.iter().any(|s| s.id == id)
             || self.workers.iter().flatten().any(|(_, s)| s.id == id);
         if after == before && busy {
@@ -250,6 +271,9 @@ impl Engine {
                 .position(|w| w.as_ref().is_some_and(|(e, _)| *e == next))
             {
                 self.finish_prefill(i, next, out);
+            } else if self.arriving.front().is_some_and(|(e, _)| *e == next) {
+                let (_, seq) = self.arriving.pop_front().expect("front exists");
+                self.enqueue(next, seq, out);
             } else if let Some(i) = self.transfers.iter().position(|(e, _)| *e == next) {
                 let (_, mut seq) = self.transfers.swap_remove(i);
                 seq.prefilled = seq.prompt;
@@ -393,6 +417,7 @@ impl Engine {
         };
         let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
             + sp.serving.step_overhead_us * 1e-6
+            + sp.serving.seq_overhead_us * 1e-6 * self.running.len() as f64
             + draft;
         let end = t + self.jittered_ns(seconds);
         self.step = Some(Step {
@@ -489,7 +514,7 @@ impl Engine {
             let flops = 2.0 * sp.active_params() * p as f64
                 + sp.attention_flops_per_position() * (p * (p + 1) / 2) as f64;
             let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
-                + sp.serving.step_overhead_us * 1e-6;
+                + (sp.serving.step_overhead_us + sp.serving.seq_overhead_us) * 1e-6;
             let end = t + self.jittered_ns(seconds);
             self.workers[i] = Some((end, seq));
         }

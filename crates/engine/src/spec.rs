@@ -95,6 +95,13 @@ pub struct ServingSpec {
     pub memory_utilization: f64,
     /// Fixed cost per step (scheduling, sampling, kernel launches, TP all-reduce), µs.
     pub step_overhead_us: f64,
+    /// Host cost per sequence in a step (scheduling, sampling, detokenizing), µs: a
+    /// step over `b` sequences costs `b · seq_overhead_us` more. Why older engines
+    /// slow down with load faster than their GPU work does.
+    pub seq_overhead_us: f64,
+    /// Fixed cost between a request's arrival and its entry into the engine's queue
+    /// (HTTP, tokenization, the API server's hand-off), ms: adds to every TTFT.
+    pub request_overhead_ms: f64,
     pub prefill: Prefill,
     pub kv_policy: KvPolicy,
     pub speculation: Option<Speculation>,
@@ -110,6 +117,8 @@ impl Default for ServingSpec {
             kv_capacity_tokens: None,
             memory_utilization: 0.9,
             step_overhead_us: 2000.0,
+            seq_overhead_us: 0.0,
+            request_overhead_ms: 0.0,
             prefill: Prefill::default(),
             kv_policy: KvPolicy::Preempt,
             speculation: None,
@@ -304,8 +313,15 @@ impl EngineSpec {
         if !(0.0..1.0).contains(&s.jitter) {
             return Err(SpecError::NotAShare("serving.jitter"));
         }
-        if !non_negative(s.step_overhead_us) {
-            return Err(SpecError::NotPositive("serving.step_overhead_us"));
+        let overheads = [
+            ("serving.step_overhead_us", s.step_overhead_us),
+            ("serving.seq_overhead_us", s.seq_overhead_us),
+            ("serving.request_overhead_ms", s.request_overhead_ms),
+        ];
+        for (name, v) in overheads {
+            if !non_negative(v) {
+                return Err(SpecError::NotPositive(name));
+            }
         }
         Ok(())
     }
@@ -414,6 +430,7 @@ impl EngineSpec {
         let draft = self.serving.speculation.map_or(0.0, |s| s.draft_us * 1e-6);
         (bytes / self.bandwidth()).max(flops / self.compute())
             + self.serving.step_overhead_us * 1e-6
+            + self.serving.seq_overhead_us * 1e-6 * batch as f64
             + draft
     }
 

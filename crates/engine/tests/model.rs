@@ -441,3 +441,93 @@ fn clients_that_come_back_at_different_times_land_prompts_in_others_steps() {
     assert!(lockstep < 30.0, "{lockstep}");
     assert!(real > 2.5 * lockstep, "{real} vs {lockstep}");
 }
+
+#[test]
+fn host_overheads_add_per_sequence_to_every_step_and_once_to_every_ttft() {
+    let base = quiet("llama-3.1-8b@h100-bf16");
+    let mut with = base.clone();
+    with.serving.seq_overhead_us = 50.0;
+    with.serving.request_overhead_ms = 7.0;
+    let ttft_and_steps = |spec: &EngineSpec| {
+        let reqs: Vec<(u64, Request)> = (0..4)
+            .map(|id| {
+                let r = Request {
+                    id,
+                    prompt_tokens: 64,
+                    max_tokens: 8,
+                };
+                (0, r)
+            })
+            .collect();
+        let out = run_all(&mut Engine::new(spec.clone()), &reqs);
+        let first = out
+            .iter()
+            .find_map(|e| match e {
+                Event::Tokens { t, .. } => Some(*t),
+                _ => None,
+            })
+            .unwrap();
+        let steps: Vec<(u64, u32)> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Step(s) if s.prefill_tokens == 0 => Some((s.end - s.start, s.decoding)),
+                _ => None,
+            })
+            .collect();
+        let scheduled = out
+            .iter()
+            .find_map(|e| match e {
+                Event::Scheduled { t, .. } => Some(*t),
+                _ => None,
+            })
+            .unwrap();
+        (first, steps, scheduled)
+    };
+    let (ttft0, steps0, sched0) = ttft_and_steps(&base);
+    let (ttft1, steps1, sched1) = ttft_and_steps(&with);
+    // The request waits 7 ms before the scheduler sees it.
+    assert_eq!(sched0, 0);
+    assert_eq!(sched1, 7_000_000);
+    // Its prefill step also carries 4 sequences' host cost.
+    assert_eq!(ttft1 - ttft0, 7_000_000 + 4 * 50_000);
+    // Every decode step of b sequences is b · 50 µs longer.
+    assert_eq!(steps0.len(), steps1.len());
+    for ((d0, b0), (d1, b1)) in steps0.iter().zip(&steps1) {
+        assert_eq!(b0, b1);
+        assert_eq!(d1 - d0, *b1 as u64 * 50_000, "step of {b1}");
+    }
+    // The closed form agrees with the engine.
+    let gap = with.decode_step_s(4, 100) - base.decode_step_s(4, 100);
+    assert!((gap - 200e-6).abs() < 1e-12, "{gap}");
+}
+
+#[test]
+fn a_request_aborted_on_its_way_in_never_reaches_the_engine() {
+    let mut spec = quiet("llama-3.1-8b@h100-bf16");
+    spec.serving.request_overhead_ms = 5.0;
+    let mut e = Engine::new(spec);
+    let mut out = Vec::new();
+    let req = Request {
+        id: 1,
+        prompt_tokens: 16,
+        max_tokens: 4,
+    };
+    e.submit(0, req, &mut out);
+    assert_eq!(e.waiting(), 1);
+    e.abort(1_000_000, 1, &mut out);
+    assert_eq!(e.waiting(), 0);
+    while let Some(t) = e.next_time() {
+        e.advance(t, &mut out);
+    }
+    assert!(out.is_empty(), "{out:?}");
+}
+
+#[test]
+fn negative_overheads_are_refused() {
+    let mut spec = quiet("llama-3.1-8b@h100-bf16");
+    spec.serving.seq_overhead_us = -1.0;
+    assert!(spec.validate().is_err());
+    let mut spec = quiet("llama-3.1-8b@h100-bf16");
+    spec.serving.request_overhead_ms = f64::NAN;
+    assert!(spec.validate().is_err());
+}
