@@ -2,11 +2,12 @@
 //! taken the moment hyper hands over the bytes, before any parsing; every way a request
 //! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
 
+use crate::stamp::Stamper;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
-use cadence_transport::{Clock, HyperClient};
+use cadence_transport::{Clock, HyperClient, RxStamps};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
@@ -208,6 +209,7 @@ pub async fn execute(
         }
     };
     rec.headers_ns = Some(cx.clock.now_ns());
+    let stamper = Stamper::new(response.extensions().get::<RxStamps>(), rec);
     let status = response.status();
     rec.http_status = Some(status.as_u16());
 
@@ -238,7 +240,8 @@ pub async fn execute(
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     }
 
-    let text = read_stream(cx, response.into_body(), framing, cancel, rec, &deadlines).await;
+    let body = response.into_body();
+    let text = read_stream(cx, body, stamper, framing, cancel, rec, &deadlines).await;
     if let Some(e) = rec.error.take() {
         rec.error = Some(cx.redactor.redact(&e));
     }
@@ -348,6 +351,7 @@ async fn http_error_detail(response: http::Response<Incoming>, header_deadline: 
 async fn read_stream(
     cx: &ExecContext<'_>,
     mut body: Incoming,
+    mut stamper: Stamper,
     framing: Framing,
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
@@ -388,8 +392,13 @@ async fn read_stream(
                                 continue;
                             }
                             last_read = now;
-                            if tracker.feed(t, &data, rec) == Flow::Stop {
-                                rec.end_ns = Some(t);
+                            // The kernel's receive time of this frame's read, when known.
+                            let ft = stamper.frame_time(cx.clock, now, &data, rec);
+                            let before = rec.chunks.len();
+                            let flow = tracker.feed(ft.t_ns, &data, rec);
+                            stamper.after_feed(ft, before, rec);
+                            if flow == Flow::Stop {
+                                rec.end_ns = Some(ft.t_ns);
                                 break;
                             }
                             if done_at.is_none() && tracker.is_done() {

@@ -139,6 +139,8 @@ pub(crate) async fn execute(
         Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
     };
     rec.headers_ns = Some(cx.clock.now_ns());
+    // WebSocket frames are read on a connection of their own: the user clock.
+    rec.clock = Some(cadence_core::StampClock::User);
     rec.http_status = Some(101);
     let body = http_body_util::BodyExt::collect(req.into_body()).await;
     let body = body.map(|b| b.to_bytes()).unwrap_or_default();

@@ -43,8 +43,8 @@ pub use metrics::{
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc};
 pub use record::{
-    Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StreamCounters,
-    TokenCount, TokenSource, TokenSources,
+    Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
+    StreamCounters, TokenCount, TokenSource, TokenSources,
 };
 pub use report::{
     definitions, level_report, FleetReport, LevelReport, MissingShard, Report, RunInfo,

@@ -76,6 +76,26 @@ pub struct TokenCount {
     pub source: TokenSource,
 }
 
+/// Which clock stamped a request's chunks (`--timestamps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StampClock {
+    /// The kernel's receive time of the socket read that carried the chunk
+    /// (`SO_TIMESTAMPNS`), moved to the monotonic clock.
+    Kernel,
+    /// The client's monotonic clock when the read reached it.
+    User,
+}
+
+impl StampClock {
+    pub fn name(self) -> &'static str {
+        match self {
+            StampClock::Kernel => "kernel",
+            StampClock::User => "user",
+        }
+    }
+}
+
 /// Which Cadence component produced a record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -149,6 +169,11 @@ pub struct StreamCounters {
     /// Socket reads that delivered body bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads: u32,
+    /// Socket reads that carried more than one chunk (TCP merged them in the receive
+    /// queue, or the client read late): those chunks share one time, kernel or user.
+    /// Counted per `recvmsg` with kernel stamps, per body frame without.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub multi_event_reads: u32,
     /// The server's own account of its timing, when its dialect reports one (Ollama's
     /// `eval_duration`, llama.cpp's `timings`): kept beside what the client measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,6 +287,15 @@ pub struct RequestRecord {
     /// `ignore_eos`, else its `min_tokens`. Absent when the model may stop when it likes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_output_tokens: Option<u64>,
+    /// Which clock stamped the chunks; absent in files written before it existed and
+    /// for records the client did not time itself (read as `user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<StampClock>,
+    /// With `clock: kernel`, one value per chunk: microseconds from the kernel's
+    /// receive time to the client's read (the client's own read delay; 0 for a chunk
+    /// whose read had no usable stamp).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_delays_us: Vec<u32>,
     /// What only the proxy knows about the request (absent for `bench`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Box<ProxyInfo>>,
@@ -315,6 +349,8 @@ impl RequestRecord {
             turn: None,
             prefix_group: None,
             expected_output_tokens: None,
+            clock: None,
+            read_delays_us: Vec::new(),
             proxy: None,
         }
     }
@@ -413,6 +449,30 @@ mod tests {
         r.source = RecordSource::Proxy;
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""source":"proxy""#), "{line}");
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn clock_and_read_delays_round_trip_and_old_lines_still_parse() {
+        // A line written before the clock existed reads as no clock, no delays, no
+        // multi-event reads.
+        let old: RequestRecord = serde_json::from_str(
+            r#"{"index":1,"outcome":"succeeded","chunks":[[5,null]],"counters":{"reads":1,"coalesced":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.clock, None);
+        assert!(old.read_delays_us.is_empty());
+        assert_eq!(old.counters.multi_event_reads, 0);
+        assert!(!serde_json::to_string(&old).unwrap().contains("clock"));
+        let mut r = RequestRecord::new(2, Outcome::Succeeded);
+        r.clock = Some(StampClock::Kernel);
+        r.chunks = vec![Chunk(10, None), Chunk(20, None)];
+        r.read_delays_us = vec![3, 1500];
+        r.counters.multi_event_reads = 1;
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""clock":"kernel""#), "{line}");
+        assert!(line.contains(r#""read_delays_us":[3,1500]"#), "{line}");
+        assert!(line.contains(r#""multi_event_reads":1"#), "{line}");
         assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
     }
 

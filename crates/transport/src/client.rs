@@ -2,6 +2,7 @@
 //! concurrency), or HTTP/2; TLS through rustls with the webpki roots.
 
 use crate::reuse::{mark_answered, Tagging};
+use crate::rxstamp::{Stamping, Timestamps};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::Full;
@@ -11,7 +12,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client, Error};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
-type Pool = Client<Tagging<HttpsConnector<HttpConnector>>, Full<Bytes>>;
+type Pool = Client<Tagging<HttpsConnector<Stamping<HttpConnector>>>, Full<Bytes>>;
 
 /// The shared client: a keep-alive pool, and beside it one that keeps no idle
 /// connection, for the single resend after a stale pooled connection. That resend must
@@ -61,8 +62,15 @@ pub struct ClientConfig {
     pub http2: bool,
 }
 
-/// Builds the shared client.
+/// Builds the shared client; its reads carry kernel receive stamps where the platform
+/// gives them ([`build_with`] to choose).
 pub fn build(config: &ClientConfig) -> HyperClient {
+    build_with(config, Timestamps::default())
+}
+
+/// Builds the shared client, its connections stamping reads as `timestamps` says
+/// (every response carries its connection's [`crate::RxStamps`] in its extensions).
+pub fn build_with(config: &ClientConfig, timestamps: Timestamps) -> HyperClient {
     let mut http = HttpConnector::new();
     http.set_connect_timeout(Some(config.connect_timeout));
     http.set_nodelay(true);
@@ -71,9 +79,14 @@ pub fn build(config: &ClientConfig) -> HyperClient {
         .with_webpki_roots()
         .https_or_http();
     let https = Tagging(if config.http2 {
-        builder.enable_http2().wrap_connector(http)
+        builder
+            .enable_http2()
+            .wrap_connector(Stamping::new(http, timestamps))
     } else {
-        builder.enable_http1().enable_http2().wrap_connector(http)
+        builder
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(Stamping::new(http, timestamps))
     });
     let client = |idle: usize| {
         Client::builder(TokioExecutor::new())

@@ -1,7 +1,7 @@
 //! The transport under both the load generator (`cadence-bench`) and the proxy
 //! (`cadence-proxy`): one HTTP client, one rule for resending after a stale connection,
-//! one classification of client errors into outcome classes, the run clock and the
-//! event-loop lag probe. Kept apart so the proxy needs none of the load generator.
+//! one classification of client errors into outcome classes, the run clock, the
+//! event-loop lag probe and the kernel receive timestamps of the client's reads. Kept apart so the proxy needs none of the load generator.
 
 pub mod classify;
 pub mod client;
@@ -9,8 +9,10 @@ pub mod clock;
 pub mod lag;
 pub mod resend;
 mod reuse;
+pub mod rxstamp;
 
 pub use classify::{classify_client_error, error_chain, unreachable, Unreachable};
 pub use client::{ClientConfig, HyperClient};
 pub use clock::Clock;
 pub use resend::send_resending_if_stale;
+pub use rxstamp::{RxStamp, RxStamps, Timestamps};

@@ -1,0 +1,203 @@
+//! The time each body read's chunks get: the kernel's receive time of the socket read
+//! that carried them when the connection has one (`cadence_transport::rxstamp`), else
+//! the client's clock as the read reached it; and what the record keeps of the two
+//! (the clock used, each chunk's read delay, reads that carried several chunks).
+
+use cadence_core::{RequestRecord, StampClock};
+use cadence_transport::{Clock, RxStamps};
+use tokio::time::Instant;
+
+/// One request's stamping state.
+#[derive(Debug, Default)]
+pub(crate) struct Stamper {
+    stamps: Option<RxStamps>,
+    /// The socket read of the last frame that carried a chunk, and whether that read
+    /// was already counted as a multi-event read.
+    last_read: Option<(u64, bool)>,
+}
+
+/// One frame's time and what it tells the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameTime {
+    /// The frame's time, ns since the run's start.
+    pub t_ns: u64,
+    /// User read time − kernel receive time, ns, when the kernel's time was used.
+    pub delay_ns: Option<u64>,
+    /// The socket read that carried the frame, when known.
+    pub read: Option<u64>,
+}
+
+impl Stamper {
+    /// Stamps with the kernel's times when `stamps` (the response's connection) has
+    /// them, and says in `rec` which clock stamps it.
+    pub(crate) fn new(stamps: Option<&RxStamps>, rec: &mut RequestRecord) -> Stamper {
+        let stamps = stamps.filter(|s| s.enabled()).cloned();
+        rec.clock = Some(if stamps.is_some() {
+            StampClock::Kernel
+        } else {
+            StampClock::User
+        });
+        Stamper {
+            stamps,
+            last_read: None,
+        }
+    }
+
+    /// The time of a frame holding `bytes`, read by the client at `user`.
+    pub(crate) fn frame_time(
+        &self,
+        clock: &Clock,
+        user: Instant,
+        bytes: &[u8],
+        rec: &RequestRecord,
+    ) -> FrameTime {
+        let user_ns = clock.ns_at(user);
+        let Some(stamps) = &self.stamps else {
+            return FrameTime {
+                t_ns: user_ns,
+                delay_ns: None,
+                read: None,
+            };
+        };
+        let stamp = stamps.stamp_for(bytes);
+        let floor = rec
+            .chunks
+            .last()
+            .map(|c| c.t_ns())
+            .into_iter()
+            .chain(rec.sent_ns)
+            .max();
+        let (t_ns, delay_ns) = chunk_time(
+            user_ns,
+            stamp.map(|s| clock.ns_at(s.arrived)),
+            rec.sent_ns.unwrap_or(0),
+            floor.unwrap_or(0),
+        );
+        FrameTime {
+            t_ns,
+            delay_ns,
+            read: stamp.map(|s| s.read),
+        }
+    }
+
+    /// After the frame's bytes went through the tracker (`chunks_before` = the chunk
+    /// count before): each new chunk's read delay, and the multi-event read count.
+    pub(crate) fn after_feed(
+        &mut self,
+        ft: FrameTime,
+        chunks_before: usize,
+        rec: &mut RequestRecord,
+    ) {
+        let added = rec.chunks.len().saturating_sub(chunks_before);
+        if added == 0 {
+            return;
+        }
+        if self.stamps.is_some() {
+            let us = ft
+                .delay_ns
+                .map_or(0, |d| u32::try_from(d / 1_000).unwrap_or(u32::MAX));
+            // Align with the chunks even if an earlier frame's delays went missing.
+            rec.read_delays_us.resize(chunks_before, 0);
+            rec.read_delays_us.extend(std::iter::repeat_n(us, added));
+        }
+        let read = ft.read;
+        let multi = match (&mut self.last_read, read) {
+            // The same socket read as the last chunk-bearing frame: count it once.
+            (Some((last, counted)), Some(r)) if *last == r => !std::mem::replace(counted, true),
+            _ => {
+                self.last_read = read.map(|r| (r, added > 1));
+                added > 1
+            }
+        };
+        if multi {
+            rec.counters.multi_event_reads = rec.counters.multi_event_reads.saturating_add(1);
+        }
+    }
+}
+
+/// A frame's time from the user clock's read time and the kernel's receive time
+/// (ns since the run's start), and the read delay when the kernel's time is used.
+/// The kernel's time is used when it lies between the send and the read: one after
+/// the read (the two clocks were read a few ns apart) is the read time with delay 0;
+/// one before the send cannot be this response's (FAULTS: a stamp older than the
+/// request) and the user clock stands in; one before an earlier chunk of the request
+/// (`floor`) is raised to it, so chunk times never go backwards.
+pub(crate) fn chunk_time(
+    user_ns: u64,
+    kernel_ns: Option<u64>,
+    sent_ns: u64,
+    floor_ns: u64,
+) -> (u64, Option<u64>) {
+    match kernel_ns {
+        Some(k) if k >= sent_ns => {
+            let t = k.max(floor_ns).min(user_ns);
+            (t, Some(user_ns - t))
+        }
+        _ => (user_ns, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::{Chunk, Outcome};
+
+    #[test]
+    fn kernel_time_is_used_between_the_send_and_the_read() {
+        // Arrived at 1,000, read at 4,500: stamped 1,000, read delay 3,500.
+        assert_eq!(
+            chunk_time(4_500, Some(1_000), 500, 500),
+            (1_000, Some(3_500))
+        );
+        // No stamp: the user clock.
+        assert_eq!(chunk_time(4_500, None, 500, 500), (4_500, None));
+        // A stamp before the send is not this response's: the user clock.
+        assert_eq!(chunk_time(4_500, Some(400), 500, 500), (4_500, None));
+        // After the read (clock-reading jitter): the read time, no delay.
+        assert_eq!(chunk_time(4_500, Some(4_501), 500, 500), (4_500, Some(0)));
+        // Before an earlier chunk: raised to it.
+        assert_eq!(
+            chunk_time(4_500, Some(1_000), 500, 2_000),
+            (2_000, Some(2_500))
+        );
+    }
+
+    #[test]
+    fn delays_follow_the_chunks_and_a_read_with_two_chunks_counts_once() {
+        let stamps = RxStamps::default();
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        let mut s = Stamper {
+            stamps: Some(stamps),
+            last_read: None,
+        };
+        let frame = |read, delay| FrameTime {
+            t_ns: 0,
+            delay_ns: Some(delay),
+            read: Some(read),
+        };
+        // Read 1 carries one chunk in each of two frames, then read 2 two in one frame,
+        // then read 3 one.
+        for (read, delay, chunks) in [(1, 2_000, 1), (1, 9_000, 1), (2, 5_000, 2), (3, 0, 1)] {
+            let before = rec.chunks.len();
+            rec.chunks.extend((0..chunks).map(|_| Chunk(1, None)));
+            s.after_feed(frame(read, delay), before, &mut rec);
+        }
+        assert_eq!(rec.read_delays_us, vec![2, 9, 5, 5, 0]);
+        assert_eq!(rec.counters.multi_event_reads, 2);
+        // A frame without chunks changes nothing.
+        s.after_feed(frame(3, 7_000), rec.chunks.len(), &mut rec);
+        assert_eq!(rec.read_delays_us.len(), 5);
+        assert_eq!(rec.counters.multi_event_reads, 2);
+    }
+
+    #[test]
+    fn a_connection_without_stamps_says_user() {
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        let s = Stamper::new(Some(&RxStamps::default()), &mut rec);
+        assert_eq!(rec.clock, Some(StampClock::User));
+        assert!(s.stamps.is_none());
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        Stamper::new(None, &mut rec);
+        assert_eq!(rec.clock, Some(StampClock::User));
+    }
+}

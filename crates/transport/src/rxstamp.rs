@@ -1,0 +1,456 @@
+//! Kernel receive timestamps: a TCP stream that reads with `recvmsg` and keeps the time
+//! the kernel stamped on the bytes of each read (`SO_TIMESTAMPNS`), so a chunk's time is
+//! when it arrived, not when a busy client got round to reading it.
+//!
+//! The stream is an IO type of its own ([`StampedTcp`], under hyper as
+//! `TokioIo<StampedTcp>`); what it learns is shared through a cheap handle
+//! ([`RxStamps`]) that hyper-util copies into every response's extensions. The reads of
+//! the connection task and the frames the request's task takes are matched by address:
+//! each read records where in the reader's buffer its bytes went, and a body frame of
+//! plain HTTP is a slice of that buffer (hyper splits frames off its read buffer without
+//! copying), so the frame's own read is found even when the connection task has read
+//! again since. Bytes that were copied on the way (TLS decrypts into another buffer)
+//! match no read and get the latest read's stamp (see `docs/DESIGN.md`).
+
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Which clock stamps chunks: the kernel's receive time, or the time the client read
+/// the bytes (`--timestamps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Timestamps {
+    /// The kernel's receive time where the platform and socket give one, else the user
+    /// clock.
+    #[default]
+    Kernel,
+    /// The client's clock when its read returned (how Cadence always stamped before).
+    User,
+}
+
+/// Reads remembered per connection. hyper's connection task is at most one body frame
+/// ahead of the request's task, so two would do; eight leave room for small frames
+/// that share a read.
+const READS_KEPT: usize = 8;
+
+/// A stamp older than this at the moment of the read is taken as no stamp (the wall
+/// clock was stepped, or the stamp is garbage).
+pub const MAX_STAMP_AGE: Duration = Duration::from_secs(60);
+
+/// The bytes one `recvmsg` may take; larger bodies take more reads.
+const SCRATCH: usize = 16 * 1024;
+
+/// One read: its number on the connection, where its bytes went, and the kernel's
+/// receive time of its last byte, on the monotonic clock.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadEntry {
+    seq: u64,
+    start: usize,
+    len: usize,
+    arrived: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
+    reads: [ReadEntry; READS_KEPT],
+    /// Reads so far (the next read's `seq` is this + 1).
+    seq: u64,
+    /// Whether the socket took `SO_TIMESTAMPNS`.
+    enabled: bool,
+}
+
+/// The kernel receive time found for some bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxStamp {
+    /// The read that carried them (1 for the connection's first read): frames with the
+    /// same number came in one read.
+    pub read: u64,
+    /// When the kernel received the read's last segment, on the monotonic clock.
+    pub arrived: Instant,
+    /// Whether the bytes were found in that read (`false`: they were copied on the way,
+    /// as TLS does, and this is the latest read).
+    pub exact: bool,
+}
+
+/// The cheap, cloneable handle to one connection's receive stamps.
+#[derive(Debug, Clone, Default)]
+pub struct RxStamps(Arc<Mutex<Ring>>);
+
+impl RxStamps {
+    fn with<T>(&self, f: impl FnOnce(&mut Ring) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Whether the socket stamps its reads (it took the option).
+    pub fn enabled(&self) -> bool {
+        self.with(|r| r.enabled)
+    }
+
+    /// Records a read of `len` bytes placed at `start`, received at `arrived`.
+    fn record(&self, start: usize, len: usize, arrived: Option<Instant>) {
+        self.with(|r| {
+            r.seq += 1;
+            let seq = r.seq;
+            r.reads[(seq % READS_KEPT as u64) as usize] = ReadEntry {
+                seq,
+                start,
+                len,
+                arrived,
+            };
+        })
+    }
+
+    /// The kernel receive time of the read that carried `bytes`: the newest remembered
+    /// read whose buffer range holds their first byte, else the latest read (not
+    /// `exact`). `None` when that read had no stamp or nothing was read yet.
+    pub fn stamp_for(&self, bytes: &[u8]) -> Option<RxStamp> {
+        let at = bytes.as_ptr() as usize;
+        self.with(|r| {
+            let newest_first = (0..READS_KEPT as u64)
+                .filter_map(|back| r.seq.checked_sub(back))
+                .filter(|&s| s > 0)
+                .map(|s| r.reads[(s % READS_KEPT as u64) as usize]);
+            let mut latest = None;
+            for e in newest_first {
+                latest.get_or_insert(e);
+                if e.len > 0 && at >= e.start && at < e.start + e.len {
+                    return e.arrived.map(|arrived| RxStamp {
+                        read: e.seq,
+                        arrived,
+                        exact: true,
+                    });
+                }
+            }
+            let e = latest?;
+            e.arrived.map(|arrived| RxStamp {
+                read: e.seq,
+                arrived,
+                exact: false,
+            })
+        })
+    }
+}
+
+/// When a stamp of the realtime clock happened on the monotonic clock, given both
+/// clocks read together just after it: `mono_now − (real_now − stamp)`. The offset
+/// between the clocks is sampled at every read (two vDSO clock reads), so a step of
+/// the wall clock moves at most the reads around it. `None` for a stamp from the
+/// future (the wall clock stepped back since) or older than [`MAX_STAMP_AGE`].
+pub fn realtime_to_monotonic(
+    stamp: Duration,
+    real_now: Duration,
+    mono_now: Instant,
+) -> Option<Instant> {
+    let age = real_now.checked_sub(stamp)?;
+    if age > MAX_STAMP_AGE {
+        return None;
+    }
+    mono_now.checked_sub(age)
+}
+
+/// A TCP stream whose reads keep their kernel receive time (see the module docs).
+#[derive(Debug)]
+pub struct StampedTcp {
+    tcp: TcpStream,
+    stamps: RxStamps,
+    scratch: Box<[u8]>,
+    cmsg: Vec<u8>,
+}
+
+impl StampedTcp {
+    /// Wraps `tcp`, asking the kernel to stamp its reads when `mode` is
+    /// [`Timestamps::Kernel`]. A socket that refuses (another platform, a kernel
+    /// without the option) reads as usual and every stamp is `None`: the caller's
+    /// clock stands in.
+    pub fn new(tcp: TcpStream, mode: Timestamps) -> StampedTcp {
+        let enabled = mode == Timestamps::Kernel && sys::enable(&tcp);
+        let stamps = RxStamps::default();
+        stamps.with(|r| r.enabled = enabled);
+        StampedTcp {
+            tcp,
+            stamps,
+            scratch: if enabled {
+                vec![0; SCRATCH].into_boxed_slice()
+            } else {
+                Box::default()
+            },
+            cmsg: sys::cmsg_buffer(),
+        }
+    }
+
+    /// The handle the request side reads stamps through.
+    pub fn stamps(&self) -> RxStamps {
+        self.stamps.clone()
+    }
+
+    /// Reads with `recvmsg` into the scratch buffer, then into `buf`; records where.
+    fn poll_read_stamped(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let want = buf.remaining().min(self.scratch.len());
+        if want == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            std::task::ready!(self.tcp.poll_read_ready(cx))?;
+            let (scratch, cmsg, tcp) = (&mut self.scratch[..want], &mut self.cmsg, &self.tcp);
+            match tcp.try_io(tokio::io::Interest::READABLE, || {
+                sys::recv_stamped(tcp, scratch, cmsg)
+            }) {
+                Ok((n, stamp)) => {
+                    let arrived = stamp.and_then(|s| {
+                        let real = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .ok()?;
+                        realtime_to_monotonic(s, real, Instant::now())
+                    });
+                    let before = buf.filled().len();
+                    buf.put_slice(&self.scratch[..n]);
+                    let start = buf.filled()[before..].as_ptr() as usize;
+                    if n > 0 {
+                        self.stamps.record(start, n, arrived);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncRead for StampedTcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.scratch.is_empty() {
+            return Pin::new(&mut this.tcp).poll_read(cx, buf);
+        }
+        this.poll_read_stamped(cx, buf)
+    }
+}
+
+impl AsyncWrite for StampedTcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+}
+
+impl Connection for StampedTcp {
+    fn connected(&self) -> Connected {
+        self.tcp.connected().extra(self.stamps.clone())
+    }
+}
+
+/// A connector whose connections are [`StampedTcp`]s: the inner connector (hyper-util's
+/// `HttpConnector`) connects, this wraps the stream. TLS, when the URL asks for it,
+/// goes on top (hyper-rustls wraps this connector), so HTTPS reads are stamped too.
+#[derive(Debug, Clone)]
+pub struct Stamping<C> {
+    inner: C,
+    mode: Timestamps,
+}
+
+impl<C> Stamping<C> {
+    pub fn new(inner: C, mode: Timestamps) -> Self {
+        Stamping { inner, mode }
+    }
+}
+
+impl<C> tower_service::Service<http::Uri> for Stamping<C>
+where
+    C: tower_service::Service<http::Uri, Response = TokioIo<TcpStream>>,
+    C::Future: Send + 'static,
+{
+    type Response = TokioIo<StampedTcp>;
+    type Error = C::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, C::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), C::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(dst);
+        let mode = self.mode;
+        Box::pin(async move {
+            let tcp = connecting.await?.into_inner();
+            Ok(TokioIo::new(StampedTcp::new(tcp, mode)))
+        })
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+    use tokio::net::TcpStream;
+
+    /// Asks the kernel to stamp every received segment; false when it refuses.
+    pub(super) fn enable(tcp: &TcpStream) -> bool {
+        setsockopt(tcp, sockopt::ReceiveTimestampns, &true).is_ok()
+    }
+
+    pub(super) fn cmsg_buffer() -> Vec<u8> {
+        nix::cmsg_space!(nix::sys::time::TimeSpec)
+    }
+
+    /// One `recvmsg`: the bytes read and the realtime stamp of the last segment they
+    /// came from, when the kernel attached one.
+    pub(super) fn recv_stamped(
+        tcp: &TcpStream,
+        buf: &mut [u8],
+        cmsg: &mut [u8],
+    ) -> io::Result<(usize, Option<Duration>)> {
+        let mut iov = [io::IoSliceMut::new(buf)];
+        let msg = recvmsg::<()>(
+            tcp.as_raw_fd(),
+            &mut iov,
+            Some(cmsg),
+            MsgFlags::MSG_DONTWAIT,
+        )
+        .map_err(io::Error::from)?;
+        let mut stamp = None;
+        // A truncated control message (ENOBUFS) is read as no stamp.
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                    stamp = u64::try_from(ts.tv_sec())
+                        .ok()
+                        .zip(u32::try_from(ts.tv_nsec()).ok())
+                        .map(|(s, ns)| Duration::new(s, ns));
+                }
+            }
+        }
+        Ok((msg.bytes, stamp))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    use std::io;
+    use std::time::Duration;
+    use tokio::net::TcpStream;
+
+    pub(super) fn enable(_: &TcpStream) -> bool {
+        false
+    }
+
+    pub(super) fn cmsg_buffer() -> Vec<u8> {
+        Vec::new()
+    }
+
+    pub(super) fn recv_stamped(
+        _: &TcpStream,
+        _: &mut [u8],
+        _: &mut [u8],
+    ) -> io::Result<(usize, Option<Duration>)> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn realtime_stamps_become_monotonic_instants_by_their_age() {
+        let mono = Instant::now();
+        let real = Duration::from_secs(1_700_000_000);
+        // Received 3.5 ms before the clocks were read: 3.5 ms before `mono`.
+        let stamp = real - Duration::from_micros(3_500);
+        assert_eq!(
+            realtime_to_monotonic(stamp, real, mono),
+            Some(mono - Duration::from_micros(3_500))
+        );
+        // Received just now.
+        assert_eq!(realtime_to_monotonic(real, real, mono), Some(mono));
+        // From the future (the wall clock stepped back): no stamp.
+        assert_eq!(
+            realtime_to_monotonic(real + Duration::from_nanos(1), real, mono),
+            None
+        );
+        // Older than the bound: no stamp; at the bound: kept.
+        let old = real - MAX_STAMP_AGE - Duration::from_nanos(1);
+        assert_eq!(realtime_to_monotonic(old, real, mono), None);
+        let at_bound = real - MAX_STAMP_AGE;
+        if let Some(t) = realtime_to_monotonic(at_bound, real, mono) {
+            assert_eq!(mono - t, MAX_STAMP_AGE);
+        }
+    }
+
+    #[test]
+    fn a_frame_finds_its_own_read_even_after_later_reads() {
+        let stamps = RxStamps::default();
+        let buf = vec![0u8; 300];
+        let t0 = Instant::now();
+        let (a, b, c) = (
+            t0,
+            t0 + Duration::from_millis(10),
+            t0 + Duration::from_millis(20),
+        );
+        let base = buf.as_ptr() as usize;
+        stamps.record(base, 100, Some(a));
+        stamps.record(base + 100, 100, Some(b));
+        stamps.record(base + 200, 100, None);
+        // The first read's bytes, taken after two more reads: its own stamp.
+        let s = stamps.stamp_for(&buf[10..20]).unwrap();
+        assert_eq!((s.read, s.arrived, s.exact), (1, a, true));
+        assert_eq!(stamps.stamp_for(&buf[100..150]).unwrap().arrived, b);
+        // The third read had no stamp.
+        assert_eq!(stamps.stamp_for(&buf[250..]), None);
+        // Bytes that were copied elsewhere (TLS): the latest read, not exact; it has
+        // no stamp here, so none.
+        let copied = vec![0u8; 8];
+        assert_eq!(stamps.stamp_for(&copied), None);
+        stamps.record(base, 1, Some(c));
+        let s = stamps.stamp_for(&copied).unwrap();
+        assert_eq!((s.read, s.arrived, s.exact), (4, c, false));
+        // The newest read over the same address wins (the buffer was reused).
+        assert_eq!(stamps.stamp_for(&buf[0..1]).unwrap().read, 4);
+    }
+
+    #[test]
+    fn no_read_yet_means_no_stamp() {
+        assert_eq!(RxStamps::default().stamp_for(b"x"), None);
+    }
+}
