@@ -37,8 +37,8 @@ pub use level::{
     LevelAggregator, LevelAggregators, LevelConfig, LevelFigures, DEFAULT_EXACT_SAMPLES,
 };
 pub use metrics::{
-    summarize_level, AccountingError, Counters, LevelOptions, LevelSummary, OutputTokens,
-    RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput, TurnSummary,
+    summarize_level, AccountingError, ClockCheck, Counters, LevelOptions, LevelSummary,
+    OutputTokens, RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc};

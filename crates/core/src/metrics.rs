@@ -4,7 +4,7 @@
 
 use crate::dist::DistAcc;
 use crate::stats::{self, Distribution};
-use crate::{Outcome, RequestRecord, TokenSource};
+use crate::{Outcome, RequestRecord, StampClock, TokenSource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -65,6 +65,12 @@ max_abs_diff the largest per-request difference and requests_differing how many 
 'chunks' is the content-bearing chunk count";
     pub const BY_TURN: &str = "multi-turn sessions: TTFT and ITL (as defined above) over the \
 succeeded requests of each turn index (0 = the first turn), so growing history shows";
+    pub const CLOCK: &str = "which clock stamped the chunks: kernel (the kernel's receive time \
+of the socket read that carried them, SO_TIMESTAMPNS, moved to the monotonic clock) or user (the \
+client's clock when the read reached it); kernel_requests and user_requests count sent requests; \
+multi_event_reads counts socket reads that carried more than one chunk (those share one time); \
+read_delay is user read time - kernel receive time per chunk of succeeded kernel-stamped requests: \
+how late the client read";
     pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
 requests with at least one";
     pub const REQUESTS: &str = "intended = sent + dropped; sent = succeeded + failed (by \
@@ -310,6 +316,76 @@ pub struct LevelSummary {
     /// TTFT and ITL by turn of multi-turn sessions (empty without sessions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_turn: Vec<TurnSummary>,
+    /// Which clock stamped the chunks and how late the client read them; absent when
+    /// no record says (records of older files, the proxy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockCheck>,
+}
+
+/// The self-check of the two clocks: requests stamped by the kernel's receive time or
+/// by the user clock, socket reads that carried several chunks, and the client's own
+/// read delay (user read time − kernel receive time, per chunk of the succeeded
+/// kernel-stamped requests): how late the client was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockCheck {
+    /// Sent requests whose chunks carry the kernel's receive time.
+    pub kernel_requests: u64,
+    /// Sent requests stamped by the user clock (`--timestamps user`, or no stamp).
+    pub user_requests: u64,
+    /// Socket reads that carried more than one chunk (they share one time).
+    pub multi_event_reads: u64,
+    #[serde(with = "stats::as_ms")]
+    pub read_delay: Option<Distribution>,
+}
+
+/// Running sums of a [`ClockCheck`].
+#[derive(Debug, Clone, Default)]
+struct ClockAcc {
+    seen: bool,
+    kernel: u64,
+    user: u64,
+    multi: u64,
+    delay: DistAcc,
+}
+
+impl ClockAcc {
+    /// Counts a sent record; its delays when it succeeded. Returns the values kept.
+    fn push(&mut self, r: &RequestRecord) -> u64 {
+        let Some(clock) = r.clock else {
+            return 0;
+        };
+        self.seen = true;
+        match clock {
+            StampClock::Kernel => self.kernel += 1,
+            StampClock::User => self.user += 1,
+        }
+        self.multi += u64::from(r.counters.multi_event_reads);
+        if r.outcome != Outcome::Succeeded {
+            return 0;
+        }
+        r.read_delays_us
+            .iter()
+            .map(|&us| self.delay.push(f64::from(us) / 1e3))
+            .sum()
+    }
+
+    fn merge(&mut self, o: &ClockAcc) {
+        self.seen |= o.seen;
+        self.kernel += o.kernel;
+        self.user += o.user;
+        self.multi += o.multi;
+        self.delay.merge(&o.delay);
+    }
+
+    fn finish(&self) -> Option<ClockCheck> {
+        self.seen.then(|| ClockCheck {
+            kernel_requests: self.kernel,
+            user_requests: self.user,
+            multi_event_reads: self.multi,
+            read_delay: self.delay.summary(),
+        })
+    }
 }
 
 /// One alternative output-token source compared with the count each request used
@@ -445,6 +521,7 @@ pub struct SummaryAcc {
     last_end: Option<u64>,
     agree: BTreeMap<TokenSource, Agree>,
     turns: BTreeMap<u32, TurnAcc>,
+    clock: ClockAcc,
 }
 
 impl SummaryAcc {
@@ -478,6 +555,7 @@ impl SummaryAcc {
             last_end: None,
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
+            clock: ClockAcc::default(),
         }
     }
 
@@ -529,16 +607,17 @@ impl SummaryAcc {
             return 0;
         }
         self.counts.sent += 1;
+        let kept = self.clock.push(r);
         match r.outcome {
             Outcome::Succeeded => self.counts.succeeded += 1,
             o if o.is_abort() => self.counts.aborted += 1,
             o => *self.counts.failed.entry(o.name().to_string()).or_default() += 1,
         }
         if r.outcome != Outcome::Succeeded {
-            return 0;
+            return kept;
         }
         self.push_tokens(r);
-        self.push_latency(r)
+        kept + self.push_latency(r)
     }
 
     /// Output-token totals and source agreement of a succeeded record.
@@ -623,6 +702,7 @@ impl SummaryAcc {
             &mut self.e2e,
             &mut self.speed,
             &mut self.per_chunk,
+            &mut self.clock.delay,
         ]
         .into_iter()
         .chain(
@@ -650,6 +730,7 @@ impl SummaryAcc {
             &self.e2e,
             &self.speed,
             &self.per_chunk,
+            &self.clock.delay,
         ]
         .into_iter()
         .chain(self.turns.values().flat_map(|t| [&t.ttft, &t.itl]))
@@ -714,6 +795,7 @@ impl SummaryAcc {
             mine.ttft.merge(&t.ttft);
             mine.itl.merge(&t.itl);
         }
+        self.clock.merge(&o.clock);
     }
 
     /// The level's summary; `opts` supplies what the records cannot (window, intended,
@@ -766,6 +848,7 @@ impl SummaryAcc {
                     itl: t.itl.summary(),
                 })
                 .collect(),
+            clock: self.clock.finish(),
         }
     }
 

@@ -658,3 +658,37 @@ fn short_answers_are_counted_per_level() {
         "absent from ordinary reports"
     );
 }
+
+#[test]
+fn the_clock_check_counts_clocks_and_pools_read_delays_of_succeeded_requests() {
+    use cadence_core::StampClock;
+    let mut a = record(
+        0,
+        Outcome::Succeeded,
+        0,
+        &[(10, None), (20, None), (30, None)],
+        40,
+    );
+    a.clock = Some(StampClock::Kernel);
+    a.read_delays_us = vec![100, 2_000, 300];
+    a.counters.multi_event_reads = 1;
+    let mut b = record(1, Outcome::Truncated, 0, &[(10, None)], 40);
+    b.clock = Some(StampClock::Kernel);
+    b.read_delays_us = vec![50_000];
+    let mut c = record(2, Outcome::Succeeded, 0, &[(10, None), (20, None)], 40);
+    c.clock = Some(StampClock::User);
+    c.counters.multi_event_reads = 2;
+    let old = record(3, Outcome::Succeeded, 0, &[(10, None), (20, None)], 40);
+    let s = summarize_level(&[a, b, c, old.clone()], &LevelOptions::default());
+    let k = s.clock.expect("records say their clock");
+    assert_eq!((k.kernel_requests, k.user_requests), (2, 1));
+    assert_eq!(k.multi_event_reads, 3);
+    // The failed request's delay is left out, like its gaps.
+    let d = k.read_delay.unwrap();
+    assert_eq!(d.count, 3);
+    assert_eq!((d.min, d.p50, d.max), (0.1, 0.3, 2.0));
+    // Records that say no clock (older files) give no check at all.
+    assert!(summarize_level(&[old], &LevelOptions::default())
+        .clock
+        .is_none());
+}

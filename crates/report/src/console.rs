@@ -572,6 +572,34 @@ fn stream_facts(out: &mut String, s: &LevelSummary) {
             c.reads
         );
     }
+    if let Some(k) = &s.clock {
+        let _ = writeln!(out, "{}{}", label("Clock"), clock_line(k));
+    }
+}
+
+/// The two clocks' self-check in a line: which stamped, and how late the client read.
+fn clock_line(k: &cadence_core::ClockCheck) -> String {
+    let total = k.kernel_requests + k.user_requests;
+    let mut line = if k.kernel_requests > 0 {
+        format!(
+            "kernel receive time ({} of {total} requests)",
+            k.kernel_requests
+        )
+    } else {
+        format!("user clock ({total} requests)")
+    };
+    if let Some(d) = &k.read_delay {
+        line.push_str(&format!(
+            "; client read delay p50 {}, p99 {}, max {}",
+            fmt_ms(d.p50),
+            fmt_ms(d.p99),
+            fmt_ms(d.max)
+        ));
+    }
+    if k.multi_event_reads > 0 {
+        line.push_str(&format!("; {} multi-event reads", k.multi_event_reads));
+    }
+    line
 }
 
 /// The compatibility view: the level's ITL and TPOT as each tool's formula gives them.

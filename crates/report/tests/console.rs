@@ -488,3 +488,34 @@ fn turn_lines_show_ttft_and_itl_per_turn() {
         "{line}"
     );
 }
+
+#[test]
+fn the_clock_line_says_which_clock_and_the_client_read_delay() {
+    let mut report = common::full_report();
+    report.levels[1].summary.clock = Some(cadence_core::ClockCheck {
+        kernel_requests: 998,
+        user_requests: 2,
+        multi_event_reads: 7,
+        read_delay: common::dist(99_800, [0.4, 0.1, 0.8, 1.2, 9.4, 20.0, 31.0]),
+    });
+    report.levels[0].summary.clock = Some(cadence_core::ClockCheck {
+        kernel_requests: 0,
+        user_requests: 1,
+        multi_event_reads: 0,
+        read_delay: None,
+    });
+    let out = render(&report, false);
+    let many = &out[out.find("── concurrency=64 ──").unwrap()..];
+    assert_eq!(
+        line_starting(many, "Clock"),
+        "Clock           kernel receive time (998 of 1000 requests); client read delay p50 100.0 µs, p99 9.400 ms, max 31.00 ms; 7 multi-event reads"
+    );
+    let one =
+        &out[out.find("── concurrency=1 ──").unwrap()..out.find("── concurrency=64 ──").unwrap()];
+    assert_eq!(
+        line_starting(one, "Clock"),
+        "Clock           user clock (1 requests)"
+    );
+    // Without a clock check (older records) there is no line.
+    assert!(!render(&common::full_report(), false).contains("\nClock "));
+}

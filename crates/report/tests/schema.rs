@@ -340,3 +340,23 @@ fn schema_accepts_every_slo_the_parser_can_normalize() {
         assert!(v.is_valid(&doc), "schema rejects {text}");
     }
 }
+
+#[test]
+fn the_clock_self_check_validates_and_is_absent_without_it() {
+    let mut report = common::full_report();
+    assert!(rendered(&report)["levels"][1].get("clock").is_none());
+    report.levels[1].summary.clock = Some(cadence_core::ClockCheck {
+        kernel_requests: 998,
+        user_requests: 2,
+        multi_event_reads: 7,
+        read_delay: common::dist(99_800, [0.4, 0.1, 0.8, 1.2, 9.4, 20.0, 31.0]),
+    });
+    let doc = rendered(&report);
+    assert_valid(&doc);
+    let clock = &doc["levels"][1]["clock"];
+    assert_eq!(clock["kernel_requests"], 998);
+    assert_eq!(clock["read_delay"]["p99_ms"], 9.4);
+    let mut bad = doc.clone();
+    bad["levels"][1]["clock"]["skew"] = 1.into();
+    assert_invalid(&bad, "an unknown field in the clock check");
+}

@@ -114,6 +114,7 @@ pub fn full_level() -> LevelSummary {
             ttft: dist(318, [150.0, 140.0, 200.0, 220.0, 300.0, 700.0, 1234.5]),
             itl: None,
         }],
+        clock: None,
     }
 }
 
