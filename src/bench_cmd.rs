@@ -265,7 +265,7 @@ fn scrape_config(
 
 /// The pooled client, one connection per stream of the highest level.
 fn http_client(args: &BenchArgs) -> HyperClient {
-    client::build(&ClientConfig {
+    let config = ClientConfig {
         pool_size: args
             .concurrency
             .as_ref()
@@ -274,7 +274,8 @@ fn http_client(args: &BenchArgs) -> HyperClient {
             .unwrap_or(DEFAULT_CONCURRENCY) as usize,
         connect_timeout: args.connect_timeout,
         http2: args.http2,
-    })
+    };
+    client::build_with(&config, args.timestamps.into())
 }
 
 /// With `--find-max`, probes above the frontier breach by design: the search itself

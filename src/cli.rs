@@ -102,6 +102,21 @@ pub enum SearchAxis {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimestampsArg {
+    Kernel,
+    User,
+}
+
+impl From<TimestampsArg> for cadence_transport::Timestamps {
+    fn from(t: TimestampsArg) -> Self {
+        match t {
+            TimestampsArg::Kernel => cadence_transport::Timestamps::Kernel,
+            TimestampsArg::User => cadence_transport::Timestamps::User,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ArrivalsArg {
     Constant,
     Poisson,
@@ -405,6 +420,13 @@ pub struct BenchArgs {
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://).
     #[arg(long)]
     pub http2: bool,
+
+    /// Which clock stamps each chunk: `kernel`, the kernel's receive time of the socket
+    /// read that carried it (SO_TIMESTAMPNS; right even when this machine is busy; the
+    /// user clock where the platform gives none), or `user`, the client's clock when the
+    /// read reaches it.
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
+    pub timestamps: TimestampsArg,
 
     /// TCP/TLS connect timeout.
     #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]

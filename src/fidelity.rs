@@ -43,7 +43,20 @@ pub struct LevelResult {
     pub p99_error_ms: f64,
     pub bound_p50_pct: f64,
     pub bound_p99_ms: f64,
+    /// The verdict, on the measured (kernel where available) clock.
     pub pass: bool,
+    /// Requests whose chunks carry the kernel's receive time (the rest: the user clock).
+    pub kernel_requests: u64,
+    /// The same run on the user clock (each chunk at its read time).
+    pub user_p50_ms: f64,
+    pub user_p50_error_pct: f64,
+    pub user_p99_ms: f64,
+    pub user_p99_error_ms: f64,
+    /// The client's read delay (user read − kernel receive), p50/p99/max.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_delay_ms: Option<[f64; 3]>,
+    /// Socket reads that carried more than one chunk.
+    pub multi_event_reads: u64,
     /// Scrapes of the simulator's /metrics that answered (`--scrape-interval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scrapes: Option<u64>,
@@ -75,6 +88,7 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
         "meas. p99",
         "err"
     ))?;
+    let mut clocks = String::new();
     for &c in &args.concurrency {
         let log = dir.join(format!("send-{c}.jsonl"));
         let r = level(&exe, &log, c, &args).await?;
@@ -97,8 +111,13 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
                 .scrapes
                 .map_or(String::new(), |n| format!(", {n} scrapes"))
         ))?;
+        clocks.push_str(&clock_row(&r));
         results.push(r);
     }
+    print_stdout(&format!(
+        "\nBoth clocks, same runs (kernel: the kernel's receive time, on requests it stamped; user: the client's read time)\n{:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8}  client read delay p50 / p99 / max\n{clocks}",
+        "streams", "stamped", "kernel p50", "p99", "user p50", "p99", "multi"
+    ))?;
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)
@@ -109,6 +128,23 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::Invalid
     })
+}
+
+/// One level's kernel and user clocks side by side.
+fn clock_row(r: &LevelResult) -> String {
+    let delay = r.read_delay_ms.map_or("–".to_string(), |[p50, p99, max]| {
+        format!("{p50:.3} / {p99:.3} / {max:.3} ms")
+    });
+    format!(
+        "{:>8} {:>8} {:>9.2}% {:>8.3}ms {:>9.2}% {:>8.3}ms {:>8}  {delay}\n",
+        r.concurrency,
+        r.kernel_requests,
+        r.p50_error_pct,
+        r.p99_error_ms,
+        r.user_p50_error_pct,
+        r.user_p99_error_ms,
+        r.multi_event_reads,
+    )
 }
 
 fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
@@ -239,6 +275,10 @@ async fn level(
     let itl = |recs: &[RequestRecord]| summarize_level(recs, &LevelOptions::default()).itl;
     let m = itl(&records)
         .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
+    let on_user: Vec<RequestRecord> = records.iter().map(RequestRecord::on_user_clock).collect();
+    let u = itl(&on_user)
+        .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
+    let check = summarize_level(&records, &LevelOptions::default()).clock;
     let t = itl(&streams.iter().map(sent_stream_record).collect::<Vec<_>>())
         .ok_or_else(|| anyhow::anyhow!("the send log has no gaps"))?;
     let gaps = m.count;
@@ -266,6 +306,16 @@ async fn level(
         bound_p99_ms: b99,
         pass: p50_err <= b50 && p99_err <= b99 && records.len() as u64 == requests,
         scrapes,
+        kernel_requests: check.as_ref().map_or(0, |c| c.kernel_requests),
+        user_p50_ms: u.p50,
+        user_p50_error_pct: (u.p50 - t.p50).abs() / t.p50 * 100.0,
+        user_p99_ms: u.p99,
+        user_p99_error_ms: (u.p99 - t.p99).abs(),
+        read_delay_ms: check
+            .as_ref()
+            .and_then(|c| c.read_delay)
+            .map(|d| [d.p50, d.p99, d.max]),
+        multi_event_reads: check.map_or(0, |c| c.multi_event_reads),
     })
 }
 

@@ -400,6 +400,29 @@ impl RequestRecord {
                 .is_some_and(|e| self.output_token_count().count < e)
     }
 
+    /// The record as the user clock saw it: with `clock: kernel`, each chunk moved
+    /// later by its read delay (and the first content time with the first content
+    /// chunk's); otherwise the record unchanged. How `cadence fidelity` compares both
+    /// clocks from one run.
+    pub fn on_user_clock(&self) -> RequestRecord {
+        let mut r = self.clone();
+        if r.clock != Some(StampClock::Kernel) || r.read_delays_us.len() != r.chunks.len() {
+            return r;
+        }
+        let first_content = r
+            .first_content_ns
+            .and_then(|t| r.chunks.iter().position(|c| c.0 == t));
+        for (c, d) in r.chunks.iter_mut().zip(&r.read_delays_us) {
+            c.0 = c.0.saturating_add(u64::from(*d) * 1_000);
+        }
+        if let Some(i) = first_content {
+            r.first_content_ns = Some(r.chunks[i].0);
+        }
+        r.clock = Some(StampClock::User);
+        r.read_delays_us.clear();
+        r
+    }
+
     pub fn output_token_count(&self) -> TokenCount {
         self.output_tokens.unwrap_or(TokenCount {
             count: self.chunks.len() as u64,
@@ -474,6 +497,29 @@ mod tests {
         assert!(line.contains(r#""read_delays_us":[3,1500]"#), "{line}");
         assert!(line.contains(r#""multi_event_reads":1"#), "{line}");
         assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn the_user_clock_view_adds_each_chunks_read_delay() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.chunks = vec![Chunk(1_000_000, Some(1)), Chunk(2_000_000, None)];
+        r.first_content_ns = Some(2_000_000);
+        // User clock: unchanged.
+        r.clock = Some(StampClock::User);
+        assert_eq!(r.on_user_clock(), r);
+        r.clock = Some(StampClock::Kernel);
+        r.read_delays_us = vec![500, 7];
+        let u = r.on_user_clock();
+        assert_eq!(
+            u.chunks,
+            vec![Chunk(1_500_000, Some(1)), Chunk(2_007_000, None)]
+        );
+        assert_eq!(u.first_content_ns, Some(2_007_000));
+        assert_eq!(u.clock, Some(StampClock::User));
+        assert!(u.read_delays_us.is_empty());
+        // Delays that do not line up with the chunks are not applied.
+        r.read_delays_us = vec![500];
+        assert_eq!(r.on_user_clock(), r);
     }
 
     #[test]
