@@ -2,12 +2,11 @@
 //! taken the moment hyper hands over the bytes, before any parsing; every way a request
 //! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
 
-use crate::stamp::Stamper;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
-use cadence_transport::{Clock, HyperClient, RxStamps};
+use cadence_transport::{Clock, HyperClient, RxStamps, Stamper};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };

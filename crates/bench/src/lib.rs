@@ -13,7 +13,6 @@ pub mod prompts;
 pub mod runner;
 pub mod search;
 pub mod sink;
-mod stamp;
 pub mod target;
 pub mod tokenizer;
 pub mod trace;

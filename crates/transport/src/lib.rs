@@ -3,6 +3,7 @@
 //! one classification of client errors into outcome classes, the run clock, the
 //! event-loop lag probe and the kernel receive timestamps of the client's reads. Kept apart so the proxy needs none of the load generator.
 
+pub mod chunk_time;
 pub mod classify;
 pub mod client;
 pub mod clock;
@@ -11,6 +12,7 @@ pub mod resend;
 mod reuse;
 pub mod rxstamp;
 
+pub use chunk_time::Stamper;
 pub use classify::{classify_client_error, error_chain, unreachable, Unreachable};
 pub use client::{ClientConfig, HyperClient};
 pub use clock::Clock;

@@ -1,15 +1,16 @@
 //! The time each body read's chunks get: the kernel's receive time of the socket read
-//! that carried them when the connection has one (`cadence_transport::rxstamp`), else
-//! the client's clock as the read reached it; and what the record keeps of the two
-//! (the clock used, each chunk's read delay, reads that carried several chunks).
+//! that carried them when the connection has one ([`crate::rxstamp`]), else the
+//! client's clock as the read reached it; and what the record keeps of the two (the
+//! clock used, each chunk's read delay, reads that carried several chunks). Shared by
+//! the load generator's executor and the proxy's tap.
 
+use crate::{Clock, RxStamps};
 use cadence_core::{RequestRecord, StampClock};
-use cadence_transport::{Clock, RxStamps};
 use tokio::time::Instant;
 
 /// One request's stamping state.
 #[derive(Debug, Default)]
-pub(crate) struct Stamper {
+pub struct Stamper {
     stamps: Option<RxStamps>,
     /// The socket read of the last frame that carried a chunk, and whether that read
     /// was already counted as a multi-event read.
@@ -18,7 +19,7 @@ pub(crate) struct Stamper {
 
 /// One frame's time and what it tells the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FrameTime {
+pub struct FrameTime {
     /// The frame's time, ns since the run's start.
     pub t_ns: u64,
     /// User read time − kernel receive time, ns, when the kernel's time was used.
@@ -30,7 +31,7 @@ pub(crate) struct FrameTime {
 impl Stamper {
     /// Stamps with the kernel's times when `stamps` (the response's connection) has
     /// them, and says in `rec` which clock stamps it.
-    pub(crate) fn new(stamps: Option<&RxStamps>, rec: &mut RequestRecord) -> Stamper {
+    pub fn new(stamps: Option<&RxStamps>, rec: &mut RequestRecord) -> Stamper {
         let stamps = stamps.filter(|s| s.enabled()).cloned();
         rec.clock = Some(if stamps.is_some() {
             StampClock::Kernel
@@ -44,7 +45,7 @@ impl Stamper {
     }
 
     /// The time of a frame holding `bytes`, read by the client at `user`.
-    pub(crate) fn frame_time(
+    pub fn frame_time(
         &self,
         clock: &Clock,
         user: Instant,
@@ -82,12 +83,7 @@ impl Stamper {
 
     /// After the frame's bytes went through the tracker (`chunks_before` = the chunk
     /// count before): each new chunk's read delay, and the multi-event read count.
-    pub(crate) fn after_feed(
-        &mut self,
-        ft: FrameTime,
-        chunks_before: usize,
-        rec: &mut RequestRecord,
-    ) {
+    pub fn after_feed(&mut self, ft: FrameTime, chunks_before: usize, rec: &mut RequestRecord) {
         let added = rec.chunks.len().saturating_sub(chunks_before);
         if added == 0 {
             return;
@@ -122,7 +118,7 @@ impl Stamper {
 /// one before the send cannot be this response's (FAULTS: a stamp older than the
 /// request) and the user clock stands in; one before an earlier chunk of the request
 /// (`floor`) is raised to it, so chunk times never go backwards.
-pub(crate) fn chunk_time(
+pub fn chunk_time(
     user_ns: u64,
     kernel_ns: Option<u64>,
     sent_ns: u64,

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Kernel vs user clock against the simulator's send log: RUNS runs of `cadence fidelity`
+# (client and simulator sharing the machine, unpinned), the load average before each,
+# one Markdown row per run and level. Usage:
+#   scripts/clocks-fidelity.sh [CADENCE] [RUNS] [LEVELS]
+# e.g. scripts/clocks-fidelity.sh target/release/cadence 5 1,100,1000
+set -euo pipefail
+bin=${1:-target/release/cadence}
+runs=${2:-5}
+levels=${3:-1,100,1000}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for i in $(seq 1 "$runs"); do
+  cut -d' ' -f1-3 /proc/loadavg > "$out/load-$i"
+  # Exit 4 is a failed bound: still a measurement.
+  "$bin" fidelity --concurrency "$levels" --itl 10ms --json "$out/run-$i.json" > "$out/run-$i.txt" || true
+done
+python3 - "$out" "$runs" <<'EOF'
+import json, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+print("| run | load avg (1/5/15 min) | streams | true p50 | kernel p50 err | user p50 err | true p99 | kernel p99 err | user p99 err | read delay p50 / p99 / max | multi-event reads | verdict (kernel) |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+for i in range(1, runs + 1):
+    load = open(f"{out}/load-{i}").read().strip()
+    try:
+        levels = json.load(open(f"{out}/run-{i}.json"))
+    except (OSError, ValueError):
+        print(f"| {i} | {load} | – | run failed: {open(f'{out}/run-{i}.txt').read().strip()[-200:]} |")
+        continue
+    for r in levels:
+        d = r.get("read_delay_ms")
+        delay = "–" if d is None else f"{d[0]:.2f} / {d[1]:.2f} / {d[2]:.1f} ms"
+        print(f"| {i} | {load} | {r['concurrency']:,} | {r['true_p50_ms']:.3f} ms "
+              f"| {r['p50_error_pct']:.2f} % | {r['user_p50_error_pct']:.2f} % "
+              f"| {r['true_p99_ms']:.3f} ms | {r['p99_error_ms']:.3f} ms | {r['user_p99_error_ms']:.3f} ms "
+              f"| {delay} | {r['multi_event_reads']:,} | {'pass' if r['pass'] else 'fail'} |")
+EOF
