@@ -24,7 +24,7 @@ for i in $(seq 1 "$runs"); do
   # SIM_RT=1: each simulator child (all its threads) runs ahead of other work, so its
   # send log keeps the schedule; the client stays unpinned.
   while [ "${SIM_RT:-0}" = 1 ] && kill -0 "$f" 2>/dev/null; do
-    for p in $(pgrep -f "^$bin sim " || true); do chrt -a -f -p 10 "$p" 2>/dev/null || true; done
+    for p in $(pgrep -P "$f" || true); do chrt -a -f -p 10 "$p" 2>/dev/null || true; done
     sleep 0.05
   done
   wait "$f" || true
