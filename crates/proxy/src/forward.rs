@@ -18,6 +18,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+mod websocket;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body the client receives: a fixed one, or the upstream's, tapped.
@@ -375,6 +377,9 @@ pub(crate) async fn handle(
     if let Some(refusal) = refuse_early(&shared, conflicting_length, req.headers()) {
         return refusal.answer(&shared);
     }
+    if websocket::is_upgrade(&req) {
+        return websocket::handle(shared, req).await;
+    }
     let (parts, body) = req.into_parts();
     let route = Route::of_path(parts.uri.path());
     let measured = shared.config.measures(parts.uri.path());
@@ -638,6 +643,8 @@ struct Job {
     labels: StreamLabels,
     redactor: Redactor,
     ended: bool,
+    /// Handed over to a WebSocket session, which records each response itself.
+    detached: bool,
     /// The outcome of a clean end when there is no tracker (plain or error bodies).
     plain_outcome: Outcome,
     _active: Option<ActiveGuard>,
@@ -680,6 +687,7 @@ impl Job {
             labels,
             redactor,
             ended: false,
+            detached: false,
             plain_outcome: Outcome::Succeeded,
             _active: active,
             shared: shared.clone(),
@@ -774,6 +782,21 @@ impl Job {
         self.ended = true;
     }
 
+    /// Hands the request over to a WebSocket session once the upgrade was accepted:
+    /// its record (index, request id, times so far), redactor and in-flight token.
+    fn detach(
+        mut self,
+    ) -> (
+        RequestRecord,
+        Redactor,
+        Option<tokio::sync::mpsc::Sender<()>>,
+    ) {
+        self.detached = true;
+        let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
+        let redactor = std::mem::replace(&mut self.redactor, Redactor::new(Vec::new()));
+        (rec, redactor, self._in_flight.take())
+    }
+
     fn client_gone(&mut self) {
         if !self.measured {
             self.ended = true;
@@ -804,6 +827,9 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         if !self.measured {
             // Not an inference route (`/health`, `/v1/models`, …): forwarded only.
             self.shared.metrics.unmeasured();
