@@ -15,6 +15,8 @@ use std::marker::PhantomData;
 
 mod fast;
 mod typed;
+#[cfg(test)]
+mod typed_value;
 
 pub(crate) use fast::Prefix;
 
