@@ -1001,10 +1001,14 @@ impl<'de: 'a, 'a> Visitor<'de> for FinishVisitor<'a> {
         f.write_str("any JSON value")
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(FinishReason(Some(Cow::Borrowed(v)).filter(|s| !s.is_empty())))
+        Ok(FinishReason(
+            Some(Cow::Borrowed(v)).filter(|s| !s.is_empty()),
+        ))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(FinishReason(Some(Cow::<str>::Owned(v.to_owned())).filter(|s| !s.is_empty())))
+        Ok(FinishReason(
+            Some(Cow::<str>::Owned(v.to_owned())).filter(|s| !s.is_empty()),
+        ))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let t = Typed::deserialize(de::value::MapAccessDeserializer::new(map))?;
@@ -1165,7 +1169,11 @@ mod tests {
         assert!(inputs.len() > 80);
         for api in APIS {
             for d in &inputs {
-                assert_eq!(super::parse(api, d), typed_value::parse(api, d), "{api:?}: {d}");
+                assert_eq!(
+                    super::parse(api, d),
+                    typed_value::parse(api, d),
+                    "{api:?}: {d}"
+                );
             }
         }
     }
@@ -1212,7 +1220,10 @@ mod tests {
             Api::Anthropic,
             r#"{"id":"m","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"Hi"}],"stop_reason":"max_tokens","usage":{"input_tokens":4,"output_tokens":2}}"#,
         );
-        assert_eq!((c.content.as_deref(), c.reasoning.as_deref()), (Some("Hi"), Some("t")));
+        assert_eq!(
+            (c.content.as_deref(), c.reasoning.as_deref()),
+            (Some("Hi"), Some("t"))
+        );
         assert_eq!((c.end, c.usage), (true, usage(Some(4), Some(2))));
         assert_eq!(c.finish_reason.as_deref(), Some("max_tokens"));
 
@@ -1221,7 +1232,10 @@ mod tests {
             r#"{"generated_text":"Hi there","details":{"finish_reason":"length","generated_tokens":2}}"#,
         );
         assert_eq!(c.content.as_deref(), Some("Hi there"));
-        assert_eq!((c.end, c.usage, c.tokens), (true, usage(None, Some(2)), None));
+        assert_eq!(
+            (c.end, c.usage, c.tokens),
+            (true, usage(None, Some(2)), None)
+        );
 
         let c = chunk(
             Api::Ollama,
