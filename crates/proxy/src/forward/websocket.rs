@@ -142,6 +142,9 @@ struct FromClient {
 impl Session {
     fn new(shared: &Arc<Shared>, job: Job, labels: StreamLabels) -> Session {
         let measured = job.measured;
+        if !measured {
+            shared.metrics.unmeasured();
+        }
         let (rec, redactor, in_flight) = job.detach();
         let info = rec.proxy.as_deref().cloned().unwrap_or_default();
         Session {
