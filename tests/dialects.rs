@@ -302,6 +302,15 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
         assert!(!want.is_empty(), "{path}");
         assert_eq!(without_clock(&got), without_clock(&want), "{path}");
     }
+    // The Realtime WebSocket through the proxy, by bench's own WebSocket client: one
+    // connection per request, one proxy record per response.
+    let ws = format!("{}/v1/realtime", proxy_url.replacen("http://", "ws://", 1));
+    let (code, bench_recs, err) = bench(&ws, "websocket", &["-n", "2"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        bench_recs.iter().all(|r| r["outcome"] == "succeeded"),
+        "{bench_recs:?}"
+    );
     let pid = proxy.0.id().to_string();
     assert!(std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -319,7 +328,12 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
         .unwrap()
         .0
         .records;
-    assert_eq!(recs.len(), bodies.len(), "{text}");
+    assert_eq!(recs.len(), bodies.len() + 2, "{text}");
+    let realtime = recs
+        .iter()
+        .filter(|r| r.proxy.as_ref().unwrap().path == "/v1/realtime")
+        .count();
+    assert_eq!(realtime, 2, "{text}");
     for r in &recs {
         let path = &r.proxy.as_ref().unwrap().path;
         assert_eq!(r.outcome, cadence_core::Outcome::Succeeded, "{path}: {r:?}");
