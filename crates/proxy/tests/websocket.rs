@@ -317,3 +317,58 @@ async fn a_compressed_stream_is_relayed_unchanged_and_not_misread() {
     assert!(recs[0].chunks.is_empty());
     assert!(recs[0].error.as_deref().unwrap().contains("reserved bits"));
 }
+
+/// Opens a session through `p`, sends a create and returns the socket.
+async fn open_and_create(p: &cadence_proxy::Proxy) -> TcpStream {
+    let addr = p.url().trim_start_matches("http://").to_string();
+    let (mut s, head) = handshake(&addr, "Authorization: Bearer sk-secret-77\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s.write_all(&client_frame(ITEM)).await.unwrap();
+    s.write_all(&client_frame(CREATE)).await.unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_upstream_is_a_ttft_timeout_and_shutdown_cuts_an_open_response() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing at all for longer than the idle timeout (the upstream holds 200 ms).
+    let (up, task) = scripted_upstream(Vec::new(), Duration::ZERO).await;
+    let p = proxy(&up, |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1));
+        c.limits.idle_timeout = Duration::from_millis(80);
+    })
+    .await;
+    let s = open_and_create(&p).await;
+    let _ = task.await;
+    let recs = records_after(p, dir.path()).await;
+    drop(s);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, Outcome::TtftTimeout, "{:?}", recs[0]);
+
+    // A response still streaming when the proxy shuts down is cut at the drain timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let mut script = server_frame(true, 1, br#"{"type":"response.created"}"#);
+    for t in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        script.extend(delta(t));
+    }
+    let (up, _task) = scripted_upstream(script, Duration::from_millis(20)).await;
+    let p = proxy(&up, |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1));
+        c.limits.drain_timeout = Duration::from_millis(100);
+    })
+    .await;
+    let mut s = open_and_create(&p).await;
+    let mut got = Vec::new();
+    while count(&got, br#""delta":"a"}"#) < 1 {
+        let mut b = [0u8; 1024];
+        let n = s.read(&mut b).await.unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&b[..n]);
+    }
+    let started = std::time::Instant::now();
+    let recs = records_after(p, dir.path()).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, Outcome::AbortedAtDeadline, "{:?}", recs[0]);
+    assert!(!recs[0].chunks.is_empty());
+}

@@ -173,34 +173,71 @@ impl Session {
         let (mut cr, mut cw) = tokio::io::split(TokioIo::new(c));
         let (mut ur, mut uw) = tokio::io::split(TokioIo::new(u));
         if !self.measured {
-            let _ = tokio::join!(relay_plain(&mut cr, &mut uw), relay_plain(&mut ur, &mut cw));
+            let both = async {
+                tokio::join!(relay_plain(&mut cr, &mut uw), relay_plain(&mut ur, &mut cw))
+            };
+            tokio::select! {
+                _ = both => {}
+                _ = cut_at_shutdown(&self.shared) => {}
+            }
             return;
         }
         let from_client = FromClient::default();
+        let (ending, at) = self
+            .relay_measured(&mut cr, &mut cw, &mut ur, &mut uw, &from_client)
+            .await;
+        self.end_session(ending, at, &from_client);
+    }
+
+    /// Relays both ways until both sides are done (the other side gets a grace once
+    /// one is: 1 s to answer an upstream's close, the idle timeout after a client's),
+    /// or the proxy shuts down and the drain timeout passes. Returns how the relay
+    /// ended and when the first side did.
+    async fn relay_measured(
+        &mut self,
+        cr: &mut (impl AsyncRead + Unpin),
+        cw: &mut (impl AsyncWrite + Unpin),
+        ur: &mut (impl AsyncRead + Unpin),
+        uw: &mut (impl AsyncWrite + Unpin),
+        from_client: &FromClient,
+    ) -> (Ending, u64) {
         let shared = self.shared.clone();
-        let mut stop = shared.stop.clone();
-        let drain = shared.config.limits.drain_timeout;
+        let clock = shared.clock;
         let idle = shared.config.limits.idle_timeout;
-        let ending = {
-            let up = self.upstream_to_client(&mut ur, &mut cw, &from_client);
-            let down = client_to_upstream(&mut cr, &mut uw, &from_client, &shared);
-            tokio::pin!(up, down);
-            tokio::select! {
-                e = &mut up => {
-                    // The client gets a moment to answer the close, then the socket goes.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), down).await;
-                    e
+        let up = self.upstream_to_client(ur, cw, from_client);
+        let down = client_to_upstream(cr, uw, from_client, &shared);
+        let cut = cut_at_shutdown(&shared);
+        tokio::pin!(up, down, cut);
+        let (mut up_done, mut down_done): (Option<(Ending, u64)>, Option<u64>) = (None, None);
+        let mut grace = None;
+        loop {
+            let wait = async {
+                match grace {
+                    Some(g) => tokio::time::sleep_until(g).await,
+                    None => std::future::pending().await,
                 }
-                _ = &mut down => match tokio::time::timeout(idle, &mut up).await {
-                    Ok(_) | Err(_) => Ending::Client,
-                },
-                _ = async {
-                    let _ = stop.wait_for(|v| *v).await;
-                    tokio::time::sleep(drain).await;
-                } => Ending::Cut,
+            };
+            tokio::select! {
+                e = &mut up, if up_done.is_none() => {
+                    up_done = Some((e, clock.now_ns()));
+                    grace = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                }
+                _ = &mut down, if down_done.is_none() => {
+                    down_done = Some(clock.now_ns());
+                    grace.get_or_insert(tokio::time::Instant::now() + idle);
+                }
+                _ = wait => break,
+                _ = &mut cut => return (Ending::Cut, clock.now_ns()),
             }
-        };
-        self.end_session(ending, &from_client);
+            if up_done.is_some() && down_done.is_some() {
+                break;
+            }
+        }
+        match (up_done, down_done) {
+            (Some(u), _) => u,
+            (None, Some(at)) => (Ending::Client, at),
+            (None, None) => (Ending::Client, clock.now_ns()),
+        }
     }
 
     /// Relays the upstream's bytes to the client, timestamping each read before it is
@@ -414,10 +451,9 @@ impl Session {
         self.end_open(t, Some(verdict));
     }
 
-    /// The connection is over: the open response, and every `response.create` never
-    /// answered, end as `ending` says.
-    fn end_session(&mut self, ending: Ending, from_client: &FromClient) {
-        let t = self.shared.clock.now_ns();
+    /// The connection is over (at `t`): the open response, and every `response.create`
+    /// never answered, end as `ending` says.
+    fn end_session(&mut self, ending: Ending, t: u64, from_client: &FromClient) {
         if self.open.is_some() {
             self.ended_by(ending, t);
         }
@@ -463,6 +499,13 @@ async fn client_to_upstream(
     }
     from_client.closed.store(true, Ordering::Relaxed);
     let _ = uw.shutdown().await;
+}
+
+/// Resolves once the proxy is shutting down and the drain timeout has passed.
+async fn cut_at_shutdown(shared: &Shared) {
+    let mut stop = shared.stop.clone();
+    let _ = stop.wait_for(|v| *v).await;
+    tokio::time::sleep(shared.config.limits.drain_timeout).await;
 }
 
 /// An unmeasured direction: bytes through, then the half-close.
