@@ -894,7 +894,10 @@ mod tests {
     fn a_whole_chat_answer_is_one_chunk_that_ends_the_stream() {
         let d = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there","reasoning_content":"hm"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
         let mut c = ParsedChunk::default();
-        assert!(fast::parse(Api::Chat, d, &mut c, None).is_none(), "serde decides");
+        assert!(
+            fast::parse(Api::Chat, d, &mut c, None).is_none(),
+            "serde decides"
+        );
         let c = chunk(Api::Chat, d);
         assert_eq!(c.content.as_deref(), Some("Hi there"));
         assert_eq!(c.reasoning.as_deref(), Some("hm"));
