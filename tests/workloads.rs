@@ -287,18 +287,20 @@ fn shared_prefix_groups_are_recorded_and_counted() {
     assert_eq!(groups, BTreeMap::from([(0, 3), (1, 3), (2, 3)]));
 }
 
-/// Per-token ITL is the chunk ITL split over the chunk's tokens.
+/// Per-token ITL is the chunk ITL split over the chunk's tokens. (`<=`: chunks that
+/// came in one socket read share its kernel stamp, so on a busy machine the p50 gap can
+/// be exactly 0, and half of 0 is 0.)
 fn assert_half(level: &Value) {
     let itl = level["itl"]["mean_ms"].as_f64().unwrap();
     let per_token = level["itl_per_token"]["mean_ms"].as_f64().unwrap();
     assert!(
-        (per_token * 2.0 - itl).abs() < 1e-9 * itl,
+        (per_token * 2.0 - itl).abs() <= 1e-9 * itl,
         "{per_token} vs {itl}"
     );
     let p50 = level["itl"]["p50_ms"].as_f64().unwrap();
     let p50_tok = level["itl_per_token"]["p50_ms"].as_f64().unwrap();
     assert!(
-        (p50_tok * 2.0 - p50).abs() < 1e-9 * p50,
+        (p50_tok * 2.0 - p50).abs() <= 1e-9 * p50,
         "{p50_tok} vs {p50}"
     );
     assert_eq!(level["tokens_per_chunk"]["mean"], 2.0);
