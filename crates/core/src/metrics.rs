@@ -339,10 +339,10 @@ pub struct ClockCheck {
     pub read_delay: Option<Distribution>,
 }
 
-/// Running sums of a [`ClockCheck`].
+/// Running sums of a [`ClockCheck`] (boxed in [`SummaryAcc`], created by the first
+/// record that says its clock: levels without one stay as small as before).
 #[derive(Debug, Clone, Default)]
 struct ClockAcc {
-    seen: bool,
     kernel: u64,
     user: u64,
     multi: u64,
@@ -355,7 +355,6 @@ impl ClockAcc {
         let Some(clock) = r.clock else {
             return 0;
         };
-        self.seen = true;
         match clock {
             StampClock::Kernel => self.kernel += 1,
             StampClock::User => self.user += 1,
@@ -371,20 +370,19 @@ impl ClockAcc {
     }
 
     fn merge(&mut self, o: &ClockAcc) {
-        self.seen |= o.seen;
         self.kernel += o.kernel;
         self.user += o.user;
         self.multi += o.multi;
         self.delay.merge(&o.delay);
     }
 
-    fn finish(&self) -> Option<ClockCheck> {
-        self.seen.then(|| ClockCheck {
+    fn finish(&self) -> ClockCheck {
+        ClockCheck {
             kernel_requests: self.kernel,
             user_requests: self.user,
             multi_event_reads: self.multi,
             read_delay: self.delay.summary(),
-        })
+        }
     }
 }
 
@@ -521,7 +519,7 @@ pub struct SummaryAcc {
     last_end: Option<u64>,
     agree: BTreeMap<TokenSource, Agree>,
     turns: BTreeMap<u32, TurnAcc>,
-    clock: ClockAcc,
+    clock: Option<Box<ClockAcc>>,
 }
 
 impl SummaryAcc {
@@ -555,7 +553,7 @@ impl SummaryAcc {
             last_end: None,
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
-            clock: ClockAcc::default(),
+            clock: None,
         }
     }
 
@@ -607,7 +605,10 @@ impl SummaryAcc {
             return 0;
         }
         self.counts.sent += 1;
-        let kept = self.clock.push(r);
+        let kept = match r.clock {
+            Some(_) => self.clock.get_or_insert_with(Box::default).push(r),
+            None => 0,
+        };
         match r.outcome {
             Outcome::Succeeded => self.counts.succeeded += 1,
             o if o.is_abort() => self.counts.aborted += 1,
@@ -702,9 +703,9 @@ impl SummaryAcc {
             &mut self.e2e,
             &mut self.speed,
             &mut self.per_chunk,
-            &mut self.clock.delay,
         ]
         .into_iter()
+        .chain(self.clock.iter_mut().map(|c| &mut c.delay))
         .chain(
             self.turns
                 .values_mut()
@@ -730,9 +731,9 @@ impl SummaryAcc {
             &self.e2e,
             &self.speed,
             &self.per_chunk,
-            &self.clock.delay,
         ]
         .into_iter()
+        .chain(self.clock.iter().map(|c| &c.delay))
         .chain(self.turns.values().flat_map(|t| [&t.ttft, &t.itl]))
         .map(DistAcc::approx_bytes)
         .sum()
@@ -795,7 +796,9 @@ impl SummaryAcc {
             mine.ttft.merge(&t.ttft);
             mine.itl.merge(&t.itl);
         }
-        self.clock.merge(&o.clock);
+        if let Some(c) = &o.clock {
+            self.clock.get_or_insert_with(Box::default).merge(c);
+        }
     }
 
     /// The level's summary; `opts` supplies what the records cannot (window, intended,
@@ -848,7 +851,7 @@ impl SummaryAcc {
                     itl: t.itl.summary(),
                 })
                 .collect(),
-            clock: self.clock.finish(),
+            clock: self.clock.as_ref().map(|c| c.finish()),
         }
     }
 

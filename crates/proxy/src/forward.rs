@@ -8,7 +8,6 @@ use crate::server::Shared;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
-use cadence_transport::{RxStamps, Stamper};
 use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -85,15 +84,13 @@ pub struct TapBody {
     /// When the last frame was handed to hyper: hyper polls again only once the client
     /// took the bytes, so the time until the next poll is downstream back-pressure.
     handed_at: Option<tokio::time::Instant>,
-    /// The kernel's receive times of the upstream connection's reads, when it has them.
-    stamper: Stamper,
 }
 
 /// A wait on the client at least this long is recorded as back-pressure.
 const DOWNSTREAM_WAIT_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl TapBody {
-    fn new(upstream: Incoming, job: Job, stamper: Stamper) -> Self {
+    fn new(upstream: Incoming, job: Job) -> Self {
         let idle_for = job.shared.config.limits.idle_timeout;
         let now = tokio::time::Instant::now();
         TapBody {
@@ -107,7 +104,6 @@ impl TapBody {
             done_at: None,
             passthrough: false,
             handed_at: None,
-            stamper,
         }
     }
 
@@ -142,6 +138,7 @@ impl TapBody {
         }
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
+                let t = job.now();
                 self.last_frame = tokio::time::Instant::now();
                 self.handed_at = Some(self.last_frame);
                 if let (Some(data), Some(copy)) = (frame.data_ref(), job.body_copy.as_mut()) {
@@ -152,12 +149,7 @@ impl TapBody {
                 if let (Some(data), Some(tr)) = (frame.data_ref(), job.tracker.as_mut()) {
                     if self.parsing {
                         let before = job.rec.chunks.len();
-                        let clock = job.shared.clock;
-                        let ft = self
-                            .stamper
-                            .frame_time(&clock, self.last_frame, data, &job.rec);
-                        self.parsing = tr.feed(ft.t_ns, data, &mut job.rec) == Flow::Continue;
-                        self.stamper.after_feed(ft, before, &mut job.rec);
+                        self.parsing = tr.feed(t, data, &mut job.rec) == Flow::Continue;
                         let done = tr.is_done();
                         job.mark_downstream_gap(before);
                         if self.done_at.is_none() && done {
@@ -586,10 +578,8 @@ fn relay(
     job.rec.headers_ns = Some(job.now());
     let (mut parts, body) = response.into_parts();
     job.watch(parts.status, &parts.headers, route, asked_stream);
-    let stamper = Stamper::new(parts.extensions.get::<RxStamps>(), &mut job.rec);
     strip_hop_by_hop(&mut parts.headers);
-    let tap = TapBody::new(body, job, stamper);
-    Response::from_parts(parts, ProxyBody::Tap(Box::new(tap)))
+    Response::from_parts(parts, ProxyBody::Tap(Box::new(TapBody::new(body, job))))
 }
 
 /// Whether the request already passed through this proxy (its `Via` names it).
