@@ -28,9 +28,10 @@ pub mod rng;
 pub mod spec;
 
 pub use drive::{plan_level, Arrivals, PlanLevel, Workload};
-pub use engine::{Engine, Event, StepInfo};
+pub use engine::{Engine, Event, Prefix, StepInfo};
 pub use inject::{Cause, Injection};
 pub use presets::{preset, PRESETS};
 pub use spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, SpecError, Speculation,
+    StepWork,
 };

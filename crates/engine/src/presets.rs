@@ -3,7 +3,9 @@
 //! datasheets. The efficiencies and step overheads are calibration choices,
 //! checked against the published figures in the README's calibration table.
 
-use crate::spec::{EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec};
+use crate::spec::{
+    EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, DEFAULT_HOP_US,
+};
 
 /// Every preset name, in the order `cadence plan --list-presets` prints them.
 pub const PRESETS: &[&str] = &[
@@ -13,11 +15,13 @@ pub const PRESETS: &[&str] = &[
     "llama-3.1-8b@h100-fp8",
     "llama-3.1-8b@h200-fp8",
     "llama-3.1-70b@h100-fp8",
+    "llama-3.1-70b@2xh100-fp8",
     "llama-3.1-70b@h200-fp8",
     "llama-3.1-70b@4xa100-bf16",
     "llama-3.1-70b@4xh100-bf16",
     "mixtral-8x7b@h100-fp8",
     "mixtral-8x7b@2xh100-bf16",
+    "kimi-k2@8xh200-int4",
 ];
 
 /// Llama 3.1 8B: meta-llama/Llama-3.1-8B config.json (num_hidden_layers 32,
@@ -85,6 +89,9 @@ fn a100(gpus: u32) -> HardwareSpec {
         peak_tflops: 312.0,
         bandwidth_efficiency: 0.85,
         compute_efficiency: 0.5,
+        // NVLink 3: 600 GB/s bidirectional per GPU (A100 datasheet).
+        link_gbs: 300.0,
+        allreduce_hop_us: DEFAULT_HOP_US,
     }
 }
 
@@ -98,15 +105,19 @@ fn h100(gpus: u32, fp8: bool) -> HardwareSpec {
         peak_tflops: if fp8 { 1979.0 } else { 989.0 },
         bandwidth_efficiency: 0.85,
         compute_efficiency: 0.5,
+        // NVLink 4: 900 GB/s bidirectional per GPU (H100 datasheet).
+        link_gbs: 450.0,
+        allreduce_hop_us: DEFAULT_HOP_US,
     }
 }
 
-/// NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the H100's tensor cores.
-fn h200(fp8: bool) -> HardwareSpec {
+/// NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the H100's tensor cores
+/// and NVLink 4.
+fn h200(gpus: u32, fp8: bool) -> HardwareSpec {
     HardwareSpec {
         memory_gb: 141.0,
         bandwidth_gbs: 4800.0,
-        ..h100(1, fp8)
+        ..h100(gpus, fp8)
     }
 }
 
@@ -119,13 +130,41 @@ fn serving(step_overhead_us: f64) -> ServingSpec {
     }
 }
 
-/// Step overhead on one GPU: scheduling, sampling and launch costs of a CUDA-graph
-/// decode step in vLLM-class engines (~0.7 ms); calibrated with the 8B figures.
-const OVERHEAD_1GPU_US: f64 = 700.0;
-/// Tensor parallel: two all-reduces per layer at ~10 µs each (NCCL on NVLink,
-/// small messages) on top of the single-GPU overhead.
-fn overhead_tp_us(layers: u32) -> f64 {
-    OVERHEAD_1GPU_US + 2.0 * layers as f64 * 10.0
+/// Fixed host cost of a decode step in a CUDA-graph engine (scheduling, sampling,
+/// launches), ~0.7 ms; the tensor-parallel all-reduces are modelled on their own
+/// ([`EngineSpec::tp_allreduce_s`]), so TP presets no longer add a flat guess.
+const OVERHEAD_US: f64 = 700.0;
+
+/// A model served with fp8 weights and an fp8 KV cache (vLLM `--kv-cache-dtype
+/// fp8`, TensorRT-LLM's FP8 checkpoints quantize the KV cache with the weights).
+fn fp8(model: ModelSpec) -> ModelSpec {
+    ModelSpec {
+        bytes_per_param: 1.0,
+        kv_bytes_per_elem: 1.0,
+        ..model
+    }
+}
+
+/// Kimi K2: moonshotai/Kimi-K2-Instruct config.json (num_hidden_layers 61,
+/// hidden_size 7168, n_routed_experts 384, num_experts_per_tok 8, one shared expert,
+/// MLA with kv_lora_rank 512 + qk_rope_head_dim 64 = 576 cached values a layer, told
+/// here as one KV "head" of 288 times K and V); 1.04 T total and 32.6 B active
+/// parameters (model card: "1T total, 32B activated"). Served with int4 weights
+/// (Kimi-K2-Thinking's released INT4 QAT checkpoint, ~0.5 byte a parameter: the
+/// fp8 release, 1.04 TB, does not fit in 8 × 141 GB) and an fp8 KV cache.
+fn kimi_k2() -> ModelSpec {
+    ModelSpec {
+        params_b: 1040.0,
+        active_params_b: Some(32.6),
+        experts: 384,
+        experts_per_token: 8,
+        layers: 61,
+        hidden: 7168,
+        kv_heads: 1,
+        head_dim: 288,
+        bytes_per_param: 0.5,
+        kv_bytes_per_elem: 1.0,
+    }
 }
 
 /// The preset called `name`, if there is one.
@@ -155,6 +194,8 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
                 peak_tflops: 2.0,
                 bandwidth_efficiency: 1.0,
                 compute_efficiency: 1.0,
+                link_gbs: 450.0,
+                allreduce_hop_us: DEFAULT_HOP_US,
             },
             ServingSpec {
                 max_batch: 64,
@@ -164,27 +205,20 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
                 ..ServingSpec::default()
             },
         ),
-        "llama-3.1-8b@a100-bf16" => (llama_8b(2.0), a100(1), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h100-bf16" => (llama_8b(2.0), h100(1, false), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h100-fp8" => (llama_8b(1.0), h100(1, true), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h200-fp8" => (llama_8b(1.0), h200(true), serving(OVERHEAD_1GPU_US)),
-        // fp8 weights and fp8 KV cache (vLLM --kv-cache-dtype fp8): 70.6 GB of
-        // weights leave ~1.4 GB of the 72 GB usable, ~8.8 k tokens of fp8 KV.
-        "llama-3.1-70b@h100-fp8" => (
-            ModelSpec {
-                kv_bytes_per_elem: 1.0,
-                ..llama_70b(1.0)
-            },
-            h100(1, true),
-            serving(OVERHEAD_1GPU_US),
-        ),
-        "llama-3.1-70b@h200-fp8" => (llama_70b(1.0), h200(true), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-70b@4xa100-bf16" => (llama_70b(2.0), a100(4), serving(overhead_tp_us(80))),
-        "llama-3.1-70b@4xh100-bf16" => {
-            (llama_70b(2.0), h100(4, false), serving(overhead_tp_us(80)))
-        }
-        "mixtral-8x7b@h100-fp8" => (mixtral(1.0), h100(1, true), serving(OVERHEAD_1GPU_US)),
-        "mixtral-8x7b@2xh100-bf16" => (mixtral(2.0), h100(2, false), serving(overhead_tp_us(32))),
+        "llama-3.1-8b@a100-bf16" => (llama_8b(2.0), a100(1), serving(OVERHEAD_US)),
+        "llama-3.1-8b@h100-bf16" => (llama_8b(2.0), h100(1, false), serving(OVERHEAD_US)),
+        "llama-3.1-8b@h100-fp8" => (fp8(llama_8b(1.0)), h100(1, true), serving(OVERHEAD_US)),
+        "llama-3.1-8b@h200-fp8" => (fp8(llama_8b(1.0)), h200(1, true), serving(OVERHEAD_US)),
+        // 70.6 GB of fp8 weights leave ~1.4 GB of the 72 GB usable, ~8.8 k tokens of
+        // fp8 KV.
+        "llama-3.1-70b@h100-fp8" => (fp8(llama_70b(1.0)), h100(1, true), serving(OVERHEAD_US)),
+        "llama-3.1-70b@2xh100-fp8" => (fp8(llama_70b(1.0)), h100(2, true), serving(OVERHEAD_US)),
+        "llama-3.1-70b@h200-fp8" => (fp8(llama_70b(1.0)), h200(1, true), serving(OVERHEAD_US)),
+        "llama-3.1-70b@4xa100-bf16" => (llama_70b(2.0), a100(4), serving(OVERHEAD_US)),
+        "llama-3.1-70b@4xh100-bf16" => (llama_70b(2.0), h100(4, false), serving(OVERHEAD_US)),
+        "mixtral-8x7b@h100-fp8" => (fp8(mixtral(1.0)), h100(1, true), serving(OVERHEAD_US)),
+        "mixtral-8x7b@2xh100-bf16" => (mixtral(2.0), h100(2, false), serving(OVERHEAD_US)),
+        "kimi-k2@8xh200-int4" => (kimi_k2(), h200(8, true), serving(OVERHEAD_US)),
         _ => return None,
     };
     Some(EngineSpec {

@@ -23,6 +23,8 @@ fn itl_p50_ms(spec: &EngineSpec, concurrency: u32) -> f64 {
         max_tokens: 128,
         turnaround_ns: 0,
         lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     };
     let level = plan_level(spec, Arrivals::Closed { concurrency }, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());
@@ -263,6 +265,7 @@ fn speculation_emits_the_expected_tokens_per_step() {
         k: 4,
         alpha: 0.8,
         draft_us: 0.0,
+        draft_fraction: 0.0,
     };
     spec.serving.speculation = Some(sp);
     let w = Workload {
@@ -272,6 +275,8 @@ fn speculation_emits_the_expected_tokens_per_step() {
         max_tokens: 2000,
         turnaround_ns: 0,
         lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     };
     let level = plan_level(&spec, Arrivals::Closed { concurrency: 16 }, &w, 0, 0, 0);
     let mut counts = [0u64; 6];
@@ -312,6 +317,8 @@ fn plan_accounts_for_every_request_open_loop_too() {
         max_tokens: 64,
         turnaround_ns: 0,
         lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     };
     // Level 2, starting at 1 µs, indices from 40.
     let poisson = |seed| {
@@ -425,6 +432,8 @@ fn clients_that_come_back_at_different_times_land_prompts_in_others_steps() {
             max_tokens: 128,
             turnaround_ns,
             lengths: Vec::new(),
+            prefix_tokens: 0,
+            prefix_groups: 1,
         };
         let level = plan_level(&spec, Arrivals::Closed { concurrency: 8 }, &w, 0, 0, 0);
         let s = summarize_level(&level.records, &LevelOptions::default());

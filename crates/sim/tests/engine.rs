@@ -88,6 +88,7 @@ async fn speculation_sends_chunks_of_several_tokens() {
         k: 4,
         alpha: 0.8,
         draft_us: 0.0,
+        draft_fraction: 0.0,
     });
     let state = SimState::new(engine_config(spec));
     let r = post_chat(&state, &[], with_usage(300)).await;
