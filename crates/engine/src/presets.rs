@@ -124,6 +124,7 @@ fn h200(gpus: u32, fp8: bool) -> HardwareSpec {
 fn serving(step_overhead_us: f64) -> ServingSpec {
     ServingSpec {
         step_overhead_us,
+        layer_overhead_us: LAYER_OVERHEAD_US,
         // Per-step noise seen in real engines' ITL (kernel and scheduler variance).
         jitter: 0.03,
         ..ServingSpec::default()
@@ -135,13 +136,14 @@ fn serving(step_overhead_us: f64) -> ServingSpec {
 /// ([`EngineSpec::tp_allreduce_s`]), so TP presets no longer add a flat guess.
 const OVERHEAD_US: f64 = 700.0;
 
-/// A model served with fp8 weights and an fp8 KV cache (vLLM `--kv-cache-dtype
-/// fp8`, TensorRT-LLM's FP8 checkpoints quantize the KV cache with the weights).
-fn fp8(model: ModelSpec) -> ModelSpec {
+/// Qwen3-32B: Qwen/Qwen3-32B config.json (num_hidden_layers 64, hidden_size 5120,
+/// num_key_value_heads 8, head_dim 128); 32.8 B parameters (model card).
+fn qwen3_32b(bytes_per_param: f64) -> ModelSpec {
     ModelSpec {
-        bytes_per_param: 1.0,
-        kv_bytes_per_elem: 1.0,
-        ..model
+        params_b: 32.8,
+        layers: 64,
+        hidden: 5120,
+        ..llama_8b(bytes_per_param)
     }
 }
 
@@ -167,7 +169,60 @@ fn kimi_k2() -> ModelSpec {
     }
 }
 
-/// The preset called `name`, if there is one.
+/// Per-layer floor of a step on H100/H200-class GPUs, µs. One constant for every
+/// preset, taken from the published light-load rows of docs/CALIBRATION.md: the
+/// time a step takes beyond its roofline, tensor-parallel all-reduces and fixed
+/// overhead, divided by the layers, comes out at 57 µs (Llama 3.1 8B, vLLM, one
+/// H200), 58 µs (Llama 3.3 70B fp8, TensorRT-LLM/NIM, two H100) and 60 µs (Llama 3
+/// 70B, vLLM, four H200); the other rows of the table test it.
+pub const LAYER_OVERHEAD_US: f64 = 60.0;
+
+/// A model by name, in the given weight bytes per parameter.
+fn model(name: &str, bytes_per_param: f64) -> Option<ModelSpec> {
+    Some(match name {
+        "llama-3.1-8b" => llama_8b(bytes_per_param),
+        "llama-3.1-70b" => llama_70b(bytes_per_param),
+        "mixtral-8x7b" => mixtral(bytes_per_param),
+        "qwen3-32b" => qwen3_32b(bytes_per_param),
+        "kimi-k2" => ModelSpec {
+            bytes_per_param,
+            ..kimi_k2()
+        },
+        _ => return None,
+    })
+}
+
+/// `MODEL@[Nx]GPU-PRECISION` from the models and GPUs above: `bf16` (2-byte weights
+/// and KV), `fp8` (1-byte weights and KV, fp8 tensor cores; not on A100) or `int4`
+/// (half-byte weights on bf16 tensor cores, fp8 KV). E.g. `llama-3.1-70b@4xh200-bf16`.
+fn compose(name: &str) -> Option<(ModelSpec, HardwareSpec, ServingSpec)> {
+    let (m, hw) = name.split_once('@')?;
+    let (hw, precision) = hw.rsplit_once('-')?;
+    let (gpus, gpu) = match hw.split_once('x') {
+        Some((n, g)) => (n.parse::<u32>().ok().filter(|&n| n > 1)?, g),
+        None => (1, hw),
+    };
+    let (weights, kv, fp8_cores) = match precision {
+        "bf16" => (2.0, 2.0, false),
+        "fp8" => (1.0, 1.0, true),
+        "int4" => (0.5, 1.0, false),
+        _ => return None,
+    };
+    let hardware = match gpu {
+        "a100" if !fp8_cores => a100(gpus),
+        "h100" => h100(gpus, fp8_cores),
+        "h200" => h200(gpus, fp8_cores),
+        _ => return None,
+    };
+    let model = ModelSpec {
+        kv_bytes_per_elem: kv,
+        ..model(m, weights)?
+    };
+    Some((model, hardware, serving(OVERHEAD_US)))
+}
+
+/// The preset called `name`, if there is one: a listed name, or any
+/// `MODEL@[Nx]GPU-PRECISION` of the models and GPUs here.
 pub fn preset(name: &str) -> Option<EngineSpec> {
     let (model, hardware, serving) = match name {
         // A toy for the built-in bench on a laptop: a 75 M-parameter model whose
@@ -205,21 +260,7 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
                 ..ServingSpec::default()
             },
         ),
-        "llama-3.1-8b@a100-bf16" => (llama_8b(2.0), a100(1), serving(OVERHEAD_US)),
-        "llama-3.1-8b@h100-bf16" => (llama_8b(2.0), h100(1, false), serving(OVERHEAD_US)),
-        "llama-3.1-8b@h100-fp8" => (fp8(llama_8b(1.0)), h100(1, true), serving(OVERHEAD_US)),
-        "llama-3.1-8b@h200-fp8" => (fp8(llama_8b(1.0)), h200(1, true), serving(OVERHEAD_US)),
-        // 70.6 GB of fp8 weights leave ~1.4 GB of the 72 GB usable, ~8.8 k tokens of
-        // fp8 KV.
-        "llama-3.1-70b@h100-fp8" => (fp8(llama_70b(1.0)), h100(1, true), serving(OVERHEAD_US)),
-        "llama-3.1-70b@2xh100-fp8" => (fp8(llama_70b(1.0)), h100(2, true), serving(OVERHEAD_US)),
-        "llama-3.1-70b@h200-fp8" => (fp8(llama_70b(1.0)), h200(1, true), serving(OVERHEAD_US)),
-        "llama-3.1-70b@4xa100-bf16" => (llama_70b(2.0), a100(4), serving(OVERHEAD_US)),
-        "llama-3.1-70b@4xh100-bf16" => (llama_70b(2.0), h100(4, false), serving(OVERHEAD_US)),
-        "mixtral-8x7b@h100-fp8" => (fp8(mixtral(1.0)), h100(1, true), serving(OVERHEAD_US)),
-        "mixtral-8x7b@2xh100-bf16" => (mixtral(2.0), h100(2, false), serving(OVERHEAD_US)),
-        "kimi-k2@8xh200-int4" => (kimi_k2(), h200(8, true), serving(OVERHEAD_US)),
-        _ => return None,
+        _ => compose(name)?,
     };
     Some(EngineSpec {
         name: name.to_owned(),
@@ -252,6 +293,11 @@ mod tests {
         let bf16 = preset("llama-3.1-8b@h100-bf16").unwrap();
         let fp8 = preset("llama-3.1-8b@h100-fp8").unwrap();
         assert_eq!(bf16.weight_bytes(), 2.0 * fp8.weight_bytes());
-        assert!(fp8.decode_step_s(1, 512) < 0.6 * bf16.decode_step_s(1, 512));
+        assert_eq!(bf16.kv_bytes_per_token(), 2.0 * fp8.kv_bytes_per_token());
+        // fp8 halves the bytes read (weights and KV), not the fixed costs of a step.
+        let halved = (fp8.weight_bytes() + fp8.kv_bytes_per_token() * 512.0) / bf16.bandwidth();
+        let saved = bf16.decode_step_s(1, 512) - fp8.decode_step_s(1, 512);
+        assert!((saved - halved).abs() < 1e-12, "{saved} vs {halved}");
+        assert!(fp8.decode_step_s(1, 512) < 0.7 * bf16.decode_step_s(1, 512));
     }
 }

@@ -118,6 +118,13 @@ pub struct ServingSpec {
     pub memory_utilization: f64,
     /// Fixed cost per step (scheduling, sampling, kernel launches, TP all-reduce), µs.
     pub step_overhead_us: f64,
+    /// Fixed cost per model layer in every step, µs: a decoder layer runs ~15 kernels
+    /// (norms, QKV, rotary, attention, output projection, gate/up/down, activation,
+    /// residual adds), each with a floor of a few µs (the gap between kernels of a
+    /// CUDA graph, and the tail of a kernel too small to fill the GPU) that neither
+    /// bandwidth nor tensor parallelism removes. Why a 70B model's light-load ITL is
+    /// longer than its weights' read time on any number of GPUs.
+    pub layer_overhead_us: f64,
     /// Host cost per sequence in a step (scheduling, sampling, detokenizing), µs: a
     /// step over `b` sequences costs `b · seq_overhead_us` more. Why older engines
     /// slow down with load faster than their GPU work does.
@@ -146,6 +153,7 @@ impl Default for ServingSpec {
             kv_capacity_tokens: None,
             memory_utilization: 0.9,
             step_overhead_us: 2000.0,
+            layer_overhead_us: 0.0,
             seq_overhead_us: 0.0,
             request_overhead_ms: 0.0,
             prefill: Prefill::default(),
@@ -362,6 +370,7 @@ impl EngineSpec {
         }
         let overheads = [
             ("serving.step_overhead_us", s.step_overhead_us),
+            ("serving.layer_overhead_us", s.layer_overhead_us),
             ("serving.seq_overhead_us", s.seq_overhead_us),
             ("serving.request_overhead_ms", s.request_overhead_ms),
             ("hardware.allreduce_hop_us", self.hardware.allreduce_hop_us),
@@ -482,7 +491,7 @@ impl EngineSpec {
 
     /// How long a step doing `work` lasts, in seconds, without jitter: the roofline
     /// of its weight and KV reads against its FLOPs, plus the tensor-parallel
-    /// all-reduces, the fixed and per-sequence host costs, and (with speculation and
+    /// all-reduces, the fixed, per-layer and per-sequence costs, and (with speculation and
     /// sequences decoding) the draft model's passes.
     pub fn step_s(&self, work: &StepWork) -> f64 {
         let bytes = self.weight_bytes_read(work.tokens)
@@ -493,6 +502,7 @@ impl EngineSpec {
         (bytes / self.bandwidth()).max(flops / self.compute())
             + self.tp_allreduce_s(work.tokens)
             + s.step_overhead_us * 1e-6
+            + s.layer_overhead_us * 1e-6 * self.model.layers as f64
             + s.seq_overhead_us * 1e-6 * work.seqs as f64
             + self.draft_s(work.decoding)
     }
