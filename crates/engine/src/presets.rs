@@ -1,7 +1,7 @@
 //! Engines named `model@hardware`, each figure with its public source: model shapes
 //! from the models' Hugging Face `config.json`, bandwidth and FLOP/s from NVIDIA's
 //! datasheets. The efficiencies and step overheads are calibration choices,
-//! checked against the published figures in the README's calibration table.
+//! checked against published measurements in docs/CALIBRATION.md.
 
 use crate::spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, DEFAULT_HOP_US,
