@@ -650,8 +650,14 @@ fn a_cached_prefix_skips_its_prefill_for_shared_prompts_and_later_turns() {
         prompt_tokens,
         max_tokens: 16,
     };
-    let shared = Some(Prefix { key: 1, tokens: 4000 });
-    let other = Some(Prefix { key: 2, tokens: 4000 });
+    let shared = Some(Prefix {
+        key: 1,
+        tokens: 4000,
+    });
+    let other = Some(Prefix {
+        key: 2,
+        tokens: 4000,
+    });
     let reqs = [
         (req(0, 4100), shared),
         (req(1, 4100), shared),
@@ -666,7 +672,13 @@ fn a_cached_prefix_skips_its_prefill_for_shared_prompts_and_later_turns() {
     // A session's next turn repeats the first turn's prompt and reply (4,100 + 16).
     let session = [
         (req(0, 4100), Some(Prefix { key: 9, tokens: 0 })),
-        (req(1, 4200), Some(Prefix { key: 9, tokens: 4116 })),
+        (
+            req(1, 4200),
+            Some(Prefix {
+                key: 9,
+                tokens: 4116,
+            }),
+        ),
     ];
     let (t2, hits) = ttfts_in_turn(&spec, &session);
     assert_eq!(hits, 4116);
@@ -692,7 +704,14 @@ fn plan_tags_shared_prefix_groups_and_computes_each_prefix_once() {
         prefix_tokens,
         prefix_groups: 2,
     };
-    let level = plan_level(&spec, Arrivals::Closed { concurrency: 1 }, &w(3000), 0, 0, 0);
+    let level = plan_level(
+        &spec,
+        Arrivals::Closed { concurrency: 1 },
+        &w(3000),
+        0,
+        0,
+        0,
+    );
     let groups: Vec<Option<u32>> = level.records.iter().map(|r| r.prefix_group).collect();
     assert_eq!(groups[..4], [Some(0), Some(1), Some(0), Some(1)]);
     assert!(level.records.iter().all(|r| r.input_tokens == Some(3100)));
