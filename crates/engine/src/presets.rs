@@ -288,6 +288,29 @@ mod tests {
         assert!(preset("gpt-5@abacus").is_none());
     }
 
+    /// FAULTS 82: a preset name composes only known models, GPUs and precisions.
+    #[test]
+    fn f82_composed_names_resolve_and_unknown_parts_do_not() {
+        let s = preset("llama-3.1-70b@4xh200-bf16").unwrap();
+        assert_eq!((s.hardware.gpus, s.hardware.bandwidth_gbs), (4, 4800.0));
+        assert_eq!(
+            (s.model.bytes_per_param, s.model.kv_bytes_per_elem),
+            (2.0, 2.0)
+        );
+        let q = preset("qwen3-32b@h100-fp8").unwrap();
+        assert_eq!((q.model.layers, q.model.kv_bytes_per_elem), (64, 1.0));
+        for bad in [
+            "llama-3.1-8b@a100-fp8",
+            "llama-3.1-8b@1xh100-bf16",
+            "llama-3.1-8b@h100",
+            "llama-3.1-8b@b200-fp8",
+            "gpt-9@h100-bf16",
+            "llama-3.1-8b@h100-fp4",
+        ] {
+            assert!(preset(bad).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn fp8_halves_the_weights_and_shortens_the_step() {
         let bf16 = preset("llama-3.1-8b@h100-bf16").unwrap();

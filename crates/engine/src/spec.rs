@@ -643,6 +643,35 @@ mod tests {
         assert!(EngineSpec::from_toml(&typo).is_err());
     }
 
+    /// FAULTS 82: the engine's newer parameters are refused by name when out of range.
+    #[test]
+    fn f82_link_hop_layer_and_draft_figures_are_checked_by_name() {
+        let base = preset("llama-3.1-70b@4xh100-bf16").unwrap();
+        let cases: [(&str, fn(&mut EngineSpec)); 4] = [
+            ("hardware.link_gbs", |s| s.hardware.link_gbs = 0.0),
+            ("hardware.allreduce_hop_us", |s| {
+                s.hardware.allreduce_hop_us = -1.0
+            }),
+            ("serving.layer_overhead_us", |s| {
+                s.serving.layer_overhead_us = f64::NAN
+            }),
+            ("serving.speculation.draft_fraction", |s| {
+                s.serving.speculation = Some(Speculation {
+                    k: 2,
+                    alpha: 0.5,
+                    draft_us: 0.0,
+                    draft_fraction: 1.5,
+                })
+            }),
+        ];
+        for (field, spoil) in cases {
+            let mut s = base.clone();
+            spoil(&mut s);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
+    }
+
     #[test]
     fn weights_that_do_not_fit_are_refused() {
         let mut s = preset("llama-3.1-70b@h100-fp8").unwrap();
