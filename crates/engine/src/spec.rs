@@ -647,7 +647,8 @@ mod tests {
     #[test]
     fn f82_link_hop_layer_and_draft_figures_are_checked_by_name() {
         let base = preset("llama-3.1-70b@4xh100-bf16").unwrap();
-        let cases: [(&str, fn(&mut EngineSpec)); 4] = [
+        type Spoil = fn(&mut EngineSpec);
+        let cases: [(&str, Spoil); 4] = [
             ("hardware.link_gbs", |s| s.hardware.link_gbs = 0.0),
             ("hardware.allreduce_hop_us", |s| {
                 s.hardware.allreduce_hop_us = -1.0
