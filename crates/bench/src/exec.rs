@@ -1,6 +1,7 @@
 //! Runs one streaming request and fills its record: the timestamp of each body read is
-//! taken the moment the bytes are read (hyper: handed over), before any parsing; every way a request
-//! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
+//! taken the moment the bytes are read (under hyper: handed over), before any parsing;
+//! every way a request can end (timeouts per phase, HTTP errors, resets, the run's
+//! deadline) has its outcome.
 
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
