@@ -288,8 +288,6 @@ impl Pool {
                 decoder,
                 pool: (poolable && keep_alive).then(|| self.inner.clone()),
                 leftover,
-                spans: Vec::new(),
-                pending: 0,
                 out: Vec::new(),
             },
         ))
@@ -496,11 +494,6 @@ pub struct Body {
     pool: Option<Arc<PoolInner>>,
     /// Body bytes that came in the head's last read, and when.
     leftover: Option<Instant>,
-    /// Where the last read's body bytes stand in the connection's buffer.
-    spans: Vec<(usize, usize)>,
-    /// Buffered bytes the last read handed out in place, dropped at the next read.
-    pending: usize,
-    /// The last read's body bytes when the framing split them.
     out: Vec<u8>,
 }
 
@@ -517,23 +510,8 @@ impl Body {
     /// returned, taken before any decoding; `None` at the end of the body. A read that
     /// carried only framing gives nothing and is not reported.
     pub async fn read(&mut self) -> Option<Result<(Instant, &[u8]), H1Error>> {
-        let (t, span) = match self.next_read().await? {
-            Ok(read) => read,
-            Err(e) => return Some(Err(e)),
-        };
-        let bytes = match span {
-            Some((from, to)) => &self.conn.as_ref()?.data()[from..to],
-            None => &self.out[..],
-        };
-        Some(Ok((t, bytes)))
-    }
-
-    /// [`Body::read`]'s work: the next read with body bytes, and where they lie: in the
-    /// connection's buffer (one run, the usual case: no copy), else copied to `out`.
-    async fn next_read(&mut self) -> Option<Result<(Instant, Option<(usize, usize)>), H1Error>> {
         loop {
             let conn = self.conn.as_mut()?;
-            conn.consume(std::mem::take(&mut self.pending));
             let t = match self.leftover.take() {
                 Some(t) => t,
                 None => {
@@ -565,28 +543,17 @@ impl Body {
                 }
             };
             let conn = self.conn.as_mut()?;
-            self.spans.clear();
-            let used = match self.decoder.decode(conn.data(), &mut self.spans) {
+            self.out.clear();
+            let used = match self.decoder.decode(conn.data(), &mut self.out) {
                 Ok(used) => used,
                 Err(e) => {
                     self.conn = None;
                     return Some(Err(e));
                 }
             };
-            match self.spans[..] {
-                [] => conn.consume(used),
-                [(from, to)] => {
-                    self.pending = used;
-                    return Some(Ok((t, Some((from, to)))));
-                }
-                _ => {
-                    self.out.clear();
-                    for &(from, to) in &self.spans {
-                        self.out.extend_from_slice(&conn.data()[from..to]);
-                    }
-                    conn.consume(used);
-                    return Some(Ok((t, None)));
-                }
+            conn.consume(used);
+            if !self.out.is_empty() {
+                return Some(Ok((t, &self.out)));
             }
         }
     }
@@ -640,9 +607,9 @@ impl Decoder {
         self.state == Chunk::Done
     }
 
-    /// Decodes what it can of `input`, pushing where its body bytes lie onto `spans`;
-    /// the bytes it used (all of them unless the body ended inside `input`).
-    fn decode(&mut self, input: &[u8], spans: &mut Vec<(usize, usize)>) -> Result<usize, H1Error> {
+    /// Decodes what it can of `input` into `out`; the bytes it used (all of them
+    /// unless the body ended inside `input`).
+    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, H1Error> {
         let chunked = self.framing == Framing::Chunked;
         let mut i = 0;
         while i < input.len() {
@@ -651,7 +618,7 @@ impl Decoder {
                 Chunk::Done => return Ok(i),
                 Chunk::Data(n) => {
                     let take = (input.len() - i).min(usize::try_from(n).unwrap_or(usize::MAX));
-                    spans.push((i, i + take));
+                    out.extend_from_slice(&input[i..i + take]);
                     i += take;
                     let left = n - take as u64;
                     self.state = match (left, chunked) {
@@ -659,18 +626,6 @@ impl Decoder {
                         (0, false) => Chunk::Done,
                         _ => Chunk::Data(left),
                     };
-                    continue;
-                }
-                Chunk::Size(mut v, _, false) if b.is_ascii_hexdigit() => {
-                    // The size's digits in one go.
-                    while let Some(d) = input.get(i).and_then(|&b| (b as char).to_digit(16)) {
-                        v = v
-                            .checked_mul(16)
-                            .map(|v| v + u64::from(d))
-                            .ok_or_else(|| H1Error::parse("chunk size overflows"))?;
-                        i += 1;
-                    }
-                    self.state = Chunk::Size(v, true, false);
                     continue;
                 }
                 Chunk::Size(v, digits, ext) => match b {
@@ -719,12 +674,8 @@ mod tests {
         let mut d = Decoder::new(framing);
         let mut out = Vec::new();
         for p in parts {
-            let mut spans = Vec::new();
-            let used = d.decode(p, &mut spans).unwrap();
+            let used = d.decode(p, &mut out).unwrap();
             assert_eq!(used, p.len(), "{p:?}");
-            for (from, to) in spans {
-                out.extend_from_slice(&p[from..to]);
-            }
         }
         (out, d.is_done())
     }
@@ -745,20 +696,17 @@ mod tests {
 
     #[test]
     fn bad_chunked_framing_is_an_error_and_lengths_end_where_they_say() {
-        let mut spans = Vec::new();
+        let mut out = Vec::new();
         assert!(Decoder::new(Framing::Chunked)
-            .decode(b"zz\r\n", &mut spans)
+            .decode(b"zz\r\n", &mut out)
             .is_err());
         assert!(Decoder::new(Framing::Chunked)
-            .decode(b"2\r\nabX", &mut spans)
-            .is_err());
-        assert!(Decoder::new(Framing::Chunked)
-            .decode(b"fffffffffffffffff\r\n", &mut spans)
+            .decode(b"2\r\nabX", &mut out)
             .is_err());
         let mut d = Decoder::new(Framing::Length(3));
-        spans.clear();
-        assert_eq!(d.decode(b"abcdef", &mut spans).unwrap(), 3);
-        assert_eq!(spans, [(0, 3)]);
+        out.clear();
+        assert_eq!(d.decode(b"abcdef", &mut out).unwrap(), 3);
+        assert_eq!(out, b"abc");
         assert!(d.is_done());
     }
 }
