@@ -96,7 +96,8 @@ async fn chunked_stream_reads_are_timed_apart_and_the_connection_is_reused() {
             (
                 vec![
                     CHUNKED_HEAD,
-                    b"7\r\ndata: 1\r\n",
+                    // Two chunks in one read.
+                    b"3\r\ndat\r\n4\r\na: 1\r\n",
                     b"7\r\n",
                     b"data: 2\r\n0\r\n\r\n",
                 ],
