@@ -244,6 +244,8 @@ impl Pool {
         let Some(host) = req.uri().host() else {
             return (Err(H1Error::parse("the URL has no host")), None);
         };
+        // An IPv6 literal comes bracketed in the URL, not in a socket address.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = req.uri().port_u16().unwrap_or(80);
         let key = format!("{host}:{port}");
         let bytes = request_bytes(req);

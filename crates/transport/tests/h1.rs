@@ -38,7 +38,14 @@ fn server<F>(reply: F, gap: Duration) -> (SocketAddr, Arc<AtomicUsize>)
 where
     F: Fn(usize) -> (Vec<&'static [u8]>, bool) + Send + Sync + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    server_on(TcpListener::bind("127.0.0.1:0").unwrap(), reply, gap)
+}
+
+/// [`server`] on a listener of the caller's.
+fn server_on<F>(listener: TcpListener, reply: F, gap: Duration) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(usize) -> (Vec<&'static [u8]>, bool) + Send + Sync + 'static,
+{
     let addr = listener.local_addr().unwrap();
     let conns = Arc::new(AtomicUsize::new(0));
     let count = conns.clone();
@@ -216,4 +223,27 @@ async fn truncated_bodies_refusals_and_garbage_are_classified() {
     let (addr, _) = server(|_| (vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true), Duration::ZERO);
     let e = pool.send(&post(addr)).await.0.unwrap_err();
     assert_eq!(classify_h1_error(&e).0, Outcome::TransportError, "{e}");
+}
+
+#[tokio::test]
+async fn an_ipv6_literal_url_connects() {
+    let Ok(listener) = TcpListener::bind("[::1]:0") else {
+        eprintln!("no IPv6 loopback on this machine: nothing to check");
+        return;
+    };
+    let (addr, _) = server_on(
+        listener,
+        |_| {
+            (
+                vec![b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"],
+                false,
+            )
+        },
+        Duration::ZERO,
+    );
+    assert!(addr.to_string().starts_with("[::1]:"), "{addr}");
+    let pool = Pool::new(1, Duration::from_secs(2));
+    let (head, mut body) = pool.send(&post(addr)).await.0.expect("connects to [::1]");
+    assert_eq!(head.status, 200);
+    assert_eq!(drain(&mut body).await.unwrap()[0].1, b"ok");
 }
