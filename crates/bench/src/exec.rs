@@ -1,11 +1,14 @@
 //! Runs one streaming request and fills its record: the timestamp of each body read is
-//! taken the moment hyper hands over the bytes, before any parsing; every way a request
-//! can end (timeouts per phase, HTTP errors, resets, the run's deadline) has its outcome.
+//! taken the moment the bytes are read (under hyper: handed over), before any parsing;
+//! every way a request can end (timeouts per phase, HTTP errors, resets, the run's
+//! deadline) has its outcome.
 
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, RequestRecord};
-use cadence_transport::{classify_client_error, error_chain, send_resending_if_stale};
+use cadence_transport::{
+    classify_client_error, classify_h1_error, error_chain, send_resending_if_stale,
+};
 use cadence_transport::{Clock, HyperClient, RxStamps, Stamper};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
@@ -186,6 +189,9 @@ const DETAIL_BYTES: usize = 1024;
 /// (index, level, worker, warm-up, scheduled) set; this sets the times, chunks, tokens,
 /// status and outcome. Always returns with `rec.outcome` and `rec.end_ns` decided, and
 /// gives back the output text so a tokenizer can count it after the stream.
+///
+/// Plain `http://` over HTTP/1.1 goes through the lean client, whose socket is read in
+/// this task; HTTP/2 and TLS through hyper's pooled client.
 pub async fn execute(
     cx: &ExecContext<'_>,
     req: http::Request<Full<Bytes>>,
@@ -198,7 +204,28 @@ pub async fn execute(
     let sent_at = Instant::now();
     rec.sent_ns = Some(cx.clock.ns_at(sent_at));
     let deadlines = Deadlines::new(sent_at, cx.timeouts);
-    let response = match await_headers(cx, req, cancel, rec, &deadlines).await {
+    if let Some(h1) = cx.client.h1_for(req.uri()) {
+        let sent = h1.send(&req);
+        return match await_headers(cx, sent, classify_h1_error, cancel, rec, &deadlines).await {
+            Ok((head, body)) => {
+                read_response(
+                    cx,
+                    head.status,
+                    &head.headers,
+                    body,
+                    cancel,
+                    rec,
+                    &deadlines,
+                )
+                .await
+            }
+            Err((outcome, msg)) => end(cx, rec, outcome, Some(msg)),
+        };
+    }
+    let sent = send_resending_if_stale(cx.client, req);
+    let response = match await_headers(cx, sent, classify_client_error, cancel, rec, &deadlines)
+        .await
+    {
         Ok(r) => r,
         Err((outcome, mut msg)) => {
             if cx.client.is_http2() && outcome == Outcome::TransportError {
@@ -207,40 +234,110 @@ pub async fn execute(
             return end(cx, rec, outcome, Some(msg));
         }
     };
+    let (parts, body) = response.into_parts();
+    let body = HyperReads {
+        stamps: parts.extensions.get::<RxStamps>().cloned(),
+        body,
+        last: Bytes::new(),
+    };
+    read_response(
+        cx,
+        parts.status,
+        &parts.headers,
+        body,
+        cancel,
+        rec,
+        &deadlines,
+    )
+    .await
+}
+
+/// A response body as the read loop sees it: the bytes of each read, and when the read
+/// returned (taken before any parsing); `None` at the end, an error chain when the
+/// connection failed.
+trait Reads {
+    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>>;
+    /// The connection's kernel receive stamps, when it keeps them.
+    fn stamps(&self) -> Option<RxStamps>;
+}
+
+impl Reads for cadence_transport::h1::Body {
+    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>> {
+        Some(self.read().await?.map_err(|e| error_chain(&e)))
+    }
+
+    fn stamps(&self) -> Option<RxStamps> {
+        cadence_transport::h1::Body::stamps(self)
+    }
+}
+
+/// hyper's body: one frame per HTTP chunk, timed when hyper hands it over.
+struct HyperReads {
+    body: Incoming,
+    last: Bytes,
+    stamps: Option<RxStamps>,
+}
+
+impl Reads for HyperReads {
+    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>> {
+        loop {
+            let frame = self.body.frame().await;
+            // Timestamp first: nothing may sit between the read and the clock.
+            let now = Instant::now();
+            match frame? {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) if !data.is_empty() => {
+                        self.last = data;
+                        return Some(Ok((now, &self.last)));
+                    }
+                    _ => {}
+                },
+                Err(e) => return Some(Err(error_chain(&e))),
+            }
+        }
+    }
+
+    fn stamps(&self) -> Option<RxStamps> {
+        self.stamps.clone()
+    }
+}
+
+/// The response once its head arrived: the status and content checks, then the stream.
+async fn read_response(
+    cx: &ExecContext<'_>,
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: impl Reads,
+    cancel: &mut Cancel,
+    rec: &mut RequestRecord,
+    deadlines: &Deadlines,
+) -> StreamText {
     rec.headers_ns = Some(cx.clock.now_ns());
-    let stamper = Stamper::new(response.extensions().get::<RxStamps>(), rec);
-    let status = response.status();
+    let stamper = Stamper::new(body.stamps().as_ref(), rec);
     rec.http_status = Some(status.as_u16());
 
     if !status.is_success() {
-        let msg = http_error_detail(response, deadlines.header).await;
+        let msg = http_error_detail(status, headers, body, deadlines.header).await;
         return end(cx, rec, Outcome::from_status(status.as_u16()), Some(msg));
     }
 
-    let content_type = response
-        .headers()
+    let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_ascii_lowercase();
     let Some(framing) = framing_for(&content_type) else {
-        let body = read_prefix(
-            response.into_body(),
-            DETAIL_BYTES,
-            Instant::now() + Duration::from_secs(2),
-        )
-        .await;
+        let body = read_prefix(body, DETAIL_BYTES, Instant::now() + Duration::from_secs(2)).await;
         let msg = format!(
             "HTTP 200 with content type '{content_type}', not a stream; body begins: {body}"
         );
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     };
-    if let Some(msg) = compressed(response.headers()) {
+    if let Some(msg) = compressed(headers) {
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     }
 
-    let body = response.into_body();
-    let text = read_stream(cx, body, stamper, framing, cancel, rec, &deadlines).await;
+    let text = read_stream(cx, body, stamper, framing, cancel, rec, deadlines).await;
     if let Some(e) = rec.error.take() {
         rec.error = Some(cx.redactor.redact(&e));
     }
@@ -293,17 +390,17 @@ impl Deadlines {
     }
 }
 
-/// Sends `req` (once more after a stale pooled connection, which moves the send time)
-/// and waits for the response headers until the header deadline or the run's end.
-/// An error is the outcome and its message.
-async fn await_headers(
+/// Waits for `send` (which sends once more after a stale pooled connection, and says
+/// when: that moves the send time) until the header deadline or the run's end. An
+/// error is the outcome and its message.
+async fn await_headers<T, E>(
     cx: &ExecContext<'_>,
-    req: http::Request<Full<Bytes>>,
+    send: impl std::future::Future<Output = (Result<T, E>, Option<Instant>)>,
+    classify: fn(&E) -> (Outcome, String),
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
     d: &Deadlines,
-) -> Result<http::Response<Incoming>, (Outcome, String)> {
-    let send = send_resending_if_stale(cx.client, req);
+) -> Result<T, (Outcome, String)> {
     let (response, resent) = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Err((Outcome::AbortedAtDeadline, "run ended before the response headers".into())),
@@ -317,19 +414,22 @@ async fn await_headers(
         rec.sent_ns = Some(cx.clock.ns_at(t));
         rec.counters.stale_connection_retries += 1;
     }
-    response.map_err(|e| classify_client_error(&e))
+    response.map_err(|e| classify(&e))
 }
 
 /// What a non-success answer said: `HTTP 503 (Retry-After: 5): <first body bytes>`.
-async fn http_error_detail(response: http::Response<Incoming>, header_deadline: Instant) -> String {
-    let status = response.status();
-    let retry_after = response
-        .headers()
+async fn http_error_detail(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: impl Reads,
+    header_deadline: Instant,
+) -> String {
+    let retry_after = headers
         .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = read_prefix(
-        response.into_body(),
+        body,
         DETAIL_BYTES,
         header_deadline.max(Instant::now() + Duration::from_secs(2)),
     )
@@ -349,7 +449,7 @@ async fn http_error_detail(response: http::Response<Incoming>, header_deadline: 
 /// gives back the output text.
 async fn read_stream(
     cx: &ExecContext<'_>,
-    mut body: Incoming,
+    mut body: impl Reads,
     mut stamper: Stamper,
     framing: Framing,
     cancel: &mut Cancel,
@@ -380,40 +480,32 @@ async fn read_stream(
         }
         tokio::select! {
             biased;
-            frame = body.frame() => {
-                // Timestamp first: nothing may sit between the read and the clock.
-                let now = Instant::now();
-                let t = cx.clock.ns_at(now);
-                match frame {
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            if data.is_empty() {
-                                continue;
-                            }
-                            last_read = now;
-                            // The kernel's receive time of this frame's read, when known.
-                            let ft = stamper.frame_time(cx.clock, now, &data, rec);
-                            let before = rec.chunks.len();
-                            let flow = tracker.feed(ft.t_ns, &data, rec);
-                            stamper.after_feed(ft, before, rec);
-                            if flow == Flow::Stop {
-                                rec.end_ns = Some(ft.t_ns);
-                                break;
-                            }
-                            if done_at.is_none() && tracker.is_done() {
-                                done_at = Some(now);
-                            }
+            read = body.next() => {
+                match read {
+                    Some(Ok((now, data))) => {
+                        last_read = now;
+                        // The kernel's receive time of this read, when known.
+                        let ft = stamper.frame_time(cx.clock, now, data, rec);
+                        let before = rec.chunks.len();
+                        let flow = tracker.feed(ft.t_ns, data, rec);
+                        stamper.after_feed(ft, before, rec);
+                        if flow == Flow::Stop {
+                            rec.end_ns = Some(ft.t_ns);
+                            break;
+                        }
+                        if done_at.is_none() && tracker.is_done() {
+                            done_at = Some(now);
                         }
                     }
-                    Some(Err(e)) => {
-                        tracker.end_stream(t, rec);
+                    Some(Err(chain)) => {
+                        tracker.end_stream(cx.clock.now_ns(), rec);
                         if rec.outcome == Outcome::Truncated {
-                            rec.error = Some(format!("the connection ended mid-stream: {}", error_chain(&e)));
+                            rec.error = Some(format!("the connection ended mid-stream: {chain}"));
                         }
                         break;
                     }
                     None => {
-                        tracker.end_stream(t, rec);
+                        tracker.end_stream(cx.clock.now_ns(), rec);
                         if rec.outcome == Outcome::Truncated && rec.error.is_none() {
                             rec.error = Some("the stream ended without [DONE] or a finish reason".into());
                         }
@@ -512,16 +604,12 @@ pub fn framing_for(content_type: &str) -> Option<Framing> {
 }
 
 /// Reads at most `limit` bytes of a body (lossy UTF-8), giving up at `deadline`.
-async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> String {
+async fn read_prefix(mut body: impl Reads, limit: usize, deadline: Instant) -> String {
     let mut buf = Vec::new();
     let read = async {
         while buf.len() < limit {
-            match body.frame().await {
-                Some(Ok(f)) => {
-                    if let Ok(d) = f.into_data() {
-                        buf.extend_from_slice(&d);
-                    }
-                }
+            match body.next().await {
+                Some(Ok((_, data))) => buf.extend_from_slice(data),
                 _ => break,
             }
         }

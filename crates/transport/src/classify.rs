@@ -6,6 +6,17 @@ use cadence_core::Outcome;
 
 /// Classifies an error from the pooled client into an outcome with plain words.
 pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {
+    classify(e, e.is_connect())
+}
+
+/// Classifies an error from the lean HTTP/1.1 client ([`crate::h1`]) the same way.
+pub fn classify_h1_error(e: &crate::h1::H1Error) -> (Outcome, String) {
+    classify(e, e.is_connect())
+}
+
+/// The outcome and words for an error whose chain is `e`; `connect` when it happened
+/// while opening the connection.
+fn classify(e: &(dyn std::error::Error + 'static), connect: bool) -> (Outcome, String) {
     let chain = match hint(&error_chain(e)) {
         Some(h) => format!("{h} ({})", error_chain(e)),
         None => error_chain(e),
@@ -15,7 +26,7 @@ pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome,
         (Outcome::ClientLimit, msg)
     } else if is_tls_error(e) {
         (Outcome::TlsError, format!("TLS failed: {chain}"))
-    } else if e.is_connect() {
+    } else if connect {
         (Outcome::ConnectError, format!("could not connect: {chain}"))
     } else {
         (Outcome::TransportError, format!("request failed: {chain}"))

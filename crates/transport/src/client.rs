@@ -1,5 +1,7 @@
-//! The HTTP client: hyper 1.x over HTTP/1.1 keep-alive (a pool sized to the
-//! concurrency), or HTTP/2; TLS through rustls with the webpki roots.
+//! The HTTP client: for plain `http://` HTTP/1.1, the lean client read in the request's
+//! own task ([`crate::h1`], keep-alive, idle connections kept up to the concurrency);
+//! otherwise hyper 1.x over HTTP/1.1 keep-alive (a pool sized to the concurrency) or
+//! HTTP/2, TLS through rustls with the webpki roots.
 
 use crate::reuse::{mark_answered, Tagging};
 use crate::rxstamp::{Stamping, Timestamps};
@@ -22,6 +24,8 @@ type Pool = Client<Tagging<HttpsConnector<Stamping<HttpConnector>>>, Full<Bytes>
 pub struct HyperClient {
     pooled: Pool,
     fresh: Pool,
+    /// The lean HTTP/1.1 client for `http://` (none when speaking HTTP/2 only).
+    h1: Option<crate::h1::Pool>,
     http2: bool,
 }
 
@@ -36,6 +40,14 @@ impl HyperClient {
         let response = self.pooled.request(req).await?;
         mark_answered(&response);
         Ok(response)
+    }
+
+    /// The lean HTTP/1.1 client, when `uri` is plain `http://` and HTTP/2 is not asked
+    /// for; `None` means hyper's pooled client ([`HyperClient::request`]).
+    pub fn h1_for(&self, uri: &http::Uri) -> Option<&crate::h1::Pool> {
+        self.h1
+            .as_ref()
+            .filter(|_| uri.scheme() == Some(&http::uri::Scheme::HTTP))
     }
 
     /// Whether it speaks HTTP/2 only (`--http2`).
@@ -100,6 +112,9 @@ pub fn build_with(config: &ClientConfig, timestamps: Timestamps) -> HyperClient 
     HyperClient {
         pooled: client(config.pool_size),
         fresh: client(0),
+        h1: (!config.http2).then(|| {
+            crate::h1::Pool::with_timestamps(config.pool_size, config.connect_timeout, timestamps)
+        }),
         http2: config.http2,
     }
 }
