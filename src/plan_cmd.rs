@@ -48,6 +48,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
         usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
     })?;
+    if let Some(run) = &args.calibrate {
+        return crate::calibrate::run(&args, spec, run);
+    }
     if !args.engine.inject.is_empty() {
         return Err(usage(
             "--inject drives the simulator (cadence sim, or cadence bench without a URL); cadence plan does not take it",
