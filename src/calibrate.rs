@@ -197,7 +197,8 @@ fn json_workload(
 
 /// A level's workload from its records: every succeeded request in send order
 /// (warm-up first), with its prompt (usage, else --input-tokens) and output length,
-/// and the clients' median turnaround (a worker's next send − its last end).
+/// and the clients' median turnaround (a worker's next send − its last end, within a
+/// level of the run; --client-turnaround when no worker sent twice).
 fn workload_of(
     mut recs: Vec<RequestRecord>,
     fallback_input: u32,
@@ -226,11 +227,13 @@ fn workload_of(
     let mut last_end = std::collections::HashMap::new();
     let mut gaps = Vec::new();
     for r in &by_time {
-        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&r.worker)) {
+        // Within one level of the run: pooled levels are apart by other levels.
+        let client = (r.level, r.worker);
+        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&client)) {
             gaps.push(sent.saturating_sub(end));
         }
         if let Some(end) = r.end_ns {
-            last_end.insert(r.worker, end);
+            last_end.insert(client, end);
         }
     }
     gaps.sort_unstable();
