@@ -21,6 +21,11 @@ pub struct Figures {
     pub itl: [f64; 2],
 }
 
+/// How much each figure's relative error weighs in the fit, in [`FIGURES`] order: the
+/// p90s half as much as the p50s, being the first to move when the measured machine
+/// stalls for a moment (their squared errors count a quarter).
+pub const WEIGHTS: [f64; 4] = [1.0, 0.5, 1.0, 0.5];
+
 /// The figures' names, in the order of [`Figures::values`].
 pub const FIGURES: [&str; 4] = ["TTFT p50", "TTFT p90", "ITL p50", "ITL p90"];
 
@@ -77,18 +82,22 @@ pub fn predict(spec: &EngineSpec, arrivals: Arrivals, workload: &Workload) -> Op
 }
 
 /// The relative errors of every figure of every level of `spec` against the measured
-/// ones, 4 per level in [`FIGURES`] order (a level the model cannot serve: 10³ each).
+/// ones times their [`WEIGHTS`], 4 per level in [`FIGURES`] order (a level the model
+/// cannot serve: 10³ each).
 pub fn residuals(spec: &EngineSpec, levels: &[&Level]) -> Vec<f64> {
     levels
         .iter()
         .flat_map(|l| match predict(spec, l.arrivals, &l.workload) {
-            Some(p) => p.errors(&l.measured),
+            Some(p) => {
+                let e = p.errors(&l.measured);
+                std::array::from_fn::<f64, 4, _>(|i| e[i] * WEIGHTS[i])
+            }
             None => [1e3; 4],
         })
         .collect()
 }
 
-/// The least-squares cost of `spec` on `levels`: the sum of the squared
+/// The least-squares cost of `spec` on `levels`: the sum of the squared (weighted)
 /// [`residuals`].
 pub fn cost(spec: &EngineSpec, levels: &[&Level]) -> f64 {
     residuals(spec, levels).iter().map(|e| e * e).sum()
