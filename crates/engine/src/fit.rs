@@ -269,7 +269,7 @@ pub fn least_squares(r: &mut dyn FnMut(&[f64]) -> Vec<f64>, x0: &[f64], max_eval
     let mut cost = sq(&res);
     let mut lambda = 1e-3;
     const H: f64 = 1e-3;
-    'outer: while evals + n as u32 + 1 <= max_evals {
+    'outer: while evals + (n as u32) < max_evals {
         // Jacobian columns: a one-sided difference in x (inward at a bound), times
         // dx/dz = sin(z)/2, which is 0 on a bound, so a parameter held there by the
         // data stays there while the others move.
@@ -350,12 +350,15 @@ fn solve(mut m: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
         if m[c][c].abs() < 1e-300 {
             continue;
         }
-        for i in c + 1..n {
-            let k = m[i][c] / m[c][c];
-            for j in c..n {
-                m[i][j] -= k * m[c][j];
+        let (top, rest) = m.split_at_mut(c + 1);
+        let pivot = &top[c];
+        let (b_top, b_rest) = b.split_at_mut(c + 1);
+        for (row, bi) in rest.iter_mut().zip(b_rest.iter_mut()) {
+            let k = row[c] / pivot[c];
+            for (x, p) in row.iter_mut().zip(pivot).skip(c) {
+                *x -= k * p;
             }
-            b[i] -= k * b[c];
+            *bi -= k * b_top[c];
         }
     }
     let mut x = vec![0.0; n];
