@@ -20,7 +20,14 @@ const EVALS: u32 = 1500;
 /// Levels a fit needs at least.
 const MIN_LEVELS: usize = 3;
 
-pub fn run(args: &PlanArgs, base: EngineSpec, run: &Path) -> anyhow::Result<Exit> {
+/// Fits `base` to the sweep in `run` and prints the fit; `loads` are the (name,
+/// arrivals) to predict at, the run's own loads when empty.
+pub fn run(
+    args: &PlanArgs,
+    base: EngineSpec,
+    run: &Path,
+    loads: Vec<(String, Arrivals)>,
+) -> anyhow::Result<Exit> {
     let loaded = crate::load::load(&[run.to_path_buf()], &[], None, None)?;
     let mut notes = Vec::new();
     let levels = measured_levels(
@@ -81,7 +88,7 @@ pub fn run(args: &PlanArgs, base: EngineSpec, run: &Path) -> anyhow::Result<Exit
     out.push_str("\n# the fitted engine (cadence plan --engine FILE, cadence sim --engine FILE)\n");
     out.push_str(&toml);
     out.push('\n');
-    out.push_str(&prediction_table(&spec, &levels, args));
+    out.push_str(&prediction_table(&spec, &levels, loads));
     if let Some(path) = &args.save_engine {
         std::fs::write(path, &toml)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -329,9 +336,9 @@ fn error_table(spec: &EngineSpec, levels: &[Level], held: Option<usize>) -> Stri
     s
 }
 
-/// The fitted engine at `-c`/`--rate` (default: the run's own loads), each level with
-/// the run's requests (every level's lengths in turn, as many as its largest level).
-fn prediction_table(spec: &EngineSpec, levels: &[Level], args: &PlanArgs) -> String {
+/// The fitted engine at `loads` (when empty, the run's own loads), each level with the
+/// run's requests (every level's lengths in turn, as many as its largest level).
+fn prediction_table(spec: &EngineSpec, levels: &[Level], loads: Vec<(String, Arrivals)>) -> String {
     let mut workload = levels[0].workload.clone();
     workload.warmup = 0;
     workload.requests = levels
@@ -350,16 +357,13 @@ fn prediction_table(spec: &EngineSpec, levels: &[Level], args: &PlanArgs) -> Str
             l.workload.lengths.iter().skip(skip).copied()
         })
         .collect();
-    let loads: Vec<(String, Arrivals)> = if args.concurrency.is_some() || args.rate.is_some() {
-        crate::plan_cmd::levels(args)
-            .into_iter()
-            .map(|l| (l.name, l.arrivals))
-            .collect()
-    } else {
+    let loads = if loads.is_empty() {
         levels
             .iter()
             .map(|l| (l.name.clone(), l.arrivals))
             .collect()
+    } else {
+        loads
     };
     let mut s = format!(
         "predicted ({} requests per level, the run's lengths):\n{:<22} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
