@@ -136,6 +136,54 @@ fn the_sims_faults_reach_every_dialect_and_bench_classifies_them() {
     }
 }
 
+#[test]
+fn bench_measures_a_non_streamed_answer_in_every_dialect_as_one_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, base) = sim();
+    let off = r#"{"stream":false}"#;
+    // KServe's `/generate` never streams; Realtime always does (not here).
+    let cases = [
+        ("chat", "/v1", off),
+        ("completions", "/v1", off),
+        ("responses", "/v1", off),
+        ("anthropic", "/v1", off),
+        ("ollama", "", off),
+        ("ollama", "/api/generate", off),
+        ("generate", "/generate", off),
+        ("kserve", "/v2/models/m/generate", "{}"),
+        ("llamacpp", "", off),
+    ];
+    for (api, path, body) in cases {
+        let url = format!("{base}{path}");
+        let extra = ["-n", "2", "--extra-body", body];
+        let (code, recs, err) = bench(&url, api, &extra, dir.path());
+        assert_eq!(code, Some(0), "{api} {path}: {err}");
+        assert_eq!(recs.len(), 2, "{api} {path}: {err}");
+        for r in &recs {
+            assert_eq!(r["outcome"], "succeeded", "{api} {path}: {r}");
+            assert_eq!(
+                r["chunks"].as_array().unwrap().len(),
+                1,
+                "{api} {path}: {r}"
+            );
+            // The whole answer is the first and the last byte: TTFT is E2E (KServe's
+            // answer ends at EOF, a moment after its one event).
+            let (first, end) = (r["first_content_ns"].as_u64(), r["end_ns"].as_u64());
+            if api != "kserve" {
+                assert_eq!(first, end, "{api} {path}: {r}");
+            }
+            assert!(first.unwrap() <= end.unwrap(), "{api} {path}: {r}");
+            if api != "kserve" {
+                assert_eq!(
+                    r["output_tokens"]["count"].as_u64(),
+                    Some(TOKENS as u64),
+                    "{api} {path}: {r}"
+                );
+            }
+        }
+    }
+}
+
 /// The body of a raw HTTP/1.0 POST (the answer is close-delimited, so the bytes are
 /// exactly the body's).
 fn post(addr: &str, path: &str, body: &str, headers: &str) -> Vec<u8> {
@@ -254,6 +302,15 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
         assert!(!want.is_empty(), "{path}");
         assert_eq!(without_clock(&got), without_clock(&want), "{path}");
     }
+    // The Realtime WebSocket through the proxy, by bench's own WebSocket client: one
+    // connection per request, one proxy record per response.
+    let ws = format!("{}/v1/realtime", proxy_url.replacen("http://", "ws://", 1));
+    let (code, bench_recs, err) = bench(&ws, "websocket", &["-n", "2"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        bench_recs.iter().all(|r| r["outcome"] == "succeeded"),
+        "{bench_recs:?}"
+    );
     let pid = proxy.0.id().to_string();
     assert!(std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -271,7 +328,12 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
         .unwrap()
         .0
         .records;
-    assert_eq!(recs.len(), bodies.len(), "{text}");
+    assert_eq!(recs.len(), bodies.len() + 2, "{text}");
+    let realtime = recs
+        .iter()
+        .filter(|r| r.proxy.as_ref().unwrap().path == "/v1/realtime")
+        .count();
+    assert_eq!(realtime, 2, "{text}");
     for r in &recs {
         let path = &r.proxy.as_ref().unwrap().path;
         assert_eq!(r.outcome, cadence_core::Outcome::Succeeded, "{path}: {r:?}");

@@ -18,6 +18,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+mod websocket;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body the client receives: a fixed one, or the upstream's, tapped.
@@ -375,6 +377,9 @@ pub(crate) async fn handle(
     if let Some(refusal) = refuse_early(&shared, conflicting_length, req.headers()) {
         return refusal.answer(&shared);
     }
+    if websocket::is_upgrade(&req) {
+        return websocket::handle(shared, req).await;
+    }
     let (parts, body) = req.into_parts();
     let route = Route::of_path(parts.uri.path());
     let measured = shared.config.measures(parts.uri.path());
@@ -605,19 +610,38 @@ struct PlainUsage {
     prompt_tokens: Option<u64>,
 }
 
-/// Counts the usage a non-streaming answer reports, as a stream's final usage would.
-fn count_plain_usage(body: &[u8], rec: &mut RequestRecord) {
-    let Ok(PlainAnswer { usage: Some(u) }) = serde_json::from_slice::<PlainAnswer>(body) else {
+/// Counts the usage a non-streaming answer reports, as a stream's final usage would:
+/// OpenAI's or Anthropic's `usage`, else what the route's dialect reads in its whole
+/// answer (Ollama's `eval_count`, TGI's `details`, llama.cpp's `tokens_predicted`,
+/// with the server's own timing where it gives one).
+fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut RequestRecord) {
+    let usage = match serde_json::from_slice::<PlainAnswer>(body) {
+        Ok(PlainAnswer { usage: Some(u) }) => Some((u.completion_tokens, u.prompt_tokens)),
+        _ => None,
+    };
+    let usage = usage.or_else(|| {
+        let text = std::str::from_utf8(body).ok()?;
+        match cadence_wire::dialect::parse_data(api?, text) {
+            cadence_wire::dialect::StreamEvent::Chunk(c) => {
+                if let Some(t) = c.server_timing {
+                    rec.counters.server_timing = Some(t);
+                }
+                c.usage.map(|u| (u.completion_tokens, u.prompt_tokens))
+            }
+            _ => None,
+        }
+    });
+    let Some((completion, prompt)) = usage else {
         return;
     };
-    if let Some(ct) = u.completion_tokens {
+    if let Some(ct) = completion {
         rec.token_sources.usage = Some(ct);
         rec.output_tokens = Some(cadence_core::TokenCount {
             count: ct,
             source: cadence_core::TokenSource::Usage,
         });
     }
-    if let Some(pt) = u.prompt_tokens {
+    if let Some(pt) = prompt {
         rec.input_tokens = Some(pt);
         rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
     }
@@ -630,6 +654,8 @@ struct Job {
     tracker: Option<StreamTracker>,
     /// A copy of a non-streaming JSON answer (capped at 1 MiB), for its usage.
     body_copy: Option<Vec<u8>>,
+    /// The route's dialect, which reads a non-streaming answer's counts.
+    api: Option<cadence_wire::Api>,
     /// The proxy waited on the client since the last chunk: the next chunk's gap is
     /// marked as downstream back-pressure.
     gap_pending: bool,
@@ -638,6 +664,8 @@ struct Job {
     labels: StreamLabels,
     redactor: Redactor,
     ended: bool,
+    /// Handed over to a WebSocket session, which records each response itself.
+    detached: bool,
     /// The outcome of a clean end when there is no tracker (plain or error bodies).
     plain_outcome: Outcome,
     _active: Option<ActiveGuard>,
@@ -675,11 +703,13 @@ impl Job {
             rec,
             tracker: None,
             body_copy: None,
+            api: None,
             gap_pending: false,
             measured,
             labels,
             redactor,
             ended: false,
+            detached: false,
             plain_outcome: Outcome::Succeeded,
             _active: active,
             shared: shared.clone(),
@@ -701,6 +731,7 @@ impl Job {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
         let api = route.api();
+        self.api = api;
         if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
             self.tracker = Some(StreamTracker::new(TrackerConfig {
                 api,
@@ -764,7 +795,7 @@ impl Job {
                 self.rec.end_ns = Some(t);
                 self.rec.outcome = self.plain_outcome;
                 if let Some(body) = self.body_copy.take() {
-                    count_plain_usage(&body, &mut self.rec);
+                    count_plain_usage(&body, self.api, &mut self.rec);
                 }
             }
         }
@@ -772,6 +803,21 @@ impl Job {
             self.rec.error = Some(self.redactor.redact(&e));
         }
         self.ended = true;
+    }
+
+    /// Hands the request over to a WebSocket session once the upgrade was accepted:
+    /// its record (index, request id, times so far), redactor and in-flight token.
+    fn detach(
+        mut self,
+    ) -> (
+        RequestRecord,
+        Redactor,
+        Option<tokio::sync::mpsc::Sender<()>>,
+    ) {
+        self.detached = true;
+        let rec = std::mem::replace(&mut self.rec, RequestRecord::new(0, Outcome::Succeeded));
+        let redactor = std::mem::replace(&mut self.redactor, Redactor::new(Vec::new()));
+        (rec, redactor, self._in_flight.take())
     }
 
     fn client_gone(&mut self) {
@@ -804,6 +850,9 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         if !self.measured {
             // Not an inference route (`/health`, `/v1/models`, …): forwarded only.
             self.shared.metrics.unmeasured();

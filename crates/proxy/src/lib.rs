@@ -12,6 +12,7 @@ pub mod live;
 pub mod metrics;
 pub mod records;
 mod server;
+mod ws_frames;
 
 pub use alert::{AlertRule, Alerts, Transition};
 pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};
@@ -81,7 +82,8 @@ pub struct ProxyConfig {
 
 /// The inference routes measured by default, as path suffixes (so a prefix such as
 /// `/openai/v1` still matches): OpenAI chat, completions and responses, Anthropic
-/// messages, Ollama, TGI / SGLang, KServe (`…/generate_stream`) and llama.cpp.
+/// messages, Ollama, TGI / SGLang, KServe (`…/generate_stream`), llama.cpp and the
+/// Realtime WebSocket (`…/realtime`).
 pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
     "/chat/completions",
     "/completions",
@@ -92,6 +94,7 @@ pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
     "/generate",
     "/generate_stream",
     "/completion",
+    "/realtime",
 ];
 
 impl ProxyConfig {

@@ -33,8 +33,7 @@ impl Route {
     /// By path suffix, so `/v1/chat/completions` and `/openai/v1/chat/completions` match.
     pub fn of_path(path: &str) -> Route {
         match cadence_wire::Api::from_path(path) {
-            // A WebSocket upgrade is not an HTTP stream the proxy decodes.
-            Some(cadence_wire::Api::Websocket) | None => Route::Other,
+            None => Route::Other,
             Some(api) => Route::Api(api),
         }
     }

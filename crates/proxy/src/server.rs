@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     /// Set at shutdown once the drain timeout has passed: streams still open are cut by
     /// the proxy (`aborted_at_deadline`), not left by their clients.
     pub cut: AtomicBool,
+    /// Turns true when shutdown begins (WebSocket sessions, which outlive their HTTP
+    /// connection, watch it to drain).
+    pub stop: watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -104,8 +107,14 @@ pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
     let (clock, started_unix_ms, records) = start_records(&config)?;
     let records_status = records.as_ref().map(RecordWriter::status);
     let (in_flight_tx, in_flight_done) = mpsc::channel(1);
-    let shared = Arc::new(shared_state(config, clock, records, in_flight_tx));
     let (stop, stopped) = watch::channel(false);
+    let shared = Arc::new(shared_state(
+        config,
+        clock,
+        records,
+        in_flight_tx,
+        stopped.clone(),
+    ));
     let tasks = start_tasks(&shared, listener, metrics_listener, records_status, stopped);
     Ok(Proxy {
         addr,
@@ -157,6 +166,7 @@ fn shared_state(
     clock: Clock,
     records: Option<RecordWriter>,
     in_flight_tx: mpsc::Sender<()>,
+    stop: watch::Receiver<bool>,
 ) -> Shared {
     let client = cadence_transport::client::build(&cadence_transport::client::ClientConfig {
         pool_size: 1024,
@@ -198,6 +208,7 @@ fn shared_state(
         in_flight: Mutex::new(Some(in_flight_tx)),
         via_id: format!("cadence-proxy-{:016x}", instance_id()),
         cut: AtomicBool::new(false),
+        stop,
     }
 }
 
@@ -393,7 +404,7 @@ async fn accept_loop(
         let drain = shared.config.limits.drain_timeout;
         let cut_flag = shared.clone();
         conns.spawn(async move {
-            let conn = builder.serve_connection(io, svc);
+            let conn = builder.serve_connection(io, svc).with_upgrades();
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}

@@ -283,6 +283,38 @@ async fn records_carry_request_id_method_and_path() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streaming_answer_in_another_dialect_counts_its_tokens() {
+    let s = sim(fast_sim_config()).await;
+    let p = proxy(&s.url(), |_| {}).await;
+    let c = client();
+    for (path, body) in [
+        (
+            "/api/chat",
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":5}}"#,
+        ),
+        (
+            "/completion",
+            r#"{"prompt":"hi","n_predict":5,"stream":false}"#,
+        ),
+        (
+            "/v1/responses",
+            r#"{"model":"m","input":"hi","max_output_tokens":5,"stream":false}"#,
+        ),
+    ] {
+        let f = fetch(&c, "POST", &format!("{}{path}", p.url()), &[], body).await;
+        assert_eq!(f.status, 200, "{path}: {}", f.text());
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || window(&p)["requests"]["sent"]
+            == 3)
+        .await
+    );
+    let w = window(&p);
+    assert_eq!(w["output_tokens"]["total"], 15, "{w}");
+    p.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_streaming_answer_counts_its_usage() {
     let app = axum::Router::new().route(
         "/v1/chat/completions",

@@ -205,6 +205,48 @@ pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Ve
     }
 }
 
+/// A non-streamed answer (`"stream": false`, or an endpoint that never streams): the
+/// whole text and the counts in the one JSON object the dialect answers with. Each
+/// is the shape its stream's last event takes, with the text in it.
+pub fn whole(w: &Writer<'_>, text: &str, usage: Usage, timing: Timing) -> String {
+    let n = usage.completion_tokens;
+    let finish = "length";
+    let usage_json = json!({"input_tokens": usage.prompt_tokens, "output_tokens": n,
+        "total_tokens": usage.total_tokens});
+    match w.dialect {
+        Dialect::Responses | Dialect::Realtime => s(json!({"id": w.id, "object": "response",
+            "status": "completed", "model": w.model, "output": [{"type": "message",
+                "id": format!("msg_{}", w.id), "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": usage_json})),
+        Dialect::Anthropic => s(json!({"id": w.id, "type": "message", "role": "assistant",
+            "model": w.model, "content": [{"type": "text", "text": text}],
+            "stop_reason": anthropic_stop(finish), "stop_sequence": null,
+            "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n}})),
+        Dialect::Tgi => s(
+            json!({"generated_text": text, "details": {"finish_reason": finish,
+            "generated_tokens": n, "input_length": usage.prompt_tokens, "seed": null}}),
+        ),
+        Dialect::Sglang => s(json!({"text": text, "meta_info": {"id": w.id,
+            "finish_reason": {"type": finish, "length": n}, "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": n, "cached_tokens": 0}})),
+        Dialect::Kserve => s(json!({"model_name": w.model, "model_version": "1",
+            "text_output": text})),
+        // Ollama's and llama.cpp's last event with the whole text in it.
+        Dialect::OllamaChat | Dialect::OllamaGenerate | Dialect::Llamacpp => {
+            let last = closing(w, usage, finish, timing).pop().unwrap_or_default();
+            let mut v: Value = serde_json::from_str(&last).unwrap_or_default();
+            match w.dialect {
+                Dialect::OllamaChat => v["message"]["content"] = json!(text),
+                Dialect::OllamaGenerate => v["response"] = json!(text),
+                _ => v["content"] = json!(text),
+            }
+            s(v)
+        }
+        Dialect::Chat | Dialect::Completion => crate::openai::completion(w, text, finish, usage),
+    }
+}
+
 fn anthropic_stop(finish: &str) -> &str {
     match finish {
         "length" => "max_tokens",

@@ -1,7 +1,8 @@
 //! `GET /v1/realtime`: the sim over WebSocket. The client sends OpenAI Realtime events
 //! (`conversation.item.create`, then `response.create`); the sim answers with the same
 //! planned stream (and the same faults) as its HTTP endpoints, one text message per
-//! event, each at its planned time.
+//! event, each at its planned time. A session answers one `response.create` after
+//! another until the client leaves; a faulty response ends it.
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -70,10 +71,29 @@ async fn ask(socket: &mut WebSocket) -> Option<Ask> {
     None
 }
 
+/// Answers each `response.create` in turn, until the client leaves; a response with a
+/// fault ends the session as the fault says (a close frame, or a cut).
 async fn session(state: SimState, controls: Controls, mut socket: WebSocket) {
-    let Some(ask) = ask(&mut socket).await else {
-        return;
-    };
+    while let Some(ask) = ask(&mut socket).await {
+        match respond(&state, &controls, ask, &mut socket).await {
+            Next::Ask => {}
+            Next::Close => {
+                let _ = socket.send(Message::Close(None)).await;
+                return;
+            }
+            Next::Cut => return,
+        }
+    }
+}
+
+/// What the session does after a response.
+enum Next {
+    Ask,
+    Close,
+    Cut,
+}
+
+async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut WebSocket) -> Next {
     let received = Instant::now();
     let request = state.next_request(controls.request);
     let config = state.config();
@@ -85,7 +105,7 @@ async fn session(state: SimState, controls: Controls, mut socket: WebSocket) {
         config,
         request,
         max_tokens,
-        &crate::server::overrides(&controls, fault),
+        &crate::server::overrides(controls, fault),
     );
     let id = format!("resp_cadence_{request}");
     let script = script::build(&StreamSpec {
@@ -106,7 +126,7 @@ async fn session(state: SimState, controls: Controls, mut socket: WebSocket) {
     let mut line = Vec::new();
     for frame in script.frames {
         if !kill.sleep_until(received + frame.at).await {
-            return;
+            return Next::Cut;
         }
         // A frame may end inside an event (split faults): a message is a whole line.
         for &b in frame.bytes.iter() {
@@ -117,18 +137,20 @@ async fn session(state: SimState, controls: Controls, mut socket: WebSocket) {
             let text = String::from_utf8_lossy(&line).into_owned();
             line.clear();
             if socket.send(Message::text(text)).await.is_err() {
-                return;
+                return Next::Cut;
             }
         }
     }
     if let Some(at) = script.end_at {
         if !kill.sleep_until(received + at).await {
-            return;
+            return Next::Cut;
         }
     }
-    if script.reset || fault == Some(Fault::Reset) {
+    match fault {
         // Cut without a close frame.
-        return;
+        _ if script.reset => Next::Cut,
+        Some(Fault::Reset) => Next::Cut,
+        Some(_) => Next::Close,
+        None => Next::Ask,
     }
-    let _ = socket.send(Message::Close(None)).await;
 }

@@ -24,9 +24,10 @@ use tokio::time::Instant;
 use rand::Rng;
 
 use crate::config::SimConfig;
+use crate::dialects::{self, Timing};
 use crate::engine_mode::{self, Emit, EngineHandle, EngineMetrics, EngineStream};
 use crate::fault::Fault;
-use crate::openai::{self, error_body, Dialect, Usage, Writer};
+use crate::openai::{error_body, Dialect, Usage, Writer};
 use crate::plan::{plan, Overrides, Stall, TEXT as TEXT_STREAM};
 use crate::request::{headers, ApiRequest, Controls, RequestError};
 use crate::rng::SimRng;
@@ -170,6 +171,10 @@ pub fn app(state: SimState) -> Router {
             "/v2/models/{model}/generate_stream",
             post(dialect_route(Dialect::Kserve)),
         )
+        .route(
+            "/v2/models/{model}/generate",
+            post(whole_route(Dialect::Kserve)),
+        )
         .route("/completion", post(dialect_route(Dialect::Llamacpp)))
         .route("/v1/realtime", get(crate::realtime::handler))
         .fallback(not_found)
@@ -232,6 +237,23 @@ fn dialect_route(
     move |State(state), headers, body| Box::pin(handle(state, dialect, headers, body))
 }
 
+/// The handler of an endpoint that answers whole, never streamed (KServe's
+/// `/v2/models/{m}/generate`).
+fn whole_route(
+    dialect: Dialect,
+) -> impl Fn(
+    State<SimState>,
+    HeaderMap,
+    Bytes,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
+       + Clone
+       + Send
+       + 'static {
+    move |State(state), headers, body| {
+        Box::pin(handle_as(state, dialect, headers, body, Some(false)))
+    }
+}
+
 /// Ollama's model list.
 async fn ollama_tags(State(state): State<SimState>) -> Response {
     let body = serde_json::json!({"models": [{"name": state.config().model, "model": state.config().model}]});
@@ -288,6 +310,17 @@ const HTML_ERROR_PAGE: &str = "<!DOCTYPE html>\n<html><head><title>502 Bad Gatew
 <body><h1>502 Bad Gateway</h1><p>cadence-sim: a simulated proxy error page served with status 200.</p></body></html>\n";
 
 async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Bytes) -> Response {
+    handle_as(state, dialect, headers, body, None).await
+}
+
+/// `stream`: the endpoint decides (`Some`), else the body and the dialect's default.
+async fn handle_as(
+    state: SimState,
+    dialect: Dialect,
+    headers: HeaderMap,
+    body: Bytes,
+    stream: Option<bool>,
+) -> Response {
     let received = Instant::now();
     state.inner.metrics.requests.inc();
     let controls = match Controls::from_headers(&headers) {
@@ -298,16 +331,14 @@ async fn handle(state: SimState, dialect: Dialect, headers: HeaderMap, body: Byt
         Ok(r) => r,
         Err(e) => return bad_request(&e),
     };
-    match dialect {
+    match (stream, dialect) {
+        (Some(s), _) => api.stream = s,
         // These stream unless told not to, or always (their endpoint says so).
-        Dialect::OllamaChat | Dialect::OllamaGenerate if !api.stream_given => api.stream = true,
-        Dialect::Tgi | Dialect::Kserve => api.stream = true,
+        (None, Dialect::OllamaChat | Dialect::OllamaGenerate) if !api.stream_given => {
+            api.stream = true
+        }
+        (None, Dialect::Tgi | Dialect::Kserve) => api.stream = true,
         _ => {}
-    }
-    if !dialect.is_openai() && !api.stream {
-        return bad_request(&RequestError::Body(
-            "cadence-sim answers this endpoint streamed only (set \"stream\": true)".into(),
-        ));
     }
     let fault = match controls.fault {
         Some(f) => Some(f),
@@ -409,7 +440,12 @@ async fn respond(
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
         let usage = Usage::new(api.prompt_tokens, plan.token_count());
-        return whole_response(dialect, &id, model, created, &text, usage);
+        let first_at = plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
+        let timing = Timing {
+            prompt: first_at,
+            decode: plan.last_at().saturating_sub(first_at),
+        };
+        return whole_response(dialect, &id, model, created, &text, usage, timing);
     }
 
     let script = script::build(&StreamSpec {
@@ -492,6 +528,7 @@ fn whole_response(
     created: u64,
     text: &str,
     usage: Usage,
+    timing: Timing,
 ) -> Response {
     let w = Writer {
         dialect,
@@ -500,10 +537,7 @@ fn whole_response(
         model,
         pretty: false,
     };
-    json_response(
-        StatusCode::OK,
-        openai::completion(&w, text, "length", usage),
-    )
+    json_response(StatusCode::OK, dialects::whole(&w, text, usage, timing))
 }
 
 /// A 200 whose body streams as it is produced.
@@ -578,6 +612,8 @@ async fn engine_whole(
 ) -> Response {
     let mut kill = state.kill();
     let mut produced = 0u32;
+    let started = Instant::now();
+    let mut first: Option<Instant> = None;
     loop {
         let msg = tokio::select! {
             biased;
@@ -585,7 +621,10 @@ async fn engine_whole(
             m = rx.recv() => m,
         };
         match msg {
-            Some(Emit::Tokens(n)) => produced += n,
+            Some(Emit::Tokens(n)) => {
+                first.get_or_insert_with(Instant::now);
+                produced += n
+            }
             Some(Emit::Finished) | None => break,
             Some(Emit::Rejected(reason)) => return engine_refusal(&reason),
         }
@@ -596,7 +635,12 @@ async fn engine_whole(
     let mut text = String::new();
     Vocabulary::Plain.push_text(&ids, &mut text);
     let usage = Usage::new(prompt_tokens, produced);
-    whole_response(dialect, id, model, unix_seconds(), &text, usage)
+    let first = first.unwrap_or(started);
+    let timing = Timing {
+        prompt: first - started,
+        decode: first.elapsed(),
+    };
+    whole_response(dialect, id, model, unix_seconds(), &text, usage, timing)
 }
 
 /// A 400 for a request the engine cannot serve.

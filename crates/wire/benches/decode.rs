@@ -125,5 +125,71 @@ fn bench(c: &mut Criterion) {
     parts.finish();
 }
 
-criterion_group!(benches, bench);
+/// One content event of each dialect beyond chat and completions, as its server writes
+/// it (the sim's shapes, which follow each dialect's documentation), with `WORD` where
+/// the text goes.
+const DIALECT_EVENTS: [(Api, &str); 7] = [
+    (
+        Api::Responses,
+        r#"{"type":"response.output_text.delta","item_id":"msg_resp_1","output_index":0,"content_index":0,"delta":"WORD"}"#,
+    ),
+    (
+        Api::Anthropic,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"WORD"}}"#,
+    ),
+    (
+        Api::Ollama,
+        r#"{"model":"m","created_at":"2026-11-23T14:00:00Z","message":{"role":"assistant","content":"WORD"},"done":false}"#,
+    ),
+    (
+        Api::Generate,
+        r#"{"index":1,"token":{"id":123,"text":"WORD","logprob":-0.5,"special":false},"generated_text":null,"details":null}"#,
+    ),
+    (
+        Api::Kserve,
+        r#"{"model_name":"m","model_version":"1","text_output":"WORD"}"#,
+    ),
+    (
+        Api::Llamacpp,
+        r#"{"index":0,"content":"WORD","tokens":[123],"stop":false,"id_slot":0}"#,
+    ),
+    (
+        Api::Websocket,
+        r#"{"type":"response.text.delta","event_id":"ev_2","response_id":"resp_1","item_id":"it_1","output_index":0,"content_index":0,"delta":"WORD"}"#,
+    ),
+];
+
+/// `parse_data` per content event of each dialect (the decode cost the dialect adds to
+/// a chunk; framing is the same as chat's).
+fn dialects(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dialect_parse_data");
+    group.throughput(Throughput::Elements(CHUNKS as u64));
+    for (api, template) in DIALECT_EVENTS {
+        let events: Vec<String> = (0..CHUNKS)
+            .map(|i| template.replace("WORD", WORDS[i % WORDS.len()]))
+            .collect();
+        for e in &events {
+            match cadence_wire::dialect::parse_data(api, e) {
+                cadence_wire::dialect::StreamEvent::Chunk(c) => assert!(c.has_output(), "{e}"),
+                other => panic!("{e}: {other:?}"),
+            }
+        }
+        group.bench_function(api.name(), |b| {
+            b.iter(|| {
+                let mut n = 0usize;
+                for e in &events {
+                    if let cadence_wire::dialect::StreamEvent::Chunk(c) =
+                        cadence_wire::dialect::parse_data(api, black_box(e))
+                    {
+                        n += c.content.map_or(0, |t| t.len());
+                    }
+                }
+                n
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, dialects);
 criterion_main!(benches);

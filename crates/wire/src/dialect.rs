@@ -15,6 +15,8 @@ use std::marker::PhantomData;
 
 mod fast;
 mod typed;
+#[cfg(test)]
+mod typed_value;
 
 pub(crate) use fast::Prefix;
 
@@ -301,6 +303,7 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
         tokens: ch.tokens,
         usage,
         finish_reason: ch.finish_reason,
+        end: ch.whole,
         ..ParsedChunk::default()
     })
 }
@@ -326,6 +329,9 @@ struct RawChunk<'a> {
 struct RawChoice<'a> {
     #[serde(borrow, default)]
     delta: Option<RawDelta<'a>>,
+    /// A whole (non-streamed) chat answer: the message in the delta's shape.
+    #[serde(borrow, default)]
+    message: Option<RawDelta<'a>>,
     #[serde(borrow, default)]
     text: Option<Text<'a>>,
     #[serde(borrow, default)]
@@ -444,6 +450,8 @@ struct Choices<'a> {
     tool_call: Option<Cow<'a, str>>,
     tokens: Option<u32>,
     finish_reason: Option<Cow<'a, str>>,
+    /// A choice carried a whole `message`: the answer was not streamed.
+    whole: bool,
 }
 
 /// `tool_calls[]` folded into their concatenated name/argument text.
@@ -641,7 +649,8 @@ impl<'de: 'a, 'a> Visitor<'de> for ChoicesVisitor<'a> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut acc = Choices::default();
         while let Some(c) = seq.next_element::<RawChoice<'a>>()? {
-            if let Some(d) = c.delta {
+            acc.whole |= c.message.is_some();
+            for d in [c.delta, c.message].into_iter().flatten() {
                 append(&mut acc.content, d.content.and_then(|t| t.0));
                 append(&mut acc.content, d.refusal.and_then(|t| t.0));
                 // Some servers send the same text as both names: take one.
@@ -879,6 +888,23 @@ mod tests {
         assert_eq!(c.usage.unwrap().completion_tokens, Some(3));
         let c = chunk(Api::Chat, r#"{"choices":[],"usage":null}"#);
         assert_eq!(c.usage, None);
+    }
+
+    #[test]
+    fn a_whole_chat_answer_is_one_chunk_that_ends_the_stream() {
+        let d = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there","reasoning_content":"hm"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let mut c = ParsedChunk::default();
+        assert!(
+            fast::parse(Api::Chat, d, &mut c, None).is_none(),
+            "serde decides"
+        );
+        let c = chunk(Api::Chat, d);
+        assert_eq!(c.content.as_deref(), Some("Hi there"));
+        assert_eq!(c.reasoning.as_deref(), Some("hm"));
+        assert!(c.end);
+        assert_eq!(c.usage.unwrap().completion_tokens, Some(2));
+        // A stream's chunks never end it by themselves.
+        assert!(!chunk(Api::Chat, SAMPLE).end);
     }
 
     #[test]

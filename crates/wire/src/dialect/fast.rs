@@ -585,6 +585,8 @@ impl<'a> Cur<'a> {
                     once(&mut seen, 16)?;
                     tokens = c.opt_count()?;
                 }
+                // A whole (non-streamed) answer: serde's to read.
+                "message" => return None,
                 _ => c.skip(1)?,
             }
             Some(())
