@@ -199,6 +199,8 @@ fn json_workload(
         max_tokens: out as u32,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
         lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     }
 }
 
@@ -255,6 +257,8 @@ fn workload_of(
         max_tokens: 1,
         turnaround_ns,
         lengths,
+        prefix_tokens: 0,
+        prefix_groups: 1,
     }
 }
 

@@ -38,6 +38,8 @@ fn plan_offsets(args: &[&str]) -> Vec<u64> {
         max_tokens: 4,
         turnaround_ns: 0,
         lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     };
     let level = plan_level(&spec, levels[0].arrivals, &workload, 0, 0, 0);
     let mut at: Vec<u64> = level

@@ -9,7 +9,7 @@ use cadence_core::arrivals::{ArrivalProcess, Schedule};
 use cadence_core::record::{Chunk, RequestRecord, TokenCount, TokenSource};
 use cadence_core::Outcome;
 
-use crate::engine::{Engine, Event, Request, StepInfo};
+use crate::engine::{Engine, Event, Prefix, Request, StepInfo};
 use crate::rng::{self, SplitMix64};
 use crate::spec::EngineSpec;
 
@@ -30,6 +30,12 @@ pub struct Workload {
     /// Per request (prompt tokens, max tokens), used in turn; empty: every request
     /// asks for `input_tokens` and `max_tokens`.
     pub lengths: Vec<(u32, u32)>,
+    /// A shared prefix of this many tokens before every prompt (as `cadence bench
+    /// --prefix-tokens` sends one), in `prefix_groups` groups: request `i` uses group
+    /// `i % prefix_groups`, so with the engine's prefix cache each group's prefix is
+    /// computed once. 0: no shared prefix.
+    pub prefix_tokens: u32,
+    pub prefix_groups: u32,
 }
 
 impl Workload {
@@ -40,6 +46,14 @@ impl Workload {
         } else {
             self.lengths[(i % self.lengths.len() as u64) as usize]
         }
+    }
+
+    /// The shared prefix request `i` starts with, if any: its group and length.
+    pub fn prefix_of(&self, i: u64) -> Option<Prefix> {
+        (self.prefix_tokens > 0).then(|| Prefix {
+            key: i % self.prefix_groups.max(1) as u64,
+            tokens: self.prefix_tokens,
+        })
     }
 }
 
@@ -285,8 +299,11 @@ impl<'a> LevelRun<'a> {
         r.warmup = i < self.workload.warmup;
         r.sent_ns = Some(at);
         r.headers_ns = Some(at);
-        let (prompt_tokens, max_tokens) = self.workload.lengths_of(i);
+        let (own, max_tokens) = self.workload.lengths_of(i);
+        let prefix = self.workload.prefix_of(i);
+        let prompt_tokens = own.saturating_add(prefix.map_or(0, |p| p.tokens));
         r.input_tokens = Some(prompt_tokens as u64);
+        r.prefix_group = prefix.map(|p| p.key as u32);
         if !self.closed() {
             r.scheduled_ns = Some(at);
         }
@@ -297,7 +314,8 @@ impl<'a> LevelRun<'a> {
             prompt_tokens,
             max_tokens,
         };
-        self.engine.submit(t, request, &mut self.out);
+        self.engine
+            .submit_with_prefix(t, request, prefix, &mut self.out);
     }
 }
 

@@ -2,10 +2,10 @@
 //! caller submits requests at times of its choosing and advances the clock; the
 //! engine reports what happened (admissions, tokens, pre-emptions, steps) as events.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::rng::{self, SplitMix64};
-use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, RECOMPUTE_CHUNK};
+use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, StepWork, RECOMPUTE_CHUNK};
 
 /// What the engine did, in time order. A request's first `Tokens` is its first token.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +53,15 @@ pub struct Request {
     pub max_tokens: u32,
 }
 
+/// The part of a prompt another request may already have computed: the first
+/// `tokens` of the prompt are the prefix called `key` (a shared system prompt's
+/// group, or a session whose history this turn repeats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub key: u64,
+    pub tokens: u32,
+}
+
 #[derive(Debug, Clone)]
 struct Seq {
     id: u64,
@@ -66,6 +75,8 @@ struct Seq {
     scheduled: bool,
     /// KV tokens held.
     alloc: u64,
+    /// The prefix this prompt starts with, if it names one.
+    prefix: Option<Prefix>,
 }
 
 impl Seq {
@@ -120,6 +131,10 @@ pub struct Engine {
     /// Requests the client gave up on while they sat in a step or a prefill worker:
     /// dropped, with their KV freed, when that work ends.
     aborted: HashSet<u64>,
+    /// Prefix cache: per prefix key, the positions computed so far.
+    prefixes: HashMap<u64, u32>,
+    /// Prompt positions whose prefill the prefix cache saved.
+    prefix_hits: u64,
 }
 
 impl Engine {
@@ -145,8 +160,15 @@ impl Engine {
             transfers: Vec::new(),
             arriving: VecDeque::new(),
             aborted: HashSet::new(),
+            prefixes: HashMap::new(),
+            prefix_hits: 0,
             spec,
         }
+    }
+
+    /// Prompt positions the prefix cache saved so far.
+    pub fn prefix_hits(&self) -> u64 {
+        self.prefix_hits
     }
 
     pub fn spec(&self) -> &EngineSpec {
@@ -190,6 +212,19 @@ impl Engine {
     /// A request arrives at `t` (not before the last time advanced to).
     /// Requests arriving at the same time join the same step.
     pub fn submit(&mut self, t: u64, req: Request, out: &mut Vec<Event>) {
+        self.submit_with_prefix(t, req, None, out);
+    }
+
+    /// [`Engine::submit`] for a request whose prompt starts with `prefix`: with the
+    /// prefix cache on, the positions of that prefix already computed (by an earlier
+    /// request with the same key that got that far) are not prefilled again.
+    pub fn submit_with_prefix(
+        &mut self,
+        t: u64,
+        req: Request,
+        prefix: Option<Prefix>,
+        out: &mut Vec<Event>,
+    ) {
         self.run_until(t, false, out);
         let kv_need = req.prompt_tokens as u64 + req.max_tokens as u64;
         if req.max_tokens == 0 || kv_need > self.capacity {
@@ -212,6 +247,7 @@ impl Engine {
             target: req.prompt_tokens,
             scheduled: false,
             alloc: 0,
+            prefix: prefix.filter(|_| self.spec.serving.prefix_cache),
         };
         let overhead_ns = (self.spec.serving.request_overhead_ms * 1e6).round() as u64;
         if overhead_ns == 0 {
@@ -355,6 +391,9 @@ impl Engine {
                 break;
             }
             let mut seq = self.waiting.pop_front().expect("front exists");
+            if !seq.scheduled {
+                self.reuse_prefix(&mut seq);
+            }
             // Reserve holds the whole budget; pre-empt holds the context and grows.
             seq.alloc = if reserve { need } else { seq.context() };
             self.kv_used += seq.alloc;
@@ -363,6 +402,31 @@ impl Engine {
                 out.push(Event::Scheduled { id: seq.id, t });
             }
             self.running.push(seq);
+        }
+    }
+
+    /// A newly admitted sequence skips the computed part of its prefix (at least its
+    /// last prompt position is always computed, to produce the first token).
+    fn reuse_prefix(&mut self, seq: &mut Seq) {
+        let Some(p) = seq.prefix else {
+            return;
+        };
+        let computed = self.prefixes.get(&p.key).copied().unwrap_or(0);
+        let hit = computed.min(p.tokens).min(seq.prompt.saturating_sub(1));
+        seq.prefilled = hit;
+        self.prefix_hits += hit as u64;
+    }
+
+    /// Records how far a sequence with a prefix key has computed its context.
+    fn note_computed(&mut self, seq: &Seq) {
+        if let Some(p) = seq.prefix {
+            let done = if seq.decoding() {
+                (seq.context() as u32).max(seq.prefilled)
+            } else {
+                seq.prefilled
+            };
+            let e = self.prefixes.entry(p.key).or_insert(0);
+            *e = (*e).max(done);
         }
     }
 
@@ -389,10 +453,8 @@ impl Engine {
         let mut bytes_ctx = 0u64;
         let mut attended = 0u64;
         let mut prefill_tokens = 0u32;
-        let mut any_decode = false;
         for s in &self.running {
             if s.decoding() {
-                any_decode = true;
                 work.push(Work::Decode);
                 bytes_ctx += s.context();
                 attended += verified as u64 * s.context();
@@ -406,19 +468,14 @@ impl Engine {
                 attended += c as u64 * p + (c as u64 * (c as u64 + 1)) / 2;
             }
         }
-        let tokens = (decode_tokens + prefill_tokens) as u64;
-        let sp = &self.spec;
-        let bytes = sp.weight_bytes_read(tokens) + sp.kv_bytes_per_token() * bytes_ctx as f64;
-        let flops = 2.0 * sp.active_params() * tokens as f64
-            + sp.attention_flops_per_position() * attended as f64;
-        let draft = match self.spec_decode {
-            Some(s) if any_decode => s.draft_us * 1e-6,
-            _ => 0.0,
-        };
-        let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
-            + sp.serving.step_overhead_us * 1e-6
-            + sp.serving.seq_overhead_us * 1e-6 * self.running.len() as f64
-            + draft;
+        let decoding = work.iter().filter(|w| **w == Work::Decode).count() as u64;
+        let seconds = self.spec.step_s(&StepWork {
+            tokens: (decode_tokens + prefill_tokens) as u64,
+            kv_positions: bytes_ctx,
+            attended,
+            seqs: self.running.len() as u64,
+            decoding,
+        });
         let end = t + self.jittered_ns(seconds);
         self.step = Some(Step {
             start: t,
@@ -467,6 +524,7 @@ impl Engine {
                     u32::from(s.decoding())
                 }
             };
+            self.note_computed(&s);
             if n > 0 {
                 s.generated += n;
                 emitted_total += n;
@@ -477,6 +535,7 @@ impl Engine {
                 out.push(Event::Tokens { id: s.id, t, n });
             }
             if s.remaining() == 0 {
+                self.note_computed(&s);
                 self.kv_used -= s.alloc;
                 out.push(Event::Finished { id: s.id, t });
             } else {
@@ -506,15 +565,17 @@ impl Engine {
             let Some(mut seq) = self.prefill_queue.pop_front() else {
                 return;
             };
+            self.reuse_prefix(&mut seq);
             seq.scheduled = true;
             out.push(Event::Scheduled { id: seq.id, t });
-            let p = seq.prompt as u64;
-            let sp = &self.spec;
-            let bytes = sp.weight_bytes_read(p) + sp.kv_bytes_per_token() * p as f64;
-            let flops = 2.0 * sp.active_params() * p as f64
-                + sp.attention_flops_per_position() * (p * (p + 1) / 2) as f64;
-            let seconds = (bytes / sp.bandwidth()).max(flops / sp.compute())
-                + (sp.serving.step_overhead_us + sp.serving.seq_overhead_us) * 1e-6;
+            let (cached, p) = (seq.prefilled as u64, (seq.prompt - seq.prefilled) as u64);
+            let seconds = self.spec.step_s(&StepWork {
+                tokens: p,
+                kv_positions: cached + p,
+                attended: p * cached + p * (p + 1) / 2,
+                seqs: 1,
+                decoding: 0,
+            });
             let end = t + self.jittered_ns(seconds);
             self.workers[i] = Some((end, seq));
         }
@@ -526,6 +587,8 @@ impl Engine {
             self.start_prefills(t, out);
             return;
         }
+        seq.prefilled = seq.prompt;
+        self.note_computed(&seq);
         seq.generated = 1;
         out.push(Event::Tokens {
             id: seq.id,

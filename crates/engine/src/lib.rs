@@ -10,7 +10,9 @@
 //! A step lasts
 //!
 //! ```text
-//! max(bytes_read / (bandwidth · gpus · mbu), flops / (peak · gpus · mfu)) + overhead
+//! max(bytes_read / (bandwidth · gpus · mbu), flops / (peak · gpus · mfu))
+//!     + tensor-parallel all-reduces + step, per-layer and per-sequence overheads
+//!     + the draft model's passes (speculation)
 //! bytes_read = weight bytes read + Σ kv_bytes_per_token · context of each sequence
 //! flops      = 2 · active_params · tokens_in_step + 4 · layers · hidden · Σ attended positions
 //! ```
@@ -18,7 +20,10 @@
 //! times a seeded jitter factor. With disaggregated prefill, prompts are processed
 //! by separate prefill workers (the first token comes from there) and reach the
 //! decode loop after a KV-transfer delay, so long prompts no longer stretch decode
-//! steps. See [`EngineSpec`] for every parameter and [`presets`] for real ones.
+//! steps. A request may name a prefix (shared prompt or session history) whose
+//! computed part it does not prefill again. See [`EngineSpec`] for every parameter,
+//! [`presets`] for real ones and docs/CALIBRATION.md for how they compare with
+//! published measurements.
 
 pub mod drive;
 pub mod engine;
@@ -29,9 +34,10 @@ pub mod rng;
 pub mod spec;
 
 pub use drive::{plan_level, Arrivals, PlanLevel, Workload};
-pub use engine::{Engine, Event, StepInfo};
+pub use engine::{Engine, Event, Prefix, StepInfo};
 pub use inject::{Cause, Injection};
 pub use presets::{preset, PRESETS};
 pub use spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, SpecError, Speculation,
+    StepWork,
 };

@@ -1,9 +1,11 @@
 //! Engines named `model@hardware`, each figure with its public source: model shapes
 //! from the models' Hugging Face `config.json`, bandwidth and FLOP/s from NVIDIA's
 //! datasheets. The efficiencies and step overheads are calibration choices,
-//! checked against the published figures in the README's calibration table.
+//! checked against published measurements in docs/CALIBRATION.md.
 
-use crate::spec::{EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec};
+use crate::spec::{
+    EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, DEFAULT_HOP_US,
+};
 
 /// Every preset name, in the order `cadence plan --list-presets` prints them.
 pub const PRESETS: &[&str] = &[
@@ -13,11 +15,13 @@ pub const PRESETS: &[&str] = &[
     "llama-3.1-8b@h100-fp8",
     "llama-3.1-8b@h200-fp8",
     "llama-3.1-70b@h100-fp8",
+    "llama-3.1-70b@2xh100-fp8",
     "llama-3.1-70b@h200-fp8",
     "llama-3.1-70b@4xa100-bf16",
     "llama-3.1-70b@4xh100-bf16",
     "mixtral-8x7b@h100-fp8",
     "mixtral-8x7b@2xh100-bf16",
+    "kimi-k2@8xh200-int4",
 ];
 
 /// Llama 3.1 8B: meta-llama/Llama-3.1-8B config.json (num_hidden_layers 32,
@@ -85,6 +89,9 @@ fn a100(gpus: u32) -> HardwareSpec {
         peak_tflops: 312.0,
         bandwidth_efficiency: 0.85,
         compute_efficiency: 0.5,
+        // NVLink 3: 600 GB/s bidirectional per GPU (A100 datasheet).
+        link_gbs: 300.0,
+        allreduce_hop_us: DEFAULT_HOP_US,
     }
 }
 
@@ -98,37 +105,124 @@ fn h100(gpus: u32, fp8: bool) -> HardwareSpec {
         peak_tflops: if fp8 { 1979.0 } else { 989.0 },
         bandwidth_efficiency: 0.85,
         compute_efficiency: 0.5,
+        // NVLink 4: 900 GB/s bidirectional per GPU (H100 datasheet).
+        link_gbs: 450.0,
+        allreduce_hop_us: DEFAULT_HOP_US,
     }
 }
 
-/// NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the H100's tensor cores.
-fn h200(fp8: bool) -> HardwareSpec {
+/// NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the H100's tensor cores
+/// and NVLink 4.
+fn h200(gpus: u32, fp8: bool) -> HardwareSpec {
     HardwareSpec {
         memory_gb: 141.0,
         bandwidth_gbs: 4800.0,
-        ..h100(1, fp8)
+        ..h100(gpus, fp8)
     }
 }
 
 fn serving(step_overhead_us: f64) -> ServingSpec {
     ServingSpec {
         step_overhead_us,
+        layer_overhead_us: LAYER_OVERHEAD_US,
         // Per-step noise seen in real engines' ITL (kernel and scheduler variance).
         jitter: 0.03,
         ..ServingSpec::default()
     }
 }
 
-/// Step overhead on one GPU: scheduling, sampling and launch costs of a CUDA-graph
-/// decode step in vLLM-class engines (~0.7 ms); calibrated with the 8B figures.
-const OVERHEAD_1GPU_US: f64 = 700.0;
-/// Tensor parallel: two all-reduces per layer at ~10 µs each (NCCL on NVLink,
-/// small messages) on top of the single-GPU overhead.
-fn overhead_tp_us(layers: u32) -> f64 {
-    OVERHEAD_1GPU_US + 2.0 * layers as f64 * 10.0
+/// Fixed host cost of a decode step in a CUDA-graph engine (scheduling, sampling,
+/// launches), ~0.7 ms; the tensor-parallel all-reduces are modelled on their own
+/// ([`EngineSpec::tp_allreduce_s`]), so TP presets no longer add a flat guess.
+const OVERHEAD_US: f64 = 700.0;
+
+/// Qwen3-32B: Qwen/Qwen3-32B config.json (num_hidden_layers 64, hidden_size 5120,
+/// num_key_value_heads 8, head_dim 128); 32.8 B parameters (model card).
+fn qwen3_32b(bytes_per_param: f64) -> ModelSpec {
+    ModelSpec {
+        params_b: 32.8,
+        layers: 64,
+        hidden: 5120,
+        ..llama_8b(bytes_per_param)
+    }
 }
 
-/// The preset called `name`, if there is one.
+/// Kimi K2: moonshotai/Kimi-K2-Instruct config.json (num_hidden_layers 61,
+/// hidden_size 7168, n_routed_experts 384, num_experts_per_tok 8, one shared expert,
+/// MLA with kv_lora_rank 512 + qk_rope_head_dim 64 = 576 cached values a layer, told
+/// here as one KV "head" of 288 times K and V); 1.04 T total and 32.6 B active
+/// parameters (model card: "1T total, 32B activated"). Served with int4 weights
+/// (Kimi-K2-Thinking's released INT4 QAT checkpoint, ~0.5 byte a parameter: the
+/// fp8 release, 1.04 TB, does not fit in 8 × 141 GB) and an fp8 KV cache.
+fn kimi_k2() -> ModelSpec {
+    ModelSpec {
+        params_b: 1040.0,
+        active_params_b: Some(32.6),
+        experts: 384,
+        experts_per_token: 8,
+        layers: 61,
+        hidden: 7168,
+        kv_heads: 1,
+        head_dim: 288,
+        bytes_per_param: 0.5,
+        kv_bytes_per_elem: 1.0,
+    }
+}
+
+/// Per-layer floor of a step on H100/H200-class GPUs, µs. One constant for every
+/// preset, taken from the published light-load rows of docs/CALIBRATION.md: the
+/// time a step takes beyond its roofline, tensor-parallel all-reduces and fixed
+/// overhead, divided by the layers, comes out at 57 µs (Llama 3.1 8B, vLLM, one
+/// H200), 58 µs (Llama 3.3 70B fp8, TensorRT-LLM/NIM, two H100) and 60 µs (Llama 3
+/// 70B, vLLM, four H200); the other rows of the table test it.
+pub const LAYER_OVERHEAD_US: f64 = 60.0;
+
+/// A model by name, in the given weight bytes per parameter.
+fn model(name: &str, bytes_per_param: f64) -> Option<ModelSpec> {
+    Some(match name {
+        "llama-3.1-8b" => llama_8b(bytes_per_param),
+        "llama-3.1-70b" => llama_70b(bytes_per_param),
+        "mixtral-8x7b" => mixtral(bytes_per_param),
+        "qwen3-32b" => qwen3_32b(bytes_per_param),
+        "kimi-k2" => ModelSpec {
+            bytes_per_param,
+            ..kimi_k2()
+        },
+        _ => return None,
+    })
+}
+
+/// `MODEL@[Nx]GPU-PRECISION` from the models and GPUs above: `bf16` (2-byte weights
+/// and KV), `fp8` (1-byte weights and KV, fp8 tensor cores; not on A100) or `int4`
+/// (half-byte weights on bf16 tensor cores, fp8 KV). E.g. `llama-3.1-70b@4xh200-bf16`.
+fn compose(name: &str) -> Option<(ModelSpec, HardwareSpec, ServingSpec)> {
+    let (m, hw) = name.split_once('@')?;
+    let (hw, precision) = hw.rsplit_once('-')?;
+    let (gpus, gpu) = match hw.split_once('x') {
+        Some((n, g)) => (n.parse::<u32>().ok().filter(|&n| n > 1)?, g),
+        None => (1, hw),
+    };
+    let (weights, kv, fp8_cores) = match precision {
+        "bf16" => (2.0, 2.0, false),
+        "fp8" => (1.0, 1.0, true),
+        "int4" => (0.5, 1.0, false),
+        _ => return None,
+    };
+    let hardware = match gpu {
+        "a100" if !fp8_cores => a100(gpus),
+        "h100" => h100(gpus, fp8_cores),
+        "h200" => h200(gpus, fp8_cores),
+        _ => return None,
+    };
+    let model = ModelSpec {
+        kv_bytes_per_elem: kv,
+        ..model(m, weights)?
+    };
+    Some((model, hardware, serving(OVERHEAD_US)))
+}
+
+/// The preset called `name`, if there is one: a listed name, or any
+/// `MODEL@[Nx]GPU-PRECISION` of the models and GPUs here.
 pub fn preset(name: &str) -> Option<EngineSpec> {
     let (model, hardware, serving) = match name {
         // A toy for the built-in bench on a laptop: a 75 M-parameter model whose
@@ -155,6 +249,8 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
                 peak_tflops: 2.0,
                 bandwidth_efficiency: 1.0,
                 compute_efficiency: 1.0,
+                link_gbs: 450.0,
+                allreduce_hop_us: DEFAULT_HOP_US,
             },
             ServingSpec {
                 max_batch: 64,
@@ -164,28 +260,7 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
                 ..ServingSpec::default()
             },
         ),
-        "llama-3.1-8b@a100-bf16" => (llama_8b(2.0), a100(1), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h100-bf16" => (llama_8b(2.0), h100(1, false), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h100-fp8" => (llama_8b(1.0), h100(1, true), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-8b@h200-fp8" => (llama_8b(1.0), h200(true), serving(OVERHEAD_1GPU_US)),
-        // fp8 weights and fp8 KV cache (vLLM --kv-cache-dtype fp8): 70.6 GB of
-        // weights leave ~1.4 GB of the 72 GB usable, ~8.8 k tokens of fp8 KV.
-        "llama-3.1-70b@h100-fp8" => (
-            ModelSpec {
-                kv_bytes_per_elem: 1.0,
-                ..llama_70b(1.0)
-            },
-            h100(1, true),
-            serving(OVERHEAD_1GPU_US),
-        ),
-        "llama-3.1-70b@h200-fp8" => (llama_70b(1.0), h200(true), serving(OVERHEAD_1GPU_US)),
-        "llama-3.1-70b@4xa100-bf16" => (llama_70b(2.0), a100(4), serving(overhead_tp_us(80))),
-        "llama-3.1-70b@4xh100-bf16" => {
-            (llama_70b(2.0), h100(4, false), serving(overhead_tp_us(80)))
-        }
-        "mixtral-8x7b@h100-fp8" => (mixtral(1.0), h100(1, true), serving(OVERHEAD_1GPU_US)),
-        "mixtral-8x7b@2xh100-bf16" => (mixtral(2.0), h100(2, false), serving(overhead_tp_us(32))),
-        _ => return None,
+        _ => compose(name)?,
     };
     Some(EngineSpec {
         name: name.to_owned(),
@@ -213,11 +288,39 @@ mod tests {
         assert!(preset("gpt-5@abacus").is_none());
     }
 
+    /// FAULTS 85: a preset name composes only known models, GPUs and precisions.
+    #[test]
+    fn f85_composed_names_resolve_and_unknown_parts_do_not() {
+        let s = preset("llama-3.1-70b@4xh200-bf16").unwrap();
+        assert_eq!((s.hardware.gpus, s.hardware.bandwidth_gbs), (4, 4800.0));
+        assert_eq!(
+            (s.model.bytes_per_param, s.model.kv_bytes_per_elem),
+            (2.0, 2.0)
+        );
+        let q = preset("qwen3-32b@h100-fp8").unwrap();
+        assert_eq!((q.model.layers, q.model.kv_bytes_per_elem), (64, 1.0));
+        for bad in [
+            "llama-3.1-8b@a100-fp8",
+            "llama-3.1-8b@1xh100-bf16",
+            "llama-3.1-8b@h100",
+            "llama-3.1-8b@b200-fp8",
+            "gpt-9@h100-bf16",
+            "llama-3.1-8b@h100-fp4",
+        ] {
+            assert!(preset(bad).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn fp8_halves_the_weights_and_shortens_the_step() {
         let bf16 = preset("llama-3.1-8b@h100-bf16").unwrap();
         let fp8 = preset("llama-3.1-8b@h100-fp8").unwrap();
         assert_eq!(bf16.weight_bytes(), 2.0 * fp8.weight_bytes());
-        assert!(fp8.decode_step_s(1, 512) < 0.6 * bf16.decode_step_s(1, 512));
+        assert_eq!(bf16.kv_bytes_per_token(), 2.0 * fp8.kv_bytes_per_token());
+        // fp8 halves the bytes read (weights and KV), not the fixed costs of a step.
+        let halved = (fp8.weight_bytes() + fp8.kv_bytes_per_token() * 512.0) / bf16.bandwidth();
+        let saved = bf16.decode_step_s(1, 512) - fp8.decode_step_s(1, 512);
+        assert!((saved - halved).abs() < 1e-12, "{saved} vs {halved}");
+        assert!(fp8.decode_step_s(1, 512) < 0.7 * bf16.decode_step_s(1, 512));
     }
 }

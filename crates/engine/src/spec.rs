@@ -42,7 +42,10 @@ pub struct ModelSpec {
     pub head_dim: u32,
     /// Bytes per weight: 2 (bf16), 1 (fp8), 0.5 (int4).
     pub bytes_per_param: f64,
-    /// Bytes per KV-cache element: 2 (bf16), 1 (fp8 KV cache).
+    /// Bytes per KV-cache element: 2 (bf16/fp16), 1 (fp8 or int8 KV cache: vLLM
+    /// `--kv-cache-dtype fp8`, TensorRT-LLM's FP8/INT8 KV quantization; per-block
+    /// scales are ignored), 0.5 (int4 KV, LMDeploy). It sets both the KV capacity
+    /// and the bytes every decode step reads per token of context.
     #[serde(default = "two")]
     pub kv_bytes_per_elem: f64,
 }
@@ -70,10 +73,30 @@ pub struct HardwareSpec {
     /// Share of peak FLOP/s a compute-bound step achieves (model FLOPs utilisation).
     #[serde(default = "default_mfu")]
     pub compute_efficiency: f64,
+    /// Tensor parallel: GPU-to-GPU bandwidth per GPU and direction, GB/s. Default 450:
+    /// NVLink 4 on H100 SXM, 900 GB/s bidirectional per GPU (NVIDIA H100 datasheet);
+    /// A100 SXM's NVLink 3 is 600 GB/s bidirectional, 300 a direction.
+    #[serde(default = "default_link_gbs")]
+    pub link_gbs: f64,
+    /// Tensor parallel: latency of one step of a ring all-reduce (a hop), µs. A ring
+    /// over `n` GPUs takes 2·(n−1) hops (reduce-scatter then all-gather: NCCL's ring
+    /// algorithm), so small-message all-reduces cost more as GPUs are added.
+    #[serde(default = "default_hop_us")]
+    pub allreduce_hop_us: f64,
 }
 
 fn one() -> u32 {
     1
+}
+fn default_link_gbs() -> f64 {
+    450.0
+}
+/// Ring all-reduce latency per hop. NCCL's small-message all-reduce on one NVLink
+/// node runs in the low tens of µs for 8 GPUs (14 hops); 2 µs a hop (launch, flag
+/// polling, one NVLink transfer) puts TP2 at 4 µs and TP8 at 28 µs per all-reduce.
+pub const DEFAULT_HOP_US: f64 = 2.0;
+fn default_hop_us() -> f64 {
+    DEFAULT_HOP_US
 }
 fn default_mbu() -> f64 {
     0.8
@@ -95,6 +118,13 @@ pub struct ServingSpec {
     pub memory_utilization: f64,
     /// Fixed cost per step (scheduling, sampling, kernel launches, TP all-reduce), µs.
     pub step_overhead_us: f64,
+    /// Fixed cost per model layer in every step, µs: a decoder layer runs ~15 kernels
+    /// (norms, QKV, rotary, attention, output projection, gate/up/down, activation,
+    /// residual adds), each with a floor of a few µs (the gap between kernels of a
+    /// CUDA graph, and the tail of a kernel too small to fill the GPU) that neither
+    /// bandwidth nor tensor parallelism removes. Why a 70B model's light-load ITL is
+    /// longer than its weights' read time on any number of GPUs.
+    pub layer_overhead_us: f64,
     /// Host cost per sequence in a step (scheduling, sampling, detokenizing), µs: a
     /// step over `b` sequences costs `b · seq_overhead_us` more. Why older engines
     /// slow down with load faster than their GPU work does.
@@ -105,6 +135,12 @@ pub struct ServingSpec {
     pub prefill: Prefill,
     pub kv_policy: KvPolicy,
     pub speculation: Option<Speculation>,
+    /// Automatic prefix caching (vLLM's default since V1, SGLang's radix cache): a
+    /// request that names a prefix (a shared system prompt, or a session's history)
+    /// skips the prefill of the part already computed for that prefix. Cached blocks
+    /// are never evicted in the model, and each sequence still counts its whole
+    /// context against the KV cache (the sharing of blocks is left out).
+    pub prefix_cache: bool,
     /// Each step's time is multiplied by `1 + jitter · u`, `u` uniform in [-1, 1).
     pub jitter: f64,
     pub seed: u64,
@@ -117,11 +153,13 @@ impl Default for ServingSpec {
             kv_capacity_tokens: None,
             memory_utilization: 0.9,
             step_overhead_us: 2000.0,
+            layer_overhead_us: 0.0,
             seq_overhead_us: 0.0,
             request_overhead_ms: 0.0,
             prefill: Prefill::default(),
             kv_policy: KvPolicy::Preempt,
             speculation: None,
+            prefix_cache: true,
             jitter: 0.0,
             seed: 0,
         }
@@ -175,9 +213,22 @@ pub enum KvPolicy {
 pub struct Speculation {
     pub k: u32,
     pub alpha: f64,
-    /// The draft model's cost per step, µs.
+    /// A fixed cost per step of the draft model (launches, its sampling), µs.
     #[serde(default)]
     pub draft_us: f64,
+    /// The draft model's size as a share of the target's: each of the k draft passes
+    /// of a step costs this share of a one-token pass of the target over the same
+    /// batch (weight reads, or FLOPs when compute-bound). Default 0.154: Llama 3.2 1B
+    /// (1.24 B parameters) drafting for Llama 3.1 8B (8.03 B), both model cards; an
+    /// EAGLE-style draft head of one decoder layer is about 1/layers. 0: a free draft.
+    #[serde(default = "default_draft_fraction")]
+    pub draft_fraction: f64,
+}
+
+/// Llama 3.2 1B over Llama 3.1 8B: 1.24 / 8.03.
+pub const DEFAULT_DRAFT_FRACTION: f64 = 0.154;
+fn default_draft_fraction() -> f64 {
+    DEFAULT_DRAFT_FRACTION
 }
 
 impl Speculation {
@@ -221,6 +272,9 @@ fn check_speculation(sp: &Speculation) -> Result<(), SpecError> {
     }
     if !non_negative(sp.draft_us) {
         return Err(SpecError::NotPositive("serving.speculation.draft_us"));
+    }
+    if !(0.0..=1.0).contains(&sp.draft_fraction) {
+        return Err(SpecError::NotAShare("serving.speculation.draft_fraction"));
     }
     Ok(())
 }
@@ -273,6 +327,7 @@ impl EngineSpec {
             ("hardware.memory_gb", h.memory_gb),
             ("hardware.bandwidth_gbs", h.bandwidth_gbs),
             ("hardware.peak_tflops", h.peak_tflops),
+            ("hardware.link_gbs", h.link_gbs),
             ("serving.max_batch", self.serving.max_batch as f64),
         ];
         for (name, v) in positive {
@@ -315,8 +370,10 @@ impl EngineSpec {
         }
         let overheads = [
             ("serving.step_overhead_us", s.step_overhead_us),
+            ("serving.layer_overhead_us", s.layer_overhead_us),
             ("serving.seq_overhead_us", s.seq_overhead_us),
             ("serving.request_overhead_ms", s.request_overhead_ms),
+            ("hardware.allreduce_hop_us", self.hardware.allreduce_hop_us),
         ];
         for (name, v) in overheads {
             if !non_negative(v) {
@@ -422,16 +479,63 @@ impl EngineSpec {
     /// The decode step time of a batch of `batch` sequences each at `context`
     /// tokens, in seconds, without jitter (for tables and calibration).
     pub fn decode_step_s(&self, batch: u64, context: u64) -> f64 {
-        let tokens = batch * self.verified_per_step() as u64;
-        let bytes =
-            self.weight_bytes_read(tokens) + self.kv_bytes_per_token() * (batch * context) as f64;
-        let flops = 2.0 * self.active_params() * tokens as f64
-            + self.attention_flops_per_position() * (tokens * context) as f64;
-        let draft = self.serving.speculation.map_or(0.0, |s| s.draft_us * 1e-6);
+        let verified = self.verified_per_step() as u64;
+        self.step_s(&StepWork {
+            tokens: batch * verified,
+            kv_positions: batch * context,
+            attended: batch * verified * context,
+            seqs: batch,
+            decoding: batch,
+        })
+    }
+
+    /// How long a step doing `work` lasts, in seconds, without jitter: the roofline
+    /// of its weight and KV reads against its FLOPs, plus the tensor-parallel
+    /// all-reduces, the fixed, per-layer and per-sequence costs, and (with speculation and
+    /// sequences decoding) the draft model's passes.
+    pub fn step_s(&self, work: &StepWork) -> f64 {
+        let bytes = self.weight_bytes_read(work.tokens)
+            + self.kv_bytes_per_token() * work.kv_positions as f64;
+        let flops = 2.0 * self.active_params() * work.tokens as f64
+            + self.attention_flops_per_position() * work.attended as f64;
+        let s = &self.serving;
         (bytes / self.bandwidth()).max(flops / self.compute())
-            + self.serving.step_overhead_us * 1e-6
-            + self.serving.seq_overhead_us * 1e-6 * batch as f64
-            + draft
+            + self.tp_allreduce_s(work.tokens)
+            + s.step_overhead_us * 1e-6
+            + s.layer_overhead_us * 1e-6 * self.model.layers as f64
+            + s.seq_overhead_us * 1e-6 * work.seqs as f64
+            + self.draft_s(work.decoding)
+    }
+
+    /// Tensor-parallel all-reduces of a step feeding `tokens` positions through the
+    /// model: two per layer (after attention and after the MLP, Megatron-style), each a
+    /// ring over the GPUs of `tokens · hidden` activations of 2 bytes:
+    /// 2·(n−1) hops of latency plus 2·(n−1)/n of the message over each GPU's link.
+    pub fn tp_allreduce_s(&self, tokens: u64) -> f64 {
+        let h = &self.hardware;
+        let n = h.gpus as f64;
+        if h.gpus <= 1 {
+            return 0.0;
+        }
+        let message = tokens.max(1) as f64 * self.model.hidden as f64 * ACTIVATION_BYTES;
+        let one = 2.0 * (n - 1.0) * h.allreduce_hop_us * 1e-6
+            + 2.0 * (n - 1.0) / n * message / (h.link_gbs * 1e9);
+        2.0 * self.model.layers as f64 * one
+    }
+
+    /// The draft model's share of a step with `decoding` sequences decoding: k passes,
+    /// each `draft_fraction` of the target's one-token pass over the batch, plus the
+    /// fixed `draft_us`. 0 without speculation or when nothing decodes.
+    pub fn draft_s(&self, decoding: u64) -> f64 {
+        let Some(sp) = self.serving.speculation else {
+            return 0.0;
+        };
+        if decoding == 0 {
+            return 0.0;
+        }
+        let reads = self.weight_bytes_read(decoding) / self.bandwidth();
+        let flops = 2.0 * self.active_params() * decoding as f64 / self.compute();
+        sp.k as f64 * sp.draft_fraction * reads.max(flops) + sp.draft_us * 1e-6
     }
 
     /// FLOPs per (query token, attended position) pair: QKᵀ and AV, 2 each, per layer.
@@ -442,6 +546,25 @@ impl EngineSpec {
 
 /// Token budget per step for recomputing pre-empted sequences in disaggregated mode.
 pub const RECOMPUTE_CHUNK: u32 = 8192;
+
+/// Bytes per activation element crossing the tensor-parallel all-reduce (bf16, also
+/// with fp8 weights: engines reduce in 16 bits).
+pub const ACTIVATION_BYTES: f64 = 2.0;
+
+/// What one step feeds through the model, for [`EngineSpec::step_s`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepWork {
+    /// Positions fed through the model (decode tokens, verified drafts, prompt chunks).
+    pub tokens: u64,
+    /// KV-cache positions read (the context of every sequence in the step).
+    pub kv_positions: u64,
+    /// (query token, attended position) pairs.
+    pub attended: u64,
+    /// Sequences in the step (for the per-sequence host cost).
+    pub seqs: u64,
+    /// Sequences decoding (the draft model runs for these).
+    pub decoding: u64,
+}
 
 #[cfg(test)]
 mod tests {
@@ -466,6 +589,7 @@ mod tests {
             k: 4,
             alpha: 0.8,
             draft_us: 0.0,
+            draft_fraction: 0.0,
         };
         assert!((sp.expected_tokens() - 3.3616).abs() < 1e-9);
         let all = Speculation { alpha: 1.0, ..sp };
@@ -517,6 +641,36 @@ mod tests {
         assert!(e.contains("hardware.peak_tflops"), "{e}");
         let typo = text.replace("layers = 16", "layer = 16");
         assert!(EngineSpec::from_toml(&typo).is_err());
+    }
+
+    /// FAULTS 85: the engine's newer parameters are refused by name when out of range.
+    #[test]
+    fn f85_link_hop_layer_and_draft_figures_are_checked_by_name() {
+        let base = preset("llama-3.1-70b@4xh100-bf16").unwrap();
+        type Spoil = fn(&mut EngineSpec);
+        let cases: [(&str, Spoil); 4] = [
+            ("hardware.link_gbs", |s| s.hardware.link_gbs = 0.0),
+            ("hardware.allreduce_hop_us", |s| {
+                s.hardware.allreduce_hop_us = -1.0
+            }),
+            ("serving.layer_overhead_us", |s| {
+                s.serving.layer_overhead_us = f64::NAN
+            }),
+            ("serving.speculation.draft_fraction", |s| {
+                s.serving.speculation = Some(Speculation {
+                    k: 2,
+                    alpha: 0.5,
+                    draft_us: 0.0,
+                    draft_fraction: 1.5,
+                })
+            }),
+        ];
+        for (field, spoil) in cases {
+            let mut s = base.clone();
+            spoil(&mut s);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
     }
 
     #[test]

@@ -25,6 +25,8 @@ fn workload() -> Workload {
         turnaround_ns: 500_000,
         // Prompts of 200–320 tokens (compute-bound prefill), 16–32 output tokens.
         lengths: (0..16).map(|i| (200 + 8 * i, 16 + i)).collect(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
     }
 }
 
