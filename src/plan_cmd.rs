@@ -48,6 +48,18 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
         usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
     })?;
+    if let Some(run) = &args.calibrate {
+        // Predictions at -c/--rate when given, else at the run's own loads.
+        let loads = if args.concurrency.is_some() || args.rate.is_some() {
+            levels(&args)
+                .into_iter()
+                .map(|l| (l.name, l.arrivals))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        return crate::calibrate::run(&args, spec, run, loads);
+    }
     if !args.engine.inject.is_empty() {
         return Err(usage(
             "--inject drives the simulator (cadence sim, or cadence bench without a URL); cadence plan does not take it",
