@@ -625,4 +625,15 @@ fn calibrate_refuses_short_sweeps_missing_streams_and_unknown_levels() {
         &["plan", "--calibrate", three],
         "cadence plan needs an engine",
     );
+    // Report outputs would be dropped without a word: refused by name instead.
+    for flag in [
+        &["--json", "x.json"][..],
+        &["--html", "x.html"],
+        &["--slo", "itl.p50<1s"],
+    ] {
+        usage_error(
+            &[&args[..], flag].concat(),
+            &format!("{} does not apply to --calibrate", flag[0]),
+        );
+    }
 }
