@@ -740,6 +740,24 @@ pub struct PlanArgs {
     #[arg(long)]
     pub list_presets: bool,
 
+    /// Fit the engine's free parameters (bandwidth and compute efficiency, step,
+    /// per-sequence and request overheads, step jitter) to a measured sweep of at least 3 levels:
+    /// a records file or directory, or the JSON report, of `cadence bench` against a
+    /// real endpoint. Starts from --preset/--engine (the model's shape and the
+    /// hardware); prints the fitted engine as TOML, each parameter, the fit's error per
+    /// level, and predictions at -c/--rate (default: the run's own loads).
+    #[arg(long, value_name = "RUN")]
+    pub calibrate: Option<PathBuf>,
+
+    /// With --calibrate: fit without this level (its name, e.g. concurrency=8, or its
+    /// concurrency or rate) and report the error on it.
+    #[arg(long, value_name = "LEVEL", requires = "calibrate")]
+    pub holdout: Option<String>,
+
+    /// With --calibrate: write the fitted engine (TOML) to this file as well.
+    #[arg(long, value_name = "FILE", requires = "calibrate")]
+    pub save_engine: Option<PathBuf>,
+
     /// Closed-loop levels: `1,8,64` or `1..256:x2`. Default 8.
     #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate")]
     pub concurrency: Option<Counts>,

@@ -3,6 +3,7 @@
 
 pub mod bench_cmd;
 pub mod builtin_sim;
+pub mod calibrate;
 pub mod cli;
 pub mod compare_cmd;
 pub mod dashboard;

@@ -40,6 +40,27 @@ pub fn preset_table() -> String {
     s
 }
 
+/// A calibration prints a fitted engine, not a report: report outputs and checks would
+/// be silently dropped, so they are refused by name.
+fn refuse_report_outputs(args: &PlanArgs) -> anyhow::Result<()> {
+    let o = &args.outputs;
+    let given = [
+        ("--json", args.json.is_some()),
+        ("--html", o.html.is_some()),
+        ("--csv", o.csv.is_some()),
+        ("--markdown", o.markdown.is_some()),
+        ("--convention", o.convention.is_some()),
+        ("--slo", !args.slos.is_empty()),
+        ("--dataset", args.dataset.is_some()),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(usage(format!(
+            "{flag} does not apply to --calibrate, which prints the fitted engine and its errors (--save-engine FILE writes the engine)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.list_presets {
         crate::output::print_stdout(&preset_table())?;
@@ -48,6 +69,19 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
         usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
     })?;
+    if let Some(run) = &args.calibrate {
+        refuse_report_outputs(&args)?;
+        // Predictions at -c/--rate when given, else at the run's own loads.
+        let loads = if args.concurrency.is_some() || args.rate.is_some() {
+            levels(&args)
+                .into_iter()
+                .map(|l| (l.name, l.arrivals))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        return crate::calibrate::run(&args, spec, run, loads);
+    }
     if !args.engine.inject.is_empty() {
         return Err(usage(
             "--inject drives the simulator (cadence sim, or cadence bench without a URL); cadence plan does not take it",

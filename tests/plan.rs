@@ -519,3 +519,121 @@ fn plan_takes_prompt_and_output_lengths_from_a_dataset() {
         .assert()
         .code(2);
 }
+
+/// `cadence bench` against the built-in simulator (the tiny@cpu engine): `levels`,
+/// 6 requests each of `tokens` output tokens, into a records file in `dir`.
+fn sim_run(dir: &std::path::Path, levels: &str, tokens: &str) -> std::path::PathBuf {
+    let records = dir.join(format!("run-{levels}-{tokens}.jsonl"));
+    cadence()
+        .args(["bench", "-c", levels, "-n", "6", "--max-tokens", tokens])
+        .args(["--input-tokens", "64", "--quiet", "--records"])
+        .arg(&records)
+        .assert()
+        .success();
+    records
+}
+
+/// A sweep of the built-in simulator calibrated from the same preset: the fit prints
+/// every parameter, the error per level with the held-out one marked, an engine file
+/// that loads, and predictions at the loads asked for.
+#[test]
+fn calibrate_fits_a_sweep_of_the_sim_and_predicts_other_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = sim_run(dir.path(), "1,2,4,8", "16");
+    let fitted = dir.path().join("fitted.toml");
+    let out = cadence()
+        .args(["plan", "--preset", "tiny@cpu", "--calibrate"])
+        .arg(&run)
+        .args(["--holdout", "concurrency=4", "-c", "3,16", "--save-engine"])
+        .arg(&fitted)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("4 levels, fitted on 3, concurrency=4 held out"),
+        "{text}"
+    );
+    for p in cadence_engine::fit::PARAMS {
+        assert!(text.contains(p.name), "{}: {text}", p.name);
+    }
+    assert!(text.contains("concurrency=4 (held out)"), "{text}");
+    assert!(
+        text.contains("\nconcurrency=3 ") && text.contains("\nconcurrency=16 "),
+        "{text}"
+    );
+    let toml = std::fs::read_to_string(&fitted).unwrap();
+    assert!(text.contains(&toml), "the printed engine is the saved one");
+    let spec = cadence_engine::EngineSpec::from_toml(&toml).unwrap();
+    assert_eq!(spec.name, "tiny@cpu (calibrated)");
+    // The fitted engine runs in `cadence plan --engine`.
+    cadence()
+        .args(["plan", "--engine"])
+        .arg(&fitted)
+        .args(["-c", "2", "-n", "4"])
+        .assert()
+        .success();
+}
+
+/// Bad calibration input is a usage error (exit 2) naming what is wrong.
+#[test]
+fn calibrate_refuses_short_sweeps_missing_streams_and_unknown_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let two = sim_run(dir.path(), "1,2", "8");
+    let two = two.to_str().unwrap();
+    usage_error(
+        &["plan", "--preset", "tiny@cpu", "--calibrate", two],
+        "2 level(s); calibration needs a sweep of at least 3",
+    );
+    let three = sim_run(dir.path(), "1,2,4", "8");
+    let three = three.to_str().unwrap();
+    let args = ["plan", "--preset", "tiny@cpu", "--calibrate", three];
+    usage_error(
+        &[&args[..], &["--holdout", "2"]].concat(),
+        "--holdout leaves 2 levels to fit; a fit needs at least 3",
+    );
+    usage_error(
+        &[&args[..], &["--holdout", "concurrency=5"]].concat(),
+        "no such level; the run's levels are concurrency=1, concurrency=2, concurrency=4",
+    );
+    // One token per request: one chunk each, no inter-token latency to fit.
+    let single = sim_run(dir.path(), "1,2,4", "1");
+    usage_error(
+        &[
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--calibrate",
+            single.to_str().unwrap(),
+        ],
+        "level concurrency=1 has no streamed responses",
+    );
+    let missing = dir.path().join("missing.jsonl");
+    usage_error(
+        &[
+            "plan",
+            "--preset",
+            "tiny@cpu",
+            "--calibrate",
+            missing.to_str().unwrap(),
+        ],
+        "missing.jsonl",
+    );
+    usage_error(
+        &["plan", "--calibrate", three],
+        "cadence plan needs an engine",
+    );
+    // Report outputs would be dropped without a word: refused by name instead.
+    for flag in [
+        &["--json", "x.json"][..],
+        &["--html", "x.html"],
+        &["--slo", "itl.p50<1s"],
+    ] {
+        usage_error(
+            &[&args[..], flag].concat(),
+            &format!("{} does not apply to --calibrate", flag[0]),
+        );
+    }
+}

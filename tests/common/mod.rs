@@ -149,3 +149,55 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
         .to_string();
     (Killed(child), url)
 }
+
+/// A `llama-server` this test started, killed when dropped.
+#[allow(dead_code)]
+pub struct LlamaServer(std::process::Child);
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// llama.cpp's `llama-server` from `dir` (scripts/real-engine.sh's layout) serving its
+/// tiny model as `tiny-llama` on a free port of 127.0.0.1 with `args`, once its
+/// `/health` answers 200, and the port; its log goes to `log`.
+#[allow(dead_code)]
+pub fn llama_server(dir: &Path, args: &[&str], log: &Path) -> (LlamaServer, u16) {
+    use std::io::{Read, Write};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(dir.join("bin/llama-server"))
+        .arg("-m")
+        .arg(dir.join("model/tiny-llama.gguf"))
+        .args(["-a", "tiny-llama", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let server = LlamaServer(child);
+    let healthy = || -> Option<bool> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        write!(s, "GET /health HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        Some(text.split(' ').nth(1) == Some("200"))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while healthy() != Some(true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "llama-server did not become healthy"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (server, port)
+}

@@ -175,7 +175,7 @@ fn kernel_stamps_keep_the_server_spacing_while_user_stamps_bunch() {
 
 /// Three events written 5 ms apart while the client is blocked arrive in one read:
 /// counted as one multi-event read, and all three carry that read's stamp (the kernel
-/// gives the last segment's), as the user clock would. FAULTS 89.
+/// gives the last segment's), as the user clock would. FAULTS 92.
 #[test]
 fn events_queued_behind_a_blocked_client_are_one_multi_event_read() {
     let addr = server(vec![20, 25, 30, 300]);

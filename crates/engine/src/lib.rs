@@ -27,6 +27,7 @@
 
 pub mod drive;
 pub mod engine;
+pub mod fit;
 pub mod inject;
 pub mod presets;
 pub mod rng;

@@ -138,7 +138,7 @@ mod tests {
     use super::*;
     use cadence_core::{Chunk, Outcome};
 
-    /// FAULTS 88.
+    /// FAULTS 91.
     #[test]
     fn kernel_time_is_used_between_the_send_and_the_read() {
         // Arrived at 1,000, read at 4,500: stamped 1,000, read delay 3,500.
@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(rec.counters.multi_event_reads, 2);
     }
 
-    /// FAULTS 86.
+    /// FAULTS 89.
     #[test]
     fn a_connection_without_stamps_says_user() {
         let mut rec = RequestRecord::new(0, Outcome::Succeeded);

@@ -392,7 +392,7 @@ mod sys {
 mod tests {
     use super::*;
 
-    /// FAULTS 87.
+    /// FAULTS 90.
     #[test]
     fn realtime_stamps_become_monotonic_instants_by_their_age() {
         let mono = Instant::now();
@@ -419,7 +419,7 @@ mod tests {
         }
     }
 
-    /// FAULTS 90.
+    /// FAULTS 93.
     #[test]
     fn a_frame_finds_its_own_read_even_after_later_reads() {
         let stamps = RxStamps::default();

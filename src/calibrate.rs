@@ -1,0 +1,405 @@
+//! `cadence plan --calibrate RUN`: a measured sweep read back (records or a JSON
+//! report), the engine's free parameters fitted to its TTFT and ITL percentiles
+//! ([`cadence_engine::fit`]), and the fitted engine printed as TOML with its error per
+//! level and its predictions at other loads.
+
+use std::path::Path;
+use std::time::Instant;
+
+use cadence_core::report::LevelReport;
+use cadence_core::RequestRecord;
+use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
+use cadence_engine::{plan_level, Arrivals, EngineSpec, Workload};
+
+use crate::cli::PlanArgs;
+use crate::exit::{usage, Exit};
+use crate::load::RecordsSource;
+
+/// Model runs one fit may take (each replays every fitted level).
+const EVALS: u32 = 1500;
+/// Levels a fit needs at least.
+const MIN_LEVELS: usize = 3;
+
+/// Fits `base` to the sweep in `run` and prints the fit; `loads` are the (name,
+/// arrivals) to predict at, the run's own loads when empty.
+pub fn run(
+    args: &PlanArgs,
+    base: EngineSpec,
+    run: &Path,
+    loads: Vec<(String, Arrivals)>,
+) -> anyhow::Result<Exit> {
+    let loaded = crate::load::load(&[run.to_path_buf()], &[], None, None)?;
+    let mut notes = Vec::new();
+    let levels = measured_levels(
+        &loaded.report.levels,
+        loaded.records.as_ref(),
+        args,
+        &mut notes,
+    )
+    .map_err(|e| usage(format!("{}: {e}", run.display())))?;
+    if levels.len() < MIN_LEVELS {
+        return Err(usage(format!(
+            "{}: {} level(s); calibration needs a sweep of at least {MIN_LEVELS} (e.g. cadence bench -c 1,2,4,8)",
+            run.display(),
+            levels.len()
+        )));
+    }
+    let held = args
+        .holdout
+        .as_deref()
+        .map(|h| holdout_index(&levels, h))
+        .transpose()?;
+    let fitted: Vec<&Level> = (0..levels.len())
+        .filter(|&i| Some(i) != held)
+        .map(|i| &levels[i])
+        .collect();
+    if fitted.len() < MIN_LEVELS {
+        return Err(usage(format!(
+            "--holdout leaves {} levels to fit; a fit needs at least {MIN_LEVELS}",
+            fitted.len()
+        )));
+    }
+    let started = Instant::now();
+    let f = fit::fit(&base, &fitted, PARAMS, EVALS);
+    let mut spec = f.spec.clone();
+    spec.name = format!("{} (calibrated)", base.name);
+    let mut out = format!(
+        "calibrating {} to {}: {} levels, fitted on {}{}\n",
+        base.name,
+        run.display(),
+        levels.len(),
+        fitted.len(),
+        held.map_or(String::new(), |i| format!(", {} held out", levels[i].name))
+    );
+    for n in &notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    let figures = 4 * fitted.len();
+    out.push_str(&format!(
+        "fit: {figures} figures, rms error {:.1} %, {} model runs in {:.1} s\n\n",
+        (f.cost / figures as f64).sqrt() * 100.0,
+        f.evals,
+        started.elapsed().as_secs_f64()
+    ));
+    out.push_str(&parameter_table(&base, &spec));
+    out.push('\n');
+    out.push_str(&error_table(&spec, &levels, held));
+    let toml = fit::to_toml(&spec);
+    out.push_str("\n# the fitted engine (cadence plan --engine FILE, cadence sim --engine FILE)\n");
+    out.push_str(&toml);
+    out.push('\n');
+    out.push_str(&prediction_table(&spec, &levels, loads));
+    if let Some(path) = &args.save_engine {
+        std::fs::write(path, &toml)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    crate::output::print_stdout(&out)?;
+    Ok(Exit::Ok)
+}
+
+/// Each load of the run as the fit sees it: its arrivals, its requests' lengths and
+/// its measured percentiles. With records, levels of the same load (a sweep run twice
+/// over, `-c 1,2,4,8,1,2,4,8`, so a burst of load from elsewhere on the machine is
+/// shared by every level) are pooled into one, and the percentiles are taken over
+/// their records by the report's formulas; a JSON report gives each level's own
+/// percentiles, its mean output length and no prompt lengths (--input-tokens).
+fn measured_levels(
+    report: &[LevelReport],
+    records: Option<&RecordsSource>,
+    args: &PlanArgs,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Level>> {
+    let fallback_input = args.input_tokens.fixed().unwrap_or(512).max(1);
+    // Report indices grouped by load, in order of first appearance.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, l) in report.iter().enumerate() {
+        let same = |g: &Vec<usize>| {
+            let f = &report[g[0]];
+            records.is_some() && f.concurrency == l.concurrency && f.rate == l.rate
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    let mut levels = Vec::new();
+    for g in groups {
+        let l = &report[g[0]];
+        let arrivals = match (l.concurrency, l.rate) {
+            (Some(c), _) => Arrivals::Closed { concurrency: c },
+            (None, Some(rate)) => Arrivals::Poisson {
+                rate,
+                seed: args.seed,
+            },
+            (None, None) => anyhow::bail!(
+                "level {} has neither a concurrency nor a rate to replay",
+                l.name
+            ),
+        };
+        let no_streams = || {
+            anyhow::anyhow!(
+                "level {} has no streamed responses (no TTFT or ITL): calibration needs succeeded streams of at least 2 chunks",
+                l.name
+            )
+        };
+        let (measured, workload) = match records {
+            Some(src) => {
+                let mut recs = Vec::new();
+                for &i in &g {
+                    recs.extend(src.level_sample(i, usize::MAX)?.0);
+                }
+                if g.len() > 1 {
+                    notes.push(format!("{}: {} levels of the run pooled", l.name, g.len()));
+                }
+                let measured = Figures::of_records(&recs).ok_or_else(no_streams)?;
+                (measured, workload_of(recs, fallback_input, args, notes))
+            }
+            None => {
+                let s = &l.summary;
+                let (Some(ttft), Some(itl)) = (&s.ttft, &s.itl) else {
+                    return Err(no_streams());
+                };
+                let measured = Figures {
+                    ttft: [ttft.p50, ttft.p90],
+                    itl: [itl.p50, itl.p90],
+                };
+                (measured, json_workload(l, fallback_input, args, notes))
+            }
+        };
+        levels.push(Level {
+            name: l.name.clone(),
+            arrivals,
+            workload,
+            measured,
+        });
+    }
+    Ok(levels)
+}
+
+/// A level's workload from a JSON report: its succeeded requests, each with the mean
+/// output length and --input-tokens.
+fn json_workload(
+    l: &LevelReport,
+    fallback_input: u32,
+    args: &PlanArgs,
+    notes: &mut Vec<String>,
+) -> Workload {
+    let s = &l.summary;
+    let ok = s.requests.succeeded.max(1);
+    let out = (s.output_tokens.total as f64 / ok as f64).round().max(1.0);
+    if notes.is_empty() {
+        notes.push(format!(
+            "a JSON report holds no prompt lengths: every prompt taken as {fallback_input} tokens (--input-tokens); records give the real ones"
+        ));
+    }
+    Workload {
+        requests: ok,
+        warmup: 0,
+        input_tokens: fallback_input,
+        max_tokens: out as u32,
+        turnaround_ns: args.client_turnaround.as_nanos() as u64,
+        lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
+    }
+}
+
+/// A level's workload from its records: every succeeded request in send order
+/// (warm-up first), with its prompt (usage, else --input-tokens) and output length,
+/// and the clients' median turnaround (a worker's next send − its last end, within a
+/// level of the run; --client-turnaround when no worker sent twice).
+fn workload_of(
+    mut recs: Vec<RequestRecord>,
+    fallback_input: u32,
+    args: &PlanArgs,
+    notes: &mut Vec<String>,
+) -> Workload {
+    recs.retain(|r| r.outcome == cadence_core::Outcome::Succeeded);
+    recs.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
+    let mut unknown = false;
+    let lengths: Vec<(u32, u32)> = recs
+        .iter()
+        .map(|r| {
+            let input = r.input_tokens.map(|t| t.clamp(1, u32::MAX as u64) as u32);
+            unknown |= input.is_none();
+            let out = r.output_token_count().count.clamp(1, u32::MAX as u64) as u32;
+            (input.unwrap_or(fallback_input), out)
+        })
+        .collect();
+    if unknown && !notes.iter().any(|n| n.contains("prompt length")) {
+        notes.push(format!(
+            "some records carry no prompt length: those taken as {fallback_input} tokens (--input-tokens)"
+        ));
+    }
+    let mut by_time = recs.clone();
+    by_time.sort_by_key(|r| r.sent_ns);
+    let mut last_end = std::collections::HashMap::new();
+    let mut gaps = Vec::new();
+    for r in &by_time {
+        // Within one level of the run: pooled levels are apart by other levels.
+        let client = (r.level, r.worker);
+        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&client)) {
+            gaps.push(sent.saturating_sub(end));
+        }
+        if let Some(end) = r.end_ns {
+            last_end.insert(client, end);
+        }
+    }
+    gaps.sort_unstable();
+    let turnaround_ns = gaps
+        .get(gaps.len() / 2)
+        .copied()
+        .unwrap_or(args.client_turnaround.as_nanos() as u64);
+    Workload {
+        requests: recs.iter().filter(|r| !r.warmup).count() as u64,
+        warmup: recs.iter().filter(|r| r.warmup).count() as u64,
+        input_tokens: fallback_input,
+        max_tokens: 1,
+        turnaround_ns,
+        lengths,
+        prefix_tokens: 0,
+        prefix_groups: 1,
+    }
+}
+
+/// The level `--holdout` names: by its name, or by its concurrency or rate.
+fn holdout_index(levels: &[Level], h: &str) -> anyhow::Result<usize> {
+    let number: Option<f64> = h.trim().parse().ok();
+    levels
+        .iter()
+        .position(|l| {
+            l.name == h
+                || number.is_some_and(|n| match l.arrivals {
+                    Arrivals::Closed { concurrency } => concurrency as f64 == n,
+                    Arrivals::Poisson { rate, .. } | Arrivals::Constant { rate } => rate == n,
+                })
+        })
+        .ok_or_else(|| {
+            let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+            usage(format!(
+                "--holdout {h}: no such level; the run's levels are {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// Each fitted parameter: the base's value, the fitted one and the bounds.
+fn parameter_table(base: &EngineSpec, fitted: &EngineSpec) -> String {
+    let mut s = format!(
+        "{:<32} {:>12} {:>12}   bounds\n",
+        "parameter", "base", "fitted"
+    );
+    for p in PARAMS {
+        s.push_str(&format!(
+            "{:<32} {:>12} {:>12}   {}..{}\n",
+            p.name,
+            short((p.get)(base)),
+            short((p.get)(fitted)),
+            p.lo,
+            p.hi
+        ));
+    }
+    s
+}
+
+/// A value with 4 significant digits.
+fn short(v: f64) -> String {
+    if v.abs() < 1e-6 {
+        return "0".into();
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.digits$}")
+}
+
+/// Per level, each figure: model / measured and the error; the held-out level marked.
+fn error_table(spec: &EngineSpec, levels: &[Level], held: Option<usize>) -> String {
+    let mut s = format!("{:<22}", "level (ms: model / run)");
+    for f in FIGURES {
+        s.push_str(&format!(" {f:>24}"));
+    }
+    s.push('\n');
+    for (i, l) in levels.iter().enumerate() {
+        let name = if Some(i) == held {
+            format!("{} (held out)", l.name)
+        } else {
+            l.name.clone()
+        };
+        s.push_str(&format!("{name:<22}"));
+        match fit::predict(spec, l.arrivals, &l.workload) {
+            Some(p) => {
+                let (pv, mv, e) = (p.values(), l.measured.values(), p.errors(&l.measured));
+                for k in 0..4 {
+                    let cell = format!("{:.2} / {:.2} {:+.1}%", pv[k], mv[k], e[k] * 100.0);
+                    s.push_str(&format!(" {cell:>24}"));
+                }
+            }
+            None => s.push_str(" the model refuses every request of this level"),
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The fitted engine at `loads` (when empty, the run's own loads), each level with the
+/// run's requests (every level's lengths in turn, as many as its largest level).
+fn prediction_table(spec: &EngineSpec, levels: &[Level], loads: Vec<(String, Arrivals)>) -> String {
+    let mut workload = levels[0].workload.clone();
+    workload.warmup = 0;
+    workload.requests = levels
+        .iter()
+        .map(|l| l.workload.requests)
+        .max()
+        .unwrap_or(1);
+    workload.lengths = levels
+        .iter()
+        .flat_map(|l| {
+            let skip = if l.workload.lengths.is_empty() {
+                0
+            } else {
+                l.workload.warmup as usize
+            };
+            l.workload.lengths.iter().skip(skip).copied()
+        })
+        .collect();
+    let loads = if loads.is_empty() {
+        levels
+            .iter()
+            .map(|l| (l.name.clone(), l.arrivals))
+            .collect()
+    } else {
+        loads
+    };
+    let mut s = format!(
+        "predicted ({} requests per level, the run's lengths):\n{:<22} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        workload.requests, "level", "TTFT p50", "TTFT p90", "ITL p50", "ITL p90", "tok/s"
+    );
+    for (name, arrivals) in loads {
+        let planned = plan_level(spec, arrivals, &workload, 0, 0, 0);
+        s.push_str(&format!("{name:<22}"));
+        match Figures::of_records(&planned.records) {
+            Some(p) => {
+                for v in p.values() {
+                    s.push_str(&format!(" {:>7.2} ms", v));
+                }
+                s.push_str(&format!(" {:>10.1}\n", tokens_per_s(&planned.records)));
+            }
+            None => s.push_str(" the model refuses every request\n"),
+        }
+    }
+    s
+}
+
+/// Output tokens of succeeded requests over first send to last end.
+fn tokens_per_s(records: &[RequestRecord]) -> f64 {
+    let ok = records
+        .iter()
+        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded);
+    let tokens: u64 = ok.clone().map(|r| r.output_token_count().count).sum();
+    let start = records.iter().filter_map(|r| r.sent_ns).min().unwrap_or(0);
+    let end = ok.filter_map(|r| r.end_ns).max().unwrap_or(start);
+    if end > start {
+        tokens as f64 * 1e9 / (end - start) as f64
+    } else {
+        0.0
+    }
+}
