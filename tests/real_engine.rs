@@ -6,30 +6,17 @@
 //! from its `/metrics`, read before and after each dialect's run). Without
 //! `CADENCE_REAL_ENGINE` the test says so and skips.
 
-use assert_cmd::Command;
+mod common;
+
 use cadence_core::RequestRecord;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Tokens per request: enough that one decode step's share of the span is small.
 const TOKENS: u64 = 32;
 /// Requests per dialect, one at a time (the machine is shared; keep the load small).
 const REQUESTS: &str = "2";
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
 
 /// A GET's status and body, or `None` when nothing answers.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -43,38 +30,19 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn start(dir: &Path, log: &Path) -> (Server, u16) {
-    let port = free_port();
-    let child = std::process::Command::new(dir.join("bin/llama-server"))
-        .arg("-m")
-        .arg(dir.join("model/tiny-llama.gguf"))
-        .args(["-a", "tiny-llama", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .args([
-            "-t",
-            "1",
-            "-np",
-            "1",
-            "-c",
-            "1024",
-            "-cb",
-            "--metrics",
-            "--no-webui",
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while get(port, "/health").map(|(s, _)| s) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "llama-server did not become healthy"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    (server, port)
+fn start(dir: &Path, log: &Path) -> (common::LlamaServer, u16) {
+    let args = [
+        "-t",
+        "1",
+        "-np",
+        "1",
+        "-c",
+        "1024",
+        "-cb",
+        "--metrics",
+        "--no-webui",
+    ];
+    common::llama_server(dir, &args, log)
 }
 
 /// The server's own totals: tokens generated and seconds spent generating them.
@@ -92,8 +60,7 @@ fn predicted(port: u16) -> (f64, f64) {
 }
 
 fn bench(url: &str, api: &str, records: &Path) -> Vec<RequestRecord> {
-    let out = Command::cargo_bin("cadence")
-        .unwrap()
+    let out = common::cadence()
         .args(["bench", url, "--api", api, "--model", "tiny-llama"])
         .args([
             "-n",

@@ -10,8 +10,6 @@ mod common;
 use common::{cadence, validate_report};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The engine directory, or `None` (and a note) when the test cannot run.
 fn engine_dir() -> Option<PathBuf> {
@@ -31,78 +29,31 @@ fn engine_dir() -> Option<PathBuf> {
     ok.then_some(dir)
 }
 
-/// The running engine, stopped (by its own pid) when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &std::path::Path) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(dir.join("bin/llama-server"))
-        .arg("-m")
-        .arg(dir.join("model/tiny-llama.gguf"))
-        .args(["-a", "tiny-llama", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .args([
-            "-t",
-            "2",
-            "-np",
-            "2",
-            "-c",
-            "2048",
-            "-cb",
-            "--metrics",
-            "--no-webui",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("llama-server starts");
-    let server = Server { child, port };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready(port) {
-        assert!(
-            Instant::now() < deadline,
-            "llama-server did not load its model in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    server
-}
-
-/// Whether `GET /health` answers 200.
-fn ready(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    let mut head = [0u8; 12];
-    s.write_all(req.as_bytes()).is_ok() && s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+/// The running engine (stopped by its own pid when dropped) and its port.
+fn start(dir: &std::path::Path, log: &std::path::Path) -> (common::LlamaServer, u16) {
+    let args = [
+        "-t",
+        "2",
+        "-np",
+        "2",
+        "-c",
+        "2048",
+        "-cb",
+        "--metrics",
+        "--no-webui",
+    ];
+    common::llama_server(dir, &args, log)
 }
 
 #[test]
 fn llama_server_metrics_agree_with_the_client() {
     let Some(dir) = engine_dir() else { return };
-    let server = start(&dir);
     let tmp = tempfile::tempdir().unwrap();
+    let (_server, port) = start(&dir, &tmp.path().join("llama-server.log"));
     let json = tmp.path().join("r.json");
     let stdout = cadence()
         .arg("bench")
-        .arg(format!("http://127.0.0.1:{}/v1", server.port))
+        .arg(format!("http://127.0.0.1:{}/v1", port))
         .args(["-c", "2", "-n", "8", "--max-tokens", "32", "--quiet"])
         .args([
             "--extra-body",

@@ -13,6 +13,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
+#[macro_use]
+mod visit;
 mod fast;
 mod typed;
 #[cfg(test)]
@@ -463,51 +465,6 @@ enum ErrorField<'a> {
     Message(Cow<'a, str>),
     /// An error without a usable message: the whole data is the message.
     Unnamed,
-}
-
-/// Generates the visitor methods that turn scalars into `$none` and drain containers.
-macro_rules! skip_scalars {
-    ($none:expr) => {
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
-}
-
-macro_rules! skip_containers {
-    ($none:expr) => {
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok($none)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-            Ok($none)
-        }
-    };
-}
-
-macro_rules! skip_strings {
-    ($none:expr) => {
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
 }
 
 struct LooseStrVisitor<'a>(PhantomData<&'a ()>);

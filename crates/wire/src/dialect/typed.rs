@@ -775,35 +775,6 @@ impl<'a> ErrorField<'a> {
     }
 }
 
-/// Generates the visitor methods that map scalars (not strings) to `$v`.
-macro_rules! scalars_to {
-    ($v:expr) => {
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-    };
-}
-
-macro_rules! strings_to {
-    ($v:expr) => {
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($v)
-        }
-    };
-}
-
 macro_rules! seqs_to {
     ($v:expr) => {
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
@@ -864,7 +835,7 @@ impl<'de> Visitor<'de> for NumVisitor {
     fn visit_bool<E>(self, _: bool) -> Result<Num, E> {
         Ok(Num::default())
     }
-    strings_to!(Num::default());
+    skip_strings!(Num::default());
     seqs_to!(Num::default());
     maps_to!(Num::default());
 }
@@ -901,7 +872,7 @@ impl<'de> Visitor<'de> for FlagVisitor {
     fn visit_f64<E>(self, _: f64) -> Result<Flag, E> {
         Ok(SEEN_FLAG)
     }
-    strings_to!(SEEN_FLAG);
+    skip_strings!(SEEN_FLAG);
     seqs_to!(SEEN_FLAG);
     maps_to!(SEEN_FLAG);
 }
@@ -914,8 +885,8 @@ impl<'de> Visitor<'de> for SeenVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    scalars_to!(Seen(true));
-    strings_to!(Seen(true));
+    skip_scalars!(Seen(true));
+    skip_strings!(Seen(true));
     seqs_to!(Seen(true));
     maps_to!(Seen(true));
 }
@@ -935,8 +906,8 @@ impl<'de> Visitor<'de> for LenVisitor {
         }
         Ok(Len(Some(n)))
     }
-    scalars_to!(Len(None));
-    strings_to!(Len(None));
+    skip_scalars!(Len(None));
+    skip_strings!(Len(None));
     maps_to!(Len(None));
 }
 any_with!(Len, LenVisitor);
@@ -951,8 +922,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjVisitor<T> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
         T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|t| Obj(Some(t), true))
     }
-    scalars_to!(Obj(None, true));
-    strings_to!(Obj(None, true));
+    skip_scalars!(Obj(None, true));
+    skip_strings!(Obj(None, true));
     seqs_to!(Obj(None, true));
 }
 
@@ -976,8 +947,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ListVisitor<T> {
         }
         Ok(List(out))
     }
-    scalars_to!(List(Vec::new()));
-    strings_to!(List(Vec::new()));
+    skip_scalars!(List(Vec::new()));
+    skip_strings!(List(Vec::new()));
     maps_to!(List(Vec::new()));
 }
 
@@ -1014,7 +985,7 @@ impl<'de: 'a, 'a> Visitor<'de> for FinishVisitor<'a> {
         let t = Typed::deserialize(de::value::MapAccessDeserializer::new(map))?;
         Ok(FinishReason(t.kind.text()))
     }
-    scalars_to!(FinishReason(None));
+    skip_scalars!(FinishReason(None));
     seqs_to!(FinishReason(None));
 }
 
