@@ -268,17 +268,28 @@ async fn level(
         d.finish();
     }
     sim.stop()?;
+    judge(log, concurrency, requests, &records, scrapes)
+}
 
+/// One level's verdict: the records' ITL on both clocks against the simulator's send
+/// log at `log`, within the bounds for `concurrency` streams.
+fn judge(
+    log: &Path,
+    concurrency: u32,
+    requests: u64,
+    records: &[RequestRecord],
+    scrapes: Option<u64>,
+) -> anyhow::Result<LevelResult> {
     let streams = read_send_log(log)?;
     // Both sides go through core's own ITL (pooled gaps of succeeded requests), so the
     // check compares measurements, not two formulas.
     let itl = |recs: &[RequestRecord]| summarize_level(recs, &LevelOptions::default()).itl;
-    let m = itl(&records)
-        .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
+    let m =
+        itl(records).ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
     let on_user: Vec<RequestRecord> = records.iter().map(RequestRecord::on_user_clock).collect();
     let u = itl(&on_user)
         .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
-    let check = summarize_level(&records, &LevelOptions::default()).clock;
+    let check = summarize_level(records, &LevelOptions::default()).clock;
     let t = itl(&streams.iter().map(sent_stream_record).collect::<Vec<_>>())
         .ok_or_else(|| anyhow::anyhow!("the send log has no gaps"))?;
     let gaps = m.count;

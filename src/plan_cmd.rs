@@ -61,6 +61,21 @@ fn refuse_report_outputs(args: &PlanArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--calibrate RUN`: fit the engine to a measured sweep, then predict at -c/--rate
+/// when given, else at the run's own loads.
+fn calibrate(args: &PlanArgs, spec: EngineSpec, run: &std::path::Path) -> anyhow::Result<Exit> {
+    refuse_report_outputs(args)?;
+    let loads = if args.concurrency.is_some() || args.rate.is_some() {
+        levels(args)
+            .into_iter()
+            .map(|l| (l.name, l.arrivals))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    crate::calibrate::run(args, spec, run, loads)
+}
+
 pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.list_presets {
         crate::output::print_stdout(&preset_table())?;
@@ -70,17 +85,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
     })?;
     if let Some(run) = &args.calibrate {
-        refuse_report_outputs(&args)?;
-        // Predictions at -c/--rate when given, else at the run's own loads.
-        let loads = if args.concurrency.is_some() || args.rate.is_some() {
-            levels(&args)
-                .into_iter()
-                .map(|l| (l.name, l.arrivals))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        return crate::calibrate::run(&args, spec, run, loads);
+        return calibrate(&args, spec, run);
     }
     if !args.engine.inject.is_empty() {
         return Err(usage(
