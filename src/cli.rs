@@ -817,6 +817,16 @@ pub struct PlanArgs {
     #[arg(long, default_value = "500us", value_parser = parse_duration)]
     pub client_turnaround: Duration,
 
+    /// Every prompt starts with one of --prefix-groups shared prefixes of this many
+    /// tokens, as `cadence bench --prefix-tokens` sends them; the engine's prefix cache
+    /// (`serving.prefix_cache`) computes each group's prefix once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub prefix_tokens: Option<u32>,
+
+    /// How many distinct shared prefixes; request k uses prefix k mod G.
+    #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub prefix_groups: u32,
+
     /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

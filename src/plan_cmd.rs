@@ -109,8 +109,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
         max_tokens: max_tokens.fixed().unwrap_or(0).max(1),
         lengths: lengths(&args, max_tokens)?,
-        prefix_tokens: 0,
-        prefix_groups: 1,
+        prefix_tokens: args.prefix_tokens.unwrap_or(0),
+        prefix_groups: args.prefix_groups,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     // The bench's own report path: the same summaries, conventions, charts, SLO

@@ -637,3 +637,47 @@ fn calibrate_refuses_short_sweeps_missing_streams_and_unknown_levels() {
         );
     }
 }
+
+#[test]
+fn a_shared_prefix_is_prefilled_once_per_group_so_ttft_falls_as_groups_shrink() {
+    // The same 2,064-token prompts, with and without a 2,000-token shared prefix.
+    let base = [
+        "--preset",
+        "llama-3.1-8b@h100-bf16",
+        "-c",
+        "16",
+        "-n",
+        "96",
+        "--max-tokens",
+        "32",
+    ];
+    let plain = plan_json(&[&base[..], &["--input-tokens", "2064"]].concat());
+    let shared = |groups: &str| {
+        plan_json(
+            &[
+                &base[..],
+                &["--input-tokens", "64", "--prefix-tokens", "2000"],
+                &["--prefix-groups", groups],
+            ]
+            .concat(),
+        )
+    };
+    let one = shared("1");
+    let many = shared("96");
+    let ttft = |v: &serde_json::Value| p50(&v["levels"][0], "ttft");
+    // A group per request: nothing is shared, nothing is saved. The prefix is part of
+    // every prompt, so this is the plain run's TTFT, not a 64-token prompt's.
+    assert!(
+        (ttft(&many) - ttft(&plain)).abs() <= 0.01 * ttft(&plain),
+        "{} vs {}",
+        ttft(&many),
+        ttft(&plain)
+    );
+    // One group: every request after the first skips 2,000 of its 2,064 prompt tokens.
+    assert!(
+        ttft(&one) < 0.5 * ttft(&plain),
+        "{} vs {}",
+        ttft(&one),
+        ttft(&plain)
+    );
+}
