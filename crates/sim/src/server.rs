@@ -156,26 +156,32 @@ pub fn app(state: SimState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
-        .route("/v1/responses", post(dialect_route(Dialect::Responses)))
-        .route("/v1/messages", post(dialect_route(Dialect::Anthropic)))
-        .route("/api/chat", post(dialect_route(Dialect::OllamaChat)))
+        .route(
+            "/v1/responses",
+            post(dialect_route(Dialect::Responses, None)),
+        )
+        .route(
+            "/v1/messages",
+            post(dialect_route(Dialect::Anthropic, None)),
+        )
+        .route("/api/chat", post(dialect_route(Dialect::OllamaChat, None)))
         .route(
             "/api/generate",
-            post(dialect_route(Dialect::OllamaGenerate)),
+            post(dialect_route(Dialect::OllamaGenerate, None)),
         )
         .route("/api/tags", get(ollama_tags))
-        .route("/generate_stream", post(dialect_route(Dialect::Tgi)))
-        .route("/generate", post(dialect_route(Dialect::Sglang)))
+        .route("/generate_stream", post(dialect_route(Dialect::Tgi, None)))
+        .route("/generate", post(dialect_route(Dialect::Sglang, None)))
         .route("/info", get(tgi_info))
         .route(
             "/v2/models/{model}/generate_stream",
-            post(dialect_route(Dialect::Kserve)),
+            post(dialect_route(Dialect::Kserve, None)),
         )
         .route(
             "/v2/models/{model}/generate",
-            post(whole_route(Dialect::Kserve)),
+            post(dialect_route(Dialect::Kserve, Some(false))),
         )
-        .route("/completion", post(dialect_route(Dialect::Llamacpp)))
+        .route("/completion", post(dialect_route(Dialect::Llamacpp, None)))
         .route("/v1/realtime", get(crate::realtime::handler))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
@@ -223,9 +229,12 @@ async fn not_found() -> Response {
     )
 }
 
-/// The handler of a dialect's endpoint.
+/// The handler of a dialect's endpoint. `stream`: `Some(false)` for an endpoint that
+/// answers whole, never streamed (KServe's `/v2/models/{m}/generate`); `None` lets the
+/// body and the dialect's default decide.
 fn dialect_route(
     dialect: Dialect,
+    stream: Option<bool>,
 ) -> impl Fn(
     State<SimState>,
     HeaderMap,
@@ -234,24 +243,7 @@ fn dialect_route(
        + Clone
        + Send
        + 'static {
-    move |State(state), headers, body| Box::pin(handle(state, dialect, headers, body))
-}
-
-/// The handler of an endpoint that answers whole, never streamed (KServe's
-/// `/v2/models/{m}/generate`).
-fn whole_route(
-    dialect: Dialect,
-) -> impl Fn(
-    State<SimState>,
-    HeaderMap,
-    Bytes,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
-       + Clone
-       + Send
-       + 'static {
-    move |State(state), headers, body| {
-        Box::pin(handle_as(state, dialect, headers, body, Some(false)))
-    }
+    move |State(state), headers, body| Box::pin(handle_as(state, dialect, headers, body, stream))
 }
 
 /// Ollama's model list.
