@@ -153,17 +153,9 @@ struct Conn {
 }
 
 impl Conn {
-    /// Whether an idle connection still looks open: a read that would block. A closed
-    /// one reads EOF; one with bytes nobody asked for is not reusable either. Registers
-    /// no waker of any task.
+    /// Whether an idle connection still looks open (see [`StampedTcp::idle_looks_open`]).
     fn looks_open(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        let mut rb = ReadBuf::new(&mut byte);
-        let mut cx = Context::from_waker(Waker::noop());
-        matches!(
-            Pin::new(&mut self.io).poll_read(&mut cx, &mut rb),
-            Poll::Pending
-        )
+        self.io.idle_looks_open()
     }
 }
 
