@@ -33,6 +33,7 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
         None => None,
     };
     c.models = args.models.clone();
+    c.timestamps = args.timestamps.into();
     if !args.measure_routes.is_empty() {
         c.measured_routes = args.measure_routes.clone();
     }
