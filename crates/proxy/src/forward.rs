@@ -668,6 +668,17 @@ fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut Requ
     }
 }
 
+/// Whether chunks stamped `t` hold a wait on the client: `t` is at or after the time
+/// the proxy came back from one of the waits in `resumed` (oldest first), which are
+/// then matched (dropped); waits it came back from later stay for later chunks.
+fn takes_wait(resumed: &mut Vec<u64>, t: u64) -> bool {
+    if resumed.first().is_none_or(|&r| t < r) {
+        return false;
+    }
+    resumed.retain(|&r| r > t);
+    true
+}
+
 /// One request's measurement state; finishing it (or dropping it unfinished, when the
 /// client went away before the response) accounts for the request exactly once.
 struct Job {
@@ -793,10 +804,9 @@ impl Job {
     /// where the upstream, stalled by TCP flow control, could send again, after the
     /// proxy resumed reading (FAULTS: a slow client under kernel stamps).
     fn mark_downstream_gap(&mut self, before: usize, t: u64) {
-        if self.rec.chunks.len() <= before || self.resumed.first().is_none_or(|&r| t < r) {
+        if self.rec.chunks.len() <= before || !takes_wait(&mut self.resumed, t) {
             return;
         }
-        self.resumed.retain(|&r| r > t);
         if let Some(p) = self.rec.proxy.as_mut() {
             p.downstream_gaps.push(before as u32);
         }
@@ -926,6 +936,27 @@ mod tests {
             assert!(!out.contains(s), "{out}");
         }
         assert!(out.ends_with("a=1"));
+    }
+
+    #[test]
+    fn a_wait_on_the_client_goes_to_the_first_chunk_stamped_after_it() {
+        let mut resumed = vec![100, 200];
+        // Queued during the waits (the kernel stamped it before the proxy came back).
+        assert!(!takes_wait(&mut resumed, 50));
+        assert_eq!(resumed, [100, 200]);
+        // After the first wait, before the second: holds the first.
+        assert!(takes_wait(&mut resumed, 150));
+        assert_eq!(resumed, [200]);
+        assert!(!takes_wait(&mut resumed, 199));
+        // At the moment the proxy came back: holds it.
+        assert!(takes_wait(&mut resumed, 200));
+        assert!(resumed.is_empty());
+        assert!(!takes_wait(&mut resumed, 300));
+        // The user clock stamps every frame after its read: the first chunk after a
+        // wait always holds it, and holds every wait before it.
+        let mut resumed = vec![10, 20, 30];
+        assert!(takes_wait(&mut resumed, 31));
+        assert!(resumed.is_empty());
     }
 
     #[test]
