@@ -1097,6 +1097,11 @@ pub struct ProxyArgs {
     /// On shutdown, how long in-flight streams may finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    /// Which clock stamps the upstream's chunks: `kernel`, the kernel's receive time of
+    /// the proxy's upstream socket read that carried them (the user clock where the
+    /// platform gives none), or `user`, the proxy's clock when the read reaches it.
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
+    pub timestamps: TimestampsArg,
 }
 
 #[cfg(test)]
