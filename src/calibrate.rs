@@ -201,6 +201,7 @@ fn json_workload(
         lengths: Vec::new(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     }
 }
 
@@ -259,6 +260,7 @@ fn workload_of(
         lengths,
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     }
 }
 

@@ -831,6 +831,18 @@ pub struct PlanArgs {
     #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub prefix_groups: u32,
 
+    /// Multi-turn sessions of this many turns, as `cadence bench --turns` sends them:
+    /// each turn's prompt is the session's history (earlier prompts and replies) plus
+    /// its own --input-tokens, the history kept by the engine's prefix cache. -n and
+    /// --warmup then count sessions.
+    #[arg(long, value_name = "N", conflicts_with = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub turns: Option<u32>,
+
+    /// With --turns: from a reply's end to the session's next turn (the client
+    /// turnaround comes on top).
+    #[arg(long, value_name = "DURATION", default_value = "0s", requires = "turns", value_parser = parse_duration)]
+    pub think_time: Duration,
+
     /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -1089,6 +1101,11 @@ pub struct ProxyArgs {
     /// On shutdown, how long in-flight streams may finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+    /// Which clock stamps the upstream's chunks: `kernel`, the kernel's receive time of
+    /// the proxy's upstream socket read that carried them (the user clock where the
+    /// platform gives none), or `user`, the proxy's clock when the read reaches it.
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
+    pub timestamps: TimestampsArg,
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
 use cadence_core::{Checks, RecordSink};
-use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Workload, PRESETS};
+use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Sessions, Workload, PRESETS};
 
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
 use crate::exit::{usage, Exit};
@@ -111,6 +111,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         lengths: lengths(&args, max_tokens)?,
         prefix_tokens: args.prefix_tokens.unwrap_or(0),
         prefix_groups: args.prefix_groups,
+        sessions: args.turns.map(|turns| Sessions {
+            turns,
+            think_ns: args.think_time.as_nanos() as u64,
+        }),
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     // The bench's own report path: the same summaries, conventions, charts, SLO

@@ -33,6 +33,7 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
         None => None,
     };
     c.models = args.models.clone();
+    c.timestamps = args.timestamps.into();
     if !args.measure_routes.is_empty() {
         c.measured_routes = args.measure_routes.clone();
     }
@@ -66,4 +67,30 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
         eprintln!("cadence proxy: {written} records written");
     }
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parsed(extra: &[&str]) -> ProxyConfig {
+        let mut argv = vec!["cadence", "proxy", "--upstream", "http://127.0.0.1:9"];
+        argv.extend_from_slice(extra);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Proxy(args) = cli.command else {
+            panic!("not the proxy command");
+        };
+        config(&args).unwrap()
+    }
+
+    #[test]
+    fn upstream_reads_are_kernel_stamped_unless_told_otherwise() {
+        use cadence_transport::Timestamps;
+        assert_eq!(parsed(&[]).timestamps, Timestamps::Kernel);
+        assert_eq!(
+            parsed(&["--timestamps", "user"]).timestamps,
+            Timestamps::User
+        );
+    }
 }

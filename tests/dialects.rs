@@ -180,6 +180,11 @@ fn bench_measures_a_non_streamed_answer_in_every_dialect_as_one_chunk() {
                     "{api} {path}: {r}"
                 );
             }
+            // A whole answer has no `[DONE]` to miss.
+            assert!(
+                r["counters"]["no_done_marker"].is_null(),
+                "{api} {path}: {r}"
+            );
         }
     }
 }

@@ -681,3 +681,58 @@ fn a_shared_prefix_is_prefilled_once_per_group_so_ttft_falls_as_groups_shrink() 
         ttft(&plain)
     );
 }
+
+#[test]
+fn plan_sessions_report_by_turn_and_refuse_a_shared_prefix_beside_them() {
+    let v = plan_json(&[
+        "--preset",
+        "llama-3.1-8b@h100-bf16",
+        "-c",
+        "4",
+        "-n",
+        "8",
+        "--turns",
+        "3",
+        "--think-time",
+        "1s",
+        "--input-tokens",
+        "1000",
+        "--max-tokens",
+        "64",
+    ]);
+    let level = &v["levels"][0];
+    // -n counts sessions: 8 sessions of three turns.
+    assert_eq!(level["requests"]["succeeded"], 24, "{level}");
+    let turns = level["by_turn"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    for (k, t) in turns.iter().enumerate() {
+        assert_eq!(t["turn"], k);
+        assert_eq!(t["requests"], 8);
+    }
+    // Later turns carry thousands more prompt tokens, yet their first token comes no
+    // later than the first turn's: the history is in the prefix cache.
+    let ttft = |t: &serde_json::Value| t["ttft"]["p50_ms"].as_f64().unwrap();
+    assert!(ttft(&turns[2]) < 1.3 * ttft(&turns[0]), "{turns:?}");
+    usage_error(
+        &[
+            "plan",
+            "--preset",
+            "llama-3.1-8b@h100-bf16",
+            "--turns",
+            "2",
+            "--prefix-tokens",
+            "100",
+        ],
+        "--prefix-tokens",
+    );
+    usage_error(
+        &[
+            "plan",
+            "--preset",
+            "llama-3.1-8b@h100-bf16",
+            "--think-time",
+            "1s",
+        ],
+        "--turns",
+    );
+}

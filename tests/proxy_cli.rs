@@ -129,6 +129,15 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     assert!(text.contains("1 sent, 1 succeeded"), "{text}");
     assert!(text.contains("proxy"), "{text}");
     assert!(!text.contains("no run line"), "{text}");
+    // The proxy's upstream reads carry the kernel's receive time: the report's Clock
+    // check says so.
+    if cfg!(target_os = "linux") {
+        assert_eq!(recs[0].clock, Some(cadence_core::StampClock::Kernel));
+        assert!(
+            text.contains("kernel receive time (1 of 1 requests)"),
+            "{text}"
+        );
+    }
 }
 
 /// Issue 20 item 8: a log written to a file (not a terminal) carries no colour escapes.

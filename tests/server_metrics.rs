@@ -139,8 +139,12 @@ fn a_clean_run_names_no_cause_and_agrees_on_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let r = run(dir.path(), &["--stall-threshold", "50ms"]);
     let (causes, _) = causes(&r);
+    // On a loaded machine a client-side stall may fall where a scrape came late
+    // (`no_server_data`); what must not happen is a server cause.
     assert!(
-        causes.iter().all(|(c, _)| c == "none"),
+        causes
+            .iter()
+            .all(|(c, _)| c == "none" || c == "no_server_data"),
         "a clean run has no server cause: {causes:?}"
     );
     let s = &r["levels"][0]["server"];

@@ -2,12 +2,15 @@
 //! events (the OpenAI Realtime `conversation.item.create` and `response.create`), sent
 //! as text messages after the handshake; each server message is one event for the same
 //! tracker the HTTP streams use. A message's timestamp is when the read that completed
-//! its frame came off the socket, as for an HTTP body read.
+//! its frame came off the socket, as for an HTTP body read: the kernel's receive time
+//! of that read ([`StampedTcp`]) unless `--timestamps user` or the platform gives none,
+//! else the client's clock when the read returned.
 
 use crate::exec::{end, stop_at_deadline, stop_at_run_end, Cancel, Deadlines, ExecContext};
 use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
-use cadence_transport::Clock;
+use cadence_transport::rxstamp::StampedTcp;
+use cadence_transport::{Clock, RxStamps, Stamper};
 use cadence_wire::{Flow, Framing, StreamText, StreamTracker, TrackerConfig};
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::Full;
@@ -17,13 +20,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::{sleep_until, Duration, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-/// A socket that notes when its last read returned bytes.
+/// A socket that notes when its last read returned bytes (and, through its
+/// [`StampedTcp`], when the kernel received them).
 struct Stamped {
-    inner: TcpStream,
+    inner: StampedTcp,
     clock: Clock,
     last_read_ns: Arc<AtomicU64>,
 }
@@ -63,12 +67,13 @@ impl AsyncWrite for Stamped {
 
 type Socket = tokio_tungstenite::WebSocketStream<Stamped>;
 
-/// Connects and shakes hands; an error is the outcome and its message.
+/// Connects and shakes hands; an error is the outcome and its message. Gives back the
+/// socket's kernel receive stamps too.
 async fn connect(
     cx: &ExecContext<'_>,
     req: &http::Request<Full<Bytes>>,
     stamp: Arc<AtomicU64>,
-) -> Result<Socket, (Outcome, String)> {
+) -> Result<(Socket, RxStamps), (Outcome, String)> {
     let uri = req.uri();
     if uri.scheme_str() != Some("ws") {
         let msg = format!("only ws:// is supported for WebSocket streams, not {uri}");
@@ -93,8 +98,10 @@ async fn connect(
             hs.headers_mut().insert(k.clone(), v.clone());
         }
     }
+    let inner = StampedTcp::new(tcp, cx.client.timestamps());
+    let stamps = inner.stamps();
     let stream = Stamped {
-        inner: tcp,
+        inner,
         clock: *cx.clock,
         last_read_ns: stamp,
     };
@@ -106,7 +113,7 @@ async fn connect(
                 format!("WebSocket handshake: {e}"),
             )
         })?;
-    Ok(socket)
+    Ok((socket, stamps))
 }
 
 /// The client events of the body (a JSON list; anything else is sent as one message).
@@ -134,13 +141,12 @@ pub(crate) async fn execute(
         _ = sleep_until(d.header) => Err((d.outcome(d.header, Outcome::HeaderTimeout), "no WebSocket handshake in time".into())),
         r = connect(cx, &req, stamp.clone()) => r,
     };
-    let mut socket = match handshake {
+    let (mut socket, stamps) = match handshake {
         Ok(s) => s,
         Err((outcome, msg)) => return end(cx, rec, outcome, Some(msg)),
     };
     rec.headers_ns = Some(cx.clock.now_ns());
-    // WebSocket frames are read on a connection of their own: the user clock.
-    rec.clock = Some(cadence_core::StampClock::User);
+    let stamper = Stamper::new(Some(&stamps), rec);
     rec.http_status = Some(101);
     let body = http_body_util::BodyExt::collect(req.into_body()).await;
     let body = body.map(|b| b.to_bytes()).unwrap_or_default();
@@ -149,7 +155,7 @@ pub(crate) async fn execute(
             return end(cx, rec, Outcome::TransportError, Some(e.to_string()));
         }
     }
-    let text = read_messages(cx, &mut socket, &stamp, cancel, rec, &d).await;
+    let text = read_messages(cx, &mut socket, (&stamp, stamper), cancel, rec, &d).await;
     let _ = socket.close(None).await;
     if let Some(e) = rec.error.take() {
         rec.error = Some(cx.redactor.redact(&e));
@@ -157,11 +163,12 @@ pub(crate) async fn execute(
     text
 }
 
-/// Feeds each message to the tracker until the stream ends, fails or times out.
+/// Feeds each message to the tracker until the stream ends, fails or times out. The
+/// pair is when the socket's last read returned (ns) and the request's stamper.
 async fn read_messages(
     cx: &ExecContext<'_>,
     socket: &mut Socket,
-    stamp: &AtomicU64,
+    (stamp, mut stamper): (&AtomicU64, Stamper),
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
     d: &Deadlines,
@@ -196,16 +203,25 @@ async fn read_messages(
                     }
                 };
                 last_read = Instant::now();
+                // The read that completed the message's frame is the socket's latest:
+                // an empty slice lies in no read's bytes, so the latest read's kernel
+                // receive time is taken (the payload's first bytes may have come in an
+                // earlier read).
+                let user = cx.clock.origin() + Duration::from_nanos(t);
+                let ft = stamper.frame_time(cx.clock, user, &[], rec);
                 // One message is one event: a line for the NDJSON decoder.
                 line.clear();
                 line.extend_from_slice(&payload);
                 line.push(b'\n');
-                if tracker.feed(t, &line, rec) == Flow::Stop {
-                    rec.end_ns = Some(t);
+                let before = rec.chunks.len();
+                let flow = tracker.feed(ft.t_ns, &line, rec);
+                stamper.after_feed(ft, before, rec);
+                if flow == Flow::Stop {
+                    rec.end_ns = Some(ft.t_ns);
                     break;
                 }
                 if tracker.is_done() {
-                    tracker.end_stream(t, rec);
+                    tracker.end_stream(ft.t_ns, rec);
                     break;
                 }
             }

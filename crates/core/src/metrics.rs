@@ -317,7 +317,7 @@ pub struct LevelSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_turn: Vec<TurnSummary>,
     /// Which clock stamped the chunks and how late the client read them; absent when
-    /// no record says (records of older files, the proxy's).
+    /// no record says (records of older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockCheck>,
 }

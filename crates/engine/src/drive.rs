@@ -36,6 +36,35 @@ pub struct Workload {
     /// computed once. 0: no shared prefix.
     pub prefix_tokens: u32,
     pub prefix_groups: u32,
+    /// Multi-turn sessions (as `cadence bench --turns` sends them); `None`: every
+    /// request stands alone.
+    pub sessions: Option<Sessions>,
+}
+
+/// Multi-turn sessions. `requests` and `warmup` then count sessions; each turn is a
+/// request whose prompt is the session's history (its earlier prompts and replies)
+/// followed by the turn's own input, and names that history as the session's prefix,
+/// so the engine's prefix cache computes it once. A session holds its closed-loop
+/// client from its first turn to its last, and ends at its first failed turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sessions {
+    /// Turns per session, at least 1.
+    pub turns: u32,
+    /// From a reply's end to the session's next turn being sent (the client
+    /// turnaround comes on top).
+    pub think_ns: u64,
+}
+
+/// Prefix keys of sessions' histories: apart from the shared prefixes' groups.
+const SESSION_KEYS: u64 = 1 << 63;
+
+/// A session's next turn, waiting for its client.
+#[derive(Debug, Clone, Copy)]
+struct NextTurn {
+    session: u64,
+    turn: u32,
+    /// Prompt and reply tokens of the turns so far.
+    history: u32,
 }
 
 impl Workload {
@@ -146,10 +175,17 @@ struct LevelRun<'a> {
     by_id: HashMap<u64, usize>,
     steps: Vec<StepInfo>,
     sent: u64,
+    /// Sessions started (with no sessions configured, requests sent).
+    started: u64,
     idle_workers: Vec<u32>,
+    /// Per client, the next turn of its session.
+    continuing: HashMap<u32, NextTurn>,
+    /// Clients whose session goes on, to be released after the think time.
+    next_turns: Vec<u32>,
     /// Open loop: the arrival schedule; `None` for closed loop.
     schedule: Option<Schedule>,
-    /// Closed loop: (when, worker) of the next requests on their way.
+    /// (when, worker) of the next requests on their way: closed-loop clients, and
+    /// sessions' later turns.
     pending: Vec<(u64, u32)>,
     turnaround_rng: SplitMix64,
     next_arrival: Option<u64>,
@@ -175,17 +211,22 @@ impl<'a> LevelRun<'a> {
             total,
             engine: Engine::new(spec.clone()),
             out: Vec::new(),
-            records: Vec::with_capacity(total as usize),
+            records: Vec::with_capacity(
+                (total * u64::from(workload.sessions.map_or(1, |s| s.turns))) as usize,
+            ),
             by_id: HashMap::new(),
             steps: Vec::new(),
             sent: 0,
+            started: 0,
             idle_workers: Vec::new(),
+            continuing: HashMap::new(),
+            next_turns: Vec::new(),
             schedule: arrivals.schedule(),
             pending: Vec::new(),
             turnaround_rng: rng::seeded(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32)),
             next_arrival: None,
             preemptions: 0,
-            queue_ns: vec![0u64; total as usize],
+            queue_ns: Vec::with_capacity(total as usize),
         };
         match arrivals {
             Arrivals::Closed { concurrency } => {
@@ -207,7 +248,7 @@ impl<'a> LevelRun<'a> {
     /// Open loop: the next arrival from the schedule, while requests remain.
     fn schedule_next(&mut self) {
         self.next_arrival = match &mut self.schedule {
-            Some(s) if self.sent < self.total => s.next().map(|d| d.as_nanos() as u64),
+            Some(s) if self.started < self.total => s.next().map(|d| d.as_nanos() as u64),
             _ => None,
         };
     }
@@ -234,7 +275,20 @@ impl<'a> LevelRun<'a> {
                         count: produced,
                         source: TokenSource::Usage,
                     });
-                    self.idle_workers.push(r.worker);
+                    let (worker, session, turn) = (r.worker, r.session, r.turn);
+                    let history = r.input_tokens.unwrap_or(0) + produced;
+                    match (self.workload.sessions, session, turn) {
+                        (Some(s), Some(session), Some(turn)) if turn + 1 < s.turns => {
+                            let next = NextTurn {
+                                session,
+                                turn: turn + 1,
+                                history: u32::try_from(history).unwrap_or(u32::MAX),
+                            };
+                            self.continuing.insert(worker, next);
+                            self.next_turns.push(worker);
+                        }
+                        _ => self.idle_workers.push(worker),
+                    }
                 }
                 Event::Rejected { id, t, reason } => {
                     let r = &mut self.records[self.by_id[&id]];
@@ -255,60 +309,112 @@ impl<'a> LevelRun<'a> {
         }
     }
 
-    /// Closed loop: the clients whose requests ended go again after a turnaround.
+    /// Sessions that go on send their next turn after the think time; in closed loop,
+    /// the clients whose requests (or sessions) ended go again after a turnaround.
     fn release_clients(&mut self, now: u64) {
+        let think = self.workload.sessions.map_or(0, |s| s.think_ns);
+        for w in std::mem::take(&mut self.next_turns) {
+            let back = turnaround(self.workload.turnaround_ns, &mut self.turnaround_rng);
+            self.pending.push((now + think + back, w));
+        }
         if !self.closed() {
             self.idle_workers.clear();
             return;
         }
         self.idle_workers.sort_unstable();
         for w in std::mem::take(&mut self.idle_workers) {
-            if self.sent + (self.pending.len() as u64) < self.total {
+            let new_pending = self
+                .pending
+                .iter()
+                .filter(|p| !self.continuing.contains_key(&p.1))
+                .count() as u64;
+            if self.started + new_pending < self.total {
                 let back = turnaround(self.workload.turnaround_ns, &mut self.turnaround_rng);
                 self.pending.push((now + back, w));
             }
         }
     }
 
-    /// When the next request reaches the engine, and from which worker.
-    fn client_next(&self) -> Option<(u64, u32)> {
-        if self.closed() {
-            self.pending.iter().copied().min()
-        } else {
-            self.next_arrival.map(|a| (a, 0))
+    /// When the next request reaches the engine, and from which client (`None`: the
+    /// open-loop schedule's next arrival).
+    fn client_next(&self) -> Option<(u64, Option<u32>)> {
+        let pending = self
+            .pending
+            .iter()
+            .copied()
+            .min()
+            .map(|(t, w)| (t, Some(w)));
+        match (self.next_arrival, pending) {
+            (Some(a), Some(p)) if p.0 < a => Some(p),
+            (Some(a), _) => Some((a, None)),
+            (None, p) => p,
         }
     }
 
-    /// A request from `worker` reaches the engine at `t`.
-    fn arrive(&mut self, t: u64, worker: u32) {
-        self.pending.retain(|p| *p != (t, worker));
-        self.send(t, worker);
-        if !self.closed() {
-            self.schedule_next();
+    /// A request reaches the engine at `t`: from client `worker`, or the schedule's.
+    fn arrive(&mut self, t: u64, worker: Option<u32>) {
+        match worker {
+            Some(w) => {
+                self.pending.retain(|p| *p != (t, w));
+                self.send(t, w);
+            }
+            None => {
+                // An open-loop session needs a client of its own for its later turns.
+                let w = if self.workload.sessions.is_some() {
+                    self.started as u32
+                } else {
+                    0
+                };
+                self.send(t, w);
+                self.schedule_next();
+            }
         }
     }
 
-    /// Records the request and submits it to the engine.
+    /// Records the request (a new session's first turn, or the next turn of the
+    /// session `worker` holds) and submits it to the engine.
     fn send(&mut self, t: u64, worker: u32) {
         let i = self.sent;
         self.sent += 1;
+        let next = self.continuing.remove(&worker).unwrap_or_else(|| {
+            self.started += 1;
+            NextTurn {
+                session: self.started - 1,
+                turn: 0,
+                history: 0,
+            }
+        });
         let at = self.start_ns + t;
         let mut r = RequestRecord::new(self.first_index + i, Outcome::Succeeded);
         r.level = self.level;
         r.worker = worker;
-        r.warmup = i < self.workload.warmup;
+        r.warmup = next.session < self.workload.warmup;
         r.sent_ns = Some(at);
         r.headers_ns = Some(at);
         let (own, max_tokens) = self.workload.lengths_of(i);
-        let prefix = self.workload.prefix_of(i);
-        let prompt_tokens = own.saturating_add(prefix.map_or(0, |p| p.tokens));
+        let (prefix, prompt_tokens) = if self.workload.sessions.is_some() {
+            // The history is the session's prefix: the whole prompt for its first turn
+            // (the later turns repeat it), the turns so far after that.
+            let tokens = if next.turn == 0 { own } else { next.history };
+            r.session = Some(next.session);
+            r.turn = Some(next.turn);
+            let key = SESSION_KEYS | next.session;
+            (
+                Some(Prefix { key, tokens }),
+                next.history.saturating_add(own),
+            )
+        } else {
+            let prefix = self.workload.prefix_of(i);
+            r.prefix_group = prefix.map(|p| p.key as u32);
+            (prefix, own.saturating_add(prefix.map_or(0, |p| p.tokens)))
+        };
         r.input_tokens = Some(prompt_tokens as u64);
-        r.prefix_group = prefix.map(|p| p.key as u32);
         if !self.closed() {
             r.scheduled_ns = Some(at);
         }
         self.by_id.insert(i, self.records.len());
         self.records.push(r);
+        self.queue_ns.push(0);
         let request = Request {
             id: i,
             prompt_tokens,

@@ -33,7 +33,7 @@ pub mod presets;
 pub mod rng;
 pub mod spec;
 
-pub use drive::{plan_level, Arrivals, PlanLevel, Workload};
+pub use drive::{plan_level, Arrivals, PlanLevel, Sessions, Workload};
 pub use engine::{Engine, Event, Prefix, StepInfo};
 pub use inject::{Cause, Injection};
 pub use presets::{preset, PRESETS};

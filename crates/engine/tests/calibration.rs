@@ -170,6 +170,7 @@ fn predict(row: &Row) -> Figures {
         lengths: Vec::new(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     };
     let level = plan_level(&spec, arrivals, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());

@@ -27,6 +27,7 @@ fn workload() -> Workload {
         lengths: (0..16).map(|i| (200 + 8 * i, 16 + i)).collect(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     }
 }
 

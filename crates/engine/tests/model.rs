@@ -3,9 +3,10 @@
 //! ITL and disaggregation removes the spikes, speculation emits several tokens.
 
 use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::RequestRecord;
 use cadence_engine::engine::Request;
 use cadence_engine::{
-    plan_level, preset, Arrivals, Engine, EngineSpec, Event, KvPolicy, Prefill, Prefix,
+    plan_level, preset, Arrivals, Engine, EngineSpec, Event, KvPolicy, Prefill, Prefix, Sessions,
     Speculation, Workload,
 };
 
@@ -25,6 +26,7 @@ fn itl_p50_ms(spec: &EngineSpec, concurrency: u32) -> f64 {
         lengths: Vec::new(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     };
     let level = plan_level(spec, Arrivals::Closed { concurrency }, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());
@@ -278,6 +280,7 @@ fn speculation_emits_the_expected_tokens_per_step() {
         lengths: Vec::new(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     };
     let level = plan_level(&spec, Arrivals::Closed { concurrency: 16 }, &w, 0, 0, 0);
     let mut counts = [0u64; 6];
@@ -320,6 +323,7 @@ fn plan_accounts_for_every_request_open_loop_too() {
         lengths: Vec::new(),
         prefix_tokens: 0,
         prefix_groups: 1,
+        sessions: None,
     };
     // Level 2, starting at 1 µs, indices from 40.
     let poisson = |seed| {
@@ -435,6 +439,7 @@ fn clients_that_come_back_at_different_times_land_prompts_in_others_steps() {
             lengths: Vec::new(),
             prefix_tokens: 0,
             prefix_groups: 1,
+            sessions: None,
         };
         let level = plan_level(&spec, Arrivals::Closed { concurrency: 8 }, &w, 0, 0, 0);
         let s = summarize_level(&level.records, &LevelOptions::default());
@@ -703,6 +708,7 @@ fn plan_tags_shared_prefix_groups_and_computes_each_prefix_once() {
         lengths: Vec::new(),
         prefix_tokens,
         prefix_groups: 2,
+        sessions: None,
     };
     let level = plan_level(
         &spec,
@@ -724,4 +730,86 @@ fn plan_tags_shared_prefix_groups_and_computes_each_prefix_once() {
     assert!(ttft(15) * 4 < ttft(1));
     let none = plan_level(&spec, Arrivals::Closed { concurrency: 1 }, &w(0), 0, 0, 0);
     assert!(none.records.iter().all(|r| r.prefix_group.is_none()));
+}
+
+#[test]
+fn sessions_send_their_history_and_the_prefix_cache_keeps_it() {
+    let spec = quiet("llama-3.1-8b@h100-bf16");
+    let w = Workload {
+        requests: 6,
+        warmup: 1,
+        input_tokens: 2000,
+        max_tokens: 50,
+        turnaround_ns: 500_000,
+        lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
+        sessions: Some(Sessions {
+            turns: 3,
+            think_ns: 2_000_000_000,
+        }),
+    };
+    for arrivals in [
+        Arrivals::Closed { concurrency: 2 },
+        Arrivals::Poisson { rate: 4.0, seed: 7 },
+    ] {
+        let level = plan_level(&spec, arrivals, &w, 0, 0, 0);
+        // -n counts sessions: 6 measured and 1 warm-up, three turns each.
+        assert_eq!(level.records.len(), 21, "{arrivals:?}");
+        let mut by_session: std::collections::BTreeMap<u64, Vec<&RequestRecord>> =
+            Default::default();
+        for r in &level.records {
+            by_session.entry(r.session.unwrap()).or_default().push(r);
+        }
+        assert_eq!(by_session.len(), 7);
+        for (s, turns) in &by_session {
+            assert_eq!(
+                turns.iter().map(|r| r.turn).collect::<Vec<_>>(),
+                [Some(0), Some(1), Some(2)]
+            );
+            assert!(turns.iter().all(|r| r.warmup == (*s == 0)));
+            // One client carries the whole session.
+            assert!(turns.iter().all(|r| r.worker == turns[0].worker));
+            // Each turn's prompt is the history (prompts and replies so far) plus its own.
+            let prompts: Vec<u64> = turns.iter().map(|r| r.input_tokens.unwrap()).collect();
+            assert_eq!(prompts, [2000, 2050 + 2000, 4100 + 2000], "{arrivals:?}");
+            // The next turn leaves after the think time.
+            for pair in turns.windows(2) {
+                let gap = pair[1].sent_ns.unwrap() - pair[0].end_ns.unwrap();
+                assert!((2_000_000_000..2_001_000_000).contains(&gap), "{gap}");
+            }
+        }
+        if let Arrivals::Closed { concurrency } = arrivals {
+            let workers: std::collections::BTreeSet<u32> =
+                level.records.iter().map(|r| r.worker).collect();
+            assert_eq!(workers.len(), concurrency as usize);
+        }
+    }
+    // The history is computed once: a later turn's first token comes as fast as the
+    // first turn's (2,000 new tokens each), and much faster than with no prefix cache.
+    let closed = Arrivals::Closed { concurrency: 1 };
+    let ttft = |spec: &EngineSpec| -> Vec<u64> {
+        plan_level(spec, closed, &w, 0, 0, 0)
+            .records
+            .iter()
+            .map(|r| r.first_content_ns.unwrap() - r.sent_ns.unwrap())
+            .collect()
+    };
+    let on = ttft(&spec);
+    let mut no_cache = spec.clone();
+    no_cache.serving.prefix_cache = false;
+    let off = ttft(&no_cache);
+    assert!(
+        on[2] * 10 < off[2] * 6,
+        "turn 2: {} cached vs {} not",
+        on[2],
+        off[2]
+    );
+    assert!(
+        on[2] * 10 < on[0] * 13,
+        "turn 2 {} vs turn 0 {}",
+        on[2],
+        on[0]
+    );
+    assert_eq!(on[0], off[0]);
 }

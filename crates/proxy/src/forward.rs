@@ -8,6 +8,7 @@ use crate::server::Shared;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
+use cadence_transport::{RxStamps, Stamper};
 use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -84,13 +85,21 @@ pub struct TapBody {
     /// When the last frame was handed to hyper: hyper polls again only once the client
     /// took the bytes, so the time until the next poll is downstream back-pressure.
     handed_at: Option<tokio::time::Instant>,
+    /// Each frame's time: the kernel's receive time of the upstream read that carried
+    /// it, when the connection keeps one, else the proxy's clock.
+    stamper: Stamper,
 }
 
 /// A wait on the client at least this long is recorded as back-pressure.
 const DOWNSTREAM_WAIT_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Waits on the client remembered until a chunk comes (frames that complete no chunk
+/// can each follow one); beyond this the later ones fold into the oldest.
+const MAX_WAITS_PENDING: usize = 64;
+
 impl TapBody {
-    fn new(upstream: Incoming, job: Job) -> Self {
+    fn new(upstream: Incoming, stamps: Option<&RxStamps>, mut job: Job) -> Self {
+        let stamper = Stamper::new(stamps, &mut job.rec);
         let idle_for = job.shared.config.limits.idle_timeout;
         let now = tokio::time::Instant::now();
         TapBody {
@@ -104,6 +113,7 @@ impl TapBody {
             done_at: None,
             passthrough: false,
             handed_at: None,
+            stamper,
         }
     }
 
@@ -138,8 +148,9 @@ impl TapBody {
         }
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                let t = job.now();
-                self.last_frame = tokio::time::Instant::now();
+                // Timestamp first: nothing may sit between the read and the clock.
+                let user = tokio::time::Instant::now();
+                self.last_frame = user;
                 self.handed_at = Some(self.last_frame);
                 if let (Some(data), Some(copy)) = (frame.data_ref(), job.body_copy.as_mut()) {
                     if copy.len() + data.len() <= cadence_wire::MAX_EVENT_BYTES {
@@ -148,10 +159,18 @@ impl TapBody {
                 }
                 if let (Some(data), Some(tr)) = (frame.data_ref(), job.tracker.as_mut()) {
                     if self.parsing {
+                        let clock = &job.shared.clock;
+                        let ft = self.stamper.frame_time(clock, user, data, &job.rec);
                         let before = job.rec.chunks.len();
-                        self.parsing = tr.feed(t, data, &mut job.rec) == Flow::Continue;
+                        self.parsing = tr.feed(ft.t_ns, data, &mut job.rec) == Flow::Continue;
                         let done = tr.is_done();
-                        job.mark_downstream_gap(before);
+                        self.stamper.after_feed(ft, before, &mut job.rec);
+                        if before == 0 && !job.rec.chunks.is_empty() {
+                            // The head came no later than the first chunk's bytes, which
+                            // the kernel may place before the head was parsed.
+                            job.rec.headers_ns = job.rec.headers_ns.map(|h| h.min(ft.t_ns));
+                        }
+                        job.mark_downstream_gap(before, ft.t_ns);
                         if self.done_at.is_none() && done {
                             let end = self.last_frame + AFTER_DONE_GRACE;
                             self.done_at = Some(self.last_frame);
@@ -579,7 +598,9 @@ fn relay(
     let (mut parts, body) = response.into_parts();
     job.watch(parts.status, &parts.headers, route, asked_stream);
     strip_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, ProxyBody::Tap(Box::new(TapBody::new(body, job))))
+    let stamps = parts.extensions.get::<RxStamps>().cloned();
+    let tap = TapBody::new(body, stamps.as_ref(), job);
+    Response::from_parts(parts, ProxyBody::Tap(Box::new(tap)))
 }
 
 /// Whether the request already passed through this proxy (its `Via` names it).
@@ -647,6 +668,17 @@ fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut Requ
     }
 }
 
+/// Whether chunks stamped `t` hold a wait on the client: `t` is at or after the time
+/// the proxy came back from one of the waits in `resumed` (oldest first), which are
+/// then matched (dropped); waits it came back from later stay for later chunks.
+fn takes_wait(resumed: &mut Vec<u64>, t: u64) -> bool {
+    if resumed.first().is_none_or(|&r| t < r) {
+        return false;
+    }
+    resumed.retain(|&r| r > t);
+    true
+}
+
 /// One request's measurement state; finishing it (or dropping it unfinished, when the
 /// client went away before the response) accounts for the request exactly once.
 struct Job {
@@ -656,9 +688,10 @@ struct Job {
     body_copy: Option<Vec<u8>>,
     /// The route's dialect, which reads a non-streaming answer's counts.
     api: Option<cadence_wire::Api>,
-    /// The proxy waited on the client since the last chunk: the next chunk's gap is
-    /// marked as downstream back-pressure.
-    gap_pending: bool,
+    /// When the proxy came back from each wait on its client not yet matched to a
+    /// chunk (ns, oldest first): the first chunk stamped at or after one of them holds
+    /// the wait in its gap, and is marked as downstream back-pressure.
+    resumed: Vec<u64>,
     /// An inference route: recorded. Others are only forwarded.
     measured: bool,
     labels: StreamLabels,
@@ -704,7 +737,7 @@ impl Job {
             tracker: None,
             body_copy: None,
             api: None,
-            gap_pending: false,
+            resumed: Vec::new(),
             measured,
             labels,
             redactor,
@@ -758,17 +791,24 @@ impl Job {
                 .downstream_wait_ns
                 .saturating_add(waited.as_nanos() as u64);
         }
-        self.gap_pending = true;
+        if self.resumed.len() < MAX_WAITS_PENDING {
+            self.resumed.push(self.now());
+        }
     }
 
-    /// A read added chunks from index `before` on: after a wait on the client, the gap
-    /// before the first of them is the client's.
-    fn mark_downstream_gap(&mut self, before: usize) {
-        if self.gap_pending && self.rec.chunks.len() > before {
-            self.gap_pending = false;
-            if let Some(p) = self.rec.proxy.as_mut() {
-                p.downstream_gaps.push(before as u32);
-            }
+    /// A frame stamped `t` added chunks from index `before` on: the gap before the
+    /// first of them is the client's when the frame came after the proxy came back
+    /// from a wait on the client. On the user clock that is the first frame after the
+    /// wait. On the kernel clock, frames that had arrived during the wait (queued in
+    /// the socket) keep their own gaps: the upstream sent them on time; the wait shows
+    /// where the upstream, stalled by TCP flow control, could send again, after the
+    /// proxy resumed reading (FAULTS: a slow client under kernel stamps).
+    fn mark_downstream_gap(&mut self, before: usize, t: u64) {
+        if self.rec.chunks.len() <= before || !takes_wait(&mut self.resumed, t) {
+            return;
+        }
+        if let Some(p) = self.rec.proxy.as_mut() {
+            p.downstream_gaps.push(before as u32);
         }
     }
 
@@ -896,6 +936,27 @@ mod tests {
             assert!(!out.contains(s), "{out}");
         }
         assert!(out.ends_with("a=1"));
+    }
+
+    #[test]
+    fn a_wait_on_the_client_goes_to_the_first_chunk_stamped_after_it() {
+        let mut resumed = vec![100, 200];
+        // Queued during the waits (the kernel stamped it before the proxy came back).
+        assert!(!takes_wait(&mut resumed, 50));
+        assert_eq!(resumed, [100, 200]);
+        // After the first wait, before the second: holds the first.
+        assert!(takes_wait(&mut resumed, 150));
+        assert_eq!(resumed, [200]);
+        assert!(!takes_wait(&mut resumed, 199));
+        // At the moment the proxy came back: holds it.
+        assert!(takes_wait(&mut resumed, 200));
+        assert!(resumed.is_empty());
+        assert!(!takes_wait(&mut resumed, 300));
+        // The user clock stamps every frame after its read: the first chunk after a
+        // wait always holds it, and holds every wait before it.
+        let mut resumed = vec![10, 20, 30];
+        assert!(takes_wait(&mut resumed, 31));
+        assert!(resumed.is_empty());
     }
 
     #[test]

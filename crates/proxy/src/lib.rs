@@ -78,6 +78,10 @@ pub struct ProxyConfig {
     /// latency metrics); every other request (`/health`, `/v1/models`, …) is forwarded
     /// unmeasured. Default: [`DEFAULT_MEASURED_ROUTES`].
     pub measured_routes: Vec<String>,
+    /// Which clock stamps the upstream's chunks: the kernel's receive time of the
+    /// proxy's upstream socket reads (default; the user clock where the platform gives
+    /// none), or the proxy's clock when its read returned (`--timestamps user`).
+    pub timestamps: cadence_transport::Timestamps,
 }
 
 /// The inference routes measured by default, as path suffixes (so a prefix such as
@@ -114,6 +118,7 @@ impl ProxyConfig {
                 .iter()
                 .map(|r| r.to_string())
                 .collect(),
+            timestamps: cadence_transport::Timestamps::default(),
         }
     }
 

@@ -168,16 +168,16 @@ fn shared_state(
     in_flight_tx: mpsc::Sender<()>,
     stop: watch::Receiver<bool>,
 ) -> Shared {
-    // The user clock upstream: with kernel stamps, bytes held back by a slow client's
-    // back-pressure (TCP flow control stalls the upstream) would show as an upstream
-    // gap at whichever chunk the window reopened on, not the one marked as the wait.
+    // The upstream's reads keep their kernel receive time (`--timestamps`): a chunk's
+    // time is when it reached the proxy, not when the proxy read it. Bytes held back by
+    // a slow client are placed by `forward` (the gap that holds the wait).
     let client = cadence_transport::client::build_with(
         &cadence_transport::client::ClientConfig {
             pool_size: 1024,
             connect_timeout: Duration::from_secs(10),
             http2: false,
         },
-        cadence_transport::Timestamps::User,
+        config.timestamps,
     );
     // Alert bounds become bucket bounds, and the top finite bucket stays above the
     // longest TTFT the timeouts allow (upstream headers + idle).

@@ -578,7 +578,7 @@ fn stream_facts(out: &mut String, s: &LevelSummary) {
 }
 
 /// The two clocks' self-check in a line: which stamped, and how late the client read.
-fn clock_line(k: &cadence_core::ClockCheck) -> String {
+pub(crate) fn clock_line(k: &cadence_core::ClockCheck) -> String {
     let total = k.kernel_requests + k.user_requests;
     let mut line = if k.kernel_requests > 0 {
         format!(

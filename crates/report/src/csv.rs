@@ -2,7 +2,7 @@
 //! row per request (its own TTFT, ITL, TPOT, E2E and outcome), RFC 4180 quoting.
 
 use cadence_core::per_request::{self, ms};
-use cadence_core::{Distribution, Report, RequestRecord};
+use cadence_core::{ClockCheck, Distribution, Report, RequestRecord};
 use std::fmt::Write;
 
 /// Quotes a field when it holds a comma, quote or line break.
@@ -28,6 +28,30 @@ const STATS: [Stat; 5] = [
     ("p99", |d| d.p99),
     ("max", |d| d.max),
 ];
+
+/// The clock self-check's columns, present only when some level has one (so the
+/// table of a run without it keeps its columns).
+const CLOCK_COLUMNS: [&str; 6] = [
+    "clock_kernel_requests",
+    "clock_user_requests",
+    "multi_event_reads",
+    "read_delay_p50_ms",
+    "read_delay_p99_ms",
+    "read_delay_max_ms",
+];
+
+/// A level's clock cells: empty when it has no clock check.
+fn clock_cells(k: Option<&ClockCheck>) -> [String; 6] {
+    let d = k.and_then(|k| k.read_delay.as_ref());
+    [
+        k.map_or(String::new(), |k| k.kernel_requests.to_string()),
+        k.map_or(String::new(), |k| k.user_requests.to_string()),
+        k.map_or(String::new(), |k| k.multi_event_reads.to_string()),
+        num(d.map(|d| d.p50)),
+        num(d.map(|d| d.p99)),
+        num(d.map(|d| d.max)),
+    ]
+}
 
 /// One row per level. Absent figures are empty cells, never 0.
 pub fn levels(r: &Report) -> String {
@@ -62,6 +86,10 @@ pub fn levels(r: &Report) -> String {
         ]
         .map(String::from),
     );
+    let clock = r.levels.iter().any(|l| l.summary.clock.is_some());
+    if clock {
+        head.extend(CLOCK_COLUMNS.map(String::from));
+    }
     let mut out = head.join(",");
     out.push('\n');
     for l in &r.levels {
@@ -93,6 +121,9 @@ pub fn levels(r: &Report) -> String {
         } else {
             l.slos.iter().filter(|x| !x.pass).count().to_string()
         });
+        if clock {
+            row.extend(clock_cells(l.summary.clock.as_ref()));
+        }
         out.push_str(&row.join(","));
         out.push('\n');
     }

@@ -539,6 +539,7 @@ pub fn render(r: &Report) -> String {
         conventions_table(r, &mut o);
     }
 
+    clock_section(r, &mut o);
     warnings_section(r, &mut o);
 
     o.push_str("<h2>Run</h2>");
@@ -608,6 +609,42 @@ fn slos_section(r: &Report, o: &mut String) {
                 }
             );
         }
+    }
+    o.push_str("</table>");
+}
+
+/// The clock self-check of each level that has one: which clock stamped the chunks,
+/// reads that carried several chunks, and how late the client read them.
+fn clock_section(r: &Report, o: &mut String) {
+    let levels: Vec<_> = r
+        .levels
+        .iter()
+        .filter_map(|l| Some((l, l.summary.clock.as_ref()?)))
+        .collect();
+    if levels.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Clock</h2>");
+    o.push_str(r#"<p class="sub">Which clock stamped the chunks (the kernel's receive time of the socket read, or the client's clock when the read returned), and the client's read delay: how long after the bytes arrived the client read them.</p>"#);
+    o.push_str(r#"<table><tr><th class="l">level</th><th class="l">clock</th><th>kernel</th><th>user</th><th>multi-event reads</th><th>read delay p50</th><th>read delay p99</th><th>read delay max</th></tr>"#);
+    for (l, k) in levels {
+        let clock = if k.kernel_requests > 0 {
+            "kernel receive time"
+        } else {
+            "user clock"
+        };
+        let d = k.read_delay.as_ref();
+        let _ = write!(
+            o,
+            r#"<tr><td class="l">{}</td><td class="l">{clock}</td>{}{}{}{}{}{}</tr>"#,
+            esc(&l.name),
+            td(k.kernel_requests),
+            td(k.user_requests),
+            td(k.multi_event_reads),
+            td(ms_or_dash(d.map(|d| d.p50))),
+            td(ms_or_dash(d.map(|d| d.p99))),
+            td(ms_or_dash(d.map(|d| d.max))),
+        );
     }
     o.push_str("</table>");
 }

@@ -43,6 +43,7 @@ pub fn render(r: &Report) -> String {
         o.push_str(&slos.join("\n"));
         o.push('\n');
     }
+    clock_checks(r, &mut o);
     conventions_details(r, &mut o);
     let warnings: Vec<&String> = r
         .warnings
@@ -88,6 +89,25 @@ fn level_table(r: &Report, o: &mut String) {
                 .map_or("–".into(), |v| format!("{v:.1}")),
             slo
         );
+    }
+}
+
+/// Each level's clock self-check (which clock stamped the chunks, how late the
+/// client read them), as the console's Clock line words it; nothing when no level
+/// has one.
+fn clock_checks(r: &Report, o: &mut String) {
+    let lines: Vec<String> = r
+        .levels
+        .iter()
+        .filter_map(|l| {
+            let k = l.summary.clock.as_ref()?;
+            Some(format!("- {}: {}", l.name, crate::console::clock_line(k)))
+        })
+        .collect();
+    if !lines.is_empty() {
+        o.push_str("\n**Clock**\n\n");
+        o.push_str(&lines.join("\n"));
+        o.push('\n');
     }
 }
 

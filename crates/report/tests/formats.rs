@@ -70,3 +70,97 @@ fn level_csv_leaves_absent_figures_empty() {
     let i = head.iter().position(|h| *h == "itl_p99_ms").unwrap();
     assert_eq!(row[i], "", "no ITL samples: empty, not 0");
 }
+
+/// The full report with a clock self-check on its second level only (kernel stamps,
+/// a few user-clock requests, merged reads, the client's read delay).
+fn with_clock() -> cadence_core::Report {
+    let mut r = common::full_report();
+    r.levels[1].summary.clock = Some(cadence_core::ClockCheck {
+        kernel_requests: 998,
+        user_requests: 2,
+        multi_event_reads: 7,
+        read_delay: common::dist(99_800, [0.4, 0.1, 0.8, 1.2, 9.4, 20.0, 31.0]),
+    });
+    r
+}
+
+#[test]
+fn html_shows_the_clock_check_of_the_levels_that_have_one() {
+    let page = html::render(&with_clock());
+    let at = page.find("<h2>Clock</h2>").expect("a Clock section");
+    let table = &page[at..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr>").count(),
+        2,
+        "a head and one level: {table}"
+    );
+    assert!(
+        table.contains(
+            r#"<td class="l">concurrency=64</td><td class="l">kernel receive time</td><td>998</td><td>2</td><td>7</td><td>100.0 µs</td><td>9.400 ms</td><td>31.00 ms</td>"#
+        ),
+        "{table}"
+    );
+    assert!(!table.contains("concurrency=1<"), "{table}");
+    // A run without the check has no section.
+    assert!(!html::render(&common::full_report()).contains("<h2>Clock</h2>"));
+}
+
+#[test]
+fn markdown_shows_the_clock_line_of_the_levels_that_have_one() {
+    let mut r = with_clock();
+    r.levels[0].summary.clock = Some(cadence_core::ClockCheck {
+        kernel_requests: 0,
+        user_requests: 1,
+        multi_event_reads: 0,
+        read_delay: None,
+    });
+    let md = markdown::render(&r);
+    let at = md.find("\n**Clock**\n\n").expect("a Clock part");
+    let lines: Vec<&str> = md[at..].lines().skip(3).take(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "- concurrency=1: user clock (1 requests)",
+            "- concurrency=64: kernel receive time (998 of 1000 requests); client read delay p50 100.0 µs, p99 9.400 ms, max 31.00 ms; 7 multi-event reads",
+        ]
+    );
+    // Field for field the same without it.
+    let plain = markdown::render(&common::full_report());
+    assert!(!plain.contains("**Clock**"));
+    let mut no_clock = r.clone();
+    for l in &mut no_clock.levels {
+        l.summary.clock = None;
+    }
+    assert_eq!(markdown::render(&no_clock), plain);
+}
+
+#[test]
+fn level_csv_has_clock_columns_only_when_a_level_has_a_check() {
+    let plain = csv::levels(&common::full_report());
+    assert!(plain.lines().next().unwrap().ends_with(",slos_failed"));
+    assert!(!plain.contains("read_delay"));
+
+    let text = csv::levels(&with_clock());
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    let head = &rows[0];
+    let n = head.len();
+    assert_eq!(
+        head[n - 6..],
+        [
+            "clock_kernel_requests",
+            "clock_user_requests",
+            "multi_event_reads",
+            "read_delay_p50_ms",
+            "read_delay_p99_ms",
+            "read_delay_max_ms"
+        ]
+    );
+    // The level without a check: empty cells, never 0.
+    assert_eq!(rows[1][n - 6..], ["", "", "", "", "", ""]);
+    assert_eq!(rows[2][n - 6..], ["998", "2", "7", "0.1", "9.4", "31"]);
+    // The columns before them are the plain table's.
+    for (plain_row, row) in plain.lines().zip(text.lines()) {
+        assert!(row.starts_with(plain_row), "{row}");
+    }
+}

@@ -99,6 +99,10 @@ impl Replay {
         }
         self.recorder.finish(true);
         if self.reset {
+            // hyper drops the bytes it buffered in the poll that meets a body error:
+            // one pending poll first makes it flush the chunks already sent (a late
+            // wake-up would otherwise lose them with the reset).
+            tokio::task::yield_now().await;
             let e = io::Error::new(
                 io::ErrorKind::ConnectionReset,
                 "cadence-sim: simulated reset",

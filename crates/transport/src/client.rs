@@ -27,6 +27,9 @@ pub struct HyperClient {
     /// The lean HTTP/1.1 client for `http://` (none when speaking HTTP/2 only).
     h1: Option<crate::h1::Pool>,
     http2: bool,
+    /// The clock its connections stamp reads with, for sockets opened beside it
+    /// (the WebSocket path).
+    timestamps: Timestamps,
 }
 
 impl HyperClient {
@@ -53,6 +56,11 @@ impl HyperClient {
     /// Whether it speaks HTTP/2 only (`--http2`).
     pub fn is_http2(&self) -> bool {
         self.http2
+    }
+
+    /// The clock its reads are stamped with (`--timestamps`).
+    pub fn timestamps(&self) -> Timestamps {
+        self.timestamps
     }
 
     /// Sends on a connection opened for this request alone.
@@ -116,6 +124,7 @@ pub fn build_with(config: &ClientConfig, timestamps: Timestamps) -> HyperClient 
             crate::h1::Pool::with_timestamps(config.pool_size, config.connect_timeout, timestamps)
         }),
         http2: config.http2,
+        timestamps,
     }
 }
 

@@ -459,8 +459,12 @@ struct Choices<'a> {
 /// `tool_calls[]` folded into their concatenated name/argument text.
 struct ToolCalls<'a>(Option<Cow<'a, str>>);
 
+/// A top-level `error` as every dialect reads it: a string, or an object whose
+/// `message` (else `type`) names it; the typed dialects share it.
+#[derive(Default)]
 enum ErrorField<'a> {
-    /// `null` or `false`: no error.
+    /// Absent, `null` or `false`: no error.
+    #[default]
     Absent,
     Message(Cow<'a, str>),
     /// An error without a usable message: the whole data is the message.
@@ -692,10 +696,10 @@ impl<'de: 'a, 'a> Visitor<'de> for ErrorVisitor<'a> {
         f.write_str("an error")
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(ErrorField::Message(Cow::Borrowed(v)))
+        Ok(named(Some(Cow::Borrowed(v))))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(ErrorField::Message(Cow::Owned(v.to_owned())))
+        Ok(named(Some(Cow::Owned(v.to_owned()))))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let obj = ErrorObj::deserialize(de::value::MapAccessDeserializer::new(map))?;
@@ -703,8 +707,8 @@ impl<'de: 'a, 'a> Visitor<'de> for ErrorVisitor<'a> {
             .message
             .and_then(|m| m.0)
             .filter(|m| !m.is_empty())
-            .or_else(|| obj.kind.and_then(|k| k.0).filter(|k| !k.is_empty()));
-        Ok(message.map_or(ErrorField::Unnamed, ErrorField::Message))
+            .or_else(|| obj.kind.and_then(|k| k.0));
+        Ok(named(message))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -731,6 +735,14 @@ impl<'de: 'a, 'a> Visitor<'de> for ErrorVisitor<'a> {
     }
     fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
         Ok(ErrorField::Unnamed)
+    }
+}
+
+/// An error named by `message` when it is a non-empty string, else unnamed.
+fn named(message: Option<Cow<'_, str>>) -> ErrorField<'_> {
+    match message.filter(|m| !m.is_empty()) {
+        Some(m) => ErrorField::Message(m),
+        None => ErrorField::Unnamed,
     }
 }
 
@@ -886,6 +898,36 @@ mod tests {
             parse_data(Api::Chat, r#"{"choices":[],"error":null}"#),
             StreamEvent::Chunk(_)
         ));
+    }
+
+    #[test]
+    fn every_dialect_names_a_top_level_error_alike() {
+        let cases = [
+            (r#"{"error":{"message":"boom","type":"x"}}"#, "boom"),
+            (
+                r#"{"error":{"message":"","type":"overloaded"}}"#,
+                "overloaded",
+            ),
+            (r#"{"error":{"type":"overloaded"}}"#, "overloaded"),
+            (r#"{"error":"plain"}"#, "plain"),
+            // Nothing names it: the whole event is the message.
+            (r#"{"error":""}"#, r#"{"error":""}"#),
+            (r#"{"error":{"code":500}}"#, r#"{"error":{"code":500}}"#),
+        ];
+        for api in [
+            Api::Chat,
+            Api::Completions,
+            Api::Ollama,
+            Api::Generate,
+            Api::Llamacpp,
+        ] {
+            for (data, want) in cases {
+                match parse_data(api, data) {
+                    StreamEvent::Error { message } => assert_eq!(message, want, "{api:?} {data}"),
+                    other => panic!("{api:?} {data}: {other:?}"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -216,7 +216,8 @@ impl StreamTracker {
     ///
     /// Outcome: a failure decided while feeding (error object, oversized event, strict
     /// malformed) stays; else `[DONE]` seen → `Succeeded`; else a finish reason seen →
-    /// `Succeeded` with `no_done_marker`; else `Truncated`, with a plain-words
+    /// `Succeeded` (with `no_done_marker` on SSE, the only framing with a `[DONE]`);
+    /// else `Truncated`, with a plain-words
     /// `rec.error` when none was set. A caller that ends the stream itself (idle or
     /// total timeout, deadline) sets its own outcome after this call.
     pub fn finish(&mut self, t_ns: u64, rec: &mut RequestRecord) {
@@ -241,7 +242,9 @@ impl StreamTracker {
             None if self.st.done => Outcome::Succeeded,
             None if self.config.api.ends_at_eof() && self.st.saw_item => Outcome::Succeeded,
             None if self.st.finish_reason_seen => {
-                rec.counters.no_done_marker = true;
+                // `[DONE]` is an SSE convention: newline-delimited JSON (and a whole
+                // `application/json` answer, read the same way) never carries one.
+                rec.counters.no_done_marker = self.config.framing == Framing::Sse;
                 Outcome::Succeeded
             }
             None => {

@@ -2,7 +2,9 @@
 //! its headers intact, then bytes are relayed both ways unchanged while a frame reader
 //! follows a copy of each read. Each response (from the client's `response.create`, or
 //! the server's `response.created` when the server started it, to its `response.done`,
-//! error or cut) becomes one record, timed and measured as an HTTP stream is.
+//! error or cut) becomes one record, timed and measured as an HTTP stream is: a
+//! message's time is the kernel's receive time of the upstream read that completed it
+//! when the connection keeps one, else the proxy's clock when that read returned.
 
 use super::{own_response, proxy_info, relay, secrets_of, send, upstream_request, upstream_uri};
 use super::{Job, ProxyBody};
@@ -12,6 +14,7 @@ use crate::ws_frames::{FrameError, FrameReader, Message, Side};
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RequestRecord};
+use cadence_transport::{RxStamps, Stamper};
 use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, MAX_EVENT_BYTES};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -80,7 +83,9 @@ pub(super) async fn handle(shared: Arc<Shared>, mut req: Request<Incoming>) -> R
     let mut answer = Response::new(ProxyBody::Full(None));
     *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *answer.headers_mut() = response.headers().clone();
-    let session = Session::new(&shared, job, labels);
+    // The upgraded connection is the same socket: its reads keep being stamped.
+    let stamps = response.extensions().get::<RxStamps>().cloned();
+    let session = Session::new(&shared, job, labels, stamps);
     tokio::spawn(session.run(client_upgrade, upstream_upgrade));
     answer
 }
@@ -109,7 +114,16 @@ enum Ending {
 struct Open {
     rec: RequestRecord,
     tracker: StreamTracker,
+    stamper: Stamper,
     _active: ActiveGuard,
+}
+
+/// One read from the upstream: when it returned, on the proxy's clock.
+#[derive(Debug, Clone, Copy)]
+struct ReadAt {
+    user: tokio::time::Instant,
+    /// `user` in ns on the run clock.
+    t: u64,
 }
 
 /// One WebSocket connection's measurement: the responses on it, one record each.
@@ -126,6 +140,8 @@ struct Session {
     line: Vec<u8>,
     /// The frame reader gave up: the rest is relayed unmeasured.
     blind: bool,
+    /// The upstream connection's kernel receive stamps, when it keeps them.
+    stamps: Option<RxStamps>,
     /// Shutdown waits for this to drop (every record handed over first).
     _in_flight: Option<tokio::sync::mpsc::Sender<()>>,
 }
@@ -140,7 +156,12 @@ struct FromClient {
 }
 
 impl Session {
-    fn new(shared: &Arc<Shared>, job: Job, labels: StreamLabels) -> Session {
+    fn new(
+        shared: &Arc<Shared>,
+        job: Job,
+        labels: StreamLabels,
+        stamps: Option<RxStamps>,
+    ) -> Session {
         let measured = job.measured;
         if !measured {
             shared.metrics.unmeasured();
@@ -158,6 +179,7 @@ impl Session {
             responses: 0,
             line: Vec::new(),
             blind: false,
+            stamps,
             _in_flight: in_flight,
         }
     }
@@ -273,13 +295,15 @@ impl Session {
                 }
             };
             // Timestamp first: nothing may sit between the read and the clock.
-            let t = clock.now_ns();
+            let user = tokio::time::Instant::now();
+            let t = clock.ns_at(user);
             last_read = t;
             if cw.write_all(&buf[..n]).await.is_err() {
                 return Ending::Client;
             }
             if !self.blind {
-                let res = reader.feed(&buf[..n], &mut |m| self.on_message(t, m, from_client));
+                let read = ReadAt { user, t };
+                let res = reader.feed(&buf[..n], &mut |m| self.on_message(read, m, from_client));
                 if let Err(e) = res {
                     self.unreadable(t, &e);
                 }
@@ -313,8 +337,9 @@ impl Session {
         self.end_open(now, Some((outcome, format!("{what} for {idle:?}"))));
     }
 
-    /// One message from the upstream, read at `t`.
-    fn on_message(&mut self, t: u64, m: Message<'_>, from_client: &FromClient) {
+    /// One message from the upstream, completed by the read `read`.
+    fn on_message(&mut self, read: ReadAt, m: Message<'_>, from_client: &FromClient) {
+        let t = read.t;
         let payload = match m {
             Message::Text(p) | Message::Binary(p) => p,
             Message::Close => {
@@ -333,7 +358,8 @@ impl Session {
             if event_type(payload).as_deref() != Some("response.created") {
                 return; // session events, or a response this proxy is not measuring
             }
-            self.open(t);
+            // The server started it when `response.created` reached the proxy.
+            self.open(self.arrival(t));
         }
         // One message is one event: a line for the NDJSON decoder (a raw newline can
         // only be whitespace between JSON tokens).
@@ -344,10 +370,27 @@ impl Session {
         }));
         self.line.push(b'\n');
         let Some(o) = self.open.as_mut() else { return };
-        let flow = o.tracker.feed(t, &self.line, &mut o.rec);
+        // The message was completed by the latest read: an empty slice lies in no
+        // read's bytes, so the stamper takes that read's kernel receive time.
+        let clock = &self.shared.clock;
+        let ft = o.stamper.frame_time(clock, read.user, &[], &o.rec);
+        let before = o.rec.chunks.len();
+        let flow = o.tracker.feed(ft.t_ns, &self.line, &mut o.rec);
+        o.stamper.after_feed(ft, before, &mut o.rec);
         if flow == Flow::Stop || o.tracker.is_done() {
-            self.end_open(t, None);
+            self.end_open(ft.t_ns, None);
         }
+    }
+
+    /// When the latest upstream read's bytes reached the proxy: the kernel's receive
+    /// time when the connection keeps one (never after `t`, the read's own time),
+    /// else `t`.
+    fn arrival(&self, t: u64) -> u64 {
+        self.stamps
+            .as_ref()
+            .filter(|s| s.enabled())
+            .and_then(|s| s.stamp_for(&[]))
+            .map_or(t, |s| self.shared.clock.ns_at(s.arrived).min(t))
     }
 
     /// Opens a record for the oldest unanswered `response.create`, if there is one.
@@ -382,7 +425,9 @@ impl Session {
         rec.sent_ns = Some(sent);
         rec.headers_ns = Some(sent);
         rec.http_status = Some(101);
+        let stamper = Stamper::new(self.stamps.as_ref(), &mut rec);
         self.open = Some(Open {
+            stamper,
             rec,
             tracker: StreamTracker::new(TrackerConfig {
                 api: cadence_wire::Api::Websocket,

@@ -10,7 +10,7 @@
 //! has no reading for is malformed. A whole (non-streamed) answer reads as one event
 //! carrying all the text and the end.
 
-use super::{append, Api, LooseStr, ParsedChunk, StreamEvent, Usage};
+use super::{append, Api, ErrorField, LooseStr, ParsedChunk, StreamEvent, Usage};
 use cadence_core::ServerTiming;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -744,18 +744,6 @@ struct Len(Option<u32>);
 #[derive(Default)]
 struct FinishReason<'a>(Option<Cow<'a, str>>);
 
-/// A top-level `error`: a string, or an object with a `message`.
-#[derive(Default)]
-enum ErrorField<'a> {
-    /// Absent, `null` or `false`.
-    #[default]
-    Absent,
-    /// A non-empty message.
-    Message(Cow<'a, str>),
-    /// An error without a usable message: the whole event is the message.
-    Unnamed,
-}
-
 impl<'a> ErrorField<'a> {
     /// The error event, if there is an error.
     fn event(&self, data: &'a str) -> Option<StreamEvent<'a>> {
@@ -992,59 +980,6 @@ impl<'de: 'a, 'a> Visitor<'de> for FinishVisitor<'a> {
 impl<'de: 'a, 'a> Deserialize<'de> for FinishReason<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(FinishVisitor(PhantomData))
-    }
-}
-
-struct ErrorVisitor<'a>(PhantomData<&'a ()>);
-
-impl<'de: 'a, 'a> Visitor<'de> for ErrorVisitor<'a> {
-    type Value = ErrorField<'a>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(ErrorField::Absent)
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(if v {
-            ErrorField::Unnamed
-        } else {
-            ErrorField::Absent
-        })
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(ErrorField::Unnamed)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(ErrorField::Unnamed)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(ErrorField::Unnamed)
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(named(Some(Cow::Borrowed(v))))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(named(Some(Cow::Owned(v.to_owned()))))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        let m = Message::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(named(m.message.text()))
-    }
-    seqs_to!(ErrorField::Unnamed);
-}
-
-/// An error with `message` (when it is a non-empty string), else unnamed.
-fn named(message: Option<Cow<'_, str>>) -> ErrorField<'_> {
-    match message.filter(|m| !m.is_empty()) {
-        Some(m) => ErrorField::Message(m),
-        None => ErrorField::Unnamed,
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for ErrorField<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ErrorVisitor(PhantomData))
     }
 }
 

@@ -67,7 +67,8 @@ fn usage(prompt: Option<u64>, completion: Option<u64>) -> Option<Usage> {
     })
 }
 
-/// A top-level `error` (a string, or an object with a `message`): the error event.
+/// A top-level `error` (a string, or an object with a `message`, else a `type`): the
+/// error event.
 fn top_error(v: &Value, data: &str) -> Option<StreamEvent<'static>> {
     match v.get("error")? {
         Value::Null | Value::Bool(false) => None,
@@ -75,6 +76,8 @@ fn top_error(v: &Value, data: &str) -> Option<StreamEvent<'static>> {
         e => Some(error(
             e.get("message")
                 .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .or_else(|| e.get("type").and_then(Value::as_str))
                 .filter(|m| !m.is_empty())
                 .unwrap_or(data)
                 .to_owned(),
