@@ -9,7 +9,7 @@ use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::{
     classify_client_error, classify_h1_error, error_chain, send_resending_if_stale,
 };
-use cadence_transport::{Clock, HyperClient, RxStamps, Stamper};
+use cadence_transport::{Clock, HyperClient, RxStamp, RxStamps, Stamper};
 use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
@@ -252,18 +252,22 @@ pub async fn execute(
     .await
 }
 
-/// A response body as the read loop sees it: the bytes of each read, and when the read
-/// returned (taken before any parsing); `None` at the end, an error chain when the
-/// connection failed.
+/// One read as the read loop sees it: when it returned (taken before any parsing), the
+/// kernel's stamp of the socket read that carried it when known, and its bytes.
+type Read<'a> = (Instant, Option<RxStamp>, &'a [u8]);
+
+/// A response body as the read loop sees it: each read; `None` at the end, an error
+/// chain when the connection failed.
 trait Reads {
-    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>>;
+    async fn next(&mut self) -> Option<Result<Read<'_>, String>>;
     /// The connection's kernel receive stamps, when it keeps them.
     fn stamps(&self) -> Option<RxStamps>;
 }
 
 impl Reads for cadence_transport::h1::Body {
-    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>> {
-        Some(self.read().await?.map_err(|e| error_chain(&e)))
+    /// Each read is decoded before the next, so its stamp is the connection's latest.
+    async fn next(&mut self) -> Option<Result<Read<'_>, String>> {
+        Some(self.read_stamped().await?.map_err(|e| error_chain(&e)))
     }
 
     fn stamps(&self) -> Option<RxStamps> {
@@ -279,7 +283,7 @@ struct HyperReads {
 }
 
 impl Reads for HyperReads {
-    async fn next(&mut self) -> Option<Result<(Instant, &[u8]), String>> {
+    async fn next(&mut self) -> Option<Result<Read<'_>, String>> {
         loop {
             let frame = self.body.frame().await;
             // Timestamp first: nothing may sit between the read and the clock.
@@ -288,7 +292,9 @@ impl Reads for HyperReads {
                 Ok(frame) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => {
                         self.last = data;
-                        return Some(Ok((now, &self.last)));
+                        // The frame's own read, found by the address of its bytes.
+                        let stamp = self.stamps.as_ref().and_then(|s| s.stamp_for(&self.last));
+                        return Some(Ok((now, stamp, &self.last)));
                     }
                     _ => {}
                 },
@@ -482,10 +488,10 @@ async fn read_stream(
             biased;
             read = body.next() => {
                 match read {
-                    Some(Ok((now, data))) => {
+                    Some(Ok((now, stamp, data))) => {
                         last_read = now;
                         // The kernel's receive time of this read, when known.
-                        let ft = stamper.frame_time(cx.clock, now, data, rec);
+                        let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
                         let before = rec.chunks.len();
                         let flow = tracker.feed(ft.t_ns, data, rec);
                         stamper.after_feed(ft, before, rec);
@@ -609,7 +615,7 @@ async fn read_prefix(mut body: impl Reads, limit: usize, deadline: Instant) -> S
     let read = async {
         while buf.len() < limit {
             match body.next().await {
-                Some(Ok((_, data))) => buf.extend_from_slice(data),
+                Some(Ok((_, _, data))) => buf.extend_from_slice(data),
                 _ => break,
             }
         }

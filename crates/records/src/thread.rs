@@ -95,13 +95,30 @@ impl<S: Sinks> RecordThread<S> {
     }
 }
 
-/// Hands every record to the sinks until the last sender is gone; pauses for `idle`
-/// at most every [`FLUSH_EVERY`] while records keep coming, and soon after they stop.
+/// While records keep coming, the thread looks at the channel once per this pause and
+/// takes everything queued, rather than sleeping on the channel: a sender then finds no
+/// receiver waiting and wakes nobody. Sleeping on it, every finished request woke the
+/// thread (a `futex` call by the request's runtime worker, ~1,500 a second at 1,000
+/// streams and 10 ms ITL). A pause that finds nothing sends the thread back to waiting
+/// on the channel, so an idle run costs no wake-ups either.
+pub const BATCH_PAUSE: Duration = Duration::from_millis(10);
+
+/// Hands every record to the sinks, in the order sent, until the last sender is gone
+/// and the channel is empty; pauses for `idle` at most every [`FLUSH_EVERY`] while
+/// records keep coming, and soon after they stop.
 fn serve<S: Sinks>(sinks: &mut S, rx: mpsc::Receiver<Msg<S>>) {
     let mut last_idle = Instant::now();
     let mut dirty = false;
+    let mut batching = false;
     loop {
-        let msg = if dirty {
+        let first = if batching {
+            std::thread::sleep(BATCH_PAUSE);
+            match rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            }
+        } else if dirty {
             let wait = (last_idle + FLUSH_EVERY).saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
                 Ok(m) => Some(m),
@@ -114,13 +131,18 @@ fn serve<S: Sinks>(sinks: &mut S, rx: mpsc::Receiver<Msg<S>>) {
                 Err(_) => break,
             }
         };
-        match msg {
-            Some(Msg::Record(rec)) => sinks.accept(&rec),
-            Some(Msg::With(f)) => f(sinks),
-            None => {}
+        batching = first.is_some();
+        if let Some(m) = first {
+            // This message and everything queued behind it, in order.
+            for m in std::iter::once(m).chain(rx.try_iter()) {
+                match m {
+                    Msg::Record(rec) => sinks.accept(&rec),
+                    Msg::With(f) => f(sinks),
+                }
+            }
+            dirty = true;
         }
-        dirty = true;
-        if last_idle.elapsed() >= FLUSH_EVERY {
+        if dirty && last_idle.elapsed() >= FLUSH_EVERY {
             sinks.idle();
             last_idle = Instant::now();
             dirty = false;
@@ -132,5 +154,61 @@ fn serve<S: Sinks>(sinks: &mut S, rx: mpsc::Receiver<Msg<S>>) {
 impl Sinks for RecordsWriter {
     fn idle(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::Outcome;
+
+    /// Keeps the indexes it was handed, and counts its `idle` calls.
+    #[derive(Default)]
+    struct Seen {
+        indexes: Vec<u64>,
+        idles: usize,
+    }
+
+    impl RecordSink for Seen {
+        fn accept(&mut self, record: &RequestRecord) {
+            self.indexes.push(record.index);
+        }
+    }
+
+    impl Sinks for Seen {
+        fn idle(&mut self) {
+            self.idles += 1;
+        }
+    }
+
+    #[test]
+    fn every_record_arrives_in_order_from_batches_and_after_the_senders_are_gone() {
+        let (tx, thread) = RecordThread::start(Seen::default()).unwrap();
+        let senders: Vec<_> = (0..4).map(|_| tx.clone()).collect();
+        // A burst from several senders (taken as batches), then a lull long enough for
+        // the thread to go back to waiting on the channel, then more.
+        for i in 0..1_000u64 {
+            senders[(i % 4) as usize].send(RequestRecord::new(i, Outcome::Succeeded));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let seen = rt.block_on(tx.query(|s: &mut Seen| s.indexes.len()));
+        assert_eq!(
+            seen,
+            Some(1_000),
+            "a query sees every record sent before it"
+        );
+        std::thread::sleep(BATCH_PAUSE * 3);
+        for i in 1_000..1_010u64 {
+            tx.send(RequestRecord::new(i, Outcome::Succeeded));
+        }
+        // The last records go with the senders dropped at once (a run ending, Ctrl-C):
+        // still handed over, none lost.
+        drop(senders);
+        drop(tx);
+        let seen = thread.finish().unwrap();
+        assert_eq!(seen.indexes, (0..1_010).collect::<Vec<_>>());
+        assert!(seen.idles >= 1, "the sinks are flushed at the end");
     }
 }

@@ -52,15 +52,27 @@ impl Stamper {
         bytes: &[u8],
         rec: &RequestRecord,
     ) -> FrameTime {
+        let stamp = self.stamps.as_ref().and_then(|s| s.stamp_for(bytes));
+        self.frame_time_of(clock, user, stamp, rec)
+    }
+
+    /// The time of a frame whose socket read's stamp the caller already has (`stamp`,
+    /// from [`RxStamps::stamp_for`] or a reader that knows its read), read at `user`.
+    pub fn frame_time_of(
+        &self,
+        clock: &Clock,
+        user: Instant,
+        stamp: Option<crate::RxStamp>,
+        rec: &RequestRecord,
+    ) -> FrameTime {
         let user_ns = clock.ns_at(user);
-        let Some(stamps) = &self.stamps else {
+        if self.stamps.is_none() {
             return FrameTime {
                 t_ns: user_ns,
                 delay_ns: None,
                 read: None,
             };
-        };
-        let stamp = stamps.stamp_for(bytes);
+        }
         let floor = rec
             .chunks
             .last()

@@ -5,7 +5,7 @@
 //! costs more CPU per chunk than everything else the load generator does (BENCHMARKS,
 //! "CPU per chunk"). HTTP/2 and TLS stay on hyper ([`crate::client`]).
 
-use crate::rxstamp::{RxStamps, StampedTcp, Timestamps};
+use crate::rxstamp::{RxStamp, RxStamps, StampedTcp, Timestamps};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::Full;
@@ -153,17 +153,9 @@ struct Conn {
 }
 
 impl Conn {
-    /// Whether an idle connection still looks open: a read that would block. A closed
-    /// one reads EOF; one with bytes nobody asked for is not reusable either. Registers
-    /// no waker of any task.
+    /// Whether an idle connection still looks open (see [`StampedTcp::idle_looks_open`]).
     fn looks_open(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        let mut rb = ReadBuf::new(&mut byte);
-        let mut cx = Context::from_waker(Waker::noop());
-        matches!(
-            Pin::new(&mut self.io).poll_read(&mut cx, &mut rb),
-            Poll::Pending
-        )
+        self.io.idle_looks_open()
     }
 }
 
@@ -548,6 +540,14 @@ impl Body {
     /// returned, taken before any decoding; `None` at the end of the body. A read that
     /// carried only framing gives nothing and is not reported.
     pub async fn read(&mut self) -> Option<Result<(Instant, &[u8]), H1Error>> {
+        Some(self.read_stamped().await?.map(|(t, _, data)| (t, data)))
+    }
+
+    /// As [`Body::read`], with the kernel's stamp of the socket read the bytes came
+    /// from (the latest read: each read is decoded before the next), when it had one.
+    pub async fn read_stamped(
+        &mut self,
+    ) -> Option<Result<(Instant, Option<RxStamp>, &[u8]), H1Error>> {
         loop {
             let conn = self.conn.as_mut()?;
             let t = match self.leftover.take() {
@@ -591,7 +591,7 @@ impl Body {
             };
             conn.consume(used);
             if !self.out.is_empty() {
-                return Some(Ok((t, &self.out)));
+                return Some(Ok((t, conn.io.latest_stamp(), &self.out)));
             }
         }
     }

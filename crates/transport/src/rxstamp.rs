@@ -161,8 +161,15 @@ pub fn realtime_to_monotonic(
 pub struct StampedTcp {
     tcp: TcpStream,
     stamps: RxStamps,
-    scratch: Box<[u8]>,
+    /// Whether the socket took `SO_TIMESTAMPNS` (else it reads as a plain stream).
+    enabled: bool,
+    /// For callers whose buffer is not initialized (hyper's): made on first need.
+    scratch: Vec<u8>,
     cmsg: Vec<u8>,
+    /// The latest read with bytes: its number and stamp, for a reader that hands each
+    /// read's bytes over at once (no lookup in the shared handle needed).
+    latest: Option<RxStamp>,
+    reads: u64,
 }
 
 impl StampedTcp {
@@ -177,13 +184,28 @@ impl StampedTcp {
         StampedTcp {
             tcp,
             stamps,
-            scratch: if enabled {
-                vec![0; SCRATCH].into_boxed_slice()
-            } else {
-                Box::default()
-            },
+            enabled,
+            scratch: Vec::new(),
             cmsg: sys::cmsg_buffer(),
+            latest: None,
+            reads: 0,
         }
+    }
+
+    /// The stamp of the latest read that carried bytes (`exact: false`: it says nothing
+    /// of which bytes), or `None` before one or when it had no stamp. What a reader
+    /// that decodes each read before the next one gives its bytes, without the lookup
+    /// of [`RxStamps::stamp_for`].
+    pub fn latest_stamp(&self) -> Option<RxStamp> {
+        self.latest
+    }
+
+    /// Whether an idle connection still looks open: a peek that would block. A closed
+    /// one reads EOF; one with bytes nobody asked for is not reusable either. Asks the
+    /// socket itself, not the runtime's readiness (cleared after a draining read, so it
+    /// may not have seen the server's FIN yet), and takes no byte.
+    pub fn idle_looks_open(&self) -> bool {
+        sys::peek_would_block(&self.tcp)
     }
 
     /// The handle the request side reads stamps through.
@@ -191,22 +213,47 @@ impl StampedTcp {
         self.stamps.clone()
     }
 
-    /// Reads with `recvmsg` into the scratch buffer, then into `buf`; records where.
+    /// Reads with `recvmsg` into `buf` (through the scratch buffer when `buf`'s free
+    /// part is not initialized); records where the bytes went and their stamp.
     fn poll_read_stamped(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let want = buf.remaining().min(self.scratch.len());
+        let filled = buf.filled().len();
+        let want = buf.remaining().min(SCRATCH);
         if want == 0 {
             return Poll::Ready(Ok(()));
         }
+        // Straight into the caller's buffer when that part of it is initialized (the
+        // lean client's is): no copy.
+        let direct = buf.initialized().len() >= filled + want;
+        if !direct && self.scratch.len() < want {
+            self.scratch = vec![0; SCRATCH];
+        }
         loop {
             std::task::ready!(self.tcp.poll_read_ready(cx))?;
-            let (scratch, cmsg, tcp) = (&mut self.scratch[..want], &mut self.cmsg, &self.tcp);
-            match tcp.try_io(tokio::io::Interest::READABLE, || {
-                sys::recv_stamped(tcp, scratch, cmsg)
-            }) {
+            let (cmsg, tcp) = (&mut self.cmsg, &self.tcp);
+            let dst = if direct {
+                &mut buf.initialized_mut()[filled..filled + want]
+            } else {
+                &mut self.scratch[..want]
+            };
+            // A read that filled less than it asked for emptied the receive queue (the
+            // socket is edge-triggered): its readiness is cleared as tokio's own
+            // `TcpStream` does, by answering `WouldBlock` to `try_io` with the bytes
+            // kept aside, so the next read waits for the next event instead of making
+            // a `recvmsg` that can only say EAGAIN.
+            let mut drained = None;
+            let read = tcp.try_io(tokio::io::Interest::READABLE, || {
+                let (n, stamp) = sys::recv_stamped(tcp, dst, cmsg)?;
+                if n > 0 && n < want {
+                    drained = Some((n, stamp));
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok((n, stamp))
+            });
+            match drained.map_or(read, Ok) {
                 Ok((n, stamp)) => {
                     let arrived = stamp.and_then(|s| {
                         let real = std::time::SystemTime::now()
@@ -214,11 +261,20 @@ impl StampedTcp {
                             .ok()?;
                         realtime_to_monotonic(s, real, Instant::now())
                     });
-                    let before = buf.filled().len();
-                    buf.put_slice(&self.scratch[..n]);
-                    let start = buf.filled()[before..].as_ptr() as usize;
+                    if direct {
+                        buf.advance(n);
+                    } else {
+                        buf.put_slice(&self.scratch[..n]);
+                    }
                     if n > 0 {
+                        let start = buf.filled()[filled..].as_ptr() as usize;
                         self.stamps.record(start, n, arrived);
+                        self.reads += 1;
+                        self.latest = arrived.map(|arrived| RxStamp {
+                            read: self.reads,
+                            arrived,
+                            exact: false,
+                        });
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -236,7 +292,7 @@ impl AsyncRead for StampedTcp {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.scratch.is_empty() {
+        if !this.enabled {
             return Pin::new(&mut this.tcp).poll_read(cx, buf);
         }
         this.poll_read_stamped(cx, buf)
@@ -334,6 +390,19 @@ mod sys {
         nix::cmsg_space!(nix::sys::time::TimeSpec)
     }
 
+    /// A one-byte `MSG_PEEK` that would block: nothing to read and no EOF.
+    pub(super) fn peek_would_block(tcp: &TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            nix::sys::socket::recv(
+                tcp.as_raw_fd(),
+                &mut byte,
+                MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+            ),
+            Err(nix::errno::Errno::EAGAIN)
+        )
+    }
+
     /// One `recvmsg`: the bytes read and the realtime stamp of the last segment they
     /// came from, when the kernel attached one.
     pub(super) fn recv_stamped(
@@ -377,6 +446,11 @@ mod sys {
 
     pub(super) fn cmsg_buffer() -> Vec<u8> {
         Vec::new()
+    }
+
+    pub(super) fn peek_would_block(tcp: &TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
     pub(super) fn recv_stamped(
@@ -449,6 +523,108 @@ mod tests {
         assert_eq!((s.read, s.arrived, s.exact), (4, c, false));
         // The newest read over the same address wins (the buffer was reused).
         assert_eq!(stamps.stamp_for(&buf[0..1]).unwrap().read, 4);
+    }
+
+    /// A connected pair on 127.0.0.1: the server's end and the client's stamped end.
+    async fn pair() -> (TcpStream, StampedTcp) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (
+            server.unwrap().0,
+            StampedTcp::new(client.unwrap(), Timestamps::Kernel),
+        )
+    }
+
+    /// A read that emptied the socket clears its readiness (no `recvmsg` that can only
+    /// say EAGAIN); the next event still wakes the reader and is read with its stamp.
+    #[tokio::test]
+    async fn a_draining_read_waits_for_the_next_event_and_misses_none() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut server, mut client) = pair().await;
+        let mut buf = [0u8; 64];
+        for event in [&b"data: a\n\n"[..], b"data: bb\n\n", b"data: ccc\n\n"] {
+            server.write_all(event).await.unwrap();
+            let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
+                .await
+                .expect("the event wakes the reader")
+                .unwrap();
+            assert_eq!(&buf[..n], event, "one short read took the whole event");
+            // Drained: the next poll waits instead of reading.
+            let mut rb = ReadBuf::new(&mut buf);
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            assert!(Pin::new(&mut client)
+                .poll_read(&mut cx, &mut rb)
+                .is_pending());
+        }
+        // A kernel may leave the first segments after the option is turned on
+        // unstamped (it enables stamping asynchronously): checked only when stamped.
+        let latest = client.stamps().stamp_for(b"x");
+        if let Some(s) = latest {
+            assert_eq!(s.read, 3, "three reads, one per event");
+        }
+        assert_eq!(
+            client.latest_stamp(),
+            latest,
+            "the latest read, without the lookup"
+        );
+        drop(server);
+        let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 0, "EOF after the server closed");
+    }
+
+    /// A caller whose buffer is not initialized (hyper's) is served through the
+    /// scratch buffer, and its bytes are still found in their read by address.
+    #[tokio::test]
+    async fn an_uninitialized_buffer_reads_through_the_scratch_buffer() {
+        use std::mem::MaybeUninit;
+        use tokio::io::AsyncWriteExt;
+        let (mut server, mut client) = pair().await;
+        server.write_all(b"hello").await.unwrap();
+        let mut storage = [MaybeUninit::<u8>::uninit(); 32];
+        let mut rb = ReadBuf::uninit(&mut storage);
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            std::future::poll_fn(|cx| Pin::new(&mut client).poll_read(cx, &mut rb)),
+        )
+        .await
+        .expect("the bytes wake the reader")
+        .unwrap();
+        assert_eq!(rb.filled(), b"hello");
+        if let Some(s) = client.stamps().stamp_for(&rb.filled()[1..]) {
+            assert!(s.exact, "found by address in the caller's buffer");
+            assert_eq!(s.read, 1);
+        }
+    }
+
+    /// An idle connection looks open until the server closes it or sends bytes nobody
+    /// asked for, whatever the runtime's readiness says, and the peek takes no byte.
+    #[tokio::test]
+    async fn an_idle_connection_is_judged_by_the_socket_itself() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut server, mut client) = pair().await;
+        assert!(client.idle_looks_open());
+        server.write_all(b"x").await.unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while client.idle_looks_open() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!client.idle_looks_open(), "unasked bytes: not reusable");
+        let mut b = [0u8; 1];
+        assert_eq!(
+            client.read(&mut b).await.unwrap(),
+            1,
+            "the peek left the byte"
+        );
+        assert!(client.idle_looks_open());
+        drop(server);
+        while client.idle_looks_open() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!client.idle_looks_open(), "closed by the server");
     }
 
     #[test]
