@@ -344,6 +344,7 @@ async fn read_response(
     }
 
     let text = read_stream(cx, body, stamper, framing, cancel, rec, deadlines).await;
+    rec.head_no_later_than_first_chunk();
     if let Some(e) = rec.error.take() {
         rec.error = Some(cx.redactor.redact(&e));
     }

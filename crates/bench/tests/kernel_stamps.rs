@@ -28,6 +28,11 @@ fn content(t: &str) -> String {
 /// A server thread answering each connection with the response headers at once, then
 /// one event at each offset (from when the request arrived), then `[DONE]`.
 fn server(offsets_ms: Vec<u64>) -> SocketAddr {
+    server_with_head(0, offsets_ms)
+}
+
+/// [`server`], with the response headers written `head_ms` after the request arrived.
+fn server_with_head(head_ms: u64, offsets_ms: Vec<u64>) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -47,6 +52,7 @@ fn server(offsets_ms: Vec<u64>) -> SocketAddr {
                     got.extend_from_slice(&buf[..n]);
                 }
                 let t0 = std::time::Instant::now();
+                std::thread::sleep(Duration::from_millis(head_ms));
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                 s.write_all(head.as_bytes()).unwrap();
                 for (i, off) in offsets.iter().enumerate() {
@@ -189,4 +195,33 @@ fn events_queued_behind_a_blocked_client_are_one_multi_event_read() {
     // The fourth came alone, ~270 ms after the third was written.
     let last_gap = (t[3] - t[2]) as f64 / 1e6;
     assert!((200.0..340.0).contains(&last_gap), "{t:?}");
+}
+
+/// The head and the first event wait together behind a blocked client: the event keeps
+/// its kernel receive time, ~100 ms before the client parsed the head, and the head's
+/// time is lowered to it (the head came no later than the bytes after it).
+#[test]
+fn a_head_read_with_the_first_event_is_no_later_than_it() {
+    // Head and first event at 40 ms, the client blocked from 10 to 160 ms.
+    let addr = server_with_head(40, vec![40, 300]);
+    let rec = run(addr, Timestamps::Kernel, &[(10, 150)]);
+    assert_eq!(rec.outcome, Outcome::Succeeded, "{:?}", rec.error);
+    let (sent, head, first) = (
+        rec.sent_ns.unwrap(),
+        rec.headers_ns.unwrap(),
+        rec.first_chunk_ns().unwrap(),
+    );
+    assert!(
+        sent <= head && head <= first,
+        "sent {sent}, head {head}, first {first}"
+    );
+    if rec.clock == Some(StampClock::Kernel) {
+        // The first event was read ~150 ms late but is timed at its arrival.
+        assert!(rec.read_delays_us[0] > 40_000, "{:?}", rec.read_delays_us);
+        assert!(
+            first - sent < 100_000_000,
+            "first chunk {} ms after the send",
+            (first - sent) / 1_000_000
+        );
+    }
 }

@@ -355,6 +355,15 @@ impl RequestRecord {
         }
     }
 
+    /// Keeps `headers_ns` no later than the first chunk: on the kernel clock a chunk
+    /// read together with the response head carries the stamp of the bytes' arrival,
+    /// while the head's time was taken when it was parsed; the head came no later.
+    pub fn head_no_later_than_first_chunk(&mut self) {
+        if let (Some(h), Some(f)) = (self.headers_ns, self.first_chunk_ns()) {
+            self.headers_ns = Some(h.min(f));
+        }
+    }
+
     /// Time of the first content-bearing chunk.
     pub fn first_chunk_ns(&self) -> Option<u64> {
         self.chunks.first().map(Chunk::t_ns)

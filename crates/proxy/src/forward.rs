@@ -165,10 +165,8 @@ impl TapBody {
                         self.parsing = tr.feed(ft.t_ns, data, &mut job.rec) == Flow::Continue;
                         let done = tr.is_done();
                         self.stamper.after_feed(ft, before, &mut job.rec);
-                        if before == 0 && !job.rec.chunks.is_empty() {
-                            // The head came no later than the first chunk's bytes, which
-                            // the kernel may place before the head was parsed.
-                            job.rec.headers_ns = job.rec.headers_ns.map(|h| h.min(ft.t_ns));
+                        if before == 0 {
+                            job.rec.head_no_later_than_first_chunk();
                         }
                         job.mark_downstream_gap(before, ft.t_ns);
                         if self.done_at.is_none() && done {
