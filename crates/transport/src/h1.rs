@@ -651,6 +651,28 @@ impl Decoder {
         let chunked = self.framing == Framing::Chunked;
         let mut i = 0;
         while i < input.len() {
+            // The common shapes in one step each: a whole plain size line, and the CRLF
+            // after a chunk's data. Anything else (an extension, whitespace, a line
+            // split across reads, a bad byte) goes byte by byte below, as before.
+            match self.state {
+                Chunk::Size(0, false, false) => {
+                    if let Some((v, used)) = plain_size_line(&input[i..]) {
+                        i += used;
+                        self.state = if v == 0 {
+                            Chunk::Trailer(true)
+                        } else {
+                            Chunk::Data(v)
+                        };
+                        continue;
+                    }
+                }
+                Chunk::DataCr if input[i..].starts_with(b"\r\n") => {
+                    i += 2;
+                    self.state = Chunk::Size(0, false, false);
+                    continue;
+                }
+                _ => {}
+            }
             let b = input[i];
             self.state = match self.state {
                 Chunk::Done => return Ok(i),
@@ -704,6 +726,26 @@ impl Decoder {
     }
 }
 
+/// A whole chunk-size line of hex digits and nothing else (`1a\r\n`) at the start of
+/// `input`: its value and length. `None` when the line is anything else or not all
+/// here; at most 15 digits, so the value cannot overflow.
+fn plain_size_line(input: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &b) in input.iter().enumerate().take(16) {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            b'\r' if i > 0 => {
+                return (input.get(i + 1) == Some(&b'\n')).then_some((v, i + 2));
+            }
+            _ => return None,
+        };
+        v = v << 4 | u64::from(d);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -730,6 +772,80 @@ mod tests {
         let (out, done) = decode_all(Framing::Chunked, &[b"A\r\n0123456789\r\n"]);
         assert_eq!(out, b"0123456789");
         assert!(!done, "no last chunk yet");
+    }
+
+    /// What decoding `body` delivered in reads of the given lengths (the rest in one
+    /// last read) gives, as the body's read loop drives it: the decoded bytes, the
+    /// error's message, whether the body ended and the bytes left past its end.
+    fn decode_reads(body: &[u8], cuts: &[usize]) -> (Vec<u8>, Option<String>, bool, Vec<u8>) {
+        let mut d = Decoder::new(Framing::Chunked);
+        let (mut out, mut buf, mut at) = (Vec::new(), Vec::new(), 0);
+        for end in cuts.iter().copied().chain([body.len()]) {
+            buf.extend_from_slice(&body[at..end]);
+            at = end;
+            match d.decode(&buf, &mut out) {
+                Ok(used) => drop(buf.drain(..used)),
+                // The connection is dropped: what is left in it does not matter.
+                Err(e) => return (out, Some(e.cause.to_string()), d.is_done(), Vec::new()),
+            }
+        }
+        (out, None, d.is_done(), buf)
+    }
+
+    /// Every body decodes the same whole, byte by byte (the old path: no whole line is
+    /// ever in one read), and split once or twice at every offset.
+    #[test]
+    fn whole_size_lines_decode_as_byte_by_byte_at_every_split() {
+        let bodies: [&[u8]; 14] = [
+            b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n",
+            b"5;ext=1\r\nhello\r\n7 \r\n, world\r\n0\r\nx-t: 1\r\n\r\nrest",
+            b"00a\r\n0123456789\r\nA\r\n0123456789\r\n000\r\n\r\n",
+            b"1F\r\ndata: {\"x\":1}\r\n\r\ndata: [DONE]\r\n\r\n0\r\n\r\n",
+            b"fffffffffffffff\r\nab",
+            b"ffffffffffffffff\r\nab",
+            b"10000000000000000\r\nab",
+            b"zz\r\n",
+            b"\r\n",
+            b"5\rhello",
+            b"2\r\nabX\r\n",
+            b"2\r\nab\rX",
+            b"2\r\nab\r\n;x\r\n",
+            b"0\r\nx\rY\r\n",
+        ];
+        for body in bodies {
+            let byte_by_byte: Vec<usize> = (1..body.len()).collect();
+            let want = decode_reads(body, &byte_by_byte);
+            assert_eq!(decode_reads(body, &[]), want, "{body:?} whole");
+            for a in 0..=body.len() {
+                assert_eq!(decode_reads(body, &[a]), want, "{body:?} cut at {a}");
+                for b in a..=body.len() {
+                    assert_eq!(
+                        decode_reads(body, &[a, b]),
+                        want,
+                        "{body:?} cut at {a}, {b}"
+                    );
+                }
+            }
+        }
+        // What the byte-by-byte path gives for some of them, by hand.
+        let (out, err, done, rest) = decode_reads(bodies[1], &[]);
+        assert_eq!(
+            (out.as_slice(), err, done, rest.as_slice()),
+            (&b"hello, world"[..], None, true, &b"rest"[..])
+        );
+        let (out, err, done, _) = decode_reads(bodies[4], &[]);
+        assert_eq!((out.as_slice(), err, done), (&b"ab"[..], None, false));
+        let (_, err, _, _) = decode_reads(bodies[6], &[]);
+        assert_eq!(err.as_deref(), Some("chunk size overflows"));
+        let (_, err, _, _) = decode_reads(bodies[9], &[]);
+        assert_eq!(err.as_deref(), Some("invalid chunk size line"));
+        let (out, err, _, _) = decode_reads(bodies[11], &[]);
+        assert_eq!(
+            (out.as_slice(), err.as_deref()),
+            (&b"ab"[..], Some("chunk data not followed by CRLF"))
+        );
+        let (_, err, _, _) = decode_reads(bodies[12], &[]);
+        assert_eq!(err.as_deref(), Some("invalid chunk size"));
     }
 
     #[test]
