@@ -3,7 +3,7 @@
 //! records, and `cadence proxy` forwards it byte for byte while recording its ITL.
 
 mod common;
-use common::{spawn_listening, Killed};
+use common::{interrupt_and_wait, spawn_listening, Killed};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -233,22 +233,10 @@ fn without_clock(body: &[u8]) -> String {
     out
 }
 
-#[test]
-fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
-    let dir = tempfile::tempdir().unwrap();
-    let records = dir.path().join("live.jsonl");
-    let (_sim, sim_url) = sim();
-    let (mut proxy, proxy_url) = spawn_listening(&[
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        &sim_url,
-        "--records",
-        records.to_str().unwrap(),
-    ]);
+/// One streamed request body per dialect endpoint of the simulator, 6 tokens each.
+fn one_stream_per_dialect() -> [(&'static str, String); 10] {
     let prompt = r#""say something""#;
-    let bodies = [
+    [
         (
             "/v1/chat/completions",
             format!(
@@ -297,7 +285,24 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
             "/completion",
             format!(r#"{{"prompt":{prompt},"n_predict":6,"stream":true}}"#),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("live.jsonl");
+    let (_sim, sim_url) = sim();
+    let (mut proxy, proxy_url) = spawn_listening(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &sim_url,
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    let bodies = one_stream_per_dialect();
     let direct = sim_url.strip_prefix("http://").unwrap();
     let proxied = proxy_url.strip_prefix("http://").unwrap();
     for (i, (path, body)) in bodies.iter().enumerate() {
@@ -316,18 +321,7 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
         bench_recs.iter().all(|r| r["outcome"] == "succeeded"),
         "{bench_recs:?}"
     );
-    let pid = proxy.0.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    for _ in 0..200 {
-        if proxy.0.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    interrupt_and_wait(&mut proxy.0);
     let text = std::fs::read_to_string(&records).unwrap();
     let recs = cadence_core::runlog::parse_records_file(&text)
         .unwrap()

@@ -3,7 +3,7 @@
 //! records file before a clean exit.
 
 mod common;
-use common::{spawn_listening, Killed};
+use common::{interrupt_and_wait, spawn_listening, Killed};
 
 use assert_cmd::Command;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -91,20 +91,7 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     assert!(got.contains("data: [DONE]"), "{got}");
 
-    let pid = proxy.0.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut status = None;
-    for _ in 0..200 {
-        if let Some(s) = proxy.0.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let status = interrupt_and_wait(&mut proxy.0);
     assert_eq!(
         status.expect("proxy did not exit on SIGINT").code(),
         Some(0)

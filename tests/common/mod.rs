@@ -126,6 +126,25 @@ impl Drop for Killed {
     }
 }
 
+/// Sends SIGINT to `child` (as Ctrl-C would) and waits up to 10 s for it to exit:
+/// its exit status, or `None` if it still runs.
+#[allow(dead_code)]
+pub fn interrupt_and_wait(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
 /// Starts `cadence ARGS` (a server: `sim`, `proxy`) and returns it with the base URL it
 /// printed first (`listening on URL`, without a trailing `/v1`).
 #[allow(dead_code)]
