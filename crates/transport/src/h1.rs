@@ -42,7 +42,7 @@ pub async fn connect(
                 Ok(s) => {
                     s.set_nodelay(true)
                         .map_err(|e| H1Error::new(Kind::Connect, e))?;
-                    return Ok(StampedTcp::new(s, timestamps));
+                    return Ok(StampedTcp::handing_over(s, timestamps));
                 }
                 Err(e) => last = e,
             }
@@ -572,7 +572,8 @@ impl Body {
                                 ),
                             )));
                         }
-                        Ok(_) => Instant::now(),
+                        // The read's own time when the socket took it, else now.
+                        Ok(_) => conn.io.read_at().unwrap_or_else(Instant::now),
                         Err(e) => {
                             self.conn = None;
                             return Some(Err(closed_or(Kind::ClosedMidBody, e)));

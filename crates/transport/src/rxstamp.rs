@@ -140,10 +140,9 @@ impl RxStamps {
 }
 
 /// When a stamp of the realtime clock happened on the monotonic clock, given both
-/// clocks read together just after it: `mono_now − (real_now − stamp)`. The offset
-/// between the clocks is sampled at every read (two vDSO clock reads), so a step of
-/// the wall clock moves at most the reads around it. `None` for a stamp from the
-/// future (the wall clock stepped back since) or older than [`MAX_STAMP_AGE`].
+/// clocks read together just after it: `mono_now − (real_now − stamp)`. `None` for a
+/// stamp from the future (the wall clock stepped back since) or older than
+/// [`MAX_STAMP_AGE`].
 pub fn realtime_to_monotonic(
     stamp: Duration,
     real_now: Duration,
@@ -154,6 +153,39 @@ pub fn realtime_to_monotonic(
         return None;
     }
     mono_now.checked_sub(age)
+}
+
+/// How long a thread reuses one reading of the wall clock's offset from the monotonic
+/// clock. The two clocks run at the same NTP-slewed rate, so their offset changes only
+/// when the wall clock is stepped: a step moves the stamps of at most this long (and
+/// [`crate::chunk_time`] discards a stamp that falls outside its request).
+const WALL_REFRESH: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// The monotonic and realtime clocks read together, on this thread.
+    static WALL: std::cell::Cell<Option<(Instant, Duration)>> = const { std::cell::Cell::new(None) };
+}
+
+/// [`realtime_to_monotonic`] for a read at `now` (monotonic), without reading the wall
+/// clock at every read: the offset read on this thread within [`WALL_REFRESH`] stands
+/// in. A stamp newer than that offset allows (the wall clock stepped forward, or the
+/// runtime's clock is paused in a test) reads both clocks afresh.
+fn stamp_to_monotonic(stamp: Duration, now: Instant) -> Option<Instant> {
+    WALL.with(|wall| {
+        if let Some((mono, real)) = wall.get() {
+            let since = now.saturating_duration_since(mono);
+            let real_now = real + since;
+            if since < WALL_REFRESH && stamp <= real_now {
+                return realtime_to_monotonic(stamp, real_now, now);
+            }
+        }
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        let mono = Instant::now();
+        wall.set(Some((mono, real)));
+        realtime_to_monotonic(stamp, real, mono)
+    })
 }
 
 /// A TCP stream whose reads keep their kernel receive time (see the module docs).
@@ -169,7 +201,13 @@ pub struct StampedTcp {
     /// The latest read with bytes: its number and stamp, for a reader that hands each
     /// read's bytes over at once (no lookup in the shared handle needed).
     latest: Option<RxStamp>,
+    /// When the latest read with bytes returned (the monotonic clock, read once per read).
+    read_at: Option<Instant>,
     reads: u64,
+    /// Whether reads go into the shared handle's ring, for readers that find a frame's
+    /// read by its address (hyper's); a reader that takes [`StampedTcp::latest_stamp`]
+    /// after each read needs no ring and no lock per read.
+    ring: bool,
 }
 
 impl StampedTcp {
@@ -178,6 +216,17 @@ impl StampedTcp {
     /// without the option) reads as usual and every stamp is `None`: the caller's
     /// clock stands in.
     pub fn new(tcp: TcpStream, mode: Timestamps) -> StampedTcp {
+        Self::with_ring(tcp, mode, true)
+    }
+
+    /// As [`StampedTcp::new`], for a reader that takes [`StampedTcp::latest_stamp`] and
+    /// [`StampedTcp::read_at`] after each read: [`RxStamps::stamp_for`] then finds no
+    /// read (the handle still says whether the socket stamps).
+    pub fn handing_over(tcp: TcpStream, mode: Timestamps) -> StampedTcp {
+        Self::with_ring(tcp, mode, false)
+    }
+
+    fn with_ring(tcp: TcpStream, mode: Timestamps, ring: bool) -> StampedTcp {
         let enabled = mode == Timestamps::Kernel && sys::enable(&tcp);
         let stamps = RxStamps::default();
         stamps.with(|r| r.enabled = enabled);
@@ -188,8 +237,17 @@ impl StampedTcp {
             scratch: Vec::new(),
             cmsg: sys::cmsg_buffer(),
             latest: None,
+            read_at: None,
             reads: 0,
+            ring,
         }
+    }
+
+    /// When the latest read that carried bytes returned, on the monotonic clock: the
+    /// read's user time, taken once (`None` before one, or when the socket does not
+    /// stamp: a plain read is not timed here).
+    pub fn read_at(&self) -> Option<Instant> {
+        self.read_at
     }
 
     /// The stamp of the latest read that carried bytes (`exact: false`: it says nothing
@@ -255,20 +313,19 @@ impl StampedTcp {
             });
             match drained.map_or(read, Ok) {
                 Ok((n, stamp)) => {
-                    let arrived = stamp.and_then(|s| {
-                        let real = std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .ok()?;
-                        realtime_to_monotonic(s, real, Instant::now())
-                    });
+                    let now = Instant::now();
+                    let arrived = stamp.and_then(|s| stamp_to_monotonic(s, now));
                     if direct {
                         buf.advance(n);
                     } else {
                         buf.put_slice(&self.scratch[..n]);
                     }
                     if n > 0 {
-                        let start = buf.filled()[filled..].as_ptr() as usize;
-                        self.stamps.record(start, n, arrived);
+                        if self.ring {
+                            let start = buf.filled()[filled..].as_ptr() as usize;
+                            self.stamps.record(start, n, arrived);
+                        }
+                        self.read_at = Some(now);
                         self.reads += 1;
                         self.latest = arrived.map(|arrived| RxStamp {
                             read: self.reads,
@@ -625,6 +682,85 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(!client.idle_looks_open(), "closed by the server");
+    }
+
+    fn wall_now() -> Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    }
+
+    /// The wall clock's offset is read once per [`WALL_REFRESH`] on a thread, and a
+    /// stamp converted with the kept offset lands where a fresh reading puts it.
+    #[test]
+    fn a_kept_clock_offset_converts_like_a_fresh_one() {
+        let now = Instant::now();
+        let fresh = stamp_to_monotonic(wall_now(), now).expect("a stamp of just now");
+        assert!(now - fresh < Duration::from_millis(50), "{:?}", now - fresh);
+        let (mono, _) = WALL.with(|w| w.get()).expect("the offset is kept");
+        // A stamp 2 ms old, converted with the kept offset: 2 ms before the read.
+        std::thread::sleep(Duration::from_millis(3));
+        let now = Instant::now();
+        let stamp = wall_now() - Duration::from_millis(2);
+        let t = stamp_to_monotonic(stamp, now).expect("a recent stamp");
+        let age = now - t;
+        assert!(
+            age >= Duration::from_millis(1) && age < Duration::from_millis(50),
+            "{age:?}"
+        );
+        assert_eq!(
+            WALL.with(|w| w.get()).map(|(m, _)| m),
+            Some(mono),
+            "no second reading within the refresh interval"
+        );
+    }
+
+    /// A stamp newer than the kept offset allows (a paused test clock, or a wall clock
+    /// stepped forward) reads both clocks again instead of calling it from the future.
+    #[test]
+    fn a_stamp_newer_than_the_kept_offset_reads_the_clocks_again() {
+        let now = Instant::now();
+        stamp_to_monotonic(wall_now(), now);
+        // The same monotonic time (a frozen clock), but the wall clock moved on.
+        std::thread::sleep(Duration::from_millis(20));
+        let stamp = wall_now();
+        let t = stamp_to_monotonic(stamp, now).expect("re-read, not from the future");
+        assert!(t <= Instant::now());
+        let (mono, real) = WALL.with(|w| w.get()).unwrap();
+        assert!(mono > now && real >= stamp, "the offset was read again");
+    }
+
+    /// A reader that takes each read's stamp as it goes leaves the shared ring empty
+    /// (no lock per read) but still sees the read's stamp and time.
+    #[tokio::test]
+    async fn a_handing_over_stream_keeps_only_the_latest_read() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let mut server = server.unwrap().0;
+        let mut client = StampedTcp::handing_over(client.unwrap(), Timestamps::Kernel);
+        assert_eq!(client.read_at(), None, "no read yet");
+        server.write_all(b"data: a\n\n").await.unwrap();
+        let before = Instant::now();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&buf[..n], b"data: a\n\n");
+        assert_eq!(client.stamps().stamp_for(&buf[..n]), None, "no ring");
+        if !client.enabled {
+            // Without kernel stamps the plain read is not timed: the reader's clock stands in.
+            assert_eq!(client.read_at(), None);
+            return;
+        }
+        let read_at = client.read_at().expect("the read was timed");
+        assert!(read_at >= before && read_at <= Instant::now());
+        if let Some(s) = client.latest_stamp() {
+            assert_eq!(s.read, 1);
+            assert!(s.arrived <= read_at);
+        }
     }
 
     #[test]
