@@ -569,10 +569,12 @@ impl<S: Sinks> Level<S> {
             issued: self.issued.clone(),
             who,
         };
-        tasks.spawn(async move {
+        // Boxed: the runtime moves a task's future into its cell and its output back
+        // out, whole; a request's state machine is KiBs, its box a pointer.
+        tasks.spawn(Box::pin(async move {
             task.run(dispatch, index, rec).await;
             drop(permit);
-        });
+        }));
     }
 
     /// A completed run waits for its requests (their own timeouts bound them); a
