@@ -7,7 +7,7 @@
 # records file unless BENCH_FLAGS adds one). Runs alternate ref, cadence, ref, … for
 # REPEATS rounds of SECONDS each. Per run: user + system CPU seconds of the client
 # process (getrusage of the child, via /usr/bin/time), content chunks received, socket
-# reads, µs of CPU per chunk.
+# reads, µs of CPU per chunk (in all, then user and system apart).
 #
 #   cargo build --release -p cadence --bin cadence
 #   cargo build --release -p cadence-bench --example refclient
@@ -38,12 +38,12 @@ until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
 URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
 echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
   "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %4s %9s %11s %11s %10s %11s\n' client run cpu_s chunks reads reads/chunk us/chunk
+printf '%-8s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us
 
 report() { # CLIENT RUN CHUNKS READS
   read -r user sys <"$WORK/time"
   awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" 'BEGIN {
-    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n }'
+    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }'
 }
 
 for run in $(seq "$REPEATS"); do
