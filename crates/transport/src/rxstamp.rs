@@ -188,6 +188,15 @@ fn stamp_to_monotonic(stamp: Duration, now: Instant) -> Option<Instant> {
     })
 }
 
+/// Bytes of control-message space per read: one `SCM_TIMESTAMPNS` needs 32 on 64-bit
+/// Linux (a 16-byte header and a `timespec`); the rest is slack.
+const CMSG_SPACE: usize = 64;
+
+/// Control-message space aligned as the kernel's `cmsghdr` is read back.
+#[derive(Debug)]
+#[repr(C, align(8))]
+struct CmsgSpace([u8; CMSG_SPACE]);
+
 /// A TCP stream whose reads keep their kernel receive time (see the module docs).
 #[derive(Debug)]
 pub struct StampedTcp {
@@ -197,7 +206,9 @@ pub struct StampedTcp {
     enabled: bool,
     /// For callers whose buffer is not initialized (hyper's): made on first need.
     scratch: Vec<u8>,
-    cmsg: Vec<u8>,
+    /// The control-message space of a read, inline: touched at every read, so kept on
+    /// the stream's own cache lines rather than in an allocation of its own.
+    cmsg: CmsgSpace,
     /// The latest read with bytes: its number and stamp, for a reader that hands each
     /// read's bytes over at once (no lookup in the shared handle needed).
     latest: Option<RxStamp>,
@@ -235,7 +246,7 @@ impl StampedTcp {
             stamps,
             enabled,
             scratch: Vec::new(),
-            cmsg: sys::cmsg_buffer(),
+            cmsg: CmsgSpace([0; CMSG_SPACE]),
             latest: None,
             read_at: None,
             reads: 0,
@@ -291,7 +302,7 @@ impl StampedTcp {
         }
         loop {
             std::task::ready!(self.tcp.poll_read_ready(cx))?;
-            let (cmsg, tcp) = (&mut self.cmsg, &self.tcp);
+            let (cmsg, tcp) = (&mut self.cmsg.0, &self.tcp);
             let dst = if direct {
                 &mut buf.initialized_mut()[filled..filled + want]
             } else {
@@ -443,8 +454,10 @@ mod sys {
         setsockopt(tcp, sockopt::ReceiveTimestampns, &true).is_ok()
     }
 
-    pub(super) fn cmsg_buffer() -> Vec<u8> {
-        nix::cmsg_space!(nix::sys::time::TimeSpec)
+    /// The control-message space a stamped read needs (one `SCM_TIMESTAMPNS`).
+    #[cfg(test)]
+    pub(super) fn cmsg_needed() -> usize {
+        nix::cmsg_space!(nix::sys::time::TimeSpec).len()
     }
 
     /// A one-byte `MSG_PEEK` that would block: nothing to read and no EOF.
@@ -501,8 +514,9 @@ mod sys {
         false
     }
 
-    pub(super) fn cmsg_buffer() -> Vec<u8> {
-        Vec::new()
+    #[cfg(test)]
+    pub(super) fn cmsg_needed() -> usize {
+        0
     }
 
     pub(super) fn peek_would_block(tcp: &TcpStream) -> bool {
@@ -761,6 +775,12 @@ mod tests {
             assert_eq!(s.read, 1);
             assert!(s.arrived <= read_at);
         }
+    }
+
+    #[test]
+    fn the_inline_control_space_holds_a_timestamp() {
+        assert!(sys::cmsg_needed() <= CMSG_SPACE, "{}", sys::cmsg_needed());
+        assert_eq!(std::mem::align_of::<CmsgSpace>(), 8);
     }
 
     #[test]
