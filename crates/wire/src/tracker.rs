@@ -108,8 +108,10 @@ struct State {
     token_id_sum: u64,
     token_ids_seen: bool,
     has_output: bool,
-    text: String,
-    reasoning: String,
+    /// Visible text, as bytes: every piece appended is valid UTF-8 (checked where it
+    /// came from) and the cap cuts on a char boundary, so this is valid UTF-8 too.
+    text: Vec<u8>,
+    reasoning: Vec<u8>,
     /// Per content-bearing chunk, the lengths of `text` and `reasoning` after it, so a
     /// tokenizer can later attribute tokens of the joined text to chunks.
     text_ends: Vec<(u32, u32)>,
@@ -151,8 +153,8 @@ impl StreamTracker {
                 token_id_sum: 0,
                 token_ids_seen: false,
                 has_output: false,
-                text: String::new(),
-                reasoning: String::new(),
+                text: Vec::new(),
+                reasoning: Vec::new(),
                 text_ends: Vec::new(),
                 read_events: 0,
                 last_read_ns: 0,
@@ -286,13 +288,13 @@ impl StreamTracker {
 
     /// The visible output text so far (content deltas joined), capped at 4 MiB.
     pub fn text(&self) -> &str {
-        &self.st.text
+        as_str(&self.st.text)
     }
 
     /// The reasoning text so far (reasoning deltas joined), capped at 4 MiB: a
     /// tokenizer counting output tokens needs it too.
     pub fn reasoning_text(&self) -> &str {
-        &self.st.reasoning
+        as_str(&self.st.reasoning)
     }
 
     /// Per content-bearing chunk (in `rec.chunks` order), the byte lengths of
@@ -305,8 +307,8 @@ impl StreamTracker {
     /// Moves the output text out (the tracker keeps empty text afterwards).
     pub fn take_text(&mut self) -> StreamText {
         StreamText {
-            content: std::mem::take(&mut self.st.text),
-            reasoning: std::mem::take(&mut self.st.reasoning),
+            content: into_string(std::mem::take(&mut self.st.text)),
+            reasoning: into_string(std::mem::take(&mut self.st.reasoning)),
             chunk_ends: std::mem::take(&mut self.st.text_ends),
         }
     }
@@ -401,8 +403,8 @@ impl State {
     }
 
     fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
-        if let Some(chunk) = self.template.reuse(data) {
-            return self.on_event_chunk(chunk, t_ns, rec);
+        if let Some((text, _)) = self.template.reuse(data.as_bytes()) {
+            return self.on_template_chunk(&data.as_bytes()[text], t_ns, rec);
         }
         let mut chunk = ParsedChunk::default();
         let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
@@ -466,9 +468,58 @@ impl State {
         }
     }
 
+    /// What [`on_event_chunk`](Self::on_event_chunk) does with the template's chunk
+    /// around `text` (valid UTF-8, not empty): content only, the template's token ids
+    /// and usage, no finish reason, not the end. Nothing else is built or dropped.
+    #[inline]
+    fn on_template_chunk(
+        &mut self,
+        text: &[u8],
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) -> ControlFlow<()> {
+        let (tokens, usage) = (self.template.tokens, self.template.usage);
+        let usage_increase = self.on_counts(usage, tokens, rec);
+        if self.finish_reason_seen {
+            self.end_event_ns = Some(t_ns);
+        }
+        self.on_output(tokens, usage_increase, Some(text), None, t_ns, rec);
+        if self.api.ends_at_eof() {
+            self.end_event_ns = Some(t_ns);
+        }
+        ControlFlow::Continue(())
+    }
+
     fn on_chunk(&mut self, c: &ParsedChunk<'_>, t_ns: u64, rec: &mut RequestRecord) {
+        let usage_increase = self.on_counts(c.usage, c.tokens, rec);
+        if let Some(fr) = c.finish_reason.as_deref() {
+            self.finish_reason_seen = true;
+            if rec.finish_reason.as_deref() != Some(fr) {
+                rec.finish_reason = Some(fr.to_owned());
+            }
+        }
+        if self.finish_reason_seen {
+            self.end_event_ns = Some(t_ns);
+        }
+        if !c.has_output() {
+            return;
+        }
+        let content = c.content.as_deref().map(str::as_bytes);
+        let reasoning = c.reasoning.as_deref().map(str::as_bytes);
+        self.on_output(c.tokens, usage_increase, content, reasoning, t_ns, rec);
+    }
+
+    /// A chunk's usage and token ids; gives how much its usage raised the completion
+    /// tokens, when it had some.
+    #[inline]
+    fn on_counts(
+        &mut self,
+        usage: Option<Usage>,
+        tokens: Option<u32>,
+        rec: &mut RequestRecord,
+    ) -> Option<u64> {
         let mut usage_increase = None;
-        if let Some(u) = c.usage {
+        if let Some(u) = usage {
             if let Some(ct) = u.completion_tokens {
                 usage_increase = Some(ct.saturating_sub(self.last_completion.unwrap_or(0)));
                 self.last_completion = Some(ct);
@@ -484,7 +535,7 @@ impl State {
                 rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
             }
         }
-        if let Some(n) = c.tokens {
+        if let Some(n) = tokens {
             self.token_id_sum += u64::from(n);
             self.token_ids_seen = true;
             rec.token_sources.token_ids = Some(self.token_id_sum);
@@ -495,19 +546,21 @@ impl State {
                 });
             }
         }
-        if let Some(fr) = c.finish_reason.as_deref() {
-            self.finish_reason_seen = true;
-            if rec.finish_reason.as_deref() != Some(fr) {
-                rec.finish_reason = Some(fr.to_owned());
-            }
-        }
-        if self.finish_reason_seen {
-            self.end_event_ns = Some(t_ns);
-        }
-        if !c.has_output() {
-            return;
-        }
-        let tokens = match (c.tokens, usage_increase) {
+        usage_increase
+    }
+
+    /// A content-bearing chunk: its time and tokens, and its text (each valid UTF-8).
+    #[inline]
+    fn on_output(
+        &mut self,
+        tokens: Option<u32>,
+        usage_increase: Option<u64>,
+        content: Option<&[u8]>,
+        reasoning: Option<&[u8]>,
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) {
+        let tokens = match (tokens, usage_increase) {
             (Some(n), _) => {
                 rec.chunk_tokens_source = Some(TokenSource::TokenIds);
                 Some(n)
@@ -524,13 +577,13 @@ impl State {
             rec.counters.coalesced += 1;
         }
         self.read_events += 1;
-        if let Some(text) = c.content.as_deref() {
+        if let Some(text) = content {
             if rec.first_content_ns.is_none() {
                 rec.first_content_ns = Some(t_ns);
             }
             push_capped(&mut self.text, text);
         }
-        if let Some(text) = c.reasoning.as_deref() {
+        if let Some(text) = reasoning {
             push_capped(&mut self.reasoning, text);
         }
         self.text_ends
@@ -619,37 +672,42 @@ impl State {
 /// parses to the same chunk with that text, so it is not parsed again. Chunks of one
 /// stream usually differ only there (id, created, model and the empty fields repeat
 /// byte for byte); anything else takes the parser, which is always the reference.
+
 #[derive(Debug, Clone, Default)]
 struct Template {
-    head: Vec<u8>,
-    tail: Vec<u8>,
+    /// The bytes before the text, then the bytes after it (one buffer, one allocation).
+    shape: Vec<u8>,
+    /// Where the bytes after the text start in `shape`.
+    head: usize,
     tokens: Option<u32>,
     usage: Option<Usage>,
     valid: bool,
 }
 
 impl Template {
-    /// The chunk `data` parses to, when it is the template around another plain string.
-    fn reuse<'a>(&self, data: &'a str) -> Option<ParsedChunk<'a>> {
+    /// Where the text sits in `data` when `data` is the template around another plain
+    /// string, and whether the text is all ASCII.
+    /// Text that is not is left unchecked for UTF-8: `data` borrowed from a `&str`
+    /// cuts on char boundaries (the bytes on both sides are ASCII quotes); bytes from a
+    /// read must still be checked.
+    #[inline]
+    fn reuse(&self, data: &[u8]) -> Option<(std::ops::Range<usize>, bool)> {
         if !self.valid {
             return None;
         }
-        let b = data.as_bytes();
-        let (h, t) = (self.head.len(), self.tail.len());
-        if b.len() <= h + t || !b.starts_with(&self.head) || !b.ends_with(&self.tail) {
+        let (head, tail) = self.shape.split_at(self.head);
+        let end = data.len().checked_sub(tail.len())?;
+        if end <= head.len() || !data.starts_with(head) || data[end..] != *tail {
             return None;
         }
-        // `head` ends and `tail` starts with an ASCII quote: both cuts are char boundaries.
-        let text = &data[h..b.len() - t];
-        if text.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20) {
-            return None;
+        let mut high = 0u8;
+        for &c in &data[head.len()..end] {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                return None;
+            }
+            high |= c;
         }
-        Some(ParsedChunk {
-            content: Some(Cow::Borrowed(text)),
-            tokens: self.tokens,
-            usage: self.usage,
-            ..ParsedChunk::default()
-        })
+        Some((head.len()..end, high < 0x80))
     }
 
     /// Keeps `chunk` (parsed from `data`) as the template when it has that shape.
@@ -676,19 +734,38 @@ impl Template {
         if start == 0 || end >= b.len() || b[start - 1] != b'"' || b[end] != b'"' {
             return;
         }
-        self.head.clear();
-        self.head.extend_from_slice(&b[..start]);
-        self.tail.clear();
-        self.tail.extend_from_slice(&b[end..]);
+        let (head, tail) = (&b[..start], &b[end..]);
+        self.shape.clear();
+        self.shape.reserve(head.len() + tail.len());
+        self.shape.extend_from_slice(head);
+        self.shape.extend_from_slice(tail);
+        self.head = head.len();
         self.tokens = chunk.tokens;
         self.usage = chunk.usage;
         self.valid = true;
     }
 }
 
-fn push_capped(buf: &mut String, s: &str) {
+/// Appends UTF-8 `s` to `buf` up to [`MAX_TEXT_BYTES`] in all, cut on a char boundary.
+fn push_capped(buf: &mut Vec<u8>, s: &[u8]) {
     let room = MAX_TEXT_BYTES.saturating_sub(buf.len());
-    buf.push_str(truncate_str(s, room));
+    let mut n = s.len().min(room);
+    // Back to the start of a character: a continuation byte is 0b10xx_xxxx.
+    while n < s.len() && n > 0 && s[n] & 0xC0 == 0x80 {
+        n -= 1;
+    }
+    buf.extend_from_slice(&s[..n]);
+}
+
+/// Text the tracker kept as bytes: valid UTF-8 by construction (were it not, the
+/// valid start).
+fn as_str(text: &[u8]) -> &str {
+    std::str::from_utf8(text)
+        .unwrap_or_else(|e| std::str::from_utf8(&text[..e.valid_up_to()]).unwrap_or_default())
+}
+
+fn into_string(text: Vec<u8>) -> String {
+    String::from_utf8(text).unwrap_or_else(|e| as_str(e.as_bytes()).to_owned())
 }
 
 #[cfg(test)]
@@ -766,8 +843,13 @@ mod tests {
         assert!(t.valid);
         let same = r#"{"choices":[{"delta":{"content":"xyz"},"finish_reason":null}]}"#;
         assert_eq!(
-            t.reuse(same).and_then(|c| c.content).as_deref(),
-            Some("xyz")
+            t.reuse(same.as_bytes()).map(|(r, ascii)| (&same[r], ascii)),
+            Some(("xyz", true))
+        );
+        let wide = r#"{"choices":[{"delta":{"content":"é"},"finish_reason":null}]}"#;
+        assert_eq!(
+            t.reuse(wide.as_bytes()).map(|(r, ascii)| (&wide[r], ascii)),
+            Some(("é", false))
         );
         for other in [
             r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#,
@@ -776,7 +858,7 @@ mod tests {
             r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
             "{\"choices\":[{\"delta\":{\"content\":\"x\ty\"},\"finish_reason\":null}]}",
         ] {
-            assert!(t.reuse(other).is_none(), "{other}");
+            assert!(t.reuse(other.as_bytes()).is_none(), "{other}");
         }
         // A chunk whose text had escapes is not a template.
         let escaped = r#"{"choices":[{"delta":{"content":"a\"b"},"finish_reason":null}]}"#;
@@ -784,5 +866,30 @@ mod tests {
         assert!(parse_data_into(Api::Chat, escaped, &mut chunk, None).is_none());
         t.learn(escaped, &chunk);
         assert!(!t.valid);
+    }
+
+    #[test]
+    fn text_is_capped_on_a_char_boundary() {
+        let mut buf = Vec::new();
+        let piece = "é".repeat(1000); // two bytes each
+        while buf.len() < MAX_TEXT_BYTES {
+            push_capped(&mut buf, "x".as_bytes());
+            push_capped(&mut buf, piece.as_bytes());
+        }
+        assert!(buf.len() <= MAX_TEXT_BYTES);
+        assert!(MAX_TEXT_BYTES - buf.len() < 2, "filled up to the last char");
+        let text = std::str::from_utf8(&buf).expect("valid UTF-8");
+        // What `truncate_str` keeps of the same pieces.
+        let mut want = String::new();
+        while want.len() < MAX_TEXT_BYTES {
+            for p in ["x", piece.as_str()] {
+                let room = MAX_TEXT_BYTES - want.len();
+                want.push_str(truncate_str(p, room));
+            }
+        }
+        assert_eq!(text, want);
+        let len = buf.len();
+        push_capped(&mut buf, b"more");
+        assert_eq!(buf.len(), len, "nothing past the cap");
     }
 }
