@@ -9,7 +9,9 @@
 //! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/feed_cost 200 64
 //! callgrind_annotate --inclusive=yes cg.out | grep 'StreamTracker::feed '
 //! ```
-//! and divide `feed`'s inclusive count by the chunks it prints.
+//! and divide `feed`'s inclusive count by the chunks it prints. A third argument,
+//! `hint`, calls `expect_chunks` with the chunk count first, as `cadence bench` does
+//! with a request's `max_tokens`.
 
 use cadence_core::{Outcome, RequestRecord};
 use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
@@ -47,6 +49,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let requests: usize = args.next().map_or(200, |a| a.parse().expect("requests"));
     let chunks: usize = args.next().map_or(64, |a| a.parse().expect("chunks"));
+    let hint = args.next().as_deref() == Some("hint");
     let reads = reads(chunks);
     let mut total = 0usize;
     for _ in 0..requests {
@@ -55,6 +58,9 @@ fn main() {
             framing: Framing::Sse,
             strict: false,
         });
+        if hint {
+            tracker.expect_chunks(chunks as u32);
+        }
         let mut rec = RequestRecord::new(0, Outcome::Truncated);
         for (i, r) in reads.iter().enumerate() {
             let flow = tracker.feed(i as u64 * 1000, black_box(r), &mut rec);

@@ -18,6 +18,13 @@ use std::ops::ControlFlow;
 /// Cap on the output text kept for a tokenizer (visible and reasoning text each).
 pub const MAX_TEXT_BYTES: usize = 4 << 20;
 
+/// Cap on the chunks [`StreamTracker::expect_chunks`] makes room for at once; a longer
+/// stream grows past it as usual.
+pub const MAX_EXPECTED_CHUNKS: u32 = 1024;
+
+/// Bytes of visible text made room for per expected chunk: about a token's worth.
+const TEXT_BYTES_PER_CHUNK: usize = 4;
+
 /// Cap on the server's error message stored in `rec.error`.
 pub const MAX_ERROR_BYTES: usize = 1024;
 
@@ -133,6 +140,8 @@ struct State {
     raw: Vec<u8>,
     /// Bytes of cumulative text (SGLang) already taken as output.
     cumulative_len: usize,
+    /// Chunks to make room for at the first one ([`StreamTracker::expect_chunks`]).
+    expect_chunks: u32,
 }
 
 impl StreamTracker {
@@ -171,12 +180,23 @@ impl StreamTracker {
                 },
                 raw: Vec::new(),
                 cumulative_len: 0,
+                expect_chunks: 0,
             },
         }
     }
 
     pub fn config(&self) -> TrackerConfig {
         self.config
+    }
+
+    /// A hint: the stream will likely carry up to `n` chunks (a request's
+    /// `max_tokens`). At its first chunk, room for that many (at most
+    /// [`MAX_EXPECTED_CHUNKS`]) is made in the record's chunk vectors
+    /// ([`RequestRecord::reserve_chunks`]) and in the text kept for a tokenizer, so
+    /// they grow once instead of by doubling; [`finish`](Self::finish) gives back what
+    /// was not used ([`RequestRecord::fit_chunks`]). Nothing else changes.
+    pub fn expect_chunks(&mut self, n: u32) {
+        self.st.expect_chunks = n.min(MAX_EXPECTED_CHUNKS);
     }
 
     /// One socket read's bytes, stamped with the time (ns since run start) the caller
@@ -266,6 +286,7 @@ impl StreamTracker {
                 self.st.raw_fallback(rec);
             }
         }
+        rec.fit_chunks();
         rec.end_ns = Some(t_ns);
         rec.outcome = match self.st.decided {
             Some(o) => o,
@@ -640,6 +661,9 @@ impl State {
             }
             (None, None) => None,
         };
+        if !self.has_output && self.expect_chunks > 0 {
+            self.make_room(rec);
+        }
         rec.chunks.push(Chunk(t_ns, tokens));
         self.has_output = true;
         if self.read_events > 0 {
@@ -657,6 +681,17 @@ impl State {
         }
         self.text_ends
             .push((self.text.len() as u32, self.reasoning.len() as u32));
+    }
+
+    /// Room for the expected chunks, made at the first one.
+    #[cold]
+    fn make_room(&mut self, rec: &mut RequestRecord) {
+        let n = self.expect_chunks as usize;
+        rec.reserve_chunks(n);
+        self.text_ends
+            .reserve(n.saturating_sub(self.text_ends.len()));
+        self.text
+            .reserve((n * TEXT_BYTES_PER_CHUNK).saturating_sub(self.text.len()));
     }
 
     fn error(&mut self, rec: &mut RequestRecord, message: &str) {
@@ -1336,5 +1371,57 @@ mod whole_event_tests {
                 }
             }
         }
+    }
+
+    /// The hint makes room once, at the first chunk; the record gives back what the
+    /// stream did not use, and nothing else changes.
+    #[test]
+    fn expected_chunks_grow_the_record_once_and_fit_at_the_end() {
+        let mut parts = vec![role()];
+        parts.extend((0..40).map(|i| content(&format!(" w{i}"))));
+        parts.extend([finish("."), usage(41), DONE.to_owned()]);
+        let reads = reads(&parts);
+        let plain = run(cfg(Api::Chat, false), &reads, true);
+
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, role().as_bytes(), &mut rec);
+        assert_eq!(rec.chunks.capacity(), 0, "no room before the first chunk");
+        tr.feed(2, content("a").as_bytes(), &mut rec);
+        let cap = rec.chunks.capacity();
+        assert!(cap >= 500);
+        assert!(tr.st.text_ends.capacity() >= 500);
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        for (t, b) in &reads {
+            tr.feed(*t, b, &mut rec);
+            assert!(
+                rec.chunks.is_empty() || rec.chunks.capacity() == cap,
+                "grew once"
+            );
+        }
+        tr.end_stream(1_000, &mut rec);
+        assert!(rec.chunks.capacity() <= rec.chunks.len() + cadence_core::CHUNK_SLACK);
+        assert_eq!(rec, plain.rec);
+        assert_eq!(tr.text(), plain.text);
+        assert_eq!(tr.chunk_text_ends(), plain.ends);
+
+        // A huge hint is capped.
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(u32::MAX);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, content("a").as_bytes(), &mut rec);
+        assert!(rec.chunks.capacity() >= MAX_EXPECTED_CHUNKS as usize);
+        assert!(rec.chunks.capacity() < 2 * MAX_EXPECTED_CHUNKS as usize);
+        // A stream that fails before any chunk reserves nothing.
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, b"data: {\"error\":{\"message\":\"no\"}}\n\n", &mut rec);
+        tr.end_stream(2, &mut rec);
+        assert_eq!(rec.chunks.capacity(), 0);
+        assert_eq!(rec.outcome, Outcome::StreamError);
     }
 }
