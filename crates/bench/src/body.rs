@@ -150,16 +150,22 @@ impl BodySpec {
     /// wins as it does in the body (it may set or remove `max_tokens`).
     pub fn expected_output(&self, max_tokens: Option<u32>) -> Option<u64> {
         let extra = self.extra.as_ref();
-        let max = match extra.and_then(|e| e.get("max_tokens")) {
-            Some(v) => v.as_u64(),
-            None => max_tokens.map(u64::from),
-        };
+        let max = self.max_tokens_sent(max_tokens);
         let flag = |k: &str| extra.and_then(|e| e.get(k));
         if flag("ignore_eos").and_then(Value::as_bool) == Some(true) {
             return max;
         }
         let min = flag("min_tokens").and_then(Value::as_u64)?;
         Some(max.map_or(min, |m| m.min(min))).filter(|&n| n > 0)
+    }
+
+    /// The `max_tokens` a request with this output length sends: `--extra-body`'s
+    /// when it sets one (a number, else none), as in the body.
+    pub fn max_tokens_sent(&self, max_tokens: Option<u32>) -> Option<u64> {
+        match self.extra.as_ref().and_then(|e| e.get("max_tokens")) {
+            Some(v) => v.as_u64(),
+            None => max_tokens.map(u64::from),
+        }
     }
 }
 
@@ -319,6 +325,12 @@ mod tests {
         assert_eq!(overridden.expected_output(Some(64)), Some(8));
         let removed = spec(r#"{"ignore_eos": true, "max_tokens": null}"#);
         assert_eq!(removed.expected_output(Some(64)), None);
+        // The max_tokens sent, whatever the model must produce.
+        assert_eq!(spec("").max_tokens_sent(Some(64)), Some(64));
+        assert_eq!(spec("").max_tokens_sent(None), None);
+        assert_eq!(overridden.max_tokens_sent(Some(64)), Some(8));
+        assert_eq!(overridden.max_tokens_sent(None), Some(8));
+        assert_eq!(removed.max_tokens_sent(Some(64)), None);
     }
 
     #[test]

@@ -193,6 +193,9 @@ pub struct ExecContext<'a> {
     pub api: Api,
     pub strict: bool,
     pub redactor: &'a Redactor,
+    /// The request's `max_tokens`, when it sends one: the tracker makes room for that
+    /// many chunks at the first one ([`StreamTracker::expect_chunks`]).
+    pub max_tokens: Option<u64>,
 }
 
 /// The first bytes of a non-stream body kept for the report (FAULTS 26).
@@ -491,11 +494,7 @@ async fn read_stream(
     rec: &mut RequestRecord,
     d: &Deadlines,
 ) -> StreamText {
-    let mut tracker = StreamTracker::new(TrackerConfig {
-        api: cx.api,
-        framing,
-        strict: cx.strict,
-    });
+    let mut tracker = new_tracker(cx, framing);
     let mut last_read = Instant::now();
     // When `[DONE]` was read: the request then ends at EOF or after a short grace.
     let mut done_at: Option<Instant> = None;
@@ -572,7 +571,22 @@ async fn read_stream(
             }
         }
     }
+    // Every way out of the loop: room reserved for chunks that never came goes back.
+    rec.fit_chunks();
     tracker.take_text()
+}
+
+/// The tracker for one response, told how many chunks the request allows.
+pub(crate) fn new_tracker(cx: &ExecContext<'_>, framing: Framing) -> StreamTracker {
+    let mut tracker = StreamTracker::new(TrackerConfig {
+        api: cx.api,
+        framing,
+        strict: cx.strict,
+    });
+    if let Some(n) = cx.max_tokens {
+        tracker.expect_chunks(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    tracker
 }
 
 /// The run ended while the stream was in flight: aborted, unless it had said [DONE].

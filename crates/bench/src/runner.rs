@@ -688,7 +688,9 @@ impl<S: Sinks> RequestTask<S> {
                 rec.session = session;
                 rec.turn = Some(turn as u32);
             }
-            let text = self.execute(built.request, &mut rec).await;
+            let text = self
+                .execute(built.request, built.max_tokens, &mut rec)
+                .await;
             if session.is_some() && turn + 1 < turns {
                 replies.push(text.content.clone());
             }
@@ -713,6 +715,7 @@ impl<S: Sinks> RequestTask<S> {
     async fn execute(
         &mut self,
         request: http::Request<http_body_util::Full<bytes::Bytes>>,
+        max_tokens: Option<u64>,
         rec: &mut RequestRecord,
     ) -> cadence_wire::StreamText {
         let cx = &self.cx;
@@ -724,6 +727,7 @@ impl<S: Sinks> RequestTask<S> {
             api: cx.api,
             strict: cx.strict,
             redactor: &cx.redactor,
+            max_tokens,
         };
         let text = execute(&ex, request, &mut self.cancel, rec).await;
         cx.progress.ended();

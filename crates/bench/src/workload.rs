@@ -76,6 +76,9 @@ pub struct BuiltTurn {
     pub prompt_parts: Vec<String>,
     /// The output length the body demands in full (`BodySpec::expected_output`).
     pub expected_output_tokens: Option<u64>,
+    /// The `max_tokens` the body sends (`BodySpec::max_tokens_sent`): how many chunks
+    /// the stream may carry, a hint for making room for them.
+    pub max_tokens: Option<u64>,
 }
 
 impl RequestFactory {
@@ -155,6 +158,7 @@ impl RequestFactory {
                 prefix_group: prefix.map(|(g, _)| g),
                 prompt_parts: known(vec![text]),
                 expected_output_tokens: self.body.expected_output(max_tokens),
+                max_tokens: self.body.max_tokens_sent(max_tokens),
             };
         };
         let turn = turn.min(item.turns.len().saturating_sub(1));
@@ -183,6 +187,7 @@ impl RequestFactory {
             prefix_group: prefix.map(|(g, _)| g),
             prompt_parts: known(messages.into_iter().map(|m| m.content).collect()),
             expected_output_tokens: self.body.expected_output(max_tokens),
+            max_tokens: self.body.max_tokens_sent(max_tokens),
         }
     }
 
@@ -265,6 +270,17 @@ mod tests {
         assert_eq!(
             (b1["prompt"].as_str(), b1["max_tokens"].as_u64()),
             (Some("b"), Some(16))
+        );
+        // A built turn says what it sent, for the tracker to make room for.
+        let t0 = f.build_turn(0, 0, &[]);
+        let t1 = f.build_turn(1, 0, &[]);
+        assert_eq!(
+            (t0.max_tokens, body(t0.request)["max_tokens"].as_u64()),
+            (Some(3), Some(3))
+        );
+        assert_eq!(
+            (t1.max_tokens, body(t1.request)["max_tokens"].as_u64()),
+            (Some(16), Some(16))
         );
     }
 

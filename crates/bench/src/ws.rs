@@ -11,7 +11,7 @@ use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::rxstamp::StampedTcp;
 use cadence_transport::{Clock, RxStamps, Stamper};
-use cadence_wire::{Flow, Framing, StreamText, StreamTracker, TrackerConfig};
+use cadence_wire::{Flow, Framing, StreamText};
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::Full;
 use std::pin::Pin;
@@ -173,11 +173,7 @@ async fn read_messages(
     rec: &mut RequestRecord,
     d: &Deadlines,
 ) -> StreamText {
-    let mut tracker = StreamTracker::new(TrackerConfig {
-        api: cx.api,
-        framing: Framing::Ndjson,
-        strict: cx.strict,
-    });
+    let mut tracker = crate::exec::new_tracker(cx, Framing::Ndjson);
     let mut last_read = Instant::now();
     let mut line = Vec::new();
     loop {
@@ -235,5 +231,7 @@ async fn read_messages(
             }
         }
     }
+    // Every way out of the loop: room reserved for chunks that never came goes back.
+    rec.fit_chunks();
     tracker.take_text()
 }

@@ -116,6 +116,7 @@ async fn run(addr: SocketAddr, idle: Duration) -> (RequestRecord, Duration) {
         api: Api::Chat,
         strict: false,
         redactor: &redactor,
+        max_tokens: None,
     };
     let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
         .header("content-type", "application/json")

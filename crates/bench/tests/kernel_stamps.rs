@@ -103,6 +103,7 @@ fn run(addr: SocketAddr, mode: Timestamps, blocks: &[(u64, u64)]) -> RequestReco
             api: Api::Chat,
             strict: false,
             redactor: &redactor,
+            max_tokens: None,
         };
         let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
             .header("content-type", "application/json")

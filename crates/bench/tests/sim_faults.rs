@@ -80,6 +80,18 @@ async fn request_with(
     timeouts: Timeouts,
     strict: bool,
 ) -> RequestRecord {
+    request_hinted(h, req, api, timeouts, strict, None).await
+}
+
+/// [`request_with`], the tracker told the request's `max_tokens`.
+async fn request_hinted(
+    h: &Harness,
+    req: http::Request<Full<Bytes>>,
+    api: Api,
+    timeouts: Timeouts,
+    strict: bool,
+    max_tokens: Option<u64>,
+) -> RequestRecord {
     let clock = Clock::start();
     let redactor = Redactor::default();
     let cx = ExecContext {
@@ -89,6 +101,7 @@ async fn request_with(
         api,
         strict,
         redactor: &redactor,
+        max_tokens,
     };
     let (_tx, mut cancel) = Cancel::new();
     let mut rec = RequestRecord::new(0, Outcome::AbortedAtDeadline);
@@ -157,6 +170,80 @@ async fn completions_stream_succeeds() {
     let rec = request_with(&h, req, Api::Completions, quick(), false).await;
     assert_eq!(rec.outcome, Outcome::Succeeded, "{rec:?}");
     assert_eq!(rec.chunks.len(), 5);
+}
+
+/// Room made for a request's `max_tokens` at its first chunk changes no result, and
+/// is given back: however the stream ends (done, an error, malformed in strict mode,
+/// EOF, an idle timeout), the record keeps no more room than its chunks and a slack.
+#[tokio::test]
+async fn the_chunk_room_hint_changes_nothing_and_is_given_back() {
+    let h = harness().await;
+    let stall = [
+        ("x-cadence-stall-ms", "2000"),
+        ("x-cadence-stall-after", "3"),
+    ];
+    let faults: [(&str, &[(&str, &str)], bool); 11] = [
+        ("none", &[], false),
+        ("split_bytes", &[], false),
+        ("coalesce", &[], false),
+        ("crlf", &[], false),
+        ("keepalive", &[], false),
+        ("garbage_data", &[], true),
+        ("error_after_tokens", &[], false),
+        ("eof_no_done", &[], false),
+        ("usage_every_chunk", &[], false),
+        ("split_utf8", &[], false),
+        ("stall", &stall, false),
+    ];
+    let t = Timeouts {
+        idle: Duration::from_millis(200),
+        ..quick()
+    };
+    for (name, extra, strict) in faults {
+        let mut headers = vec![("x-cadence-fault", name)];
+        if name == "none" {
+            headers.clear(); // a plain stream
+        }
+        headers.extend_from_slice(extra);
+        let run = |hint| {
+            let (req, _) = factory(h.sim.addr, Api::Chat, &headers, 8, None).build(0);
+            request_hinted(&h, req, Api::Chat, t, strict, hint)
+        };
+        let plain = run(None).await;
+        let hinted = run(Some(4096)).await;
+        if name == "none" {
+            assert_eq!(hinted.outcome, Outcome::Succeeded, "{hinted:?}");
+            assert_eq!(hinted.chunks.len(), 8);
+        }
+        assert!(
+            hinted.chunks.capacity() <= hinted.chunks.len() + cadence_core::CHUNK_SLACK,
+            "{name}: {} chunks, room for {}",
+            hinted.chunks.len(),
+            hinted.chunks.capacity()
+        );
+        assert!(
+            hinted.read_delays_us.capacity()
+                <= hinted.read_delays_us.len() + cadence_core::CHUNK_SLACK,
+            "{name}"
+        );
+        // Two requests over a socket: everything but the times and how the bytes
+        // came in reads.
+        let same = |r: &RequestRecord| {
+            (
+                r.outcome,
+                r.chunks.len(),
+                r.chunks.iter().map(|c| c.1).collect::<Vec<_>>(),
+                r.output_tokens,
+                r.input_tokens,
+                r.finish_reason.clone(),
+                r.error.clone(),
+                (r.counters.malformed, r.counters.keepalives),
+                r.counters.bytes_after_done,
+                r.counters.no_done_marker,
+            )
+        };
+        assert_eq!(same(&hinted), same(&plain), "{name}");
+    }
 }
 
 #[tokio::test]

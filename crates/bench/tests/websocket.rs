@@ -68,6 +68,8 @@ async fn a_message_is_stamped_when_its_frame_is_complete() {
         api: Api::Websocket,
         strict: false,
         redactor: &redactor,
+        // Room for 256 chunks is made at the first, and given back at the end.
+        max_tokens: Some(256),
     };
     let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
     let req = http::Request::get(format!("ws://{addr}/v1/realtime"))
@@ -77,6 +79,8 @@ async fn a_message_is_stamped_when_its_frame_is_complete() {
     let mut rec = RequestRecord::new(0, Outcome::AbortedAtDeadline);
     let text = execute(&cx, req, &mut cancel, &mut rec).await;
     server.await.unwrap();
+    assert!(rec.chunks.capacity() <= rec.chunks.len() + cadence_core::CHUNK_SLACK);
+    assert!(rec.read_delays_us.capacity() <= rec.read_delays_us.len() + cadence_core::CHUNK_SLACK);
     assert_eq!(rec.outcome, Outcome::Succeeded, "{:?}", rec.error);
     assert_eq!(text.content, "Hi");
     assert_eq!(rec.http_status, Some(101));
@@ -164,6 +168,7 @@ fn run_blocked(
             api: Api::Websocket,
             strict: false,
             redactor: &redactor,
+            max_tokens: None,
         };
         let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
         let req = http::Request::get(format!("ws://{addr}/v1/realtime"))

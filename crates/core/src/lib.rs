@@ -44,7 +44,7 @@ pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc};
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
-    StreamCounters, TokenCount, TokenSource, TokenSources,
+    StreamCounters, TokenCount, TokenSource, TokenSources, CHUNK_SLACK,
 };
 pub use report::{
     definitions, level_report, FleetReport, LevelReport, MissingShard, Report, RunInfo,

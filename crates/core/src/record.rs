@@ -206,6 +206,16 @@ fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
+/// Spare room [`RequestRecord::fit_chunks`] leaves in a chunk vector: a few entries,
+/// so that fitting a vector grown by doubling rarely costs a reallocation for little.
+pub const CHUNK_SLACK: usize = 16;
+
+fn fit<T>(v: &mut Vec<T>) {
+    if v.capacity() > v.len() + CHUNK_SLACK {
+        v.shrink_to_fit();
+    }
+}
+
 /// Everything Cadence knows about one request. Plain data: statistics are pure
 /// functions of a slice of these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -353,6 +363,25 @@ impl RequestRecord {
             read_delays_us: Vec::new(),
             proxy: None,
         }
+    }
+
+    /// Makes room for `n` chunks in all, in `chunks` and (on the kernel clock) in
+    /// `read_delays_us`, so a stream of up to `n` chunks grows them once instead of by
+    /// doubling. [`fit_chunks`](Self::fit_chunks) gives back what was not used.
+    pub fn reserve_chunks(&mut self, n: usize) {
+        self.chunks.reserve(n.saturating_sub(self.chunks.len()));
+        if self.clock == Some(StampClock::Kernel) {
+            self.read_delays_us
+                .reserve(n.saturating_sub(self.read_delays_us.len()));
+        }
+    }
+
+    /// Gives back the room `chunks` and `read_delays_us` hold beyond their length plus
+    /// [`CHUNK_SLACK`], so a record kept after its stream holds about what it uses,
+    /// however much was reserved.
+    pub fn fit_chunks(&mut self) {
+        fit(&mut self.chunks);
+        fit(&mut self.read_delays_us);
     }
 
     /// Keeps `headers_ns` no later than the first chunk: on the kernel clock a chunk
@@ -545,6 +574,48 @@ mod tests {
             assert!(RequestRecord::new(0, o).was_sent(), "{o} is an attempt");
         }
         assert!(!RequestRecord::new(0, Outcome::AbortedAtDeadline).was_sent());
+    }
+
+    #[test]
+    fn reserved_chunk_room_is_given_back_when_fitted() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.reserve_chunks(1024);
+        assert!(r.chunks.capacity() >= 1024);
+        // Only the kernel clock keeps read delays.
+        assert_eq!(r.read_delays_us.capacity(), 0);
+        for i in 0..40 {
+            r.chunks.push(Chunk(i, None));
+        }
+        r.fit_chunks();
+        assert_eq!(r.chunks.len(), 40);
+        assert!(
+            r.chunks.capacity() <= 40 + CHUNK_SLACK,
+            "{}",
+            r.chunks.capacity()
+        );
+
+        let mut k = RequestRecord::new(1, Outcome::Succeeded);
+        k.clock = Some(StampClock::Kernel);
+        k.chunks.push(Chunk(1, Some(1)));
+        k.read_delays_us.push(5);
+        k.reserve_chunks(512);
+        assert!(k.chunks.capacity() >= 512);
+        assert!(k.read_delays_us.capacity() >= 512);
+        // Reserving less than is there changes nothing.
+        let cap = k.chunks.capacity();
+        k.reserve_chunks(2);
+        assert_eq!(k.chunks.capacity(), cap);
+        k.fit_chunks();
+        assert!(k.chunks.capacity() <= 1 + CHUNK_SLACK);
+        assert!(k.read_delays_us.capacity() <= 1 + CHUNK_SLACK);
+        assert_eq!((k.chunks[0], k.read_delays_us[0]), (Chunk(1, Some(1)), 5));
+
+        // Room within the slack is kept (no reallocation for a few entries).
+        let mut s = RequestRecord::new(2, Outcome::Succeeded);
+        s.chunks = Vec::with_capacity(8);
+        s.chunks.push(Chunk(1, None));
+        s.fit_chunks();
+        assert_eq!(s.chunks.capacity(), 8);
     }
 
     #[test]

@@ -81,6 +81,12 @@ impl BomStripper {
         }
     }
 
+    /// Stream start is behind us: every later byte is passed through as it is.
+    #[inline]
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Bytes held back at EOF (a BOM prefix that never completed).
     pub(crate) fn held(&self) -> &'static [u8] {
         if self.done {

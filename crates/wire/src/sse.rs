@@ -128,6 +128,37 @@ impl SseDecoder {
         self.discard_line_nonempty = false;
     }
 
+    /// A read that may be one whole event of one `data` field, the shape most servers
+    /// send a chunk in: `data:`, at most one space, VALUE, then a blank line (LF LF or
+    /// CR LF CR LF), with this decoder holding nothing from earlier reads (no partial
+    /// line, data or event type, no CR awaiting its LF, no event being discarded, the
+    /// stream start and its BOM behind) and the read within the cap. Gives VALUE, or
+    /// `None` for any other read.
+    ///
+    /// When VALUE holds no CR or LF, feeding the read would report exactly one
+    /// [`SseItem::Event`]: type `message`, data VALUE (decoded as UTF-8, lossily when
+    /// it is not), the last event id; and leave the decoder as it is. A caller that
+    /// checks that much may take the event from here instead of feeding the read.
+    /// Otherwise VALUE spans several lines and the read must be fed.
+    #[inline]
+    pub fn lone_data_event<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        if bytes.len() > self.cap
+            || !self.line.is_empty()
+            || !self.data.is_empty()
+            || !self.event_type.is_empty() // (a lossy one is not empty either)
+            || self.skip_lf
+            || self.discarding
+            || !self.bom.is_done()
+        {
+            return None;
+        }
+        let rest = bytes.strip_prefix(b"data:")?;
+        let value = strip_one_space(rest);
+        value
+            .strip_suffix(b"\n\n")
+            .or_else(|| value.strip_suffix(b"\r\n\r\n"))
+    }
+
     /// Decode one read's bytes, reporting every item completed by them.
     pub fn feed(&mut self, bytes: &[u8], out: &mut impl FnMut(SseItem<'_>)) {
         self.feed_with(bytes, &mut |item| {
@@ -693,6 +724,80 @@ mod tests {
         }
         dec.feed(b"\n\ndata: ok\n\n", &mut |i| items.push(own(i)));
         assert_eq!(items, vec![Own::TooLarge, ev("ok")]);
+    }
+
+    /// A read `lone_data_event` gives the value of (with no line break in it) is, fed,
+    /// exactly one `message` event with that data, and leaves the decoder as it was;
+    /// in any state holding something from earlier reads it gives nothing.
+    #[test]
+    fn a_lone_data_event_is_what_feeding_it_gives() {
+        let fed = |cap: usize, feeds: &[&[u8]]| {
+            let mut d = SseDecoder::with_cap(cap);
+            for f in feeds {
+                d.feed(f, &mut |_| {});
+            }
+            d
+        };
+        let big = [b"data: ".as_slice(), &[b'x'; 40]].concat();
+        // (name, decoder, idle: whether a whole event read may skip it)
+        let states = [
+            ("fresh", fed(64, &[]), false),
+            ("a BOM", fed(64, &[b"\xEF\xBB\xBF"]), true),
+            ("after an event", fed(64, &[b"data: a\n\n"]), true),
+            ("after a comment", fed(64, &[b": ping\n"]), true),
+            ("an id set", fed(64, &[b"id: 7\ndata: a\n\n"]), true),
+            ("part of a BOM", fed(64, &[b"\xEF\xBB"]), false),
+            ("data pending", fed(64, &[b"data: a\n"]), false),
+            ("a line pending", fed(64, &[b"x\n\nda"]), false),
+            ("an event type", fed(64, &[b"event: x\n"]), false),
+            ("an empty event type", fed(64, &[b"x\n\nevent:\n"]), true),
+            ("a CR awaiting its LF", fed(64, &[b"data: a\r\r"]), false),
+            ("discarding", fed(16, &[b"x\n\n", &big]), false),
+        ];
+        let reads: [(&[u8], Option<&[u8]>); 12] = [
+            (b"data: x\n\n", Some(b"x")),
+            (b"data:x\n\n", Some(b"x")),
+            (b"data:  x\n\n", Some(b" x")),
+            (b"data: x\r\n\r\n", Some(b"x")),
+            (b"data:\n\n", Some(b"")),
+            (b"data: \xC3\xA9\xFF\n\n", Some(b"\xC3\xA9\xFF")),
+            (b"data: a\nb\n\n", Some(b"a\nb")), // two lines: must be fed
+            (b"data: x\n\n\n", Some(b"x\n")),   // so must this
+            (b"data: x\r\r", None),
+            (b"data: x\n", None),
+            (b"event: e\ndata: x\n\n", None),
+            (b"data: 0123456789abcdef\n\n", None), // over the 16-byte cap below
+        ];
+        for (name, state, idle) in &states {
+            for (read, value) in &reads {
+                let mut d = state.clone();
+                if d.cap == 64 && read.len() > 16 {
+                    d.cap = 16;
+                }
+                let got = d.lone_data_event(read);
+                let want = if *idle { *value } else { None };
+                assert_eq!(got, want, "{name}: {:?}", String::from_utf8_lossy(read));
+                let Some(v) = got.filter(|v| memchr2(b'\n', b'\r', v).is_none()) else {
+                    continue;
+                };
+                let before = format!("{d:?}");
+                let mut items = Vec::new();
+                d.feed(read, &mut |i| items.push(own(i)));
+                let id = (!d.last_event_id().is_empty()).then(|| d.last_event_id().to_owned());
+                let data = String::from_utf8_lossy(v).into_owned();
+                let lossy = std::str::from_utf8(v).is_err();
+                let event = Own::Event {
+                    event: "message".into(),
+                    data,
+                    id,
+                    lossy,
+                };
+                assert_eq!(items, vec![event], "{name}");
+                if !lossy {
+                    assert_eq!(format!("{d:?}"), before, "{name}: the decoder is as it was");
+                }
+            }
+        }
     }
 
     #[test]

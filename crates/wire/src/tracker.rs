@@ -10,12 +10,20 @@ use crate::ndjson::{NdjsonDecoder, NdjsonItem};
 use crate::sse::{SseDecoder, SseItem};
 use crate::{truncate_str, MAX_EVENT_BYTES};
 use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
+use memchr::memchr2;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 /// Cap on the output text kept for a tokenizer (visible and reasoning text each).
 pub const MAX_TEXT_BYTES: usize = 4 << 20;
+
+/// Cap on the chunks [`StreamTracker::expect_chunks`] makes room for at once; a longer
+/// stream grows past it as usual.
+pub const MAX_EXPECTED_CHUNKS: u32 = 1024;
+
+/// Bytes of visible text made room for per expected chunk: about a token's worth.
+const TEXT_BYTES_PER_CHUNK: usize = 4;
 
 /// Cap on the server's error message stored in `rec.error`.
 pub const MAX_ERROR_BYTES: usize = 1024;
@@ -108,8 +116,11 @@ struct State {
     token_id_sum: u64,
     token_ids_seen: bool,
     has_output: bool,
-    text: String,
-    reasoning: String,
+    /// Visible text, as bytes: every piece appended is valid UTF-8 (checked where it
+    /// came from) and the cap cuts on a char boundary, so this is valid UTF-8 too. A
+    /// chunk's text taken straight from a read is checked alone, not with its event.
+    text: Vec<u8>,
+    reasoning: Vec<u8>,
     /// Per content-bearing chunk, the lengths of `text` and `reasoning` after it, so a
     /// tokenizer can later attribute tokens of the joined text to chunks.
     text_ends: Vec<(u32, u32)>,
@@ -129,6 +140,8 @@ struct State {
     raw: Vec<u8>,
     /// Bytes of cumulative text (SGLang) already taken as output.
     cumulative_len: usize,
+    /// Chunks to make room for at the first one ([`StreamTracker::expect_chunks`]).
+    expect_chunks: u32,
 }
 
 impl StreamTracker {
@@ -151,8 +164,8 @@ impl StreamTracker {
                 token_id_sum: 0,
                 token_ids_seen: false,
                 has_output: false,
-                text: String::new(),
-                reasoning: String::new(),
+                text: Vec::new(),
+                reasoning: Vec::new(),
                 text_ends: Vec::new(),
                 read_events: 0,
                 last_read_ns: 0,
@@ -167,6 +180,7 @@ impl StreamTracker {
                 },
                 raw: Vec::new(),
                 cumulative_len: 0,
+                expect_chunks: 0,
             },
         }
     }
@@ -175,9 +189,32 @@ impl StreamTracker {
         self.config
     }
 
+    /// A hint: the stream will likely carry up to `n` chunks (a request's
+    /// `max_tokens`). At its first chunk, room for that many (at most
+    /// [`MAX_EXPECTED_CHUNKS`]) is made in the record's chunk vectors
+    /// ([`RequestRecord::reserve_chunks`]) and in the text kept for a tokenizer, so
+    /// they grow once instead of by doubling; [`finish`](Self::finish) gives back what
+    /// was not used ([`RequestRecord::fit_chunks`]). Nothing else changes.
+    pub fn expect_chunks(&mut self, n: u32) {
+        self.st.expect_chunks = n.min(MAX_EXPECTED_CHUNKS);
+    }
+
     /// One socket read's bytes, stamped with the time (ns since run start) the caller
     /// took BEFORE calling.
     pub fn feed(&mut self, t_ns: u64, bytes: &[u8], rec: &mut RequestRecord) -> Flow {
+        self.feed_read(t_ns, bytes, rec, true)
+    }
+
+    /// [`feed`](Self::feed); `whole_event_path` off makes every read go through the
+    /// decoders, which the tests compare the whole-event path with.
+    #[inline]
+    fn feed_read(
+        &mut self,
+        t_ns: u64,
+        bytes: &[u8],
+        rec: &mut RequestRecord,
+        whole_event_path: bool,
+    ) -> Flow {
         if bytes.is_empty() {
             return self.flow();
         }
@@ -196,9 +233,22 @@ impl StreamTracker {
         }
         let st = &mut self.st;
         let consumed = match self.config.framing {
-            Framing::Sse => self
-                .sse
-                .feed_with(bytes, &mut |item| st.on_sse(item, t_ns, rec)),
+            Framing::Sse => {
+                // A read that is one whole single-line event (one chunk per read, as
+                // most servers write them) skips the decoder's line scan and buffers.
+                let taken = whole_event_path
+                    && self
+                        .sse
+                        .lone_data_event(bytes)
+                        .and_then(|value| st.on_lone_event(value, t_ns, rec))
+                        .is_some();
+                if taken {
+                    bytes.len()
+                } else {
+                    self.sse
+                        .feed_with(bytes, &mut |item| st.on_sse(item, t_ns, rec))
+                }
+            }
             Framing::Ndjson => self
                 .ndjson
                 .feed_with(bytes, &mut |item| st.on_ndjson(item, t_ns, rec)),
@@ -236,6 +286,7 @@ impl StreamTracker {
                 self.st.raw_fallback(rec);
             }
         }
+        rec.fit_chunks();
         rec.end_ns = Some(t_ns);
         rec.outcome = match self.st.decided {
             Some(o) => o,
@@ -286,13 +337,13 @@ impl StreamTracker {
 
     /// The visible output text so far (content deltas joined), capped at 4 MiB.
     pub fn text(&self) -> &str {
-        &self.st.text
+        as_str(&self.st.text)
     }
 
     /// The reasoning text so far (reasoning deltas joined), capped at 4 MiB: a
     /// tokenizer counting output tokens needs it too.
     pub fn reasoning_text(&self) -> &str {
-        &self.st.reasoning
+        as_str(&self.st.reasoning)
     }
 
     /// Per content-bearing chunk (in `rec.chunks` order), the byte lengths of
@@ -305,8 +356,8 @@ impl StreamTracker {
     /// Moves the output text out (the tracker keeps empty text afterwards).
     pub fn take_text(&mut self) -> StreamText {
         StreamText {
-            content: std::mem::take(&mut self.st.text),
-            reasoning: std::mem::take(&mut self.st.reasoning),
+            content: into_string(std::mem::take(&mut self.st.text)),
+            reasoning: into_string(std::mem::take(&mut self.st.reasoning)),
             chunk_ends: std::mem::take(&mut self.st.text_ends),
         }
     }
@@ -329,12 +380,53 @@ impl StreamTracker {
 }
 
 impl State {
-    fn on_sse(&mut self, item: SseItem<'_>, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
-        // An incomplete tail at EOF is no evidence that the body was SSE.
-        if !self.saw_item && !matches!(item, SseItem::Incomplete { .. }) {
+    /// The value of a read that may be one whole `data` event
+    /// ([`SseDecoder::lone_data_event`]): what [`on_sse`](Self::on_sse) does with that
+    /// event, or `None` (nothing done) when the read must go through the decoder
+    /// instead: the value spans lines, or is not UTF-8 (the decoder's lossy decoding
+    /// and the malformed count decide then).
+    ///
+    /// Only the new text is checked for UTF-8 when the event matches the template: the
+    /// template's bytes were valid where they came from.
+    #[inline]
+    fn on_lone_event(
+        &mut self,
+        value: &[u8],
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) -> Option<ControlFlow<()>> {
+        if let Some((text, ascii)) = self.template.reuse(value) {
+            // No CR or LF in a matched event: it is the single line it looks like.
+            let text = &value[text];
+            if !ascii && std::str::from_utf8(text).is_err() {
+                return None;
+            }
+            self.sse_item_seen();
+            return Some(self.on_template_chunk(text, t_ns, rec));
+        }
+        if memchr2(b'\n', b'\r', value).is_some() {
+            return None;
+        }
+        let data = std::str::from_utf8(value).ok()?;
+        self.sse_item_seen();
+        // A `message` event, not lossy: `on_sse` takes it straight to `on_data`.
+        Some(self.on_data(data, t_ns, rec))
+    }
+
+    /// An SSE item showed up: the body is SSE, not bare JSON.
+    #[inline]
+    fn sse_item_seen(&mut self) {
+        if !self.saw_item {
             self.saw_item = true;
             self.raw_mode = RawBody::Off;
             self.raw = Vec::new();
+        }
+    }
+
+    fn on_sse(&mut self, item: SseItem<'_>, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
+        // An incomplete tail at EOF is no evidence that the body was SSE.
+        if !matches!(item, SseItem::Incomplete { .. }) {
+            self.sse_item_seen();
         }
         match item {
             SseItem::Comment(_) => {
@@ -401,8 +493,8 @@ impl State {
     }
 
     fn on_data(&mut self, data: &str, t_ns: u64, rec: &mut RequestRecord) -> ControlFlow<()> {
-        if let Some(chunk) = self.template.reuse(data) {
-            return self.on_event_chunk(chunk, t_ns, rec);
+        if let Some((text, _)) = self.template.reuse(data.as_bytes()) {
+            return self.on_template_chunk(&data.as_bytes()[text], t_ns, rec);
         }
         let mut chunk = ParsedChunk::default();
         let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
@@ -466,9 +558,58 @@ impl State {
         }
     }
 
+    /// What [`on_event_chunk`](Self::on_event_chunk) does with the template's chunk
+    /// around `text` (valid UTF-8, not empty): content only, the template's token ids
+    /// and usage, no finish reason, not the end. Nothing else is built or dropped.
+    #[inline]
+    fn on_template_chunk(
+        &mut self,
+        text: &[u8],
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) -> ControlFlow<()> {
+        let (tokens, usage) = (self.template.tokens, self.template.usage);
+        let usage_increase = self.on_counts(usage, tokens, rec);
+        if self.finish_reason_seen {
+            self.end_event_ns = Some(t_ns);
+        }
+        self.on_output(tokens, usage_increase, Some(text), None, t_ns, rec);
+        if self.api.ends_at_eof() {
+            self.end_event_ns = Some(t_ns);
+        }
+        ControlFlow::Continue(())
+    }
+
     fn on_chunk(&mut self, c: &ParsedChunk<'_>, t_ns: u64, rec: &mut RequestRecord) {
+        let usage_increase = self.on_counts(c.usage, c.tokens, rec);
+        if let Some(fr) = c.finish_reason.as_deref() {
+            self.finish_reason_seen = true;
+            if rec.finish_reason.as_deref() != Some(fr) {
+                rec.finish_reason = Some(fr.to_owned());
+            }
+        }
+        if self.finish_reason_seen {
+            self.end_event_ns = Some(t_ns);
+        }
+        if !c.has_output() {
+            return;
+        }
+        let content = c.content.as_deref().map(str::as_bytes);
+        let reasoning = c.reasoning.as_deref().map(str::as_bytes);
+        self.on_output(c.tokens, usage_increase, content, reasoning, t_ns, rec);
+    }
+
+    /// A chunk's usage and token ids; gives how much its usage raised the completion
+    /// tokens, when it had some.
+    #[inline]
+    fn on_counts(
+        &mut self,
+        usage: Option<Usage>,
+        tokens: Option<u32>,
+        rec: &mut RequestRecord,
+    ) -> Option<u64> {
         let mut usage_increase = None;
-        if let Some(u) = c.usage {
+        if let Some(u) = usage {
             if let Some(ct) = u.completion_tokens {
                 usage_increase = Some(ct.saturating_sub(self.last_completion.unwrap_or(0)));
                 self.last_completion = Some(ct);
@@ -484,7 +625,7 @@ impl State {
                 rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
             }
         }
-        if let Some(n) = c.tokens {
+        if let Some(n) = tokens {
             self.token_id_sum += u64::from(n);
             self.token_ids_seen = true;
             rec.token_sources.token_ids = Some(self.token_id_sum);
@@ -495,19 +636,21 @@ impl State {
                 });
             }
         }
-        if let Some(fr) = c.finish_reason.as_deref() {
-            self.finish_reason_seen = true;
-            if rec.finish_reason.as_deref() != Some(fr) {
-                rec.finish_reason = Some(fr.to_owned());
-            }
-        }
-        if self.finish_reason_seen {
-            self.end_event_ns = Some(t_ns);
-        }
-        if !c.has_output() {
-            return;
-        }
-        let tokens = match (c.tokens, usage_increase) {
+        usage_increase
+    }
+
+    /// A content-bearing chunk: its time and tokens, and its text (each valid UTF-8).
+    #[inline]
+    fn on_output(
+        &mut self,
+        tokens: Option<u32>,
+        usage_increase: Option<u64>,
+        content: Option<&[u8]>,
+        reasoning: Option<&[u8]>,
+        t_ns: u64,
+        rec: &mut RequestRecord,
+    ) {
+        let tokens = match (tokens, usage_increase) {
             (Some(n), _) => {
                 rec.chunk_tokens_source = Some(TokenSource::TokenIds);
                 Some(n)
@@ -518,23 +661,37 @@ impl State {
             }
             (None, None) => None,
         };
+        if !self.has_output && self.expect_chunks > 0 {
+            self.make_room(rec);
+        }
         rec.chunks.push(Chunk(t_ns, tokens));
         self.has_output = true;
         if self.read_events > 0 {
             rec.counters.coalesced += 1;
         }
         self.read_events += 1;
-        if let Some(text) = c.content.as_deref() {
+        if let Some(text) = content {
             if rec.first_content_ns.is_none() {
                 rec.first_content_ns = Some(t_ns);
             }
             push_capped(&mut self.text, text);
         }
-        if let Some(text) = c.reasoning.as_deref() {
+        if let Some(text) = reasoning {
             push_capped(&mut self.reasoning, text);
         }
         self.text_ends
             .push((self.text.len() as u32, self.reasoning.len() as u32));
+    }
+
+    /// Room for the expected chunks, made at the first one.
+    #[cold]
+    fn make_room(&mut self, rec: &mut RequestRecord) {
+        let n = self.expect_chunks as usize;
+        rec.reserve_chunks(n);
+        self.text_ends
+            .reserve(n.saturating_sub(self.text_ends.len()));
+        self.text
+            .reserve((n * TEXT_BYTES_PER_CHUNK).saturating_sub(self.text.len()));
     }
 
     fn error(&mut self, rec: &mut RequestRecord, message: &str) {
@@ -619,37 +776,43 @@ impl State {
 /// parses to the same chunk with that text, so it is not parsed again. Chunks of one
 /// stream usually differ only there (id, created, model and the empty fields repeat
 /// byte for byte); anything else takes the parser, which is always the reference.
+///
+/// A template never holds a CR or LF, so an event it matches is one line.
 #[derive(Debug, Clone, Default)]
 struct Template {
-    head: Vec<u8>,
-    tail: Vec<u8>,
+    /// The bytes before the text, then the bytes after it (one buffer, one allocation).
+    shape: Vec<u8>,
+    /// Where the bytes after the text start in `shape`.
+    head: usize,
     tokens: Option<u32>,
     usage: Option<Usage>,
     valid: bool,
 }
 
 impl Template {
-    /// The chunk `data` parses to, when it is the template around another plain string.
-    fn reuse<'a>(&self, data: &'a str) -> Option<ParsedChunk<'a>> {
+    /// Where the text sits in `data` when `data` is the template around another plain
+    /// string (so `data` holds no CR or LF either), and whether the text is all ASCII.
+    /// Text that is not is left unchecked for UTF-8: `data` borrowed from a `&str`
+    /// cuts on char boundaries (the bytes on both sides are ASCII quotes); bytes from a
+    /// read must still be checked.
+    #[inline]
+    fn reuse(&self, data: &[u8]) -> Option<(std::ops::Range<usize>, bool)> {
         if !self.valid {
             return None;
         }
-        let b = data.as_bytes();
-        let (h, t) = (self.head.len(), self.tail.len());
-        if b.len() <= h + t || !b.starts_with(&self.head) || !b.ends_with(&self.tail) {
+        let (head, tail) = self.shape.split_at(self.head);
+        let end = data.len().checked_sub(tail.len())?;
+        if end <= head.len() || !data.starts_with(head) || data[end..] != *tail {
             return None;
         }
-        // `head` ends and `tail` starts with an ASCII quote: both cuts are char boundaries.
-        let text = &data[h..b.len() - t];
-        if text.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20) {
-            return None;
+        let mut high = 0u8;
+        for &c in &data[head.len()..end] {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                return None;
+            }
+            high |= c;
         }
-        Some(ParsedChunk {
-            content: Some(Cow::Borrowed(text)),
-            tokens: self.tokens,
-            usage: self.usage,
-            ..ParsedChunk::default()
-        })
+        Some((head.len()..end, high < 0x80))
     }
 
     /// Keeps `chunk` (parsed from `data`) as the template when it has that shape.
@@ -676,19 +839,41 @@ impl Template {
         if start == 0 || end >= b.len() || b[start - 1] != b'"' || b[end] != b'"' {
             return;
         }
-        self.head.clear();
-        self.head.extend_from_slice(&b[..start]);
-        self.tail.clear();
-        self.tail.extend_from_slice(&b[end..]);
+        let (head, tail) = (&b[..start], &b[end..]);
+        if memchr2(b'\n', b'\r', head).is_some() || memchr2(b'\n', b'\r', tail).is_some() {
+            return;
+        }
+        self.shape.clear();
+        self.shape.reserve(head.len() + tail.len());
+        self.shape.extend_from_slice(head);
+        self.shape.extend_from_slice(tail);
+        self.head = head.len();
         self.tokens = chunk.tokens;
         self.usage = chunk.usage;
         self.valid = true;
     }
 }
 
-fn push_capped(buf: &mut String, s: &str) {
+/// Appends UTF-8 `s` to `buf` up to [`MAX_TEXT_BYTES`] in all, cut on a char boundary.
+fn push_capped(buf: &mut Vec<u8>, s: &[u8]) {
     let room = MAX_TEXT_BYTES.saturating_sub(buf.len());
-    buf.push_str(truncate_str(s, room));
+    let mut n = s.len().min(room);
+    // Back to the start of a character: a continuation byte is 0b10xx_xxxx.
+    while n < s.len() && n > 0 && s[n] & 0xC0 == 0x80 {
+        n -= 1;
+    }
+    buf.extend_from_slice(&s[..n]);
+}
+
+/// Text the tracker kept as bytes: valid UTF-8 by construction (were it not, the
+/// valid start).
+fn as_str(text: &[u8]) -> &str {
+    std::str::from_utf8(text)
+        .unwrap_or_else(|e| std::str::from_utf8(&text[..e.valid_up_to()]).unwrap_or_default())
+}
+
+fn into_string(text: Vec<u8>) -> String {
+    String::from_utf8(text).unwrap_or_else(|e| as_str(e.as_bytes()).to_owned())
 }
 
 #[cfg(test)]
@@ -766,8 +951,13 @@ mod tests {
         assert!(t.valid);
         let same = r#"{"choices":[{"delta":{"content":"xyz"},"finish_reason":null}]}"#;
         assert_eq!(
-            t.reuse(same).and_then(|c| c.content).as_deref(),
-            Some("xyz")
+            t.reuse(same.as_bytes()).map(|(r, ascii)| (&same[r], ascii)),
+            Some(("xyz", true))
+        );
+        let wide = r#"{"choices":[{"delta":{"content":"é"},"finish_reason":null}]}"#;
+        assert_eq!(
+            t.reuse(wide.as_bytes()).map(|(r, ascii)| (&wide[r], ascii)),
+            Some(("é", false))
         );
         for other in [
             r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#,
@@ -776,13 +966,462 @@ mod tests {
             r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
             "{\"choices\":[{\"delta\":{\"content\":\"x\ty\"},\"finish_reason\":null}]}",
         ] {
-            assert!(t.reuse(other).is_none(), "{other}");
+            assert!(t.reuse(other.as_bytes()).is_none(), "{other}");
         }
+        // Nor one with a line break in its JSON (the whole-event path relies on it).
+        let broken = "{\"choices\":[{\"delta\":{\"content\":\"ab\"},\n\"finish_reason\":null}]}";
+        let mut chunk = ParsedChunk::default();
+        assert!(parse_data_into(Api::Chat, broken, &mut chunk, None).is_none());
+        t.learn(broken, &chunk);
+        assert!(!t.valid);
         // A chunk whose text had escapes is not a template.
         let escaped = r#"{"choices":[{"delta":{"content":"a\"b"},"finish_reason":null}]}"#;
         let mut chunk = ParsedChunk::default();
         assert!(parse_data_into(Api::Chat, escaped, &mut chunk, None).is_none());
         t.learn(escaped, &chunk);
         assert!(!t.valid);
+    }
+
+    #[test]
+    fn text_is_capped_on_a_char_boundary() {
+        let mut buf = Vec::new();
+        let piece = "é".repeat(1000); // two bytes each
+        while buf.len() < MAX_TEXT_BYTES {
+            push_capped(&mut buf, "x".as_bytes());
+            push_capped(&mut buf, piece.as_bytes());
+        }
+        assert!(buf.len() <= MAX_TEXT_BYTES);
+        assert!(MAX_TEXT_BYTES - buf.len() < 2, "filled up to the last char");
+        let text = std::str::from_utf8(&buf).expect("valid UTF-8");
+        // What `truncate_str` keeps of the same pieces.
+        let mut want = String::new();
+        while want.len() < MAX_TEXT_BYTES {
+            for p in ["x", piece.as_str()] {
+                let room = MAX_TEXT_BYTES - want.len();
+                want.push_str(truncate_str(p, room));
+            }
+        }
+        assert_eq!(text, want);
+        let len = buf.len();
+        push_capped(&mut buf, b"more");
+        assert_eq!(buf.len(), len, "nothing past the cap");
+    }
+}
+
+/// The whole-event path (a read that is one `data` event, taken without the SSE
+/// decoder) against the decoder on the same reads, and any read split in two.
+#[cfg(test)]
+mod whole_event_tests {
+    use super::*;
+
+    /// Everything a stream leaves behind: the record, the text and the tracker's state.
+    #[derive(Debug, PartialEq)]
+    struct Run {
+        rec: RequestRecord,
+        flows: Vec<Flow>,
+        text: String,
+        reasoning: String,
+        ends: Vec<(u32, u32)>,
+        done: bool,
+        has_output: bool,
+    }
+
+    fn run(config: TrackerConfig, reads: &[(u64, Vec<u8>)], whole_event_path: bool) -> Run {
+        let mut tr = StreamTracker::new(config);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        let flows = reads
+            .iter()
+            .map(|(t, b)| tr.feed_read(*t, b, &mut rec, whole_event_path))
+            .collect();
+        let (done, has_output) = (tr.is_done(), tr.has_output());
+        tr.end_stream(1_000, &mut rec);
+        Run {
+            rec,
+            flows,
+            text: tr.text().to_owned(),
+            reasoning: tr.reasoning_text().to_owned(),
+            ends: tr.chunk_text_ends().to_vec(),
+            done,
+            has_output,
+        }
+    }
+
+    fn cfg(api: Api, strict: bool) -> TrackerConfig {
+        TrackerConfig {
+            api,
+            framing: Framing::Sse,
+            strict,
+        }
+    }
+
+    fn chat_data(delta: serde_json::Value, finish: serde_json::Value) -> String {
+        serde_json::json!({"id":"chatcmpl-7","object":"chat.completion.chunk","created":1795625586,
+            "model":"m","choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish}]})
+        .to_string()
+    }
+
+    fn content(text: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            chat_data(
+                serde_json::json!({"content": text}),
+                serde_json::Value::Null
+            )
+        )
+    }
+
+    fn role() -> String {
+        format!(
+            "data: {}\n\n",
+            chat_data(
+                serde_json::json!({"role":"assistant","content":""}),
+                serde_json::Value::Null
+            )
+        )
+    }
+
+    fn finish(text: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            chat_data(serde_json::json!({"content": text}), "length".into())
+        )
+    }
+
+    fn usage(n: u64) -> String {
+        format!("data: {{\"id\":\"chatcmpl-7\",\"choices\":[],\"usage\":{{\"prompt_tokens\":12,\"completion_tokens\":{n},\"total_tokens\":{}}}}}\n\n", n + 12)
+    }
+
+    const DONE: &str = "data: [DONE]\n\n";
+
+    /// One read per string, at times 10, 20, 30...
+    fn reads(parts: &[String]) -> Vec<(u64, Vec<u8>)> {
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (10 * (i as u64 + 1), p.clone().into_bytes()))
+            .collect()
+    }
+
+    /// A stream's name, configuration and reads.
+    type Stream = (&'static str, TrackerConfig, Vec<(u64, Vec<u8>)>);
+
+    /// Hand-built streams, each as the reads it arrives in, with its configuration.
+    fn streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        let strict = cfg(Api::Chat, true);
+        let words = [
+            "Hel",
+            "lo",
+            ", w\u{f6}rld",
+            " \u{1F600}",
+            "!",
+            " a\"q",
+            "\\",
+            " ok",
+        ];
+        let mut typical = vec![role()];
+        typical.extend(words.iter().map(|w| content(w)));
+        typical.extend([finish(" end"), usage(10), DONE.to_owned()]);
+
+        let mut streams = vec![
+            ("one event per read", chat, reads(&typical)),
+            ("one event per read, strict", strict, reads(&typical)),
+            ("several events per read", chat, {
+                let (a, b) = typical.split_at(4);
+                reads(&[a.concat(), content("x"), b.concat()])
+            }),
+            ("CRLF line endings", chat, {
+                let crlf: Vec<String> = typical.iter().map(|e| e.replace('\n', "\r\n")).collect();
+                reads(&crlf)
+            }),
+            ("bare CR line endings", chat, {
+                let cr: Vec<String> = typical.iter().map(|e| e.replace('\n', "\r")).collect();
+                reads(&cr)
+            }),
+            ("a CR at a read's end, its LF in the next", chat, reads(&[
+                content("a").replace("\n\n", "\r\n\r"),
+                "\n".to_owned() + &content("b"),
+                content("c"),
+                DONE.to_owned(),
+            ])),
+            ("a bare CR ending a read, then [DONE] whole", chat, reads(&[
+                content("a").replace("\n\n", "\r\r"),
+                DONE.into(),
+                "\nxyz".into(),
+            ])),
+            ("comments and keep-alives", chat, reads(&[
+                role(),
+                ": ping\n\n".into(),
+                content("a"),
+                "event: ping\ndata: {}\n\n".into(),
+                content("b"),
+                "event: ping\n\n".into(),
+                ":\n\n".into(),
+                content("c"),
+                "data: : keepalive\n\n".into(),
+                content("d"),
+                DONE.into(),
+            ])),
+            ("no space, two spaces, bare data field", chat, reads(&[
+                content("a").replacen("data: ", "data:", 1),
+                content("b").replacen("data: ", "data:  ", 1),
+                content("c"),
+                "data\n\n".into(),
+                "data:\n\n".into(),
+                content("d"),
+                DONE.into(),
+            ])),
+            ("data on several lines", chat, reads(&[
+                content("a"),
+                content("b").replacen(",\"model\"", "\ndata: ,\"model\"", 1),
+                content("c"),
+                content("d").replacen("{", "\n{", 1),
+                DONE.into(),
+            ])),
+            ("an event type or id before the data", chat, reads(&[
+                content("a"),
+                "event: message\n".to_owned() + &content("b"),
+                "id: 7\n".to_owned() + &content("c"),
+                content("d"),
+                "retry: 10\n".to_owned() + &content("e"),
+                DONE.into(),
+            ])),
+            ("[DONE] with bytes after it", chat, reads(&[
+                content("a"),
+                DONE.to_owned() + &content("late"),
+                content("later"),
+            ])),
+            ("[DONE] alone, then more", chat, reads(&[content("a"), DONE.into(), content("b")])),
+            ("usage on every chunk", chat, {
+                let with_usage = |t: &str, n: u64| {
+                    format!("data: {}\n\n", serde_json::json!({"id":"c","choices":[{"index":0,"delta":{"content":t},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":n}}))
+                };
+                reads(&[with_usage("a", 1), with_usage("b", 2), with_usage("c", 2), with_usage("d", 4), usage(4), DONE.into()])
+            }),
+            ("a usage-only chunk and token ids", cfg(Api::Completions, false), {
+                let text = |t: &str, ids: &str| {
+                    format!("data: {{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\"{t}\",\"token_ids\":[{ids}],\"finish_reason\":null}}]}}\n\n")
+                };
+                reads(&[text("a", "1"), text("b", "2"), text("c", "3,4"), text("d", "5"), usage(5), DONE.into()])
+            }),
+            ("an error object after tokens", chat, reads(&[
+                role(),
+                content("a"),
+                content("b"),
+                "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n".into(),
+                content("c"),
+                DONE.into(),
+            ])),
+            ("an error event", chat, reads(&[
+                content("a"),
+                "event: error\ndata: {\"message\":\"overloaded\"}\n\n".into(),
+                content("b"),
+            ])),
+            ("vLLM's error object alone", chat, reads(&[
+                "data: {\"object\":\"error\",\"message\":\"bad request\",\"code\":400}\n\n".into(),
+            ])),
+            ("a bare JSON error body", chat, reads(&["{\"error\":{\"message\":\"no\"}}".into()])),
+            ("malformed data", chat, reads(&[
+                content("a"),
+                "data: {bad json}\n\n".into(),
+                "data: 42\n\n".into(),
+                content("b"),
+                DONE.into(),
+            ])),
+            ("malformed data, strict", strict, reads(&[
+                content("a"),
+                content("b"),
+                "data: {bad json}\n\n".into(),
+                content("c"),
+            ])),
+            ("no finish reason, no [DONE]", chat, reads(&[content("a"), content("b")])),
+            ("a finish reason, no [DONE]", chat, reads(&[content("a"), finish("b"), content("c")])),
+            ("a stream start with a BOM", chat, reads(&[
+                "\u{FEFF}".to_owned() + &content("a"),
+                content("b"),
+                DONE.into(),
+            ])),
+            ("an incomplete event at EOF", chat, reads(&[
+                content("a"),
+                content("b"),
+                content("c").trim_end().to_owned(),
+            ])),
+            ("text with escapes, controls and quotes", chat, reads(&[
+                content("plain"),
+                content("tab\there"),
+                content("line\nbreak"),
+                content("quote\"d"),
+                content("more plain"),
+                content("\u{7f}\u{80}\u{ffff}"),
+                DONE.into(),
+            ])),
+            ("KServe: no end marker", cfg(Api::Kserve, false), reads(&[
+                "data: {\"model_name\":\"m\",\"model_version\":\"1\",\"text_output\":\"a\"}\n\n".into(),
+                "data: {\"model_name\":\"m\",\"model_version\":\"1\",\"text_output\":\"b\"}\n\n".into(),
+                "data: {\"model_name\":\"m\",\"model_version\":\"1\",\"text_output\":\"c\"}\n\n".into(),
+            ])),
+            ("Anthropic", cfg(Api::Anthropic, false), reads(&[
+                "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n".into(),
+                "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n".into(),
+                "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"b\"}}\n\n".into(),
+                "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"c\"}}\n\n".into(),
+                "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n".into(),
+                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into(),
+            ])),
+            ("Responses", cfg(Api::Responses, false), reads(&[
+                "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"a\"}\n\n".into(),
+                "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"b\"}\n\n".into(),
+                "data: {\"type\":\"response.reasoning_summary_text.delta\",\"delta\":\"hm\"}\n\n".into(),
+                "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"c\"}\n\n".into(),
+                "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":4,\"output_tokens\":4}}}\n\n".into(),
+            ])),
+        ];
+
+        // An event over the cap in one read, after the template was learned.
+        let big = content(&"x".repeat(MAX_EVENT_BYTES));
+        streams.push((
+            "an event over the cap in one read",
+            chat,
+            reads(&[content("a"), content("b"), big, content("c")]),
+        ));
+
+        // Invalid UTF-8: in a read the template matches, in one it does not, and split
+        // across reads; a valid character split across reads.
+        let mut bad = content("xy").into_bytes();
+        let at = bad.windows(2).position(|w| w == b"xy").unwrap();
+        bad[at] = 0xFF;
+        let mut bad_parsed = content("a\"b").into_bytes();
+        let q = bad_parsed.windows(2).position(|w| w == b"a\\").unwrap();
+        bad_parsed[q] = 0xC3;
+        let emoji = content("\u{1F600}").into_bytes();
+        let e = emoji.iter().position(|&b| b == 0xF0).unwrap();
+        let mut utf8 = vec![
+            (10, content("a").into_bytes()),
+            (20, content("b").into_bytes()),
+            (30, bad.clone()),
+            (40, content("c").into_bytes()),
+            (50, bad_parsed),
+            (60, bad[..at + 1].to_vec()),
+            (70, bad[at + 1..].to_vec()),
+            (80, emoji[..e + 2].to_vec()),
+            (90, emoji[e + 2..].to_vec()),
+            (100, content("d").into_bytes()),
+            (110, DONE.as_bytes().to_vec()),
+        ];
+        streams.push(("invalid UTF-8", chat, utf8.clone()));
+        utf8.truncate(5);
+        streams.push(("invalid UTF-8, strict", strict, utf8));
+        streams
+    }
+
+    #[test]
+    fn the_whole_event_path_gives_what_the_decoder_gives() {
+        for (name, config, reads) in streams() {
+            let fast = run(config, &reads, true);
+            let general = run(config, &reads, false);
+            assert_eq!(fast, general, "{name}");
+        }
+        // The whole-event path is taken: after the first read (the stream start, which
+        // may open with a BOM), every read of a typical stream is one whole event, and
+        // its content chunks match the template.
+        let (_, config, reads) = &streams()[0];
+        let mut tr = StreamTracker::new(*config);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        for (i, (t, b)) in reads.iter().enumerate() {
+            assert_eq!(tr.sse.lone_data_event(b).is_some(), i > 0, "read {i}");
+            tr.feed(*t, b, &mut rec);
+            // Escaped text (reads 6 and 7) is parsed, and is no template.
+            if (1..=8).contains(&i) {
+                assert_eq!(tr.st.template.valid, !(6..=7).contains(&i), "read {i}");
+            }
+        }
+        tr.end_stream(1_000, &mut rec);
+        assert_eq!(rec.chunks.len(), 9);
+        assert_eq!(rec.outcome, Outcome::Succeeded);
+    }
+
+    /// Any read of any stream cut in two (both parts at the read's time) gives the
+    /// record of the uncut read: the cut read takes the decoder, the others may not.
+    #[test]
+    fn a_read_cut_anywhere_gives_what_the_whole_read_gives() {
+        for (name, config, reads) in streams() {
+            let mut want = run(config, &reads, true);
+            // Only the read count and the events sharing a read may differ.
+            let base = (want.rec.counters.reads, want.rec.counters.coalesced);
+            want.flows.clear();
+            for i in 0..reads.len() {
+                let (t, bytes) = &reads[i];
+                // Every offset, but only a sample of a long read's.
+                let n = bytes.len();
+                let cuts = (1..n).filter(|&k| n < 4096 || k < 64 || n - k < 64 || k % 65_521 == 0);
+                for k in cuts {
+                    let mut cut = reads[..i].to_vec();
+                    cut.push((*t, bytes[..k].to_vec()));
+                    cut.push((*t, bytes[k..].to_vec()));
+                    cut.extend_from_slice(&reads[i + 1..]);
+                    let mut got = run(config, &cut, true);
+                    let (reads_now, coalesced) =
+                        (got.rec.counters.reads, got.rec.counters.coalesced);
+                    assert!(reads_now <= base.0 + 1, "{name}: read {i} cut at {k}");
+                    assert!(coalesced <= base.1, "{name}: read {i} cut at {k}");
+                    got.rec.counters.reads = base.0;
+                    got.rec.counters.coalesced = base.1;
+                    got.flows.clear();
+                    assert_eq!(got, want, "{name}: read {i} cut at {k}");
+                }
+            }
+        }
+    }
+
+    /// The hint makes room once, at the first chunk; the record gives back what the
+    /// stream did not use, and nothing else changes.
+    #[test]
+    fn expected_chunks_grow_the_record_once_and_fit_at_the_end() {
+        let mut parts = vec![role()];
+        parts.extend((0..40).map(|i| content(&format!(" w{i}"))));
+        parts.extend([finish("."), usage(41), DONE.to_owned()]);
+        let reads = reads(&parts);
+        let plain = run(cfg(Api::Chat, false), &reads, true);
+
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, role().as_bytes(), &mut rec);
+        assert_eq!(rec.chunks.capacity(), 0, "no room before the first chunk");
+        tr.feed(2, content("a").as_bytes(), &mut rec);
+        let cap = rec.chunks.capacity();
+        assert!(cap >= 500);
+        assert!(tr.st.text_ends.capacity() >= 500);
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        for (t, b) in &reads {
+            tr.feed(*t, b, &mut rec);
+            assert!(
+                rec.chunks.is_empty() || rec.chunks.capacity() == cap,
+                "grew once"
+            );
+        }
+        tr.end_stream(1_000, &mut rec);
+        assert!(rec.chunks.capacity() <= rec.chunks.len() + cadence_core::CHUNK_SLACK);
+        assert_eq!(rec, plain.rec);
+        assert_eq!(tr.text(), plain.text);
+        assert_eq!(tr.chunk_text_ends(), plain.ends);
+
+        // A huge hint is capped.
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(u32::MAX);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, content("a").as_bytes(), &mut rec);
+        assert!(rec.chunks.capacity() >= MAX_EXPECTED_CHUNKS as usize);
+        assert!(rec.chunks.capacity() < 2 * MAX_EXPECTED_CHUNKS as usize);
+        // A stream that fails before any chunk reserves nothing.
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.expect_chunks(500);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        tr.feed(1, b"data: {\"error\":{\"message\":\"no\"}}\n\n", &mut rec);
+        tr.end_stream(2, &mut rec);
+        assert_eq!(rec.chunks.capacity(), 0);
+        assert_eq!(rec.outcome, Outcome::StreamError);
     }
 }

@@ -209,6 +209,33 @@ fn every_dialect_decodes_the_same_at_every_byte_split() {
     }
 }
 
+/// One event per read, as servers usually write them (a read that is one whole `data`
+/// event skips the SSE decoder), gives the record of the whole body in one read.
+#[test]
+fn every_dialect_decodes_the_same_one_event_per_read() {
+    for c in cases() {
+        let body = fixture(c.file);
+        let (whole, text, reasoning) = decode(c.api, c.framing, &[&body]);
+        let end: &[u8] = match c.framing {
+            Framing::Sse => b"\n\n",
+            Framing::Ndjson => b"\n",
+        };
+        let mut reads = Vec::new();
+        let mut rest = &body[..];
+        while let Some(i) = rest.windows(end.len()).position(|w| w == end) {
+            reads.push(&rest[..i + end.len()]);
+            rest = &rest[i + end.len()..];
+        }
+        if !rest.is_empty() {
+            reads.push(rest);
+        }
+        assert!(reads.len() >= c.chunks, "{}: {} reads", c.file, reads.len());
+        let (rec, t, r) = decode(c.api, c.framing, &reads);
+        assert_eq!(normal(&rec), normal(&whole), "{}", c.file);
+        assert_eq!((t, r), (text.clone(), reasoning.clone()), "{}", c.file);
+    }
+}
+
 #[test]
 fn the_server_per_token_timing_is_its_decode_time_over_its_tokens() {
     let t = ServerTiming {

@@ -278,6 +278,56 @@ proptest! {
         prop_assert_eq!(split, whole);
     }
 
+    /// One event per read, the shape a read may skip the SSE decoder in (chunks that
+    /// share their JSON around the text reuse the parsed template), gives the record
+    /// of the same bytes cut anywhere, which always take the decoder.
+    #[test]
+    fn sse_one_event_per_read_matches_any_split(
+        texts in prop::collection::vec(text(), 1..12),
+        crlf in prop::collection::vec(any::<bool>(), 1..8),
+        usage_at in prop::option::of(any::<prop::sample::Index>()),
+        done in any::<bool>(),
+        idx in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
+    ) {
+        let usage = usage_at.map(|i| i.index(texts.len()));
+        let mut events: Vec<String> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut v = serde_json::json!({"id":"c-1","object":"chat.completion.chunk","created":1,
+                    "model":"m","choices":[{"index":0,"delta":{"content":t},"finish_reason":null}]});
+                if usage == Some(i) {
+                    v["usage"] = serde_json::json!({"prompt_tokens":3,"completion_tokens":i});
+                }
+                format!("data: {v}\n\n")
+            })
+            .collect();
+        events.insert(events.len() / 2, ": ping\n\n".to_owned());
+        if done {
+            events.push("data: [DONE]\n\n".to_owned());
+        }
+        for (i, e) in events.iter_mut().enumerate() {
+            if crlf[i % crlf.len()] {
+                *e = e.replace('\n', "\r\n");
+            }
+        }
+        let config = TrackerConfig { api: Api::Chat, framing: Framing::Sse, strict: false };
+        let per_event: Vec<&[u8]> = events.iter().map(|e| e.as_bytes()).collect();
+        let (mut whole, text_whole) = track(config, &per_event);
+        prop_assert_eq!(&text_whole, &texts.concat());
+        let bytes = events.concat().into_bytes();
+        let one_by_one: Vec<&[u8]> = bytes.chunks(1).collect();
+        let c = cuts(bytes.len(), &idx);
+        whole.counters.reads = 0;
+        for feeds in [one_by_one, pieces(&bytes, &c)] {
+            let (mut split, text_split) = track(config, &feeds);
+            prop_assert_eq!(&text_split, &text_whole);
+            split.counters.reads = 0;
+            split.counters.coalesced = 0;
+            prop_assert_eq!(&split, &whole);
+        }
+    }
+
     #[test]
     fn ndjson_split_anywhere_decodes_the_same(
         lines in prop::collection::vec(ndjson_line(), 0..12),
