@@ -106,7 +106,20 @@ impl Distribution {
     /// value; NaN values and zero weights are ignored. `None` when nothing remains.
     pub fn from_weighted(samples: &mut [(f64, u64)]) -> Option<Distribution> {
         samples.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        let kept: Vec<(f64, u64)> = samples
+        Self::from_sorted_weighted(samples)
+    }
+
+    /// [`Distribution::from_weighted`] of pairs already sorted by value: the figures
+    /// of a sort done once and shared. The sum behind the mean runs in the pairs'
+    /// order, so equal values of different weights must be in the order the caller's
+    /// sort left them for the result to match that sort's bit for bit. NaN values and
+    /// zero weights are ignored; `None` when nothing remains.
+    pub fn from_sorted_weighted(sorted: &[(f64, u64)]) -> Option<Distribution> {
+        debug_assert!(
+            sorted.windows(2).all(|w| w[0].0.total_cmp(&w[1].0).is_le()),
+            "pairs not sorted"
+        );
+        let kept: Vec<(f64, u64)> = sorted
             .iter()
             .copied()
             .filter(|&(x, w)| w > 0 && !x.is_nan())
