@@ -4,7 +4,7 @@
 //! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
 //! See DESIGN.md, "Distributions under a memory bound".
 
-use crate::stats::{type7, Bucketing, Distribution};
+use crate::stats::{from_total_key, total_key, type7, Bucketing, Distribution};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -377,13 +377,13 @@ impl DistAcc {
     }
 }
 
-/// Unit-weight samples ascending by `f64::total_cmp`, in a new vector: under it equal
-/// samples have the same bits, so the order (and every figure of it) does not depend
-/// on the sort.
+/// Unit-weight samples ascending by `f64::total_cmp` in one new vector, sorted by their
+/// [`total_key`]s as [`crate::stats::sort_total`] sorts (under it equal samples have the
+/// same bits, so the order, and every figure of it, does not depend on the sort).
 fn sorted_plain(v: &[f64]) -> Vec<f64> {
-    let mut s = v.to_vec();
-    s.sort_unstable_by(f64::total_cmp);
-    s
+    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
+    keys.sort_unstable();
+    keys.into_iter().map(from_total_key).collect()
 }
 
 /// Weighted samples ascending by value, by the very sort [`Distribution::from_weighted`]
