@@ -161,20 +161,7 @@ impl Bucketed {
 
     /// Type-7 quantiles over the ranks, each rank's value from [`Self::at_ranks`].
     fn quantiles(&self, ps: &[f64]) -> Vec<f64> {
-        // First learn which ranks the rule reads, then read them all in one pass.
-        let wanted = std::cell::RefCell::new(Vec::new());
-        for &p in ps {
-            type7(self.count, p, |k| {
-                wanted.borrow_mut().push(k);
-                0.0
-            });
-        }
-        let mut ks = wanted.into_inner();
-        ks.sort_unstable();
-        ks.dedup();
-        let vals = self.at_ranks(&ks);
-        let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
-        ps.iter().map(|&p| type7(self.count, p, at)).collect()
+        type7_at_ranks(self.count, ps, |ks| self.at_ranks(ks))
     }
 
     fn summary(&self) -> Option<Distribution> {
@@ -196,6 +183,51 @@ impl Bucketed {
             bucketed: Some(BUCKETING),
         })
     }
+}
+
+/// Type-7 quantiles (fractions `ps`) of `n ≥ 1` values, read at the ranks the rule
+/// needs: first learn which ranks those are, then `read` gets them (ascending, each
+/// once) and returns their values in that order, all in one go.
+fn type7_at_ranks(n: u64, ps: &[f64], read: impl FnOnce(&[u64]) -> Vec<f64>) -> Vec<f64> {
+    let wanted = std::cell::RefCell::new(Vec::new());
+    for &p in ps {
+        type7(n, p, |k| {
+            wanted.borrow_mut().push(k);
+            0.0
+        });
+    }
+    let mut ks = wanted.into_inner();
+    ks.sort_unstable();
+    ks.dedup();
+    let vals = read(&ks);
+    let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
+    ps.iter().map(|&p| type7(n, p, at)).collect()
+}
+
+/// The values of unit-weight samples at 0-based ranks `ks` (ascending, each once), as
+/// their ascending sort (by `f64::total_cmp`) has them, without sorting: a selection
+/// for the middle rank splits the samples, and the ranks below and above it are found
+/// in their own parts, so about log2(ranks) passes over the samples.
+fn plain_at_ranks(v: &[f64], ks: &[u64]) -> Vec<f64> {
+    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
+    let mut out = vec![0; ks.len()];
+    select_ranks(&mut keys, 0, ks, &mut out);
+    out.into_iter().map(from_total_key).collect()
+}
+
+/// Writes the keys of ranks `ks` (ascending, each once; `base` is the rank of
+/// `keys[0]` among all) to `out`, reordering `keys`.
+fn select_ranks(keys: &mut [u64], base: u64, ks: &[u64], out: &mut [u64]) {
+    if ks.is_empty() {
+        return;
+    }
+    let mid = ks.len() / 2;
+    let k = ks[mid] - base;
+    let (below, at, above) = keys.select_nth_unstable(k as usize);
+    let (out_below, out_rest) = out.split_at_mut(mid);
+    out_rest[0] = *at;
+    select_ranks(below, base, &ks[..mid], out_below);
+    select_ranks(above, base + k + 1, &ks[mid + 1..], &mut out_rest[1..]);
 }
 
 impl DistAcc {
@@ -363,10 +395,17 @@ impl DistAcc {
         self.sorted().summary()
     }
 
-    /// The given type-7 quantiles (fractions), `None` when empty. Sorts a copy, as
-    /// [`Self::summary`].
+    /// The given type-7 quantiles (fractions), `None` when empty. Unit-weight samples
+    /// are not sorted: the values at the ranks the rule reads are selected, about
+    /// log2(ranks) passes over a copy (equal under `f64::total_cmp` means equal bits, so
+    /// they are the sorted samples' values). For a few fractions; for many (a CDF), one
+    /// [`Self::sorted`] is cheaper. Weighted samples sort a copy, as [`Self::summary`].
     pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
-        self.sorted().quantiles(ps)
+        match &self.state {
+            State::Plain(v) => (!v.is_empty())
+                .then(|| type7_at_ranks(v.len() as u64, ps, |ks| plain_at_ranks(v, ks))),
+            _ => self.sorted().quantiles(ps),
+        }
     }
 
     /// Every sample as `(value, weight)`, ascending: the samples themselves while exact,
@@ -689,6 +728,37 @@ mod tests {
             same(a.summary(), view.summary());
             same(a.sorted_values(), view.sorted_values());
         }
+    }
+
+    #[test]
+    fn quantiles_by_selection_are_the_sorted_samples_quantiles() {
+        let cdf: Vec<f64> = (0..=1000).map(|i| f64::from(i) / 1000.0).collect();
+        let fractions: [&[f64]; 7] = [
+            &PS,
+            &crate::stats::QUANTILES,
+            &cdf,
+            &[0.5],
+            &[],
+            // Unsorted and repeated fractions, and ones outside [0, 1] (clamped).
+            &[0.99, 0.5, 0.99, 0.0, 1.0, 0.5, -1.0, 2.0],
+            &[0.5, 0.99],
+        ];
+        let sets = [
+            TIES.to_vec(),
+            samples(4_097, 12),
+            vec![2.5],
+            vec![1.0, 3.0],
+            vec![3.0, 1.0, 2.0],
+            vec![5.0; 100],
+            // Many ties: 0..9 over and over.
+            (0..2_000).map(|i| f64::from(i * 7 % 10)).collect(),
+        ];
+        for xs in &sets {
+            for ps in fractions {
+                same(fill(xs).quantiles(ps), naive_quantiles(xs, ps));
+            }
+        }
+        assert_eq!(DistAcc::new().quantiles(&PS), None);
     }
 
     #[test]
