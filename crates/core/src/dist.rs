@@ -340,6 +340,11 @@ impl DistAcc {
     /// Adds `other`'s samples. Exact + exact stays exact (the samples appended in
     /// order, so the result equals pushing both in turn); otherwise both are bucketed.
     pub fn merge(&mut self, other: &DistAcc) {
+        if let (State::Plain(mine), State::Plain(o)) = (&mut self.state, &other.state) {
+            // Neither holds NaN: pushing each in turn would append them all, as this does.
+            mine.extend_from_slice(o);
+            return;
+        }
         if self.is_exact() {
             match &other.state {
                 State::Plain(o) => {
@@ -807,6 +812,30 @@ mod tests {
             .collect();
         same(view.sorted_values(), middles);
         assert_eq!(view.count(), 3_000);
+    }
+
+    #[test]
+    fn merging_unit_weight_samples_appends_them_in_order() {
+        let (l, r) = (samples(700, 41), TIES.to_vec());
+        let mut a = fill(&l);
+        a.merge(&fill(&r));
+        let State::Plain(v) = &a.state else {
+            unreachable!("exact")
+        };
+        same(v, &[l.clone(), r.clone()].concat());
+        // Into weighted samples: appended with weight 1, as pushing them would.
+        let mut w = DistAcc::new();
+        w.push_weighted(2.0, 3);
+        w.merge(&fill(&r));
+        let mut pushed = DistAcc::new();
+        pushed.push_weighted(2.0, 3);
+        r.iter().for_each(|&x| {
+            pushed.push(x);
+        });
+        let (State::Weighted(w), State::Weighted(pushed)) = (&w.state, &pushed.state) else {
+            unreachable!("weighted")
+        };
+        same(w, pushed);
     }
 
     #[test]
