@@ -267,10 +267,20 @@ impl ConventionsAcc {
         }
     }
 
+    /// The chunk gaps Cadence and vLLM pool.
+    pub(crate) fn pooled_itl(&self) -> &DistAcc {
+        &self.pooled_itl
+    }
+
     /// Every convention's view, each distribution summarized once (Cadence and vLLM
     /// share the pooled gaps).
     pub fn views(&self) -> Vec<ConventionView> {
-        let pooled = self.pooled_itl.summary();
+        self.views_with_pooled(self.pooled_itl.summary())
+    }
+
+    /// [`Self::views`] with the summary of [`Self::pooled_itl`] already made (by an
+    /// owner that summarized the same samples elsewhere).
+    pub(crate) fn views_with_pooled(&self, pooled: Option<Distribution>) -> Vec<ConventionView> {
         Convention::ALL
             .iter()
             .map(|&c| {

@@ -285,6 +285,24 @@ impl DistAcc {
         1
     }
 
+    /// Whether both hold the same exact samples in the same order, bit for bit: every
+    /// figure of one is then the other's, and a report can summarize the two once.
+    /// Cheap when they differ (the first differing sample ends the comparison).
+    pub fn same_samples(&self, other: &DistAcc) -> bool {
+        match (&self.state, &other.state) {
+            (State::Plain(a), State::Plain(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (State::Weighted(a), State::Weighted(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| x.0.to_bits() == y.0.to_bits() && x.1 == y.1)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the samples are kept exactly.
     pub fn is_exact(&self) -> bool {
         !matches!(self.state, State::Bucketed(_))
@@ -861,5 +879,28 @@ mod tests {
         same(a.sorted().quantiles(&PS), naive_quantiles(&all, &PS));
         same(a.quantiles(&PS), naive_quantiles(&all, &PS));
         assert_eq!(a.sorted().count(), all.len() as u64);
+    }
+
+    #[test]
+    fn same_samples_means_the_same_values_in_the_same_order() {
+        let a = fill(&TIES);
+        assert!(a.same_samples(&fill(&TIES)) && DistAcc::new().same_samples(&DistAcc::new()));
+        let mut swapped = TIES;
+        swapped.swap(0, 1);
+        let mut zero = TIES;
+        zero[3] = -0.0;
+        for other in [fill(&swapped), fill(&zero), fill(&TIES[1..])] {
+            assert!(!a.same_samples(&other));
+        }
+        let mut w = fill(&TIES);
+        w.push_weighted(2.0, 3);
+        let mut w2 = fill(&TIES);
+        w2.push_weighted(2.0, 3);
+        assert!(w.same_samples(&w2) && !w.same_samples(&a));
+        w2.push_weighted(2.0, 2);
+        assert!(!w.same_samples(&w2));
+        let mut b = fill(&TIES);
+        b.to_bucketed();
+        assert!(!b.same_samples(&b.clone()));
     }
 }
