@@ -267,12 +267,28 @@ impl ConventionsAcc {
         }
     }
 
-    /// Every convention's view.
+    /// The chunk gaps Cadence and vLLM pool.
+    pub(crate) fn pooled_itl(&self) -> &DistAcc {
+        &self.pooled_itl
+    }
+
+    /// Every convention's view, each distribution summarized once (Cadence and vLLM
+    /// share the pooled gaps).
     pub fn views(&self) -> Vec<ConventionView> {
+        self.views_with_pooled(self.pooled_itl.summary())
+    }
+
+    /// [`Self::views`] with the summary of [`Self::pooled_itl`] already made (by an
+    /// owner that summarized the same samples elsewhere).
+    pub(crate) fn views_with_pooled(&self, pooled: Option<Distribution>) -> Vec<ConventionView> {
         Convention::ALL
             .iter()
             .map(|&c| {
-                let (itl, tpot) = self.figures(c);
+                let (itl, tpot) = match c {
+                    Convention::Cadence => (pooled, self.cadence_tpot.summary()),
+                    Convention::Vllm => (pooled, self.vllm_tpot.summary()),
+                    c => self.figures(c),
+                };
                 ConventionView {
                     convention: c.name().to_string(),
                     tools: c.tools().to_string(),
@@ -386,6 +402,26 @@ mod tests {
         recs.push(warm);
         for c in Convention::ALL {
             assert_eq!(figures(c, &recs), figures(c, &records()), "{c}");
+        }
+    }
+
+    #[test]
+    fn views_summarize_each_distribution_as_figures_does() {
+        // The views share the pooled gaps between Cadence and vLLM: still each
+        // convention's own figures, bit for bit.
+        let mut recs = records();
+        recs.extend((0..40).map(|i| {
+            let t: Vec<u64> = (0..1 + i % 7).map(|k| 50 + k * (3 + i % 5)).collect();
+            rec(&t, 400, 2 + i % 9)
+        }));
+        let views = convention_views(&recs);
+        for (v, c) in views.iter().zip(Convention::ALL) {
+            assert_eq!(v.convention, c.name());
+            let (itl, tpot) = figures(c, &recs);
+            assert_eq!(
+                format!("{:?}", (v.itl, v.tpot)),
+                format!("{:?}", (itl, tpot))
+            );
         }
     }
 

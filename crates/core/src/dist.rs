@@ -4,7 +4,7 @@
 //! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
 //! See DESIGN.md, "Distributions under a memory bound".
 
-use crate::stats::{type7, Bucketing, Distribution};
+use crate::stats::{from_total_key, total_key, type7, Bucketing, Distribution};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -161,20 +161,7 @@ impl Bucketed {
 
     /// Type-7 quantiles over the ranks, each rank's value from [`Self::at_ranks`].
     fn quantiles(&self, ps: &[f64]) -> Vec<f64> {
-        // First learn which ranks the rule reads, then read them all in one pass.
-        let wanted = std::cell::RefCell::new(Vec::new());
-        for &p in ps {
-            type7(self.count, p, |k| {
-                wanted.borrow_mut().push(k);
-                0.0
-            });
-        }
-        let mut ks = wanted.into_inner();
-        ks.sort_unstable();
-        ks.dedup();
-        let vals = self.at_ranks(&ks);
-        let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
-        ps.iter().map(|&p| type7(self.count, p, at)).collect()
+        type7_at_ranks(self.count, ps, |ks| self.at_ranks(ks))
     }
 
     fn summary(&self) -> Option<Distribution> {
@@ -196,6 +183,51 @@ impl Bucketed {
             bucketed: Some(BUCKETING),
         })
     }
+}
+
+/// Type-7 quantiles (fractions `ps`) of `n ≥ 1` values, read at the ranks the rule
+/// needs: first learn which ranks those are, then `read` gets them (ascending, each
+/// once) and returns their values in that order, all in one go.
+fn type7_at_ranks(n: u64, ps: &[f64], read: impl FnOnce(&[u64]) -> Vec<f64>) -> Vec<f64> {
+    let wanted = std::cell::RefCell::new(Vec::new());
+    for &p in ps {
+        type7(n, p, |k| {
+            wanted.borrow_mut().push(k);
+            0.0
+        });
+    }
+    let mut ks = wanted.into_inner();
+    ks.sort_unstable();
+    ks.dedup();
+    let vals = read(&ks);
+    let at = |k: u64| vals[ks.binary_search(&k).expect("rank read above")];
+    ps.iter().map(|&p| type7(n, p, at)).collect()
+}
+
+/// The values of unit-weight samples at 0-based ranks `ks` (ascending, each once), as
+/// their ascending sort (by `f64::total_cmp`) has them, without sorting: a selection
+/// for the middle rank splits the samples, and the ranks below and above it are found
+/// in their own parts, so about log2(ranks) passes over the samples.
+fn plain_at_ranks(v: &[f64], ks: &[u64]) -> Vec<f64> {
+    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
+    let mut out = vec![0; ks.len()];
+    select_ranks(&mut keys, 0, ks, &mut out);
+    out.into_iter().map(from_total_key).collect()
+}
+
+/// Writes the keys of ranks `ks` (ascending, each once; `base` is the rank of
+/// `keys[0]` among all) to `out`, reordering `keys`.
+fn select_ranks(keys: &mut [u64], base: u64, ks: &[u64], out: &mut [u64]) {
+    if ks.is_empty() {
+        return;
+    }
+    let mid = ks.len() / 2;
+    let k = ks[mid] - base;
+    let (below, at, above) = keys.select_nth_unstable(k as usize);
+    let (out_below, out_rest) = out.split_at_mut(mid);
+    out_rest[0] = *at;
+    select_ranks(below, base, &ks[..mid], out_below);
+    select_ranks(above, base + k + 1, &ks[mid + 1..], &mut out_rest[1..]);
 }
 
 impl DistAcc {
@@ -253,6 +285,24 @@ impl DistAcc {
         1
     }
 
+    /// Whether both hold the same exact samples in the same order, bit for bit: every
+    /// figure of one is then the other's, and a report can summarize the two once.
+    /// Cheap when they differ (the first differing sample ends the comparison).
+    pub fn same_samples(&self, other: &DistAcc) -> bool {
+        match (&self.state, &other.state) {
+            (State::Plain(a), State::Plain(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (State::Weighted(a), State::Weighted(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| x.0.to_bits() == y.0.to_bits() && x.1 == y.1)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the samples are kept exactly.
     pub fn is_exact(&self) -> bool {
         !matches!(self.state, State::Bucketed(_))
@@ -308,6 +358,11 @@ impl DistAcc {
     /// Adds `other`'s samples. Exact + exact stays exact (the samples appended in
     /// order, so the result equals pushing both in turn); otherwise both are bucketed.
     pub fn merge(&mut self, other: &DistAcc) {
+        if let (State::Plain(mine), State::Plain(o)) = (&mut self.state, &other.state) {
+            // Neither holds NaN: pushing each in turn would append them all, as this does.
+            mine.extend_from_slice(o);
+            return;
+        }
         if self.is_exact() {
             match &other.state {
                 State::Plain(o) => {
@@ -337,37 +392,117 @@ impl DistAcc {
 
     fn exact_summary(&self) -> Option<Distribution> {
         match &self.state {
-            State::Plain(v) => Distribution::from_samples(&mut v.clone()),
-            State::Weighted(v) => Distribution::from_weighted(&mut v.clone()),
             State::Bucketed(_) => None,
+            _ => self.sorted().summary(),
         }
+    }
+
+    /// The samples sorted once, for every figure a caller reads of this distribution
+    /// ([`Sorted::summary`], [`Sorted::quantiles`], [`Sorted::sorted_values`]). The
+    /// view borrows the accumulator, so nothing can be pushed while it lives: a view is
+    /// always of the current samples (take a new one after a push).
+    pub fn sorted(&self) -> Sorted<'_> {
+        let state = match &self.state {
+            State::Plain(v) => SortedState::Plain(sorted_plain(v)),
+            State::Weighted(v) => SortedState::Weighted(sort_weighted(v.clone())),
+            State::Bucketed(b) => SortedState::Bucketed(b),
+        };
+        Sorted { state }
     }
 
     /// The summary the report prints: exactly [`Distribution::from_samples`] (or
     /// `from_weighted`) of the samples while exact; the bucketed estimate after.
+    /// Sorts a copy of the samples (the mean is summed in ascending order): a caller
+    /// that reads more figures of the same samples takes [`Self::sorted`] once instead.
     pub fn summary(&self) -> Option<Distribution> {
+        self.sorted().summary()
+    }
+
+    /// The given type-7 quantiles (fractions), `None` when empty. Unit-weight samples
+    /// are not sorted: the values at the ranks the rule reads are selected, about
+    /// log2(ranks) passes over a copy (equal under `f64::total_cmp` means equal bits, so
+    /// they are the sorted samples' values). For a few fractions; for many (a CDF), one
+    /// [`Self::sorted`] is cheaper. Weighted samples sort a copy, as [`Self::summary`].
+    pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
         match &self.state {
-            State::Bucketed(b) => b.summary(),
-            _ => self.exact_summary(),
+            State::Plain(v) => (!v.is_empty())
+                .then(|| type7_at_ranks(v.len() as u64, ps, |ks| plain_at_ranks(v, ks))),
+            _ => self.sorted().quantiles(ps),
         }
     }
 
-    /// The given type-7 quantiles (fractions), `None` when empty.
+    /// Every sample as `(value, weight)`, ascending: the samples themselves while exact,
+    /// the middle of each non-empty bucket (within min and max) once bucketed. Sorts a
+    /// copy, as [`Self::summary`].
+    pub fn sorted_values(&self) -> Vec<(f64, u64)> {
+        self.sorted().sorted_values()
+    }
+}
+
+/// Unit-weight samples ascending by `f64::total_cmp` in one new vector, sorted by their
+/// [`total_key`]s as [`crate::stats::sort_total`] sorts (under it equal samples have the
+/// same bits, so the order, and every figure of it, does not depend on the sort).
+fn sorted_plain(v: &[f64]) -> Vec<f64> {
+    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
+    keys.sort_unstable();
+    keys.into_iter().map(from_total_key).collect()
+}
+
+/// Weighted samples ascending by value, by the very sort [`Distribution::from_weighted`]
+/// does: equal values of different weights stay in the order it leaves them, which the
+/// mean's sum depends on.
+fn sort_weighted(mut v: Vec<(f64, u64)>) -> Vec<(f64, u64)> {
+    v.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// A [`DistAcc`]'s samples sorted once ([`DistAcc::sorted`]): a caller that reads
+/// several figures of one distribution (a summary and a CDF, many quantiles and the
+/// sorted values) reads them all from this one sort instead of sorting a copy for
+/// each, and every figure is bit for bit what sorting a fresh copy for it gives.
+#[derive(Debug, Clone)]
+pub struct Sorted<'a> {
+    state: SortedState<'a>,
+}
+
+#[derive(Debug, Clone)]
+enum SortedState<'a> {
+    /// Unit-weight samples, ascending by `f64::total_cmp` (no NaN).
+    Plain(Vec<f64>),
+    /// Weighted samples as [`sort_weighted`] leaves them (no NaN, no zero weight).
+    Weighted(Vec<(f64, u64)>),
+    Bucketed(&'a Bucketed),
+}
+
+impl Sorted<'_> {
+    /// Total weight of the samples, as [`DistAcc::count`].
+    pub fn count(&self) -> u64 {
+        match &self.state {
+            SortedState::Plain(v) => v.len() as u64,
+            SortedState::Weighted(v) => v.iter().fold(0, |n, &(_, w)| n.saturating_add(w)),
+            SortedState::Bucketed(b) => b.count,
+        }
+    }
+
+    /// As [`DistAcc::summary`].
+    pub fn summary(&self) -> Option<Distribution> {
+        match &self.state {
+            SortedState::Plain(v) => Distribution::from_sorted(v),
+            SortedState::Weighted(v) => Distribution::from_sorted_weighted(v),
+            SortedState::Bucketed(b) => b.summary(),
+        }
+    }
+
+    /// As [`DistAcc::quantiles`].
     pub fn quantiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
         match &self.state {
-            State::Bucketed(b) => (b.count > 0).then(|| b.quantiles(ps)),
-            State::Plain(v) => {
-                let mut s = v.clone();
-                s.sort_unstable_by(f64::total_cmp);
-                (!s.is_empty()).then(|| {
-                    ps.iter()
-                        .map(|&p| type7(s.len() as u64, p, |i| s[i as usize]))
-                        .collect()
-                })
-            }
-            State::Weighted(v) => {
-                let mut s = v.clone();
-                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            SortedState::Bucketed(b) => (b.count > 0).then(|| b.quantiles(ps)),
+            SortedState::Plain(s) => (!s.is_empty()).then(|| {
+                ps.iter()
+                    .map(|&p| type7(s.len() as u64, p, |i| s[i as usize]))
+                    .collect()
+            }),
+            SortedState::Weighted(s) => {
                 let cum: Vec<u64> = s
                     .iter()
                     .scan(0u64, |acc, &(_, w)| {
@@ -382,21 +517,12 @@ impl DistAcc {
         }
     }
 
-    /// Every sample as `(value, weight)`, ascending: the samples themselves while exact,
-    /// the middle of each non-empty bucket (within min and max) once bucketed.
+    /// As [`DistAcc::sorted_values`].
     pub fn sorted_values(&self) -> Vec<(f64, u64)> {
         match &self.state {
-            State::Plain(v) => {
-                let mut s: Vec<(f64, u64)> = v.iter().map(|&x| (x, 1)).collect();
-                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-                s
-            }
-            State::Weighted(v) => {
-                let mut s = v.clone();
-                s.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-                s
-            }
-            State::Bucketed(b) => b
+            SortedState::Plain(v) => v.iter().map(|&x| (x, 1)).collect(),
+            SortedState::Weighted(v) => v.clone(),
+            SortedState::Bucketed(b) => b
                 .hist
                 .iter()
                 .map(|(&key, &n)| (Bucketed::middle(key).clamp(b.min, b.max), n))
@@ -574,5 +700,207 @@ mod tests {
         e.merge(&br);
         assert!(!e.is_exact());
         assert_eq!(e.count(), xs.len() as u64);
+    }
+
+    /// Exact, bit for bit (`{:?}` of an `f64` round-trips, and tells -0.0 from 0.0).
+    fn same<T: std::fmt::Debug>(a: T, b: T) {
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    }
+
+    /// What the report did before it sorted once: a fresh clone sorted per figure.
+    fn naive_quantiles(v: &[f64], ps: &[f64]) -> Option<Vec<f64>> {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        (!s.is_empty()).then(|| {
+            ps.iter()
+                .map(|&p| crate::stats::quantile_sorted(&s, p).unwrap())
+                .collect()
+        })
+    }
+
+    fn naive_sorted_values(v: &[f64]) -> Vec<(f64, u64)> {
+        let mut s: Vec<(f64, u64)> = v.iter().map(|&x| (x, 1)).collect();
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s
+    }
+
+    fn fill(v: &[f64]) -> DistAcc {
+        let mut a = DistAcc::new();
+        v.iter().for_each(|&x| {
+            a.push(x);
+        });
+        a
+    }
+
+    /// Ties, a zero of each sign, a lone extreme: what a hand-built sample set can hold.
+    const TIES: [f64; 14] = [
+        3.0, 1.5, 3.0, 0.0, 7.25, 1.5, 3.0, -0.0, 1e-9, 42.0, 3.0, 1.5, 0.125, 3.0,
+    ];
+    const PS: [f64; 8] = [0.0, 0.1, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0];
+
+    #[test]
+    fn one_sorted_view_gives_what_a_clone_and_sort_per_figure_gave() {
+        for xs in [TIES.to_vec(), samples(5_003, 9), vec![2.5], Vec::new()] {
+            let a = fill(&xs);
+            let view = a.sorted();
+            same(view.summary(), Distribution::from_samples(&mut xs.clone()));
+            same(view.quantiles(&PS), naive_quantiles(&xs, &PS));
+            same(view.sorted_values(), naive_sorted_values(&xs));
+            assert_eq!(view.count(), a.count());
+            // The accumulator's own figures are the same.
+            same(a.summary(), view.summary());
+            same(a.sorted_values(), view.sorted_values());
+        }
+    }
+
+    #[test]
+    fn quantiles_by_selection_are_the_sorted_samples_quantiles() {
+        let cdf: Vec<f64> = (0..=1000).map(|i| f64::from(i) / 1000.0).collect();
+        let fractions: [&[f64]; 7] = [
+            &PS,
+            &crate::stats::QUANTILES,
+            &cdf,
+            &[0.5],
+            &[],
+            // Unsorted and repeated fractions, and ones outside [0, 1] (clamped).
+            &[0.99, 0.5, 0.99, 0.0, 1.0, 0.5, -1.0, 2.0],
+            &[0.5, 0.99],
+        ];
+        let sets = [
+            TIES.to_vec(),
+            samples(4_097, 12),
+            vec![2.5],
+            vec![1.0, 3.0],
+            vec![3.0, 1.0, 2.0],
+            vec![5.0; 100],
+            // Many ties: 0..9 over and over.
+            (0..2_000).map(|i| f64::from(i * 7 % 10)).collect(),
+        ];
+        for xs in &sets {
+            for ps in fractions {
+                same(fill(xs).quantiles(ps), naive_quantiles(xs, ps));
+            }
+        }
+        assert_eq!(DistAcc::new().quantiles(&PS), None);
+    }
+
+    #[test]
+    fn weighted_ties_keep_the_order_from_weighted_sums_in() {
+        // Equal values of different weights: the mean's sum runs in the sort's order.
+        let ws: Vec<(f64, u64)> = TIES
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x / 3.0, 1 + i as u64 % 4))
+            .chain(samples(3_001, 4).into_iter().map(|x| (x.round(), 3)))
+            .collect();
+        let mut a = DistAcc::new();
+        ws.iter().for_each(|&(x, w)| {
+            a.push_weighted(x, w);
+        });
+        let view = a.sorted();
+        same(view.summary(), Distribution::from_weighted(&mut ws.clone()));
+        // The expanded list, each value `w` times, read by the plain rule.
+        let expanded: Vec<f64> = ws
+            .iter()
+            .flat_map(|&(x, w)| std::iter::repeat_n(x, w as usize))
+            .collect();
+        same(view.quantiles(&PS), naive_quantiles(&expanded, &PS));
+        same(a.quantiles(&PS), naive_quantiles(&expanded, &PS));
+        let mut sorted = ws.clone();
+        sorted.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        same(view.sorted_values(), sorted);
+        assert_eq!(view.count(), expanded.len() as u64);
+    }
+
+    #[test]
+    fn a_bucketed_view_reads_the_histogram() {
+        let mut b = fill(&samples(3_000, 31));
+        b.to_bucketed();
+        let State::Bucketed(h) = &b.state else {
+            unreachable!("bucketed")
+        };
+        let view = b.sorted();
+        same(view.summary(), h.summary());
+        same(view.quantiles(&PS), Some(h.quantiles(&PS)));
+        same(b.quantiles(&PS), Some(h.quantiles(&PS)));
+        let middles: Vec<(f64, u64)> = h
+            .hist
+            .iter()
+            .map(|(&k, &n)| (Bucketed::middle(k).clamp(h.min, h.max), n))
+            .collect();
+        same(view.sorted_values(), middles);
+        assert_eq!(view.count(), 3_000);
+    }
+
+    #[test]
+    fn merging_unit_weight_samples_appends_them_in_order() {
+        let (l, r) = (samples(700, 41), TIES.to_vec());
+        let mut a = fill(&l);
+        a.merge(&fill(&r));
+        let State::Plain(v) = &a.state else {
+            unreachable!("exact")
+        };
+        same(v, &[l.clone(), r.clone()].concat());
+        // Into weighted samples: appended with weight 1, as pushing them would.
+        let mut w = DistAcc::new();
+        w.push_weighted(2.0, 3);
+        w.merge(&fill(&r));
+        let mut pushed = DistAcc::new();
+        pushed.push_weighted(2.0, 3);
+        r.iter().for_each(|&x| {
+            pushed.push(x);
+        });
+        let (State::Weighted(w), State::Weighted(pushed)) = (&w.state, &pushed.state) else {
+            unreachable!("weighted")
+        };
+        same(w, pushed);
+    }
+
+    #[test]
+    fn a_sample_pushed_after_a_view_is_in_the_next_view() {
+        // A view borrows the accumulator, so a push ends it; the next view sorts again.
+        let mut a = fill(&TIES);
+        let before = a.sorted().summary().unwrap();
+        a.push(1000.0);
+        a.push(f64::NAN);
+        let after = a.sorted();
+        let mut all = TIES.to_vec();
+        all.push(1000.0);
+        assert_eq!(after.count(), before.count + 1);
+        same(
+            after.summary(),
+            Distribution::from_samples(&mut all.clone()),
+        );
+        same(after.quantiles(&PS), naive_quantiles(&all, &PS));
+        same(a.quantiles(&PS), naive_quantiles(&all, &PS));
+        // A weighted push after a view turns the samples weighted, and the view follows.
+        a.push_weighted(0.5, 4);
+        all.extend([0.5; 4]);
+        same(a.sorted().quantiles(&PS), naive_quantiles(&all, &PS));
+        same(a.quantiles(&PS), naive_quantiles(&all, &PS));
+        assert_eq!(a.sorted().count(), all.len() as u64);
+    }
+
+    #[test]
+    fn same_samples_means_the_same_values_in_the_same_order() {
+        let a = fill(&TIES);
+        assert!(a.same_samples(&fill(&TIES)) && DistAcc::new().same_samples(&DistAcc::new()));
+        let mut swapped = TIES;
+        swapped.swap(0, 1);
+        let mut zero = TIES;
+        zero[3] = -0.0;
+        for other in [fill(&swapped), fill(&zero), fill(&TIES[1..])] {
+            assert!(!a.same_samples(&other));
+        }
+        let mut w = fill(&TIES);
+        w.push_weighted(2.0, 3);
+        let mut w2 = fill(&TIES);
+        w2.push_weighted(2.0, 3);
+        assert!(w.same_samples(&w2) && !w.same_samples(&a));
+        w2.push_weighted(2.0, 2);
+        assert!(!w.same_samples(&w2));
+        let mut b = fill(&TIES);
+        b.to_bucketed();
+        assert!(!b.same_samples(&b.clone()));
     }
 }

@@ -230,11 +230,19 @@ impl LevelAggregator {
                 RELATIVE_ERROR * 100.0
             ));
         }
+        // The conventions' pooled chunk gaps are, record by record, the per-token gaps
+        // when every chunk carried one token: the same samples, summarized once.
+        let pooled = self.conventions.pooled_itl();
+        let pooled = if pooled.same_samples(self.summary.itl_per_token()) {
+            summary.itl_per_token
+        } else {
+            pooled.summary()
+        };
         LevelFigures {
             pacing: self.pacing.finish(opts.dropped, self.config.max_late),
             goodput,
             time_series: self.series.finish(),
-            conventions: self.conventions.views(),
+            conventions: self.conventions.views_with_pooled(pooled),
             charts: self.charts.finish(),
             record_warnings,
             summary,
@@ -480,5 +488,46 @@ mod tests {
         let line = w.iter().find(|l| l.contains("× http_5xx")).unwrap();
         assert!(line.starts_with("266 × http_5xx"), "{line}");
         assert!(line.contains("(255 other messages and more;"), "{line}");
+    }
+
+    /// Streams whose chunks carry `tokens` each, gaps of 10–70 ms with ties.
+    fn streams(tokens: Option<u32>) -> Vec<RequestRecord> {
+        (0..60u64)
+            .map(|i| {
+                let mut r = RequestRecord::new(i, Outcome::Succeeded);
+                r.sent_ns = Some(i * 1_000_000);
+                let mut t = i * 1_000_000 + 30_000_000;
+                r.chunks = (0..1 + i % 9)
+                    .map(|k| {
+                        t += 10_000_000 * (1 + (i * k) % 7);
+                        crate::Chunk(t, tokens)
+                    })
+                    .collect();
+                r.end_ns = Some(t);
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_pooled_gaps_are_summarized_once_only_when_they_are_the_per_token_gaps() {
+        let opts = LevelOptions::default();
+        for (tokens, shared) in [(None, true), (Some(1), true), (Some(2), false)] {
+            let recs = streams(tokens);
+            let agg = LevelAggregators::from_records(LevelConfig::default(), &recs);
+            let agg = agg.get(0).unwrap();
+            let pooled = agg.conventions.pooled_itl();
+            assert_eq!(pooled.same_samples(agg.summary.itl_per_token()), shared);
+            // Either way each view is the convention's own figures, bit for bit.
+            let f = agg.finish(&opts);
+            assert_eq!(
+                format!("{:?}", f.conventions),
+                format!("{:?}", crate::convention_views(&recs))
+            );
+            assert_eq!(
+                format!("{:?}", f.conventions[0].itl),
+                format!("{:?}", pooled.summary())
+            );
+        }
     }
 }

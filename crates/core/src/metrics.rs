@@ -571,6 +571,11 @@ impl SummaryAcc {
         self.warmup
     }
 
+    /// The per-token ITL samples (`itl_per_token` of the summary).
+    pub(crate) fn itl_per_token(&self) -> &DistAcc {
+        &self.itl_tok
+    }
+
     /// Takes one record; returns the values it kept exactly (for the level's budget).
     pub fn push(&mut self, r: &RequestRecord) -> u64 {
         if r.warmup {

@@ -3,6 +3,7 @@
 
 use crate::dist::DistAcc;
 use crate::metrics::{self, NS_PER_S};
+use crate::stats::QUANTILES;
 use crate::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
 
@@ -321,9 +322,81 @@ impl TimeSeriesAcc {
     }
 }
 
+/// p50 and p99 of a bucket's samples, as its summary has them (read by selection, with
+/// no sort and no mean).
 fn p50_p99(samples: &DistAcc) -> (Option<f64>, Option<f64>) {
-    match samples.summary() {
-        Some(d) => (Some(d.p50), Some(d.p99)),
+    match samples.quantiles(&[QUANTILES[0], QUANTILES[3]]) {
+        Some(q) => (Some(q[0]), Some(q[1])),
         None => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Chunk;
+
+    const MS: u64 = 1_000_000;
+
+    /// Succeeded streams of 1..30 chunks with ties in their gaps, sent 40 ms apart.
+    fn records(n: u64) -> Vec<RequestRecord> {
+        let mut s = 7u64;
+        let mut next = move |m: u64| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) % m
+        };
+        (0..n)
+            .map(|i| {
+                let mut r = RequestRecord::new(i, Outcome::Succeeded);
+                r.sent_ns = Some(i * 40 * MS);
+                let mut t = i * 40 * MS + 20 * MS + next(50 * MS);
+                r.chunks = (0..1 + next(30))
+                    .map(|_| {
+                        t += 5 * MS * next(4) + next(2) * next(9 * MS);
+                        Chunk(t, Some(1))
+                    })
+                    .collect();
+                r.end_ns = Some(t);
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bucket_percentiles_are_their_summaries_bit_for_bit() {
+        let recs = records(300);
+        // 1 ms: more than MAX_BUCKETS buckets, so the series widens before it reports.
+        for width in [250 * MS, 1_000 * MS, MS] {
+            let mut acc = TimeSeriesAcc::new(width);
+            recs.iter().for_each(|r| {
+                acc.push(r);
+            });
+            assert_eq!(acc.widened_ns().is_some(), width == MS);
+            for bucketed in [false, true] {
+                if bucketed {
+                    acc.bucketize();
+                }
+                let mut me = acc.clone();
+                while me.width_ns < me.final_width() {
+                    me.widen();
+                }
+                let got = acc.finish();
+                assert_eq!(got.len(), me.buckets.len());
+                for (b, a) in got.iter().zip(&me.buckets) {
+                    // What the bucket's p50 and p99 were: its summary's, from a sort.
+                    let p = |d: &DistAcc| d.summary().map(|d| (d.p50, d.p99));
+                    let want = format!("{:?} {:?}", p(&a.ttft), p(&a.itl));
+                    let pair = |x: Option<f64>, y: Option<f64>| x.zip(y);
+                    let have = format!(
+                        "{:?} {:?}",
+                        pair(b.ttft_p50_ms, b.ttft_p99_ms),
+                        pair(b.itl_p50_ms, b.itl_p99_ms)
+                    );
+                    assert_eq!(have, want, "width {width}, bucketed {bucketed}");
+                }
+            }
+        }
     }
 }
