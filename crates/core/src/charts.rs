@@ -502,13 +502,7 @@ mod tests {
     #[test]
     fn figures_sorted_once_or_selected_are_what_a_sort_per_figure_gave() {
         // Streams of up to 150 chunks, gaps with ties (0 ms among them).
-        let mut s = 3u64;
-        let mut next = move |m: u64| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (s >> 33) % m
-        };
+        let mut next = crate::testrng::lcg(3);
         let recs: Vec<RequestRecord> = (0..200)
             .map(|_| {
                 let mut t = 0;

@@ -56,3 +56,18 @@ pub use slo::{
 };
 pub use stats::{Bucketing, Distribution, PERCENTILE_RULE};
 pub use timeseries::{time_series, TimeBucket, TimeSeriesAcc};
+
+/// Test helpers shared by the crate's unit tests.
+#[cfg(test)]
+pub(crate) mod testrng {
+    /// A deterministic generator (a 64-bit LCG): each call gives a value in `0..m`.
+    pub(crate) fn lcg(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut s = seed;
+        move |m: u64| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) % m
+        }
+    }
+}

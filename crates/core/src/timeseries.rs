@@ -340,13 +340,7 @@ mod tests {
 
     /// Succeeded streams of 1..30 chunks with ties in their gaps, sent 40 ms apart.
     fn records(n: u64) -> Vec<RequestRecord> {
-        let mut s = 7u64;
-        let mut next = move |m: u64| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (s >> 33) % m
-        };
+        let mut next = crate::testrng::lcg(7);
         (0..n)
             .map(|i| {
                 let mut r = RequestRecord::new(i, Outcome::Succeeded);
