@@ -182,7 +182,9 @@ async fn the_chunk_room_hint_changes_nothing_and_is_given_back() {
         ("x-cadence-stall-ms", "2000"),
         ("x-cadence-stall-after", "3"),
     ];
-    let faults: [(&str, &[(&str, &str)], bool); 11] = [
+    // (fault, extra request headers, strict parsing)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+    let faults: [Case; 11] = [
         ("none", &[], false),
         ("split_bytes", &[], false),
         ("coalesce", &[], false),
