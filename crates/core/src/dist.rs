@@ -4,7 +4,9 @@
 //! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
 //! See DESIGN.md, "Distributions under a memory bound".
 
-use crate::stats::{from_total_key, total_key, type7, Bucketing, Distribution};
+use crate::stats::{
+    from_total_key, sort_weighted, sorted_total, total_key, type7, Bucketing, Distribution,
+};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -403,8 +405,12 @@ impl DistAcc {
     /// always of the current samples (take a new one after a push).
     pub fn sorted(&self) -> Sorted<'_> {
         let state = match &self.state {
-            State::Plain(v) => SortedState::Plain(sorted_plain(v)),
-            State::Weighted(v) => SortedState::Weighted(sort_weighted(v.clone())),
+            State::Plain(v) => SortedState::Plain(sorted_total(v)),
+            State::Weighted(v) => {
+                let mut v = v.clone();
+                sort_weighted(&mut v);
+                SortedState::Weighted(v)
+            }
             State::Bucketed(b) => SortedState::Bucketed(b),
         };
         Sorted { state }
@@ -437,23 +443,6 @@ impl DistAcc {
     pub fn sorted_values(&self) -> Vec<(f64, u64)> {
         self.sorted().sorted_values()
     }
-}
-
-/// Unit-weight samples ascending by `f64::total_cmp` in one new vector, sorted by their
-/// [`total_key`]s as [`crate::stats::sort_total`] sorts (under it equal samples have the
-/// same bits, so the order, and every figure of it, does not depend on the sort).
-fn sorted_plain(v: &[f64]) -> Vec<f64> {
-    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
-    keys.sort_unstable();
-    keys.into_iter().map(from_total_key).collect()
-}
-
-/// Weighted samples ascending by value, by the very sort [`Distribution::from_weighted`]
-/// does: equal values of different weights stay in the order it leaves them, which the
-/// mean's sum depends on.
-fn sort_weighted(mut v: Vec<(f64, u64)>) -> Vec<(f64, u64)> {
-    v.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    v
 }
 
 /// A [`DistAcc`]'s samples sorted once ([`DistAcc::sorted`]): a caller that reads

@@ -105,7 +105,7 @@ impl Distribution {
     /// that list (per-token ITL enters one gap once per token). Sorts in place by
     /// value; NaN values and zero weights are ignored. `None` when nothing remains.
     pub fn from_weighted(samples: &mut [(f64, u64)]) -> Option<Distribution> {
-        samples.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        sort_weighted(samples);
         Self::from_sorted_weighted(samples)
     }
 
@@ -191,11 +191,30 @@ impl Distribution {
 /// comparison each time. Under `total_cmp` equal values have the same bits, so the
 /// result is the one `v.sort_unstable_by(f64::total_cmp)` gives, bit for bit.
 pub fn sort_total(v: &mut [f64]) {
-    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
-    keys.sort_unstable();
+    let keys = sorted_keys(v);
     for (x, k) in v.iter_mut().zip(keys) {
         *x = from_total_key(k);
     }
+}
+
+/// A copy of `v` sorted as [`sort_total`] sorts it, without touching `v`.
+pub fn sorted_total(v: &[f64]) -> Vec<f64> {
+    sorted_keys(v).into_iter().map(from_total_key).collect()
+}
+
+/// The [`total_key`]s of `v`, ascending.
+fn sorted_keys(v: &[f64]) -> Vec<u64> {
+    let mut keys: Vec<u64> = v.iter().map(|&x| total_key(x)).collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// Sorts weighted samples ascending by value, the sort [`Distribution::from_weighted`]
+/// summarizes after: equal values of different weights end in the order it leaves
+/// them, which the mean's sum depends on, so every caller that must agree with it bit
+/// for bit sorts with this.
+pub fn sort_weighted(v: &mut [(f64, u64)]) {
+    v.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
 }
 
 /// `x`'s place in the order of `f64::total_cmp` as an unsigned integer: `a.total_cmp(&b)`
