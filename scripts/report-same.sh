@@ -18,13 +18,14 @@ SIMS=()
 trap 'for p in "${SIMS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-sim() { # NAME SIM-ARGS...: starts a simulator, prints its URL
+sim() { # NAME SIM-ARGS...: starts a simulator (not in a subshell, so the trap knows
+  # its PID) and sets URL to its address
   local name=$1
   shift
   "$AFTER" --threads 1 sim --addr 127.0.0.1:0 "$@" >"$name.sim" 2>&1 &
   SIMS+=($!)
   until [ -s "$name.sim" ]; do sleep 0.1; done
-  head -1 "$name.sim" | sed 's/listening on //'
+  URL=$(head -1 "$name.sim" | sed 's/listening on //')
 }
 
 bench() { # URL RECORDS ARGS...
@@ -33,9 +34,11 @@ bench() { # URL RECORDS ARGS...
   "$AFTER" bench "$url" --api chat --model m --quiet --records "$out" "$@" >/dev/null
 }
 
-PLAIN=$(sim plain --ttft fixed:20ms --itl fixed:4ms --max-tokens 24)
-JITTER=$(sim jitter --ttft fixed:30ms --itl normal:6ms,3ms --stall-probability 0.03 \
-  --stall fixed:60ms --max-tokens 64 --seed 7)
+sim plain --ttft fixed:20ms --itl fixed:4ms --max-tokens 24
+PLAIN=$URL
+sim jitter --ttft fixed:30ms --itl normal:6ms,3ms --stall-probability 0.03 \
+  --stall fixed:60ms --max-tokens 64 --seed 7
+JITTER=$URL
 bench "$PLAIN" A.jsonl -c 1,2,4 -n 8 --max-tokens 24 --json A.bench.json
 bench "$JITTER" B.jsonl -c 6 -n 150 --max-tokens 64
 bench "$JITTER" C.jsonl -c 4 -n 110 --max-tokens 48
@@ -74,7 +77,7 @@ run() { # NAME REPORT-ARGS...
     echo "same: $name ($(du -sb "out/$name/after" | cut -f1) bytes)"
   else
     echo "DIFFERENT: $name"
-    diff -r "out/$name/before" "out/$name/after" | head -5
+    diff -r "out/$name/before" "out/$name/after" | head -5 || true
     bad=$((bad + 1))
   fi
 }
