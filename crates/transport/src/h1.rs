@@ -12,6 +12,7 @@ use http_body_util::Full;
 use std::fmt;
 use std::future::poll_fn;
 use std::io;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -313,7 +314,7 @@ impl Pool {
                 decoder,
                 pool: (poolable && keep_alive).then(|| self.inner.clone()),
                 leftover,
-                out: Vec::new(),
+                decoded: 0,
             },
         ))
     }
@@ -357,7 +358,9 @@ impl Conn {
 
     /// Drops the first `n` buffered bytes.
     fn consume(&mut self, n: usize) {
-        self.buf.copy_within(n..self.len, 0);
+        if n < self.len {
+            self.buf.copy_within(n..self.len, 0);
+        }
         self.len -= n;
     }
 }
@@ -519,7 +522,9 @@ pub struct Body {
     pool: Option<Arc<PoolInner>>,
     /// Body bytes that came in the head's last read, and when.
     leftover: Option<Instant>,
-    out: Vec<u8>,
+    /// The buffered bytes the last read's decoding used: its payload was handed out
+    /// in place, so they are dropped only when the next read is asked for.
+    decoded: usize,
 }
 
 impl fmt::Debug for Body {
@@ -548,8 +553,9 @@ impl Body {
     pub async fn read_stamped(
         &mut self,
     ) -> Option<Result<(Instant, Option<RxStamp>, &[u8]), H1Error>> {
-        loop {
+        let (t, out) = loop {
             let conn = self.conn.as_mut()?;
+            conn.consume(std::mem::take(&mut self.decoded));
             let t = match self.leftover.take() {
                 Some(t) => t,
                 None => {
@@ -582,19 +588,24 @@ impl Body {
                 }
             };
             let conn = self.conn.as_mut()?;
-            self.out.clear();
-            let used = match self.decoder.decode(conn.data(), &mut self.out) {
+            // The payload is decoded in place, in the connection's buffer, where the
+            // socket read just put it: no copy, no second buffer to bring into cache.
+            let mut out = 0..0;
+            let used = match self.decoder.decode(&mut conn.buf[..conn.len], &mut out) {
                 Ok(used) => used,
                 Err(e) => {
                     self.conn = None;
                     return Some(Err(e));
                 }
             };
-            conn.consume(used);
-            if !self.out.is_empty() {
-                return Some(Ok((t, conn.io.latest_stamp(), &self.out)));
+            if !out.is_empty() {
+                self.decoded = used;
+                break (t, out);
             }
-        }
+            conn.consume(used);
+        };
+        let conn = self.conn.as_ref()?;
+        Some(Ok((t, conn.io.latest_stamp(), &conn.buf[out])))
     }
 
     /// The body ended: the connection goes back to the pool when it may.
@@ -646,9 +657,11 @@ impl Decoder {
         self.state == Chunk::Done
     }
 
-    /// Decodes what it can of `input` into `out`; the bytes it used (all of them
-    /// unless the body ended inside `input`).
-    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, H1Error> {
+    /// Decodes what it can of `input` in place: the payload ends up in `input[out]`
+    /// (the first piece where it was read, later pieces moved down over the framing
+    /// between them), `out` kept up to date even when an error follows. Gives the bytes
+    /// it used: all of them unless the body ended inside `input`; `out` lies within them.
+    fn decode(&mut self, input: &mut [u8], out: &mut Range<usize>) -> Result<usize, H1Error> {
         let chunked = self.framing == Framing::Chunked;
         let mut i = 0;
         while i < input.len() {
@@ -679,7 +692,14 @@ impl Decoder {
                 Chunk::Done => return Ok(i),
                 Chunk::Data(n) => {
                     let take = (input.len() - i).min(usize::try_from(n).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&input[i..i + take]);
+                    if out.start == out.end {
+                        *out = i..i + take;
+                    } else {
+                        if out.end != i {
+                            input.copy_within(i..i + take, out.end);
+                        }
+                        out.end += take;
+                    }
                     i += take;
                     let left = n - take as u64;
                     self.state = match (left, chunked) {
@@ -751,11 +771,24 @@ fn plain_size_line(input: &[u8]) -> Option<(u64, usize)> {
 mod tests {
     use super::*;
 
+    /// Decodes `input` (in place, in a copy) and appends what it gave to `out`, even
+    /// when it fails.
+    fn decode_into(d: &mut Decoder, input: &[u8], out: &mut Vec<u8>) -> Result<usize, H1Error> {
+        let mut buf = input.to_vec();
+        let mut range = 0..0;
+        let used = d.decode(&mut buf, &mut range);
+        if let Ok(used) = used {
+            assert!(range.end <= used, "the payload lies within the bytes used");
+        }
+        out.extend_from_slice(&buf[range]);
+        used
+    }
+
     fn decode_all(framing: Framing, parts: &[&[u8]]) -> (Vec<u8>, bool) {
         let mut d = Decoder::new(framing);
         let mut out = Vec::new();
         for p in parts {
-            let used = d.decode(p, &mut out).unwrap();
+            let used = decode_into(&mut d, p, &mut out).unwrap();
             assert_eq!(used, p.len(), "{p:?}");
         }
         (out, d.is_done())
@@ -784,7 +817,7 @@ mod tests {
         for end in cuts.iter().copied().chain([body.len()]) {
             buf.extend_from_slice(&body[at..end]);
             at = end;
-            match d.decode(&buf, &mut out) {
+            match decode_into(&mut d, &buf, &mut out) {
                 Ok(used) => drop(buf.drain(..used)),
                 // The connection is dropped: what is left in it does not matter.
                 Err(e) => return (out, Some(e.cause.to_string()), d.is_done(), Vec::new()),
@@ -852,15 +885,11 @@ mod tests {
     #[test]
     fn bad_chunked_framing_is_an_error_and_lengths_end_where_they_say() {
         let mut out = Vec::new();
-        assert!(Decoder::new(Framing::Chunked)
-            .decode(b"zz\r\n", &mut out)
-            .is_err());
-        assert!(Decoder::new(Framing::Chunked)
-            .decode(b"2\r\nabX", &mut out)
-            .is_err());
+        assert!(decode_into(&mut Decoder::new(Framing::Chunked), b"zz\r\n", &mut out).is_err());
+        assert!(decode_into(&mut Decoder::new(Framing::Chunked), b"2\r\nabX", &mut out).is_err());
         let mut d = Decoder::new(Framing::Length(3));
         out.clear();
-        assert_eq!(d.decode(b"abcdef", &mut out).unwrap(), 3);
+        assert_eq!(decode_into(&mut d, b"abcdef", &mut out).unwrap(), 3);
         assert_eq!(out, b"abc");
         assert!(d.is_done());
     }
