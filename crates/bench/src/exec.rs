@@ -14,11 +14,14 @@ use cadence_wire::{
     Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
 use futures_util::task::AtomicWaker;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
+use hyper::body::Body as _;
 use hyper::body::Incoming;
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 
@@ -160,28 +163,30 @@ impl Cancel {
     }
 
     pub async fn cancelled(&mut self) {
-        std::future::poll_fn(|cx| {
-            if self.is_cancelled() {
-                return Poll::Ready(());
-            }
-            // Registered once per task: the signal fires once, and the flag is read
-            // before the waker is ever needed again.
-            if !self
-                .registered
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()))
-            {
-                self.waker.register(cx.waker());
-                self.registered = Some(cx.waker().clone());
-            }
-            // Fired between the check and the registration: the wake may have missed us.
-            if self.is_cancelled() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
-        .await
+        std::future::poll_fn(|cx| self.poll_cancelled(cx)).await
+    }
+
+    /// [`Cancel::cancelled`] as a poll.
+    pub fn poll_cancelled(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_cancelled() {
+            return Poll::Ready(());
+        }
+        // Registered once per task: the signal fires once, and the flag is read
+        // before the waker is ever needed again.
+        if !self
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            self.waker.register(cx.waker());
+            self.registered = Some(cx.waker().clone());
+        }
+        // Fired between the check and the registration: the wake may have missed us.
+        if self.is_cancelled() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }
 
@@ -288,17 +293,21 @@ async fn execute_on_hyper(
 type Read<'a> = (Instant, Option<RxStamp>, &'a [u8]);
 
 /// A response body as the read loop sees it: each read; `None` at the end, an error
-/// chain when the connection failed.
+/// chain when the connection failed. Polled, so the read loop is one state machine
+/// per stream rather than a new future for every read.
 trait Reads {
-    async fn next(&mut self) -> Option<Result<Read<'_>, String>>;
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Read<'_>, String>>>;
     /// The connection's kernel receive stamps, when it keeps them.
     fn stamps(&self) -> Option<RxStamps>;
 }
 
 impl Reads for cadence_transport::h1::Body {
     /// Each read is decoded before the next, so its stamp is the connection's latest.
-    async fn next(&mut self) -> Option<Result<Read<'_>, String>> {
-        Some(self.read_stamped().await?.map_err(|e| error_chain(&e)))
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Read<'_>, String>>> {
+        match std::task::ready!(self.poll_read_stamped(cx)) {
+            None => Poll::Ready(None),
+            Some(read) => Poll::Ready(Some(read.map_err(|e| error_chain(&e)))),
+        }
     }
 
     fn stamps(&self) -> Option<RxStamps> {
@@ -314,22 +323,25 @@ struct HyperReads {
 }
 
 impl Reads for HyperReads {
-    async fn next(&mut self) -> Option<Result<Read<'_>, String>> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Read<'_>, String>>> {
         loop {
-            let frame = self.body.frame().await;
+            let frame = std::task::ready!(Pin::new(&mut self.body).poll_frame(cx));
             // Timestamp first: nothing may sit between the read and the clock.
             let now = Instant::now();
-            match frame? {
+            let Some(frame) = frame else {
+                return Poll::Ready(None);
+            };
+            match frame {
                 Ok(frame) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => {
                         self.last = data;
                         // The frame's own read, found by the address of its bytes.
                         let stamp = self.stamps.as_ref().and_then(|s| s.stamp_for(&self.last));
-                        return Some(Ok((now, stamp, &self.last)));
+                        return Poll::Ready(Some(Ok((now, stamp, &self.last))));
                     }
                     _ => {}
                 },
-                Err(e) => return Some(Err(error_chain(&e))),
+                Err(e) => return Poll::Ready(Some(Err(error_chain(&e)))),
             }
         }
     }
@@ -483,6 +495,20 @@ async fn http_error_detail(
     msg
 }
 
+/// How a stream's read loop ended.
+enum Ended {
+    /// The tracker stopped the stream (a terminal failure in it).
+    Stopped,
+    /// The connection failed: its error chain.
+    Failed(String),
+    /// The body ended.
+    Eof,
+    /// The run ended.
+    RunEnd,
+    /// A deadline passed: the outcome it gives.
+    Deadline(Outcome),
+}
+
 /// Reads the stream into `rec` until it ends, a deadline passes or the run ends;
 /// gives back the output text.
 async fn read_stream(
@@ -507,7 +533,10 @@ async fn read_stream(
     };
     let mut phase = None;
 
-    loop {
+    // One poll reads every read that is ready, then looks at the run's end and the
+    // deadline: the same order as a biased select over the three, without a new future
+    // for each read.
+    let ended = std::future::poll_fn(|task| loop {
         // The idle deadline moves with every read; re-arming the timer per chunk would
         // put a timer-wheel update on the hot path. Within a phase the deadline only
         // moves later, so it is moved earlier here when the phase changes, and later
@@ -520,56 +549,58 @@ async fn read_stream(
                 timer.as_mut().reset(due);
             }
         }
-        tokio::select! {
-            biased;
-            read = body.next() => {
-                match read {
-                    Some(Ok((now, stamp, data))) => {
-                        last_read = now;
-                        // The kernel's receive time of this read, when known.
-                        let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
-                        let before = rec.chunks.len();
-                        let flow = tracker.feed(ft.t_ns, data, rec);
-                        stamper.after_feed(ft, before, rec);
-                        if flow == Flow::Stop {
-                            rec.end_ns = Some(ft.t_ns);
-                            break;
-                        }
-                        if done_at.is_none() && tracker.is_done() {
-                            done_at = Some(now);
-                        }
-                    }
-                    Some(Err(chain)) => {
-                        tracker.end_stream(cx.clock.now_ns(), rec);
-                        if rec.outcome == Outcome::Truncated {
-                            rec.error = Some(format!("the connection ended mid-stream: {chain}"));
-                        }
-                        break;
-                    }
-                    None => {
-                        tracker.end_stream(cx.clock.now_ns(), rec);
-                        if rec.outcome == Outcome::Truncated && rec.error.is_none() {
-                            rec.error = Some("the stream ended without [DONE] or a finish reason".into());
-                        }
-                        break;
-                    }
+        match body.poll_next(task) {
+            Poll::Ready(Some(Ok((now, stamp, data)))) => {
+                last_read = now;
+                // The kernel's receive time of this read, when known.
+                let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
+                let before = rec.chunks.len();
+                let flow = tracker.feed(ft.t_ns, data, rec);
+                stamper.after_feed(ft, before, rec);
+                if flow == Flow::Stop {
+                    rec.end_ns = Some(ft.t_ns);
+                    return Poll::Ready(Ended::Stopped);
                 }
-            }
-            _ = cancel.cancelled() => {
-                stop_at_run_end(cx, &mut tracker, rec);
-                break;
-            }
-            _ = &mut timer => {
-                let (due, outcome) = deadline(tracker.has_output(), last_read, done_at);
-                if Instant::now() < due {
-                    // Bytes arrived since the timer was armed: not idle yet.
-                    timer.as_mut().reset(due);
-                    continue;
+                if done_at.is_none() && tracker.is_done() {
+                    done_at = Some(now);
                 }
-                stop_at_deadline(cx, &mut tracker, rec, outcome);
-                break;
+                continue;
+            }
+            Poll::Ready(Some(Err(chain))) => return Poll::Ready(Ended::Failed(chain)),
+            Poll::Ready(None) => return Poll::Ready(Ended::Eof),
+            Poll::Pending => {}
+        }
+        if cancel.poll_cancelled(task).is_ready() {
+            return Poll::Ready(Ended::RunEnd);
+        }
+        if timer.as_mut().poll(task).is_ready() {
+            let (due, outcome) = deadline(tracker.has_output(), last_read, done_at);
+            if Instant::now() < due {
+                // Bytes arrived since the timer was armed: not idle yet.
+                timer.as_mut().reset(due);
+                continue;
+            }
+            return Poll::Ready(Ended::Deadline(outcome));
+        }
+        return Poll::Pending;
+    })
+    .await;
+    match ended {
+        Ended::Stopped => {}
+        Ended::Failed(chain) => {
+            tracker.end_stream(cx.clock.now_ns(), rec);
+            if rec.outcome == Outcome::Truncated {
+                rec.error = Some(format!("the connection ended mid-stream: {chain}"));
             }
         }
+        Ended::Eof => {
+            tracker.end_stream(cx.clock.now_ns(), rec);
+            if rec.outcome == Outcome::Truncated && rec.error.is_none() {
+                rec.error = Some("the stream ended without [DONE] or a finish reason".into());
+            }
+        }
+        Ended::RunEnd => stop_at_run_end(cx, &mut tracker, rec),
+        Ended::Deadline(outcome) => stop_at_deadline(cx, &mut tracker, rec, outcome),
     }
     // Every way out of the loop: room reserved for chunks that never came goes back.
     rec.fit_chunks();
@@ -664,14 +695,15 @@ pub fn framing_for(content_type: &str) -> Option<Framing> {
 /// Reads at most `limit` bytes of a body (lossy UTF-8), giving up at `deadline`.
 async fn read_prefix(mut body: impl Reads, limit: usize, deadline: Instant) -> String {
     let mut buf = Vec::new();
-    let read = async {
+    let read = std::future::poll_fn(|cx| {
         while buf.len() < limit {
-            match body.next().await {
+            match std::task::ready!(body.poll_next(cx)) {
                 Some(Ok((_, _, data))) => buf.extend_from_slice(data),
                 _ => break,
             }
         }
-    };
+        Poll::Ready(())
+    });
     let _ = tokio::time::timeout_at(deadline, read).await;
     buf.truncate(limit);
     String::from_utf8_lossy(&buf).trim().to_string()

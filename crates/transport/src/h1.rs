@@ -333,22 +333,19 @@ impl Conn {
 
     /// One socket read appended to the buffered bytes: the byte count (0 at EOF).
     async fn read_more(&mut self) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_read_more(cx)).await
+    }
+
+    /// [`Conn::read_more`] as a poll.
+    fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         if self.buf.len() - self.len < READ_BUF / 2 {
             self.buf.resize(self.buf.len() + READ_BUF, 0);
         }
-        poll_fn(|cx| {
-            let mut rb = ReadBuf::new(&mut self.buf[self.len..]);
-            match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
-                    self.len += n;
-                    Poll::Ready(Ok(n))
-                }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await
+        let mut rb = ReadBuf::new(&mut self.buf[self.len..]);
+        std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        self.len += n;
+        Poll::Ready(Ok(n))
     }
 
     /// The bytes read and not yet used.
@@ -513,6 +510,13 @@ fn head_of(resp: &httparse::Response<'_, '_>) -> Result<(Head, Framing, bool), H
     Ok((Head { status, headers }, framing, keep_alive))
 }
 
+/// One read of a body: when the read returned, the kernel's stamp of it when known,
+/// and its payload (framing taken off).
+pub type StampedRead<'a> = (Instant, Option<RxStamp>, &'a [u8]);
+
+/// A decoded read: when it returned and where its payload lies in the read buffer.
+type DecodedRead = (Instant, Range<usize>);
+
 /// A response body, read in the caller's task. Its connection goes back to the pool
 /// when the body was read to its end and the connection may carry another request;
 /// dropped before, it closes.
@@ -550,44 +554,76 @@ impl Body {
 
     /// As [`Body::read`], with the kernel's stamp of the socket read the bytes came
     /// from (the latest read: each read is decoded before the next), when it had one.
-    pub async fn read_stamped(
+    pub async fn read_stamped(&mut self) -> Option<Result<StampedRead<'_>, H1Error>> {
+        let next = poll_fn(|cx| self.poll_next_range(cx)).await;
+        Some(next?.map(|(t, out)| self.payload(t, out)))
+    }
+
+    /// [`Body::read_stamped`] as a poll, for a read loop that polls the body itself
+    /// (one state machine per stream instead of a future per read).
+    pub fn poll_read_stamped(
         &mut self,
-    ) -> Option<Result<(Instant, Option<RxStamp>, &[u8]), H1Error>> {
-        let (t, out) = loop {
-            let conn = self.conn.as_mut()?;
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<StampedRead<'_>, H1Error>>> {
+        match std::task::ready!(self.poll_next_range(cx)) {
+            None => Poll::Ready(None),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            Some(Ok((t, out))) => Poll::Ready(Some(Ok(self.payload(t, out)))),
+        }
+    }
+
+    /// A decoded read's time, stamp and payload (`out`, in the connection's buffer).
+    fn payload(&self, t: Instant, out: Range<usize>) -> StampedRead<'_> {
+        let conn = self
+            .conn
+            .as_ref()
+            .expect("a payload is handed out from a live connection");
+        (t, conn.io.latest_stamp(), &conn.buf[out])
+    }
+
+    /// The next read that carried payload: when it returned and where its payload lies
+    /// in the connection's buffer. Nothing is held across `Pending` but the connection
+    /// and the decoder, so polling again picks up where it left off.
+    fn poll_next_range(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<DecodedRead, H1Error>>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
             conn.consume(std::mem::take(&mut self.decoded));
             let t = match self.leftover.take() {
                 Some(t) => t,
                 None => {
                     if self.decoder.is_done() {
                         self.finish();
-                        return None;
+                        return Poll::Ready(None);
                     }
-                    match conn.read_more().await {
+                    match std::task::ready!(conn.poll_read_more(cx)) {
                         Ok(0) if self.decoder.framing == Framing::Close => {
                             self.conn = None;
-                            return None;
+                            return Poll::Ready(None);
                         }
                         Ok(0) => {
                             self.conn = None;
-                            return Some(Err(H1Error::new(
+                            return Poll::Ready(Some(Err(H1Error::new(
                                 Kind::ClosedMidBody,
                                 io::Error::new(
                                     io::ErrorKind::UnexpectedEof,
                                     "end of file before the message length was reached",
                                 ),
-                            )));
+                            ))));
                         }
                         // The read's own time when the socket took it, else now.
                         Ok(_) => conn.io.read_at().unwrap_or_else(Instant::now),
                         Err(e) => {
                             self.conn = None;
-                            return Some(Err(closed_or(Kind::ClosedMidBody, e)));
+                            return Poll::Ready(Some(Err(closed_or(Kind::ClosedMidBody, e))));
                         }
                     }
                 }
             };
-            let conn = self.conn.as_mut()?;
             // The payload is decoded in place, in the connection's buffer, where the
             // socket read just put it: no copy, no second buffer to bring into cache.
             let mut out = 0..0;
@@ -595,17 +631,15 @@ impl Body {
                 Ok(used) => used,
                 Err(e) => {
                     self.conn = None;
-                    return Some(Err(e));
+                    return Poll::Ready(Some(Err(e)));
                 }
             };
             if !out.is_empty() {
                 self.decoded = used;
-                break (t, out);
+                return Poll::Ready(Some(Ok((t, out))));
             }
             conn.consume(used);
-        };
-        let conn = self.conn.as_ref()?;
-        Some(Ok((t, conn.io.latest_stamp(), &conn.buf[out])))
+        }
     }
 
     /// The body ended: the connection goes back to the pool when it may.
