@@ -100,8 +100,11 @@ pub fn chart_data(records: &[RequestRecord]) -> Option<ChartData> {
 pub struct ChartsAcc {
     /// The smallest positive gap (the histogram's first edge), exact.
     min_pos: Option<f64>,
-    /// Key `(position - 1) / group`. Together they hold every pooled gap once.
-    by_pos: BTreeMap<u64, DistAcc>,
+    /// Indexed by `(position - 1) / group`; a group no gap reached is empty and read
+    /// as absent ([`ChartsAcc::groups`]). Together they hold every pooled gap once. A
+    /// vector, not a map: every gap of every record lands here, and an index is a few
+    /// instructions where a tree's search was a hundred.
+    by_pos: Vec<DistAcc>,
     group: u64,
     coarse: bool,
     last_pos: u64,
@@ -113,7 +116,7 @@ impl Default for ChartsAcc {
     fn default() -> Self {
         ChartsAcc {
             min_pos: None,
-            by_pos: BTreeMap::new(),
+            by_pos: Vec::new(),
             group: 1,
             coarse: false,
             last_pos: 0,
@@ -140,11 +143,8 @@ impl ChartsAcc {
                 while self.coarse && (pos - 1) / self.group >= 2 * POSITION_BINS {
                     self.regroup(self.group * 2);
                 }
-                kept += self
-                    .by_pos
-                    .entry((pos - 1) / self.group)
-                    .or_default()
-                    .push_in(v, self.coarse);
+                let coarse = self.coarse;
+                kept += self.group_mut((pos - 1) / self.group).push_in(v, coarse);
             }
         }
         for c in &r.chunks {
@@ -166,12 +166,30 @@ impl ChartsAcc {
             return;
         }
         let ratio = group / self.group;
-        let mut out: BTreeMap<u64, DistAcc> = BTreeMap::new();
-        for (k, d) in std::mem::take(&mut self.by_pos) {
-            out.entry(k / ratio).or_default().merge(&d);
+        let old = std::mem::take(&mut self.by_pos);
+        for (k, d) in old.iter().enumerate().filter(|(_, d)| d.count() > 0) {
+            self.group_mut(k as u64 / ratio).merge(d);
         }
-        self.by_pos = out;
         self.group = group;
+    }
+
+    /// The position groups that hold gaps, by key, in key order (what a map of the
+    /// groups would hold).
+    fn groups(&self) -> impl Iterator<Item = (u64, &DistAcc)> {
+        self.by_pos
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.count() > 0)
+            .map(|(k, d)| (k as u64, d))
+    }
+
+    /// The group with key `k`, made (empty) when new.
+    fn group_mut(&mut self, k: u64) -> &mut DistAcc {
+        let k = usize::try_from(k).expect("a position group fits in memory");
+        if k >= self.by_pos.len() {
+            self.by_pos.resize_with(k + 1, DistAcc::new);
+        }
+        &mut self.by_pos[k]
     }
 
     /// Folds every distribution into its histogram and bounds the position groups.
@@ -182,13 +200,15 @@ impl ChartsAcc {
             g *= 2;
         }
         self.regroup(g);
-        self.by_pos.values_mut().for_each(DistAcc::to_bucketed);
+        self.by_pos
+            .iter_mut()
+            .filter(|d| d.count() > 0)
+            .for_each(DistAcc::to_bucketed);
     }
 
     pub fn approx_bytes(&self) -> usize {
-        self.by_pos
-            .values()
-            .map(|d| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
+        self.groups()
+            .map(|(_, d)| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
             .sum::<usize>()
             + (self.per_chunk.len() + self.per_chunk_avg.len()) * std::mem::size_of::<(u32, u64)>()
     }
@@ -209,8 +229,8 @@ impl ChartsAcc {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        for (k, d) in &o.by_pos {
-            self.by_pos.entry(*k).or_default().merge(d);
+        for (k, d) in o.groups() {
+            self.group_mut(k).merge(d);
         }
         self.last_pos = self.last_pos.max(o.last_pos);
         for (k, n) in &o.per_chunk {
@@ -234,7 +254,7 @@ impl ChartsAcc {
         let fractions: Vec<f64> = percents.iter().map(|p| p / 100.0).collect();
         // Every pooled gap, from the position groups (merged in position order).
         let mut gaps = DistAcc::new();
-        self.by_pos.values().for_each(|d| gaps.merge(d));
+        self.groups().for_each(|(_, d)| gaps.merge(d));
         // Sorted once for the CDF's 103 quantiles and the histogram's values.
         let gaps = gaps.sorted();
         let cdf = gaps.quantiles(&fractions);
@@ -265,7 +285,7 @@ impl ChartsAcc {
     }
 
     fn position_bins(&self) -> Vec<PositionBin> {
-        if self.by_pos.is_empty() {
+        if self.groups().next().is_none() {
             return Vec::new();
         }
         // Bins of equal width, a whole number of position groups each.
@@ -276,7 +296,7 @@ impl ChartsAcc {
             .div_ceil(self.group)
             * self.group;
         let mut bins: BTreeMap<u64, DistAcc> = BTreeMap::new();
-        for (k, d) in &self.by_pos {
+        for (k, d) in self.groups() {
             bins.entry(k * self.group / width).or_default().merge(d);
         }
         bins.into_iter()
@@ -460,7 +480,7 @@ mod tests {
     /// the CDF, sorted again for the histogram, each position bin merged and sorted.
     fn naive(acc: &ChartsAcc) -> String {
         let mut gaps = DistAcc::new();
-        acc.by_pos.values().for_each(|d| gaps.merge(d));
+        acc.groups().for_each(|(_, d)| gaps.merge(d));
         let pcts: Vec<f64> = cdf_percents().iter().map(|p| p / 100.0).collect();
         let histogram = weighted_log_histogram(&gaps.sorted_values(), acc.min_pos, HISTOGRAM_BINS);
         let width = acc
@@ -470,7 +490,7 @@ mod tests {
             .div_ceil(acc.group)
             * acc.group;
         let mut bins: BTreeMap<u64, DistAcc> = BTreeMap::new();
-        for (k, d) in &acc.by_pos {
+        for (k, d) in acc.groups() {
             bins.entry(k * acc.group / width).or_default().merge(d);
         }
         let bins: Vec<_> = bins
