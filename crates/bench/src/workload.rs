@@ -6,6 +6,8 @@ use crate::body::BodySpec;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// The built-in prompt when the user gives none.
@@ -30,6 +32,69 @@ pub struct RequestFactory {
     pub prefixes: Vec<String>,
     /// Pause between a session's reply and its next turn.
     pub think_time: Duration,
+    /// Bodies of listed prompts already built (see [`BodyCache`]).
+    pub bodies: BodyCache,
+}
+
+/// The most bytes of prompts and bodies [`BodyCache`] keeps.
+const BODY_CACHE_BYTES: usize = 16 << 20;
+
+/// Request bodies of listed prompts, each built once: a listed prompt (with its prefix
+/// group and output length) sends the same bytes every time, and building its JSON was
+/// most of the work of making a request (~13,000 instructions, a few hundred a chunk).
+/// A hit is checked against the prompt's text and length, so a factory whose prompts
+/// change still sends what they say; the body's other fields ([`BodySpec`]) are fixed
+/// for a factory's life. Past [`BODY_CACHE_BYTES`] further bodies are built per request.
+#[derive(Debug, Default)]
+pub struct BodyCache(Mutex<BodyCacheInner>);
+
+/// A listed prompt's index and its prefix group.
+type BodyKey = (usize, Option<u32>);
+
+#[derive(Debug, Default)]
+struct BodyCacheInner {
+    /// By (prompt index, prefix group): the text and output length the body was built
+    /// for, and the body.
+    map: HashMap<BodyKey, (String, Option<u32>, Bytes)>,
+    bytes: usize,
+}
+
+impl Clone for BodyCache {
+    /// A copy starts empty: it builds its own bodies.
+    fn clone(&self) -> Self {
+        BodyCache::default()
+    }
+}
+
+impl BodyCache {
+    /// The body for `text` at `key`, built by `build` unless kept from before.
+    fn get_or_build(
+        &self,
+        key: BodyKey,
+        text: &str,
+        max_tokens: Option<u32>,
+        build: impl FnOnce() -> Bytes,
+    ) -> Bytes {
+        let lock = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((t, n, body)) = lock().map.get(&key) {
+            if t == text && *n == max_tokens {
+                return body.clone();
+            }
+        }
+        let body = build();
+        let mut cache = lock();
+        let size = text.len() + body.len();
+        if cache.bytes + size <= BODY_CACHE_BYTES {
+            cache.bytes += size;
+            if let Some((t, _, old)) = cache
+                .map
+                .insert(key, (text.to_owned(), max_tokens, body.clone()))
+            {
+                cache.bytes -= t.len() + old.len();
+            }
+        }
+        body
+    }
 }
 
 /// One chat message.
@@ -93,6 +158,7 @@ impl RequestFactory {
             items: Vec::new(),
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
+            bodies: BodyCache::default(),
         }
     }
 
@@ -152,8 +218,13 @@ impl RequestFactory {
         let Some(item) = self.item(k) else {
             let (pid, prompt, max_tokens) = self.listed(k);
             let text = join(prompt);
+            let body =
+                self.bodies
+                    .get_or_build((pid, prefix.map(|(g, _)| g)), &text, max_tokens, || {
+                        self.body.body_with(&text, max_tokens)
+                    });
             return BuiltTurn {
-                request: self.request(self.body.body_with(&text, max_tokens)),
+                request: self.request(body),
                 prompt_id: pid.to_string(),
                 prefix_group: prefix.map(|(g, _)| g),
                 prompt_parts: known(vec![text]),
@@ -243,6 +314,7 @@ mod tests {
             items: Vec::new(),
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
+            bodies: BodyCache::default(),
         }
     }
 
@@ -282,6 +354,68 @@ mod tests {
             (t1.max_tokens, body(t1.request)["max_tokens"].as_u64()),
             (Some(16), Some(16))
         );
+    }
+
+    fn body_bytes(req: Request<Full<Bytes>>) -> Bytes {
+        use http_body_util::BodyExt;
+        futures_util::FutureExt::now_or_never(req.into_body().collect())
+            .expect("a full body is ready")
+            .unwrap()
+            .to_bytes()
+    }
+
+    #[test]
+    fn a_listed_prompt_is_built_once_and_built_again_when_it_changes() {
+        let mut f = factory(vec![Some(3), None]);
+        f.prefixes = vec!["p0".into(), "p1".into(), "p2".into()];
+        // Dispatches 0..12 cover each (prompt, prefix group) pair twice.
+        for k in 0..12 {
+            let built = f.build_turn(k, 0, &[]);
+            let (pid, prompt, max_tokens) = f.listed(k);
+            let text = format!("p{} {prompt}", k % 3);
+            assert_eq!(
+                body_bytes(built.request),
+                f.body.body_with(&text, max_tokens),
+                "dispatch {k} (prompt {pid})"
+            );
+        }
+        let kept = |f: &RequestFactory| f.bodies.0.lock().unwrap().map.len();
+        assert_eq!(kept(&f), 6, "one body per prompt and prefix group");
+        // A prompt that changes is sent as it now reads, and replaces its old body.
+        f.prompts[0] = "changed".into();
+        f.max_tokens[0] = Some(9);
+        let built = f.build_turn(0, 0, &[]);
+        assert_eq!(
+            body_bytes(built.request),
+            f.body.body_with("p0 changed", Some(9))
+        );
+        assert_eq!(kept(&f), 6);
+        // A copy of the factory starts with no bodies.
+        assert_eq!(kept(&f.clone()), 0);
+    }
+
+    #[test]
+    fn the_body_cache_stops_keeping_at_its_bound() {
+        let cache = BodyCache::default();
+        let big = Bytes::from(vec![b'x'; BODY_CACHE_BYTES / 2]);
+        let mut built = 0;
+        for pid in 0..4 {
+            let body = cache.get_or_build((pid, None), "t", None, || {
+                built += 1;
+                big.clone()
+            });
+            assert_eq!(body.len(), big.len());
+        }
+        // Only the first fits (each is half the bound plus its text); the rest are
+        // built every time.
+        assert_eq!(cache.0.lock().unwrap().map.len(), 1);
+        assert!(cache.0.lock().unwrap().bytes <= BODY_CACHE_BYTES);
+        cache.get_or_build((0, None), "t", None, || unreachable!("kept"));
+        cache.get_or_build((3, None), "t", None, || {
+            built += 1;
+            big.clone()
+        });
+        assert_eq!(built, 5);
     }
 
     fn item(turns: usize) -> WorkItem {
