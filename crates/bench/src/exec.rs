@@ -598,6 +598,19 @@ async fn read_stream(
         }
     })
     .await;
+    end_read(cx, ended, &mut tracker, rec);
+    // Every way out of the loop: room reserved for chunks that never came goes back.
+    rec.fit_chunks();
+    tracker.take_text()
+}
+
+/// What the way a stream's read loop `ended` says about the request.
+fn end_read(
+    cx: &ExecContext<'_>,
+    ended: Ended,
+    tracker: &mut StreamTracker,
+    rec: &mut RequestRecord,
+) {
     match ended {
         Ended::Stopped => {}
         Ended::Failed(chain) => {
@@ -612,12 +625,9 @@ async fn read_stream(
                 rec.error = Some("the stream ended without [DONE] or a finish reason".into());
             }
         }
-        Ended::RunEnd => stop_at_run_end(cx, &mut tracker, rec),
-        Ended::Deadline(outcome) => stop_at_deadline(cx, &mut tracker, rec, outcome),
+        Ended::RunEnd => stop_at_run_end(cx, tracker, rec),
+        Ended::Deadline(outcome) => stop_at_deadline(cx, tracker, rec, outcome),
     }
-    // Every way out of the loop: room reserved for chunks that never came goes back.
-    rec.fit_chunks();
-    tracker.take_text()
 }
 
 /// The tracker for one response, told how many chunks the request allows.
