@@ -549,18 +549,17 @@ impl Body {
     /// returned, taken before any decoding; `None` at the end of the body. A read that
     /// carried only framing gives nothing and is not reported.
     pub async fn read(&mut self) -> Option<Result<(Instant, &[u8]), H1Error>> {
-        Some(self.read_stamped().await?.map(|(t, _, data)| (t, data)))
-    }
-
-    /// As [`Body::read`], with the kernel's stamp of the socket read the bytes came
-    /// from (the latest read: each read is decoded before the next), when it had one.
-    pub async fn read_stamped(&mut self) -> Option<Result<StampedRead<'_>, H1Error>> {
         let next = poll_fn(|cx| self.poll_next_range(cx)).await;
-        Some(next?.map(|(t, out)| self.payload(t, out)))
+        Some(next?.map(|(t, out)| {
+            let (t, _, data) = self.payload(t, out);
+            (t, data)
+        }))
     }
 
-    /// [`Body::read_stamped`] as a poll, for a read loop that polls the body itself
-    /// (one state machine per stream instead of a future per read).
+    /// As [`Body::read`], polled (a read loop that polls the body itself is one state
+    /// machine per stream, not a future per read), with the kernel's stamp of the
+    /// socket read the bytes came from (the latest read: each read is decoded before
+    /// the next), when it had one.
     pub fn poll_read_stamped(
         &mut self,
         cx: &mut Context<'_>,
