@@ -60,6 +60,14 @@ pub fn client() -> TestClient {
     Client::builder(TokioExecutor::new()).build(HttpConnector::new())
 }
 
+/// A client that opens a connection per request, for proxies with a short header
+/// timeout (which also closes idle keep-alive connections).
+pub fn client_without_pool() -> TestClient {
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(HttpConnector::new())
+}
+
 pub async fn fetch(
     client: &TestClient,
     method: &str,
