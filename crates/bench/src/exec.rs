@@ -17,7 +17,7 @@ use futures_util::task::AtomicWaker;
 use http_body_util::Full;
 use hyper::body::Body as _;
 use hyper::body::Incoming;
-use std::future::Future;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -294,9 +294,8 @@ type Read<'a> = (Instant, Option<RxStamp>, &'a [u8]);
 
 /// A response body as the read loop sees it: each read; `None` at the end, an error
 /// chain when the connection failed. Polled, so the read loop is one state machine
-/// per stream rather than a new future for every read; owned and `Send`, so that loop
-/// can run as a task of its own ([`ReadLoop`]).
-trait Reads: Send + Unpin + 'static {
+/// per stream rather than a new future for every read.
+trait Reads {
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Read<'_>, String>>>;
     /// The connection's kernel receive stamps, when it keeps them.
     fn stamps(&self) -> Option<RxStamps>;
@@ -396,7 +395,6 @@ async fn read_response(
 }
 
 /// A request's deadlines, each counted from the send and none past the total.
-#[derive(Clone)]
 pub(crate) struct Deadlines {
     pub(crate) sent_at: Instant,
     pub(crate) header: Instant,
@@ -513,169 +511,67 @@ enum Ended {
 
 /// Reads the stream into `rec` until it ends, a deadline passes or the run ends;
 /// gives back the output text.
-///
-/// The loop runs as a task of its own ([`ReadLoop`]): a chunk's wake-up then polls one
-/// compact state (body, stamper, tracker, record, deadlines) instead of descending
-/// through the request's nested state machines, whose states lie KiBs apart.
-async fn read_stream<B: Reads>(
+async fn read_stream(
     cx: &ExecContext<'_>,
-    body: B,
-    stamper: Stamper,
+    mut body: impl Reads,
+    mut stamper: Stamper,
     framing: Framing,
     cancel: &mut Cancel,
     rec: &mut RequestRecord,
     d: &Deadlines,
 ) -> StreamText {
-    let lp = ReadLoop {
-        body,
-        stamper,
-        tracker: new_tracker(cx, framing),
-        rec: std::mem::replace(rec, RequestRecord::new(rec.index, rec.outcome)),
-        clock: *cx.clock,
-        idle: cx.timeouts.idle,
-        d: d.clone(),
-        cancel: cancel.clone(),
-        timer: Box::pin(tokio::time::sleep_until(d.first_token)),
-        timer_at: d.first_token,
-        last_read: Instant::now(),
-        done_at: None,
-        phase: None,
-        armed: true,
+    let mut tracker = new_tracker(cx, framing);
+    let mut last_read = Instant::now();
+    // When `[DONE]` was read: the request then ends at EOF or after a short grace.
+    let mut done_at: Option<Instant> = None;
+    let timer = tokio::time::sleep_until(d.first_token);
+    tokio::pin!(timer);
+    // The deadline of the phase the stream is in (first token, idle, after [DONE]).
+    let deadline = |has_output: bool, last_read: Instant, done_at: Option<Instant>| match done_at {
+        Some(done) => ((done + AFTER_DONE_GRACE).min(d.total), Outcome::Succeeded),
+        None => d.streaming(has_output, last_read, cx.timeouts.idle),
     };
-    let placeholder = RequestRecord::new(rec.index, rec.outcome);
-    let (ended, mut tracker, back) = match AbortOnDrop(tokio::spawn(lp)).await {
-        Ok(done) => done,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // Only a runtime shutting down cancels the loop's task; its record went with it.
-        Err(_) => {
-            *rec = placeholder;
-            return end(
-                cx,
-                rec,
-                Outcome::AbortedAtDeadline,
-                Some("the runtime stopped while the stream was in flight".into()),
-            );
-        }
-    };
-    *rec = back;
-    end_read(cx, ended, &mut tracker, rec);
-    // Every way out of the loop: room reserved for chunks that never came goes back.
-    rec.fit_chunks();
-    tracker.take_text()
-}
+    let mut phase = None;
 
-/// A spawned task that ends with the future that waits for it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-/// One stream's read loop: everything a chunk touches, in one place, in the order a
-/// chunk touches it (`repr(C)` keeps that order: a wake-up's first touches of a
-/// stream's state are cache misses, so the fields it reads share as few lines as
-/// they can; aligned to a line so the first ones share the first).
-#[repr(C, align(64))]
-struct ReadLoop<B> {
-    last_read: Instant,
-    /// When `[DONE]` was read: the request then ends at EOF or after a short grace.
-    done_at: Option<Instant>,
-    /// The timer's deadline (a copy: the timer itself is boxed).
-    timer_at: Instant,
-    /// The phase the deadline was set for: (has output, done).
-    phase: Option<(bool, bool)>,
-    armed: bool,
-    clock: Clock,
-    stamper: Stamper,
-    body: B,
-    tracker: StreamTracker,
-    rec: RequestRecord,
-    cancel: Cancel,
-    timer: Pin<Box<tokio::time::Sleep>>,
-    idle: Duration,
-    d: Deadlines,
-}
-
-impl<B: Reads> ReadLoop<B> {
-    /// The deadline of the phase the stream is in (first token, idle, after [DONE]).
-    fn deadline(&self, has_output: bool) -> (Instant, Outcome) {
-        match self.done_at {
-            Some(done) => (
-                (done + AFTER_DONE_GRACE).min(self.d.total),
-                Outcome::Succeeded,
-            ),
-            None => self.d.streaming(has_output, self.last_read, self.idle),
-        }
-    }
-}
-
-impl<B: Reads> Future for ReadLoop<B> {
-    /// How the loop ended, and the tracker and record it filled.
-    type Output = (Ended, StreamTracker, RequestRecord);
-
-    fn poll(mut self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let ended = std::task::ready!(this.step(task));
-        let tracker = StreamTracker::new(this.tracker.config());
-        let rec = RequestRecord::new(this.rec.index, this.rec.outcome);
-        Poll::Ready((
-            ended,
-            std::mem::replace(&mut this.tracker, tracker),
-            std::mem::replace(&mut this.rec, rec),
-        ))
-    }
-}
-
-impl<B: Reads> ReadLoop<B> {
     // One poll reads every read that is ready, then looks at the run's end and the
-    // deadline: the same order as a biased select over the three.
+    // deadline: the same order as a biased select over the three, without a new future
+    // for each read.
     // The timer is polled when it was armed anew (so it holds this task's waker) or
     // when its deadline may have come: a wake-up that brought a read before the
-    // deadline needs no look at it, since a registered timer wakes the task itself.
-    #[inline(always)]
-    fn step(&mut self, task: &mut Context<'_>) -> Poll<Ended> {
-        let this = self;
+    // deadline needs no look at it (about a hundred instructions a chunk), since a
+    // registered timer wakes the task itself.
+    let mut armed = true;
+    let ended = std::future::poll_fn(|task| {
         let mut read_here = false;
         loop {
             // The idle deadline moves with every read; re-arming the timer per chunk would
             // put a timer-wheel update on the hot path. Within a phase the deadline only
             // moves later, so it is moved earlier here when the phase changes, and later
             // only when it fires too soon (below).
-            let now_in = (this.tracker.has_output(), this.done_at.is_some());
-            if this.phase != Some(now_in) {
-                this.phase = Some(now_in);
-                let (due, _) = this.deadline(now_in.0);
-                if due < this.timer_at {
-                    this.timer.as_mut().reset(due);
-                    this.timer_at = due;
-                    this.armed = true;
+            let now_in = (tracker.has_output(), done_at.is_some());
+            if phase != Some(now_in) {
+                phase = Some(now_in);
+                let (due, _) = deadline(now_in.0, last_read, done_at);
+                if due < timer.deadline() {
+                    timer.as_mut().reset(due);
+                    armed = true;
                 }
             }
-            match this.body.poll_next(task) {
+            match body.poll_next(task) {
                 Poll::Ready(Some(Ok((now, stamp, data)))) => {
-                    this.last_read = now;
+                    last_read = now;
                     read_here = true;
-                    let rec = &mut this.rec;
                     // The kernel's receive time of this read, when known.
-                    let ft = this.stamper.frame_time_of(&this.clock, now, stamp, rec);
+                    let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
                     let before = rec.chunks.len();
-                    let flow = this.tracker.feed(ft.t_ns, data, rec);
-                    this.stamper.after_feed(ft, before, rec);
+                    let flow = tracker.feed(ft.t_ns, data, rec);
+                    stamper.after_feed(ft, before, rec);
                     if flow == Flow::Stop {
                         rec.end_ns = Some(ft.t_ns);
                         return Poll::Ready(Ended::Stopped);
                     }
-                    if this.done_at.is_none() && this.tracker.is_done() {
-                        this.done_at = Some(now);
+                    if done_at.is_none() && tracker.is_done() {
+                        done_at = Some(now);
                     }
                     continue;
                 }
@@ -683,25 +579,29 @@ impl<B: Reads> ReadLoop<B> {
                 Poll::Ready(None) => return Poll::Ready(Ended::Eof),
                 Poll::Pending => {}
             }
-            if this.cancel.poll_cancelled(task).is_ready() {
+            if cancel.poll_cancelled(task).is_ready() {
                 return Poll::Ready(Ended::RunEnd);
             }
-            let look = this.armed || !read_here || this.last_read >= this.timer_at;
-            if look && this.timer.as_mut().poll(task).is_ready() {
-                let (due, outcome) = this.deadline(this.tracker.has_output());
+            let look = armed || !read_here || last_read >= timer.deadline();
+            if look && timer.as_mut().poll(task).is_ready() {
+                let (due, outcome) = deadline(tracker.has_output(), last_read, done_at);
                 if Instant::now() < due {
                     // Bytes arrived since the timer was armed: not idle yet.
-                    this.timer.as_mut().reset(due);
-                    this.timer_at = due;
-                    this.armed = true;
+                    timer.as_mut().reset(due);
+                    armed = true;
                     continue;
                 }
                 return Poll::Ready(Ended::Deadline(outcome));
             }
-            this.armed &= !look;
+            armed &= !look;
             return Poll::Pending;
         }
-    }
+    })
+    .await;
+    end_read(cx, ended, &mut tracker, rec);
+    // Every way out of the loop: room reserved for chunks that never came goes back.
+    rec.fit_chunks();
+    tracker.take_text()
 }
 
 /// What the way a stream's read loop `ended` says about the request.
