@@ -7,7 +7,8 @@
 # records file unless BENCH_FLAGS adds one). Runs alternate ref, cadence, ref, … for
 # REPEATS rounds of SECONDS each. Per run: user + system CPU seconds of the client
 # process (getrusage of the child, via /usr/bin/time), content chunks received, socket
-# reads, µs of CPU per chunk (in all, then user and system apart).
+# reads, µs of CPU per chunk (in all, then user and system apart); at the end each
+# client's medians over the rounds (compare the totals, not the user/system split).
 #
 #   cargo build --release -p cadence --bin cadence
 #   cargo build --release -p cadence-bench --example refclient
@@ -43,7 +44,8 @@ printf '%-8s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks read
 report() { # CLIENT RUN CHUNKS READS
   read -r user sys <"$WORK/time"
   awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" 'BEGIN {
-    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }'
+    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }' |
+    tee -a "$WORK/rows"
 }
 
 for run in $(seq "$REPEATS"); do
@@ -76,4 +78,16 @@ PY
     esac
     report "$client" "$run" "$chunks" "$reads"
   done
+done
+
+# Per client, the median over the rounds. Compare the totals: the kernel splits CPU
+# time into user and system by tick samples, so a change can move time from one
+# column to the other without changing the sum.
+median() { # CLIENT COLUMN
+  awk -v c="$1" -v k="$2" '$1 == c { print $k }' "$WORK/rows" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "# medians of $REPEATS round(s): client us/chunk user_us sys_us"
+for client in ${CLIENTS:-ref cadence}; do
+  echo "# median $client $(median "$client" 7) $(median "$client" 8) $(median "$client" 9)"
 done
