@@ -15,12 +15,6 @@ pub struct Stamper {
     /// The socket read of the last frame that carried a chunk, and whether that read
     /// was already counted as a multi-event read.
     last_read: Option<(u64, bool)>,
-    /// The record's send time, and the latest of it and the last chunk's time: kept
-    /// here, beside the rest of the stream's hot state, so stamping a frame reads
-    /// nothing of the record (its chunk vector's tail is, 50 ms later at 1,000
-    /// streams, a cache miss of its own).
-    sent_ns: Option<u64>,
-    floor_ns: Option<u64>,
 }
 
 /// One frame's time and what it tells the record.
@@ -47,19 +41,7 @@ impl Stamper {
         Stamper {
             stamps,
             last_read: None,
-            sent_ns: rec.sent_ns,
-            floor_ns: Self::floor_of(rec),
         }
-    }
-
-    /// The latest of the record's send time and its last chunk's time.
-    fn floor_of(rec: &RequestRecord) -> Option<u64> {
-        rec.chunks
-            .last()
-            .map(|c| c.t_ns())
-            .into_iter()
-            .chain(rec.sent_ns)
-            .max()
     }
 
     /// The time of a frame holding `bytes`, read by the client at `user`.
@@ -91,18 +73,18 @@ impl Stamper {
                 read: None,
             };
         }
-        // The record is read only by this check, in debug builds: every chunk reaches
-        // it through `after_feed`, and its send time is set before its body is read.
-        debug_assert_eq!(
-            (self.sent_ns, self.floor_ns),
-            (rec.sent_ns, Self::floor_of(rec)),
-            "the stamper's copy of the record's send and last chunk times"
-        );
+        let floor = rec
+            .chunks
+            .last()
+            .map(|c| c.t_ns())
+            .into_iter()
+            .chain(rec.sent_ns)
+            .max();
         let (t_ns, delay_ns) = chunk_time(
             user_ns,
             stamp.map(|s| clock.ns_at(s.arrived)),
-            self.sent_ns.unwrap_or(0),
-            self.floor_ns.unwrap_or(0),
+            rec.sent_ns.unwrap_or(0),
+            floor.unwrap_or(0),
         );
         FrameTime {
             t_ns,
@@ -118,8 +100,6 @@ impl Stamper {
         if added == 0 {
             return;
         }
-        // The chunks just pushed: their line is in cache.
-        self.floor_ns = Self::floor_of(rec);
         if self.stamps.is_some() {
             let us = ft
                 .delay_ns
@@ -197,7 +177,7 @@ mod tests {
         let mut rec = RequestRecord::new(0, Outcome::Succeeded);
         let mut s = Stamper {
             stamps: Some(stamps),
-            ..Stamper::default()
+            last_read: None,
         };
         let frame = |read, delay| FrameTime {
             t_ns: 0,
