@@ -16,6 +16,7 @@
 #
 # Env: CADENCE and REFCLIENT (binaries; default target/release/…), SIM_TTFT (20ms),
 # SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
+# REF_FLAGS (extra `refclient` flags, e.g. `--touch-lines 25`),
 # CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
 # the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit).
 set -euo pipefail
@@ -52,8 +53,9 @@ for run in $(seq "$REPEATS"); do
   for client in ${CLIENTS:-ref cadence}; do
     case $client in
     ref)
+      # shellcheck disable=SC2086
       /usr/bin/time -f '%U %S' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
-        --seconds "$SECS" --max-tokens "$TOKENS" >"$WORK/ref.out"
+        --seconds "$SECS" --max-tokens "$TOKENS" ${REF_FLAGS:-} >"$WORK/ref.out"
       line=$(cat "$WORK/ref.out")
       chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
       reads=$(sed 's/.*reads=\([0-9]*\).*/\1/' <<<"$line")

@@ -16,6 +16,11 @@
 //! `streams=… events=… chunks=… reads=… wall_s=…`, where `chunks` are the content
 //! events (every chat stream of the simulator adds three others: the role chunk, the
 //! usage chunk and `[DONE]`).
+//!
+//! `--touch-lines K` (default 0) makes each read also touch K cache lines of a
+//! per-stream buffer (one byte read and one written per line): what K more lines of
+//! cold state per read cost a client that otherwise does nothing (BENCHMARKS.md,
+//! "Where the rest is not").
 
 use cadence_bench::body::BodySpec;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
@@ -41,6 +46,7 @@ struct Args {
     seconds: f64,
     max_tokens: u32,
     model: String,
+    touch_lines: usize,
 }
 
 fn args() -> Args {
@@ -50,6 +56,7 @@ fn args() -> Args {
         seconds: 30.0,
         max_tokens: 64,
         model: "m".into(),
+        touch_lines: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,6 +67,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = v.parse().expect("--seconds: a number"),
             "--max-tokens" => a.max_tokens = v.parse().expect("--max-tokens: a number"),
             "--model" => a.model = v,
+            "--touch-lines" => a.touch_lines = v.parse().expect("--touch-lines: a number"),
             _ => panic!("unknown flag {flag}"),
         }
     }
@@ -110,12 +118,21 @@ struct Tally {
 }
 
 /// One stream slot: requests back to back on one keep-alive connection until `until`.
-async fn slot(addr: String, request: Arc<Vec<u8>>, until: Instant, tally: Arc<Tally>) {
+async fn slot(
+    addr: String,
+    request: Arc<Vec<u8>>,
+    until: Instant,
+    tally: Arc<Tally>,
+    touch_lines: usize,
+) {
     let mut sock = TcpStream::connect(&addr).await.expect("connect");
     sock.set_nodelay(true).expect("nodelay");
     let mut buf = vec![0u8; READ_BUF];
     let (mut streams, mut events, mut reads) = (0u64, 0u64, 0u64);
     let mut last_read = Instant::now();
+    // State of the stream's own that each read touches, a line apart (none by default).
+    let mut cold = vec![0u8; touch_lines * 64];
+    let mut acc = 0u8;
     while Instant::now() < until {
         sock.write_all(&request).await.expect("write");
         // Head: assumed to end within the first read's bytes (it does on loopback);
@@ -129,6 +146,10 @@ async fn slot(addr: String, request: Arc<Vec<u8>>, until: Instant, tally: Arc<Ta
             last_read = std::hint::black_box(Instant::now());
             assert!(n > 0, "the server closed the connection mid-response");
             reads += 1;
+            for line in cold.chunks_mut(64) {
+                acc = acc.wrapping_add(line[0]);
+                line[1] = acc;
+            }
             let mut bytes = &buf[..n];
             if in_head {
                 assert!(bytes.starts_with(b"HTTP/1.1 200"), "not a 200 response");
@@ -162,7 +183,7 @@ async fn slot(addr: String, request: Arc<Vec<u8>>, until: Instant, tally: Arc<Ta
         }
         streams += 1;
     }
-    std::hint::black_box(last_read);
+    std::hint::black_box((last_read, acc));
     tally.streams.fetch_add(streams, Ordering::Relaxed);
     tally.events.fetch_add(events, Ordering::Relaxed);
     tally.reads.fetch_add(reads, Ordering::Relaxed);
@@ -181,7 +202,15 @@ fn main() {
     rt.block_on(async {
         let until = Instant::now() + Duration::from_secs_f64(a.seconds);
         let tasks: Vec<_> = (0..a.streams)
-            .map(|_| tokio::spawn(slot(addr.clone(), request.clone(), until, tally.clone())))
+            .map(|_| {
+                tokio::spawn(slot(
+                    addr.clone(),
+                    request.clone(),
+                    until,
+                    tally.clone(),
+                    a.touch_lines,
+                ))
+            })
             .collect();
         for t in tasks {
             t.await.expect("a stream slot panicked");
