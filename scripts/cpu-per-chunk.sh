@@ -18,7 +18,9 @@
 # SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
 # REF_FLAGS (extra `refclient` flags, e.g. `--touch-lines 25`),
 # CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
-# the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit).
+# the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit; `ref-current`
+# and `ref-mio` are the reference on tokio's one-thread runtime and on a bare mio event
+# loop, `refclient --runtime current|mio`).
 set -euo pipefail
 REPEATS=${1:-3}
 SECS=${2:-30}
@@ -40,22 +42,24 @@ until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
 URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
 echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
   "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us
+printf '%-11s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us
 
 report() { # CLIENT RUN CHUNKS READS
   read -r user sys <"$WORK/time"
   awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" 'BEGIN {
-    printf "%-8s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }' |
+    printf "%-11s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }' |
     tee -a "$WORK/rows"
 }
 
 for run in $(seq "$REPEATS"); do
   for client in ${CLIENTS:-ref cadence}; do
     case $client in
-    ref)
+    ref | ref-current | ref-mio)
+      runtime=multi
+      [ "$client" = ref ] || runtime=${client#ref-}
       # shellcheck disable=SC2086
       /usr/bin/time -f '%U %S' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
-        --seconds "$SECS" --max-tokens "$TOKENS" ${REF_FLAGS:-} >"$WORK/ref.out"
+        --seconds "$SECS" --max-tokens "$TOKENS" --runtime "$runtime" ${REF_FLAGS:-} >"$WORK/ref.out"
       line=$(cat "$WORK/ref.out")
       chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
       reads=$(sed 's/.*reads=\([0-9]*\).*/\1/' <<<"$line")

@@ -17,6 +17,12 @@
 //! events (every chat stream of the simulator adds three others: the role chunk, the
 //! usage chunk and `[DONE]`).
 //!
+//! `--runtime multi|current|mio` (default `multi`, tokio's default runtime): `current`
+//! is tokio's one-thread runtime; `mio` drops tokio for a bare event loop on one thread
+//! (mio's poller: `epoll_wait`, then a `read` per ready socket until a short read, with
+//! no tasks, wakers or timers), the floor under any runtime (BENCHMARKS.md, "What the
+//! runtime costs").
+//!
 //! `--touch-lines K` (default 0) makes each read also touch K cache lines of a
 //! per-stream buffer (one byte read and one written per line): what K more lines of
 //! cold state per read cost a client that otherwise does nothing (BENCHMARKS.md,
@@ -47,6 +53,14 @@ struct Args {
     max_tokens: u32,
     model: String,
     touch_lines: usize,
+    runtime: Runtime,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Runtime {
+    Multi,
+    Current,
+    Mio,
 }
 
 fn args() -> Args {
@@ -57,6 +71,7 @@ fn args() -> Args {
         max_tokens: 64,
         model: "m".into(),
         touch_lines: 0,
+        runtime: Runtime::Multi,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,6 +83,14 @@ fn args() -> Args {
             "--max-tokens" => a.max_tokens = v.parse().expect("--max-tokens: a number"),
             "--model" => a.model = v,
             "--touch-lines" => a.touch_lines = v.parse().expect("--touch-lines: a number"),
+            "--runtime" => {
+                a.runtime = match v.as_str() {
+                    "multi" => Runtime::Multi,
+                    "current" => Runtime::Current,
+                    "mio" => Runtime::Mio,
+                    _ => panic!("--runtime: multi, current or mio"),
+                }
+            }
             _ => panic!("unknown flag {flag}"),
         }
     }
@@ -117,6 +140,66 @@ struct Tally {
     reads: AtomicU64,
 }
 
+/// One response's progress through its bytes: the head, the SSE events, the end of the
+/// chunked body. The same scan for every runtime.
+struct Scan {
+    in_head: bool,
+    prev: u8,
+    tail: [u8; 7],
+}
+
+impl Scan {
+    fn new() -> Scan {
+        Scan {
+            in_head: true,
+            prev: 0,
+            tail: [0; 7],
+        }
+    }
+
+    /// Takes one read's bytes; counts the events in them into `events`; says whether
+    /// the response ended.
+    fn feed(&mut self, mut bytes: &[u8], events: &mut u64) -> bool {
+        if self.in_head {
+            // Head: assumed to end within the first read's bytes (it does on loopback);
+            // checked, never guessed.
+            assert!(bytes.starts_with(b"HTTP/1.1 200"), "not a 200 response");
+            let end = bytes
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .expect("the response head in the first read");
+            bytes = &bytes[end + 4..];
+            self.in_head = false;
+        }
+        // An event ends with a blank line: an LF right after an LF (the simulator
+        // writes each event in one HTTP chunk, so no chunk framing falls between).
+        for i in memchr::memchr_iter(b'\n', bytes) {
+            let before = if i == 0 { self.prev } else { bytes[i - 1] };
+            if before == b'\n' {
+                *events += 1;
+            }
+        }
+        if let Some(&last) = bytes.last() {
+            self.prev = last;
+        }
+        if bytes.len() >= 7 {
+            self.tail.copy_from_slice(&bytes[bytes.len() - 7..]);
+        } else {
+            self.tail.rotate_left(bytes.len());
+            self.tail[7 - bytes.len()..].copy_from_slice(bytes);
+        }
+        &self.tail == LAST_CHUNK
+    }
+}
+
+/// Touches a stream's `cold` lines, one byte read and one written per line.
+fn touch(cold: &mut [u8], acc: &mut u8) {
+    for line in cold.chunks_mut(64) {
+        *acc = acc.wrapping_add(line[0]);
+        line[1] = *acc;
+    }
+}
+
 /// One stream slot: requests back to back on one keep-alive connection until `until`.
 async fn slot(
     addr: String,
@@ -135,49 +218,15 @@ async fn slot(
     let mut acc = 0u8;
     while Instant::now() < until {
         sock.write_all(&request).await.expect("write");
-        // Head: assumed to end within the first read's bytes (it does on loopback);
-        // checked, never guessed.
-        let mut in_head = true;
-        let mut prev = 0u8;
-        let mut tail = [0u8; 7];
+        let mut scan = Scan::new();
         loop {
             let n = sock.read(&mut buf).await.expect("read");
             // The timestamp a measuring client takes for each read, before anything else.
             last_read = std::hint::black_box(Instant::now());
             assert!(n > 0, "the server closed the connection mid-response");
             reads += 1;
-            for line in cold.chunks_mut(64) {
-                acc = acc.wrapping_add(line[0]);
-                line[1] = acc;
-            }
-            let mut bytes = &buf[..n];
-            if in_head {
-                assert!(bytes.starts_with(b"HTTP/1.1 200"), "not a 200 response");
-                let end = bytes
-                    .windows(4)
-                    .position(|w| w == b"\r\n\r\n")
-                    .expect("the response head in the first read");
-                bytes = &bytes[end + 4..];
-                in_head = false;
-            }
-            // An event ends with a blank line: an LF right after an LF (the simulator
-            // writes each event in one HTTP chunk, so no chunk framing falls between).
-            for i in memchr::memchr_iter(b'\n', bytes) {
-                let before = if i == 0 { prev } else { bytes[i - 1] };
-                if before == b'\n' {
-                    events += 1;
-                }
-            }
-            if let Some(&last) = bytes.last() {
-                prev = last;
-            }
-            if bytes.len() >= 7 {
-                tail.copy_from_slice(&bytes[bytes.len() - 7..]);
-            } else {
-                tail.rotate_left(bytes.len());
-                tail[7 - bytes.len()..].copy_from_slice(bytes);
-            }
-            if &tail == LAST_CHUNK {
+            touch(&mut cold, &mut acc);
+            if scan.feed(&buf[..n], &mut events) {
                 break;
             }
         }
@@ -189,16 +238,108 @@ async fn slot(
     tally.reads.fetch_add(reads, Ordering::Relaxed);
 }
 
+/// One stream on the bare event loop.
+struct MioStream {
+    sock: mio::net::TcpStream,
+    buf: Vec<u8>,
+    scan: Scan,
+    cold: Vec<u8>,
+    done: bool,
+}
+
+/// Every stream on one thread's bare event loop: connect them all, send each its
+/// request, then wait for readiness and read each ready socket until a short read (the
+/// socket is then drained: edge-triggered readiness comes again with new bytes).
+fn mio_streams(a: &Args, request: &[u8], until: std::time::Instant, tally: &Tally) {
+    use mio::{Events, Interest, Poll, Token};
+    use std::io::Read as _;
+    let addr: std::net::SocketAddr = a
+        .url
+        .authority()
+        .expect("a host")
+        .as_str()
+        .parse()
+        .expect("an IP:port URL");
+    let mut poll = Poll::new().expect("a poller");
+    let mut streams: Vec<MioStream> = Vec::new();
+    for i in 0..a.streams as usize {
+        let std_sock = std::net::TcpStream::connect(addr).expect("connect");
+        std_sock.set_nodelay(true).expect("nodelay");
+        std_sock.set_nonblocking(true).expect("nonblocking");
+        let mut sock = mio::net::TcpStream::from_std(std_sock);
+        poll.registry()
+            .register(&mut sock, Token(i), Interest::READABLE)
+            .expect("register");
+        streams.push(MioStream {
+            sock,
+            buf: vec![0u8; READ_BUF],
+            scan: Scan::new(),
+            cold: vec![0u8; a.touch_lines * 64],
+            done: false,
+        });
+    }
+    for s in &mut streams {
+        // A request is far below the socket's send buffer: one write takes it whole.
+        s.sock.write_all(request).expect("write");
+    }
+    let (mut finished, mut events, mut reads) = (0u64, 0u64, 0u64);
+    let mut last_read = std::time::Instant::now();
+    let mut acc = 0u8;
+    let mut live = streams.len();
+    let mut ready = Events::with_capacity(1024);
+    while live > 0 {
+        poll.poll(&mut ready, None).expect("poll");
+        for ev in ready.iter() {
+            let s = &mut streams[ev.token().0];
+            while !s.done {
+                let n = match s.sock.read(&mut s.buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("read: {e}"),
+                };
+                last_read = std::hint::black_box(std::time::Instant::now());
+                assert!(n > 0, "the server closed the connection mid-response");
+                reads += 1;
+                touch(&mut s.cold, &mut acc);
+                if s.scan.feed(&s.buf[..n], &mut events) {
+                    finished += 1;
+                    s.scan = Scan::new();
+                    if std::time::Instant::now() < until {
+                        s.sock.write_all(request).expect("write");
+                    } else {
+                        s.done = true;
+                        live -= 1;
+                    }
+                }
+                if n < READ_BUF {
+                    break;
+                }
+            }
+        }
+    }
+    std::hint::black_box((last_read, acc));
+    tally.streams.fetch_add(finished, Ordering::Relaxed);
+    tally.events.fetch_add(events, Ordering::Relaxed);
+    tally.reads.fetch_add(reads, Ordering::Relaxed);
+}
+
 fn main() {
     let a = args();
     let request = Arc::new(request_bytes(&a));
     let addr = a.url.authority().expect("a host").as_str().to_owned();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
     let tally = Arc::new(Tally::default());
     let started = std::time::Instant::now();
+    if a.runtime == Runtime::Mio {
+        let until = started + Duration::from_secs_f64(a.seconds);
+        mio_streams(&a, &request, until, &tally);
+        return print_tally(&tally, started);
+    }
+    let mut rt = if a.runtime == Runtime::Current {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = rt.enable_all().build().expect("a runtime");
     rt.block_on(async {
         let until = Instant::now() + Duration::from_secs_f64(a.seconds);
         let tasks: Vec<_> = (0..a.streams)
@@ -216,6 +357,11 @@ fn main() {
             t.await.expect("a stream slot panicked");
         }
     });
+    print_tally(&tally, started);
+}
+
+/// The one line of output.
+fn print_tally(tally: &Tally, started: std::time::Instant) {
     let (streams, events, reads) = (
         tally.streams.load(Ordering::Relaxed),
         tally.events.load(Ordering::Relaxed),
