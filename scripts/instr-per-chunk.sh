@@ -10,7 +10,8 @@
 #   cargo build --release -p cadence-bench --example refclient
 #   scripts/instr-per-chunk.sh [STREAMS] [SECONDS]        # default 50 streams, 10 s
 #
-# Env: CADENCE and REFCLIENT (binaries; default target/release/…), CLIENTS ("ref
+# Env: CADENCE and REFCLIENT (binaries; default target/release/…), TOKENS (64 per
+# request: what the simulator sends and the clients ask for), CLIENTS ("ref
 # cadence"; `before` runs CADENCE_BEFORE, e.g. a build of an earlier commit), KEEP (a
 # directory to keep the callgrind outputs in). Needs valgrind and callgrind_annotate.
 #
@@ -26,6 +27,7 @@ SECS=${2:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${CADENCE:-$ROOT/target/release/cadence}
 REF=${REFCLIENT:-$ROOT/target/release/examples/refclient}
+TOKENS=${TOKENS:-64}
 command -v valgrind >/dev/null || { echo "needs valgrind" >&2; exit 1; }
 WORK=$(mktemp -d)
 OUT=${KEEP:-$WORK}
@@ -35,11 +37,11 @@ trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
 ulimit -n "$(ulimit -Hn)"
 
 "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft fixed:20ms --itl fixed:50ms \
-  --max-tokens 64 >"$WORK/sim.out" 2>&1 &
+  --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
 SIM=$!
 until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
 URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
-echo "# $(date -u +%FT%TZ) sim $URL (ttft 20ms, itl 50ms, 64 tokens), $STREAMS streams, ${SECS}s"
+echo "# $(date -u +%FT%TZ) sim $URL (ttft 20ms, itl 50ms, $TOKENS tokens), $STREAMS streams, ${SECS}s"
 
 # The inclusive count of the function whose name matches PATTERN (0 if none). A function
 # with code inlined from other files is listed once per file; its whole count is the
@@ -60,14 +62,14 @@ for client in ${CLIENTS:-ref cadence}; do
   case $client in
   ref)
     valgrind --tool=callgrind --callgrind-out-file="$cg" "$REF" --url "$URL" \
-      --streams "$STREAMS" --seconds "$SECS" --max-tokens 64 >"$WORK/ref.out" 2>/dev/null
+      --streams "$STREAMS" --seconds "$SECS" --max-tokens "$TOKENS" >"$WORK/ref.out" 2>/dev/null
     chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' "$WORK/ref.out")
     ;;
   cadence | before)
     exe=$BIN
     [ "$client" = before ] && exe=${CADENCE_BEFORE:?CADENCE_BEFORE names the earlier binary}
     valgrind --tool=callgrind --callgrind-out-file="$cg" "$exe" bench "$URL" --api chat \
-      --model m -c "$STREAMS" -d "${SECS}s" --max-tokens 64 --quiet --json "$WORK/c.json" \
+      --model m -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --quiet --json "$WORK/c.json" \
       >/dev/null 2>&1
     chunks=$(python3 - "$WORK/c.json" <<'PY'
 import json, sys
