@@ -16,6 +16,8 @@
 #
 # Env: CADENCE and REFCLIENT (binaries; default target/release/…), SIM_TTFT (20ms),
 # SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
+# BEFORE_FLAGS (the `before` client's, when they differ: `CADENCE_BEFORE=$CADENCE
+# BEFORE_FLAGS="--threads 1"` compares one binary on one worker and on the default),
 # REF_FLAGS (extra `refclient` flags, e.g. `--touch-lines 25`),
 # CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
 # the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit; `ref-current`
@@ -66,11 +68,15 @@ for run in $(seq "$REPEATS"); do
       ;;
     cadence | before)
       exe=$BIN
-      [ "$client" = before ] && exe=${CADENCE_BEFORE:?CADENCE_BEFORE names the earlier binary}
+      flags=${BENCH_FLAGS:-}
+      if [ "$client" = before ]; then
+        exe=${CADENCE_BEFORE:?CADENCE_BEFORE names the earlier binary}
+        flags=${BEFORE_FLAGS:-$flags}
+      fi
       # shellcheck disable=SC2086
       /usr/bin/time -f '%U %S' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
         -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --json "$WORK/c.json" \
-        ${BENCH_FLAGS:-} >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
+        $flags >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
       # Chunks: each request's first chunk (TTFT) plus its gaps (ITL), every level.
       read -r chunks reads < <(python3 - "$WORK/c.json" <<'PY'
 import json, sys
