@@ -3,7 +3,7 @@
 //! ride in the report so an HTML page can be rebuilt from the JSON alone, without the
 //! per-request records.
 
-use crate::dist::DistAcc;
+use crate::dist::{DistAcc, Sorted};
 use crate::metrics::ms;
 use crate::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
@@ -245,6 +245,15 @@ impl ChartsAcc {
     }
 
     pub fn finish(&self) -> Option<ChartData> {
+        self.finish_with(None)
+    }
+
+    /// [`ChartsAcc::finish`], given the level's pooled ITL already sorted (`pooled`, the
+    /// [`crate::timeseries::TimeSeriesAcc::pooled_itl`] of the same records): while the
+    /// position groups hold exactly its samples, its sort is read instead of sorting
+    /// them again. A sorted view depends only on the samples, not their order, so the
+    /// figures are the same either way.
+    pub fn finish_with(&self, pooled: Option<&Sorted<'_>>) -> Option<ChartData> {
         let (per_chunk, basis) = if self.per_chunk.is_empty() {
             (&self.per_chunk_avg, "request_average")
         } else {
@@ -252,11 +261,20 @@ impl ChartsAcc {
         };
         let percents = cdf_percents();
         let fractions: Vec<f64> = percents.iter().map(|p| p / 100.0).collect();
-        // Every pooled gap, from the position groups (merged in position order).
-        let mut gaps = DistAcc::new();
-        self.groups().for_each(|(_, d)| gaps.merge(d));
-        // Sorted once for the CDF's 103 quantiles and the histogram's values.
-        let gaps = gaps.sorted();
+        let same = pooled.filter(|p| self.holds_exactly(p));
+        // Every pooled gap, from the position groups (merged in position order), sorted
+        // once for the CDF's 103 quantiles and the histogram's values.
+        let (merged, own);
+        let gaps: &Sorted<'_> = match same {
+            Some(p) => p,
+            None => {
+                let mut all = DistAcc::new();
+                self.groups().for_each(|(_, d)| all.merge(d));
+                merged = all;
+                own = merged.sorted();
+                &own
+            }
+        };
         let cdf = gaps.quantiles(&fractions);
         if cdf.is_none() && per_chunk.is_empty() {
             return None;
@@ -282,6 +300,17 @@ impl ChartsAcc {
                 .collect(),
             tokens_per_chunk_basis: basis.to_string(),
         })
+    }
+
+    /// Whether the position groups hold exactly the samples of `pooled` (the level's
+    /// pooled ITL of the same records, sorted). Its gaps are some of theirs: the
+    /// succeeded records' gaps that do not end before they start, less those of a record
+    /// without a send time and those holding a wait on a slow proxy client
+    /// ([`crate::metrics::itl_gaps`]). So when both are exact and hold as many, they
+    /// hold the same.
+    fn holds_exactly(&self, pooled: &Sorted<'_>) -> bool {
+        let held: u64 = self.groups().map(|(_, d)| d.count()).sum();
+        !self.coarse && pooled.is_exact_unit() && pooled.count() == held
     }
 
     fn position_bins(&self) -> Vec<PositionBin> {
@@ -398,6 +427,67 @@ mod tests {
             }]
         );
         assert_eq!(d.tokens_per_chunk_basis, "request_average");
+    }
+
+    /// The charts and the level's pooled ITL (the time series') fed the same records.
+    fn both(records: &[RequestRecord]) -> (ChartsAcc, crate::timeseries::TimeSeriesAcc) {
+        let mut charts = ChartsAcc::default();
+        let mut series = crate::timeseries::TimeSeriesAcc::new(1_000 * MS);
+        for r in records {
+            charts.push(r);
+            series.push(r);
+        }
+        (charts, series)
+    }
+
+    #[test]
+    fn the_pooled_itls_sort_stands_in_only_for_the_same_gaps() {
+        // Jittery gaps over several requests, one with a gap that ends before it starts.
+        let mut records: Vec<RequestRecord> = (0..40u64)
+            .map(|i| {
+                let times: Vec<u64> = (0..12u64)
+                    .scan(0, |t, k| {
+                        *t += 1 + (i * 7 + k * 13) % 29;
+                        Some(*t)
+                    })
+                    .collect();
+                rec(&times, Some(1))
+            })
+            .collect();
+        records[3].chunks.swap(4, 5);
+        let (charts, series) = both(&records);
+        let pooled = series.pooled_itl();
+        let pooled = pooled.sorted();
+        assert!(charts.holds_exactly(&pooled));
+        assert_eq!(charts.finish_with(Some(&pooled)), charts.finish());
+
+        // A gap the pooled ITL leaves out (a wait on a slow proxy client), and the gaps
+        // of a succeeded record with no send time: the charts' own sort is used.
+        let mut waited = records.clone();
+        waited[5].proxy = Some(Box::new(crate::record::ProxyInfo {
+            downstream_gaps: vec![3],
+            ..Default::default()
+        }));
+        let mut unsent = records.clone();
+        unsent[7].sent_ns = None;
+        for set in [waited, unsent] {
+            let (charts, series) = both(&set);
+            let pooled = series.pooled_itl();
+            let pooled = pooled.sorted();
+            assert!(!charts.holds_exactly(&pooled));
+            assert_eq!(charts.finish_with(Some(&pooled)), charts.finish());
+            assert!(pooled.count() < charts.groups().map(|(_, d)| d.count()).sum());
+        }
+
+        // Bucketed charts, or another level's pooled ITL: not the same samples.
+        let (mut charts, series) = both(&records);
+        let (other, _) = both(&records[..10]);
+        let pooled = series.pooled_itl();
+        let pooled = pooled.sorted();
+        assert!(!other.holds_exactly(&pooled));
+        charts.bucketize();
+        assert!(!charts.holds_exactly(&pooled));
+        assert_eq!(charts.finish_with(Some(&pooled)), charts.finish());
     }
 
     #[test]

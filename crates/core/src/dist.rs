@@ -464,6 +464,11 @@ enum SortedState<'a> {
 }
 
 impl Sorted<'_> {
+    /// Whether these are exact unit-weight samples (not weighted, not bucketed).
+    pub fn is_exact_unit(&self) -> bool {
+        matches!(self.state, SortedState::Plain(_))
+    }
+
     /// Total weight of the samples, as [`DistAcc::count`].
     pub fn count(&self) -> u64 {
         match &self.state {

@@ -202,7 +202,11 @@ impl LevelAggregator {
     /// The level's figures. `opts.stall_threshold_ns` is ignored (the config's is used).
     pub fn finish(&self, opts: &LevelOptions) -> LevelFigures {
         let mut summary = self.summary.finish(opts);
-        summary.itl = self.series.pooled_itl().summary();
+        // The pooled ITL sorted once: its summary, and the charts' CDF and histogram of
+        // the same gaps.
+        let pooled_itl = self.series.pooled_itl();
+        let pooled_itl = pooled_itl.sorted();
+        summary.itl = pooled_itl.summary();
         let goodput = self.goodput.finish(summary.throughput.window_s);
         let mut record_warnings = self.notes.finish();
         if let Some(w) = self.series.widened_ns() {
@@ -243,7 +247,7 @@ impl LevelAggregator {
             goodput,
             time_series: self.series.finish(),
             conventions: self.conventions.views_with_pooled(pooled),
-            charts: self.charts.finish(),
+            charts: self.charts.finish_with(Some(&pooled_itl)),
             record_warnings,
             summary,
         }
