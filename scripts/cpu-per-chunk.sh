@@ -37,11 +37,9 @@ trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
 # Both sides hold STREAMS sockets.
 ulimit -n "$(ulimit -Hn)"
 
-"$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft "fixed:${SIM_TTFT:-20ms}" \
-  --itl "fixed:${SIM_ITL:-10ms}" --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
-SIM=$!
-until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
-URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
+# shellcheck source=scripts/lib/chunk-bench.sh
+. "$ROOT/scripts/lib/chunk-bench.sh"
+start_sim "${SIM_TTFT:-20ms}" "${SIM_ITL:-10ms}"
 echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
   "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-11s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us
@@ -77,15 +75,7 @@ for run in $(seq "$REPEATS"); do
       /usr/bin/time -f '%U %S' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
         -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --json "$WORK/c.json" \
         $flags >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
-      # Chunks: each request's first chunk (TTFT) plus its gaps (ITL), every level.
-      read -r chunks reads < <(python3 - "$WORK/c.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-n = sum((l.get("ttft") or {}).get("count", 0) + (l.get("itl") or {}).get("count", 0) for l in r["levels"])
-reads = sum(l["counters"]["reads"] for l in r["levels"])
-print(n, reads)
-PY
-      )
+      read -r chunks reads < <(report_chunks_reads "$WORK/c.json")
       ;;
     esac
     report "$client" "$run" "$chunks" "$reads"

@@ -36,11 +36,9 @@ SIM=
 trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
 ulimit -n "$(ulimit -Hn)"
 
-"$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft fixed:20ms --itl fixed:50ms \
-  --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
-SIM=$!
-until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
-URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
+# shellcheck source=scripts/lib/chunk-bench.sh
+. "$ROOT/scripts/lib/chunk-bench.sh"
+start_sim 20ms 50ms
 echo "# $(date -u +%FT%TZ) sim $URL (ttft 20ms, itl 50ms, $TOKENS tokens), $STREAMS streams, ${SECS}s"
 
 # The inclusive count of the function whose name matches PATTERN (0 if none). A function
@@ -71,12 +69,7 @@ for client in ${CLIENTS:-ref cadence}; do
     valgrind --tool=callgrind --callgrind-out-file="$cg" "$exe" bench "$URL" --api chat \
       --model m -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --quiet --json "$WORK/c.json" \
       >/dev/null 2>&1
-    chunks=$(python3 - "$WORK/c.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(sum((l.get("ttft") or {}).get("count", 0) + (l.get("itl") or {}).get("count", 0) for l in r["levels"]))
-PY
-    )
+    read -r chunks _ < <(report_chunks_reads "$WORK/c.json")
     ;;
   *) echo "unknown client $client" >&2; exit 1 ;;
   esac
