@@ -51,6 +51,9 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         _spill,
         scrape,
     } = Setup::new(&args).await?;
+    // Kernel stamps time each chunk, so the workers may let reads gather (`coalesce`).
+    let _coalesce = (args.timestamps == crate::cli::TimestampsArg::Kernel)
+        .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes));
     let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     if let (Some(note), false) = (fleet.note(), args.quiet) {

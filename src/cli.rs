@@ -432,6 +432,13 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
     pub timestamps: TimestampsArg,
 
+    /// With kernel stamps, a runtime worker that woke less than this long ago waits out
+    /// the rest before sleeping again, so one wake-up serves many streams (at most a
+    /// quarter of the median gap between a stream's chunks, so steady chunks never share
+    /// a read for it); 0 turns it off. No chunk's time moves: the kernel stamped it.
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    pub coalesce_wakes: Duration,
+
     /// TCP/TLS connect timeout.
     #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub connect_timeout: Duration,
@@ -646,6 +653,10 @@ pub struct FidelityArgs {
     /// the dashboard costs the figures.
     #[arg(long)]
     pub dashboard: bool,
+
+    /// The client's wake-up coalescing, as `bench --coalesce-wakes` (0: off).
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    pub coalesce_wakes: Duration,
 
     /// Write the results as JSON here.
     #[arg(long, value_name = "FILE")]

@@ -68,6 +68,8 @@ pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
             "--concurrency levels and --rounds must be at least 1, --tokens at least 2",
         ));
     }
+    // As `bench` with its default kernel stamps.
+    let _coalesce = cadence_bench::coalesce::enable(args.coalesce_wakes);
     let exe = std::env::current_exe()
         .context("cannot find the cadence executable to start the simulator")?;
     let dir = tempfile_dir()?;

@@ -50,6 +50,9 @@ pub fn main() -> std::process::ExitCode {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cli.worker_threads(cores))
+        // Off until a command turns it on (`bench`, `fidelity`): see `coalesce`.
+        .on_thread_park(cadence_bench::coalesce::before_park)
+        .on_thread_unpark(cadence_bench::coalesce::after_unpark)
         .enable_all()
         .build()
     {

@@ -69,6 +69,8 @@ impl Pacer {
                     if tx.send(ticket).is_err() {
                         return;
                     }
+                    // The send must not wait for a worker's coalescing window.
+                    crate::coalesce::interrupt();
                     index += 1;
                 }
             })

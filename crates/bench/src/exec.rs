@@ -532,6 +532,9 @@ async fn read_stream(
         None => d.streaming(has_output, last_read, cx.timeouts.idle),
     };
     let mut phase = None;
+    // The latest read that carried content: its gap to the next tells the runtime's
+    // wake-up coalescing how far apart this stream's chunks are.
+    let mut last_content: Option<Instant> = None;
 
     // One poll reads every read that is ready, then looks at the run's end and the
     // deadline: the same order as a biased select over the three, without a new future
@@ -566,6 +569,12 @@ async fn read_stream(
                     let before = rec.chunks.len();
                     let flow = tracker.feed(ft.t_ns, data, rec);
                     stamper.after_feed(ft, before, rec);
+                    if rec.chunks.len() > before {
+                        if let Some(last) = last_content {
+                            crate::coalesce::note_gap(now - last);
+                        }
+                        last_content = Some(now);
+                    }
                     if flow == Flow::Stop {
                         rec.end_ns = Some(ft.t_ns);
                         return Poll::Ready(Ended::Stopped);

@@ -4,6 +4,7 @@
 
 pub mod arrivals;
 pub mod body;
+pub mod coalesce;
 pub mod cpu;
 pub mod dataset;
 pub mod exec;
