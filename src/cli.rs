@@ -434,8 +434,9 @@ pub struct BenchArgs {
 
     /// With kernel stamps, a runtime worker that woke less than this long ago waits out
     /// the rest before sleeping again, so one wake-up serves many streams (at most a
-    /// quarter of the median gap between a stream's chunks, so steady chunks never share
-    /// a read for it); 0 turns it off. No chunk's time moves: the kernel stamped it.
+    /// quarter of the 10th-percentile gap between a stream's chunks, and none once one
+    /// chunk in ten shares a read); 0 turns it off. No chunk's time moves: the kernel
+    /// stamped it.
     #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
     pub coalesce_wakes: Duration,
 

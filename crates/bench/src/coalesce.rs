@@ -5,10 +5,12 @@
 //! for every other chunk; chunks are timed by the kernel's receive stamp, not by when
 //! the client got to them, so waiting changes no measured time.
 //!
-//! Two bounds keep it honest. The window is at most a quarter of the median gap the
-//! worker's streams show between content reads (measured in epochs of
-//! [`EPOCH`]), so steady chunks never share a read because of it; and it is only turned
-//! on with kernel stamps (`--timestamps user` times each chunk when it is read, which
+//! Two bounds keep it honest. The window is at most a quarter of the 10th-percentile gap
+//! the worker's streams show between content reads (measured in epochs of [`EPOCH`]),
+//! and chunks that shared a read count as gaps of zero: so at most a few chunks in a
+//! hundred can share a read because of it, and when more than one in ten already do (a
+//! bursty server, a client falling behind) the window closes. And it is only turned on
+//! with kernel stamps (`--timestamps user` times each chunk when it is read, which
 //! waiting would delay). Anything that must not wait (the open-loop pacer handing over
 //! a send) cuts the waits short with [`interrupt`].
 
@@ -118,15 +120,28 @@ pub fn after_unpark() {
     WORKER.with(|w| w.woke.set(Some(Instant::now())));
 }
 
-/// Notes the gap between two content reads of one stream on this worker.
+/// Notes a content read of one stream on this worker: the gap since the stream's last
+/// one, and how many content chunks the read carried (all but the first shared a read:
+/// gaps of zero as far as the stamps can tell).
 #[inline]
-pub fn note_gap(gap: Duration) {
+pub fn note_read(gap: Option<Duration>, chunks: usize) {
     if MAX_NS.load(Ordering::Relaxed) == 0 {
         return;
     }
+    WORKER.with(|w| {
+        if let Some(gap) = gap {
+            let b = bucket(gap);
+            w.gaps[b].set(w.gaps[b].get().saturating_add(1));
+        }
+        let shared = u32::try_from(chunks.saturating_sub(1)).unwrap_or(u32::MAX);
+        w.gaps[0].set(w.gaps[0].get().saturating_add(shared));
+    });
+}
+
+/// The bucket of a gap: `[2^(b-1), 2^b)` µs.
+fn bucket(gap: Duration) -> usize {
     let us = u64::try_from(gap.as_micros()).unwrap_or(u64::MAX);
-    let b = ((u64::BITS - us.leading_zeros()) as usize).min(BUCKETS - 1);
-    WORKER.with(|w| w.gaps[b].set(w.gaps[b].get().saturating_add(1)));
+    ((u64::BITS - us.leading_zeros()) as usize).min(BUCKETS - 1)
 }
 
 /// Cuts every worker's wait short: for work handed in from another thread that must
@@ -142,9 +157,9 @@ fn waiters() -> std::sync::MutexGuard<'static, Vec<Thread>> {
     WAITERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The window for the next epoch: a quarter of the lower edge of the median gap's
-/// bucket (so at most a quarter of the median), at most `max`; `last` when the epoch
-/// saw too few gaps to say.
+/// The window for the next epoch: a quarter of the lower edge of the bucket that holds
+/// the 10th-percentile gap (so at most a quarter of that gap), at most `max`; `last`
+/// when the epoch saw too few gaps to say.
 fn window_from(gaps: &[Cell<u32>], max: Duration, last: Duration) -> Duration {
     let n: u32 = gaps.iter().map(Cell::get).sum();
     if n < MIN_GAPS {
@@ -153,7 +168,7 @@ fn window_from(gaps: &[Cell<u32>], max: Duration, last: Duration) -> Duration {
     let mut seen = 0;
     for (b, g) in gaps.iter().enumerate() {
         seen += g.get();
-        if 2 * seen >= n {
+        if 10 * u64::from(seen) >= u64::from(n) {
             let lower_us = if b == 0 { 0 } else { 1u64 << (b - 1) };
             return (Duration::from_micros(lower_us) / 4).min(max);
         }
@@ -168,14 +183,14 @@ mod tests {
     fn hist(gaps_us: &[(u64, u32)]) -> [Cell<u32>; BUCKETS] {
         let h = [const { Cell::new(0) }; BUCKETS];
         for &(us, n) in gaps_us {
-            let b = ((u64::BITS - us.leading_zeros()) as usize).min(BUCKETS - 1);
+            let b = bucket(Duration::from_micros(us));
             h[b].set(h[b].get() + n);
         }
         h
     }
 
     #[test]
-    fn the_window_is_a_quarter_of_the_median_gaps_bucket_at_most_the_maximum() {
+    fn the_window_is_a_quarter_of_the_10th_percentile_gaps_bucket_at_most_the_maximum() {
         let max = Duration::from_millis(2);
         // 50 ms gaps: bucket [32.768, 65.536) ms, a quarter of its edge is 8.2 ms.
         let h = hist(&[(50_000, 100)]);
@@ -186,14 +201,22 @@ mod tests {
             window_from(&h, max, Duration::ZERO),
             Duration::from_micros(1024)
         );
-        // The median, not the mean: a few long stalls do not widen it.
+        // A few short gaps in a hundred leave it; one in seven sets it.
+        let h = hist(&[(1_000, 9), (50_000, 91)]);
+        assert_eq!(window_from(&h, max, Duration::ZERO), max);
+        let h = hist(&[(1_000, 15), (50_000, 85)]);
+        assert_eq!(
+            window_from(&h, max, Duration::ZERO),
+            Duration::from_micros(128)
+        );
+        // Long stalls do not widen it.
         let h = hist(&[(1_000, 60), (400_000, 40)]);
         assert_eq!(
             window_from(&h, max, Duration::ZERO),
             Duration::from_micros(128)
         );
-        // Sub-microsecond gaps (chunks that share a write): no window.
-        let h = hist(&[(0, 100)]);
+        // More than one chunk in ten sharing a read (gaps of zero): closed.
+        let h = hist(&[(0, 11), (50_000, 89)]);
         assert_eq!(window_from(&h, max, max), Duration::ZERO);
     }
 

@@ -570,9 +570,8 @@ async fn read_stream(
                     let flow = tracker.feed(ft.t_ns, data, rec);
                     stamper.after_feed(ft, before, rec);
                     if rec.chunks.len() > before {
-                        if let Some(last) = last_content {
-                            crate::coalesce::note_gap(now - last);
-                        }
+                        let gap = last_content.map(|last| now - last);
+                        crate::coalesce::note_read(gap, rec.chunks.len() - before);
                         last_content = Some(now);
                     }
                     if flow == Flow::Stop {

@@ -26,7 +26,7 @@ fn latency_after_a_wake(interrupt: bool) -> Duration {
     let rt = runtime();
     rt.block_on(rt.spawn(async {
         for _ in 0..32 {
-            coalesce::note_gap(Duration::from_secs(60));
+            coalesce::note_read(Some(Duration::from_secs(60)), 1);
         }
     }))
     .expect("the gaps are noted");
