@@ -201,6 +201,9 @@ pub struct ExecContext<'a> {
     /// The request's `max_tokens`, when it sends one: the tracker makes room for that
     /// many chunks at the first one ([`StreamTracker::expect_chunks`]).
     pub max_tokens: Option<u64>,
+    /// Whether the output text is wanted (a tokenizer counts it, a later turn quotes
+    /// it); without, [`execute`] gives back empty text and copies none.
+    pub keep_text: bool,
 }
 
 /// The first bytes of a non-stream body kept for the report (FAULTS 26).
@@ -647,6 +650,9 @@ pub(crate) fn new_tracker(cx: &ExecContext<'_>, framing: Framing) -> StreamTrack
     });
     if let Some(n) = cx.max_tokens {
         tracker.expect_chunks(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    if !cx.keep_text {
+        tracker.discard_text();
     }
     tracker
 }

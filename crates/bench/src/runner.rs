@@ -688,10 +688,11 @@ impl<S: Sinks> RequestTask<S> {
                 rec.session = session;
                 rec.turn = Some(turn as u32);
             }
+            let quoted = session.is_some() && turn + 1 < turns;
             let text = self
-                .execute(built.request, built.max_tokens, &mut rec)
+                .execute(built.request, built.max_tokens, quoted, &mut rec)
                 .await;
-            if session.is_some() && turn + 1 < turns {
+            if quoted {
                 replies.push(text.content.clone());
             }
             rec = self.count_tokens(rec, text, built.prompt_parts).await;
@@ -716,6 +717,7 @@ impl<S: Sinks> RequestTask<S> {
         &mut self,
         request: http::Request<http_body_util::Full<bytes::Bytes>>,
         max_tokens: Option<u64>,
+        quoted: bool,
         rec: &mut RequestRecord,
     ) -> cadence_wire::StreamText {
         let cx = &self.cx;
@@ -728,6 +730,7 @@ impl<S: Sinks> RequestTask<S> {
             strict: cx.strict,
             redactor: &cx.redactor,
             max_tokens,
+            keep_text: quoted || cx.tokenizer.is_some(),
         };
         let text = execute(&ex, request, &mut self.cancel, rec).await;
         cx.progress.ended();

@@ -117,6 +117,7 @@ async fn run(addr: SocketAddr, idle: Duration) -> (RequestRecord, Duration) {
         strict: false,
         redactor: &redactor,
         max_tokens: None,
+        keep_text: true,
     };
     let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
         .header("content-type", "application/json")

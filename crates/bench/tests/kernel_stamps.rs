@@ -104,6 +104,7 @@ fn run(addr: SocketAddr, mode: Timestamps, blocks: &[(u64, u64)]) -> RequestReco
             strict: false,
             redactor: &redactor,
             max_tokens: None,
+            keep_text: true,
         };
         let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
             .header("content-type", "application/json")

@@ -102,6 +102,7 @@ async fn request_hinted(
         strict,
         redactor: &redactor,
         max_tokens,
+        keep_text: true,
     };
     let (_tx, mut cancel) = Cancel::new();
     let mut rec = RequestRecord::new(0, Outcome::AbortedAtDeadline);

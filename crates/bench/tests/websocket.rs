@@ -70,6 +70,7 @@ async fn a_message_is_stamped_when_its_frame_is_complete() {
         redactor: &redactor,
         // Room for 256 chunks is made at the first, and given back at the end.
         max_tokens: Some(256),
+        keep_text: true,
     };
     let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
     let req = http::Request::get(format!("ws://{addr}/v1/realtime"))
@@ -169,6 +170,7 @@ fn run_blocked(
             strict: false,
             redactor: &redactor,
             max_tokens: None,
+            keep_text: true,
         };
         let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
         let req = http::Request::get(format!("ws://{addr}/v1/realtime"))

@@ -142,6 +142,8 @@ struct State {
     cumulative_len: usize,
     /// Chunks to make room for at the first one ([`StreamTracker::expect_chunks`]).
     expect_chunks: u32,
+    /// Whether the output text is kept ([`StreamTracker::discard_text`]).
+    keep_text: bool,
 }
 
 impl StreamTracker {
@@ -181,6 +183,7 @@ impl StreamTracker {
                 raw: Vec::new(),
                 cumulative_len: 0,
                 expect_chunks: 0,
+                keep_text: true,
             },
         }
     }
@@ -197,6 +200,13 @@ impl StreamTracker {
     /// was not used ([`RequestRecord::fit_chunks`]). Nothing else changes.
     pub fn expect_chunks(&mut self, n: u32) {
         self.st.expect_chunks = n.min(MAX_EXPECTED_CHUNKS);
+    }
+
+    /// Keeps no output text (no tokenizer will count it, no later turn quotes it):
+    /// [`take_text`](Self::take_text) then gives empty text, and no chunk's text is
+    /// copied. Nothing the record gets changes.
+    pub fn discard_text(&mut self) {
+        self.st.keep_text = false;
     }
 
     /// One socket read's bytes, stamped with the time (ns since run start) the caller
@@ -674,7 +684,12 @@ impl State {
             if rec.first_content_ns.is_none() {
                 rec.first_content_ns = Some(t_ns);
             }
-            push_capped(&mut self.text, text);
+            if self.keep_text {
+                push_capped(&mut self.text, text);
+            }
+        }
+        if !self.keep_text {
+            return;
         }
         if let Some(text) = reasoning {
             push_capped(&mut self.reasoning, text);
@@ -688,6 +703,9 @@ impl State {
     fn make_room(&mut self, rec: &mut RequestRecord) {
         let n = self.expect_chunks as usize;
         rec.reserve_chunks(n);
+        if !self.keep_text {
+            return;
+        }
         self.text_ends
             .reserve(n.saturating_sub(self.text_ends.len()));
         self.text
@@ -1423,5 +1441,32 @@ mod whole_event_tests {
         tr.end_stream(2, &mut rec);
         assert_eq!(rec.chunks.capacity(), 0);
         assert_eq!(rec.outcome, Outcome::StreamError);
+    }
+    /// Without text the record is the same, reading (content, reasoning) and at every
+    /// split; only the text is empty.
+    #[test]
+    fn discarded_text_leaves_the_record_as_it_was() {
+        let mut parts = vec![role()];
+        parts.extend((0..20).map(|i| content(&format!(" w{i}"))));
+        parts.extend([finish("."), usage(21), DONE.to_owned()]);
+        let reads = reads(&parts);
+        let kept = run(cfg(Api::Chat, false), &reads, true);
+        assert!(!kept.text.is_empty());
+        for expect in [None, Some(64)] {
+            let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+            tr.discard_text();
+            if let Some(n) = expect {
+                tr.expect_chunks(n);
+            }
+            let mut rec = RequestRecord::new(0, Outcome::TransportError);
+            for (t, b) in &reads {
+                tr.feed(*t, b, &mut rec);
+            }
+            tr.end_stream(1_000, &mut rec);
+            assert_eq!(rec, kept.rec);
+            assert_eq!(tr.text(), "");
+            assert!(tr.chunk_text_ends().is_empty());
+            assert_eq!(tr.take_text(), StreamText::default());
+        }
     }
 }
