@@ -201,11 +201,11 @@ impl LevelAggregator {
 
     /// The level's figures. `opts.stall_threshold_ns` is ignored (the config's is used).
     pub fn finish(&self, opts: &LevelOptions) -> LevelFigures {
-        let mut summary = self.summary.finish(opts);
-        // The pooled ITL sorted once: its summary, and the charts' CDF and histogram of
-        // the same gaps.
+        // The pooled ITL sorted once: its summary, the per-token ITL's when it holds
+        // the same gaps, and the charts' CDF and histogram of the same gaps.
         let pooled_itl = self.series.pooled_itl();
         let pooled_itl = pooled_itl.sorted();
+        let mut summary = self.summary.finish_with(opts, Some(&pooled_itl));
         summary.itl = pooled_itl.summary();
         let goodput = self.goodput.finish(summary.throughput.window_s);
         let mut record_warnings = self.notes.finish();
@@ -533,5 +533,48 @@ mod tests {
                 format!("{:?}", pooled.summary())
             );
         }
+    }
+    #[test]
+    fn the_per_token_itl_reads_the_pooled_sort_only_when_it_holds_the_same_gaps() {
+        let opts = LevelOptions::default();
+        let mut unsent = streams(Some(1));
+        unsent[8].sent_ns = None;
+        let others = LevelAggregators::from_records(LevelConfig::default(), &streams(None)[..20]);
+        let others = others.get(0).unwrap().series.pooled_itl();
+        let cases = [
+            (streams(None), true, false),
+            (streams(Some(1)), true, false),
+            // A succeeded record without a send time: both leave its gaps out.
+            (unsent, true, false),
+            // Weighted samples: gap / 2, twice.
+            (streams(Some(2)), false, false),
+            // Another level's pooled ITL.
+            (streams(None), false, true),
+        ];
+        for (recs, shared, other) in cases {
+            let agg = LevelAggregators::from_records(LevelConfig::default(), &recs);
+            let agg = agg.get(0).unwrap();
+            let pooled = if other {
+                others.clone()
+            } else {
+                agg.series.pooled_itl()
+            };
+            let pooled = pooled.sorted();
+            assert_eq!(agg.summary.per_token_is_pooled(&pooled), shared);
+            // Either way the summary is the one the per-token samples give alone.
+            let alone = agg.summary.finish(&opts);
+            let with = agg.summary.finish_with(&opts, Some(&pooled));
+            assert_eq!(format!("{with:?}"), format!("{alone:?}"));
+            assert_eq!(
+                format!("{:?}", agg.finish(&opts).summary.itl_per_token),
+                format!("{:?}", agg.summary.itl_per_token().summary())
+            );
+        }
+        // A bucketed level's pooled ITL is not exact: its own samples are summarized.
+        let mut agg = LevelAggregator::new(LevelConfig::default());
+        streams(Some(1)).iter().for_each(|r| agg.push(r));
+        let pooled = agg.series.pooled_itl();
+        agg.bucketize();
+        assert!(!agg.summary.per_token_is_pooled(&pooled.sorted()));
     }
 }

@@ -2,7 +2,7 @@
 //! distributions, throughput, token counts, stalls, and the request accounting that
 //! FAULTS.md requires. Every number a report prints about a level comes from here.
 
-use crate::dist::DistAcc;
+use crate::dist::{DistAcc, Sorted};
 use crate::stats::{self, Distribution};
 use crate::{Outcome, RequestRecord, StampClock, TokenSource};
 use serde::{Deserialize, Serialize};
@@ -576,6 +576,18 @@ impl SummaryAcc {
         &self.itl_tok
     }
 
+    /// Whether the per-token ITL holds the same gaps as `pooled`, the time series' pooled
+    /// ITL of the same level. Both take `itl_gaps` of every sent, succeeded record
+    /// outside the warm-up, and a chunk of k > 1 tokens puts its gap here as k samples
+    /// of gap/k (weighted). So when both are exact, every weight here is one (each
+    /// sample is then the gap itself: x / 1.0 is x) and both hold as many, they hold the
+    /// same; the count also tells another level's pooled ITL apart.
+    pub(crate) fn per_token_is_pooled(&self, pooled: &Sorted<'_>) -> bool {
+        self.itl_tok.is_exact_unit()
+            && pooled.is_exact_unit()
+            && pooled.count() == self.itl_tok.count()
+    }
+
     /// Takes one record; returns the values it kept exactly (for the level's budget).
     pub fn push(&mut self, r: &RequestRecord) -> u64 {
         if r.warmup {
@@ -809,6 +821,14 @@ impl SummaryAcc {
     /// The level's summary; `opts` supplies what the records cannot (window, intended,
     /// dropped); its stall threshold is the one given to [`SummaryAcc::new`].
     pub fn finish(&self, opts: &LevelOptions) -> LevelSummary {
+        self.finish_with(opts, None)
+    }
+
+    /// [`Self::finish`], given the level's pooled ITL already sorted (the time series'
+    /// gaps): when every chunk carried one token, the per-token ITL holds the same gaps
+    /// and is summarized from that sort instead of its own (see
+    /// [`Self::per_token_is_pooled`]).
+    pub fn finish_with(&self, opts: &LevelOptions, pooled: Option<&Sorted<'_>>) -> LevelSummary {
         let mut counts = self.counts.clone();
         counts.dropped += opts.dropped;
         counts.intended = opts.intended.unwrap_or(counts.sent + counts.dropped);
@@ -835,7 +855,10 @@ impl SummaryAcc {
             ttft_content: self.ttft_content.summary(),
             ttft_response: self.ttft_response.summary(),
             itl: self.itl.summary(),
-            itl_per_token: self.itl_tok.summary(),
+            itl_per_token: match pooled.filter(|p| self.per_token_is_pooled(p)) {
+                Some(p) => p.summary(),
+                None => self.itl_tok.summary(),
+            },
             tpot: self.tpot.summary(),
             e2e: self.e2e.summary(),
             output_speed_tok_s: self.speed.summary(),
