@@ -15,6 +15,11 @@ pub struct Stamper {
     /// The socket read of the last frame that carried a chunk, and whether that read
     /// was already counted as a multi-event read.
     last_read: Option<(u64, bool)>,
+    /// The record's chunk count at the last [`Stamper::after_feed`] and the time of its
+    /// last chunk then: the floor of the next frame's time without a load of the
+    /// chunks' tail, whose cache line is cold after a stream's quiet spell (a stall on
+    /// every read). Used only while the count still matches.
+    tail: (usize, u64),
 }
 
 /// One frame's time and what it tells the record.
@@ -41,6 +46,7 @@ impl Stamper {
         Stamper {
             stamps,
             last_read: None,
+            tail: (0, 0),
         }
     }
 
@@ -73,13 +79,12 @@ impl Stamper {
                 read: None,
             };
         }
-        let floor = rec
-            .chunks
-            .last()
-            .map(|c| c.t_ns())
-            .into_iter()
-            .chain(rec.sent_ns)
-            .max();
+        let last = match self.tail {
+            (0, _) if rec.chunks.is_empty() => None,
+            (n, t) if n == rec.chunks.len() => Some(t),
+            _ => rec.chunks.last().map(|c| c.t_ns()),
+        };
+        let floor = last.into_iter().chain(rec.sent_ns).max();
         let (t_ns, delay_ns) = chunk_time(
             user_ns,
             stamp.map(|s| clock.ns_at(s.arrived)),
@@ -96,6 +101,10 @@ impl Stamper {
     /// After the frame's bytes went through the tracker (`chunks_before` = the chunk
     /// count before): each new chunk's read delay, and the multi-event read count.
     pub fn after_feed(&mut self, ft: FrameTime, chunks_before: usize, rec: &mut RequestRecord) {
+        // The chunks just pushed are in cache: their tail is remembered for the next frame.
+        if let Some(c) = rec.chunks.last() {
+            self.tail = (rec.chunks.len(), c.t_ns());
+        }
         let added = rec.chunks.len().saturating_sub(chunks_before);
         if added == 0 {
             return;
@@ -171,6 +180,56 @@ mod tests {
         );
     }
 
+    /// The floor is the record's last chunk, remembered from the last frame or read
+    /// from the record when chunks came in behind the stamper's back.
+    #[test]
+    fn a_stamp_before_the_last_chunk_is_raised_to_it_remembered_or_not() {
+        let clock = crate::Clock::start();
+        let at = |ns| clock.origin() + std::time::Duration::from_nanos(ns);
+        let stamp = |ns| {
+            Some(crate::RxStamp {
+                read: 1,
+                arrived: at(ns),
+                exact: false,
+            })
+        };
+        let mut s = Stamper {
+            stamps: Some(RxStamps::default()),
+            last_read: None,
+            tail: (0, 0),
+        };
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        rec.sent_ns = Some(1_000);
+        let ft = s.frame_time_of(&clock, at(6_000), stamp(5_000), &rec);
+        assert_eq!((ft.t_ns, ft.delay_ns), (5_000, Some(1_000)));
+        rec.chunks.push(Chunk(ft.t_ns, None));
+        s.after_feed(ft, 0, &mut rec);
+        assert_eq!(s.tail, (1, 5_000));
+        let ft = s.frame_time_of(&clock, at(9_000), stamp(4_000), &rec);
+        assert_eq!((ft.t_ns, ft.delay_ns), (5_000, Some(4_000)));
+        // A chunk the stamper did not see still floors the next frame.
+        rec.chunks.push(Chunk(7_000, None));
+        let ft = s.frame_time_of(&clock, at(9_000), stamp(4_000), &rec);
+        assert_eq!(ft.t_ns, 7_000);
+        // And no chunks: the send time floors (a stamp before it is not this one's).
+        let fresh = Stamper {
+            stamps: Some(RxStamps::default()),
+            last_read: None,
+            tail: (3, 9_999),
+        };
+        let rec = {
+            let mut r = RequestRecord::new(0, Outcome::Succeeded);
+            r.sent_ns = Some(1_000);
+            r
+        };
+        assert_eq!(
+            fresh
+                .frame_time_of(&clock, at(6_000), stamp(2_000), &rec)
+                .t_ns,
+            2_000
+        );
+    }
+
     #[test]
     fn delays_follow_the_chunks_and_a_read_with_two_chunks_counts_once() {
         let stamps = RxStamps::default();
@@ -178,6 +237,7 @@ mod tests {
         let mut s = Stamper {
             stamps: Some(stamps),
             last_read: None,
+            tail: (0, 0),
         };
         let frame = |read, delay| FrameTime {
             t_ns: 0,
