@@ -50,10 +50,8 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         records_path,
         _spill,
         scrape,
+        _coalesce,
     } = Setup::new(&args).await?;
-    // Kernel stamps time each chunk, so the workers may let reads gather (`coalesce`).
-    let _coalesce = (args.timestamps == crate::cli::TimestampsArg::Kernel)
-        .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes));
     let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     if let (Some(note), false) = (fleet.note(), args.quiet) {
@@ -159,6 +157,9 @@ struct Setup {
     _spill: Option<tempfile::TempPath>,
     /// `--server-metrics`: where each level scrapes the server's own metrics.
     scrape: Option<crate::scrape::ScrapeConfig>,
+    /// Wake-up coalescing for the run: kernel stamps time each chunk, so the runtime's
+    /// workers may let reads gather (`cadence_bench::coalesce`).
+    _coalesce: Option<cadence_bench::coalesce::Enabled>,
 }
 
 impl Setup {
@@ -245,6 +246,8 @@ impl Setup {
             records_path,
             _spill,
             scrape,
+            _coalesce: (args.timestamps == crate::cli::TimestampsArg::Kernel)
+                .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes)),
         })
     }
 }
