@@ -7,8 +7,9 @@
 # records file unless BENCH_FLAGS adds one). Runs alternate ref, cadence, ref, … for
 # REPEATS rounds of SECONDS each. Per run: user + system CPU seconds of the client
 # process (getrusage of the child, via /usr/bin/time), content chunks received, socket
-# reads, µs of CPU per chunk (in all, then user and system apart); at the end each
-# client's medians over the rounds (compare the totals, not the user/system split).
+# reads, µs of CPU per chunk (in all, then user and system apart), voluntary context
+# switches per chunk (the process's sleeps); at the end each client's medians over the
+# rounds (compare the totals, not the user/system split).
 #
 #   cargo build --release -p cadence --bin cadence
 #   cargo build --release -p cadence-bench --example refclient
@@ -42,12 +43,12 @@ ulimit -n "$(ulimit -Hn)"
 start_sim "${SIM_TTFT:-20ms}" "${SIM_ITL:-10ms}"
 echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
   "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-11s %4s %9s %11s %11s %10s %11s %9s %9s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us
+printf '%-11s %4s %9s %11s %11s %10s %11s %9s %9s %10s\n' client run cpu_s chunks reads reads/chunk us/chunk user_us sys_us vcsw/chunk
 
 report() { # CLIENT RUN CHUNKS READS
-  read -r user sys <"$WORK/time"
-  awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" 'BEGIN {
-    printf "%-11s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n }' |
+  read -r user sys vcsw <"$WORK/time"
+  awk -v c="$1" -v r="$2" -v u="$user" -v s="$sys" -v n="$3" -v rd="$4" -v w="$vcsw" 'BEGIN {
+    printf "%-11s %4d %9.2f %11d %11d %10.3f %11.2f %9.2f %9.2f %10.3f\n", c, r, u + s, n, rd, rd / n, (u + s) * 1e6 / n, u * 1e6 / n, s * 1e6 / n, w / n }' |
     tee -a "$WORK/rows"
 }
 
@@ -58,7 +59,7 @@ for run in $(seq "$REPEATS"); do
       runtime=multi
       [ "$client" = ref ] || runtime=${client#ref-}
       # shellcheck disable=SC2086
-      /usr/bin/time -f '%U %S' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
+      /usr/bin/time -f '%U %S %w' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
         --seconds "$SECS" --max-tokens "$TOKENS" --runtime "$runtime" ${REF_FLAGS:-} >"$WORK/ref.out"
       line=$(cat "$WORK/ref.out")
       chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
@@ -72,7 +73,7 @@ for run in $(seq "$REPEATS"); do
         flags=${BEFORE_FLAGS:-$flags}
       fi
       # shellcheck disable=SC2086
-      /usr/bin/time -f '%U %S' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
+      /usr/bin/time -f '%U %S %w' -o "$WORK/time" "$exe" bench "$URL" --api chat --model m \
         -c "$STREAMS" -d "${SECS}s" --max-tokens "$TOKENS" --json "$WORK/c.json" \
         $flags >"$WORK/cadence.out" 2>&1 || { cat "$WORK/cadence.out"; exit 1; }
       read -r chunks reads < <(report_chunks_reads "$WORK/c.json")
@@ -89,7 +90,7 @@ median() { # CLIENT COLUMN
   awk -v c="$1" -v k="$2" '$1 == c { print $k }' "$WORK/rows" | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-echo "# medians of $REPEATS round(s): client us/chunk user_us sys_us"
+echo "# medians of $REPEATS round(s): client us/chunk user_us sys_us vcsw/chunk"
 for client in ${CLIENTS:-ref cadence}; do
-  echo "# median $client $(median "$client" 7) $(median "$client" 8) $(median "$client" 9)"
+  echo "# median $client $(median "$client" 7) $(median "$client" 8) $(median "$client" 9) $(median "$client" 10)"
 done

@@ -27,6 +27,10 @@
 //! per-stream buffer (one byte read and one written per line): what K more lines of
 //! cold state per read cost a client that otherwise does nothing (BENCHMARKS.md,
 //! "Where the rest is not").
+//!
+//! `--park-sleep-us N` (default 0; tokio runtimes only) sleeps N µs in the runtime's
+//! `on_thread_park` hook before each park, so reads gather between wake-ups: what fewer
+//! sleeps and wake-ups are worth to any client (BENCHMARKS.md, "Wake-ups coalesced").
 
 use cadence_bench::body::BodySpec;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
@@ -54,6 +58,7 @@ struct Args {
     model: String,
     touch_lines: usize,
     runtime: Runtime,
+    park_sleep: Duration,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -72,6 +77,7 @@ fn args() -> Args {
         model: "m".into(),
         touch_lines: 0,
         runtime: Runtime::Multi,
+        park_sleep: Duration::ZERO,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -83,6 +89,9 @@ fn args() -> Args {
             "--max-tokens" => a.max_tokens = v.parse().expect("--max-tokens: a number"),
             "--model" => a.model = v,
             "--touch-lines" => a.touch_lines = v.parse().expect("--touch-lines: a number"),
+            "--park-sleep-us" => {
+                a.park_sleep = Duration::from_micros(v.parse().expect("--park-sleep-us: µs"))
+            }
             "--runtime" => {
                 a.runtime = match v.as_str() {
                     "multi" => Runtime::Multi,
@@ -339,6 +348,10 @@ fn main() {
     } else {
         tokio::runtime::Builder::new_multi_thread()
     };
+    let park_sleep = a.park_sleep;
+    if !park_sleep.is_zero() {
+        rt.on_thread_park(move || std::thread::sleep(park_sleep));
+    }
     let rt = rt.enable_all().build().expect("a runtime");
     rt.block_on(async {
         let until = Instant::now() + Duration::from_secs_f64(a.seconds);

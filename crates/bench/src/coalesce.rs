@@ -1,7 +1,7 @@
 //! Wake-up coalescing: a runtime worker that woke less than a window ago waits out the
 //! rest of it before it sleeps on the poller again, so one wake-up finds many ready
 //! streams instead of one. On this VM a worker's sleep and wake-up costs the client
-//! ~4.5 µs of CPU, and at 1,000 streams a client that reacts to every chunk pays one
+//! a few µs of CPU, and at 1,000 streams a client that reacts to every chunk pays one
 //! for every other chunk; chunks are timed by the kernel's receive stamp, not by when
 //! the client got to them, so waiting changes no measured time.
 //!

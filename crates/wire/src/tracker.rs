@@ -1111,6 +1111,15 @@ mod whole_event_tests {
 
     const DONE: &str = "data: [DONE]\n\n";
 
+    /// A stream of `n` one-word content chunks between the role event and the finish,
+    /// usage and `[DONE]` events.
+    fn words(n: u64) -> Vec<String> {
+        let mut parts = vec![role()];
+        parts.extend((0..n).map(|i| content(&format!(" w{i}"))));
+        parts.extend([finish("."), usage(n + 1), DONE.to_owned()]);
+        parts
+    }
+
     /// One read per string, at times 10, 20, 30...
     fn reads(parts: &[String]) -> Vec<(u64, Vec<u8>)> {
         parts
@@ -1395,10 +1404,7 @@ mod whole_event_tests {
     /// stream did not use, and nothing else changes.
     #[test]
     fn expected_chunks_grow_the_record_once_and_fit_at_the_end() {
-        let mut parts = vec![role()];
-        parts.extend((0..40).map(|i| content(&format!(" w{i}"))));
-        parts.extend([finish("."), usage(41), DONE.to_owned()]);
-        let reads = reads(&parts);
+        let reads = reads(&words(40));
         let plain = run(cfg(Api::Chat, false), &reads, true);
 
         let mut tr = StreamTracker::new(cfg(Api::Chat, false));
@@ -1442,30 +1448,39 @@ mod whole_event_tests {
         assert_eq!(rec.chunks.capacity(), 0);
         assert_eq!(rec.outcome, Outcome::StreamError);
     }
-    /// Without text the record is the same, reading (content, reasoning) and at every
-    /// split; only the text is empty.
+    /// Without text the record is the same, for content and reasoning chunks, read one
+    /// event per read or cut anywhere in two; only the text is empty.
     #[test]
     fn discarded_text_leaves_the_record_as_it_was() {
-        let mut parts = vec![role()];
-        parts.extend((0..20).map(|i| content(&format!(" w{i}"))));
-        parts.extend([finish("."), usage(21), DONE.to_owned()]);
-        let reads = reads(&parts);
-        let kept = run(cfg(Api::Chat, false), &reads, true);
-        assert!(!kept.text.is_empty());
-        for expect in [None, Some(64)] {
+        let mut parts = words(20);
+        parts.insert(
+            1,
+            format!(
+                "data: {}\n\n",
+                chat_data(
+                    serde_json::json!({"reasoning_content": "think"}),
+                    serde_json::Value::Null
+                )
+            ),
+        );
+        let body = parts.concat().into_bytes();
+        let cuts =
+            (0..=body.len()).map(|k| vec![(10, body[..k].to_vec()), (20, body[k..].to_vec())]);
+        for (i, reads) in std::iter::once(reads(&parts)).chain(cuts).enumerate() {
+            let kept = run(cfg(Api::Chat, false), &reads, true);
+            assert!(!kept.text.is_empty());
             let mut tr = StreamTracker::new(cfg(Api::Chat, false));
             tr.discard_text();
-            if let Some(n) = expect {
-                tr.expect_chunks(n);
+            if i % 2 == 0 {
+                tr.expect_chunks(64);
             }
             let mut rec = RequestRecord::new(0, Outcome::TransportError);
             for (t, b) in &reads {
                 tr.feed(*t, b, &mut rec);
             }
             tr.end_stream(1_000, &mut rec);
-            assert_eq!(rec, kept.rec);
-            assert_eq!(tr.text(), "");
-            assert!(tr.chunk_text_ends().is_empty());
+            assert_eq!(rec, kept.rec, "reads {i}");
+            assert_eq!(tr.reasoning_text(), "");
             assert_eq!(tr.take_text(), StreamText::default());
         }
     }
