@@ -8,8 +8,12 @@ start_sim() { # TTFT ITL
   "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft "fixed:$1" --itl "fixed:$2" \
     --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
   SIM=$!
-  until [ -s "$WORK/sim.out" ]; do sleep 0.1; done
-  URL=$(head -1 "$WORK/sim.out" | sed 's/listening on //')
+  # The whole line: a check for any byte could read a URL written only in part.
+  until grep -q '^listening on http://.*/v1$' "$WORK/sim.out"; do
+    kill -0 "$SIM" 2>/dev/null || { cat "$WORK/sim.out" >&2; return 1; }
+    sleep 0.1
+  done
+  URL=$(grep -m1 '^listening on ' "$WORK/sim.out" | sed 's/listening on //')
 }
 
 # Prints a `cadence bench --json` report's content chunks (each request's first chunk,
