@@ -23,7 +23,8 @@
 # CLIENTS ("ref cadence": which clients, in order; `before` is `cadence bench` run from
 # the binary CADENCE_BEFORE, e.g. a copy built from an earlier commit; `ref-current`
 # and `ref-mio` are the reference on tokio's one-thread runtime and on a bare mio event
-# loop, `refclient --runtime current|mio`).
+# loop, `refclient --runtime current|mio`; `ref1` … `ref9` the reference with the
+# flags REF1_FLAGS … REF9_FLAGS instead of REF_FLAGS, to compare variants in one series).
 set -euo pipefail
 REPEATS=${1:-3}
 SECS=${2:-30}
@@ -55,12 +56,16 @@ report() { # CLIENT RUN CHUNKS READS
 for run in $(seq "$REPEATS"); do
   for client in ${CLIENTS:-ref cadence}; do
     case $client in
-    ref | ref-current | ref-mio)
+    ref | ref-current | ref-mio | ref[0-9])
       runtime=multi
-      [ "$client" = ref ] || runtime=${client#ref-}
+      flags=${REF_FLAGS:-}
+      case $client in
+      ref-*) runtime=${client#ref-} ;;
+      ref[0-9]) var=REF${client#ref}_FLAGS && flags=${!var:-} ;;
+      esac
       # shellcheck disable=SC2086
       /usr/bin/time -f '%U %S %w' -o "$WORK/time" "$REF" --url "$URL" --streams "$STREAMS" \
-        --seconds "$SECS" --max-tokens "$TOKENS" --runtime "$runtime" ${REF_FLAGS:-} >"$WORK/ref.out"
+        --seconds "$SECS" --max-tokens "$TOKENS" --runtime "$runtime" $flags >"$WORK/ref.out"
       line=$(cat "$WORK/ref.out")
       chunks=$(sed 's/.*chunks=\([0-9]*\).*/\1/' <<<"$line")
       reads=$(sed 's/.*reads=\([0-9]*\).*/\1/' <<<"$line")

@@ -26,7 +26,8 @@
 //! `--touch-lines K` (default 0) makes each read also touch K cache lines of a
 //! per-stream buffer (one byte read and one written per line): what K more lines of
 //! cold state per read cost a client that otherwise does nothing (BENCHMARKS.md,
-//! "Where the rest is not").
+//! "Where the rest is not"). `--touch-stride BYTES` (default 64) puts those places that
+//! far apart: 4096 puts each on a page of its own.
 //!
 //! `--park-sleep-us N` (default 0; tokio runtimes only) sleeps N µs in the runtime's
 //! `on_thread_park` hook before each park, so reads gather between wake-ups: what fewer
@@ -56,7 +57,7 @@ struct Args {
     seconds: f64,
     max_tokens: u32,
     model: String,
-    touch_lines: usize,
+    touch: Touch,
     runtime: Runtime,
     park_sleep: Duration,
 }
@@ -75,7 +76,10 @@ fn args() -> Args {
         seconds: 30.0,
         max_tokens: 64,
         model: "m".into(),
-        touch_lines: 0,
+        touch: Touch {
+            lines: 0,
+            stride: 64,
+        },
         runtime: Runtime::Multi,
         park_sleep: Duration::ZERO,
     };
@@ -88,7 +92,11 @@ fn args() -> Args {
             "--seconds" => a.seconds = v.parse().expect("--seconds: a number"),
             "--max-tokens" => a.max_tokens = v.parse().expect("--max-tokens: a number"),
             "--model" => a.model = v,
-            "--touch-lines" => a.touch_lines = v.parse().expect("--touch-lines: a number"),
+            "--touch-lines" => a.touch.lines = v.parse().expect("--touch-lines: a number"),
+            "--touch-stride" => {
+                a.touch.stride = v.parse().expect("--touch-stride: bytes");
+                assert!(a.touch.stride >= 2, "--touch-stride: at least 2 bytes");
+            }
             "--park-sleep-us" => {
                 a.park_sleep = Duration::from_micros(v.parse().expect("--park-sleep-us: µs"))
             }
@@ -201,9 +209,24 @@ impl Scan {
     }
 }
 
-/// Touches a stream's `cold` lines, one byte read and one written per line.
-fn touch(cold: &mut [u8], acc: &mut u8) {
-    for line in cold.chunks_mut(64) {
+/// The per-stream state each read touches besides its own: `lines` places `stride`
+/// bytes apart (64: adjacent cache lines; 4096: one line on each of `lines` pages).
+#[derive(Clone, Copy)]
+struct Touch {
+    lines: usize,
+    stride: usize,
+}
+
+impl Touch {
+    /// A stream's buffer of these places.
+    fn buffer(self) -> Vec<u8> {
+        vec![0u8; self.lines * self.stride]
+    }
+}
+
+/// Touches a stream's `cold` places, one byte read and one written at each.
+fn touch(cold: &mut [u8], stride: usize, acc: &mut u8) {
+    for line in cold.chunks_mut(stride) {
         *acc = acc.wrapping_add(line[0]);
         line[1] = *acc;
     }
@@ -215,7 +238,7 @@ async fn slot(
     request: Arc<Vec<u8>>,
     until: Instant,
     tally: Arc<Tally>,
-    touch_lines: usize,
+    touched: Touch,
 ) {
     let mut sock = TcpStream::connect(&addr).await.expect("connect");
     sock.set_nodelay(true).expect("nodelay");
@@ -223,7 +246,7 @@ async fn slot(
     let (mut streams, mut events, mut reads) = (0u64, 0u64, 0u64);
     let mut last_read = Instant::now();
     // State of the stream's own that each read touches, a line apart (none by default).
-    let mut cold = vec![0u8; touch_lines * 64];
+    let mut cold = touched.buffer();
     let mut acc = 0u8;
     while Instant::now() < until {
         sock.write_all(&request).await.expect("write");
@@ -234,7 +257,7 @@ async fn slot(
             last_read = std::hint::black_box(Instant::now());
             assert!(n > 0, "the server closed the connection mid-response");
             reads += 1;
-            touch(&mut cold, &mut acc);
+            touch(&mut cold, touched.stride, &mut acc);
             if scan.feed(&buf[..n], &mut events) {
                 break;
             }
@@ -283,7 +306,7 @@ fn mio_streams(a: &Args, request: &[u8], until: std::time::Instant, tally: &Tall
             sock,
             buf: vec![0u8; READ_BUF],
             scan: Scan::new(),
-            cold: vec![0u8; a.touch_lines * 64],
+            cold: a.touch.buffer(),
             done: false,
         });
     }
@@ -309,7 +332,7 @@ fn mio_streams(a: &Args, request: &[u8], until: std::time::Instant, tally: &Tall
                 last_read = std::hint::black_box(std::time::Instant::now());
                 assert!(n > 0, "the server closed the connection mid-response");
                 reads += 1;
-                touch(&mut s.cold, &mut acc);
+                touch(&mut s.cold, a.touch.stride, &mut acc);
                 if s.scan.feed(&s.buf[..n], &mut events) {
                     finished += 1;
                     s.scan = Scan::new();
@@ -362,7 +385,7 @@ fn main() {
                     request.clone(),
                     until,
                     tally.clone(),
-                    a.touch_lines,
+                    a.touch,
                 ))
             })
             .collect();
