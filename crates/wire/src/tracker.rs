@@ -12,6 +12,7 @@ use crate::{truncate_str, MAX_EVENT_BYTES};
 use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
 use memchr::memchr2;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
@@ -796,10 +797,17 @@ impl State {
 /// byte for byte); anything else takes the parser, which is always the reference.
 ///
 /// A template never holds a CR or LF, so an event it matches is one line.
+/// Template bytes kept in the tracker itself; a chat chunk's opening and closing (id,
+/// object, created, model, the choice around the text) take 150–250.
+const INLINE_SHAPE: usize = 256;
+
 #[derive(Debug, Clone, Default)]
 struct Template {
-    /// The bytes before the text, then the bytes after it (one buffer, one allocation).
-    shape: Vec<u8>,
+    /// The bytes before the text, then the bytes after it. Inline up to
+    /// [`INLINE_SHAPE`] bytes: every content chunk compares against them, and in the
+    /// tracker's own memory they share its cache lines and page instead of costing a
+    /// cold allocation of their own at each read of a stream read long ago.
+    shape: SmallVec<[u8; INLINE_SHAPE]>,
     /// Where the bytes after the text start in `shape`.
     head: usize,
     tokens: Option<u32>,
@@ -957,6 +965,27 @@ mod tests {
         assert_eq!(rec.finish_reason.as_deref(), Some("length"));
         assert_eq!(rec.output_tokens.map(|t| t.count), Some(9));
         assert_eq!(rec.first_content_ns, Some(1));
+    }
+
+    /// A shape past the inline room (a long model name) is kept whole all the same, and
+    /// matches only chunks with that shape.
+    #[test]
+    fn a_template_longer_than_its_inline_room_is_kept_whole() {
+        let model = "m".repeat(INLINE_SHAPE);
+        let chunk_with = |text: &str, model: &str| {
+            format!(r#"{{"model":"{model}","choices":[{{"delta":{{"content":"{text}"}}}}]}}"#)
+        };
+        let data = chunk_with("ab", &model);
+        let mut chunk = ParsedChunk::default();
+        assert!(parse_data_into(Api::Chat, &data, &mut chunk, None).is_none());
+        let mut t = Template::default();
+        t.learn(&data, &chunk);
+        assert!(t.valid && t.shape.len() > INLINE_SHAPE && t.shape.spilled());
+        let same = chunk_with("xyz", &model);
+        assert_eq!(t.reuse(same.as_bytes()).map(|(r, _)| &same[r]), Some("xyz"));
+        // One byte of the model's name changed, near the far end of the shape's head.
+        let other = chunk_with("xyz", &format!("{}n", &model[1..]));
+        assert!(t.reuse(other.as_bytes()).is_none());
     }
 
     #[test]
