@@ -13,7 +13,7 @@
 //! Each stream sends a request, reads its response to the end of the chunked body
 //! (`0\r\n\r\n`), and sends the next on the same connection until the time is up; the
 //! stream in flight then finishes, as `cadence bench -d` drains. It prints one line:
-//! `streams=… events=… chunks=… reads=… wall_s=…`, where `chunks` are the content
+//! `streams=… events=… chunks=… reads=… stamped=… wall_s=…`, where `chunks` are the content
 //! events (every chat stream of the simulator adds three others: the role chunk, the
 //! usage chunk and `[DONE]`).
 //!
@@ -28,6 +28,11 @@
 //! cold state per read cost a client that otherwise does nothing (BENCHMARKS.md,
 //! "Where the rest is not"). `--touch-stride BYTES` (default 64) puts those places that
 //! far apart: 4096 puts each on a page of its own.
+//!
+//! `--kernel-stamps on` (default off; tokio runtimes only) reads as Cadence's default
+//! `--timestamps kernel` does: `SO_TIMESTAMPNS` on each socket and a `recvmsg` per read
+//! whose control message carries the kernel's receive time, instead of a plain `read`.
+//! The reference on the syscalls Cadence makes by default (BENCHMARKS.md).
 //!
 //! `--park-sleep-us N` (default 0; tokio runtimes only) sleeps N µs in the runtime's
 //! `on_thread_park` hook before each park, so reads gather between wake-ups: what fewer
@@ -58,6 +63,7 @@ struct Args {
     max_tokens: u32,
     model: String,
     touch: Touch,
+    kernel_stamps: bool,
     runtime: Runtime,
     park_sleep: Duration,
 }
@@ -80,6 +86,7 @@ fn args() -> Args {
             lines: 0,
             stride: 64,
         },
+        kernel_stamps: false,
         runtime: Runtime::Multi,
         park_sleep: Duration::ZERO,
     };
@@ -97,6 +104,13 @@ fn args() -> Args {
                 a.touch.stride = v.parse().expect("--touch-stride: bytes");
                 assert!(a.touch.stride >= 2, "--touch-stride: at least 2 bytes");
             }
+            "--kernel-stamps" => {
+                a.kernel_stamps = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => panic!("--kernel-stamps: on or off"),
+                }
+            }
             "--park-sleep-us" => {
                 a.park_sleep = Duration::from_micros(v.parse().expect("--park-sleep-us: µs"))
             }
@@ -111,6 +125,10 @@ fn args() -> Args {
             _ => panic!("unknown flag {flag}"),
         }
     }
+    assert!(
+        !(a.kernel_stamps && a.runtime == Runtime::Mio),
+        "--kernel-stamps on: tokio runtimes only"
+    );
     a
 }
 
@@ -155,6 +173,8 @@ struct Tally {
     streams: AtomicU64,
     events: AtomicU64,
     reads: AtomicU64,
+    /// Reads whose control message carried a kernel stamp (`--kernel-stamps on`).
+    stamped: AtomicU64,
 }
 
 /// One response's progress through its bytes: the head, the SSE events, the end of the
@@ -239,11 +259,17 @@ async fn slot(
     until: Instant,
     tally: Arc<Tally>,
     touched: Touch,
+    kernel_stamps: bool,
 ) {
     let mut sock = TcpStream::connect(&addr).await.expect("connect");
     sock.set_nodelay(true).expect("nodelay");
+    if kernel_stamps {
+        use nix::sys::socket::{setsockopt, sockopt};
+        setsockopt(&sock, sockopt::ReceiveTimestampns, &true).expect("SO_TIMESTAMPNS");
+    }
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
     let mut buf = vec![0u8; READ_BUF];
-    let (mut streams, mut events, mut reads) = (0u64, 0u64, 0u64);
+    let (mut streams, mut events, mut reads, mut stamped) = (0u64, 0u64, 0u64, 0u64);
     let mut last_read = Instant::now();
     // State of the stream's own that each read touches, a line apart (none by default).
     let mut cold = touched.buffer();
@@ -252,7 +278,13 @@ async fn slot(
         sock.write_all(&request).await.expect("write");
         let mut scan = Scan::new();
         loop {
-            let n = sock.read(&mut buf).await.expect("read");
+            let n = if kernel_stamps {
+                let (n, stamp) = read_stamped(&sock, &mut buf, &mut cmsg).await;
+                stamped += u64::from(std::hint::black_box(stamp).is_some());
+                n
+            } else {
+                sock.read(&mut buf).await.expect("read")
+            };
             // The timestamp a measuring client takes for each read, before anything else.
             last_read = std::hint::black_box(Instant::now());
             assert!(n > 0, "the server closed the connection mid-response");
@@ -268,6 +300,53 @@ async fn slot(
     tally.streams.fetch_add(streams, Ordering::Relaxed);
     tally.events.fetch_add(events, Ordering::Relaxed);
     tally.reads.fetch_add(reads, Ordering::Relaxed);
+    tally.stamped.fetch_add(stamped, Ordering::Relaxed);
+}
+
+/// One `recvmsg` with the kernel's receive stamp, as Cadence's default reads: the
+/// bytes read and the stamp taken out of its control message (seconds and
+/// nanoseconds). A read that filled less than the buffer clears the socket's readiness
+/// (answered `WouldBlock` with its bytes kept), as tokio's own `read` does.
+async fn read_stamped(
+    sock: &TcpStream,
+    buf: &mut [u8],
+    cmsg: &mut [u8],
+) -> (usize, Option<(i64, i64)>) {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    loop {
+        sock.readable().await.expect("readable");
+        let mut short = None;
+        let read = sock.try_io(tokio::io::Interest::READABLE, || {
+            let want = buf.len();
+            let mut iov = [std::io::IoSliceMut::new(buf)];
+            let msg = recvmsg::<()>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            )
+            .map_err(std::io::Error::from)?;
+            let mut stamp = None;
+            if let Ok(cmsgs) = msg.cmsgs() {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                        stamp = Some((ts.tv_sec(), ts.tv_nsec()));
+                    }
+                }
+            }
+            if msg.bytes > 0 && msg.bytes < want {
+                short = Some((msg.bytes, stamp));
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Ok((msg.bytes, stamp))
+        });
+        match short.map_or(read, Ok) {
+            Ok(read) => return read,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => panic!("recvmsg: {e}"),
+        }
+    }
 }
 
 /// One stream on the bare event loop.
@@ -386,6 +465,7 @@ fn main() {
                     until,
                     tally.clone(),
                     a.touch,
+                    a.kernel_stamps,
                 ))
             })
             .collect();
@@ -398,13 +478,14 @@ fn main() {
 
 /// The one line of output.
 fn print_tally(tally: &Tally, started: std::time::Instant) {
-    let (streams, events, reads) = (
+    let (streams, events, reads, stamped) = (
         tally.streams.load(Ordering::Relaxed),
         tally.events.load(Ordering::Relaxed),
         tally.reads.load(Ordering::Relaxed),
+        tally.stamped.load(Ordering::Relaxed),
     );
     println!(
-        "streams={streams} events={events} chunks={} reads={reads} wall_s={:.3}",
+        "streams={streams} events={events} chunks={} reads={reads} stamped={stamped} wall_s={:.3}",
         events - NON_CONTENT_EVENTS * streams,
         started.elapsed().as_secs_f64()
     );
