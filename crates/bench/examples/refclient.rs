@@ -1,6 +1,6 @@
 //! The floor for a streaming client's CPU per chunk: plain tokio, one task per stream,
-//! a raw `TcpStream` (the syscalls hyper makes under Cadence: `connect`, `write`,
-//! `epoll_wait` and one `read` per readiness), the same chat request Cadence sends (built
+//! a raw `TcpStream` (`connect`, `write`, `epoll_wait` and one `read` per readiness, as
+//! hyper reads; `--kernel-stamps on` reads with `recvmsg` as Cadence's default does), the same chat request Cadence sends (built
 //! by Cadence's own request factory, written as HTTP/1.1 keep-alive), a timestamp at
 //! every read and a count of SSE events, nothing more: no records, no parsing, no
 //! timeouts. `scripts/cpu-per-chunk.sh` runs it beside `cadence bench`.
