@@ -787,6 +787,10 @@ impl State {
     }
 }
 
+/// Template bytes kept in the tracker itself; a chat chunk's opening and closing (id,
+/// object, created, model, the choice around the text) take 150–250.
+const INLINE_SHAPE: usize = 256;
+
 /// A parsed chunk whose only text was its content, copied verbatim from the data (no
 /// escapes), and no finish reason: the bytes before the content string (up to its
 /// opening quote) and after it (from its closing quote). A later event made of the same
@@ -797,16 +801,12 @@ impl State {
 /// byte for byte); anything else takes the parser, which is always the reference.
 ///
 /// A template never holds a CR or LF, so an event it matches is one line.
-/// Template bytes kept in the tracker itself; a chat chunk's opening and closing (id,
-/// object, created, model, the choice around the text) take 150–250.
-const INLINE_SHAPE: usize = 256;
-
 #[derive(Debug, Clone, Default)]
 struct Template {
     /// The bytes before the text, then the bytes after it. Inline up to
     /// [`INLINE_SHAPE`] bytes: every content chunk compares against them, and in the
-    /// tracker's own memory they share its cache lines and page instead of costing a
-    /// cold allocation of their own at each read of a stream read long ago.
+    /// tracker's own memory they share its cache lines and page instead of lying in an
+    /// allocation of their own, cold at every read of a stream quiet for a while.
     shape: SmallVec<[u8; INLINE_SHAPE]>,
     /// Where the bytes after the text start in `shape`.
     head: usize,
@@ -983,7 +983,7 @@ mod tests {
         assert!(t.valid && t.shape.len() > INLINE_SHAPE && t.shape.spilled());
         let same = chunk_with("xyz", &model);
         assert_eq!(t.reuse(same.as_bytes()).map(|(r, _)| &same[r]), Some("xyz"));
-        // One byte of the model's name changed, near the far end of the shape's head.
+        // The model's last byte changed: the far end of the shape's head.
         let other = chunk_with("xyz", &format!("{}n", &model[1..]));
         assert!(t.reuse(other.as_bytes()).is_none());
     }
