@@ -319,12 +319,12 @@ impl DistAcc {
         }
     }
 
-    /// Total weight of the samples (the `count` a summary would report).
     /// Whether every sample is held exactly with weight one.
     pub fn is_exact_unit(&self) -> bool {
         matches!(self.state, State::Plain(_))
     }
 
+    /// Total weight of the samples (the `count` a summary would report).
     pub fn count(&self) -> u64 {
         match &self.state {
             State::Plain(v) => v.len() as u64,

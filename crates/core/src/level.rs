@@ -534,6 +534,7 @@ mod tests {
             );
         }
     }
+
     #[test]
     fn the_per_token_itl_reads_the_pooled_sort_only_when_it_holds_the_same_gaps() {
         let opts = LevelOptions::default();
