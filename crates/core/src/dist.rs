@@ -2,7 +2,7 @@
 //! type-7 figures bit for bit) until its owner says the level's budget is spent, then a
 //! log-bucketed HDR histogram of fixed relative error and bounded size, its counts kept
 //! sparsely (only the buckets that hold samples), so a narrow distribution stays small.
-//! See DESIGN.md, "Distributions under a memory bound".
+//! See docs/src/DESIGN.md, "Distributions under a memory bound".
 
 use crate::stats::{
     from_total_key, sort_weighted, sorted_total, total_key, type7, Bucketing, Distribution,

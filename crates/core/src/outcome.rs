@@ -1,4 +1,4 @@
-//! How a request ended: success, exactly one failure class (docs/FAULTS.md), an abort,
+//! How a request ended: success, exactly one failure class (docs/src/FAULTS.md), an abort,
 //! or a drop. Every intended request ends in exactly one of these, which is what the
 //! accounting checks.
 

@@ -22,7 +22,7 @@
 //! decode loop after a KV-transfer delay, so long prompts no longer stretch decode
 //! steps. A request may name a prefix (shared prompt or session history) whose
 //! computed part it does not prefill again. See [`EngineSpec`] for every parameter,
-//! [`presets`] for real ones and docs/CALIBRATION.md for how they compare with
+//! [`presets`] for real ones and docs/src/CALIBRATION.md for how they compare with
 //! published measurements.
 
 pub mod drive;

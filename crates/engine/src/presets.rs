@@ -1,7 +1,7 @@
 //! Engines named `model@hardware`, each figure with its public source: model shapes
 //! from the models' Hugging Face `config.json`, bandwidth and FLOP/s from NVIDIA's
 //! datasheets. The efficiencies and step overheads are calibration choices,
-//! checked against published measurements in docs/CALIBRATION.md.
+//! checked against published measurements in docs/src/CALIBRATION.md.
 
 use crate::spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, DEFAULT_HOP_US,
@@ -170,7 +170,7 @@ fn kimi_k2() -> ModelSpec {
 }
 
 /// Per-layer floor of a step on H100/H200-class GPUs, µs. One constant for every
-/// preset, taken from the published light-load rows of docs/CALIBRATION.md: the
+/// preset, taken from the published light-load rows of docs/src/CALIBRATION.md: the
 /// time a step takes beyond its roofline, tensor-parallel all-reduces and fixed
 /// overhead, divided by the layers, comes out at 57 µs (Llama 3.1 8B, vLLM, one
 /// H200), 58 µs (Llama 3.3 70B fp8, TensorRT-LLM/NIM, two H100) and 60 µs (Llama 3

@@ -1,6 +1,6 @@
 //! The calibration table: every published row of `calibration/published.toml`
 //! recomputed with the engine model, held to the error targets, and compared with
-//! the generated table in docs/CALIBRATION.md (after a change that moves a
+//! the generated table in docs/src/CALIBRATION.md (after a change that moves a
 //! prediction on purpose: `CADENCE_BLESS=1 cargo test -p cadence-engine --test
 //! calibration` rewrites it, and the diff shows what moved).
 
@@ -226,7 +226,7 @@ fn summary(
     Some((n, within, median, worst, id.clone()))
 }
 
-/// The generated part of docs/CALIBRATION.md, and each figure's class and error.
+/// The generated part of docs/src/CALIBRATION.md, and each figure's class and error.
 fn render(data: &Published) -> (String, Vec<(Class, String, f64)>) {
     let mut errors = Vec::new();
     let mut t = String::from(
@@ -292,7 +292,7 @@ fn the_engine_model_matches_published_measurements_and_the_table_is_current() {
     let data: Published = toml::from_str(&text).unwrap();
     assert!(data.row.len() >= 12, "{} rows", data.row.len());
     let (table, errors) = render(&data);
-    let doc_path = root().join("../../docs/CALIBRATION.md");
+    let doc_path = root().join("../../docs/src/CALIBRATION.md");
     let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
     let (head, rest) = doc.split_once(BEGIN).unwrap_or((doc.as_str(), END));
     let tail = rest.split_once(END).map_or("\n", |(_, t)| t);
@@ -302,7 +302,7 @@ fn the_engine_model_matches_published_measurements_and_the_table_is_current() {
     } else {
         assert!(
             doc == fresh,
-            "docs/CALIBRATION.md is out of date with calibration/published.toml or the model; \
+            "docs/src/CALIBRATION.md is out of date with calibration/published.toml or the model; \
              rerun with CADENCE_BLESS=1 and review the diff:\n{table}"
         );
     }

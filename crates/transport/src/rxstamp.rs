@@ -10,7 +10,7 @@
 //! plain HTTP is a slice of that buffer (hyper splits frames off its read buffer without
 //! copying), so the frame's own read is found even when the connection task has read
 //! again since. Bytes that were copied on the way (TLS decrypts into another buffer)
-//! match no read and get the latest read's stamp (see `docs/DESIGN.md`).
+//! match no read and get the latest read's stamp (see `docs/src/DESIGN.md`).
 
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
