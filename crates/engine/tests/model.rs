@@ -404,14 +404,14 @@ fn an_aborted_request_frees_its_slot_and_kv_and_says_nothing_more() {
 }
 
 #[test]
-fn the_readmes_engine_file_loads() {
-    let readme = include_str!("../../../README.md");
-    let start = readme
+fn the_documented_engine_file_loads() {
+    let page = include_str!("../../../docs/src/engine-model.md");
+    let start = page
         .find("```toml\n")
-        .expect("a TOML example in the README")
+        .expect("a TOML example in docs/src/engine-model.md")
         + 8;
-    let end = start + readme[start..].find("```").unwrap();
-    let spec = EngineSpec::from_toml(&readme[start..end]).unwrap();
+    let end = start + page[start..].find("```").unwrap();
+    let spec = EngineSpec::from_toml(&page[start..end]).unwrap();
     assert_eq!(spec.name, "llama-3.1-8b@l40s-fp8");
     assert_eq!(spec.serving.max_batch, 64);
     assert_eq!(

@@ -3,7 +3,7 @@
 //! metrics, serves rolling-window percentiles on `/stats` and evaluates alert rules.
 //!
 //! Bytes pass through unchanged and each frame is forwarded the moment it arrives;
-//! the tap only reads a copy. See the README's `cadence proxy` section.
+//! the tap only reads a copy. See docs/src/proxy.md.
 
 pub mod alert;
 mod forward;

@@ -28,7 +28,8 @@ pub fn frame(view: &View, width: u16, height: u16) -> Buffer {
 }
 
 /// The frame of `view` as plain text, one line per row, trailing spaces trimmed: what
-/// the snapshot tests compare, `cadence top --once` prints and the README shows.
+/// the snapshot tests compare, `cadence top --once` prints and the book's dashboard
+/// page (docs/src/dashboard.md) shows.
 pub fn frame_text(view: &View, width: u16, height: u16) -> String {
     buffer_text(&frame(view, width, height))
 }

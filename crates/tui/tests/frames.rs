@@ -1,6 +1,7 @@
 //! Frames of fixed dashboard states, drawn with ratatui's `TestBackend` and compared
-//! as text with `tests/snapshots/*.txt` (the README shows the same captures). After a
-//! deliberate layout change, `CADENCE_BLESS=1 cargo test -p cadence-tui` rewrites them.
+//! as text with `tests/snapshots/*.txt` (docs/src/dashboard.md shows the same
+//! captures). After a deliberate layout change, `CADENCE_BLESS=1 cargo test -p
+//! cadence-tui` rewrites them.
 
 use cadence_tui::{
     frame, frame_text, Bin, Counts, Latency, LevelProgress, Pacing, SelfCheck, Side, Stalls,
@@ -335,17 +336,18 @@ fn top_draws_a_proxys_rolling_windows_and_alerts() {
 }
 
 #[test]
-fn the_readme_shows_the_current_frames() {
-    let readme = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let readme = std::fs::read_to_string(readme).unwrap();
+fn the_dashboard_page_shows_the_current_frames() {
+    let page = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/dashboard.md");
+    let page = std::fs::read_to_string(page).unwrap();
     for name in ["sweep", "stalled_client", "help", "top"] {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/snapshots")
             .join(format!("{name}.txt"));
         let frame = std::fs::read_to_string(path).unwrap();
         assert!(
-            readme.contains(&format!("```text\n{frame}```")),
-            "README.md does not show the current {name} frame: copy tests/snapshots/{name}.txt"
+            page.contains(&format!("```text\n{frame}```")),
+            "docs/src/dashboard.md does not show the current {name} frame: \
+             copy tests/snapshots/{name}.txt"
         );
     }
 }

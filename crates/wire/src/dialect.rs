@@ -52,7 +52,7 @@ pub enum Api {
 }
 
 impl Api {
-    /// Every dialect, in the order the README lists them.
+    /// Every dialect, in the order docs/src/apis.md lists them.
     pub const ALL: [Api; 9] = [
         Api::Chat,
         Api::Completions,
