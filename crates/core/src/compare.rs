@@ -1,6 +1,8 @@
 //! Two runs side by side: per level and metric, the change from A to B and whether it
-//! is beyond noise, judged by a seeded bootstrap over requests (deterministic), plus
-//! `--fail-on` rules such as `itl.p99:+10%` for CI.
+//! is beyond noise, judged by a seeded moving-block bootstrap over time windows of each
+//! run (deterministic), plus `--fail-on` rules such as `itl.p99:+10%` for CI. Noise
+//! of a client machine is correlated in time (a stall hits every stream in flight at
+//! once), so requests are resampled with their neighbours in time, not one by one.
 
 use crate::metrics::{self, LevelSummary};
 use crate::slo::{SloMetric, SloStat};
@@ -25,8 +27,19 @@ pub const DEFAULT_MIN_CHANGE: f64 = 0.05;
 /// The method in words, for the output.
 pub const METHOD: &str = "change = B / A - 1. Better or worse when the 95 % bootstrap interval \
 of the change excludes 0 and the change is at least the floor (--min-change, default 5 %): \
-1000 resamples of each run's requests with replacement (a request brings all its ITL gaps, so \
-gaps of one stream stay together), the statistic recomputed on each, seeded and deterministic";
+1000 resamples of each run, seeded and deterministic, the statistic recomputed on each. A \
+resample is a moving-block bootstrap over time: each run's requests are grouped by start \
+time into windows as wide as their median duration (at least 1/100 of the run), and runs of \
+two adjacent windows are drawn with replacement, so the requests one stall of the client \
+machine hit (and all of a stream's ITL gaps) stay together. It assumes effects further apart \
+than two windows are independent; a run of few windows gets a wide interval, one of a single \
+window none";
+
+/// Adjacent time windows drawn together in a resample.
+pub const BLOCK_WINDOWS: usize = 2;
+
+/// A run spans at most this many windows: windows are at least 1/100 of the run.
+pub const MAX_WINDOWS: u64 = 100;
 
 /// The metrics and statistics compared.
 pub const METRICS: [SloMetric; 5] = [
@@ -45,11 +58,48 @@ pub use crate::rng::SplitMix64;
 /// per request (TTFT, TPOT, E2E, output speed), or all of a request's gaps for ITL.
 /// Requests without a value are left out.
 pub fn request_groups(records: &[RequestRecord], metric: SloMetric) -> Vec<Vec<f64>> {
-    let bad = &mut 0u64;
     records
         .iter()
-        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
+        .filter_map(|r| request_values(r, metric))
+        .collect()
+}
+
+/// [`request_groups`] gathered into time windows, the bootstrap's unit: requests by
+/// start time (`sent_ns`, else `scheduled_ns`) into windows as wide as the median
+/// request's duration (start to end), and at least 1/[`MAX_WINDOWS`] of the span of
+/// starts. Windows with no request stay, empty, so adjacency is time's.
+pub fn time_windows(records: &[RequestRecord], metric: SloMetric) -> Vec<Vec<f64>> {
+    let mut timed: Vec<(u64, u64, Vec<f64>)> = records
+        .iter()
         .filter_map(|r| {
+            let start = r.sent_ns.or(r.scheduled_ns)?;
+            let end = r.end_ns.unwrap_or(start).max(start);
+            Some((start, end - start, request_values(r, metric)?))
+        })
+        .collect();
+    if timed.is_empty() {
+        return Vec::new();
+    }
+    let first = timed.iter().map(|t| t.0).min().unwrap_or(0);
+    let span = timed.iter().map(|t| t.0).max().unwrap_or(0) - first;
+    let mut durations: Vec<u64> = timed.iter().map(|t| t.1).collect();
+    durations.sort_unstable();
+    let median = durations[durations.len() / 2];
+    let width = median.max(span / MAX_WINDOWS).max(1);
+    let mut windows = vec![Vec::new(); (span / width + 1) as usize];
+    timed.sort_by_key(|t| t.0);
+    for (start, _, values) in timed {
+        windows[((start - first) / width) as usize].extend(values);
+    }
+    windows
+}
+
+/// The values of `metric` one succeeded, non-warm-up request gives; `None` when none.
+fn request_values(r: &RequestRecord, metric: SloMetric) -> Option<Vec<f64>> {
+    let bad = &mut 0u64;
+    Some(r)
+        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
+        .and_then(|r| {
             let v: Vec<f64> = match metric {
                 SloMetric::Ttft => metrics::ttft_ms(r, bad).into_iter().collect(),
                 SloMetric::TtftContent => metrics::ttft_content_ms(r, bad).into_iter().collect(),
@@ -74,7 +124,6 @@ pub fn request_groups(records: &[RequestRecord], metric: SloMetric) -> Vec<Vec<f
             };
             (!v.is_empty()).then_some(v)
         })
-        .collect()
 }
 
 /// `stat` of ascending `sorted` values (non-empty), as the report computes it.
@@ -118,12 +167,16 @@ impl Pooled {
         }
     }
 
-    /// Draws `groups.len()` requests with replacement into `mult`.
-    fn draw(&self, rng: &mut SplitMix64, mult: &mut [u32]) {
+    /// Draws runs of `block` adjacent groups (uniform starts, with replacement) until
+    /// `groups.len()` groups are drawn, into `mult`; `block` 1 draws groups one by one.
+    fn draw(&self, rng: &mut SplitMix64, mult: &mut [u32], block: usize) {
         mult.fill(0);
         let n = mult.len();
-        for _ in 0..n {
-            mult[rng.below(n)] += 1;
+        let block = block.clamp(1, n.max(1));
+        let starts = n - block + 1;
+        for _ in 0..n.div_ceil(block) {
+            let s = rng.below(starts);
+            mult[s..s + block].iter_mut().for_each(|m| *m += 1);
         }
     }
 
@@ -173,14 +226,16 @@ impl Pooled {
 }
 
 /// The [`CONFIDENCE`] bootstrap interval `(lo, hi)` of the relative change
-/// `stat(B) / stat(A) - 1` for each of `stats`, resampling requests (`groups`) of each
-/// run. `None` for a statistic when a run has fewer than 2 requests or A's value is 0.
+/// `stat(B) / stat(A) - 1` for each of `stats`, resampling `groups` of each run in runs
+/// of `block` adjacent ones (1: one by one). `None` for a statistic when a run has fewer
+/// than 2 groups or A's value is 0.
 pub fn bootstrap_change(
     a: &[Vec<f64>],
     b: &[Vec<f64>],
     stats: &[SloStat],
     iterations: usize,
     seed: u64,
+    block: usize,
 ) -> Vec<Option<(f64, f64)>> {
     if a.len() < 2 || b.len() < 2 || iterations == 0 {
         return vec![None; stats.len()];
@@ -191,8 +246,8 @@ pub fn bootstrap_change(
     let (mut ma, mut mb) = (vec![0u32; a.len()], vec![0u32; b.len()]);
     let (mut cum, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iterations {
-        pa.draw(&mut rng, &mut ma);
-        pb.draw(&mut rng, &mut mb);
+        pa.draw(&mut rng, &mut ma, block);
+        pb.draw(&mut rng, &mut mb, block);
         pa.stats(&ma, &mut cum, stats, &mut sa);
         pb.stats(&mb, &mut cum, stats, &mut sb);
         for (i, (&va, &vb)) in sa.iter().zip(&sb).enumerate() {
@@ -267,11 +322,12 @@ pub fn compare_level(
         let db = m.distribution(b);
         let intervals = match records {
             Some((ra, rb)) => bootstrap_change(
-                &request_groups(ra, m),
-                &request_groups(rb, m),
+                &time_windows(ra, m),
+                &time_windows(rb, m),
                 &STATS,
                 BOOTSTRAP_ITERATIONS,
                 seed ^ (mi as u64 + 1).wrapping_mul(0x9E37_79B9),
+                BLOCK_WINDOWS,
             ),
             None => vec![None; STATS.len()],
         };
@@ -408,7 +464,7 @@ mod tests {
         let mut mult = vec![0u32; groups.len()];
         let (mut cum, mut out) = (Vec::new(), Vec::new());
         for _ in 0..50 {
-            p.draw(&mut rng, &mut mult);
+            p.draw(&mut rng, &mut mult, 1);
             let mut naive: Vec<f64> = groups
                 .iter()
                 .zip(&mult)
@@ -429,7 +485,7 @@ mod tests {
     #[test]
     fn identical_runs_have_an_interval_around_zero() {
         let g: Vec<Vec<f64>> = (0..50).map(|i| vec![10.0 + (i % 7) as f64]).collect();
-        for iv in bootstrap_change(&g, &g, &STATS, 500, 1) {
+        for iv in bootstrap_change(&g, &g, &STATS, 500, 1, 1) {
             let (lo, hi) = iv.unwrap();
             assert!(lo <= 0.0 && hi >= 0.0, "{lo}..{hi}");
         }
@@ -439,7 +495,7 @@ mod tests {
     fn a_constant_twenty_percent_shift_is_beyond_noise_and_exact_without_spread() {
         let a: Vec<Vec<f64>> = (0..20).map(|_| vec![10.0, 10.0]).collect();
         let b: Vec<Vec<f64>> = (0..20).map(|_| vec![12.0, 12.0]).collect();
-        for iv in bootstrap_change(&a, &b, &STATS, 200, 3) {
+        for iv in bootstrap_change(&a, &b, &STATS, 200, 3, 2) {
             let (lo, hi) = iv.unwrap();
             assert!((lo - 0.2).abs() < 1e-12 && (hi - 0.2).abs() < 1e-12);
         }
@@ -449,25 +505,114 @@ mod tests {
     fn bootstrap_is_deterministic_per_seed_and_needs_two_requests() {
         let a: Vec<Vec<f64>> = (0..30).map(|i| vec![i as f64 + 1.0]).collect();
         let b: Vec<Vec<f64>> = (0..30).map(|i| vec![i as f64 * 1.1 + 1.0]).collect();
-        let x = bootstrap_change(&a, &b, &STATS, 300, 9);
-        assert_eq!(x, bootstrap_change(&a, &b, &STATS, 300, 9));
-        assert_ne!(x, bootstrap_change(&a, &b, &STATS, 300, 10));
-        assert_eq!(bootstrap_change(&a[..1], &b, &STATS, 300, 9), vec![None; 4]);
+        let x = bootstrap_change(&a, &b, &STATS, 300, 9, 1);
+        assert_eq!(x, bootstrap_change(&a, &b, &STATS, 300, 9, 1));
+        assert_ne!(x, bootstrap_change(&a, &b, &STATS, 300, 10, 1));
+        assert_eq!(
+            bootstrap_change(&a[..1], &b, &STATS, 300, 9, 1),
+            vec![None; 4]
+        );
     }
 
-    /// `n` requests with chunks every `itl_ms` (± a small spread by index).
+    /// `n` requests, one started every 100 ms, with chunks every `itl_ms` (± a small
+    /// spread by index) after a 50 ms TTFT.
     fn run(n: u64, itl_ms: f64) -> Vec<RequestRecord> {
         (0..n)
             .map(|i| {
                 let mut r = RequestRecord::new(i, Outcome::Succeeded);
-                r.sent_ns = Some(0);
+                let sent = i * 100_000_000;
+                r.sent_ns = Some(sent);
                 let jitter = 1.0 + (i % 5) as f64 * 0.01;
                 let step = (itl_ms * jitter * 1e6) as u64;
-                r.chunks = (0..8).map(|k| Chunk(50_000_000 + k * step, None)).collect();
+                r.chunks = (0..8)
+                    .map(|k| Chunk(sent + 50_000_000 + k * step, None))
+                    .collect();
                 r.end_ns = r.last_chunk_ns();
                 r
             })
             .collect()
+    }
+
+    #[test]
+    fn requests_are_grouped_into_windows_of_their_median_duration() {
+        // Starts every 100 ms, each 50 + 7 x 10 ms long (120 ms, the spread aside):
+        // windows of the median duration, requests in order of start.
+        let recs = run(10, 10.0);
+        let w = time_windows(&recs, SloMetric::Ttft);
+        let median = recs[5].end_ns.unwrap() - recs[5].sent_ns.unwrap();
+        assert_eq!(w.len() as u64, 900_000_000 / median + 1, "{w:?}");
+        assert_eq!(w.iter().map(Vec::len).sum::<usize>(), 10);
+        assert_eq!(w[0], vec![50.0, 50.0], "the requests sent at 0 and 100 ms");
+        // ITL brings every gap of a request into its window.
+        let gaps = time_windows(&recs, SloMetric::Itl);
+        assert_eq!(gaps.iter().map(Vec::len).sum::<usize>(), 70);
+        // Windows are at least 1/100 of the span: 1,000 starts 1 ms apart, each 1 µs long.
+        let short: Vec<RequestRecord> = (0..1_000u64)
+            .map(|i| {
+                let mut r = RequestRecord::new(i, Outcome::Succeeded);
+                r.sent_ns = Some(i * 1_000_000);
+                r.chunks = vec![Chunk(i * 1_000_000 + 1_000, None)];
+                r.end_ns = r.last_chunk_ns();
+                r
+            })
+            .collect();
+        assert_eq!(time_windows(&short, SloMetric::Ttft).len(), 101);
+        assert!(time_windows(&[], SloMetric::Ttft).is_empty());
+    }
+
+    #[test]
+    fn a_stall_that_hits_every_stream_at_once_is_noise_not_a_regression() {
+        // 8 streams, 40 requests of 8 chunks 10 ms apart in both runs; in B one stall of
+        // the client machine puts a 60 ms gap into every stream in flight at 2 s.
+        let streams = |stall: bool| -> Vec<RequestRecord> {
+            (0..40u64)
+                .map(|i| {
+                    let mut r = RequestRecord::new(i, Outcome::Succeeded);
+                    let sent = (i / 8) * 1_000_000_000 + (i % 8) * 1_000_000;
+                    r.sent_ns = Some(sent);
+                    let jitter = (i % 3) * 200_000;
+                    let mut t = sent + 20_000_000;
+                    r.chunks = (0..8)
+                        .map(|k| {
+                            let hit = stall && i / 8 == 2 && k == 4;
+                            t += if k == 0 { 0 } else { 10_000_000 + jitter };
+                            t += if hit { 50_000_000 } else { 0 };
+                            Chunk(t, None)
+                        })
+                        .collect();
+                    r.end_ns = r.last_chunk_ns();
+                    r
+                })
+                .collect()
+        };
+        let (a, b) = (streams(false), streams(true));
+        let stats = [SloStat::P99];
+        let by_request = bootstrap_change(
+            &request_groups(&a, SloMetric::Itl),
+            &request_groups(&b, SloMetric::Itl),
+            &stats,
+            1000,
+            7,
+            1,
+        )[0]
+        .unwrap();
+        assert!(
+            by_request.0 > 0.0,
+            "one by one, the stall looks real: {by_request:?}"
+        );
+        let by_time = bootstrap_change(
+            &time_windows(&a, SloMetric::Itl),
+            &time_windows(&b, SloMetric::Itl),
+            &stats,
+            1000,
+            7,
+            BLOCK_WINDOWS,
+        )[0]
+        .unwrap();
+        assert!(
+            by_time.0 <= 0.0,
+            "together in time, it is noise: {by_time:?}"
+        );
     }
 
     #[test]
