@@ -246,10 +246,33 @@ impl Setup {
             records_path,
             _spill,
             scrape,
-            _coalesce: (args.timestamps == crate::cli::TimestampsArg::Kernel)
+            _coalesce: (!args.coalesce_wakes.is_zero())
                 .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes)),
         })
     }
+}
+
+/// Whether `--coalesce-wakes` may be on: a waiting worker holds whatever is handed to it
+/// (a pacer's ticket, a timer that ends a think time or starts a level), so only a closed
+/// loop whose next send follows a finished stream directly may coalesce.
+fn coalescing_allowed(args: &BenchArgs) -> Result<(), String> {
+    let why = if args.rate.is_some() || args.find_max == Some(SearchAxis::Rate) {
+        "an open-loop --rate"
+    } else if args.trace.is_some() {
+        "--trace"
+    } else if !args.workload.think_time.is_zero() {
+        "--think-time"
+    } else if args.start_at.is_some() || args.start_in.is_some() {
+        "a scheduled start (--start-at, --start-in)"
+    } else if args.timestamps != crate::cli::TimestampsArg::Kernel {
+        "--timestamps user (each chunk is timed when it is read)"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "--coalesce-wakes cannot be used with {why}: a waiting worker would hold sends \
+         that must go out on time; it is for closed-loop runs (--concurrency) only"
+    ))
 }
 
 /// `--server-metrics`: what to scrape, when asked.
@@ -398,6 +421,9 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         return Err(usage(
             "--max-concurrency caps an open loop: use it with --rate or --trace",
         ));
+    }
+    if !args.coalesce_wakes.is_zero() {
+        coalescing_allowed(args).map_err(usage)?;
     }
     let trace = read_trace(args)?;
     // Every output path is checked before anything is sent (or the file truncated).
@@ -822,6 +848,7 @@ fn level_facts(plan: &RunPlan, summary: &RunSummary) -> LevelFacts {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         aborted_in_flight: summary.aborted_in_flight,
         interrupted: summary.stop == StopReason::Interrupted,
+        floor: summary.floor,
     }
 }
 

@@ -432,12 +432,13 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
     pub timestamps: TimestampsArg,
 
-    /// With kernel stamps, a runtime worker that woke less than this long ago waits out
-    /// the rest before sleeping again, so one wake-up serves many streams (at most a
-    /// quarter of the 10th-percentile gap between a stream's chunks, and none once one
-    /// chunk in ten shares a read); 0 turns it off. No chunk's time moves: the kernel
-    /// stamped it.
-    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    /// Off by default. With kernel stamps, a runtime worker that woke less than this long
+    /// ago waits out the rest before sleeping again, so one wake-up serves many streams
+    /// (at most a quarter of the 10th-percentile gap between a stream's chunks, and none
+    /// once one chunk in ten shares a read). No chunk's time moves (the kernel stamped
+    /// it), but work handed to a waiting worker waits too: closed loop without
+    /// --think-time only, where it saves CPU per chunk when the client is CPU-bound.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub coalesce_wakes: Duration,
 
     /// TCP/TLS connect timeout.
@@ -656,7 +657,7 @@ pub struct FidelityArgs {
     pub dashboard: bool,
 
     /// The client's wake-up coalescing, as `bench --coalesce-wakes` (0: off).
-    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub coalesce_wakes: Duration,
 
     /// Write the results as JSON here.

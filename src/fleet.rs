@@ -9,7 +9,7 @@ use cadence_bench::Load;
 use cadence_core::assemble::{CPU_SHARE_WARN, LOOP_LAG_WARN};
 use cadence_core::metrics::LevelOptions;
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, ShardLevel, ShardMeta};
-use cadence_core::{FleetReport, LevelAggregators, MissingShard, ShardCheck};
+use cadence_core::{FleetReport, LevelAggregators, MissingShard, ShardCheck, TimerFloor};
 use cadence_records::RecordsReader;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -309,6 +309,7 @@ impl FleetScan {
                         l.stopped_early = l.stopped_early.take().or(early);
                         l.invalid |= m.invalid;
                         l.interrupted |= m.interrupted;
+                        l.floor = TimerFloor::merged(l.floor, m.floor);
                     }
                 }
             }
@@ -343,7 +344,6 @@ pub fn shard_checks(
     shard: &ShardFiles,
     names: &BTreeMap<u32, String>,
     aggs: Option<&LevelAggregators>,
-    max_late: f64,
 ) -> Vec<ShardCheck> {
     let mut rows = Vec::new();
     for m in &shard.levels {
@@ -352,7 +352,11 @@ pub fn shard_checks(
             .and_then(|a| a.get(m.level))
             .map(|a| a.finish(&LevelOptions::default()));
         let sent = figures.as_ref().map(|f| f.summary.requests.sent);
-        let pacing = figures.as_ref().and_then(|f| f.pacing);
+        // Judged as the shard's own report judges it: against the floor it measured.
+        let pacing = figures.as_ref().and_then(|f| f.pacing).map(|mut p| {
+            p.judge(m.floor, None);
+            p
+        });
         let mut row = ShardCheck {
             shard: shard.index,
             level: names
@@ -371,19 +375,19 @@ pub fn shard_checks(
             cpu_share: seen.and_then(|s| s.cpu_share),
             flags: Vec::new(),
         };
-        row.flags = flags(&row, max_late);
+        row.flags = flags(&row, pacing.is_some_and(|p| p.invalid));
         rows.push(row);
     }
     rows
 }
 
-/// What a shard's row says is wrong.
-fn flags(row: &ShardCheck, max_late: f64) -> Vec<String> {
+/// What a shard's row says is wrong; `fell_behind`: its pacing verdict is invalid.
+fn flags(row: &ShardCheck, fell_behind: bool) -> Vec<String> {
     let mut f = Vec::new();
     if let Some(skew) = row.start_skew_ms.filter(|&s| s > LATE_START_MS) {
         f.push(format!("started {:.0} ms late", skew));
     }
-    if row.late_share.is_some_and(|l| l > max_late) {
+    if fell_behind {
         f.push("fell behind its arrival schedule".into());
     }
     if row

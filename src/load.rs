@@ -373,24 +373,14 @@ fn feed_fleet(
             level_ids: Vec::new(),
         };
         let fed = feed(&part, checks)?;
-        rows.extend(crate::fleet::shard_checks(
-            shard,
-            &names,
-            Some(&fed.aggs),
-            checks.max_late,
-        ));
+        rows.extend(crate::fleet::shard_checks(shard, &names, Some(&fed.aggs)));
         total.aggs.merge(&fed.aggs);
         total.records += fed.records;
         total.level_ids.extend(fed.level_ids);
         total.damage.extend(fed.damage);
     }
     for shard in &fleet.excluded {
-        rows.extend(crate::fleet::shard_checks(
-            shard,
-            &names,
-            None,
-            checks.max_late,
-        ));
+        rows.extend(crate::fleet::shard_checks(shard, &names, None));
     }
     rows.sort_by_key(|r| r.shard);
     Ok((total, crate::fleet::report(fleet, rows)))
@@ -412,6 +402,7 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
                 invalid: false,
                 interrupted: false,
                 server: None,
+                floor: None,
             });
         }
     }
@@ -588,6 +579,7 @@ mod fleet_tests {
             invalid: false,
             interrupted: false,
             server: None,
+            floor: None,
         }
     }
 

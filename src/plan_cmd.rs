@@ -278,6 +278,7 @@ pub fn plan_levels(
             invalid: false,
             interrupted: false,
             server: None,
+            floor: None,
         });
         for r in &level.records {
             aggs.accept(r);

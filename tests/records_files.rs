@@ -38,6 +38,7 @@ fn meta(level: u32, intended: u64) -> LevelMeta {
         invalid: false,
         interrupted: false,
         server: None,
+        floor: None,
     }
 }
 

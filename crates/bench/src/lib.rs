@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod dataset;
 pub mod exec;
 pub mod fdlimit;
+pub mod floor;
 pub mod progress;
 pub mod prompts;
 pub mod runner;

@@ -6,6 +6,7 @@
 //! within a grace period and aborts the rest.
 
 use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
+use crate::floor::FloorProbe;
 
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
@@ -230,6 +231,8 @@ pub struct RunSummary {
     /// How late the level started after its [`Placement::start`] (zero when it had
     /// none, or started on time).
     pub start_skew: Duration,
+    /// The machine's timer floor while an open-loop level sent (`crate::floor`).
+    pub floor: Option<cadence_core::pacing::TimerFloor>,
 }
 
 /// What the runner remembers of a request while it is in flight.
@@ -323,6 +326,9 @@ pub async fn run_placed<S: Sinks>(
         placement,
     };
     let mut tasks = JoinSet::new();
+    // Sends on a schedule are judged against the machine's own lateness while they go.
+    let floor_probe = (start.is_some() && !matches!(plan.load, Load::Closed { .. }))
+        .then(|| FloorProbe::start(crate::floor::PERIOD));
     let issuing = match start {
         Some(s) => {
             // The deadline is shared: it counts from the planned start, not a late one.
@@ -337,6 +343,7 @@ pub async fn run_placed<S: Sinks>(
             stopped_early: None,
         },
     };
+    let floor = floor_probe.map(FloorProbe::finish);
     let drained = level
         .drain(&mut tasks, issuing.stop, stop.as_mut(), cancel_tx)
         .await;
@@ -362,6 +369,7 @@ pub async fn run_placed<S: Sinks>(
             .zip(cpu_at_start)
             .map(|(end, start)| end.saturating_sub(start)),
         start_skew: start.map_or(Duration::ZERO, |s| s.started - s.planned),
+        floor,
     }
 }
 

@@ -423,3 +423,57 @@ async fn f35_arrivals_over_the_cap_are_recorded_as_dropped() {
     assert_eq!(level.requests.dropped, s.dropped);
     assert_eq!(level.requests.aborted, 0);
 }
+
+/// A client starved of its own runtime (a task that holds the only worker for 30 ms at
+/// a time, as a client CPU-bound on its own work would) sends late while the machine's
+/// floor, a thread of its own, keeps time: the pacing verdict calls it invalid.
+#[tokio::test]
+async fn a_client_starved_of_its_runtime_is_invalid_against_its_floor() {
+    use cadence_bench::{ArrivalProcess, Load};
+    let sim = sim("fixed:2ms").await;
+    let p = RunPlan {
+        load: Load::Open {
+            rate: 200.0,
+            process: ArrivalProcess::Constant,
+            max_concurrency: None,
+            ramp_up: Duration::ZERO,
+        },
+        requests: None,
+        duration: Some(Duration::from_millis(1500)),
+        warmup: 0,
+        grace: Duration::from_secs(2),
+        level: 0,
+        stop_when_saturated: false,
+    };
+    let hog = tokio::spawn(async {
+        loop {
+            std::thread::sleep(Duration::from_millis(30));
+            tokio::task::yield_now().await;
+        }
+    });
+    let (summary, records) =
+        run_collect(context(sim.addr, 2, &[]), &p, None, std::future::pending()).await;
+    hog.abort();
+    let floor = summary.floor.expect("an open loop measures its floor");
+    let mut pacing = cadence_core::pacing(&records, summary.dropped, 0.001).unwrap();
+    pacing.judge(Some(floor), None);
+    assert!(pacing.invalid, "{pacing:?}");
+    assert!(
+        pacing.late_share().unwrap() > 0.5,
+        "most sends waited for the hog: {pacing:?}"
+    );
+    assert!(
+        floor.deadlines > 1000 && pacing.late as f64 > pacing.allowed_late,
+        "{floor:?}"
+    );
+
+    // A closed loop has no schedule and measures no floor.
+    let (closed, _) = run_collect(
+        context(sim.addr, 2, &[]),
+        &plan(2, Some(4), None, 0),
+        None,
+        std::future::pending(),
+    )
+    .await;
+    assert_eq!(closed.floor, None);
+}

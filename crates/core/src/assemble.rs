@@ -95,6 +95,8 @@ pub struct LevelFacts {
     pub cores: usize,
     pub aborted_in_flight: u64,
     pub interrupted: bool,
+    /// The machine's timer floor while the level sent on a schedule.
+    pub floor: Option<crate::pacing::TimerFloor>,
 }
 
 /// Event-loop lag (p99) above which a level's timestamps are called into doubt.
@@ -154,6 +156,7 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         invalid: f.watchdog_fired,
         interrupted: f.interrupted,
         server: None,
+        floor: f.floor,
     }
 }
 
@@ -242,8 +245,12 @@ fn assemble_level(
     if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
         verdict = Verdict::SloBreached;
     }
+    let ttft_p50_ms = level.ttft.map(|d| d.p50);
     let mut lr = level_report(meta.name.clone(), level);
-    lr.pacing = figures.pacing;
+    lr.pacing = figures.pacing.map(|mut p| {
+        p.judge(meta.floor, ttft_p50_ms);
+        p
+    });
     if lr.pacing.as_ref().is_some_and(|p| p.invalid) {
         verdict = Verdict::Invalid;
     }

@@ -41,7 +41,7 @@ pub use metrics::{
     OutputTokens, RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput, TurnSummary,
 };
 pub use outcome::Outcome;
-pub use pacing::{pacing, Pacing, PacingAcc};
+pub use pacing::{pacing, Pacing, PacingAcc, TimerFloor, TimerFloorAcc};
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
     StreamCounters, TokenCount, TokenSource, TokenSources, CHUNK_SLACK,

@@ -34,6 +34,10 @@ pub struct LevelMeta {
     /// The server's own metrics scraped during the level (`--server-metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<Box<crate::server::ServerScrape>>,
+    /// The machine's timer floor while an open-loop level sent (the pacing verdict's
+    /// yardstick); absent for closed loops and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<crate::pacing::TimerFloor>,
 }
 
 /// What a run was judged against, as given on the command line.
@@ -279,6 +283,7 @@ mod tests {
             invalid: false,
             interrupted: false,
             server: None,
+            floor: None,
         }
     }
 

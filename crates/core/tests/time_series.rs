@@ -196,7 +196,7 @@ fn pacing_is_absent_without_a_schedule() {
         serde_json::to_value(p).unwrap(),
         serde_json::json!({
             "sent": 0, "late": 0, "dropped": 5, "lag_p50_ms": 0.0, "lag_p99_ms": 0.0,
-            "lag_max_ms": 0.0, "max_late_share": 0.001, "invalid": false
+            "lag_max_ms": 0.0, "max_late_share": 0.001, "allowed_late": 0.0, "invalid": false
         })
     );
 }

@@ -444,6 +444,7 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
         invalid: false,
         interrupted: false,
         server: None,
+        floor: None,
     };
     let models = if s.config.models.is_empty() {
         "any (no --model allow-list)".to_string()

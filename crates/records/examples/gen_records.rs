@@ -69,6 +69,7 @@ fn main() {
         invalid: false,
         interrupted: false,
         server: None,
+        floor: None,
     }));
     let written = w.finish().expect("write the records");
     eprintln!("{written} records written to {out}");

@@ -43,6 +43,7 @@ mod tests {
             invalid: false,
             interrupted: false,
             server: None,
+            floor: None,
         }
     }
 

@@ -372,17 +372,50 @@ fn pacing(out: &mut String, pc: &Pacing, p: Painter) {
         fmt_ms(pc.lag_p99_ms),
         fmt_ms(pc.lag_max_ms)
     );
+    if let Some(f) = &pc.floor {
+        let _ = writeln!(
+            out,
+            "{}machine floor: {} of {} timer deadlines woke over 1 ms late (p99 {}, max {}); \
+             {} late sends allowed",
+            label(""),
+            f.late,
+            f.deadlines,
+            fmt_ms(f.lag_p99_ms),
+            fmt_ms(f.lag_max_ms),
+            sig4(pc.allowed_late),
+        );
+    }
+    if let Some(share) = pc.lag_p99_of_ttft_p50 {
+        let _ = writeln!(
+            out,
+            "{}lag p99 is {} of TTFT p50 (open-loop TTFT counts from the schedule)",
+            label(""),
+            fmt_pct(share)
+        );
+    }
+    let share = pc.late_share().map_or(ABSENT.to_string(), fmt_pct);
     if pc.invalid {
-        let share = pc.late_share().map_or(ABSENT.to_string(), fmt_pct);
+        let bound = match pc.floor {
+            Some(_) => "more than --max-late {} and the machine's own timer lateness allow",
+            None => "over --max-late {}",
+        }
+        .replace("{}", &fmt_pct(pc.max_late_share));
         let _ = writeln!(
             out,
             "{}{}",
             label(""),
             p.red(&format!(
-                "INVALID: {share} of sends were late, over --max-late {}: the client fell \
-                 behind its schedule and the figures are unreliable",
-                fmt_pct(pc.max_late_share)
+                "INVALID: {share} of sends were late, {bound}: the client fell behind its \
+                 schedule and the figures are unreliable"
             ))
+        );
+    } else if pc.late_explained_by_floor() {
+        let _ = writeln!(
+            out,
+            "{}{share} of sends were late, over --max-late {}, within what the machine's \
+             own timer lateness explains: valid",
+            label(""),
+            fmt_pct(pc.max_late_share)
         );
     }
 }

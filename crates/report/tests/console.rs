@@ -320,6 +320,61 @@ fn slo_without_samples_and_speed_slos_read_plainly() {
 }
 
 #[test]
+fn pacing_beside_the_machines_floor() {
+    let floor = |late| cadence_core::TimerFloor {
+        deadlines: 2_000,
+        late,
+        lag_p99_ms: 0.25,
+        lag_max_ms: 6.0,
+    };
+    // Level rate=8 has 1 of 2 sends late: a floor with 400 of 2,000 deadlines late
+    // explains it; one with none does not.
+    let mut noisy = common::open_loop_report();
+    let hot = &mut noisy.levels[1];
+    let ttft_p50 = hot.summary.ttft.map(|d| d.p50);
+    hot.pacing
+        .as_mut()
+        .unwrap()
+        .judge(Some(floor(400)), ttft_p50);
+    let out = render(&noisy, false);
+    let hot = block(&out, "rate=8");
+    assert!(
+        hot.contains(
+            "machine floor: 400 of 2000 timer deadlines woke over 1 ms late (p99 250.0 µs, \
+             max 6.000 ms); 3.712 late sends allowed"
+        ),
+        "{hot}"
+    );
+    assert!(
+        hot.contains("lag p99 is 2.97 % of TTFT p50 (open-loop TTFT counts from the schedule)"),
+        "{hot}"
+    );
+    assert!(
+        hot.contains(
+            "50 % of sends were late, over --max-late 0.1 %, within what the machine's own \
+             timer lateness explains: valid"
+        ),
+        "{hot}"
+    );
+    assert!(!hot.contains("INVALID: 50 %"), "{hot}");
+
+    let mut quiet = common::open_loop_report();
+    quiet.levels[1]
+        .pacing
+        .as_mut()
+        .unwrap()
+        .judge(Some(floor(0)), None);
+    let out = render(&quiet, false);
+    assert!(
+        block(&out, "rate=8").contains(
+            "INVALID: 50 % of sends were late, more than --max-late 0.1 % and the machine's \
+             own timer lateness allow: the client fell behind"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
 fn goodput_pacing_and_early_stop_lines() {
     let out = render(&common::open_loop_report(), false);
     let calm = block(&out, "rate=2");
