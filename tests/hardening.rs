@@ -1,4 +1,4 @@
-//! Issue 20's hostile-input sweep, one test per item (named after it): mass failure,
+//! The hostile-input sweep, one test per fault (FAULTS rows 57–63): mass failure,
 //! failing outputs, SIGTERM, the client's own limits, hostile numbers, short answers and
 //! the smaller items. Servers are threads on 127.0.0.1 port 0 (or the built-in sim);
 //! every run is bounded in requests and time.
@@ -179,10 +179,10 @@ fn run(args: &[&str], dir: &Path) -> (Option<i32>, Option<Value>, String, String
     )
 }
 
-// ---- item 1 (FAULTS 57) ----
+// ---- FAULTS 57 ----
 
 #[test]
-fn issue20_1_mass_failure_exits_nonzero_by_default() {
+fn mass_failure_exits_nonzero_by_default() {
     let addr = server(Behaviour {
         max_streams: 2,
         ..Behaviour::default()
@@ -254,7 +254,7 @@ fn issue20_1_mass_failure_exits_nonzero_by_default() {
 }
 
 #[test]
-fn issue20_1_find_max_never_passes_a_mostly_failing_level() {
+fn find_max_never_passes_a_mostly_failing_level() {
     let addr = server(Behaviour {
         max_streams: 2,
         itl: Duration::from_millis(5),
@@ -284,7 +284,7 @@ fn issue20_1_find_max_never_passes_a_mostly_failing_level() {
     assert_eq!(code, Some(0), "{stdout}");
 }
 
-// ---- item 2 (FAULTS 58) ----
+// ---- FAULTS 58 ----
 
 /// A small records file from the built-in simulator, in `dir`.
 fn records_file(dir: &Path) -> std::path::PathBuf {
@@ -309,7 +309,7 @@ fn records_file(dir: &Path) -> std::path::PathBuf {
 
 #[cfg(target_os = "linux")]
 #[test]
-fn issue20_2_a_full_records_disk_keeps_the_report() {
+fn a_full_records_disk_keeps_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let (code, v, stdout, stderr) = run(
         &[
@@ -340,7 +340,7 @@ fn issue20_2_a_full_records_disk_keeps_the_report() {
 
 #[cfg(target_os = "linux")]
 #[test]
-fn issue20_2_a_failing_stdout_still_writes_the_files() {
+fn a_failing_stdout_still_writes_the_files() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cadence"))
@@ -370,7 +370,7 @@ fn issue20_2_a_failing_stdout_still_writes_the_files() {
 }
 
 #[test]
-fn issue20_2_output_paths_are_checked_before_the_first_request() {
+fn output_paths_are_checked_before_the_first_request() {
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("r.jsonl");
     let missing = dir.path().join("no-such-dir").join("r.html");
@@ -411,7 +411,7 @@ fn issue20_2_output_paths_are_checked_before_the_first_request() {
 }
 
 #[test]
-fn issue20_2_report_never_writes_over_its_input() {
+fn report_never_writes_over_its_input() {
     let dir = tempfile::tempdir().unwrap();
     let records = records_file(dir.path());
     let before = std::fs::read_to_string(&records).unwrap();
@@ -430,7 +430,7 @@ fn issue20_2_report_never_writes_over_its_input() {
 
 #[cfg(unix)]
 #[test]
-fn issue20_2_a_broken_pipe_ends_quietly() {
+fn a_broken_pipe_ends_quietly() {
     let dir = tempfile::tempdir().unwrap();
     let records = records_file(dir.path());
     let json = dir.path().join("r.json");
@@ -452,11 +452,11 @@ fn issue20_2_a_broken_pipe_ends_quietly() {
     validate(&std::fs::read_to_string(&json).expect("the files are still written"));
 }
 
-// ---- item 3 (FAULTS 59) ----
+// ---- FAULTS 59 ----
 
 #[cfg(unix)]
 #[test]
-fn issue20_3_sigterm_is_ctrl_c() {
+fn sigterm_is_ctrl_c() {
     let (_, dir) = common::bench_stopped_by("-TERM", "1000");
     let (json, records) = (dir.path().join("r.json"), dir.path().join("r.jsonl"));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -465,7 +465,7 @@ fn issue20_3_sigterm_is_ctrl_c() {
     assert_eq!(read_records(&records).len() as u64, sent);
 }
 
-// ---- item 6 (FAULTS 60) ----
+// ---- FAULTS 60 ----
 
 #[cfg(unix)]
 fn with_nofile(limit: &str, args: &[&str]) -> std::process::Output {
@@ -483,7 +483,7 @@ fn with_nofile(limit: &str, args: &[&str]) -> std::process::Output {
 
 #[cfg(unix)]
 #[test]
-fn issue20_6_too_few_open_files_is_refused_up_front() {
+fn too_few_open_files_is_refused_up_front() {
     let addr = server(Behaviour::default());
     let out = with_nofile(
         "-n 128",
@@ -509,7 +509,7 @@ fn issue20_6_too_few_open_files_is_refused_up_front() {
 
 #[cfg(unix)]
 #[test]
-fn issue20_6_the_soft_open_file_limit_is_raised() {
+fn the_soft_open_file_limit_is_raised() {
     let hard = std::process::Command::new("sh")
         .args(["-c", "ulimit -Hn"])
         .output()
@@ -545,7 +545,7 @@ fn issue20_6_the_soft_open_file_limit_is_raised() {
     assert_eq!(v["levels"][0]["requests"]["succeeded"], 200, "{stderr}");
 }
 
-// ---- item 7 (FAULTS 61) ----
+// ---- FAULTS 61 ----
 
 /// Rewrites every request record of a records file with `f`.
 fn edit_records(path: &Path, f: impl Fn(&mut Value)) {
@@ -573,7 +573,7 @@ fn bounded(args: &[&str]) -> std::process::Output {
 
 #[cfg(unix)]
 #[test]
-fn issue20_7_hostile_flags_are_usage_errors() {
+fn hostile_flags_are_usage_errors() {
     for (flag, value) in [
         ("--time-bucket", "0s"),
         ("--time-bucket", "1ns"),
@@ -596,7 +596,7 @@ fn issue20_7_hostile_flags_are_usage_errors() {
 
 #[cfg(unix)]
 #[test]
-fn issue20_7_hostile_records_cannot_crash_report() {
+fn hostile_records_cannot_crash_report() {
     let dir = tempfile::tempdir().unwrap();
     let records = records_file(dir.path());
     let path = records.to_str().unwrap();
@@ -630,10 +630,10 @@ fn issue20_7_hostile_records_cannot_crash_report() {
     assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
 }
 
-// ---- item 10 (FAULTS 62) ----
+// ---- FAULTS 62 ----
 
 #[test]
-fn issue20_10_short_answers_are_counted_and_named() {
+fn short_answers_are_counted_and_named() {
     let addr = server(Behaviour::default());
     let dir = tempfile::tempdir().unwrap();
     let (code, v, stdout, _) = bench_chat(
@@ -666,10 +666,10 @@ fn issue20_10_short_answers_are_counted_and_named() {
     assert!(level["counters"].get("short_answers").is_none(), "{level}");
 }
 
-// ---- item 11 (FAULTS 63) ----
+// ---- FAULTS 63 ----
 
 #[test]
-fn issue20_11_rate_times_duration_requests() {
+fn rate_times_duration_requests() {
     let dir = tempfile::tempdir().unwrap();
     let (code, v, stdout, _) = run(
         &[
@@ -694,7 +694,7 @@ fn issue20_11_rate_times_duration_requests() {
 }
 
 #[test]
-fn issue20_11_gzip_https_and_http2_mismatches_are_named() {
+fn gzip_https_and_http2_mismatches_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let gz = server(Behaviour {
         gzip: true,
@@ -728,7 +728,7 @@ fn issue20_11_gzip_https_and_http2_mismatches_are_named() {
 }
 
 #[test]
-fn issue20_11_csv_does_not_create_missing_parents() {
+fn csv_does_not_create_missing_parents() {
     let dir = tempfile::tempdir().unwrap();
     let records = records_file(dir.path());
     let deep = dir.path().join("a").join("b").join("out.csv");
@@ -753,7 +753,7 @@ fn issue20_11_csv_does_not_create_missing_parents() {
 }
 
 #[test]
-fn issue20_11_markdown_to_stdout_is_alone_there() {
+fn markdown_to_stdout_is_alone_there() {
     let dir = tempfile::tempdir().unwrap();
     let records = records_file(dir.path());
     let out = cadence()
@@ -772,7 +772,7 @@ fn issue20_11_markdown_to_stdout_is_alone_there() {
 }
 
 #[test]
-fn issue20_11_a_ramp_the_run_never_finishes_is_refused() {
+fn a_ramp_the_run_never_finishes_is_refused() {
     let out = cadence()
         .args(["bench", "--rate", "20", "--ramp-up", "30s", "--quiet"])
         .timeout(Duration::from_secs(30))
@@ -784,7 +784,7 @@ fn issue20_11_a_ramp_the_run_never_finishes_is_refused() {
 }
 
 #[test]
-fn issue20_11_the_readme_ramp_up_example_reaches_its_rate() {
+fn the_readme_ramp_up_example_reaches_its_rate() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let line = readme

@@ -127,7 +127,7 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     }
 }
 
-/// Issue 20 item 8: a log written to a file (not a terminal) carries no colour escapes.
+/// A log written to a file (not a terminal) carries no colour escapes.
 #[test]
 fn proxy_logs_to_a_file_have_no_ansi_escapes() {
     let dir = tempfile::tempdir().unwrap();

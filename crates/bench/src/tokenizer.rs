@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);
     }
 
-    /// Issue 20 item 9: a server that sends one token per chunk (`cadence sim`,
+    /// A server that sends one token per chunk (`cadence sim`,
     /// llama-server) says so by its usage equalling the chunk count; re-tokenizing the
     /// text gave chunks 0 or 2 tokens (a token split across chunks goes to the later
     /// one), so per-token ITL had more samples than tokens.

@@ -1,4 +1,4 @@
-//! Issue 20 item 4: `[DONE]` ends the stream. A server that keeps the connection open
+//! `[DONE]` ends the stream. A server that keeps the connection open
 //! after `[DONE]`, or sends bytes after it, must not stretch the request: E2E is the
 //! `[DONE]` time, later bytes are counted, and the request does not wait for the
 //! connection. A hand-written HTTP/1.1 server on 127.0.0.1 port 0 plays the server.

@@ -661,7 +661,7 @@ async fn stale_pooled_connection_is_resent_once_and_recorded() {
     }
 }
 
-/// Issue 20 item 5: a fresh connection that closes before answering may have delivered
+/// A fresh connection that closes before answering may have delivered
 /// the request, so it is not resent (it used to be, once).
 #[tokio::test]
 async fn a_fresh_connection_that_never_answers_is_not_resent() {

@@ -618,7 +618,7 @@ fn by_turn_splits_ttft_and_itl_by_turn_index() {
     assert!(plain.by_turn.is_empty(), "no sessions, no per-turn summary");
 }
 
-/// Issue 20 item 10: a request that demanded 8 tokens (ignore_eos) and got 3 is a short
+/// A request that demanded 8 tokens (ignore_eos) and got 3 is a short
 /// answer; one that got all 8, one with no demand and a failure are not.
 #[test]
 fn short_answers_are_counted_per_level() {

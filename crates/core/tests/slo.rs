@@ -404,7 +404,7 @@ fn goodput_counts_sent_requests_that_succeeded_and_met_every_slo() {
     );
 }
 
-/// Issue 20 item 1: 8 requests, 1 succeeded, 5 × HTTP 503, 2 × HTTP 429 (and one
+/// 8 requests, 1 succeeded, 5 × HTTP 503, 2 × HTTP 429 (and one
 /// warm-up failure, left out): error rate 7/8 = 87.5 %, 5xx 62.5 %, 429 25 %.
 fn mostly_failing() -> Vec<RequestRecord> {
     let mut recs = vec![reference()];

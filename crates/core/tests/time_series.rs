@@ -201,7 +201,7 @@ fn pacing_is_absent_without_a_schedule() {
     );
 }
 
-/// Issue 20 item 7: a record ending at 10¹⁸ ns (31 years) must not size a 72 GB
+/// A record ending at 10¹⁸ ns (31 years) must not size a 72 GB
 /// allocation: past `MAX_BUCKETS` the buckets widen, and every event is still counted.
 #[test]
 fn a_hostile_end_time_widens_the_buckets_instead_of_allocating() {

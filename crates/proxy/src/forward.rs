@@ -77,7 +77,7 @@ pub struct TapBody {
     /// every byte the upstream sent before it failed.
     held: Option<BoxError>,
     /// When the tracker saw `[DONE]`: the request is accounted for at the body's end
-    /// or [`AFTER_DONE_GRACE`] later, whichever comes first (issue 20 item 4).
+    /// or [`AFTER_DONE_GRACE`] later, whichever comes first.
     done_at: Option<tokio::time::Instant>,
     /// Accounted for after `[DONE]`, the upstream's remaining bytes still go to the
     /// client, untapped.

@@ -1,4 +1,4 @@
-//! Issue 20 item 4 in the proxy's tap: `[DONE]` ends the measured request even when the
+//! In the proxy's tap: `[DONE]` ends the measured request even when the
 //! upstream keeps the connection open or sends bytes after it; the client still gets
 //! every byte the upstream sends.
 

@@ -1,4 +1,4 @@
-//! Issue 20 item 8, the proxy's own parts: only inference routes are measured, a slow
+//! The proxy's own hostile-input parts: only inference routes are measured, a slow
 //! client's back-pressure is not an upstream gap, a proxy pointed at itself refuses,
 //! records say which request they were, and non-streaming answers' usage counts.
 

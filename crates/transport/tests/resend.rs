@@ -1,4 +1,4 @@
-//! Issue 20 item 5: a request is never sent twice unasked. Only a request that went out
+//! A request is never sent twice unasked. Only a request that went out
 //! on a reused pooled connection, which the server had already closed, is resent; a
 //! fresh connection that closes before answering ends the request, once.
 

@@ -29,8 +29,7 @@ const TEXT_BYTES_PER_CHUNK: usize = 4;
 /// Cap on the server's error message stored in `rec.error`.
 pub const MAX_ERROR_BYTES: usize = 1024;
 
-/// How long a caller keeps reading after `[DONE]` before it ends the request
-/// (issue 20 item 4): long enough for the body's own end to arrive (so a keep-alive
+/// How long a caller keeps reading after `[DONE]` before it ends the request: long enough for the body's own end to arrive (so a keep-alive
 /// connection stays reusable) and for trailing bytes to be counted in
 /// `bytes_after_done`, never long enough to hold a request on a server that keeps the
 /// connection open. None of it is timed: E2E is the `[DONE]` time (see

@@ -389,7 +389,7 @@ fn f12_bytes_after_done_are_ignored_and_counted() {
     assert_eq!(rec.counters.bytes_after_done, 3);
 }
 
-/// Issue 20 item 4: a stream ends when it says so. `end_stream` (what the client and
+/// A stream ends when it says so. `end_stream` (what the client and
 /// the proxy call when they stop reading) puts `end_ns` at the `[DONE]` read, or without
 /// `[DONE]` at the last event from the finish reason on; bytes after are counted only.
 #[test]
