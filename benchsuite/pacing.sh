@@ -41,7 +41,7 @@ for run in $(seq "$RUNS"); do
   "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft fixed:5ms --itl fixed:5ms --max-tokens 4 \
     --send-log "$WORK/send.log" >"$WORK/sim.out" 2>&1 &
   SIM=$!
-  until grep -q '^listening on http://.*/v1$' "$WORK/sim.out"; do
+  until grep -qs '^listening on http://.*/v1$' "$WORK/sim.out"; do
     kill -0 "$SIM" 2>/dev/null || { cat "$WORK/sim.out" >&2; exit 1; }
     sleep 0.1
   done

@@ -1,9 +1,9 @@
-//! Wake-up coalescing: a runtime worker that woke less than a window ago waits out the
-//! rest of it before it sleeps on the poller again, so one wake-up finds many ready
-//! streams instead of one. On this VM a worker's sleep and wake-up costs the client
-//! a few µs of CPU, and at 1,000 streams a client that reacts to every chunk pays one
-//! for every other chunk; chunks are timed by the kernel's receive stamp, not by when
-//! the client got to them, so waiting changes no measured time.
+//! Wake-up coalescing (`bench --coalesce-wakes`, off by default): a runtime worker that
+//! woke less than a window ago waits out the rest of it before it sleeps on the poller
+//! again, so one wake-up finds many ready streams instead of one. A thread's sleep and
+//! wake-up costs the client CPU, and at 1,000 streams a client that reacts to every
+//! chunk pays one for every other chunk; chunks are timed by the kernel's receive
+//! stamp, not by when the client got to them, so waiting changes no measured time.
 //!
 //! Two bounds keep it honest. The window is at most a quarter of the 10th-percentile gap
 //! the worker's streams show between content reads (measured in epochs of [`EPOCH`]),
@@ -11,8 +11,13 @@
 //! hundred can share a read because of it, and when more than one in ten already do (a
 //! bursty server, a client falling behind) the window closes. And it is only turned on
 //! with kernel stamps (`--timestamps user` times each chunk when it is read, which
-//! waiting would delay). Anything that must not wait (the open-loop pacer handing over
-//! a send) cuts the waits short with [`interrupt`].
+//! waiting would delay).
+//!
+//! What it cannot do is keep sends on time. A worker inside the park hook is not idle to
+//! tokio: work woken from another thread (the pacer's ticket) goes to the injection
+//! queue with no worker notified, and timers are not served during the wait. So `bench`
+//! refuses it wherever a send comes from a ticket or a timer, and allows it only in a
+//! closed loop; [`interrupt`] still cuts waits short for work handed in from outside.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
