@@ -3,11 +3,11 @@
 //! hyper reads; `--kernel-stamps on` reads with `recvmsg` as Cadence's default does), the same chat request Cadence sends (built
 //! by Cadence's own request factory, written as HTTP/1.1 keep-alive), a timestamp at
 //! every read and a count of SSE events, nothing more: no records, no parsing, no
-//! timeouts. `scripts/cpu-per-chunk.sh` runs it beside `cadence bench`.
+//! timeouts. `benchsuite/cpu-per-chunk.sh` runs it beside `cadence bench`.
 //!
 //! ```text
-//! cargo build --release -p cadence-bench --example refclient
-//! target/release/examples/refclient --url http://127.0.0.1:PORT/v1 --streams 1000 --seconds 30
+//! cargo build --release -p cadence-benchsuite --bin refclient
+//! target/release/refclient --url http://127.0.0.1:PORT/v1 --streams 1000 --seconds 30
 //! ```
 //!
 //! Each stream sends a request, reads its response to the end of the chunked body

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Client CPU per chunk at STREAMS concurrent streams against `cadence sim` (flat TTFT
 # and ITL, one runtime thread), for the plain reference client
-# (crates/bench/examples/refclient.rs: tokio, one task per stream, raw TcpStream, a
+# (benchsuite/src/bin/refclient.rs: tokio, one task per stream, raw TcpStream, a
 # timestamp per read and an event count, nothing else) and for `cadence bench` as
 # shipped (closed loop, no flags but the load: aggregators and progress view on, no
 # records file unless BENCH_FLAGS adds one). Runs alternate ref, cadence, ref, … for
@@ -12,8 +12,8 @@
 # rounds (compare the totals, not the user/system split).
 #
 #   cargo build --release -p cadence --bin cadence
-#   cargo build --release -p cadence-bench --example refclient
-#   scripts/cpu-per-chunk.sh 3 30 1000          # REPEATS SECONDS STREAMS
+#   cargo build --release -p cadence-benchsuite --bin refclient
+#   benchsuite/cpu-per-chunk.sh 3 30 1000          # REPEATS SECONDS STREAMS
 #
 # Env: CADENCE and REFCLIENT (binaries; default target/release/…), SIM_TTFT (20ms),
 # SIM_ITL (10ms), TOKENS (64 per request), BENCH_FLAGS (extra `cadence bench` flags),
@@ -31,7 +31,7 @@ SECS=${2:-30}
 STREAMS=${3:-1000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${CADENCE:-$ROOT/target/release/cadence}
-REF=${REFCLIENT:-$ROOT/target/release/examples/refclient}
+REF=${REFCLIENT:-$ROOT/target/release/refclient}
 TOKENS=${TOKENS:-64}
 WORK=$(mktemp -d)
 SIM=
@@ -39,8 +39,8 @@ trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
 # Both sides hold STREAMS sockets.
 ulimit -n "$(ulimit -Hn)"
 
-# shellcheck source=scripts/lib/chunk-bench.sh
-. "$ROOT/scripts/lib/chunk-bench.sh"
+# shellcheck source=benchsuite/lib/chunk-bench.sh
+. "$ROOT/benchsuite/lib/chunk-bench.sh"
 start_sim "${SIM_TTFT:-20ms}" "${SIM_ITL:-10ms}"
 echo "# $(date -u +%FT%TZ) sim $URL (ttft ${SIM_TTFT:-20ms}, itl ${SIM_ITL:-10ms}, $TOKENS tokens)," \
   "$STREAMS streams, ${SECS}s per run, load average $(cut -d' ' -f1-3 /proc/loadavg)"

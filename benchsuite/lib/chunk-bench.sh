@@ -1,4 +1,4 @@
-# Shared by scripts/cpu-per-chunk.sh and scripts/instr-per-chunk.sh (sourced, not run):
+# Shared by benchsuite/cpu-per-chunk.sh and benchsuite/instr-per-chunk.sh (sourced, not run):
 # the simulator both measure against, and the chunk count of a `cadence bench` report.
 
 # Starts `cadence sim` on one runtime thread with flat TTFT and ITL: BIN (the binary),

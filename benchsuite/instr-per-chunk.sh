@@ -2,13 +2,13 @@
 # User-space instructions per chunk, by part, for `cadence bench` and the reference
 # client, counted by valgrind's callgrind against `cadence sim` (flat TTFT 20 ms and ITL
 # 50 ms, 64 tokens, one runtime thread). Instruction counts repeat from run to run on a
-# loaded machine, where CPU time per chunk (scripts/cpu-per-chunk.sh) needs many
+# loaded machine, where CPU time per chunk (benchsuite/cpu-per-chunk.sh) needs many
 # alternated rounds to say anything: this is the quick check of a change to the chunk
 # path, that one the verdict. The kernel's share is not in these counts.
 #
 #   cargo build --release -p cadence --bin cadence
-#   cargo build --release -p cadence-bench --example refclient
-#   scripts/instr-per-chunk.sh [STREAMS] [SECONDS]        # default 50 streams, 10 s
+#   cargo build --release -p cadence-benchsuite --bin refclient
+#   benchsuite/instr-per-chunk.sh [STREAMS] [SECONDS]        # default 50 streams, 10 s
 #
 # Env: CADENCE and REFCLIENT (binaries; default target/release/…), TOKENS (64 per
 # request: what the simulator sends and the clients ask for), CLIENTS ("ref
@@ -26,7 +26,7 @@ STREAMS=${1:-50}
 SECS=${2:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${CADENCE:-$ROOT/target/release/cadence}
-REF=${REFCLIENT:-$ROOT/target/release/examples/refclient}
+REF=${REFCLIENT:-$ROOT/target/release/refclient}
 TOKENS=${TOKENS:-64}
 command -v valgrind >/dev/null || { echo "needs valgrind" >&2; exit 1; }
 WORK=$(mktemp -d)
@@ -36,8 +36,8 @@ SIM=
 trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
 ulimit -n "$(ulimit -Hn)"
 
-# shellcheck source=scripts/lib/chunk-bench.sh
-. "$ROOT/scripts/lib/chunk-bench.sh"
+# shellcheck source=benchsuite/lib/chunk-bench.sh
+. "$ROOT/benchsuite/lib/chunk-bench.sh"
 start_sim 20ms 50ms
 echo "# $(date -u +%FT%TZ) sim $URL (ttft 20ms, itl 50ms, $TOKENS tokens), $STREAMS streams, ${SECS}s"
 
