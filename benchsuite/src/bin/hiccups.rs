@@ -5,7 +5,7 @@
 //! "Proxy overhead").
 //!
 //! ```text
-//! cargo run --release -p cadence-proxy --example hiccups -- --seconds 20
+//! cargo run --release -p cadence-benchsuite --bin hiccups -- --seconds 20
 //! ```
 
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ struct CpuReport {
 }
 
 /// Pins the calling thread to `cpu` with `taskset` (util-linux), found through
-/// `/proc/thread-self`, so the example needs neither unsafe code nor a crate for it.
+/// `/proc/thread-self`, so the harness needs neither unsafe code nor a crate for it.
 fn pin(cpu: usize) -> bool {
     let Ok(link) = std::fs::read_link("/proc/thread-self") else {
         return false;

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Per-path latency percentiles of an `overhead` run in steady state only.
 
-Reads the per-chunk dump that `OVERHEAD_DUMP=FILE` makes the proxy overhead example
-write (`repeat path request write_ns latency_ms` per chunk). It leaves out each phase's
-first SKIP seconds and the round changes, where a new round's requests all arrive
-together; a round change falls every ROUND seconds. Percentiles are type 7, as in
-Cadence's own reports.
+Reads the per-chunk dump that `OVERHEAD_DUMP=FILE` makes the proxy `overhead` harness
+(benchsuite/src/bin/overhead.rs) write (`repeat path request write_ns latency_ms` per
+chunk). It leaves out each phase's first SKIP seconds and the round changes, where a
+new round's requests all arrive together; a round change falls every ROUND seconds.
+Percentiles are type 7, as in Cadence's own reports.
 
-    OVERHEAD_DUMP=/tmp/dump.txt ./target/release/examples/overhead --streams 1000 \\
+    OVERHEAD_DUMP=/tmp/dump.txt ./target/release/overhead --streams 1000 \\
         --rounds 2 --tokens 64 --itl-ms 100 --repeats 1
-    scripts/overhead-steady.py /tmp/dump.txt 6.42 1.0   # ROUND = TTFT + tokens x ITL
+    benchsuite/overhead-steady.py /tmp/dump.txt 6.42 1.0   # ROUND = TTFT + tokens x ITL
 """
 import collections
 import sys

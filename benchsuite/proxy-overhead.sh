@@ -2,20 +2,20 @@
 # What `cadence proxy` adds per chunk at 1,000 streams, RUNS times in each of two
 # placements, beside a bare TCP relay (the floor of any proxy here) and the machine's
 # own scheduling stalls. Per run: added p50/p99 (ms) over the direct path and the
-# throughput ratio, for the relay and the proxy (crates/proxy/examples/overhead.rs).
+# throughput ratio, for the relay and the proxy (benchsuite/src/bin/overhead.rs).
 #   shared: the kernel places the threads (sim, client, and the proxy's runtime with
 #           a worker per core, as `cadence proxy` runs by default) on the vCPUs;
 #   pinned: the proxy runtime cut to one thread, alone on CPU 1; the rest on CPU 0.
 #
-#   cargo build --release -p cadence-proxy --examples
-#   scripts/proxy-overhead.sh 5            # RUNS [overhead example flags]
-#   PLACEMENTS=shared scripts/proxy-overhead.sh 5
+#   cargo build --release -p cadence-benchsuite --bin overhead --bin hiccups
+#   benchsuite/proxy-overhead.sh 5            # RUNS [overhead flags]
+#   PLACEMENTS=shared benchsuite/proxy-overhead.sh 5
 set -euo pipefail
 RUNS=${1:-3}
 shift || true
 ARGS=("$@")
 [ ${#ARGS[@]} -eq 0 ] && ARGS=(--streams 1000 --rounds 2 --tokens 64 --itl-ms 100 --repeats 1)
-EX=$(dirname "$0")/../target/release/examples
+EX=$(dirname "$0")/../target/release
 "$EX/hiccups" --seconds 10 | tail -n +2
 run() { # PLACEMENT
   local out pid extra=()

@@ -7,10 +7,10 @@
 //! bare TCP relay with no HTTP in it, on the proxy's runtime, is the floor any proxy
 //! pays on this machine for the extra loopback hop. `OVERHEAD_DUMP=FILE` writes every
 //! chunk's `repeat path request write_ns latency_ms` for a look at when the tail
-//! happens (`scripts/overhead-steady.py` reads it); `--relay 0` leaves the relay out.
+//! happens (`benchsuite/overhead-steady.py` reads it); `--relay 0` leaves the relay out.
 //!
 //! ```text
-//! cargo run --release -p cadence-proxy --example overhead -- \
+//! cargo run --release -p cadence-benchsuite --bin overhead -- \
 //!     --streams 1000 --rounds 2 --tokens 64 --itl-ms 10 --repeats 2
 //! ```
 
