@@ -4,7 +4,7 @@
 
 use crate::builtin_sim::BuiltinSim;
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
-use crate::dashboard::Dashboard;
+use crate::dashboard::{Dashboard, LiveState};
 use crate::exit::{usage, Exit};
 use crate::workload::Workload;
 use anyhow::Context;
@@ -27,10 +27,9 @@ use cadence_records::RecordsConfig;
 use cadence_records::{RecordSender, RecordThread};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::{Clock, Unreachable};
-use cadence_tui::live::Live;
 use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
@@ -38,6 +37,9 @@ use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     // A shard of a fleet runs its share of the load: the flags become the share.
     let fleet = crate::shard::Fleet::take(&mut args)?;
+    // The dashboard's live state, when one may show: a sink of the run from the start.
+    let delay = dashboard_delay(&args);
+    let live = delay.map(|_| LiveState::new(args.stall_threshold, args.max_late));
     let Setup {
         endpoint,
         model,
@@ -51,7 +53,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         _spill,
         scrape,
         _coalesce,
-    } = Setup::new(&args).await?;
+    } = Setup::new(&args, live.clone()).await?;
     let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
     if let (Some(note), false) = (fleet.note(), args.quiet) {
@@ -61,9 +63,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     for line in fleet.header_lines(started_at_unix_ms) {
         sender.with(move |s| s.write_line(&line));
     }
-    let dashboard = dashboard_delay(&args).map(|delay| {
-        let live = Arc::new(Mutex::new(Live::new(args.stall_threshold, args.max_late)));
-        progress.attach_live(live.clone());
+    let dashboard = delay.zip(live.clone()).map(|(delay, live)| {
         Dashboard::start(crate::dashboard::Setup {
             progress: progress.clone(),
             live,
@@ -83,6 +83,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         requests,
         clock,
         scrape,
+        live,
     };
     let (metas, search) = levels.run(stop_rx).await;
     // The terminal is given back before anything else prints.
@@ -136,8 +137,8 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     )
 }
 
-/// Where each finished record goes: the records file, the progress view and the level
-/// aggregators, on the record thread; nothing keeps them all.
+/// Where each finished record goes: the records file, the progress view, the dashboard's
+/// live state and the level aggregators, on the record thread; nothing keeps them all.
 type Sinks = BenchSinks<LevelAggregators>;
 
 /// Everything a run needs before its first level: the endpoint (the built-in
@@ -163,7 +164,8 @@ struct Setup {
 }
 
 impl Setup {
-    async fn new(args: &BenchArgs) -> anyhow::Result<Setup> {
+    /// `live`: the dashboard's state, fed as one of the sinks.
+    async fn new(args: &BenchArgs, live: Option<LiveState>) -> anyhow::Result<Setup> {
         // Validate everything before a single request goes out.
         let Validated {
             extra,
@@ -214,11 +216,14 @@ impl Setup {
         );
         let (records_path, _spill) =
             crate::output::records_path(args.records.as_deref(), &args.outputs)?;
-        let sinks = BenchSinks::new(
+        let mut sinks = BenchSinks::new(
             records_path.clone().map(RecordsConfig::new),
             progress.clone(),
             checks(args).aggregators(),
         )?;
+        if let Some(live) = live {
+            sinks = sinks.with_live(live);
+        }
         if let Some(status) = sinks.status() {
             // A full disk is named the moment it happens; the run goes on.
             tokio::spawn(async move { eprintln!("cadence: {}", status.failed().await) });
@@ -687,6 +692,8 @@ struct Levels<'a> {
     requests: Option<u64>,
     clock: Clock,
     scrape: Option<crate::scrape::ScrapeConfig>,
+    /// The dashboard's state, told when each level begins and ends.
+    live: Option<LiveState>,
 }
 
 impl Levels<'_> {
@@ -773,7 +780,7 @@ impl Levels<'_> {
 
     /// Tells the dashboard (when there is one) which level starts.
     fn live_begin(&self, plan: &RunPlan) {
-        let Some(live) = self.cx.progress.live() else {
+        let Some(live) = &self.live else {
             return;
         };
         let args = self.args;
@@ -781,7 +788,7 @@ impl Levels<'_> {
         let planned = self
             .requests
             .map(|n| self.cx.factory.total_turns(n + args.warmup));
-        live.lock().expect("live lock").begin_level(
+        live.lock().begin_level(
             plan.level,
             of,
             plan.load.label(),
@@ -793,13 +800,13 @@ impl Levels<'_> {
 
     /// Tells the dashboard the level ended, and why early if it did.
     fn live_end(&self, meta: &LevelMeta) {
-        if let Some(live) = self.cx.progress.live() {
+        if let Some(live) = &self.live {
             let note = match (&meta.stopped_early, meta.interrupted) {
                 (Some(why), _) => Some(why.clone()),
                 (None, true) => Some("interrupted".into()),
                 (None, false) => None,
             };
-            live.lock().expect("live lock").end_level(meta.level, note);
+            live.lock().end_level(meta.level, note);
         }
     }
 

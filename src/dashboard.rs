@@ -1,21 +1,51 @@
 //! `cadence bench`'s dashboard: a thread of its own takes the terminal (at once with
 //! `--tui`, after the run's first seconds by default), draws the live state the record
 //! thread keeps at its own frame rate, turns `q` / Ctrl-C into the run's stop and `s`
-//! into a skip, and gives the terminal back before the report prints.
+//! into a skip, and gives the terminal back before the report prints. The live state
+//! is one of the run's record sinks ([`LiveState`]): the bench crate knows nothing of
+//! the terminal, the binary wires the two.
 
 use cadence_bench::progress::Progress;
+use cadence_core::{RecordSink, RequestRecord};
 use cadence_transport::Clock;
 use cadence_tui::live::{Client, Live};
 use cadence_tui::term::{self, Feed};
 use cadence_tui::View;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// By default the dashboard shows once the run has gone on this long; shorter runs
 /// keep the progress line.
 pub const AUTO_DELAY: Duration = Duration::from_secs(3);
+
+/// The dashboard's live state, shared: the record thread feeds it every finished record
+/// (it is a sink of the run, `BenchSinks::with_live`), the levels say when each begins
+/// and ends, and the dashboard thread reads a view of it at its frame rate.
+#[derive(Clone)]
+pub struct LiveState(Arc<Mutex<Live>>);
+
+impl LiveState {
+    /// `max_late_share` is the `--max-late` bound of the self-check.
+    pub fn new(stall_threshold: Duration, max_late_share: f64) -> LiveState {
+        LiveState(Arc::new(Mutex::new(Live::new(
+            stall_threshold,
+            max_late_share,
+        ))))
+    }
+
+    /// The state itself, for one call (the record thread waits meanwhile).
+    pub fn lock(&self) -> MutexGuard<'_, Live> {
+        self.0.lock().expect("live lock")
+    }
+}
+
+impl RecordSink for LiveState {
+    fn accept(&mut self, record: &RequestRecord) {
+        self.lock().add(record);
+    }
+}
 
 /// The running dashboard; [`Dashboard::finish`] gives the terminal back.
 pub struct Dashboard {
@@ -27,7 +57,7 @@ pub struct Dashboard {
 /// What the dashboard thread needs.
 pub struct Setup {
     pub progress: Progress,
-    pub live: Arc<Mutex<Live>>,
+    pub live: LiveState,
     pub clock: Clock,
     /// The run's stop: what Ctrl-C sends.
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
@@ -40,12 +70,17 @@ pub struct Setup {
 
 /// The dashboard of one level without a terminal: the same live state, loop-lag probe
 /// and frames, drawn into memory at the same rate; only the terminal writes are missing.
-pub fn headless(progress: &Progress, clock: Clock, plan: &cadence_bench::RunPlan) -> Dashboard {
-    let live = Arc::new(Mutex::new(Live::new(
+/// The live state comes back too, for the caller to add to the run's sinks.
+pub fn headless(
+    progress: &Progress,
+    clock: Clock,
+    plan: &cadence_bench::RunPlan,
+) -> (Dashboard, LiveState) {
+    let live = LiveState::new(
         Duration::from_millis(500),
         cadence_core::runlog::DEFAULT_MAX_LATE,
-    )));
-    live.lock().expect("live lock").begin_level(
+    );
+    live.lock().begin_level(
         plan.level,
         Some(1),
         plan.load.label(),
@@ -53,16 +88,16 @@ pub fn headless(progress: &Progress, clock: Clock, plan: &cadence_bench::RunPlan
         plan.duration,
         clock.now_ns(),
     );
-    progress.attach_live(live.clone());
-    Dashboard::start(Setup {
+    let dashboard = Dashboard::start(Setup {
         progress: progress.clone(),
-        live,
+        live: live.clone(),
         clock,
         stop: Arc::new(tokio::sync::watch::channel(false).0),
         title: "cadence fidelity".into(),
         delay: Duration::ZERO,
         headless: true,
-    })
+    });
+    (dashboard, live)
 }
 
 impl Dashboard {
@@ -71,7 +106,7 @@ impl Dashboard {
         let live = setup.live.clone();
         let lag_probe = tokio::spawn(cadence_transport::lag::watch(
             cadence_transport::lag::PERIOD,
-            move |l| live.lock().expect("live lock").loop_lag(l),
+            move |l| live.lock().loop_lag(l),
         ));
         let done = Arc::new(AtomicBool::new(false));
         let d = done.clone();
@@ -150,7 +185,7 @@ impl Feed for BenchFeed {
             cores: cores(),
         };
         let now = s.clock.now_ns();
-        let mut v = s.live.lock().expect("live lock").view(now, client);
+        let mut v = s.live.lock().view(now, client);
         v.title = s.title.clone();
         v.clock = cadence_tui::top::clock(now as f64 / 1e9);
         v.notice = self.notice.clone();
@@ -200,5 +235,35 @@ impl CpuMeter {
             }
         }
         self.share
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_bench::sink::{BenchSinks, KeepAll};
+    use cadence_core::Outcome;
+    use cadence_records::RecordThread;
+
+    #[test]
+    fn the_live_state_as_a_sink_of_the_run_gets_every_record() {
+        let live = LiveState::new(Duration::from_millis(500), 0.001);
+        live.lock()
+            .begin_level(0, Some(1), "c".into(), None, None, 0);
+        // The progress line is hidden (as under the dashboard); the records still come.
+        let sinks = BenchSinks::new(None, Progress::new(None, false), KeepAll::default())
+            .unwrap()
+            .with_live(live.clone());
+        let (tx, thread) = RecordThread::start(sinks).unwrap();
+        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
+        rec.sent_ns = Some(0);
+        tx.send(rec.clone());
+        rec.outcome = Outcome::Http5xx;
+        tx.send(rec);
+        drop(tx);
+        thread.finish().unwrap();
+        let v = live.lock().view(1_000_000_000, Client::default());
+        assert_eq!((v.counts.sent, v.counts.succeeded), (2, 1));
+        assert_eq!(v.counts.failed, vec![("http_5xx".to_string(), 1)]);
     }
 }

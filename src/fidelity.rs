@@ -242,10 +242,14 @@ async fn level(
         stop_when_saturated: false,
     };
     let clock = Clock::start();
-    let dashboard = args
+    let (dashboard, live) = args
         .dashboard
-        .then(|| crate::dashboard::headless(&progress, clock, &plan));
-    let sinks = BenchSinks::new(None, progress, KeepAll::default())?;
+        .then(|| crate::dashboard::headless(&progress, clock, &plan))
+        .unzip();
+    let mut sinks = BenchSinks::new(None, progress, KeepAll::default())?;
+    if let Some(live) = live {
+        sinks = sinks.with_live(live);
+    }
     let (sender, sink) = RecordThread::start(sinks)?;
     let scraper = match args.scrape_interval {
         Some(every) => {

@@ -1,14 +1,14 @@
 //! The live progress line on stderr: done / in flight / failed, elapsed, and running
 //! ITL and TTFT p50/p99 over recent requests. Hidden when stderr is not a terminal or
-//! with `--quiet`. It also carries what the dashboard shares with the run: its live
-//! state (fed here, on the record thread, never by a socket reader) and the request to
-//! skip to the next level.
+//! with `--quiet`. It also carries what a dashboard shares with the run: the requests
+//! in flight and the request to skip to the next level. The dashboard's own state is
+//! one more record sink, composed by the binary (`crate::sink::BenchSinks::with_live`).
 
 use cadence_core::{per_request, Outcome, RequestRecord};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Recent samples kept for the running percentiles.
@@ -25,8 +25,6 @@ struct Inner {
     in_flight: AtomicU64,
     failed: AtomicU64,
     recent: Mutex<Recent>,
-    /// The dashboard's state, when a dashboard may show.
-    live: OnceLock<Arc<Mutex<cadence_tui::live::Live>>>,
     /// Bumped by each request to skip the level being run.
     skip: tokio::sync::watch::Sender<u64>,
 }
@@ -81,19 +79,9 @@ impl Progress {
                     ttft_ms: VecDeque::new(),
                     last_draw: Instant::now(),
                 }),
-                live: OnceLock::new(),
                 skip: tokio::sync::watch::channel(0).0,
             }),
         }
-    }
-
-    /// Feeds every finished record to `live` from now on (once per run).
-    pub fn attach_live(&self, live: Arc<Mutex<cadence_tui::live::Live>>) {
-        let _ = self.inner.live.set(live);
-    }
-
-    pub fn live(&self) -> Option<Arc<Mutex<cadence_tui::live::Live>>> {
-        self.inner.live.get().cloned()
     }
 
     pub fn in_flight(&self) -> u64 {
@@ -126,9 +114,6 @@ impl Progress {
 
     /// Called by the sink for each finished request.
     pub fn record(&self, rec: &RequestRecord) {
-        if let Some(live) = self.inner.live.get() {
-            live.lock().expect("live lock").add(rec);
-        }
         if self.bar.is_hidden() {
             return;
         }
@@ -236,29 +221,5 @@ mod tests {
         rec.outcome = Outcome::Truncated;
         r.add(&rec);
         assert_eq!(r.itl_ms.len(), 4, "failed requests add no samples");
-    }
-
-    #[test]
-    fn an_attached_live_state_gets_every_record_with_the_line_hidden() {
-        let p = Progress::new(None, false);
-        let live = Arc::new(Mutex::new(cadence_tui::live::Live::new(
-            Duration::from_millis(500),
-            0.001,
-        )));
-        p.attach_live(live.clone());
-        live.lock()
-            .unwrap()
-            .begin_level(0, Some(1), "c".into(), None, None, 0);
-        let mut rec = RequestRecord::new(0, Outcome::Succeeded);
-        rec.sent_ns = Some(0);
-        p.record(&rec);
-        rec.outcome = Outcome::Http5xx;
-        p.record(&rec);
-        let v = live
-            .lock()
-            .unwrap()
-            .view(1_000_000_000, cadence_tui::live::Client::default());
-        assert_eq!((v.counts.sent, v.counts.succeeded), (2, 1));
-        assert_eq!(v.counts.failed, vec![("http_5xx".to_string(), 1)]);
     }
 }

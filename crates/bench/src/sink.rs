@@ -1,15 +1,20 @@
-//! The bench's record sinks: the records file, the live progress view and the level
-//! aggregators, owned by the record thread (`cadence_records::thread`).
+//! The bench's record sinks: the records file, the live progress view, a live view the
+//! caller adds (the binary's dashboard) and the level aggregators, owned by the record
+//! thread (`cadence_records::thread`).
 
 use crate::progress::Progress;
 use cadence_core::{RecordSink, RequestRecord};
 use cadence_records::{RecordsConfig, RecordsError, RecordsWriter, SinkError, Sinks, WriterStatus};
 
-/// The bench's sinks: the records file (when asked for), the live progress view, and
-/// the level aggregators `L` the report is assembled from.
+/// The bench's sinks: the records file (when asked for), the live progress view, a
+/// live view of the caller's (when it adds one), and the level aggregators `L` the
+/// report is assembled from.
 pub struct BenchSinks<L> {
     pub records: Option<RecordsWriter>,
     pub progress: Progress,
+    /// What a dashboard draws from, fed here like the rest: the bench does not know how
+    /// it is drawn, so the terminal's crates stay out of its build.
+    pub live: Option<Box<dyn RecordSink + Send>>,
     pub levels: L,
 }
 
@@ -23,8 +28,15 @@ impl<L> BenchSinks<L> {
         Ok(BenchSinks {
             records: records.map(RecordsWriter::open).transpose()?,
             progress,
+            live: None,
             levels,
         })
+    }
+
+    /// Every record goes to `live` too, on the record thread (never a socket reader's).
+    pub fn with_live(mut self, live: impl RecordSink + Send + 'static) -> BenchSinks<L> {
+        self.live = Some(Box::new(live));
+        self
     }
 
     /// Where a write error shows up at once (none without a records file).
@@ -53,6 +65,9 @@ impl<L: RecordSink> RecordSink for BenchSinks<L> {
             w.accept(record);
         }
         self.progress.record(record);
+        if let Some(live) = self.live.as_mut() {
+            live.accept(record);
+        }
         self.levels.accept(record);
     }
 }
@@ -129,5 +144,23 @@ mod tests {
             "every record still reached the other sinks"
         );
         assert!(written.unwrap_err().to_string().contains("/dev/full"));
+    }
+
+    #[test]
+    fn a_live_view_gets_every_record_with_the_progress_line_hidden() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = seen.clone();
+        let sinks = BenchSinks::new(None, Progress::new(None, false), KeepAll::default())
+            .unwrap()
+            .with_live(move |r: &RequestRecord| into.lock().unwrap().push(r.index));
+        let (tx, thread) = RecordThread::start(sinks).unwrap();
+        for i in 0..3 {
+            tx.send(rec(i));
+        }
+        drop(tx);
+        let (kept, written) = thread.finish().unwrap().finish();
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2]);
+        assert_eq!(kept.0.len(), 3, "and so did the aggregators");
+        assert_eq!(written.unwrap(), 0);
     }
 }
