@@ -11,7 +11,7 @@ use cadence_transport::{
 };
 use cadence_transport::{Clock, HyperClient, RxStamp, RxStamps, Stamper};
 use cadence_wire::{
-    Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
+    stream_framing, Api, Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE,
 };
 use futures_util::task::AtomicWaker;
 use http_body_util::Full;
@@ -375,13 +375,14 @@ async fn read_response(
 
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let Some(framing) = framing_for(&content_type) else {
+        .and_then(|v| v.to_str().ok());
+    // Every answer is read as the stream measured: the bodies ask for one, and an answer
+    // an `--extra-body` `"stream": false` made plain is one chunk (TTFT = E2E).
+    let Some(framing) = stream_framing(content_type, true) else {
         let body = read_prefix(body, DETAIL_BYTES, Instant::now() + Duration::from_secs(2)).await;
         let msg = format!(
-            "HTTP 200 with content type '{content_type}', not a stream; body begins: {body}"
+            "HTTP 200 with content type '{}', not a stream; body begins: {body}",
+            content_type.unwrap_or("")
         );
         return end(cx, rec, Outcome::ProtocolMismatch, Some(msg));
     };
@@ -716,19 +717,6 @@ pub(crate) fn end(
     StreamText::default()
 }
 
-/// The framing a content type implies, or `None` when it is not a stream we speak.
-pub fn framing_for(content_type: &str) -> Option<Framing> {
-    let mime = content_type.split(';').next().unwrap_or("").trim();
-    match mime {
-        "text/event-stream" | "" => Some(Framing::Sse),
-        "application/x-ndjson"
-        | "application/jsonl"
-        | "application/json"
-        | "application/jsonlines" => Some(Framing::Ndjson),
-        _ => None,
-    }
-}
-
 /// Reads at most `limit` bytes of a body (lossy UTF-8), giving up at `deadline`.
 async fn read_prefix(mut body: impl Reads, limit: usize, deadline: Instant) -> String {
     let mut buf = Vec::new();
@@ -761,16 +749,6 @@ fn compressed(headers: &http::HeaderMap) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_types() {
-        assert_eq!(
-            framing_for("text/event-stream; charset=utf-8"),
-            Some(Framing::Sse)
-        );
-        assert_eq!(framing_for("application/x-ndjson"), Some(Framing::Ndjson));
-        assert_eq!(framing_for("text/html"), None);
-    }
 
     #[tokio::test]
     async fn cancel_wakes_a_waiting_clone_and_a_dropped_sender_cancels() {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
 use cadence_transport::{RxStamps, Stamper};
-use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
+use cadence_wire::{stream_framing, Flow, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -369,20 +369,6 @@ pub(crate) fn secrets_of(headers: &HeaderMap, query: Option<&str>) -> Redactor {
 struct Peek {
     model: Option<String>,
     stream: Option<bool>,
-}
-
-/// The framing of a streamed response, by content type; `application/json` counts as
-/// NDJSON only when the request asked for a stream.
-fn stream_framing(content_type: Option<&str>, asked_stream: bool) -> Option<Framing> {
-    let mime = content_type?.split(';').next()?.trim().to_ascii_lowercase();
-    match mime.as_str() {
-        "text/event-stream" => Some(Framing::Sse),
-        "application/x-ndjson" | "application/jsonl" | "application/jsonlines" => {
-            Some(Framing::Ndjson)
-        }
-        "application/json" if asked_stream => Some(Framing::Ndjson),
-        _ => None,
-    }
 }
 
 /// One proxied request, from the client's request to the response it is handed.
@@ -967,24 +953,5 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-keep"));
-    }
-
-    #[test]
-    fn framing_by_content_type() {
-        assert_eq!(
-            stream_framing(Some("text/event-stream; charset=utf-8"), false),
-            Some(Framing::Sse)
-        );
-        assert_eq!(
-            stream_framing(Some("application/x-ndjson"), false),
-            Some(Framing::Ndjson)
-        );
-        assert_eq!(stream_framing(Some("application/json"), false), None);
-        assert_eq!(
-            stream_framing(Some("application/json"), true),
-            Some(Framing::Ndjson)
-        );
-        assert_eq!(stream_framing(Some("text/html"), true), None);
-        assert_eq!(stream_framing(None, true), None);
     }
 }

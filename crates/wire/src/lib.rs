@@ -2,11 +2,13 @@
 //! dialects, turned into timestamped chunks on a `RequestRecord`. Pure: no I/O, no
 //! clocks, no async runtime, so the client, the proxy and replay share one parser.
 
+pub mod content_type;
 pub mod dialect;
 pub mod ndjson;
 pub mod sse;
 pub mod tracker;
 
+pub use content_type::stream_framing;
 pub use dialect::Api;
 pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 
