@@ -1,6 +1,6 @@
 # Client CPU per chunk for fleet sizing: `cadence bench` against a separate `cadence sim`
 # (20 ms flat ITL, 200 tokens per request), the bench's user+sys (getrusage) / chunks.
-# Usage: python3 scripts/fleet-cpu-per-chunk.py target/release/cadence STREAMS DURATION
+# Usage: python3 benchsuite/fleet-cpu-per-chunk.py target/release/cadence STREAMS DURATION
 import json, resource, subprocess, sys, time, tempfile, os
 B = sys.argv[1]; C = sys.argv[2]; D = sys.argv[3]
 sim = subprocess.Popen([B, "sim", "--addr", "127.0.0.1:0", "--itl", "fixed:20ms", "--ttft", "fixed:20ms"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

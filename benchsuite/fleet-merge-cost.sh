@@ -1,11 +1,11 @@
 #!/bin/bash
-# Usage: scripts/fleet-merge-cost.sh [CADENCE] [GEN_RECORDS] [RECORDS_PER_SHARD]
-# (build both first: cargo build --release --bin cadence; cargo build --release -p cadence-records --example gen_records)
+# Usage: benchsuite/fleet-merge-cost.sh [CADENCE] [GEN_RECORDS] [RECORDS_PER_SHARD]
+# (build both first: cargo build --release --bin cadence; cargo build --release -p cadence-benchsuite --bin gen_records)
 # The fleet merge's cost: 4 shard files of N records each (16 chunks), merged by
 # `cadence report DIR` (per-shard aggregators, then merged) vs the same records as
 # plain files (`cadence report F1 F2 F3 F4`: one aggregator, no shard lines).
 set -e; export D
-B=${1:-target/release/cadence}; G=${2:-target/release/examples/gen_records}; N=${3:-250000}; D=${TMPDIR:-/tmp}/cadence-fleet-merge; export D; rm -rf $D; mkdir -p $D/shards $D/plain
+B=${1:-target/release/cadence}; G=${2:-target/release/gen_records}; N=${3:-250000}; D=${TMPDIR:-/tmp}/cadence-fleet-merge; export D; rm -rf $D; mkdir -p $D/shards $D/plain
 RUN='{"cadence_run":{"run":{"target":"http://t/v1/chat/completions","api":"chat","model":"m","mode":"closed_loop","started_at_unix_ms":1795436351268,"duration_s":60.0,"command":["cadence","bench"],"builtin_sim":false,"interrupted":false},"checks":{"stall_threshold_ms":500.0,"slos":[],"max_late":0.001,"time_bucket_ms":1000.0,"convention":null}}}'
 for i in 0 1 2 3; do
   $G $D/plain/raw-$i.jsonl $N 16 >/dev/null

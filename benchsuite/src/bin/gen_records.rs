@@ -1,7 +1,7 @@
 //! Writes a synthetic records file of N requests (default 5 M) through Cadence's own
 //! records writer, for measuring `cadence report` at scale:
 //!
-//!     cargo run --release -p cadence-records --example gen_records -- OUT.jsonl.zst [N] [CHUNKS]
+//!     cargo run --release -p cadence-benchsuite --bin gen_records -- OUT.jsonl.zst [N] [CHUNKS]
 //!
 //! A closed-loop level at concurrency 256: each request has a TTFT of 40–80 ms and
 //! CHUNKS (default 16) chunks 8–14 ms apart, drawn from a fixed seed; ~1 in 200 fails.

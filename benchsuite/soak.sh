@@ -11,8 +11,8 @@
 # to the end (min, max, and max/min - 1) and the chunks per second the bench saw.
 #
 #   cargo build --release
-#   scripts/soak.sh 3600 soak-out            # DURATION_S OUTDIR
-#   PARTS=proxy scripts/soak.sh 180 /tmp/soak
+#   benchsuite/soak.sh 3600 soak-out            # DURATION_S OUTDIR
+#   PARTS=proxy benchsuite/soak.sh 180 /tmp/soak
 #
 # Env: CADENCE (binary, default target/release/cadence), INTERVAL (s), PARTS ("bench
 # proxy"), SETTLE_S (start of the stability window, default 300), BENCH_FLAGS (extra),
