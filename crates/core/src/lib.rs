@@ -32,7 +32,7 @@ pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
 pub use charts::{chart_data, ChartData, ChartsAcc};
 pub use conventions::{convention_views, Convention, ConventionView, ConventionsAcc};
 pub use dist::DistAcc;
-pub use duration::{parse_duration, DurationError};
+pub use duration::{parse_duration, parse_duration_spelled, DurationError};
 pub use level::{
     LevelAggregator, LevelAggregators, LevelConfig, LevelFigures, DEFAULT_EXACT_SAMPLES,
 };

@@ -2,6 +2,7 @@
 //! against a level's distributions (the SLO gate) and against single requests (goodput),
 //! with the same formulas as [`crate::metrics`].
 
+use crate::duration::{parse_duration, parse_duration_spelled, DurationError};
 use crate::metrics::{self, LevelSummary, RequestCounts};
 use crate::stats::Distribution;
 use crate::{Outcome, RequestRecord};
@@ -260,7 +261,8 @@ pub struct Slo {
     /// In milliseconds for times, tokens/s for output speed.
     pub bound: f64,
     /// The expression normalized: canonical names, no spaces, the bound in the unit it
-    /// was written in (`µs` spelled `us`), e.g. `itl.p99<=50ms`, `ttft.p90<=2s`.
+    /// was written in, spelled as [`crate::parse_duration_spelled`] spells it (`µs` as
+    /// `us`, `min` as `m`), e.g. `itl.p99<=50ms`, `ttft.p90<=2s`.
     pub text: String,
 }
 
@@ -276,16 +278,6 @@ pub struct SloParseError {
 const METRIC_LIST: &str =
     "ttft, ttft_content, ttft_response, itl, itl_per_token, tpot, e2e, output_speed; or errors.rate, errors.CLASS.rate";
 const STAT_LIST: &str = "mean, min, max, p50, p90, p95, p99, p999 (or p99.9)";
-
-/// Time-unit spellings and the canonical name each normalizes to.
-const TIME_UNITS: [(&str, &str); 6] = [
-    ("ns", "ns"),
-    ("us", "us"),
-    ("µs", "us"), // micro sign U+00B5
-    ("μs", "us"), // Greek mu U+03BC
-    ("ms", "ms"),
-    ("s", "s"),
-];
 
 impl FromStr for Slo {
     type Err = SloParseError;
@@ -385,6 +377,9 @@ fn parse_target(lhs: &str) -> Result<(SloMetric, SloStat), String> {
 /// The bound in the metric's unit (ms, tok/s or %) and the bound as the normalized
 /// expression writes it (`2s`, `20`, `5%`).
 fn parse_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
+    if metric.is_time() {
+        return time_bound(metric, rhs);
+    }
     let num_end = rhs
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E')))
         .unwrap_or(rhs.len());
@@ -397,10 +392,6 @@ fn parse_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
     }
     let value = value + 0.0; // -0 is 0
     let number = format!("{value}");
-    if metric.is_time() {
-        return time_bound(metric, value, &number, unit_s);
-    }
-    let is_time_unit = TIME_UNITS.iter().any(|(spelling, _)| *spelling == unit_s);
     match (metric, unit_s) {
         (SloMetric::ErrorRate(_), "%") if value <= 100.0 => Ok((value, format!("{number}%"))),
         (SloMetric::ErrorRate(_), "") if value <= 1.0 => Ok((value * 100.0, number)),
@@ -408,7 +399,7 @@ fn parse_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
             "an error rate is a share: write 5% or 0.05, not {rhs:?}"
         )),
         (_, "" | "tok/s") => Ok((value, number)),
-        (_, u) if is_time_unit => Err(format!(
+        (_, u) if parse_duration(rhs).is_ok() => Err(format!(
             "output_speed is in tokens/s, not a time: drop the {u:?}, e.g. \
              'output_speed.p50>=20'"
         )),
@@ -418,31 +409,30 @@ fn parse_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
     }
 }
 
-/// A time bound in ms from `value` written in `unit`.
-fn time_bound(
-    metric: SloMetric,
-    value: f64,
-    number: &str,
-    unit: &str,
-) -> Result<(f64, String), String> {
-    if unit.is_empty() {
-        return Err(format!(
-            "{} is a time and needs a unit (ns, us, ms or s): say {number}ms",
+/// A time bound in ms, read by the one duration parser (so its units and spellings are
+/// those of every flag: `500us`, `50ms`, `2s`, `1m`, `1s500ms`), and its spelling.
+fn time_bound(metric: SloMetric, rhs: &str) -> Result<(f64, String), String> {
+    match parse_duration_spelled(rhs) {
+        // ns to ms by one division, so 50us is exactly the double nearest 0.05.
+        Ok((d, spelled)) => Ok((d.as_nanos() as f64 / 1e6, spelled)),
+        Err(DurationError::MissingUnit(n)) if n == rhs => Err(format!(
+            "{} is a time and needs a unit (ns, us, ms or s): say {n}ms",
             metric.name()
-        ));
+        )),
+        Err(DurationError::MissingNumber(_)) if rhs.starts_with('-') => {
+            Err(format!("the bound {rhs} must be a finite number >= 0"))
+        }
+        Err(DurationError::MissingNumber(_)) => {
+            Err(format!("the bound {rhs:?} does not start with a number"))
+        }
+        Err(DurationError::UnknownUnit(u)) if u.starts_with(['e', 'E']) => Err(format!(
+            "the bound {rhs:?} has an exponent: write the number out (e.g. 1000ms or 1s)"
+        )),
+        Err(DurationError::UnknownUnit(u)) => Err(format!(
+            "unknown time unit {u:?}; use ns, us, ms, s, m or h"
+        )),
+        Err(e) => Err(format!("the bound {rhs:?} is not a duration: {e}")),
     }
-    let (_, canon) = TIME_UNITS
-        .iter()
-        .find(|(spelling, _)| *spelling == unit)
-        .ok_or_else(|| format!("unknown time unit {unit:?}; use ns, us, µs, ms or s"))?;
-    // Divide for sub-millisecond units so 50us is exactly the double nearest 0.05.
-    let ms = match *canon {
-        "ns" => value / 1e6,
-        "us" => value / 1e3,
-        "ms" => value,
-        _ => value * 1e3,
-    };
-    Ok((ms, format!("{number}{canon}")))
 }
 
 impl fmt::Display for Slo {

@@ -165,6 +165,37 @@ fn the_documented_examples_parse_and_normalize() {
 }
 
 #[test]
+fn time_bounds_take_the_duration_parsers_units() {
+    // (input, bound in ms, normalized text): the units and spellings of every flag,
+    // `m` meaning minutes as it does there.
+    let cases: [(&str, f64, &str); 13] = [
+        ("itl.p99<=500ns", 0.0005, "itl.p99<=500ns"),
+        ("itl.p99<=50us", 0.05, "itl.p99<=50us"),
+        ("itl.p99<=50µs", 0.05, "itl.p99<=50us"),
+        ("itl.p99<=50μs", 0.05, "itl.p99<=50us"),
+        ("itl.p99<=50usec", 0.05, "itl.p99<=50us"),
+        ("itl.p99<=50 msec", 50.0, "itl.p99<=50ms"),
+        ("ttft.p90<=2 seconds", 2000.0, "ttft.p90<=2s"),
+        ("e2e.p99<=2m", 120_000.0, "e2e.p99<=2m"),
+        ("e2e.p99<=2min", 120_000.0, "e2e.p99<=2m"),
+        ("e2e.max<=1h", 3_600_000.0, "e2e.max<=1h"),
+        ("e2e.p99<=1m30s", 90_000.0, "e2e.p99<=1m30s"),
+        ("ttft.p99<=1s 500ms", 1500.0, "ttft.p99<=1s500ms"),
+        ("tpot.p50<=0", 0.0, "tpot.p50<=0"),
+    ];
+    for (input, bound, text) in cases {
+        let s = slo(input);
+        assert_eq!((s.bound, s.text.as_str()), (bound, text), "{input}");
+        assert_eq!(slo(text), s, "{text}");
+    }
+    // The same units the flags take, the same durations.
+    for d in ["250us", "250μs", "2m", "1m30s", "1.5s"] {
+        let ms = cadence_core::parse_duration(d).unwrap().as_nanos() as f64 / 1e6;
+        assert_eq!(slo(&format!("itl.p99<={d}")).bound, ms, "{d}");
+    }
+}
+
+#[test]
 fn bad_expressions_say_what_is_wrong_and_show_an_example() {
     let cases = [
         ("itl.p99<=50", "needs a unit (ns, us, ms or s): say 50ms"),
@@ -180,8 +211,10 @@ fn bad_expressions_say_what_is_wrong_and_show_an_example() {
         ("itl.p99==50ms", "unknown comparison"),
         ("itl.p99<==50ms", "unknown comparison \"<==\""),
         ("itl.p99<=-5ms", "finite number >= 0"),
-        ("itl.p99<=1e400ms", "finite number >= 0"),
-        ("itl.p99<=50min", "unknown time unit \"min\""),
+        ("itl.p99<=1e400ms", "has an exponent: write the number out"),
+        ("itl.p99<=50mn", "unknown time unit \"mn\""),
+        ("itl.p99<=1s5", "is not a duration: missing unit after 5"),
+        ("itl.p99<=1.2.3ms", "is not a duration"),
         ("itl.p99<=ms", "does not start with a number"),
         ("itlp99<=50ms", "is not metric.stat"),
         ("   ", "it is empty"),
