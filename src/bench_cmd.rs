@@ -8,7 +8,6 @@ use crate::dashboard::{Dashboard, LiveState};
 use crate::exit::{usage, Exit};
 use crate::workload::Workload;
 use anyhow::Context;
-use bytes::Bytes;
 use cadence_bench::body::{parse_extra_body, BodySpec};
 use cadence_bench::progress::Progress;
 use cadence_bench::search::Search;
@@ -26,8 +25,8 @@ use cadence_core::{assemble, level_meta, Checks, LevelAggregators, LevelFacts};
 use cadence_records::RecordsConfig;
 use cadence_records::{RecordSender, RecordThread};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::get::GetError;
 use cadence_transport::{Clock, Unreachable};
-use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -979,22 +978,16 @@ async fn first_model(
     headers: &http::HeaderMap,
     timeout: Duration,
 ) -> anyhow::Result<String> {
-    let mut req = http::Request::get(target.models.clone()).body(Full::new(Bytes::new()))?;
-    for (k, v) in headers {
-        if k != http::header::CONTENT_TYPE {
-            req.headers_mut().insert(k.clone(), v.clone());
-        }
-    }
+    let mut headers = headers.clone();
+    headers.remove(http::header::CONTENT_TYPE);
     let fetch = async {
-        let resp = http.request(req).await.map_err(|e| {
-            match cadence_transport::unreachable(&e, &target.models) {
-                Some(u) => anyhow::Error::new(u),
-                None => anyhow::anyhow!("{}", cadence_transport::error_chain(&e)),
-            }
-        })?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        anyhow::ensure!(status.is_success(), "HTTP {status}");
+        let max = cadence_transport::get::MAX_BODY;
+        let body = cadence_transport::get::get(http, &target.models, &headers, timeout, max)
+            .await
+            .map_err(|e| match e {
+                GetError::Unreachable(u) => anyhow::Error::new(u),
+                e => anyhow::Error::new(e),
+            })?;
         let v: serde_json::Value =
             serde_json::from_slice(&body).context("the model list is not JSON")?;
         // OpenAI and Anthropic `data[0].id`, Ollama `models[0].name`, TGI `model_id`,
@@ -1011,13 +1004,10 @@ async fn first_model(
             .map(str::to_string);
         name.ok_or_else(|| anyhow::anyhow!("the model list is empty"))
     };
-    tokio::time::timeout(timeout, fetch)
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
-        .with_context(|| {
-            format!(
-                "could not list models at {}",
-                redact_url(&target.models.to_string())
-            )
-        })
+    fetch.await.with_context(|| {
+        format!(
+            "could not list models at {}",
+            redact_url(&target.models.to_string())
+        )
+    })
 }

@@ -3,17 +3,12 @@
 //! measuring threads never wait on it. Each answer is parsed and mapped by
 //! `cadence_core::server`; a failed scrape is counted and named, never fatal.
 
-use bytes::Bytes;
 use cadence_core::server::{self, ServerScrape};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::Clock;
 use http::Uri;
-use http_body_util::{BodyExt, Full, Limited};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
-
-/// Largest metrics page read (a vLLM page is ~100 KB).
-const MAX_BODY: usize = 16 << 20;
 
 /// Where and how often to scrape.
 #[derive(Debug, Clone)]
@@ -150,8 +145,8 @@ async fn scrape_loop(
 /// One scrape into `out`: a sample, or a counted failure.
 async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut ServerScrape) {
     out.attempts += 1;
-    match tokio::time::timeout(config.timeout, fetch(http, &config.url)).await {
-        Ok(Ok(text)) => match server::parse_text(&text) {
+    match fetch(http, config).await {
+        Ok(text) => match server::parse_text(&text) {
             Ok(series) => {
                 if out.samples.is_empty() {
                     out.engine = server::engine_family(&series).to_string();
@@ -160,8 +155,7 @@ async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut
             }
             Err(e) => fail(out, format!("the answer is not Prometheus text ({e})")),
         },
-        Ok(Err(e)) => fail(out, e),
-        Err(_) => fail(out, format!("no answer within {:?}", config.timeout)),
+        Err(e) => fail(out, e),
     }
 }
 
@@ -170,28 +164,25 @@ fn fail(out: &mut ServerScrape, why: String) {
     out.failure.get_or_insert(why);
 }
 
-async fn fetch(http: &HyperClient, url: &Uri) -> Result<String, String> {
-    let req = http::Request::get(url.clone())
-        .header(
-            http::header::ACCEPT,
+/// The metrics page as text, within the scrape timeout.
+async fn fetch(http: &HyperClient, config: &ScrapeConfig) -> Result<String, String> {
+    let mut accept = http::HeaderMap::new();
+    accept.insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(
             "text/plain; version=0.0.4, application/openmetrics-text;q=0.5",
-        )
-        .body(Full::new(Bytes::new()))
-        .map_err(|e| e.to_string())?;
-    let resp = http
-        .request(req)
-        .await
-        .map_err(|e| cadence_transport::error_chain(&e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("HTTP {status}"));
-    }
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-        .to_bytes();
-    String::from_utf8(body.to_vec()).map_err(|_| "the answer is not UTF-8 text".into())
+        ),
+    );
+    let body = cadence_transport::get::get(
+        http,
+        &config.url,
+        &accept,
+        config.timeout,
+        cadence_transport::get::MAX_BODY,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    String::from_utf8(Vec::from(body)).map_err(|_| "the answer is not UTF-8 text".into())
 }
 
 #[cfg(test)]

@@ -5,12 +5,11 @@
 use crate::cli::TopArgs;
 use crate::exit::{usage, Exit};
 use anyhow::Context;
-use bytes::Bytes;
 use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_transport::get::get;
 use cadence_tui::term::{self, Feed};
 use cadence_tui::top::History;
 use cadence_tui::View;
-use http_body_util::{BodyExt, Full};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -69,21 +68,18 @@ pub fn stats_url(base: &str) -> Result<http::Uri, String> {
 }
 
 async fn fetch(http: &HyperClient, url: &http::Uri) -> anyhow::Result<serde_json::Value> {
-    let req = http::Request::get(url.clone()).body(Full::new(Bytes::new()))?;
-    let get = async {
-        let resp = http
-            .request(req)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", cadence_transport::error_chain(&e)))?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        anyhow::ensure!(status.is_success(), "HTTP {status}");
+    let read = async {
+        let body = get(
+            http,
+            url,
+            &http::HeaderMap::new(),
+            FETCH_TIMEOUT,
+            cadence_transport::get::MAX_BODY,
+        )
+        .await?;
         serde_json::from_slice(&body).context("the answer is not JSON")
     };
-    tokio::time::timeout(FETCH_TIMEOUT, get)
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within {FETCH_TIMEOUT:?}"))?
-        .with_context(|| format!("cannot read {url}"))
+    read.await.with_context(|| format!("cannot read {url}"))
 }
 
 struct TopFeed {

@@ -2,13 +2,15 @@
 //! (`cadence-proxy`): one HTTP client (hyper's pool, and a lean HTTP/1.1 path read in
 //! the request's task), one rule for resending after a stale connection, one
 //! classification of client errors into outcome classes, the run clock, the event-loop
-//! lag probe and the kernel receive timestamps of the client's reads. Kept apart so the
-//! proxy needs none of the load generator.
+//! lag probe, the kernel receive timestamps of the client's reads, and the one bounded
+//! GET of a run's side requests. Kept apart so the proxy needs none of the load
+//! generator.
 
 pub mod chunk_time;
 pub mod classify;
 pub mod client;
 pub mod clock;
+pub mod get;
 pub mod h1;
 pub mod lag;
 pub mod resend;
