@@ -1,7 +1,7 @@
 //! Checks that the sim keeps its own schedule under concurrency: N clients on
 //! loopback stream M tokens each, then each chunk's send time (send log) is
 //! compared with its planned offset. Run in release:
-//! `cargo run -p cadence-sim --release --example schedule_check -- 500 64`.
+//! `cargo run --release -p cadence-benchsuite --bin schedule_check -- 500 64`.
 
 use std::time::Duration;
 

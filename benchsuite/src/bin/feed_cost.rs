@@ -5,8 +5,8 @@
 //! client makes them.
 //!
 //! ```sh
-//! cargo build --release -p cadence-wire --example feed_cost
-//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/feed_cost 200 64
+//! cargo build --release -p cadence-benchsuite --bin feed_cost
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/feed_cost 200 64
 //! callgrind_annotate --inclusive=yes cg.out | grep 'StreamTracker::feed '
 //! ```
 //! and divide `feed`'s inclusive count by the chunks it prints. A third argument,

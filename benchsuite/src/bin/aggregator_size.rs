@@ -2,7 +2,7 @@
 //! synthetic succeeded streams (100 chunks, 10 ms apart, one every 10 ms of run clock)
 //! into one level and prints `approx_bytes` and the time per record at checkpoints.
 //!
-//! `cargo run --release -p cadence-core --example aggregator_size -- 200000 4000000`
+//! `cargo run --release -p cadence-benchsuite --bin aggregator_size -- 200000 4000000`
 
 use cadence_core::{Chunk, LevelAggregator, LevelConfig, Outcome, RequestRecord};
 use std::time::Instant;

@@ -2,8 +2,8 @@
 # Kernel vs user clock against the simulator's send log: RUNS runs of `cadence fidelity`
 # (client and simulator sharing the machine, unpinned), the load average before each,
 # one Markdown row per run and level. Usage:
-#   [SIM_RT=1] scripts/clocks-fidelity.sh [CADENCE] [RUNS] [LEVELS] [OUT_DIR]
-# e.g. scripts/clocks-fidelity.sh target/release/cadence 5 1,100,1000
+#   [SIM_RT=1] benchsuite/clocks-fidelity.sh [CADENCE] [RUNS] [LEVELS] [OUT_DIR]
+# e.g. benchsuite/clocks-fidelity.sh target/release/cadence 5 1,100,1000
 # OUT_DIR (default: a temporary one, removed) keeps each run's JSON and console output.
 set -euo pipefail
 bin=${1:-target/release/cadence}

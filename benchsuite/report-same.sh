@@ -3,7 +3,7 @@
 # records with two `cadence` binaries and compares every byte of every format
 # (console, JSON, HTML, CSV, Markdown, and what went to stderr).
 #
-#   scripts/report-same.sh BEFORE_BIN AFTER_BIN
+#   benchsuite/report-same.sh BEFORE_BIN AFTER_BIN
 #
 # The records: a 3-level sweep against a plain simulator (A), a jittery simulator with
 # stalls (B), a second such run (C), and B rewritten to several tokens per chunk on a
