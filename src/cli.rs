@@ -331,6 +331,19 @@ pub fn parse_time_bucket(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+// The headings of `cadence bench --help`, in the order they are shown: the common
+// ones first. A heading appears where its first option does, so the fields of
+// `BenchArgs` are ordered by heading.
+const TARGET: &str = "Target";
+const LOAD: &str = "Load";
+const WORKLOAD: &str = "Workload";
+const OUTPUT: &str = "Output";
+const GATES: &str = "Gates (exit 3 and 4)";
+const MEASUREMENT: &str = "Measurement";
+const TIMEOUTS: &str = "Timeouts";
+const FLEET: &str = "Fleet";
+const SIMULATOR: &str = "Built-in simulator (no URL)";
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Base URL of an OpenAI-compatible API (e.g. http://127.0.0.1:8000/v1) or a full
@@ -339,97 +352,153 @@ pub struct BenchArgs {
 
     /// API dialect. Without it (or with `auto`), inferred from a URL naming an endpoint
     /// (/chat/completions, /responses, /messages, /api/chat, /generate_stream, ...), else chat.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = TARGET)]
     pub api: Option<ApiArg>,
 
     /// Model name sent in each request. Default: the first model the server lists.
-    #[arg(long)]
+    #[arg(long, help_heading = TARGET)]
     pub model: Option<String>,
+
+    /// Extra request header, 'Name: value' (repeatable). Values are never printed.
+    #[arg(short = 'H', long = "header", value_name = "HEADER", help_heading = TARGET)]
+    pub headers: Vec<String>,
+
+    /// Environment variable holding the API key, sent as a bearer token.
+    #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR", help_heading = TARGET)]
+    pub api_key_env: String,
+
+    /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://).
+    #[arg(long, help_heading = TARGET)]
+    pub http2: bool,
 
     /// Requests in flight at once (closed loop). A list or range sweeps levels:
     /// `1,2,4,8` or `1..128:x2` (×2 steps) or `4..16:+4`. Default 8.
-    #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate")]
+    #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate", help_heading = LOAD)]
     pub concurrency: Option<Counts>,
 
     /// Open loop: requests per second, sent on schedule whatever the server does.
     /// A list or range sweeps levels: `1,2,5,10` or `1..64:x2`.
-    #[arg(short = 'r', long, value_parser = parse_rates)]
+    #[arg(short = 'r', long, value_parser = parse_rates, help_heading = LOAD)]
     pub rate: Option<Rates>,
 
-    /// Replay a trace: JSON Lines with an arrival time (`timestamp` ms as in Mooncake
-    /// traces, `timestamp_ms`, `arrival_s`, `time_s` or `offset_ms`) and a `prompt`
-    /// or `input_length`, optionally `output_length`/`max_tokens`. Open loop.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "concurrency"])]
-    pub trace: Option<PathBuf>,
+    /// Measured requests to send. Default 64 when --duration is not given.
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS), help_heading = LOAD)]
+    pub requests: Option<u64>,
 
-    /// Replay the trace this many times faster (2 = arrivals twice as dense).
-    #[arg(long, default_value_t = 1.0, requires = "trace")]
-    pub trace_speed: f64,
+    /// Send requests for this long (e.g. 30s, 5m), then drain within --grace.
+    #[arg(short = 'd', long, value_parser = parse_duration, help_heading = LOAD)]
+    pub duration: Option<Duration>,
+
+    /// Requests sent first and left out of every statistic.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_REQUESTS), help_heading = LOAD)]
+    pub warmup: u64,
 
     /// Open-loop inter-arrival times: evenly spaced, or Poisson (seeded by --seed).
-    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    #[arg(long, value_enum, default_value = "constant", requires = "rate", help_heading = LOAD)]
     pub arrivals: ArrivalsArg,
 
     /// Open loop: at most this many requests in flight; arrivals beyond it are dropped
     /// (and counted).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000), help_heading = LOAD)]
     pub max_concurrency: Option<u32>,
 
     /// Open loop: grow the rate linearly from 0 over this long (rate × ramp / 2
     /// requests); -n and -d must outlast it, or the level never reaches its rate.
-    #[arg(long, requires = "rate", value_parser = parse_duration)]
+    #[arg(long, requires = "rate", value_parser = parse_duration, help_heading = LOAD)]
     pub ramp_up: Option<Duration>,
 
-    /// Open loop: the share of sends more than 1 ms behind schedule (or dropped) above
-    /// which the run is invalid (exit 4): `0.1%` or `0.001`.
-    #[arg(long, default_value = "0.1%", value_parser = parse_share)]
-    pub max_late: f64,
+    /// Replay a trace: JSON Lines with an arrival time (`timestamp` ms as in Mooncake
+    /// traces, `timestamp_ms`, `arrival_s`, `time_s` or `offset_ms`) and a `prompt`
+    /// or `input_length`, optionally `output_length`/`max_tokens`. Open loop.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "concurrency"], help_heading = LOAD)]
+    pub trace: Option<PathBuf>,
 
-    /// Measured requests to send. Default 64 when --duration is not given.
-    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS))]
-    pub requests: Option<u64>,
+    /// Replay the trace this many times faster (2 = arrivals twice as dense).
+    #[arg(long, default_value_t = 1.0, requires = "trace", help_heading = LOAD)]
+    pub trace_speed: f64,
 
-    /// Send requests for this long (e.g. 30s, 5m), then drain within --grace.
-    #[arg(short = 'd', long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
+    /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
+    /// the first --rate / --concurrency value (default 1), then bisect.
+    #[arg(long, value_enum, value_name = "AXIS", help_heading = LOAD)]
+    pub find_max: Option<SearchAxis>,
 
-    /// Requests sent first and left out of every statistic.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_REQUESTS))]
-    pub warmup: u64,
+    /// Most levels the --find-max search may probe.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = LOAD)]
+    pub max_probes: u32,
 
     /// max_tokens of each request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI,
     /// drawn per request by --seed (default 64; a dataset's recorded reply lengths).
-    #[arg(long, value_name = "DIST", value_parser = parse_length)]
+    #[arg(long, value_name = "DIST", value_parser = parse_length, help_heading = WORKLOAD)]
     pub max_tokens: Option<cadence_bench::prompts::LengthDist>,
 
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-
     /// The prompt of every request (default: a built-in story prompt).
-    #[arg(long)]
+    #[arg(long, help_heading = WORKLOAD)]
     pub prompt: Option<String>,
 
     /// A JSON object merged into every request body (e.g. '{"ignore_eos": true}').
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", help_heading = WORKLOAD)]
     pub extra_body: Option<String>,
 
-    /// Extra request header, 'Name: value' (repeatable). Values are never printed.
-    #[arg(short = 'H', long = "header", value_name = "HEADER")]
-    pub headers: Vec<String>,
+    /// Seed for the built-in simulator (and later workloads).
+    #[arg(long, default_value_t = 0, help_heading = WORKLOAD)]
+    pub seed: u64,
 
-    /// Environment variable holding the API key, sent as a bearer token.
-    #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
-    pub api_key_env: String,
+    #[command(flatten, next_help_heading = WORKLOAD)]
+    pub workload: WorkloadArgs,
 
-    /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://).
-    #[arg(long)]
-    pub http2: bool,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
+    pub json: Option<PathBuf>,
+
+    /// Write one JSON line per request here, as requests finish (a name ending in
+    /// .zst is zstd-compressed; `cadence report` reads it back either way).
+    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
+    pub records: Option<PathBuf>,
+
+    #[command(flatten, next_help_heading = OUTPUT)]
+    pub outputs: OutputArgs,
+
+    /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
+    /// over the run).
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket, help_heading = OUTPUT)]
+    pub time_bucket: Duration,
+
+    /// No progress line.
+    #[arg(short, long, help_heading = OUTPUT)]
+    pub quiet: bool,
+
+    /// The live dashboard in the terminal (q stops, s skips to the next level, ?
+    /// shows the formulas). The default when stdout and stderr are terminals, after
+    /// the run's first few seconds.
+    #[arg(long, conflicts_with_all = ["no_tui", "quiet"], help_heading = OUTPUT)]
+    pub tui: bool,
+
+    /// No dashboard: the progress line and the console report, as a pipe gets.
+    #[arg(long, help_heading = OUTPUT)]
+    pub no_tui: bool,
+
+    /// A service-level objective checked per level, e.g. 'itl.p99<=50ms',
+    /// 'ttft.p90<=2s', 'output_speed.p50>=20', 'errors.rate<=1%' (repeatable). A
+    /// breach exits with 3.
+    #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo, help_heading = GATES)]
+    pub slos: Vec<cadence_core::Slo>,
+
+    /// A level where more than this share of the sent requests failed fails the run
+    /// (exit 3) and never passes a --find-max probe: `5%` or `0.05`; `100%` turns the
+    /// ceiling off. Finer gates: --slo 'errors.rate<=1%', 'errors.http_5xx.rate<=0.5%'.
+    #[arg(long, default_value = "5%", value_parser = parse_share, help_heading = GATES)]
+    pub max_error_rate: f64,
+
+    /// Open loop: the share of sends more than 1 ms behind schedule (or dropped) above
+    /// which the run is invalid (exit 4): `0.1%` or `0.001`.
+    #[arg(long, default_value = "0.1%", value_parser = parse_share, help_heading = GATES)]
+    pub max_late: f64,
 
     /// Which clock stamps each chunk: `kernel`, the kernel's receive time of the socket
     /// read that carried it (SO_TIMESTAMPNS; right even when this machine is busy; the
     /// user clock where the platform gives none), or `user`, the client's clock when the
     /// read reaches it.
-    #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
+    #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel, help_heading = MEASUREMENT)]
     pub timestamps: TimestampsArg,
 
     /// Off by default. With kernel stamps, a runtime worker that woke less than this long
@@ -438,137 +507,81 @@ pub struct BenchArgs {
     /// once one chunk in ten shares a read). No chunk's time moves (the kernel stamped
     /// it), but work handed to a waiting worker waits too: closed loop without
     /// --think-time only, where it saves CPU per chunk when the client is CPU-bound.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration, help_heading = MEASUREMENT)]
     pub coalesce_wakes: Duration,
 
-    /// TCP/TLS connect timeout.
-    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
-    pub connect_timeout: Duration,
-
-    /// From send to the response headers.
-    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
-    pub header_timeout: Duration,
-
-    /// From send to the first output token.
-    #[arg(long, default_value = "120s", value_parser = parse_positive_duration)]
-    pub ttft_timeout: Duration,
-
-    /// Longest silence allowed once output has started.
-    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
-    pub idle_timeout: Duration,
-
-    /// Longest a single request may take.
-    #[arg(long = "timeout", default_value = "600s", value_parser = parse_positive_duration)]
-    pub total_timeout: Duration,
-
-    /// After the run stops issuing (duration or Ctrl-C), how long in-flight requests may finish.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub grace: Duration,
-
     /// An ITL gap longer than this counts as a stall.
-    #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "500ms", value_parser = parse_positive_duration, help_heading = MEASUREMENT)]
     pub stall_threshold: Duration,
+
+    /// Fail a request on its first malformed event instead of counting and continuing.
+    #[arg(long, help_heading = MEASUREMENT)]
+    pub strict: bool,
 
     /// Scrape the server's Prometheus metrics during each level and line them up with
     /// the client's gaps: a URL, or `auto` (the target's /metrics). A failed scrape is
     /// reported, never fatal.
-    #[arg(long, value_name = "URL|auto")]
+    #[arg(long, value_name = "URL|auto", help_heading = MEASUREMENT)]
     pub server_metrics: Option<String>,
 
     /// How often --server-metrics scrapes.
-    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
+    #[arg(long, default_value = "1s", value_parser = parse_time_bucket, help_heading = MEASUREMENT)]
     pub scrape_interval: Duration,
 
     /// Longest one scrape may take.
-    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration, help_heading = MEASUREMENT)]
     pub scrape_timeout: Duration,
 
-    /// Fail a request on its first malformed event instead of counting and continuing.
-    #[arg(long)]
-    pub strict: bool,
+    /// TCP/TLS connect timeout.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
+    pub connect_timeout: Duration,
 
-    /// A service-level objective checked per level, e.g. 'itl.p99<=50ms',
-    /// 'ttft.p90<=2s', 'output_speed.p50>=20', 'errors.rate<=1%' (repeatable). A
-    /// breach exits with 3.
-    #[arg(long = "slo", value_name = "EXPR", value_parser = parse_slo)]
-    pub slos: Vec<cadence_core::Slo>,
+    /// From send to the response headers.
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
+    pub header_timeout: Duration,
 
-    /// A level where more than this share of the sent requests failed fails the run
-    /// (exit 3) and never passes a --find-max probe: `5%` or `0.05`; `100%` turns the
-    /// ceiling off. Finer gates: --slo 'errors.rate<=1%', 'errors.http_5xx.rate<=0.5%'.
-    #[arg(long, default_value = "5%", value_parser = parse_share)]
-    pub max_error_rate: f64,
+    /// From send to the first output token.
+    #[arg(long, default_value = "120s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
+    pub ttft_timeout: Duration,
 
-    /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
-    /// the first --rate / --concurrency value (default 1), then bisect.
-    #[arg(long, value_enum, value_name = "AXIS")]
-    pub find_max: Option<SearchAxis>,
+    /// Longest silence allowed once output has started.
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
+    pub idle_timeout: Duration,
 
-    /// Most levels the --find-max search may probe.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub max_probes: u32,
+    /// Longest a single request may take.
+    #[arg(long = "timeout", default_value = "600s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
+    pub total_timeout: Duration,
 
-    /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
-    /// over the run).
-    #[arg(long, default_value = "1s", value_parser = parse_time_bucket)]
-    pub time_bucket: Duration,
-
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Write one JSON line per request here, as requests finish (a name ending in
-    /// .zst is zstd-compressed; `cadence report` reads it back either way).
-    #[arg(long, value_name = "FILE")]
-    pub records: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub outputs: OutputArgs,
-
-    /// No progress line.
-    #[arg(short, long)]
-    pub quiet: bool,
-
-    /// The live dashboard in the terminal (q stops, s skips to the next level, ?
-    /// shows the formulas). The default when stdout and stderr are terminals, after
-    /// the run's first few seconds.
-    #[arg(long, conflicts_with_all = ["no_tui", "quiet"])]
-    pub tui: bool,
-
-    /// No dashboard: the progress line and the console report, as a pipe gets.
-    #[arg(long)]
-    pub no_tui: bool,
-
-    /// Seed for the built-in simulator (and later workloads).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// After the run stops issuing (duration or Ctrl-C), how long in-flight requests may finish.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, help_heading = TIMEOUTS)]
+    pub grace: Duration,
 
     /// Run as one shard of a fleet of load generators: `--shard I/N` runs shard I (from
     /// 0) of N with 1/N of the load (concurrency, --max-concurrency, -n and --warmup split
     /// so the totals are exact, the rate divided; ids and seeds of its own). `--shard I`
     /// takes N from --shards. `cadence report` merges the shards' records.
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", help_heading = FLEET)]
     pub shard: Option<String>,
 
     /// Shards in the fleet; this shard's index comes from --shard, else from
     /// JOB_COMPLETION_INDEX (what a Kubernetes Indexed Job sets in each pod).
-    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SHARDS as i64))]
+    #[arg(long, env = "CADENCE_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_SHARDS as i64), help_heading = FLEET)]
     pub shards: Option<u32>,
 
     /// Start the first level at this wall-clock time (RFC 3339: 2026-11-23T14:00:00Z),
     /// so every shard of a fleet starts together. With --duration, level k starts at
     /// START + k × (duration + grace + 1s) and sends until its start + duration, on
     /// every shard; a shard that is late starts at once and says by how much.
-    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = parse_start_at, conflicts_with = "start_in")]
+    #[arg(long, env = "CADENCE_START_AT", value_name = "RFC3339", value_parser = parse_start_at, conflicts_with = "start_in", help_heading = FLEET)]
     pub start_at: Option<std::time::SystemTime>,
 
     /// Start the first level this long from now (as --start-at, on this machine's clock).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = FLEET)]
     pub start_in: Option<Duration>,
 
     /// The built-in simulator's engine (no URL only): `--preset`, `--engine` and the
     /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = SIMULATOR)]
     pub engine: EngineOpts,
 }
 
@@ -672,7 +685,8 @@ pub struct EngineOpts {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
 
-    /// A custom engine from a TOML file (the preset fields; see the README).
+    /// A custom engine from a TOML file: the preset fields, as in the example of
+    /// docs/src/engine-model.md.
     #[arg(long, value_name = "FILE.toml", conflicts_with = "preset")]
     pub engine: Option<PathBuf>,
 

@@ -69,6 +69,73 @@ fn bench_help_states_the_formulas_and_exit_codes() {
 }
 
 #[test]
+fn bench_help_groups_its_options_under_headings_the_common_ones_first() {
+    let out = cadence().args(["bench", "-h"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let headings = [
+        "Target",
+        "Load",
+        "Workload",
+        "Output",
+        "Gates (exit 3 and 4)",
+        "Measurement",
+        "Timeouts",
+        "Fleet",
+        "Built-in simulator (no URL)",
+    ];
+    let at: Vec<usize> = headings
+        .iter()
+        .map(|h| {
+            text.find(&format!("\n{h}:\n"))
+                .unwrap_or_else(|| panic!("no heading {h:?} in:\n{text}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "out of order:\n{text}");
+    // Each option's heading: the last one above its line (an option's line starts with
+    // `-x, --name` or `--name`; its description is indented deeper).
+    let mut heading = None;
+    let mut under = std::collections::HashMap::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_suffix(':').filter(|h| headings.contains(h)) {
+            heading = Some(h);
+        } else if line.starts_with("  -") || line.starts_with("      --") {
+            let long = line.split([' ', ',']).find(|w| w.starts_with("--"));
+            under.insert(long.unwrap_or_default().to_string(), heading);
+        }
+    }
+    for (option, heading) in [
+        ("--model", "Target"),
+        ("--concurrency", "Load"),
+        ("--duration", "Load"),
+        ("--max-tokens", "Workload"),
+        ("--tokenizer", "Workload"),
+        ("--json", "Output"),
+        ("--html", "Output"),
+        ("--slo", "Gates (exit 3 and 4)"),
+        ("--max-late", "Gates (exit 3 and 4)"),
+        ("--timestamps", "Measurement"),
+        ("--ttft-timeout", "Timeouts"),
+        ("--shard", "Fleet"),
+        ("--preset", "Built-in simulator (no URL)"),
+        ("--inject", "Built-in simulator (no URL)"),
+    ] {
+        assert_eq!(under.get(option), Some(&Some(heading)), "{option}");
+    }
+    // The groups are bench's: the options other subcommands share keep clap's one list.
+    for sub in ["sim", "plan", "report"] {
+        let out = cadence().args([sub, "-h"]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            headings
+                .iter()
+                .all(|h| !text.contains(&format!("\n{h}:\n"))),
+            "{sub} -h:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn bad_extra_body_is_a_usage_error() {
     usage_error(
         &["bench", "--extra-body", "[1,2]", "-n", "1"],
