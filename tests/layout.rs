@@ -1,72 +1,427 @@
-//! The import picture of `src/`: modules depend on each other without cycles, the
-//! argument types depend on nothing of the crate, and no subcommand depends on another
-//! (shared pieces live in shared modules). Read from the `crate::…` paths in the files.
+//! The import picture of every crate of the workspace: within a crate, files (modules)
+//! depend on each other without cycles, so each can be read, tested and moved with
+//! what it imports and nothing that imports it back. A file's own submodules (`mod x;`
+//! in it, their files under its directory) are parts of it: one may use its ancestors
+//! (`super::…`), as Rust's nesting means, and that is no cycle. In `src/`, besides, the
+//! argument types depend on nothing of the crate and no subcommand depends on another
+//! (shared pieces live in shared modules). Read from the source text, tests included:
+//! the modules from the `mod` declarations, the imports from `crate::…`, `super::…`,
+//! `self::…` and child-module paths.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// The modules of the crate a source text names through `crate::` paths, in `use`
-/// lines (`use crate::a::b;`, `use crate::{a, b::c};`) or inline (`crate::a::f()`).
-/// Comments are skipped.
-fn imports(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            let preceded_by_ident = rest[..i]
-                .chars()
-                .last()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-            rest = &rest[i + "crate::".len()..];
-            if preceded_by_ident {
-                continue; // e.g. `cadence_core::…`, `my_crate::…`
+/// A module's path in its crate: `[]` is the crate root, `["dialect", "fast"]` is
+/// `crate::dialect::fast`.
+type ModPath = Vec<String>;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    Sep,
+    Punct(char),
+}
+
+/// The tokens of a source text that can name a module: identifiers, `::` and
+/// punctuation. Comments, string and character literals are dropped (a `{` or a
+/// `crate::` inside them is not code); numbers come out as identifiers, harmlessly.
+fn tokens(text: &str) -> Vec<Tok> {
+    let c: Vec<char> = text.chars().collect();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
             }
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for item in group[..end].split(',') {
-                    out.extend(ident(item.trim()));
+        } else if ch == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            loop {
+                if i >= c.len() {
+                    break;
+                }
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if ch == '"' {
+            i = skip_string(&c, i + 1);
+        } else if ch == '\'' {
+            if at(i + 1) == '\\' {
+                // An escaped character literal (`'\''`, `'\u{7b}'`): up to its closing quote.
+                i += 3;
+                while i < c.len() && c[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+            } else if at(i + 2) == '\'' {
+                i += 3; // 'x'
+            } else {
+                i += 1; // a lifetime: its name follows as an identifier
+            }
+        } else if ch.is_alphanumeric() || ch == '_' {
+            let start = i;
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            let word: String = c[start..i].iter().collect();
+            let prefix = matches!(word.as_str(), "r" | "b" | "br" | "c" | "cr");
+            if prefix && at(i) == '"' {
+                i = if word.contains('r') {
+                    skip_raw_string(&c, i, 0)
+                } else {
+                    skip_string(&c, i + 1)
+                };
+            } else if prefix && word.contains('r') && at(i) == '#' {
+                let mut hashes = 0;
+                while at(i + hashes) == '#' {
+                    hashes += 1;
+                }
+                if at(i + hashes) == '"' {
+                    i = skip_raw_string(&c, i + hashes, hashes);
+                } else {
+                    out.push(Tok::Ident(word)); // `r#ident`: the `#` follows as punctuation
                 }
             } else {
-                out.extend(ident(rest));
+                out.push(Tok::Ident(word));
             }
+        } else if ch == ':' && at(i + 1) == ':' {
+            out.push(Tok::Sep);
+            i += 2;
+        } else {
+            out.push(Tok::Punct(ch));
+            i += 1;
         }
     }
     out
 }
 
-/// The identifier `s` starts with, if any.
-fn ident(s: &str) -> Option<String> {
-    let end = s
-        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(s.len());
-    (end > 0).then(|| s[..end].to_string())
-}
-
-/// Module → the modules it imports, for every `src/*.rs` but the roots (`lib.rs`,
-/// `main.rs`), keeping only names that are modules of `src/`.
-fn src_graph() -> Graph {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut texts = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        if path.extension().is_some_and(|e| e == "rs") && stem != "lib" && stem != "main" {
-            texts.insert(stem, std::fs::read_to_string(&path).unwrap());
+/// Past the end of a string whose text starts at `i` (after the opening quote).
+fn skip_string(c: &[char], mut i: usize) -> usize {
+    while i < c.len() {
+        match c[i] {
+            '\\' => i += 2,
+            '"' => return i + 1,
+            _ => i += 1,
         }
     }
-    texts
-        .iter()
-        .map(|(m, text)| {
-            let deps = imports(text)
-                .into_iter()
-                .filter(|d| d != m && texts.contains_key(d))
+    i
+}
+
+/// Past the end of a raw string whose opening quote is at `i`, closed by `"` and
+/// `hashes` `#`s.
+fn skip_raw_string(c: &[char], mut i: usize, hashes: usize) -> usize {
+    i += 1;
+    while i < c.len() {
+        if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
+            return i + 1 + hashes;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// What one file says about modules: the modules it declares and the paths it writes,
+/// each relative to where it stands (the file's own module, or an inline `mod` in it).
+#[derive(Debug, Default, PartialEq)]
+struct Scan {
+    /// Declared modules: the path below the file's module, and whether it is a file of
+    /// its own (`mod x;`) rather than inline (`mod x { … }`).
+    decls: Vec<(ModPath, bool)>,
+    /// Paths of two segments or more (or one inside a `use` group): the inline module
+    /// they are written in (below the file's), and their segments as written.
+    paths: Vec<(ModPath, Vec<String>)>,
+}
+
+fn scan(text: &str) -> Scan {
+    let t = tokens(text);
+    let ident = |i: usize| match t.get(i) {
+        Some(Tok::Ident(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let mut out = Scan::default();
+    // Inline modules open here: their name and the brace depth outside them.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    let names = |inline: &[(String, usize)]| inline.iter().map(|(n, _)| n.clone()).collect();
+    while i < t.len() {
+        match &t[i] {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                depth = depth.saturating_sub(1);
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let Some(name) = ident(i + 1) {
+                    let mut path: ModPath = names(&inline);
+                    path.push(name.to_string());
+                    match t.get(i + 2) {
+                        Some(Tok::Punct(';')) => out.decls.push((path, true)),
+                        Some(Tok::Punct('{')) => {
+                            out.decls.push((path, false));
+                            inline.push((name.to_string(), depth));
+                        }
+                        _ => {}
+                    }
+                    i += 2;
+                    continue;
+                }
+            }
+            Tok::Ident(_)
+                if t.get(i + 1) == Some(&Tok::Sep) && (i == 0 || t[i - 1] != Tok::Sep) =>
+            {
+                let mut paths = Vec::new();
+                let next = use_tree(&t, i, &[], &mut paths);
+                let here: ModPath = names(&inline);
+                out.paths
+                    .extend(paths.into_iter().map(|p| (here.clone(), p)));
+                i = next;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Reads the path (or `use` tree) starting at token `i` below `prefix` into `out`, one
+/// path per leaf (`a::{b, c::d}` gives `a::b` and `a::c::d`; `a::{self}` gives `a`);
+/// returns the index past it.
+fn use_tree(t: &[Tok], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix.to_vec();
+    loop {
+        match t.get(i) {
+            Some(Tok::Ident(s)) => {
+                if s != "self" || path.is_empty() {
+                    path.push(s.clone());
+                }
+                i += 1;
+            }
+            Some(Tok::Punct('{')) => {
+                i += 1;
+                loop {
+                    match t.get(i) {
+                        None => return i,
+                        Some(Tok::Punct('}')) => return i + 1,
+                        Some(Tok::Punct(',')) => i += 1,
+                        Some(Tok::Ident(_)) | Some(Tok::Punct('{')) => {
+                            i = use_tree(t, i, &path, out);
+                            // `x as y`: the alias names nothing of the module's.
+                            if matches!(t.get(i), Some(Tok::Ident(w)) if w == "as") {
+                                i += 2;
+                            }
+                        }
+                        Some(_) => i += 1, // `*`
+                    }
+                }
+            }
+            _ => {
+                out.push(path);
+                return i;
+            }
+        }
+        if t.get(i) == Some(&Tok::Sep) {
+            i += 1;
+        } else {
+            out.push(path);
+            return i;
+        }
+    }
+}
+
+/// One crate: its modules as files, and what each file says.
+struct Crate {
+    /// Every module, inline or not, and the file module that holds it.
+    modules: BTreeMap<ModPath, ModPath>,
+    scans: BTreeMap<ModPath, Scan>,
+    /// The names the root imports from its modules (`pub use runner::{run, Load}`).
+    reexports: BTreeMap<String, ModPath>,
+    /// The files read, the root's first.
+    files: Vec<PathBuf>,
+}
+
+/// The crate whose root file is `root` (`lib.rs`, `main.rs`, `bin/x.rs`), its modules
+/// found from the root by their `mod` declarations.
+fn load_crate(root: &Path) -> Crate {
+    let base = root.parent().expect("a root in a directory");
+    let mut modules = BTreeMap::from([(ModPath::new(), ModPath::new())]);
+    let mut scans = BTreeMap::new();
+    let mut files = Vec::new();
+    let mut queue = vec![(ModPath::new(), root.to_path_buf())];
+    while let Some((module, file)) = queue.pop() {
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{} (module {module:?}): {e}", file.display()));
+        let s = scan(&text);
+        for (rel, own_file) in &s.decls {
+            let full: ModPath = module.iter().chain(rel).cloned().collect();
+            if *own_file {
+                let stem = base.join(full.join("/"));
+                let flat = stem.with_extension("rs");
+                let file = if flat.exists() {
+                    flat
+                } else {
+                    stem.join("mod.rs")
+                };
+                queue.push((full.clone(), file));
+                modules.insert(full.clone(), full);
+            } else {
+                modules.insert(full, module.clone());
+            }
+        }
+        scans.insert(module, s);
+        files.push(file);
+    }
+    let mut c = Crate {
+        modules,
+        scans,
+        reexports: BTreeMap::new(),
+        files,
+    };
+    c.reexports = c.root_reexports();
+    c
+}
+
+impl Crate {
+    /// The file module a path written in module `at` names, if it names one of the
+    /// crate's: `crate::`, `super::` and `self::` paths, and paths from a child module
+    /// of `at`. A path the root only re-exports (`crate::Load`, with `pub use
+    /// runner::Load` in the root) names the module it comes from.
+    fn resolve(&self, at: &[String], path: &[String]) -> Option<ModPath> {
+        let (mut base, rest): (ModPath, &[String]) = match path.first()?.as_str() {
+            "crate" => (Vec::new(), &path[1..]),
+            "self" => (at.to_vec(), &path[1..]),
+            "super" => {
+                let mut base = at.to_vec();
+                let mut rest = path;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop()?;
+                    rest = &rest[1..];
+                }
+                (base, rest)
+            }
+            first => {
+                let mut child = at.to_vec();
+                child.push(first.to_string());
+                if !self.modules.contains_key(&child) {
+                    return None; // another crate's, a type's, a variant's
+                }
+                (at.to_vec(), path)
+            }
+        };
+        let mut found = self.modules.get(&base).cloned();
+        for seg in rest {
+            base.push(seg.clone());
+            match self.modules.get(&base) {
+                Some(file) => found = Some(file.clone()),
+                None => break,
+            }
+        }
+        let found = found?;
+        if found.is_empty() {
+            if let Some(name) = rest.first() {
+                return self.reexports.get(name).cloned().or(Some(found));
+            }
+        }
+        Some(found)
+    }
+
+    /// The names the root imports from its modules (`pub use runner::{run, Load}`),
+    /// read while no re-export is known yet.
+    fn root_reexports(&self) -> BTreeMap<String, ModPath> {
+        let mut out = BTreeMap::new();
+        for (inline, path) in &self.scans[&ModPath::new()].paths {
+            if !inline.is_empty() {
+                continue; // an inline module's imports are not the root's names
+            }
+            if let (Some(leaf), Some(m)) = (path.last(), self.resolve(&[], path)) {
+                if !m.is_empty() {
+                    out.insert(leaf.clone(), m);
+                }
+            }
+        }
+        out
+    }
+
+    /// File module → the file modules it imports, the root left out (it declares every
+    /// module and re-exports some: it is the crate's front, not a part of it), and so
+    /// are a submodule's uses of its ancestors (it is a part of them).
+    fn graph(&self) -> Graph {
+        let name = |m: &ModPath| m.join("::");
+        let mut g = Graph::new();
+        for (module, s) in &self.scans {
+            if module.is_empty() {
+                continue;
+            }
+            let deps = g.entry(name(module)).or_default();
+            for (inline, path) in &s.paths {
+                let at: ModPath = module.iter().chain(inline).cloned().collect();
+                if let Some(to) = self.resolve(&at, path) {
+                    if !module.starts_with(&to) {
+                        deps.insert(name(&to));
+                    }
+                }
+            }
+        }
+        g
+    }
+}
+
+/// The root files of every crate of the workspace: each library, the `cadence` binary,
+/// and each binary of `src/bin/`.
+fn workspace_roots() -> Vec<PathBuf> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![top.join("src"), top.join("benchsuite/src")];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(top.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    dirs.extend(crates);
+    let mut roots = Vec::new();
+    for dir in dirs {
+        for root in ["lib.rs", "main.rs"] {
+            if dir.join(root).exists() {
+                roots.push(dir.join(root));
+            }
+        }
+        if let Ok(bins) = std::fs::read_dir(dir.join("bin")) {
+            // `bin/x.rs`, or `bin/x/main.rs` for a binary of several files.
+            let mut bins: Vec<PathBuf> = bins
+                .map(|e| e.unwrap().path())
+                .map(|p| if p.is_dir() { p.join("main.rs") } else { p })
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "rs"))
                 .collect();
-            (m.clone(), deps)
-        })
-        .collect()
+            bins.sort();
+            roots.extend(bins);
+        }
+    }
+    roots
+}
+
+/// Module → the modules it imports, for `src/` (the `cadence` library).
+fn src_graph() -> Graph {
+    load_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).graph()
 }
 
 /// A cycle of `g` as the path that closes it (`a → b → a`), if there is one.
@@ -122,18 +477,120 @@ fn graph(edges: &[(&str, &str)]) -> Graph {
     g
 }
 
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
 #[test]
-fn imports_are_read_from_use_lines_groups_and_inline_paths() {
+fn paths_are_read_from_use_trees_and_code_but_not_comments_or_strings() {
     let text = "use crate::cli::{BenchArgs, SearchAxis};\n\
-                use crate::{assemble, output::write_outputs};\n\
+                use crate::{assemble, output::{self, write_outputs as w}};\n\
                 use cadence_core::report::RunInfo;\n\
                 // use crate::commented_out;\n\
-                let w = crate::workload::prepare(&a)?;\n\
+                /* crate::in_a_block /* nested */ crate::still_in_it */\n\
+                let s = \"crate::in_a_string {\"; let r = r#\"crate::raw\"#; let c = '{';\n\
+                let q = '\\''; let e = \"\\\\\"; let u = '\\u{7b}';\n\
+                fn f<'a>(x: &'a str) { let w = crate::workload::prepare(&a)?; }\n\
                 #[arg(value_parser = crate::cli::parse_duration)]\n";
-    let want: BTreeSet<String> = ["cli", "assemble", "output", "workload"]
-        .map(String::from)
-        .into();
-    assert_eq!(imports(text), want);
+    let paths: Vec<Vec<String>> = scan(text).paths.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        paths,
+        vec![
+            strings(&["crate", "cli", "BenchArgs"]),
+            strings(&["crate", "cli", "SearchAxis"]),
+            strings(&["crate", "assemble"]),
+            strings(&["crate", "output"]),
+            strings(&["crate", "output", "write_outputs"]),
+            strings(&["cadence_core", "report", "RunInfo"]),
+            strings(&["crate", "workload", "prepare"]),
+            strings(&["crate", "cli", "parse_duration"]),
+        ]
+    );
+}
+
+#[test]
+fn inline_modules_are_scopes_and_file_modules_are_declared() {
+    let text = "mod child;\n\
+                pub(crate) mod helpers { use super::x; fn f() { if a { b() } } }\n\
+                use super::y;\n\
+                #[cfg(test)]\n\
+                mod tests { use super::*; mod deeper { use super::super::z; } }\n\
+                use self::child::w;\n";
+    let s = scan(text);
+    assert_eq!(
+        s.decls,
+        vec![
+            (strings(&["child"]), true),
+            (strings(&["helpers"]), false),
+            (strings(&["tests"]), false),
+            (strings(&["tests", "deeper"]), false),
+        ]
+    );
+    let scopes: Vec<(ModPath, Vec<String>)> = s.paths;
+    assert_eq!(
+        scopes,
+        vec![
+            (strings(&["helpers"]), strings(&["super", "x"])),
+            (vec![], strings(&["super", "y"])),
+            (strings(&["tests"]), strings(&["super"])),
+            (
+                strings(&["tests", "deeper"]),
+                strings(&["super", "super", "z"])
+            ),
+            (vec![], strings(&["self", "child", "w"])),
+        ]
+    );
+}
+
+#[test]
+fn a_crate_graph_follows_super_children_and_the_roots_reexports() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        (
+            "lib.rs",
+            "mod a;\nmod b;\nmod c;\npub use b::{Thing, Other as O};\n",
+        ),
+        // b through the root's re-export; c's child through a path from the root.
+        (
+            "a.rs",
+            "use crate::Thing;\nfn f() { crate::c::inner::g(); }\n",
+        ),
+        // a, from b's tests only: a cycle all the same.
+        (
+            "b.rs",
+            "mod tests { use super::*; use crate::a; }\npub struct Thing;\n",
+        ),
+        // Its submodule through a path of its own.
+        ("c.rs", "mod inner;\nfn h() { inner::g(); }\n"),
+        // Its parent through super (a part of it: no edge); the root's own items name
+        // no module.
+        (
+            "c/inner.rs",
+            "use super::h;\nuse crate::VERSION;\nuse crate::b::Thing;\n",
+        ),
+    ];
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let g = load_crate(&dir.path().join("lib.rs")).graph();
+    assert_eq!(
+        g,
+        graph(&[
+            ("a", "b"),
+            ("a", "c::inner"),
+            ("b", "a"),
+            ("c", "c::inner"),
+            ("c::inner", "b"),
+        ])
+    );
+    let cycle = find_cycle(&g).expect("a and b import each other");
+    assert_eq!(cycle, ["a", "b", "a"]);
+    // Without b's test importing a, c and its submodule using each other is no cycle.
+    let mut g = g;
+    g.get_mut("b").unwrap().clear();
+    assert_eq!(find_cycle(&g), None);
 }
 
 #[test]
@@ -165,6 +622,66 @@ fn a_cycle_is_found_and_an_acyclic_graph_passes() {
         ("cli", "exit"),
     ]);
     assert_eq!(find_cycle(&diamond), None);
+}
+
+#[test]
+fn no_crate_has_an_import_cycle() {
+    let roots = workspace_roots();
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for must in [
+        "src/lib.rs",
+        "src/main.rs",
+        "crates/bench/src/lib.rs",
+        "crates/wire/src/lib.rs",
+        "benchsuite/src/lib.rs",
+    ] {
+        assert!(roots.contains(&top.join(must)), "{must} in {roots:?}");
+    }
+    let mut failures = Vec::new();
+    let mut read = BTreeSet::new();
+    for root in &roots {
+        let c = load_crate(root);
+        read.extend(c.files.iter().cloned());
+        let g = c.graph();
+        if let Some(cycle) = find_cycle(&g) {
+            failures.push(format!(
+                "{}: {}",
+                root.strip_prefix(top).unwrap_or(root).display(),
+                cycle.join(" → ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "imports in a cycle (move what both need to where it belongs, or to a small module both use):\n{}",
+        failures.join("\n")
+    );
+    // Every source file was reached from a root, so none went unchecked.
+    let mut all = BTreeSet::new();
+    for root in &roots {
+        let src = root
+            .ancestors()
+            .find(|d| d.ends_with("src"))
+            .expect("roots live under a src/");
+        rust_files(src, &mut all);
+    }
+    let unread: Vec<_> = all.difference(&read).collect();
+    assert!(
+        unread.is_empty(),
+        "files no `mod` declaration reaches: {unread:?}"
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.insert(path);
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,23 @@ use serde_json::{json, Map, Value};
 /// `max_tokens` of a Messages request when the run sets none (the API requires one).
 pub const ANTHROPIC_MAX_TOKENS: u32 = 4096;
 
+/// One chat message, as a body carries it (a dataset's conversation, a session's
+/// turns and replies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Message {
+        Message {
+            role: role.to_owned(),
+            content: content.to_owned(),
+        }
+    }
+}
+
 /// What every request of a run carries.
 #[derive(Debug, Clone)]
 pub struct BodySpec {
@@ -30,17 +47,13 @@ impl BodySpec {
 
     /// The JSON body for one prompt with its own output length.
     pub fn body_with(&self, prompt: &str, max_tokens: Option<u32>) -> Bytes {
-        self.body_messages(&[crate::workload::Message::new("user", prompt)], max_tokens)
+        self.body_messages(&[Message::new("user", prompt)], max_tokens)
     }
 
     /// The JSON body for a conversation: dialects that take messages get them as they
     /// are (Anthropic's system messages go to `system`); a prompt-only endpoint gets
     /// their contents joined by blank lines.
-    pub fn body_messages(
-        &self,
-        messages: &[crate::workload::Message],
-        max_tokens: Option<u32>,
-    ) -> Bytes {
+    pub fn body_messages(&self, messages: &[Message], max_tokens: Option<u32>) -> Bytes {
         let prompt = || match messages {
             [only] => only.content.clone(),
             _ => {
@@ -121,11 +134,7 @@ impl BodySpec {
     }
 
     /// Anthropic Messages: system messages go to `system`, and `max_tokens` is required.
-    fn anthropic_body(
-        &self,
-        messages: &[crate::workload::Message],
-        max_tokens: Option<u32>,
-    ) -> Value {
+    fn anthropic_body(&self, messages: &[Message], max_tokens: Option<u32>) -> Value {
         let system: Vec<&str> = messages
             .iter()
             .filter(|m| m.role == "system")
@@ -211,7 +220,7 @@ pub fn parse_extra_body(s: &str) -> Result<Map<String, Value>, String> {
 }
 
 /// Messages as the chat-style APIs take them: `[{role, content}]`.
-fn message_list(ms: &mut dyn Iterator<Item = &crate::workload::Message>) -> Value {
+fn message_list(ms: &mut dyn Iterator<Item = &Message>) -> Value {
     Value::Array(
         ms.map(|m| json!({"role": m.role, "content": m.content}))
             .collect(),
@@ -352,8 +361,8 @@ mod tests {
             (&json!("hi"), &json!(7), &json!(true))
         );
         let sys = [
-            crate::workload::Message::new("system", "be brief"),
-            crate::workload::Message::new("user", "hi"),
+            Message::new("system", "be brief"),
+            Message::new("user", "hi"),
         ];
         let v = parse(spec(Api::Anthropic, "").body_messages(&sys, None));
         assert_eq!(v["system"], "be brief");

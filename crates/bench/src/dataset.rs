@@ -2,8 +2,9 @@
 //! chat `messages`, or a session's `turns`), turned into work items the request
 //! factory sends. Length filters and a seeded shuffle happen here, once, before the run.
 
+use crate::body::Message;
 use crate::prompts::Counter;
-use crate::workload::{Message, TurnSpec, WorkItem};
+use crate::workload::{TurnSpec, WorkItem};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;

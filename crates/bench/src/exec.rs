@@ -1,7 +1,10 @@
 //! Runs one streaming request and fills its record: the timestamp of each body read is
 //! taken the moment the bytes are read (under hyper: handed over), before any parsing;
 //! every way a request can end (timeouts per phase, HTTP errors, resets, the run's
-//! deadline) has its outcome.
+//! deadline) has its outcome. A WebSocket stream is one more way of running a request
+//! (`ws`), with the same context, cancellation, deadlines and endings.
+
+mod ws;
 
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
@@ -227,7 +230,7 @@ pub async fn execute(
     rec: &mut RequestRecord,
 ) -> StreamText {
     if cx.api == Api::Websocket {
-        return Box::pin(crate::ws::execute(cx, req, cancel, rec)).await;
+        return Box::pin(ws::execute(cx, req, cancel, rec)).await;
     }
     let sent_at = Instant::now();
     rec.sent_ns = Some(cx.clock.ns_at(sent_at));

@@ -19,7 +19,6 @@ pub mod target;
 pub mod tokenizer;
 pub mod trace;
 pub mod workload;
-mod ws;
 
 pub use arrivals::ArrivalProcess;
 pub use exec::{Cancel, Timeouts};

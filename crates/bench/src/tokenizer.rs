@@ -286,8 +286,10 @@ mod tests {
     use super::*;
     use cadence_core::{Chunk, Outcome};
 
+    /// A small BPE trained on the shipped corpus (the text synthetic prompts are cut
+    /// from), read here as the text it is.
     fn fixture() -> Tokenizer {
-        train_bpe(crate::prompts::CORPUS, 800).unwrap()
+        train_bpe(include_str!("../corpus/public-domain.txt"), 800).unwrap()
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! dataset or the synthetic generator, possibly a multi-turn session with a shared
 //! prefix) and the body built around it.
 
-use crate::body::BodySpec;
+use crate::body::{BodySpec, Message};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
@@ -94,22 +94,6 @@ impl BodyCache {
             }
         }
         body
-    }
-}
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
-
-impl Message {
-    pub fn new(role: &str, content: &str) -> Message {
-        Message {
-            role: role.to_owned(),
-            content: content.to_owned(),
-        }
     }
 }
 
@@ -295,7 +279,6 @@ impl RequestFactory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::BodySpec;
     use cadence_wire::Api;
 
     fn factory(max_tokens: Vec<Option<u32>>) -> RequestFactory {

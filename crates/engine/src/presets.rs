@@ -276,6 +276,7 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Speculation;
 
     #[test]
     fn every_listed_preset_exists_and_is_valid() {
@@ -322,5 +323,66 @@ mod tests {
         let saved = bf16.decode_step_s(1, 512) - fp8.decode_step_s(1, 512);
         assert!((saved - halved).abs() < 1e-12, "{saved} vs {halved}");
         assert!(fp8.decode_step_s(1, 512) < 0.7 * bf16.decode_step_s(1, 512));
+    }
+
+    // The spec's figures on real engines: here, where the presets are, since the spec
+    // knows no preset.
+    #[test]
+    fn llama_70b_kv_bytes_and_weights_follow_the_config() {
+        let s = preset("llama-3.1-70b@4xh100-bf16").unwrap();
+        // 80 layers × 8 KV heads × 128 dims × 2 (K, V) × 2 bytes.
+        assert_eq!(s.kv_bytes_per_token(), 327_680.0);
+        assert_eq!(s.weight_bytes(), 141.2e9);
+        // fp8 weights and fp8 KV halve both.
+        let s = preset("llama-3.1-70b@h100-fp8").unwrap();
+        assert_eq!(s.kv_bytes_per_token(), 163_840.0);
+        assert_eq!(s.weight_bytes(), 70.6e9);
+    }
+
+    #[test]
+    fn moe_reads_more_experts_as_the_batch_grows() {
+        let s = preset("mixtral-8x7b@h100-fp8").unwrap();
+        let one = s.weight_bytes_read(1);
+        let many = s.weight_bytes_read(256);
+        assert!(one < 0.4 * s.weight_bytes(), "{one}");
+        assert!((many - s.weight_bytes()).abs() < 1e-6 * s.weight_bytes());
+    }
+
+    /// FAULTS 85: the engine's newer parameters are refused by name when out of range.
+    #[test]
+    fn f85_link_hop_layer_and_draft_figures_are_checked_by_name() {
+        let base = preset("llama-3.1-70b@4xh100-bf16").unwrap();
+        type Spoil = fn(&mut EngineSpec);
+        let cases: [(&str, Spoil); 4] = [
+            ("hardware.link_gbs", |s| s.hardware.link_gbs = 0.0),
+            ("hardware.allreduce_hop_us", |s| {
+                s.hardware.allreduce_hop_us = -1.0
+            }),
+            ("serving.layer_overhead_us", |s| {
+                s.serving.layer_overhead_us = f64::NAN
+            }),
+            ("serving.speculation.draft_fraction", |s| {
+                s.serving.speculation = Some(Speculation {
+                    k: 2,
+                    alpha: 0.5,
+                    draft_us: 0.0,
+                    draft_fraction: 1.5,
+                })
+            }),
+        ];
+        for (field, spoil) in cases {
+            let mut s = base.clone();
+            spoil(&mut s);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
+    }
+
+    #[test]
+    fn weights_that_do_not_fit_are_refused() {
+        let mut s = preset("llama-3.1-70b@h100-fp8").unwrap();
+        s.model.bytes_per_param = 2.0;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("no room for a KV cache"), "{e}");
     }
 }

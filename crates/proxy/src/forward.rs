@@ -4,7 +4,7 @@
 //! it was read. Whatever way the request ends, its record is finished once.
 
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};

@@ -12,6 +12,7 @@ pub mod live;
 pub mod metrics;
 pub mod records;
 mod server;
+mod shared;
 mod ws_frames;
 
 pub use alert::{AlertRule, Alerts, Transition};

@@ -4,7 +4,8 @@
 //! per chunk — plus the summary tables, the compatibility view and the run metadata.
 
 use crate::console::fmt_ms;
-use crate::svg::{self, esc, Chart, Series, Style, PALETTE};
+use crate::figure::{chart, figure, level_color, Figure};
+use crate::svg::{esc, Series, Style, PALETTE};
 use crate::{headline, slo_observed};
 use cadence_core::{Distribution, LevelReport, Report};
 use std::fmt::Write;
@@ -46,10 +47,6 @@ el.textContent='self-check: '+((missing.length===0&&errs.length===0)?'ok':'probl
 
 const ERROR_HOOK: &str = r#"window.__cadenceErrors=[];window.addEventListener('error',function(e){window.__cadenceErrors.push(String(e.message||e));});"#;
 
-pub(crate) fn level_color(i: usize) -> &'static str {
-    PALETTE[i % PALETTE.len()]
-}
-
 /// Colours of the p50 / p90 / p99 lines in the by-level charts.
 const STAT_COLORS: [&str; 3] = ["#2ca02c", "#ff7f0e", "#d62728"];
 
@@ -82,53 +79,6 @@ fn spread(v: &[f64]) -> f64 {
         hi / lo
     } else {
         1.0
-    }
-}
-
-pub(crate) struct Figure {
-    pub(crate) id: &'static str,
-    pub(crate) title: &'static str,
-    pub(crate) note: String,
-    pub(crate) chart: Chart,
-    /// Why the chart is empty, when it is.
-    pub(crate) empty: &'static str,
-}
-
-pub(crate) fn legend(series: &[Series]) -> String {
-    let mut seen: Vec<(&str, &str, bool)> = Vec::new();
-    for s in series {
-        if !seen.iter().any(|(n, _, _)| *n == s.name) && !s.points.is_empty() {
-            seen.push((&s.name, &s.color, s.dashed));
-        }
-    }
-    let mut out = String::from(r#"<div class="legend">"#);
-    for (name, color, dashed) in seen {
-        let _ = write!(
-            out,
-            r#"<span><i{} style="background-color:{color}"></i>{}</span>"#,
-            if dashed { r#" class="d""# } else { "" },
-            esc(name)
-        );
-    }
-    out.push_str("</div>");
-    out
-}
-
-pub(crate) fn chart(
-    x_label: &str,
-    y_label: &str,
-    x_log: bool,
-    y_log: bool,
-    series: Vec<Series>,
-) -> Chart {
-    Chart {
-        x_label: x_label.into(),
-        y_label: y_label.into(),
-        x_log,
-        y_log,
-        y_zero: !y_log,
-        series,
-        x_range: None,
     }
 }
 
@@ -565,27 +515,6 @@ fn charts_section(r: &Report, o: &mut String) {
         figure(&f, o);
     }
     o.push_str("</div>");
-}
-
-/// One figure: its chart, or the reason it has none.
-pub(crate) fn figure(f: &Figure, o: &mut String) {
-    let _ = write!(
-        o,
-        r#"<figure class="chart" id="{}"><figcaption>{}</figcaption><p class="note">{}</p>"#,
-        f.id,
-        esc(f.title),
-        esc(&f.note)
-    );
-    match svg::render(&f.chart) {
-        Some(s) => {
-            o.push_str(&s);
-            o.push_str(&legend(&f.chart.series));
-        }
-        None => {
-            let _ = write!(o, r#"<p class="warn">No data: {}.</p>"#, esc(f.empty));
-        }
-    }
-    o.push_str("</figure>");
 }
 
 /// The SLO verdicts of every level, when there are any.

@@ -2,7 +2,7 @@
 //! pace, the stall causes and table, and the client's ITL p99 over time stacked over
 //! the server's batch, KV usage and prefill on one shared time axis.
 
-use crate::html::{chart, figure, level_color, Figure};
+use crate::figure::{chart, figure, level_color, Figure};
 use crate::svg::{esc, Series, Style};
 use cadence_core::attribution::{server_series, ServerPoint, ServerReport};
 use cadence_core::{LevelReport, Report};

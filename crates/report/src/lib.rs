@@ -3,6 +3,7 @@
 
 pub mod console;
 pub mod csv;
+mod figure;
 pub mod html;
 mod html_server;
 pub mod json;

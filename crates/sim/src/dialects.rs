@@ -23,7 +23,8 @@ fn piece_text<'a>(piece: &Piece<'a>) -> Option<&'a str> {
     }
 }
 
-/// One content event.
+/// One content event, in any dialect (OpenAI's chat and completions chunks are the
+/// [`Writer`]'s own).
 pub(crate) fn chunk(
     w: &Writer<'_>,
     piece: Piece<'_>,
@@ -94,7 +95,7 @@ pub(crate) fn chunk(
             "text_output": text})),
         Dialect::Llamacpp => s(json!({"index": 0, "content": text,
             "tokens": ids.unwrap_or(&[]), "stop": false, "id_slot": 0})),
-        Dialect::Chat | Dialect::Completion => unreachable!("written by openai.rs"),
+        Dialect::Chat | Dialect::Completion => w.chunk(piece, finish, ids, usage),
     }
 }
 

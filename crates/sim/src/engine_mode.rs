@@ -599,7 +599,8 @@ impl BodyState {
                         crate::text::Vocabulary::Plain.push_text(&ids, &mut text);
                         self.produced += n;
                         let last = self.produced >= self.s.max_tokens;
-                        let chunk = self.writer().chunk(
+                        let chunk = crate::dialects::chunk(
+                            &self.writer(),
                             Piece::Content(Some(&text)),
                             last.then_some("length"),
                             None,

@@ -62,6 +62,7 @@ mod rng;
 pub mod script;
 pub mod send_log;
 pub mod server;
+mod state;
 mod stream;
 pub mod text;
 
@@ -71,4 +72,5 @@ pub use engine_mode::EngineMetrics;
 pub use fault::{Fault, UnknownFault};
 pub use plan::{plan, planned_delays, Overrides, PlannedChunk, Stall, StreamPlan};
 pub use send_log::{SendLog, SentStream};
-pub use server::{app, serve, spawn, spawn_with_state, SimServer, SimState};
+pub use server::{app, serve, spawn, spawn_with_state, SimServer};
+pub use state::SimState;

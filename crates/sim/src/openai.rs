@@ -193,7 +193,9 @@ impl Writer<'_> {
         out.expect("chunk structs always serialize")
     }
 
-    /// One chunk with a single choice.
+    /// One OpenAI chunk with a single choice: chat's delta, else completions' text.
+    /// The other dialects' content events are written from the same pieces by the
+    /// dialects module, which hands OpenAI's back here.
     pub fn chunk(
         &self,
         piece: Piece<'_>,
@@ -201,10 +203,7 @@ impl Writer<'_> {
         token_ids: Option<&[u32]>,
         usage: Option<Usage>,
     ) -> String {
-        match self.dialect {
-            Dialect::Chat | Dialect::Completion => {}
-            _ => return crate::dialects::chunk(self, piece, finish_reason, token_ids, usage),
-        }
+        debug_assert!(self.dialect.is_openai(), "{:?} is not OpenAI", self.dialect);
         match self.dialect {
             Dialect::Chat => {
                 let delta = match piece {

@@ -13,9 +13,9 @@ use tokio::time::Instant;
 
 use crate::fault::Fault;
 use crate::openai::Dialect;
-use crate::request::{prompt_tokens, Controls};
+use crate::request::{bad_request, prompt_tokens, Controls, DEFAULT_SILENCE};
 use crate::script::{self, StreamSpec};
-use crate::server::SimState;
+use crate::state::SimState;
 
 /// The upgrade: the fault and controls come from the handshake's headers.
 pub(crate) async fn handler(
@@ -25,7 +25,7 @@ pub(crate) async fn handler(
 ) -> Response {
     let controls = match Controls::from_headers(&headers) {
         Ok(c) => c,
-        Err(e) => return crate::server::bad_request(&e),
+        Err(e) => return bad_request(&e),
     };
     ws.on_upgrade(move |socket| session(state, controls, socket))
         .into_response()
@@ -101,12 +101,7 @@ async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut W
     let fault = controls
         .fault
         .filter(|f| !f.openai_only() && !f.chat_only());
-    let plan = crate::plan::plan(
-        config,
-        request,
-        max_tokens,
-        &crate::server::overrides(controls, fault),
-    );
+    let plan = crate::plan::plan(config, request, max_tokens, &controls.overrides(fault));
     let id = format!("resp_cadence_{request}");
     let script = script::build(&StreamSpec {
         dialect: Dialect::Realtime,
@@ -120,7 +115,7 @@ async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut W
         continuous_usage: false,
         token_ids: false,
         fault_after: controls.fault_after,
-        silence: controls.stall.unwrap_or(crate::server::DEFAULT_SILENCE),
+        silence: controls.stall.unwrap_or(DEFAULT_SILENCE),
     });
     let mut kill = state.kill();
     let mut line = Vec::new();

@@ -4,12 +4,26 @@
 
 use std::time::Duration;
 
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::fault::{Fault, UnknownFault};
+use crate::plan::{Overrides, Stall};
 use crate::text::count_words;
+
+/// Default `stall` fault pause when `x-cadence-stall-ms` is absent.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(2);
+/// Default `stall` position when `x-cadence-stall-after` is absent.
+pub const DEFAULT_STALL_AFTER: u32 = 1;
+/// Default `header_delay` wait before the response headers.
+pub const DEFAULT_HEADER_DELAY: Duration = Duration::from_secs(10);
+/// Default `no_tokens` silence after the role chunk.
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(3600);
+/// Tokens per chunk under `multi_token` when `x-cadence-burst` is absent.
+pub const MULTI_TOKEN_BURST: u32 = 4;
 
 /// Header names of the per-request controls.
 pub mod headers {
@@ -63,6 +77,26 @@ pub enum RequestError {
     OpenAiOnlyFault(Fault),
 }
 
+/// The 400 a refused request gets: the OpenAI error envelope, with the valid fault
+/// names when the fault was unknown.
+pub(crate) fn bad_request(err: &RequestError) -> Response {
+    let mut error = serde_json::json!({
+        "message": err.to_string(),
+        "type": "invalid_request_error",
+        "code": 400,
+    });
+    if matches!(err, RequestError::UnknownFault(_)) {
+        error["valid_faults"] = Fault::ALL.iter().map(|(_, n)| *n).collect();
+    }
+    let body = serde_json::json!({ "error": error }).to_string();
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 fn number<T: std::str::FromStr>(
     map: &HeaderMap,
     name: &'static str,
@@ -101,6 +135,32 @@ impl Controls {
             fault_after: number(map, headers::FAULT_AFTER)?,
             request: number(map, headers::REQUEST)?,
         })
+    }
+
+    /// What the controls and the fault change in the stream's plan.
+    pub(crate) fn overrides(&self, fault: Option<Fault>) -> Overrides {
+        let stall = match fault {
+            // For these two the stall header is their own duration.
+            Some(Fault::HeaderDelay | Fault::NoTokens) => None,
+            Some(Fault::Stall) => Some(Stall {
+                after: self.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
+                duration: self.stall.unwrap_or(DEFAULT_STALL),
+            }),
+            _ => self.stall.map(|duration| Stall {
+                after: self.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
+                duration,
+            }),
+        };
+        let burst = match fault {
+            Some(Fault::MultiToken) => Some(self.burst.unwrap_or(MULTI_TOKEN_BURST)),
+            _ => self.burst,
+        };
+        Overrides {
+            ttft: self.ttft,
+            itl: self.itl,
+            burst,
+            stall,
+        }
     }
 }
 

@@ -209,7 +209,10 @@ fn content_events(
     let tool = shape.tool;
     if spec.dialect == Dialect::Chat {
         let role = Piece::Role { null_content: tool };
-        events.push(data(Duration::ZERO, w.chunk(role, None, None, usage(0))));
+        events.push(data(
+            Duration::ZERO,
+            dialects::chunk(w, role, None, None, usage(0)),
+        ));
     }
     for e in dialects::opening(w, spec.prompt_tokens, tool) {
         events.push(data(Duration::ZERO, e));
@@ -255,7 +258,7 @@ fn content_events(
             .then_some(c.tokens.as_slice());
         events.push(Event {
             at: c.at,
-            payload: Payload::Data(w.chunk(piece, finish, ids, usage(produced))),
+            payload: Payload::Data(dialects::chunk(w, piece, finish, ids, usage(produced))),
             tokens: c.tokens.len() as u32,
         });
     }
@@ -304,7 +307,8 @@ fn ending(
                 });
             }
             if shape.is(Fault::BytesAfterDone) {
-                let late = w.chunk(Piece::Content(Some(" after-done")), None, None, None);
+                let late =
+                    dialects::chunk(w, Piece::Content(Some(" after-done")), None, None, None);
                 events.push(data(tail_at, late));
                 events.push(Event {
                     at: tail_at,
@@ -338,12 +342,18 @@ fn interleave_fault(shape: &Shape, w: &Writer<'_>, events: &mut Vec<Event>) {
             interleave(events, |ordinal| {
                 (ordinal > 0).then(|| {
                     let content = if ordinal % 2 == 1 { Some("") } else { None };
-                    Payload::Data(w.chunk(Piece::Content(content), None, None, None))
+                    Payload::Data(dialects::chunk(
+                        w,
+                        Piece::Content(content),
+                        None,
+                        None,
+                        None,
+                    ))
                 })
             });
         }
         Some(Fault::InvalidJson) => {
-            let broken = w.chunk(Piece::Content(Some(" broken")), None, None, None);
+            let broken = dialects::chunk(w, Piece::Content(Some(" broken")), None, None, None);
             let broken = broken[..broken.len() / 2].to_owned();
             let mut once = Some(Payload::Data(broken));
             let at = shape.cut.min(shape.n.saturating_sub(1));

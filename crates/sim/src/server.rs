@@ -5,8 +5,6 @@
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
@@ -17,7 +15,7 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -25,127 +23,22 @@ use rand::Rng;
 
 use crate::config::SimConfig;
 use crate::dialects::{self, Timing};
-use crate::engine_mode::{self, Emit, EngineHandle, EngineMetrics, EngineStream};
+use crate::engine_mode::{self, Emit, EngineHandle, EngineStream};
 use crate::fault::Fault;
 use crate::openai::{error_body, Dialect, Usage, Writer};
-use crate::plan::{plan, Overrides, Stall, TEXT as TEXT_STREAM};
-use crate::request::{headers, ApiRequest, Controls, RequestError};
+use crate::plan::{plan, TEXT as TEXT_STREAM};
+use crate::request::{
+    bad_request, headers, ApiRequest, Controls, RequestError, DEFAULT_HEADER_DELAY, DEFAULT_SILENCE,
+};
 use crate::rng::SimRng;
 use crate::script::{self, StreamSpec};
 use crate::send_log::{Recorder, SendLog};
-use crate::stream::{self, Kill};
+use crate::state::SimState;
+use crate::stream;
 use crate::text::Vocabulary;
 
-/// Default `stall` fault pause when `x-cadence-stall-ms` is absent.
-pub const DEFAULT_STALL: Duration = Duration::from_secs(2);
-/// Default `stall` position when `x-cadence-stall-after` is absent.
-pub const DEFAULT_STALL_AFTER: u32 = 1;
-/// Default `header_delay` wait before the response headers.
-pub const DEFAULT_HEADER_DELAY: Duration = Duration::from_secs(10);
-/// Default `no_tokens` silence after the role chunk.
-pub const DEFAULT_SILENCE: Duration = Duration::from_secs(3600);
-/// Tokens per chunk under `multi_token` when `x-cadence-burst` is absent.
-pub const MULTI_TOKEN_BURST: u32 = 4;
 /// Largest accepted request body (long-context prompts are big).
 pub const MAX_REQUEST_BYTES: usize = 64 << 20;
-
-/// Shared state of one sim: its config, send log, request counter and the
-/// switch that cuts live streams at the end of a drain. Cheap to clone.
-#[derive(Clone)]
-pub struct SimState {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: SimConfig,
-    metrics: Arc<EngineMetrics>,
-    engine: std::sync::OnceLock<EngineHandle>,
-    log: SendLog,
-    next_request: AtomicU64,
-    kill: watch::Sender<bool>,
-}
-
-impl std::fmt::Debug for SimState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimState")
-            .field("config", &self.inner.config)
-            .field("requests", &self.inner.next_request.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-impl SimState {
-    /// A state with an in-memory send log (see [`SendLog::new`]).
-    pub fn new(config: SimConfig) -> Self {
-        SimState::with_send_log(config, SendLog::new())
-    }
-
-    /// A state recording into `log` (e.g. one with a file sink).
-    pub fn with_send_log(config: SimConfig, log: SendLog) -> Self {
-        SimState {
-            inner: Arc::new(Inner {
-                metrics: Arc::new(EngineMetrics::new(&config.model, config.engine.is_some())),
-                engine: std::sync::OnceLock::new(),
-                config,
-                log,
-                next_request: AtomicU64::new(0),
-                kill: watch::channel(false).0,
-            }),
-        }
-    }
-
-    pub fn config(&self) -> &SimConfig {
-        &self.inner.config
-    }
-
-    pub fn send_log(&self) -> &SendLog {
-        &self.inner.log
-    }
-
-    /// Requests received so far (the next arrival index).
-    pub fn requests(&self) -> u64 {
-        self.inner.next_request.load(Ordering::Relaxed)
-    }
-
-    /// Ends every live stream now with a body error (the connection is cut)
-    /// and makes waiting handlers give up. Used when a drain times out.
-    pub fn abort_streams(&self) {
-        self.inner.kill.send_replace(true);
-    }
-
-    /// Counts a request and gives it its number (`x-cadence-request` when set).
-    pub(crate) fn next_request(&self, given: Option<u64>) -> u64 {
-        self.inner.metrics.requests.inc();
-        given.unwrap_or_else(|| self.inner.next_request.fetch_add(1, Ordering::Relaxed))
-    }
-
-    pub(crate) fn kill(&self) -> Kill {
-        Kill(self.inner.kill.subscribe())
-    }
-
-    /// The server-side metrics served at `/metrics`.
-    pub fn metrics(&self) -> &EngineMetrics {
-        &self.inner.metrics
-    }
-
-    /// The engine task (started on first use, inside the runtime), if configured.
-    fn engine(&self) -> Option<&EngineHandle> {
-        let spec = self.inner.config.engine.as_ref()?;
-        Some(self.inner.engine.get_or_init(|| {
-            let freeze = self
-                .inner
-                .config
-                .freeze
-                .map(|f| (Instant::from_std(self.send_log().epoch()), f));
-            EngineHandle::spawn(
-                spec.clone(),
-                self.inner.metrics.clone(),
-                freeze,
-                self.inner.config.inject.clone(),
-            )
-        }))
-    }
-}
 
 /// The sim's routes: `POST /v1/chat/completions`, `POST /v1/completions`,
 /// `GET /v1/models`, `GET /health`.
@@ -270,21 +163,6 @@ fn json_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub(crate) fn bad_request(err: &RequestError) -> Response {
-    let mut error = serde_json::json!({
-        "message": err.to_string(),
-        "type": "invalid_request_error",
-        "code": 400,
-    });
-    if matches!(err, RequestError::UnknownFault(_)) {
-        error["valid_faults"] = Fault::ALL.iter().map(|(_, n)| *n).collect();
-    }
-    json_response(
-        StatusCode::BAD_REQUEST,
-        serde_json::json!({ "error": error }).to_string(),
-    )
-}
-
 fn with_request_header(mut response: Response, request: u64) -> Response {
     response
         .headers_mut()
@@ -314,7 +192,7 @@ async fn handle_as(
     stream: Option<bool>,
 ) -> Response {
     let received = Instant::now();
-    state.inner.metrics.requests.inc();
+    state.metrics().requests.inc();
     let controls = match Controls::from_headers(&headers) {
         Ok(c) => c,
         Err(e) => return bad_request(&e),
@@ -347,36 +225,9 @@ async fn handle_as(
     if let Some(f) = fault.filter(|f| f.openai_only() && !dialect.is_openai()) {
         return bad_request(&RequestError::OpenAiOnlyFault(f));
     }
-    let request = controls
-        .request
-        .unwrap_or_else(|| state.inner.next_request.fetch_add(1, Ordering::Relaxed));
+    let request = state.number(controls.request);
     let response = respond(&state, dialect, &controls, &api, fault, request, received).await;
     with_request_header(response, request)
-}
-
-pub(crate) fn overrides(controls: &Controls, fault: Option<Fault>) -> Overrides {
-    let stall = match fault {
-        // For these two the stall header is their own duration.
-        Some(Fault::HeaderDelay | Fault::NoTokens) => None,
-        Some(Fault::Stall) => Some(Stall {
-            after: controls.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
-            duration: controls.stall.unwrap_or(DEFAULT_STALL),
-        }),
-        _ => controls.stall.map(|duration| Stall {
-            after: controls.stall_after.unwrap_or(DEFAULT_STALL_AFTER),
-            duration,
-        }),
-    };
-    let burst = match fault {
-        Some(Fault::MultiToken) => Some(controls.burst.unwrap_or(MULTI_TOKEN_BURST)),
-        _ => controls.burst,
-    };
-    Overrides {
-        ttft: controls.ttft,
-        itl: controls.itl,
-        burst,
-        stall,
-    }
 }
 
 async fn respond(
@@ -403,7 +254,7 @@ async fn respond(
                 .await;
         }
     }
-    let plan = plan(config, request, max_tokens, &overrides(controls, fault));
+    let plan = plan(config, request, max_tokens, &controls.overrides(fault));
     let mut kill = state.kill();
     let freeze = freeze_window(state);
     let mut start = match freeze {

@@ -9,7 +9,7 @@
 use super::{own_response, proxy_info, relay, secrets_of, send, upstream_request, upstream_uri};
 use super::{Job, ProxyBody};
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::ws_frames::{FrameError, FrameReader, Message, Side};
 use bytes::Bytes;
 use cadence_core::secret::Redactor;

@@ -6,7 +6,7 @@
 //! of that read ([`StampedTcp`]) unless `--timestamps user` or the platform gives none,
 //! else the client's clock when the read returned.
 
-use crate::exec::{end, stop_at_deadline, stop_at_run_end, Cancel, Deadlines, ExecContext};
+use super::{end, new_tracker, stop_at_deadline, stop_at_run_end, Cancel, Deadlines, ExecContext};
 use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::rxstamp::StampedTcp;
@@ -173,7 +173,7 @@ async fn read_messages(
     rec: &mut RequestRecord,
     d: &Deadlines,
 ) -> StreamText {
-    let mut tracker = crate::exec::new_tracker(cx, Framing::Ndjson);
+    let mut tracker = new_tracker(cx, Framing::Ndjson);
     let mut last_read = Instant::now();
     let mut line = Vec::new();
     loop {

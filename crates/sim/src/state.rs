@@ -1,0 +1,117 @@
+//! The state one sim serves from (its config, send log, request counter, engine and
+//! the switch that cuts live streams), apart from the routes: the HTTP endpoints and
+//! the WebSocket one both take it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::SimConfig;
+use crate::engine_mode::{EngineHandle, EngineMetrics};
+use crate::send_log::SendLog;
+use crate::stream::Kill;
+
+/// Shared state of one sim: its config, send log, request counter and the
+/// switch that cuts live streams at the end of a drain. Cheap to clone.
+#[derive(Clone)]
+pub struct SimState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: SimConfig,
+    metrics: Arc<EngineMetrics>,
+    engine: std::sync::OnceLock<EngineHandle>,
+    log: SendLog,
+    next_request: AtomicU64,
+    kill: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for SimState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimState")
+            .field("config", &self.inner.config)
+            .field("requests", &self.inner.next_request.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimState {
+    /// A state with an in-memory send log (see [`SendLog::new`]).
+    pub fn new(config: SimConfig) -> Self {
+        SimState::with_send_log(config, SendLog::new())
+    }
+
+    /// A state recording into `log` (e.g. one with a file sink).
+    pub fn with_send_log(config: SimConfig, log: SendLog) -> Self {
+        SimState {
+            inner: Arc::new(Inner {
+                metrics: Arc::new(EngineMetrics::new(&config.model, config.engine.is_some())),
+                engine: std::sync::OnceLock::new(),
+                config,
+                log,
+                next_request: AtomicU64::new(0),
+                kill: watch::channel(false).0,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.inner.config
+    }
+
+    pub fn send_log(&self) -> &SendLog {
+        &self.inner.log
+    }
+
+    /// Requests received so far (the next arrival index).
+    pub fn requests(&self) -> u64 {
+        self.inner.next_request.load(Ordering::Relaxed)
+    }
+
+    /// Ends every live stream now with a body error (the connection is cut)
+    /// and makes waiting handlers give up. Used when a drain times out.
+    pub fn abort_streams(&self) {
+        self.inner.kill.send_replace(true);
+    }
+
+    /// Counts a request and gives it its number (`x-cadence-request` when set).
+    pub(crate) fn next_request(&self, given: Option<u64>) -> u64 {
+        self.inner.metrics.requests.inc();
+        self.number(given)
+    }
+
+    /// A request's number: `x-cadence-request` when set, else the next arrival's.
+    pub(crate) fn number(&self, given: Option<u64>) -> u64 {
+        given.unwrap_or_else(|| self.inner.next_request.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn kill(&self) -> Kill {
+        Kill(self.inner.kill.subscribe())
+    }
+
+    /// The server-side metrics served at `/metrics`.
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.inner.metrics
+    }
+
+    /// The engine task (started on first use, inside the runtime), if configured.
+    pub(crate) fn engine(&self) -> Option<&EngineHandle> {
+        let spec = self.inner.config.engine.as_ref()?;
+        Some(self.inner.engine.get_or_init(|| {
+            let freeze = self
+                .inner
+                .config
+                .freeze
+                .map(|f| (Instant::from_std(self.send_log().epoch()), f));
+            EngineHandle::spawn(
+                spec.clone(),
+                self.inner.metrics.clone(),
+                freeze,
+                self.inner.config.inject.clone(),
+            )
+        }))
+    }
+}
