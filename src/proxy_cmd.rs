@@ -3,12 +3,14 @@
 
 use crate::cli::ProxyArgs;
 use crate::exit::{usage, Exit};
-use cadence_proxy::{AlertRule, Limits, ProxyConfig, RecordsConfig};
+use cadence_proxy::{AlertRule, Limits, ProxyConfig, RecordsConfig, RunFacts};
 
-fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
+/// The proxy's configuration from its flags, and its run line's facts from `argv`.
+fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::Result<ProxyConfig> {
     let upstream =
         cadence_proxy::parse_upstream(&args.upstream).map_err(|e| usage(e.to_string()))?;
     let mut c = ProxyConfig::new(args.listen, upstream);
+    c.run = run_facts(&c.upstream, argv);
     c.metrics_listen = args.metrics_listen;
     c.records = args.records.clone().map(|path| RecordsConfig {
         max_bytes: args.records_max_mib << 20,
@@ -48,9 +50,19 @@ fn config(args: &ProxyArgs) -> anyhow::Result<ProxyConfig> {
     Ok(c)
 }
 
+/// The records' run line as bench's is made: the upstream without its credentials and
+/// query values, and the command line with the secrets `run_meta` removes (header
+/// values, URL credentials and query values, anything key-shaped).
+fn run_facts(upstream: &http::Uri, argv: impl IntoIterator<Item = String>) -> RunFacts {
+    RunFacts {
+        target: cadence_bench::target::redact_url(&upstream.to_string()),
+        command: crate::run_meta::redacted_command(argv),
+    }
+}
+
 pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
-    let config = config(&args)?;
-    let upstream = cadence_core::secret::redact_patterns(&config.upstream.to_string());
+    let config = config(&args, std::env::args())?;
+    let upstream = config.run.target.clone();
     let proxy = cadence_proxy::spawn(config).await?;
     // The first line on stdout is the address, for scripts that started us on port 0.
     println!("listening on {}", proxy.url());
@@ -77,11 +89,52 @@ mod tests {
     fn parsed(extra: &[&str]) -> ProxyConfig {
         let mut argv = vec!["cadence", "proxy", "--upstream", "http://127.0.0.1:9"];
         argv.extend_from_slice(extra);
+        parsed_argv(&argv)
+    }
+
+    fn parsed_argv(argv: &[&str]) -> ProxyConfig {
         let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
         let crate::cli::Command::Proxy(args) = cli.command else {
             panic!("not the proxy command");
         };
-        config(&args).unwrap()
+        config(&args, argv.iter().map(|a| a.to_string())).unwrap()
+    }
+
+    #[test]
+    fn the_run_line_carries_no_secret_of_the_arguments() {
+        let argv = [
+            "cadence",
+            "proxy",
+            "--upstream",
+            "http://user:PASS1234@10.0.0.1:8000/v1",
+            "--alert",
+            "itl.p99>50ms for 1m",
+            "--alert-webhook=https://bot:TOK5678@hooks.example/x",
+            "--model",
+            "sk-proj-ABCDEFGHIJKLMNOP",
+        ];
+        let run = parsed_argv(&argv).run;
+        assert_eq!(run.target, "http://10.0.0.1:8000/v1");
+        let line = run.command.join(" ");
+        for secret in ["PASS1234", "TOK5678", "ABCDEFGHIJKLMNOP"] {
+            assert!(!line.contains(secret), "{secret} leaked: {line}");
+            assert!(
+                !run.target.contains(secret),
+                "{secret} leaked: {}",
+                run.target
+            );
+        }
+        assert_eq!(
+            &run.command[..4],
+            ["cadence", "proxy", "--upstream", "http://10.0.0.1:8000/v1"],
+            "{line}"
+        );
+        assert!(line.contains("--model"), "the rest is kept: {line}");
+        // The same redaction as bench's run line.
+        assert_eq!(
+            run.command,
+            crate::run_meta::redacted_command(argv.map(String::from))
+        );
     }
 
     #[test]

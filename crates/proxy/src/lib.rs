@@ -83,6 +83,35 @@ pub struct ProxyConfig {
     /// proxy's upstream socket reads (default; the user clock where the platform gives
     /// none), or the proxy's clock when its read returned (`--timestamps user`).
     pub timestamps: cadence_transport::Timestamps,
+    /// What the records file's run line says of the run that only the caller knows.
+    pub run: RunFacts,
+}
+
+/// The records file's run line as the caller gives it: the target and the command line,
+/// secrets already removed (the binary removes them as it does from bench's run line).
+/// The proxy adds its start, duration and model allow-list; it reads no process
+/// arguments itself, so a library user's run line says only what it was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    pub target: String,
+    pub command: Vec<String>,
+}
+
+impl RunFacts {
+    /// The upstream by scheme, host, port and path (no user, no password), and no
+    /// command line.
+    pub fn of_upstream(upstream: &http::Uri) -> RunFacts {
+        let authority = upstream.authority().map_or("", |a| a.as_str());
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        RunFacts {
+            target: format!(
+                "{}://{host}{}",
+                upstream.scheme_str().unwrap_or("http"),
+                upstream.path()
+            ),
+            command: Vec::new(),
+        }
+    }
 }
 
 /// The inference routes measured by default, as path suffixes (so a prefix such as
@@ -106,7 +135,6 @@ impl ProxyConfig {
     pub fn new(listen: SocketAddr, upstream: http::Uri) -> Self {
         ProxyConfig {
             listen,
-            upstream,
             metrics_listen: None,
             records: None,
             alerts: Vec::new(),
@@ -120,6 +148,8 @@ impl ProxyConfig {
                 .map(|r| r.to_string())
                 .collect(),
             timestamps: cadence_transport::Timestamps::default(),
+            run: RunFacts::of_upstream(&upstream),
+            upstream,
         }
     }
 

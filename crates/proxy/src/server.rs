@@ -379,11 +379,10 @@ async fn accept_loop(
 }
 
 /// The records file's level and run lines for the whole time the proxy ran: one
-/// level (`live`) whose intended load is what arrived; the target is the upstream,
-/// the command line redacted.
+/// level (`live`) whose intended load is what arrived; the target and the command line
+/// are the caller's ([`crate::RunFacts`]).
 fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
-    let redact = cadence_core::secret::redact_patterns;
     let level = LevelMeta {
         level: 0,
         name: "live traffic".into(),
@@ -404,7 +403,7 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     };
     let mut run = RunMeta {
         run: cadence_core::RunInfo::new(
-            redact(&s.config.upstream.to_string()),
+            s.config.run.target.clone(),
             "as proxied (chat, completions)",
             models,
             "proxy",
@@ -414,7 +413,7 @@ fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
         search: None,
     };
     run.run.duration_s = s.clock.now_ns() as f64 / 1e9;
-    run.run.command = std::env::args().map(|a| redact(&a)).collect();
+    run.run.command = s.config.run.command.clone();
     (level_line(&level), run_line(&run))
 }
 

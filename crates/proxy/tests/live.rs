@@ -10,13 +10,26 @@ use common::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[test]
+fn the_default_run_target_is_the_upstream_without_credentials() {
+    let up = cadence_proxy::parse_upstream("https://user:PASS1234@h.example:8443/v1").unwrap();
+    let c = cadence_proxy::ProxyConfig::new(LOCAL.parse().unwrap(), up);
+    assert_eq!(c.run.target, "https://h.example:8443/v1");
+    assert!(c.run.command.is_empty(), "no process arguments are read");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_stats_agree_with_core_on_the_same_requests() {
     let s = sim(fast_sim_config()).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.jsonl");
+    let command: Vec<String> = ["cadence", "proxy", "--upstream", "as-the-caller-says"]
+        .map(String::from)
+        .to_vec();
+    let given = command.clone();
     let p = proxy(&s.url(), |c| {
-        c.records = Some(records_in(dir.path(), "live.jsonl", 2))
+        c.records = Some(records_in(dir.path(), "live.jsonl", 2));
+        c.run.command = given;
     })
     .await;
     let c = client();
@@ -63,6 +76,8 @@ async fn records_and_stats_agree_with_core_on_the_same_requests() {
     let run = file.run.expect("a run line at shutdown");
     assert_eq!(run.run.mode, "proxy");
     assert_eq!(run.run.target, s.url() + "/");
+    // The command line is the caller's, not the test process's arguments.
+    assert_eq!(run.run.command, command);
     assert_eq!(file.levels.len(), 1);
     let recs: Vec<RequestRecord> = file.records;
     assert_eq!(recs.len(), 20);
