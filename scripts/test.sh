@@ -72,3 +72,16 @@ export CADENCE_REAL_ENGINE
 
 echo "== cargo test --workspace --locked $*"
 cargo test --workspace --locked "$@"
+
+# The wheel that `pipx install` / `uv tool install` take (pyproject.toml, built by
+# scripts/wheel.sh), installed into a fresh venv, its `cadence` run from the venv's bin/.
+# Built with the dev profile: it reuses most of the debug artifacts the tests just built
+# (the same target directory; about a minute on 2 cores), so CI proves the packaging
+# without a second, optimized build (a release wheel is minutes more). PROFILE=release
+# scripts/wheel-check.sh checks that one. Skipped when arguments narrow the test run.
+if (($#)); then
+    echo "== wheel: skipped (arguments given: $*)"
+else
+    echo "== wheel: scripts/wheel-check.sh (dev profile)"
+    scripts/wheel-check.sh
+fi
