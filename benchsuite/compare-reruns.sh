@@ -19,14 +19,9 @@ BIN=${CADENCE:-$ROOT/target/release/cadence}
 WORK=$(mktemp -d)
 SIM=
 trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
-"$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft fixed:20ms --itl fixed:10ms --max-tokens 64 \
-  >"$WORK/sim.out" 2>&1 &
-SIM=$!
-until grep -qs '^listening on http://.*/v1$' "$WORK/sim.out"; do
-  kill -0 "$SIM" 2>/dev/null || { cat "$WORK/sim.out" >&2; exit 1; }
-  sleep 0.1
-done
-URL=$(grep -m1 '^listening on ' "$WORK/sim.out" | sed 's/listening on //')
+# shellcheck source=benchsuite/lib/chunk-bench.sh
+. "$ROOT/benchsuite/lib/chunk-bench.sh"
+TOKENS=64 start_sim 20ms 10ms
 bench() { # OUT [FLAGS]
   local out=$1; shift
   "$BIN" bench "$URL" --model m -c "$STREAMS" -n "$REQUESTS" --records "$out" -q "$@" >/dev/null

@@ -30,6 +30,8 @@ SHARDS=${SHARDS:-}
 WORK=$(mktemp -d)
 SIM=
 trap '[ -n "$SIM" ] && kill "$SIM" 2>/dev/null; rm -rf "$WORK"' EXIT
+# shellcheck source=benchsuite/lib/chunk-bench.sh
+. "$ROOT/benchsuite/lib/chunk-bench.sh"
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
 
@@ -38,14 +40,7 @@ echo "# $(date -u +%FT%TZ) rate $RATE/s${SHARDS:+ over $SHARDS shards}, $DURATIO
 for run in $(seq "$RUNS"); do
   "$FLOOR" "${FLOOR_SECS:-3}" >"$WORK/floor.json"
   rm -f "$WORK/send.log"
-  "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft fixed:5ms --itl fixed:5ms --max-tokens 4 \
-    --send-log "$WORK/send.log" >"$WORK/sim.out" 2>&1 &
-  SIM=$!
-  until grep -qs '^listening on http://.*/v1$' "$WORK/sim.out"; do
-    kill -0 "$SIM" 2>/dev/null || { cat "$WORK/sim.out" >&2; exit 1; }
-    sleep 0.1
-  done
-  URL=$(grep -m1 '^listening on ' "$WORK/sim.out" | sed 's/listening on //')
+  TOKENS=4 start_sim 5ms 5ms --send-log "$WORK/send.log"
   rm -f "$WORK"/r*.json "$WORK"/code*
   if [ -n "$SHARDS" ]; then
     at=$(date -u -d '+2 seconds' +%FT%T.%3NZ)

@@ -2,14 +2,16 @@
 # the simulator both measure against, and the chunk count of a `cadence bench` report.
 
 # Starts `cadence sim` on one runtime thread with flat TTFT and ITL: BIN (the binary),
-# WORK (a scratch directory), TOKENS per response, TTFT and ITL (e.g. 20ms, 50ms). Sets
-# SIM (its PID, for the caller's trap to stop) and URL.
-start_sim() { # TTFT ITL
-  "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft "fixed:$1" --itl "fixed:$2" \
-    --max-tokens "$TOKENS" >"$WORK/sim.out" 2>&1 &
+# WORK (a scratch directory), TOKENS per response, TTFT and ITL (e.g. 20ms, 50ms), and
+# any further `sim` flags. Sets SIM (its PID, for the caller's trap to stop) and URL.
+start_sim() { # TTFT ITL [SIM_FLAGS...]
+  local ttft=$1 itl=$2
+  shift 2
+  "$BIN" --threads 1 sim --addr 127.0.0.1:0 --ttft "fixed:$ttft" --itl "fixed:$itl" \
+    --max-tokens "$TOKENS" "$@" >"$WORK/sim.out" 2>&1 &
   SIM=$!
   # The whole line: a check for any byte could read a URL written only in part.
-  until grep -q '^listening on http://.*/v1$' "$WORK/sim.out"; do
+  until grep -qs '^listening on http://.*/v1$' "$WORK/sim.out"; do
     kill -0 "$SIM" 2>/dev/null || { cat "$WORK/sim.out" >&2; return 1; }
     sleep 0.1
   done

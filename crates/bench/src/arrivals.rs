@@ -4,9 +4,9 @@
 //! tokio's timer wheel rounds to whole milliseconds, which at hundreds of requests per
 //! second would be the client's own pacing error.
 
+use crate::stoppable::Stoppable;
 pub use cadence_core::arrivals::{ArrivalProcess, Schedule};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -23,8 +23,7 @@ const SPIN: Duration = Duration::from_micros(200);
 
 /// The pacing thread: sleeps to each scheduled time and hands the ticket over.
 pub struct Pacer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _thread: Stoppable<()>,
 }
 
 impl Pacer {
@@ -35,62 +34,40 @@ impl Pacer {
         limit: Option<u64>,
     ) -> (Pacer, mpsc::UnboundedReceiver<Ticket>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("cadence-pacer".into())
-            .spawn(move || {
-                let mut index = 0u64;
-                while limit.is_none_or(|l| index < l) {
-                    let Some(offset) = schedule.next() else { break };
-                    let at = start + offset;
-                    // Sleep in short slices so a stop is seen promptly, waking a little
-                    // early: the OS wakes a sleeping thread tens to hundreds of µs late,
-                    // so the last stretch is spun.
-                    loop {
-                        if stopped.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let now = Instant::now();
-                        if now >= at {
-                            break;
-                        }
-                        let left = at - now;
-                        if left > SPIN {
-                            std::thread::sleep((left - SPIN).min(Duration::from_millis(50)));
-                        } else {
-                            std::hint::spin_loop();
-                        }
-                    }
-                    let ticket = Ticket {
-                        index,
-                        scheduled: tokio::time::Instant::from_std(at),
-                    };
-                    if tx.send(ticket).is_err() {
+        let thread = Stoppable::spawn("cadence-pacer", move |stopped| {
+            let mut index = 0u64;
+            while limit.is_none_or(|l| index < l) {
+                let Some(offset) = schedule.next() else { break };
+                let at = start + offset;
+                // Sleep in short slices so a stop is seen promptly, waking a little
+                // early: the OS wakes a sleeping thread tens to hundreds of µs late,
+                // so the last stretch is spun.
+                loop {
+                    if stopped.load(Ordering::Relaxed) {
                         return;
                     }
-                    // The send must not wait for a worker's coalescing window.
-                    crate::coalesce::interrupt();
-                    index += 1;
+                    let now = Instant::now();
+                    if now >= at {
+                        break;
+                    }
+                    let left = at - now;
+                    if left > SPIN {
+                        std::thread::sleep((left - SPIN).min(Duration::from_millis(50)));
+                    } else {
+                        std::hint::spin_loop();
+                    }
                 }
-            })
-            .expect("the OS can start a thread");
-        (
-            Pacer {
-                stop,
-                thread: Some(thread),
-            },
-            rx,
-        )
-    }
-}
-
-impl Drop for Pacer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+                let ticket = Ticket {
+                    index,
+                    scheduled: tokio::time::Instant::from_std(at),
+                };
+                if tx.send(ticket).is_err() {
+                    return;
+                }
+                index += 1;
+            }
+        });
+        (Pacer { _thread: thread }, rx)
     }
 }
 

@@ -4,9 +4,9 @@
 //! the machine makes (a busy neighbour, a hypervisor's steal) from a client that fell
 //! behind its own work.
 
+use crate::stoppable::Stoppable;
 use cadence_core::pacing::{TimerFloor, TimerFloorAcc};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The floor thread's period: a deadline every millisecond is a thousand samples a
@@ -14,58 +14,32 @@ use std::time::{Duration, Instant};
 pub const PERIOD: Duration = Duration::from_millis(1);
 
 /// The running probe; [`FloorProbe::finish`] stops it and gives what it saw.
-pub struct FloorProbe {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<TimerFloorAcc>>,
-}
+pub struct FloorProbe(Stoppable<TimerFloorAcc>);
 
 impl FloorProbe {
     /// Starts sleeping to a deadline every `period`. Deadlines stay on their grid: a
     /// stall of several periods makes each deadline it covers late, as it makes late
     /// every send scheduled inside it.
     pub fn start(period: Duration) -> FloorProbe {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("cadence-floor".into())
-            .spawn(move || {
-                let mut acc = TimerFloorAcc::default();
-                let mut deadline = Instant::now() + period;
-                while !stopped.load(Ordering::Relaxed) {
-                    let now = Instant::now();
-                    if deadline > now {
-                        std::thread::sleep(deadline - now);
-                    }
-                    let late = Instant::now().saturating_duration_since(deadline);
-                    acc.push(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX));
-                    deadline += period;
+        FloorProbe(Stoppable::spawn("cadence-floor", move |stop| {
+            let mut acc = TimerFloorAcc::default();
+            let mut deadline = Instant::now() + period;
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                if deadline > now {
+                    std::thread::sleep(deadline - now);
                 }
-                acc
-            })
-            .expect("the OS can start a thread");
-        FloorProbe {
-            stop,
-            thread: Some(thread),
-        }
+                let late = Instant::now().saturating_duration_since(deadline);
+                acc.push(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX));
+                deadline += period;
+            }
+            acc
+        }))
     }
 
     /// Stops the thread and returns the floor it measured.
-    pub fn finish(mut self) -> TimerFloor {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-            .finish()
-    }
-}
-
-impl Drop for FloorProbe {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn finish(self) -> TimerFloor {
+        self.0.stop().unwrap_or_default().finish()
     }
 }
 

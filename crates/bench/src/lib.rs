@@ -15,6 +15,7 @@ pub mod prompts;
 pub mod runner;
 pub mod search;
 pub mod sink;
+mod stoppable;
 pub mod target;
 pub mod tokenizer;
 pub mod trace;
