@@ -77,7 +77,7 @@ cargo test --workspace --locked "$@"
 # scripts/wheel.sh), installed into a fresh venv, its `cadence` run from the venv's bin/.
 # Built with the dev profile: it reuses most of the debug artifacts the tests just built
 # (the same target directory; about a minute on 2 cores), so CI proves the packaging
-# without a second, optimized build (a release wheel is minutes more). PROFILE=release
+# without a second, optimized build (a release wheel is ~7 minutes more). PROFILE=release
 # scripts/wheel-check.sh checks that one. Skipped when arguments narrow the test run.
 if (($#)); then
     echo "== wheel: skipped (arguments given: $*)"
