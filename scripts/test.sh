@@ -71,7 +71,9 @@ CADENCE_REAL_ENGINE=$(scripts/real-engine.sh)
 export CADENCE_REAL_ENGINE
 
 echo "== cargo test --workspace --locked $*"
-cargo test --workspace --locked "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked "$@" 2>&1 | tee "$log"
 
 # The wheel that `pipx install` / `uv tool install` take (pyproject.toml, built by
 # scripts/wheel.sh), installed into a fresh venv, its `cadence` run from the venv's bin/.
@@ -85,3 +87,7 @@ else
     echo "== wheel: scripts/wheel-check.sh (dev profile)"
     scripts/wheel-check.sh
 fi
+
+# cargo prints one result line per test binary, the last often a crate's doc-tests with
+# nothing to run: the whole run's count, last.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
