@@ -16,7 +16,9 @@
 #   benchsuite/pacing.sh 1000 10            # RATE RUNS
 #   SHARDS=3 benchsuite/pacing.sh 90 10     # three shards at 30 req/s each
 #
-# Env: CADENCE (the binary; default target/release/cadence), FLOOR (target/release/floor),
+# Env: CADENCE (the binary; default target/release/cadence), CADENCE_BEFORE (a second
+# binary, e.g. one built from an earlier commit: each run then runs it first, then
+# CADENCE, alternated), FLOOR (target/release/floor),
 # DURATION (5s), FLOOR_SECS (3), BENCH_FLAGS (extra `cadence bench` flags), THREADS
 # (the client's runtime threads; default cadence's own choice).
 set -euo pipefail
@@ -37,7 +39,13 @@ threads=()
 
 echo "# $(date -u +%FT%TZ) rate $RATE/s${SHARDS:+ over $SHARDS shards}, $DURATION per run," \
   "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# With CADENCE_BEFORE, each run is a pair: that binary, then CADENCE, alternated.
+clients=(cadence)
+[ -n "${CADENCE_BEFORE:-}" ] && clients=(before cadence)
 for run in $(seq "$RUNS"); do
+for client in "${clients[@]}"; do
+  exe=$BIN
+  [ "$client" = before ] && exe=$CADENCE_BEFORE
   "$FLOOR" "${FLOOR_SECS:-3}" >"$WORK/floor.json"
   rm -f "$WORK/send.log"
   TOKENS=4 start_sim 5ms 5ms --send-log "$WORK/send.log"
@@ -45,21 +53,21 @@ for run in $(seq "$RUNS"); do
   if [ -n "$SHARDS" ]; then
     at=$(date -u -d '+2 seconds' +%FT%T.%3NZ)
     for i in $(seq 0 $((SHARDS - 1))); do
-      (code=0; "$BIN" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" \
+      (code=0; "$exe" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" \
         --max-tokens 4 --shard "$i/$SHARDS" --start-at "$at" --json "$WORK/r$i.json" -q \
         ${BENCH_FLAGS:-} >/dev/null 2>&1 || code=$?; echo "$code" >"$WORK/code$i") &
     done
     wait $(jobs -p | grep -v "^$SIM$") 2>/dev/null || true
   else
     code=0
-    "$BIN" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" --max-tokens 4 \
+    "$exe" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" --max-tokens 4 \
       --json "$WORK/r0.json" -q ${BENCH_FLAGS:-} >/dev/null 2>&1 || code=$?
     echo "$code" >"$WORK/code0"
   fi
   kill "$SIM"; wait "$SIM" 2>/dev/null || true; SIM=
-  python3 - "$WORK" "$RATE" "$run" <<'PY'
+  python3 - "$WORK" "$RATE" "$run" "$client" <<'PY'
 import glob, json, os, sys
-work, rate, run = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+work, rate, run, client = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 floor = json.load(open(os.path.join(work, "floor.json")))
 recv = sorted(json.loads(l)["received_ns"] for l in open(os.path.join(work, "send.log")))
 step = 1e9 / rate
@@ -72,7 +80,7 @@ def q(v, p):  # type 7
     return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (h - i)
 bound = max(1.0, 2 * floor["lag_p99_ms"])
 p99 = q(dev, 0.99)
-line = (f"run {run}: floor {floor['late']}/{floor['deadlines']} late p99 {floor['lag_p99_ms']:.3f} ms; "
+line = (f"{client} run {run}: floor {floor['late']}/{floor['deadlines']} late p99 {floor['lag_p99_ms']:.3f} ms; "
         f"server grid dev p99 {p99:.3f} max {dev[-1]:.2f} ms over {len(recv)} "
         f"({'under' if p99 < bound else 'OVER'} {bound:.2f})")
 for f in sorted(glob.glob(os.path.join(work, "r*.json"))):
@@ -85,4 +93,5 @@ for f in sorted(glob.glob(os.path.join(work, "r*.json"))):
              f"{'INVALID' if p['invalid'] else 'valid'}")
 print(line)
 PY
+done
 done

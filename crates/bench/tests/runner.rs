@@ -90,6 +90,19 @@ fn plan(
     }
 }
 
+/// A 1.5 s level of `load` with a 2 s grace: what the open-loop tests run.
+fn timed(load: Load) -> RunPlan {
+    RunPlan {
+        load,
+        requests: None,
+        duration: Some(Duration::from_millis(1500)),
+        warmup: 0,
+        grace: Duration::from_secs(2),
+        level: 0,
+        stop_when_saturated: false,
+    }
+}
+
 /// Runs `p` with `cx` until it ends or `stop` fires, keeping the records in memory
 /// (and in `file`, if given): the run's summary and its records.
 async fn run_collect(
@@ -327,15 +340,7 @@ async fn f34_freeze_shows_in_open_loop_response_time_not_in_closed_loop() {
             .unwrap()
     };
     let run_with = |load: Load, addr: SocketAddr| async move {
-        let p = RunPlan {
-            load,
-            requests: None,
-            duration: Some(Duration::from_millis(1500)),
-            warmup: 0,
-            grace: Duration::from_secs(2),
-            level: 0,
-            stop_when_saturated: false,
-        };
+        let p = timed(load);
         let (_, records) =
             run_collect(context(addr, 3, &[]), &p, None, std::future::pending()).await;
         summarize_level(&records, &LevelOptions::default())
@@ -431,20 +436,12 @@ async fn f35_arrivals_over_the_cap_are_recorded_as_dropped() {
 async fn a_client_starved_of_its_runtime_is_invalid_against_its_floor() {
     use cadence_bench::{ArrivalProcess, Load};
     let sim = sim("fixed:2ms").await;
-    let p = RunPlan {
-        load: Load::Open {
-            rate: 200.0,
-            process: ArrivalProcess::Constant,
-            max_concurrency: None,
-            ramp_up: Duration::ZERO,
-        },
-        requests: None,
-        duration: Some(Duration::from_millis(1500)),
-        warmup: 0,
-        grace: Duration::from_secs(2),
-        level: 0,
-        stop_when_saturated: false,
-    };
+    let p = timed(Load::Open {
+        rate: 200.0,
+        process: ArrivalProcess::Constant,
+        max_concurrency: None,
+        ramp_up: Duration::ZERO,
+    });
     let hog = tokio::spawn(async {
         loop {
             std::thread::sleep(Duration::from_millis(30));

@@ -395,11 +395,15 @@ fn pacing(out: &mut String, pc: &Pacing, p: Painter) {
     }
     let share = pc.late_share().map_or(ABSENT.to_string(), fmt_pct);
     if pc.invalid {
+        let max_late = fmt_pct(pc.max_late_share);
         let bound = match pc.floor {
-            Some(_) => "more than --max-late {} and the machine's own timer lateness allow",
-            None => "over --max-late {}",
-        }
-        .replace("{}", &fmt_pct(pc.max_late_share));
+            Some(_) => {
+                format!(
+                    "more than --max-late {max_late} and the machine's own timer lateness allow"
+                )
+            }
+            None => format!("over --max-late {max_late}"),
+        };
         let _ = writeln!(
             out,
             "{}{}",
