@@ -457,6 +457,7 @@ mod tests {
             content: " We hold".into(),
             reasoning: String::new(),
             chunk_ends: vec![(8, 0)],
+            ..StreamText::default()
         };
         tk.annotate(&mut rec, &text);
         assert_eq!(rec.output_tokens.unwrap().source, TokenSource::Usage);

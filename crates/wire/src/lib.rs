@@ -6,10 +6,12 @@ pub mod content_type;
 pub mod dialect;
 pub mod ndjson;
 pub mod sse;
+pub mod tool_calls;
 pub mod tracker;
 
 pub use content_type::stream_framing;
 pub use dialect::Api;
+pub use tool_calls::ToolCall;
 pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 
 /// The largest single event (SSE) or line (NDJSON) a decoder buffers: 1 MiB (FAULTS 23).

@@ -64,6 +64,11 @@ pub struct StreamText {
     pub reasoning: String,
     /// Per content-bearing chunk, `content.len()` and `reasoning.len()` once it was added.
     pub chunk_ends: Vec<(u32, u32)>,
+    /// The data of every event that carried a tool-call delta, as it came, when the
+    /// caller asked for them ([`StreamTracker::keep_tool_events`]): an agent's next step
+    /// sends the calls back, so they are assembled from these after the stream
+    /// ([`crate::tool_calls::assemble`]). Capped at [`MAX_TEXT_BYTES`] in all.
+    pub tool_events: Vec<String>,
 }
 
 /// Whether the caller should keep reading.
@@ -144,6 +149,9 @@ struct State {
     expect_chunks: u32,
     /// Whether the output text is kept ([`StreamTracker::discard_text`]).
     keep_text: bool,
+    /// Tool-call events kept ([`StreamTracker::keep_tool_events`]), and their bytes.
+    tool_events: Option<Vec<String>>,
+    tool_event_bytes: usize,
 }
 
 impl StreamTracker {
@@ -184,6 +192,8 @@ impl StreamTracker {
                 cumulative_len: 0,
                 expect_chunks: 0,
                 keep_text: true,
+                tool_events: None,
+                tool_event_bytes: 0,
             },
         }
     }
@@ -207,6 +217,13 @@ impl StreamTracker {
     /// copied. Nothing the record gets changes.
     pub fn discard_text(&mut self) {
         self.st.keep_text = false;
+    }
+
+    /// Keeps the data of events that carry tool-call deltas (see
+    /// [`StreamText::tool_events`]), for a caller that sends the calls back. Nothing the
+    /// record gets changes; the parse of every other event is untouched.
+    pub fn keep_tool_events(&mut self) {
+        self.st.tool_events.get_or_insert_with(Vec::new);
     }
 
     /// One socket read's bytes, stamped with the time (ns since run start) the caller
@@ -369,6 +386,12 @@ impl StreamTracker {
             content: into_string(std::mem::take(&mut self.st.text)),
             reasoning: into_string(std::mem::take(&mut self.st.reasoning)),
             chunk_ends: std::mem::take(&mut self.st.text_ends),
+            tool_events: self
+                .st
+                .tool_events
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default(),
         }
     }
 
@@ -510,16 +533,33 @@ impl State {
         let Some(event) = parse_data_into(self.api, data, &mut chunk, Some(&mut self.prefix))
         else {
             self.template.learn(data, &chunk);
+            self.keep_tool_event(data, &chunk);
             return self.on_event_chunk(chunk, t_ns, rec);
         };
         match event {
-            StreamEvent::Chunk(c) => self.on_event_chunk(c, t_ns, rec),
+            StreamEvent::Chunk(c) => {
+                self.keep_tool_event(data, &c);
+                self.on_event_chunk(c, t_ns, rec)
+            }
             StreamEvent::Done => self.on_done(t_ns),
             StreamEvent::Error { message } => {
                 self.error(rec, &message);
                 ControlFlow::Continue(())
             }
             StreamEvent::Malformed => self.malformed(rec),
+        }
+    }
+
+    /// Keeps `data` when tool-call events are kept and this one carries a delta.
+    fn keep_tool_event(&mut self, data: &str, c: &ParsedChunk<'_>) {
+        if c.tool_call.is_none() {
+            return;
+        }
+        if let Some(events) = &mut self.tool_events {
+            if self.tool_event_bytes + data.len() <= MAX_TEXT_BYTES {
+                self.tool_event_bytes += data.len();
+                events.push(data.to_owned());
+            }
         }
     }
 
