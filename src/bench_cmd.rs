@@ -186,6 +186,13 @@ impl Setup {
             }
         }
         let endpoint = Endpoint::start(args)?;
+        if args.workload.agent.agent && !cadence_bench::agent::supports(endpoint.target.api) {
+            return Err(crate::exit::usage(format!(
+                "--agent needs an API whose requests carry tools: chat, responses or \
+                 anthropic (this run uses {})",
+                endpoint.target.api.name()
+            )));
+        }
         let scrape = scrape_config(args, &endpoint)?;
         let (redactor, headers) = credentials(
             args,
@@ -266,6 +273,8 @@ fn coalescing_allowed(args: &BenchArgs) -> Result<(), String> {
         "--trace"
     } else if !args.workload.think_time.is_zero() {
         "--think-time"
+    } else if args.workload.agent.agent {
+        "--agent (a session's next step follows its tool time)"
     } else if args.start_at.is_some() || args.start_in.is_some() {
         "a scheduled start (--start-at, --start-in)"
     } else if args.timestamps != crate::cli::TimestampsArg::Kernel {
@@ -376,6 +385,8 @@ fn timeouts(args: &BenchArgs) -> Timeouts {
         first_token: args.ttft_timeout,
         idle: args.idle_timeout,
         total: args.total_timeout,
+        max_response_bytes: args.max_response_bytes,
+        max_chunks: args.max_chunks,
     }
 }
 

@@ -3,6 +3,7 @@
 //! Parsing turns flags into typed values (durations, enums); each subcommand validates
 //! them into its domain config.
 
+use cadence_bench::agent::DurationDist;
 use cadence_bench::prompts::LengthDist;
 use cadence_engine::Speculation;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -313,6 +314,43 @@ pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
     Ok(at)
 }
 
+/// A byte size: a number with an optional unit (`B`, `KB`, `MB`, `GB`, `KiB`, `MiB`,
+/// `GiB`), at least 1 byte.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; try 256MiB, 10MB or 4096"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => return Err(format!("'{s}': unknown unit; try 256MiB, 10MB or 4096")),
+    };
+    match n.checked_mul(mult) {
+        Some(0) => Err(format!("'{s}' must be at least 1 byte")),
+        Some(v) => Ok(v),
+        None => Err(format!("'{s}' is too large")),
+    }
+}
+
+/// `--max-chunks`: 1 to 2^32 (a chunk index is a `u32` in records).
+fn parse_max_chunks(s: &str) -> Result<usize, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number"))?;
+    if n == 0 || n > u64::from(u32::MAX) {
+        return Err(format!("'{s}' must be between 1 and {}", u32::MAX));
+    }
+    Ok(n as usize)
+}
+
 /// A duration that must be longer than 0 (a timeout, a threshold).
 pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
@@ -338,6 +376,7 @@ const TARGET: &str = "Target";
 const LOAD: &str = "Load";
 const WORKLOAD: &str = "Workload";
 const OUTPUT: &str = "Output";
+const AGENT: &str = "Agent sessions";
 const GATES: &str = "Gates (exit 3 and 4)";
 const MEASUREMENT: &str = "Measurement";
 const TIMEOUTS: &str = "Timeouts";
@@ -551,6 +590,17 @@ pub struct BenchArgs {
     /// Longest a single request may take.
     #[arg(long = "timeout", default_value = "600s", value_parser = parse_positive_duration, help_heading = TIMEOUTS)]
     pub total_timeout: Duration,
+
+    /// Most body bytes one response may send (a size: 256MiB, 10MB, 4096); past it the
+    /// request ends `response_too_large`, so a stream that never ends cannot grow the
+    /// client's memory.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size, help_heading = TIMEOUTS)]
+    pub max_response_bytes: u64,
+
+    /// Most content-bearing chunks one response may deliver; past it the request ends
+    /// `response_too_large`, its record keeping the chunks up to the ceiling.
+    #[arg(long, value_name = "N", default_value_t = cadence_bench::exec::DEFAULT_MAX_CHUNKS, value_parser = parse_max_chunks, help_heading = TIMEOUTS)]
+    pub max_chunks: usize,
 
     /// After the run stops issuing (duration or Ctrl-C), how long in-flight requests may finish.
     #[arg(long, default_value = "5s", value_parser = parse_duration, help_heading = TIMEOUTS)]
@@ -1051,8 +1101,9 @@ pub struct WorkloadArgs {
     #[arg(long, requires = "dataset")]
     pub multi_turn: bool,
 
-    /// Synthetic sessions of this many turns (each turn --input-tokens long).
-    #[arg(long, value_name = "N", requires = "input_tokens", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Synthetic sessions of this many turns (each turn --input-tokens long); with
+    /// --agent, the most steps a session takes.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub turns: Option<u32>,
 
     /// Pause between a reply and the session's next turn.
@@ -1067,6 +1118,71 @@ pub struct WorkloadArgs {
     /// How many distinct shared prefixes; request k uses prefix k mod G.
     #[arg(long, value_name = "G", default_value_t = 1, requires = "prefix_tokens", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub prefix_groups: u32,
+
+    #[command(flatten, next_help_heading = AGENT)]
+    pub agent: AgentArgs,
+}
+
+/// Flags of agent sessions (`bench --agent`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AgentArgs {
+    /// Agent sessions: every step declares tools; a reply with tool calls gets one
+    /// result per call after --tool-time, and the next step is sent with the whole
+    /// history; a reply without one ends the session (--turns caps the steps,
+    /// default 8). Chat, Responses and Anthropic Messages APIs.
+    #[arg(long)]
+    pub agent: bool,
+
+    /// The tools each step declares, a JSON array in the OpenAI format (default: a
+    /// built-in coding agent's read_file, search_code, run_tests, apply_patch).
+    #[arg(long, value_name = "FILE", requires = "agent")]
+    pub tools: Option<PathBuf>,
+
+    /// How long the client runs the tools of one reply, from its last byte to the
+    /// next step's send: 200ms, uniform:50ms..2s, normal:1s,200ms or exp:500ms
+    /// (default 100ms).
+    #[arg(long, value_name = "DIST", requires = "agent", value_parser = parse_duration_dist)]
+    pub tool_time: Option<DurationDist>,
+
+    /// Tokens of each tool result, exact as for prompts: N, normal:MEAN,SD or
+    /// uniform:LO..HI (default 100).
+    #[arg(long, value_name = "DIST", requires = "agent", value_parser = parse_length)]
+    pub tool_result_tokens: Option<LengthDist>,
+
+    /// For models that never call tools: `required` sends tool_choice required (any
+    /// on Anthropic); `mock` injects a call into a reply that made none, and the
+    /// report says so. Either keeps every step a tool step up to --turns.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value = "off",
+        requires = "agent"
+    )]
+    pub agent_force: AgentForce,
+}
+
+/// `--agent-force`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum AgentForce {
+    #[default]
+    Off,
+    Required,
+    Mock,
+}
+
+impl From<AgentForce> for cadence_bench::agent::Force {
+    fn from(f: AgentForce) -> Self {
+        match f {
+            AgentForce::Off => cadence_bench::agent::Force::Off,
+            AgentForce::Required => cadence_bench::agent::Force::Required,
+            AgentForce::Mock => cadence_bench::agent::Force::Mock,
+        }
+    }
+}
+
+pub fn parse_duration_dist(s: &str) -> Result<DurationDist, String> {
+    s.parse()
 }
 
 pub fn parse_length(s: &str) -> Result<LengthDist, String> {

@@ -313,6 +313,7 @@ fn dataset_lengths(
         think_time: Duration::ZERO,
         prefix_tokens: None,
         prefix_groups: 1,
+        agent: Default::default(),
     };
     let workload =
         crate::workload::prepare(&w, args.max_tokens, None, None, Some(total), args.seed)?;

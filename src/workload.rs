@@ -4,6 +4,7 @@
 
 use crate::cli::{DatasetFormat, WorkloadArgs};
 use crate::exit::usage;
+use cadence_bench::agent::{self as agent, AgentSpec, DurationDist};
 use cadence_bench::dataset::{self, DatasetOptions};
 use cadence_bench::prompts::{Counter, LengthDist, PromptGen};
 use cadence_bench::tokenizer::Tokenizer;
@@ -11,6 +12,7 @@ use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, TurnSpec, WorkItem};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// max_tokens when neither `--max-tokens` nor the workload gives one.
@@ -31,6 +33,8 @@ pub struct Workload {
     pub trace_prompts: Vec<String>,
     /// Notes for the user (how lengths are counted), printed unless --quiet.
     pub notes: Vec<String>,
+    /// `--agent`: what each session's steps declare and send back.
+    pub agent: Option<Arc<AgentSpec>>,
 }
 
 impl Workload {
@@ -39,6 +43,7 @@ impl Workload {
         factory.items = std::mem::take(&mut self.items);
         factory.prefixes = std::mem::take(&mut self.prefixes);
         factory.think_time = self.think_time;
+        factory.agent = self.agent.take();
     }
 }
 
@@ -69,6 +74,11 @@ pub fn prepare(
         think_time: w.think_time,
         ..Workload::default()
     };
+    if w.turns.is_some() && w.input_tokens.is_none() && !w.agent.agent {
+        return Err(usage(
+            "--turns needs --input-tokens (synthetic sessions) or --agent (the step cap)",
+        ));
+    }
     let needs_gen = w.input_tokens.is_some() || w.prefix_tokens.is_some() || trace_lengths;
     let gen = if needs_gen {
         let g = prompt_gen(w, counter.clone())?;
@@ -83,6 +93,13 @@ pub fn prepare(
         max_tokens,
         pool: requests.unwrap_or(1000).clamp(1, MAX_POOL),
     };
+    if w.agent.agent {
+        let results = match &gen {
+            Some(g) => g.clone(),
+            None => prompt_gen(w, counter.clone())?,
+        };
+        out.agent = Some(Arc::new(agent_spec(w, results, seed)?));
+    }
     if let Some(n) = w.prefix_tokens {
         let g = gen
             .as_ref()
@@ -94,7 +111,13 @@ pub fn prepare(
     if let Some(dist) = w.input_tokens {
         let g = gen.as_ref().expect("a generator for synthetic prompts");
         let continuation = !out.prefixes.is_empty();
-        out.items = draw.synthetic(g, dist, w.turns.unwrap_or(1) as usize, continuation);
+        // An agent session's later steps are its tool traffic: one user turn.
+        let turns = if w.agent.agent {
+            1
+        } else {
+            w.turns.unwrap_or(1)
+        };
+        out.items = draw.synthetic(g, dist, turns as usize, continuation);
     } else if let Some(path) = &w.dataset {
         out.items = dataset_items(w, path, &counter, seed)?;
         if max_tokens.is_some() {
@@ -236,6 +259,33 @@ fn dataset_items(
     };
     dataset::prepare(items, &opts, counter)
         .map_err(|e| usage(format!("dataset {}: {e}", path.display())))
+}
+
+/// `--agent`'s sessions: the tools (`--tools`, else the built-in set), how they are
+/// forced, the tool time and result lengths, the step cap (`--turns`).
+fn agent_spec(w: &WorkloadArgs, results: PromptGen, seed: u64) -> anyhow::Result<AgentSpec> {
+    let a = &w.agent;
+    let tools = match &a.tools {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read --tools {}: {e}", path.display())))?;
+            agent::parse_tools(&text)
+                .map_err(|e| usage(format!("--tools {}: {e}", path.display())))?
+        }
+        None => agent::builtin_tools(),
+    };
+    Ok(AgentSpec {
+        tools,
+        force: a.agent_force.into(),
+        tool_time: a
+            .tool_time
+            .unwrap_or(DurationDist::Fixed(Duration::from_millis(100))),
+        result_tokens: a.tool_result_tokens.unwrap_or(LengthDist::Fixed(100)),
+        results: Arc::new(results),
+        max_steps: w.turns.unwrap_or(agent::DEFAULT_MAX_STEPS),
+        // Apart from the workload's own draws.
+        seed: seed ^ 0xA6E7_5E55_1017_0000,
+    })
 }
 
 /// The synthetic prompt generator over `--corpus` (or the shipped corpus).

@@ -54,6 +54,11 @@ impl BodySpec {
     /// are (Anthropic's system messages go to `system`); a prompt-only endpoint gets
     /// their contents joined by blank lines.
     pub fn body_messages(&self, messages: &[Message], max_tokens: Option<u32>) -> Bytes {
+        self.with_extra(self.base(messages, max_tokens))
+    }
+
+    /// [`body_messages`](Self::body_messages) before `--extra-body`, nulls removed.
+    fn base(&self, messages: &[Message], max_tokens: Option<u32>) -> Value {
         let prompt = || match messages {
             [only] => only.content.clone(),
             _ => {
@@ -119,6 +124,42 @@ impl BodySpec {
             Api::Websocket => realtime_events(prompt(), n),
         };
         strip_nulls(&mut v);
+        v
+    }
+
+    /// The JSON body of an agent step: `items` in the dialect's own message shapes
+    /// (see `agent::Transcript`), the declared `tools` and, when set, `tool_choice`.
+    /// Only the chat, Responses and Anthropic dialects carry tools.
+    pub fn body_agent(
+        &self,
+        system: Option<&str>,
+        items: &[Value],
+        tools: Value,
+        tool_choice: Option<Value>,
+        max_tokens: Option<u32>,
+    ) -> Bytes {
+        let mut v = self.base(&[], max_tokens);
+        // Added after `strip_nulls`: an empty `input` or `properties` object is meant.
+        let list = Value::Array(items.to_vec());
+        match self.api {
+            Api::Anthropic => {
+                v["messages"] = list;
+                if let Some(s) = system {
+                    v["system"] = json!(s);
+                }
+            }
+            Api::Responses => v["input"] = list,
+            _ => v["messages"] = list,
+        }
+        v["tools"] = tools;
+        if let Some(c) = tool_choice {
+            v["tool_choice"] = c;
+        }
+        self.with_extra(v)
+    }
+
+    /// `--extra-body` merged into `v`, as bytes.
+    fn with_extra(&self, mut v: Value) -> Bytes {
         if let Some(extra) = &self.extra {
             // A WebSocket body is a list of client events: the extra goes into the
             // `response.create` event's `response`.

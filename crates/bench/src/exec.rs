@@ -41,7 +41,18 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The whole request.
     pub total: Duration,
+    /// The ceilings on one response's size (FAULTS 97): body bytes read
+    /// (`--max-response-bytes`) and content-bearing chunks kept (`--max-chunks`). A
+    /// stream past either ends `response_too_large`, its record cut at the ceiling.
+    pub max_response_bytes: u64,
+    pub max_chunks: usize,
 }
+
+/// Default `--max-response-bytes`: 256 MiB, far past any real answer.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 256 << 20;
+/// Default `--max-chunks`: 262,144, twice the longest output a model offers today; a
+/// record that long is about 4 MiB in memory and 6 MiB as a records line.
+pub const DEFAULT_MAX_CHUNKS: usize = 1 << 18;
 
 impl Default for Timeouts {
     fn default() -> Self {
@@ -51,6 +62,8 @@ impl Default for Timeouts {
             first_token: Duration::from_secs(120),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(600),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_chunks: DEFAULT_MAX_CHUNKS,
         }
     }
 }
@@ -207,6 +220,9 @@ pub struct ExecContext<'a> {
     /// Whether the output text is wanted (a tokenizer counts it, a later turn quotes
     /// it); without, [`execute`] gives back empty text and copies none.
     pub keep_text: bool,
+    /// Whether the reply's tool calls are wanted (an agent's next step sends them back):
+    /// the text then carries the tool-call events ([`StreamTracker::keep_tool_events`]).
+    pub keep_tool_calls: bool,
 }
 
 /// The first bytes of a non-stream body kept for the report (FAULTS 26).
@@ -514,6 +530,34 @@ enum Ended {
     RunEnd,
     /// A deadline passed: the outcome it gives.
     Deadline(Outcome),
+    /// The response passed a size ceiling ([`Timeouts::max_chunks`]).
+    TooLarge,
+}
+
+/// Whether a response of `bytes` body bytes so far, and `rec`'s chunks, passed the
+/// ceilings of `t` (FAULTS 97). If so `rec` is cut: its chunks (and their read delays)
+/// end at the ceiling, its outcome is `response_too_large` and its error says which
+/// ceiling and that the rest of the stream was not read.
+pub(crate) fn past_ceiling(t: &Timeouts, rec: &mut RequestRecord, bytes: u64) -> bool {
+    let why = if rec.chunks.len() > t.max_chunks {
+        format!(
+            "the response passed the ceiling of {} chunks a request may keep (--max-chunks): the stream was cut there, its chunk times end at the ceiling and the rest was not read",
+            t.max_chunks
+        )
+    } else if bytes > t.max_response_bytes {
+        format!(
+            "the response passed the ceiling of {} bytes a request may read (--max-response-bytes): the stream was cut there and the rest was not read",
+            t.max_response_bytes
+        )
+    } else {
+        return false;
+    };
+    rec.chunks.truncate(t.max_chunks);
+    rec.read_delays_us.truncate(t.max_chunks);
+    rec.outcome = Outcome::ResponseTooLarge;
+    rec.error = Some(why);
+    rec.fit_chunks();
+    true
 }
 
 /// Reads the stream into `rec` until it ends, a deadline passes or the run ends;
@@ -542,6 +586,8 @@ async fn read_stream(
     // The latest read that carried content: its gap to the next tells the runtime's
     // wake-up coalescing how far apart this stream's chunks are.
     let mut last_content: Option<Instant> = None;
+    // Body bytes read, for the size ceiling.
+    let mut body_bytes = 0u64;
 
     // One poll reads every read that is ready, then looks at the run's end and the
     // deadline: the same order as a biased select over the three, without a new future
@@ -585,6 +631,11 @@ async fn read_stream(
                         rec.end_ns = Some(ft.t_ns);
                         return Poll::Ready(Ended::Stopped);
                     }
+                    body_bytes = body_bytes.saturating_add(data.len() as u64);
+                    if done_at.is_none() && past_ceiling(cx.timeouts, rec, body_bytes) {
+                        rec.end_ns = Some(ft.t_ns);
+                        return Poll::Ready(Ended::TooLarge);
+                    }
                     if done_at.is_none() && tracker.is_done() {
                         done_at = Some(now);
                     }
@@ -627,7 +678,7 @@ fn end_read(
     rec: &mut RequestRecord,
 ) {
     match ended {
-        Ended::Stopped => {}
+        Ended::Stopped | Ended::TooLarge => {}
         Ended::Failed(chain) => {
             tracker.end_stream(cx.clock.now_ns(), rec);
             if rec.outcome == Outcome::Truncated {
@@ -657,6 +708,9 @@ pub(crate) fn new_tracker(cx: &ExecContext<'_>, framing: Framing) -> StreamTrack
     }
     if !cx.keep_text {
         tracker.discard_text();
+    }
+    if cx.keep_tool_calls {
+        tracker.keep_tool_events();
     }
     tracker
 }

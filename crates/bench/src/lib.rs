@@ -2,6 +2,7 @@
 //! a runner that drives load shapes and accounts for every request, and a sink that
 //! writes records as the run goes.
 
+pub mod agent;
 pub mod arrivals;
 pub mod body;
 pub mod coalesce;

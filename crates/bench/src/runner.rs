@@ -5,6 +5,7 @@
 //! duration, saturation or a stop signal (Ctrl-C), then drains in-flight requests
 //! within a grace period and aborts the rest.
 
+use crate::agent::{AgentSpec, Force};
 use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 use crate::floor::FloorProbe;
 
@@ -16,6 +17,8 @@ use cadence_core::{InputTokenSource, Outcome, RequestRecord};
 use cadence_records::{RecordSender, Sinks};
 use cadence_transport::{Clock, HyperClient};
 use cadence_wire::Api;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -658,6 +661,15 @@ impl<S: Sinks> Level<S> {
     }
 }
 
+/// What a later request quotes of a reply: nothing, its text (a session's next
+/// turn), or its text and tool calls (an agent's next step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    No,
+    Text,
+    WithToolCalls,
+}
+
 /// What one request task holds: it sends its request (every turn of a session) and
 /// hands each finished record to the sinks.
 struct RequestTask<S> {
@@ -672,7 +684,94 @@ struct RequestTask<S> {
 }
 
 impl<S: Sinks> RequestTask<S> {
-    async fn run(mut self, dispatch: u64, mut index: u64, mut rec: RequestRecord) {
+    async fn run(self, dispatch: u64, index: u64, rec: RequestRecord) {
+        match self.cx.factory.agent.clone() {
+            Some(agent) => self.run_agent(&agent, dispatch, index, rec).await,
+            None => self.run_turns(dispatch, index, rec).await,
+        }
+    }
+
+    /// An agent session: steps until a reply makes no tool call (or the step cap),
+    /// each after the tools of the step before ran for their tool time, counted from
+    /// that step's last byte.
+    async fn run_agent(
+        mut self,
+        agent: &AgentSpec,
+        dispatch: u64,
+        mut index: u64,
+        mut rec: RequestRecord,
+    ) {
+        let factory = &self.cx.factory;
+        let (mut transcript, max_tokens) = factory.agent_transcript(dispatch);
+        let mut rng =
+            SmallRng::seed_from_u64(agent.seed ^ dispatch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut prev_end_ns = 0;
+        for step in 0..agent.max_steps.max(1) {
+            if step > 0 {
+                let tool_time = agent.tool_time.sample(&mut rng);
+                let waited = Duration::from_nanos(self.clock.now_ns().saturating_sub(prev_end_ns));
+                let wake = sleep_until(Instant::now() + tool_time.saturating_sub(waited));
+                tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => break,
+                    _ = wake => {}
+                }
+                index = self.issued.fetch_add(1, Ordering::Relaxed);
+                rec = self.who.start(index, None, &self.in_flight, &self.clock);
+                rec.tool_wait_ns = Some(tool_time.as_nanos() as u64);
+            }
+            let built = self
+                .cx
+                .factory
+                .build_agent_step(dispatch, agent, &transcript, max_tokens);
+            rec.prompt_id = Some(built.prompt_id);
+            rec.prefix_group = built.prefix_group;
+            rec.expected_output_tokens = built.expected_output_tokens;
+            rec.session = Some(dispatch);
+            rec.turn = Some(step);
+            let text = self
+                .execute(
+                    built.request,
+                    built.max_tokens,
+                    Quote::WithToolCalls,
+                    &mut rec,
+                )
+                .await;
+            let mut calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
+            rec.tool_calls = Some(calls.len() as u32);
+            let ok = rec.outcome == Outcome::Succeeded;
+            if ok && calls.is_empty() && agent.force == Force::Mock {
+                calls.push(agent.mock_call(dispatch, step));
+                rec.tool_call_mocked = true;
+            }
+            let reply = text.content.clone();
+            rec = self.count_tokens(rec, text, built.prompt_parts).await;
+            prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
+            self.finish_record(index, &mut rec);
+            if !ok || calls.is_empty() {
+                break;
+            }
+            let results: Vec<String> = calls.iter().map(|_| agent.result_text(&mut rng)).collect();
+            transcript.push_reply(&reply, &calls);
+            transcript.push_results(&calls, &results);
+        }
+    }
+
+    /// Hands a finished record to the sinks and the tally.
+    fn finish_record(&mut self, index: u64, rec: &mut RequestRecord) {
+        self.in_flight
+            .lock()
+            .expect("in-flight lock")
+            .remove(&(index, self.who.slot));
+        self.tally.finished(rec);
+        self.sink.send(std::mem::replace(
+            rec,
+            RequestRecord::new(index, Outcome::AbortedAtDeadline),
+        ));
+    }
+
+    /// Turns of a multi-turn session (one turn without sessions).
+    async fn run_turns(mut self, dispatch: u64, mut index: u64, mut rec: RequestRecord) {
         let turns = self.cx.factory.turns(dispatch);
         let session = (turns > 1).then_some(dispatch);
         let mut replies: Vec<String> = Vec::new();
@@ -697,23 +796,16 @@ impl<S: Sinks> RequestTask<S> {
                 rec.turn = Some(turn as u32);
             }
             let quoted = session.is_some() && turn + 1 < turns;
+            let quote = if quoted { Quote::Text } else { Quote::No };
             let text = self
-                .execute(built.request, built.max_tokens, quoted, &mut rec)
+                .execute(built.request, built.max_tokens, quote, &mut rec)
                 .await;
             if quoted {
                 replies.push(text.content.clone());
             }
             rec = self.count_tokens(rec, text, built.prompt_parts).await;
-            self.in_flight
-                .lock()
-                .expect("in-flight lock")
-                .remove(&(index, self.who.slot));
-            self.tally.finished(&rec);
             let ok = rec.outcome == Outcome::Succeeded;
-            self.sink.send(std::mem::replace(
-                &mut rec,
-                RequestRecord::new(index, Outcome::AbortedAtDeadline),
-            ));
+            self.finish_record(index, &mut rec);
             // A session ends at its first failed turn.
             if !ok {
                 break;
@@ -725,7 +817,7 @@ impl<S: Sinks> RequestTask<S> {
         &mut self,
         request: http::Request<http_body_util::Full<bytes::Bytes>>,
         max_tokens: Option<u64>,
-        quoted: bool,
+        quote: Quote,
         rec: &mut RequestRecord,
     ) -> cadence_wire::StreamText {
         let cx = &self.cx;
@@ -738,7 +830,8 @@ impl<S: Sinks> RequestTask<S> {
             strict: cx.strict,
             redactor: &cx.redactor,
             max_tokens,
-            keep_text: quoted || cx.tokenizer.is_some(),
+            keep_text: quote != Quote::No || cx.tokenizer.is_some(),
+            keep_tool_calls: quote == Quote::WithToolCalls,
         };
         let text = execute(&ex, request, &mut self.cancel, rec).await;
         cx.progress.ended();

@@ -2,12 +2,13 @@
 //! dataset or the synthetic generator, possibly a multi-turn session with a shared
 //! prefix) and the body built around it.
 
+use crate::agent::{AgentSpec, Transcript};
 use crate::body::{BodySpec, Message};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The built-in prompt when the user gives none.
@@ -34,6 +35,8 @@ pub struct RequestFactory {
     pub think_time: Duration,
     /// Bodies of listed prompts already built (see [`BodyCache`]).
     pub bodies: BodyCache,
+    /// Agent sessions: every dispatch is a session of tool-calling steps.
+    pub agent: Option<Arc<AgentSpec>>,
 }
 
 /// The most bytes of prompts and bodies [`BodyCache`] keeps.
@@ -143,17 +146,25 @@ impl RequestFactory {
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
+            agent: None,
         }
     }
 
-    /// Turns that dispatch number `k` sends (1 unless the workload has sessions).
+    /// Turns that dispatch number `k` sends (1 unless the workload has sessions); an
+    /// agent session's step cap.
     pub fn turns(&self, k: u64) -> usize {
+        if let Some(a) = &self.agent {
+            return a.max_steps.max(1) as usize;
+        }
         self.item(k).map_or(1, |it| it.turns.len().max(1))
     }
 
     /// Requests (turns) that dispatches `0..dispatches` send in all: what a progress
     /// bar counts to. Sessions cycle over the items, so whole cycles are multiplied.
     pub fn total_turns(&self, dispatches: u64) -> u64 {
+        if let Some(a) = &self.agent {
+            return dispatches.saturating_mul(u64::from(a.max_steps.max(1)));
+        }
         if self.items.is_empty() {
             return dispatches;
         }
@@ -246,6 +257,60 @@ impl RequestFactory {
         }
     }
 
+    /// The start of agent session `k`: the work item's history and first prompt (or the
+    /// listed prompt), after its shared prefix, and that prompt's output length.
+    pub fn agent_transcript(&self, k: u64) -> (Transcript, Option<u32>) {
+        let prefix = self.prefix(k).map(|(_, p)| p);
+        let join = |user: &str| match prefix {
+            Some(p) if user.starts_with(char::is_whitespace) => format!("{p}{user}"),
+            Some(p) => format!("{p} {user}"),
+            None => user.to_owned(),
+        };
+        match self.item(k).filter(|it| !it.turns.is_empty()) {
+            Some(item) => {
+                let first = &item.turns[0];
+                let t = Transcript::new(self.body.api, &item.history, join(&first.user));
+                (t, first.max_tokens.or(self.body.max_tokens))
+            }
+            None => {
+                let (_, prompt, max_tokens) = self.listed(k);
+                (
+                    Transcript::new(self.body.api, &[], join(prompt)),
+                    max_tokens,
+                )
+            }
+        }
+    }
+
+    /// One step of agent session `k`: the transcript so far, the tools, and (when
+    /// every step must call one) the tool choice.
+    pub fn build_agent_step(
+        &self,
+        k: u64,
+        agent: &AgentSpec,
+        t: &Transcript,
+        max_tokens: Option<u32>,
+    ) -> BuiltTurn {
+        let api = self.body.api;
+        let body = self.body.body_agent(
+            t.system.as_deref(),
+            &t.items,
+            agent.tools_json(api),
+            agent.tool_choice(api),
+            max_tokens,
+        );
+        BuiltTurn {
+            request: self.request(body),
+            prompt_id: self
+                .item(k)
+                .map_or_else(|| self.listed(k).0.to_string(), |it| it.id.clone()),
+            prefix_group: self.prefix(k).map(|(g, _)| g),
+            prompt_parts: t.parts.clone(),
+            expected_output_tokens: self.body.expected_output(max_tokens),
+            max_tokens: self.body.max_tokens_sent(max_tokens),
+        }
+    }
+
     /// The request and the id of the prompt it used.
     pub fn build(&self, index: u64) -> (Request<Full<Bytes>>, usize) {
         let (pid, prompt, max_tokens) = self.listed(index);
@@ -298,6 +363,7 @@ mod tests {
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
+            agent: None,
         }
     }
 

@@ -106,6 +106,7 @@ async fn run(addr: SocketAddr, idle: Duration) -> (RequestRecord, Duration) {
         first_token: Duration::from_secs(5),
         idle,
         total: Duration::from_secs(120),
+        ..Timeouts::default()
     };
     let clock = Clock::start();
     let redactor = Redactor::default();
@@ -118,6 +119,7 @@ async fn run(addr: SocketAddr, idle: Duration) -> (RequestRecord, Duration) {
         redactor: &redactor,
         max_tokens: None,
         keep_text: true,
+        keep_tool_calls: false,
     };
     let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
         .header("content-type", "application/json")

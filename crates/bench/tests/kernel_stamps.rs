@@ -93,6 +93,7 @@ fn run(addr: SocketAddr, mode: Timestamps, blocks: &[(u64, u64)]) -> RequestReco
             first_token: Duration::from_secs(5),
             idle: Duration::from_secs(5),
             total: Duration::from_secs(20),
+            ..Timeouts::default()
         };
         let clock = Clock::start();
         let redactor = Redactor::default();
@@ -105,6 +106,7 @@ fn run(addr: SocketAddr, mode: Timestamps, blocks: &[(u64, u64)]) -> RequestReco
             redactor: &redactor,
             max_tokens: None,
             keep_text: true,
+            keep_tool_calls: false,
         };
         let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
             .header("content-type", "application/json")

@@ -103,6 +103,7 @@ async fn request_hinted(
         redactor: &redactor,
         max_tokens,
         keep_text: true,
+        keep_tool_calls: false,
     };
     let (_tx, mut cancel) = Cancel::new();
     let mut rec = RequestRecord::new(0, Outcome::AbortedAtDeadline);
@@ -131,6 +132,7 @@ fn quick() -> Timeouts {
         first_token: Duration::from_secs(5),
         idle: Duration::from_secs(5),
         total: Duration::from_secs(20),
+        ..Timeouts::default()
     }
 }
 

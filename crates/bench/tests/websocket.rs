@@ -60,6 +60,7 @@ async fn a_message_is_stamped_when_its_frame_is_complete() {
         first_token: Duration::from_secs(5),
         idle: Duration::from_secs(5),
         total: Duration::from_secs(10),
+        ..Timeouts::default()
     };
     let cx = ExecContext {
         client: &client,
@@ -71,6 +72,7 @@ async fn a_message_is_stamped_when_its_frame_is_complete() {
         // Room for 256 chunks is made at the first, and given back at the end.
         max_tokens: Some(256),
         keep_text: true,
+        keep_tool_calls: false,
     };
     let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
     let req = http::Request::get(format!("ws://{addr}/v1/realtime"))
@@ -161,6 +163,7 @@ fn run_blocked(
             first_token: Duration::from_secs(5),
             idle: Duration::from_secs(5),
             total: Duration::from_secs(20),
+            ..Timeouts::default()
         };
         let cx = ExecContext {
             client: &client,
@@ -171,6 +174,7 @@ fn run_blocked(
             redactor: &redactor,
             max_tokens: None,
             keep_text: true,
+            keep_tool_calls: false,
         };
         let body = r#"[{"type":"conversation.item.create"},{"type":"response.create"}]"#;
         let req = http::Request::get(format!("ws://{addr}/v1/realtime"))

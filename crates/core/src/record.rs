@@ -287,9 +287,20 @@ pub struct RequestRecord {
     /// The multi-turn session this request belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
-    /// Its turn in the session (0-based).
+    /// Its turn in the session (0-based): an agent session's step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// An agent step: the tool calls its reply made (0: the session's last step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u32>,
+    /// An agent step after tool calls: how long the client ran the tools (its tool
+    /// time) between the step before's end and this step's send, in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_wait_ns: Option<u64>,
+    /// The client injected a tool call because the reply made none (`--agent-force
+    /// mock`, for models that never call tools): the session went on as if it had.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_call_mocked: bool,
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
@@ -357,6 +368,9 @@ impl RequestRecord {
             chunk_tokens_source: None,
             session: None,
             turn: None,
+            tool_calls: None,
+            tool_wait_ns: None,
+            tool_call_mocked: false,
             prefix_group: None,
             expected_output_tokens: None,
             clock: None,
