@@ -38,6 +38,13 @@ pub struct SimConfig {
     /// Extra requests no client sees, sent to the engine at set times from its first
     /// request, to drive it into a known cause of slow streams (engine mode only).
     pub inject: Vec<cadence_engine::Injection>,
+    /// When a request declares tools and leaves the choice to the model
+    /// (`tool_choice` auto or absent), the chance that its reply is tool calls
+    /// (drawn per request from the seed).
+    pub tool_call_probability: f64,
+    /// Tool calls per tool-calling reply (parallel calls), unless the request
+    /// turns parallel calls off.
+    pub parallel_tool_calls: u32,
 }
 
 /// The server stops producing tokens from `at` (after the sim starts) for `duration`:
@@ -67,6 +74,8 @@ impl Default for SimConfig {
             drain_timeout: Duration::from_secs(5),
             freeze: None,
             engine: None,
+            tool_call_probability: crate::tools::DEFAULT_TOOL_CALL_PROBABILITY,
+            parallel_tool_calls: 1,
         }
     }
 }
@@ -82,6 +91,10 @@ pub enum ConfigError {
     MaxTokens,
     #[error("model name must not be empty")]
     Model,
+    #[error("tool-call probability must be between 0 and 1 (got {0})")]
+    ToolCallProbability(f64),
+    #[error("parallel tool calls must be at least 1")]
+    ParallelToolCalls,
     #[error("engine: {0}")]
     Engine(#[from] cadence_engine::SpecError),
 }
@@ -94,6 +107,12 @@ impl SimConfig {
         }
         if !(0.0..=1.0).contains(&self.stall_probability) {
             return Err(ConfigError::StallProbability(self.stall_probability));
+        }
+        if !(0.0..=1.0).contains(&self.tool_call_probability) {
+            return Err(ConfigError::ToolCallProbability(self.tool_call_probability));
+        }
+        if self.parallel_tool_calls == 0 {
+            return Err(ConfigError::ParallelToolCalls);
         }
         if self.default_max_tokens == 0 {
             return Err(ConfigError::MaxTokens);

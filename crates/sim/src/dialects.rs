@@ -139,6 +139,17 @@ pub fn opening(w: &Writer<'_>, prompt_tokens: u32, tool: bool) -> Vec<String> {
     }
 }
 
+/// The events before the first token of a reply of tool calls (see
+/// [`crate::tools`]): each call's own opening goes out with its first token,
+/// so Anthropic's text block is left out.
+pub fn opening_calls(w: &Writer<'_>, prompt_tokens: u32) -> Vec<String> {
+    let mut v = opening(w, prompt_tokens, false);
+    if w.dialect == Dialect::Anthropic {
+        v.truncate(1);
+    }
+    v
+}
+
 /// The server's own timing of a finished stream, for the dialects that report one.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timing {

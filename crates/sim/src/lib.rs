@@ -65,6 +65,7 @@ pub mod server;
 mod state;
 mod stream;
 pub mod text;
+pub mod tools;
 
 pub use config::{ConfigError, Freeze, SimConfig};
 pub use dist::{Dist, DistParseError};

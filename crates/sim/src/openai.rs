@@ -150,8 +150,13 @@ pub enum Piece<'a> {
     Content(Option<&'a str>),
     /// `reasoning_content` text.
     Reasoning(&'a str),
-    /// A tool-call delta; the first one names the call and function.
-    Tool { first: bool, arguments: &'a str },
+    /// A delta of tool call `index`; its first one names the call and function
+    /// (`head`: the call's id and the function's name).
+    Tool {
+        index: u32,
+        head: Option<(&'a str, &'a str)>,
+        arguments: &'a str,
+    },
 }
 
 /// Serializes chunks for one stream.
@@ -220,13 +225,17 @@ impl Writer<'_> {
                         reasoning_content: Some(text),
                         ..Delta::default()
                     },
-                    Piece::Tool { first, arguments } => Delta {
+                    Piece::Tool {
+                        index,
+                        head,
+                        arguments,
+                    } => Delta {
                         tool_calls: Some([ToolCall {
-                            index: 0,
-                            id: first.then_some(TOOL_CALL_ID),
-                            kind: first.then_some("function"),
+                            index,
+                            id: head.map(|h| h.0),
+                            kind: head.map(|_| "function"),
                             function: Function {
-                                name: first.then_some(TOOL_NAME),
+                                name: head.map(|h| h.1),
                                 arguments,
                             },
                         }]),
@@ -375,7 +384,8 @@ mod tests {
         );
         let tool = w.chunk(
             Piece::Tool {
-                first: true,
+                index: 0,
+                head: Some((TOOL_CALL_ID, TOOL_NAME)),
                 arguments: "{",
             },
             None,

@@ -116,6 +116,7 @@ async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut W
         token_ids: false,
         fault_after: controls.fault_after,
         silence: controls.stall.unwrap_or(DEFAULT_SILENCE),
+        calls: None,
     });
     let mut kill = state.kill();
     let mut line = Vec::new();

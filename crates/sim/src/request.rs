@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::fault::{Fault, UnknownFault};
 use crate::plan::{Overrides, Stall};
-use crate::text::count_words;
+use crate::tools::{check_history, content_words, tool_words, Tools};
 
 /// Default `stall` fault pause when `x-cadence-stall-ms` is absent.
 pub const DEFAULT_STALL: Duration = Duration::from_secs(2);
@@ -75,6 +75,8 @@ pub enum RequestError {
     ChatOnlyFault(Fault),
     #[error("fault `{0}` only applies to the OpenAI chat and completions endpoints")]
     OpenAiOnlyFault(Fault),
+    #[error("tools: {0}")]
+    Tools(String),
 }
 
 /// The 400 a refused request gets: the OpenAI error envelope, with the valid fault
@@ -193,6 +195,13 @@ struct RawBody {
     text: Option<Value>,
     /// KServe's prompt.
     text_input: Option<Value>,
+    /// Declared tools (chat, Responses or Anthropic shape) and how to use them.
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<bool>,
+    /// Responses: the history lives on the server, so tool outputs may answer
+    /// calls this request does not repeat.
+    previous_response_id: Option<String>,
 }
 
 /// A `num_predict` / `n_predict`: negative means "no limit".
@@ -231,6 +240,8 @@ pub struct ApiRequest {
     pub token_ids: bool,
     /// See [`prompt_tokens`].
     pub prompt_tokens: u32,
+    /// The tools the request declares, if any.
+    pub tools: Option<Tools>,
 }
 
 impl ApiRequest {
@@ -268,6 +279,24 @@ impl ApiRequest {
             .or(raw.inputs.as_ref())
             .or(raw.text.as_ref())
             .or(raw.text_input.as_ref());
+        let disable_parallel = raw
+            .tool_choice
+            .as_ref()
+            .and_then(|c| c.get("disable_parallel_tool_use"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let tools = Tools::parse(
+            raw.tools.as_ref(),
+            raw.tool_choice.as_ref(),
+            raw.parallel_tool_calls.unwrap_or(true) && !disable_parallel,
+        )
+        .map_err(RequestError::Tools)?;
+        if let Some(m) = &raw.messages {
+            check_history(m, false).map_err(RequestError::Tools)?;
+        }
+        if let (Some(items), None) = (input_messages, &raw.previous_response_id) {
+            check_history(items, true).map_err(RequestError::Tools)?;
+        }
         let stream = raw.stream.or(params
             .iter()
             .find_map(|p| p.as_ref().and_then(|p| p.stream)));
@@ -280,6 +309,7 @@ impl ApiRequest {
             include_usage: opts.include_usage.unwrap_or(false),
             continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
             token_ids: raw.return_token_ids.unwrap_or(false),
+            tools,
         })
     }
 
@@ -297,29 +327,25 @@ impl ApiRequest {
 }
 
 /// The prompt-token estimate: whitespace-separated words in every message's
-/// text content (string, or the `text` of content parts) plus the `prompt`
-/// (a string, an array of strings, or an array of token ids counted one each).
+/// text content (string, or the `text` of content parts) and tool traffic
+/// (see [`message_tokens`]) plus the `prompt` (a string, an array of strings,
+/// or an array of token ids counted one each).
 pub fn prompt_tokens(messages: Option<&[Value]>, prompt: Option<&Value>) -> u32 {
-    fn text_words(v: &Value) -> u32 {
-        match v {
-            Value::String(s) => count_words(s),
-            Value::Array(parts) => parts
-                .iter()
-                .map(|p| match p {
-                    Value::Number(_) => 1,
-                    Value::Object(o) => o.get("text").map_or(0, text_words),
-                    other => text_words(other),
-                })
-                .fold(0u32, u32::saturating_add),
-            _ => 0,
-        }
-    }
     let from_messages = messages
         .unwrap_or_default()
         .iter()
-        .map(|m| m.get("content").map_or(0, text_words))
+        .map(message_tokens)
         .fold(0u32, u32::saturating_add);
-    from_messages.saturating_add(prompt.map_or(0, text_words))
+    from_messages.saturating_add(prompt.map_or(0, content_words))
+}
+
+/// One message's (or Responses input item's) share of [`prompt_tokens`]: its
+/// text content, plus the words of its tool calls' arguments (the string values,
+/// one word per token the sim generated) and of its tool results.
+pub fn message_tokens(m: &Value) -> u32 {
+    m.get("content")
+        .map_or(0, content_words)
+        .saturating_add(tool_words(m))
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use bytes::Bytes;
 
 use crate::dialects::{self, Timing};
 use crate::fault::Fault;
-use crate::openai::{Dialect, Piece, Usage, Writer};
+use crate::openai::{Dialect, Piece, Usage, Writer, TOOL_CALL_ID, TOOL_NAME};
 use crate::plan::StreamPlan;
 use crate::text::Vocabulary;
+use crate::tools::{CallPlan, ToolStream};
 
 /// Size of the `huge_event` event's padding: over the 1 MiB cap clients apply.
 pub const HUGE_EVENT_PADDING: usize = (1 << 20) + (64 << 10);
@@ -37,6 +38,9 @@ pub struct StreamSpec<'a> {
     pub fault_after: Option<u32>,
     /// How long `no_tokens` stays silent before ending the body.
     pub silence: Duration,
+    /// The reply is these tool calls (the request declared tools; see
+    /// [`crate::tools`]). The `tool_calls` fault's fixed call wins over them.
+    pub calls: Option<&'a CallPlan>,
 }
 
 /// One body frame: written at `at` (from the request's start), carrying whole
@@ -187,10 +191,53 @@ pub fn build(spec: &StreamSpec<'_>) -> Script {
         events.push(data(first_at, dialects::error(spec.dialect, msg)));
         return frame(spec, events, None, false);
     }
-    let produced = content_events(spec, &shape, &w, &mut events);
-    let (end_at, reset) = ending(spec, &shape, &w, produced, &mut events);
+    let mut calls = spec
+        .calls
+        .filter(|_| !shape.tool)
+        .map(|p| ToolStream::new(p.clone(), shape.vocab));
+    let produced = match calls.as_mut() {
+        Some(calls) => call_events(spec, &shape, &w, calls, &mut events),
+        None => content_events(spec, &shape, &w, &mut events),
+    };
+    let (end_at, reset) = ending(spec, &shape, &w, produced, calls.as_ref(), &mut events);
     interleave_fault(&shape, &w, &mut events);
     frame(spec, events, end_at, reset)
+}
+
+/// [`content_events`] for a reply of tool calls: the role chunk (chat) or the
+/// message's opening, then each chunk's tokens as tool-call events.
+fn call_events(
+    spec: &StreamSpec<'_>,
+    shape: &Shape,
+    w: &Writer<'_>,
+    calls: &mut ToolStream,
+    events: &mut Vec<Event>,
+) -> u32 {
+    let usage = |completion: u32| {
+        shape
+            .continuous_usage
+            .then(|| Usage::new(spec.prompt_tokens, completion))
+    };
+    if spec.dialect == Dialect::Chat {
+        let role = Piece::Role { null_content: true };
+        events.push(data(Duration::ZERO, w.chunk(role, None, None, usage(0))));
+    }
+    for e in dialects::opening_calls(w, spec.prompt_tokens) {
+        events.push(data(Duration::ZERO, e));
+    }
+    let mut produced = 0u32;
+    for (i, c) in spec.plan.chunks.iter().enumerate().take(shape.send_n) {
+        produced += c.tokens.len() as u32;
+        let last = i + 1 == shape.n && !shape.truncated;
+        for (e, tokens) in calls.chunk(w, &c.tokens, last, usage) {
+            events.push(Event {
+                at: c.at,
+                payload: Payload::Data(e),
+                tokens,
+            });
+        }
+    }
+    produced
 }
 
 /// The role chunk (chat) and the content chunks the stream sends; returns the tokens
@@ -243,7 +290,8 @@ fn content_events(
         }
         let piece = if tool {
             Piece::Tool {
-                first: i == 0,
+                index: 0,
+                head: (i == 0).then_some((TOOL_CALL_ID, TOOL_NAME)),
                 arguments: &text,
             }
         } else if i < shape.reasoning_n {
@@ -272,6 +320,7 @@ fn ending(
     shape: &Shape,
     w: &Writer<'_>,
     produced: u32,
+    calls: Option<&ToolStream>,
     events: &mut Vec<Event>,
 ) -> (Option<Duration>, bool) {
     let tail_at = events.last().map_or(Duration::ZERO, |e| e.at);
@@ -296,7 +345,11 @@ fn ending(
                 decode: tail_at.saturating_sub(first_at),
             };
             let finish = if shape.tool { "tool_calls" } else { "length" };
-            for e in dialects::closing(w, usage, finish, timing) {
+            let closing = match calls {
+                Some(calls) => calls.closing(w, usage),
+                None => dialects::closing(w, usage, finish, timing),
+            };
+            for e in closing {
                 events.push(data(tail_at, e));
             }
             if !shape.is(Fault::FinishNoDone) && spec.dialect.done_marker() {
@@ -617,6 +670,7 @@ mod tests {
             token_ids: false,
             fault_after: None,
             silence: Duration::from_secs(1),
+            calls: None,
         })
     }
 

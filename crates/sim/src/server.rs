@@ -36,6 +36,7 @@ use crate::send_log::{Recorder, SendLog};
 use crate::state::SimState;
 use crate::stream;
 use crate::text::Vocabulary;
+use crate::tools::{self, CallPlan, ToolPolicy, ToolStream};
 
 /// Largest accepted request body (long-context prompts are big).
 pub const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -255,6 +256,7 @@ async fn respond(
         }
     }
     let plan = plan(config, request, max_tokens, &controls.overrides(fault));
+    let calls = reply_calls(state, dialect, api, fault, request, plan.token_count());
     let mut kill = state.kill();
     let freeze = freeze_window(state);
     let mut start = match freeze {
@@ -278,11 +280,15 @@ async fn respond(
         if !kill.sleep_until(start + plan.last_at()).await {
             return shutting_down();
         }
+        let usage = Usage::new(api.prompt_tokens, plan.token_count());
+        if let Some(calls) = calls {
+            let ids: Vec<u32> = plan.chunks.iter().flat_map(|c| c.tokens.clone()).collect();
+            return whole_calls(dialect, &id, model, created, calls, &ids, usage);
+        }
         let mut text = String::new();
         for c in &plan.chunks {
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
-        let usage = Usage::new(api.prompt_tokens, plan.token_count());
         let first_at = plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
         let timing = Timing {
             prompt: first_at,
@@ -304,6 +310,7 @@ async fn respond(
         token_ids: api.token_ids,
         fault_after: controls.fault_after,
         silence: controls.stall.unwrap_or(DEFAULT_SILENCE),
+        calls: calls.as_ref(),
     });
     let content_type = script.content_type;
     let recorder = Recorder::new(
@@ -314,6 +321,48 @@ async fn respond(
     );
     let body: Body = stream::body(script, start, freeze, kill, recorder);
     stream_response(content_type, body)
+}
+
+/// The tool calls this reply is, if the request declared tools and this step
+/// calls them (see [`tools::plan_calls`]). The other faults apply to a reply of
+/// calls as to text; the `tool_calls` fault's own fixed call replaces them.
+fn reply_calls(
+    state: &SimState,
+    dialect: Dialect,
+    api: &ApiRequest,
+    fault: Option<Fault>,
+    request: u64,
+    tokens: u32,
+) -> Option<CallPlan> {
+    let declared = api.tools.as_ref().filter(|_| tools::supports(dialect))?;
+    if fault == Some(Fault::ToolCalls) {
+        return None;
+    }
+    let config = state.config();
+    let policy = ToolPolicy::of(config);
+    tools::plan_calls(declared, policy, config.seed, request, dialect, tokens)
+}
+
+/// A non-streamed reply of tool calls, its arguments made of the tokens `ids`.
+fn whole_calls(
+    dialect: Dialect,
+    id: &str,
+    model: &str,
+    created: u64,
+    calls: CallPlan,
+    ids: &[u32],
+    usage: Usage,
+) -> Response {
+    let w = Writer {
+        dialect,
+        id,
+        created,
+        model,
+        pretty: false,
+    };
+    let mut stream = ToolStream::new(calls, Vocabulary::Plain);
+    stream.chunk(&w, ids, true, |_| None);
+    json_response(StatusCode::OK, stream.whole(&w, usage))
 }
 
 /// The server-wide freeze (`--freeze-at`/`--freeze-for`) as instants.
