@@ -3,6 +3,7 @@
 //! arrives, while a copy of each frame's bytes goes to the wire tracker with the time
 //! it was read. Whatever way the request ends, its record is finished once.
 
+use crate::body::BodyError;
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::shared::Shared;
 use bytes::Bytes;
@@ -11,7 +12,7 @@ use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
 use cadence_transport::{RxStamps, Stamper};
 use cadence_wire::{stream_framing, Flow, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::borrow::Cow;
 use std::future::Future;
@@ -387,7 +388,7 @@ pub(crate) async fn handle(
     let route = Route::of_path(parts.uri.path());
     let measured = shared.config.measures(parts.uri.path());
     let redactor = secrets_of(&parts.headers, parts.uri.query());
-    let body = match read_body(&shared, body).await {
+    let body = match read_body(&shared, &parts.headers, body).await {
         Ok(b) => b,
         Err(refusal) => return refusal.answer(&shared),
     };
@@ -440,18 +441,33 @@ fn refuse_early(shared: &Shared, conflicting_length: bool, headers: &HeaderMap) 
     })
 }
 
-/// Decides whether the request body is taken: read whole within the size limit, or
-/// refused as too large or unreadable.
-async fn read_body(shared: &Shared, body: Incoming) -> Result<Bytes, Refusal> {
-    let limit = shared.config.limits.max_request_body;
-    match Limited::new(body, limit).collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Refusal {
+/// Decides whether the request body is taken: read whole within the size limit and the
+/// body read timeout, into one buffer (FAULTS 97, 98), or refused as too large, too
+/// slow or unreadable.
+async fn read_body(shared: &Shared, headers: &HeaderMap, body: Incoming) -> Result<Bytes, Refusal> {
+    let limits = &shared.config.limits;
+    let limit = limits.max_request_body;
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match crate::body::read(body, declared, limit, limits.body_read_timeout).await {
+        Ok(b) => Ok(b),
+        Err(BodyError::TooLarge) => Err(Refusal {
             reason: "body_too_large",
             status: StatusCode::PAYLOAD_TOO_LARGE,
             msg: format!("the request body is larger than {limit} bytes").into(),
         }),
-        Err(_) => Err(Refusal {
+        Err(BodyError::TimedOut) => Err(Refusal {
+            reason: "body_timeout",
+            status: StatusCode::REQUEST_TIMEOUT,
+            msg: format!(
+                "the request body did not arrive within {:?}",
+                limits.body_read_timeout
+            )
+            .into(),
+        }),
+        Err(BodyError::Failed) => Err(Refusal {
             reason: "body_read_failed",
             status: StatusCode::BAD_REQUEST,
             msg: "the request body could not be read".into(),

@@ -6,6 +6,7 @@
 //! the tap only reads a copy. See docs/src/proxy.md.
 
 pub mod alert;
+mod body;
 mod forward;
 pub mod framing_guard;
 pub mod live;
@@ -34,6 +35,11 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// Largest request body in bytes → 413 beyond.
     pub max_request_body: usize,
+    /// The whole request body must arrive within this of its head → 408 beyond.
+    pub body_read_timeout: Duration,
+    /// Most client connections held at once, lowered at start to what the descriptor
+    /// limit allows.
+    pub max_connections: usize,
     /// From sending upstream to the upstream's response headers → 504 beyond.
     pub upstream_header_timeout: Duration,
     /// Longest silence from the upstream once its headers arrived.
@@ -49,6 +55,8 @@ impl Default for Limits {
             max_headers: 100,
             header_read_timeout: Duration::from_secs(10),
             max_request_body: 64 << 20,
+            body_read_timeout: Duration::from_secs(60),
+            max_connections: 4096,
             upstream_header_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(10),
