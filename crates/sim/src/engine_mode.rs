@@ -478,6 +478,8 @@ pub(crate) struct EngineStream {
     pub text_rng: crate::rng::SimRng,
     pub kill: crate::stream::Kill,
     pub recorder: crate::send_log::Recorder,
+    /// The reply is these tool calls (see [`crate::tools`]).
+    pub calls: Option<crate::tools::ToolStream>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -525,7 +527,11 @@ impl BodyState {
         if !self.s.dialect.is_openai() {
             let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
             let timing = crate::dialects::Timing::default();
-            for e in crate::dialects::closing(&self.writer(), u, "length", timing) {
+            let closing = match &self.s.calls {
+                Some(calls) => calls.closing(&self.writer(), u),
+                None => crate::dialects::closing(&self.writer(), u, "length", timing),
+            };
+            for e in closing {
                 out.push_str(&crate::dialects::frame(self.s.dialect, &e));
             }
         } else if self.s.include_usage {
@@ -550,7 +556,7 @@ impl BodyState {
                 if self.s.dialect == Dialect::Chat {
                     let role = self.writer().chunk(
                         Piece::Role {
-                            null_content: false,
+                            null_content: self.s.calls.is_some(),
                         },
                         None,
                         None,
@@ -558,7 +564,11 @@ impl BodyState {
                     );
                     return Some((Ok(sse(&role)), self));
                 }
-                let opening = crate::dialects::opening(&self.writer(), self.s.prompt_tokens, false);
+                let opening = if self.s.calls.is_some() {
+                    crate::dialects::opening_calls(&self.writer(), self.s.prompt_tokens)
+                } else {
+                    crate::dialects::opening(&self.writer(), self.s.prompt_tokens, false)
+                };
                 if !opening.is_empty() {
                     let out: String = opening
                         .iter()
@@ -592,6 +602,22 @@ impl BodyState {
                                     .random_range(0..crate::text::VOCAB.len() as u32)
                             })
                             .collect();
+                        if let Some(mut calls) = self.s.calls.take() {
+                            self.produced += n;
+                            let last = self.produced >= self.s.max_tokens;
+                            let (prompt, continuous) =
+                                (self.s.prompt_tokens, self.s.continuous_usage);
+                            let usage =
+                                |k: u32| continuous.then(|| crate::openai::Usage::new(prompt, k));
+                            let out: String = calls
+                                .chunk(&self.writer(), &ids, last, usage)
+                                .iter()
+                                .map(|(e, _)| crate::dialects::frame(self.s.dialect, e))
+                                .collect();
+                            self.s.calls = Some(calls);
+                            self.s.recorder.sent(&[n]);
+                            return Some((Ok(bytes::Bytes::from(out)), self));
+                        }
                         let mut text = std::mem::take(&mut self.so_far);
                         if self.s.dialect != Dialect::Sglang {
                             text.clear();

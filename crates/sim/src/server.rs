@@ -466,12 +466,20 @@ async fn engine_response(
         return engine_refusal(&msg);
     }
     let config = state.config();
+    let calls = reply_calls(state, dialect, api, None, request, max_tokens);
     let rx = engine.submit(api.prompt_tokens, max_tokens);
     let id = response_id(dialect, request);
     let model = api.model.clone().unwrap_or_else(|| config.model.clone());
     let text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
     if !api.stream {
-        return engine_whole(state, rx, text_rng, dialect, &id, &model, api.prompt_tokens).await;
+        let reply = EngineReply {
+            dialect,
+            id: &id,
+            model: &model,
+            prompt_tokens: api.prompt_tokens,
+            calls,
+        };
+        return engine_whole(state, rx, text_rng, reply).await;
     }
     let recorder = Recorder::new(state.send_log().clone(), request, None, received);
     let body = engine_mode::body(EngineStream {
@@ -487,21 +495,35 @@ async fn engine_response(
         text_rng,
         kill: state.kill(),
         recorder,
+        calls: calls.map(|c| ToolStream::new(c, Vocabulary::Plain)),
     });
     stream_response(dialect.content_type(), body)
 }
 
 /// A non-streamed engine request: waits for the engine to finish it, then answers
 /// with the whole text.
+/// What a non-streamed engine reply says besides its tokens.
+struct EngineReply<'a> {
+    dialect: Dialect,
+    id: &'a str,
+    model: &'a str,
+    prompt_tokens: u32,
+    calls: Option<CallPlan>,
+}
+
 async fn engine_whole(
     state: &SimState,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Emit>,
     mut text_rng: SimRng,
-    dialect: Dialect,
-    id: &str,
-    model: &str,
-    prompt_tokens: u32,
+    reply: EngineReply<'_>,
 ) -> Response {
+    let EngineReply {
+        dialect,
+        id,
+        model,
+        prompt_tokens,
+        calls,
+    } = reply;
     let mut kill = state.kill();
     let mut produced = 0u32;
     let started = Instant::now();
@@ -524,9 +546,12 @@ async fn engine_whole(
     let ids: Vec<u32> = (0..produced)
         .map(|_| text_rng.random_range(0..crate::text::VOCAB.len() as u32))
         .collect();
+    let usage = Usage::new(prompt_tokens, produced);
+    if let Some(calls) = calls {
+        return whole_calls(dialect, id, model, unix_seconds(), calls, &ids, usage);
+    }
     let mut text = String::new();
     Vocabulary::Plain.push_text(&ids, &mut text);
-    let usage = Usage::new(prompt_tokens, produced);
     let first = first.unwrap_or(started);
     let timing = Timing {
         prompt: first - started,

@@ -235,3 +235,215 @@ async fn chat_whole_reply_carries_the_calls() {
         serde_json::from_str::<Value>(args).unwrap();
     }
 }
+
+/// The events of a named-event stream (Anthropic, Responses) as JSON.
+fn events(r: &Reply) -> Vec<Value> {
+    r.chunks()
+}
+
+#[tokio::test(start_paused = true)]
+async fn anthropic_streams_tool_use_blocks() {
+    let state = SimState::new(config(0.7, 2));
+    let body = json!({"model": "m", "stream": true, "max_tokens": 7,
+        "messages": [{"role": "user", "content": "find the bug"}],
+        "tools": [{"name": "grep", "description": "Search",
+            "input_schema": {"type": "object", "properties": {"pattern": {}, "path": {}}}}],
+        "tool_choice": {"type": "any"}});
+    let r = send(&state, "/v1/messages", &[], body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let ev = events(&r);
+    let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds[0], "message_start");
+    assert!(!kinds.contains(&"ping") && !r.text().contains("text_delta"));
+    // Per block: start (tool_use), input_json_delta fragments, stop.
+    let mut calls: BTreeMap<u64, (String, String)> = BTreeMap::new();
+    let mut open = None;
+    for e in &ev {
+        match e["type"].as_str().unwrap() {
+            "content_block_start" => {
+                assert_eq!(open, None, "blocks do not overlap");
+                let b = &e["content_block"];
+                assert_eq!(b["type"], "tool_use");
+                assert!(b["id"].as_str().unwrap().starts_with("toolu_"));
+                assert_eq!(b["input"], json!({}));
+                let i = e["index"].as_u64().unwrap();
+                calls.insert(i, (b["name"].as_str().unwrap().to_owned(), String::new()));
+                open = Some(i);
+            }
+            "content_block_delta" => {
+                assert_eq!(e["delta"]["type"], "input_json_delta");
+                let i = e["index"].as_u64().unwrap();
+                assert_eq!(open, Some(i));
+                calls.get_mut(&i).unwrap().1 += e["delta"]["partial_json"].as_str().unwrap();
+            }
+            "content_block_stop" => {
+                assert_eq!(open, e["index"].as_u64());
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(calls.len(), 2);
+    for (name, args) in calls.values() {
+        assert_eq!(name, "grep");
+        let v: Value = serde_json::from_str(args).unwrap_or_else(|e| panic!("{args}: {e}"));
+        assert!(v.is_object());
+    }
+    let delta = ev.iter().find(|e| e["type"] == "message_delta").unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert_eq!(delta["usage"]["output_tokens"], 7);
+    assert_eq!(kinds.last(), Some(&"message_stop"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn anthropic_history_pairs_tool_results() {
+    let state = SimState::new(config(0.7, 1));
+    let mut body = json!({"model": "m", "stream": true, "max_tokens": 3,
+        "tools": [{"name": "grep", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "none"},
+        "messages": [
+            {"role": "user", "content": "find the bug"},
+            {"role": "assistant", "content": [{"type": "text", "text": "looking"},
+                {"type": "tool_use", "id": "toolu_1", "name": "grep",
+                 "input": {"query": "alpha beta"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                "content": "found it here"}]}]});
+    let r = send(&state, "/v1/messages", &[], body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let start = &events(&r)[0];
+    assert_eq!(
+        start["message"]["usage"]["input_tokens"],
+        3 + 1 + 2 + 3,
+        "text, tool_use input and tool_result words"
+    );
+    assert!(r.text().contains("text_delta"), "tool_choice none: text");
+    body["messages"][2]["content"][0]["tool_use_id"] = json!("toolu_2");
+    let r = send(&state, "/v1/messages", &[], body).await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.error_message().contains("toolu_2"),
+        "{}",
+        r.error_message()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn responses_stream_function_call_items() {
+    let state = SimState::new(config(0.7, 2));
+    let body = json!({"model": "m", "stream": true, "max_output_tokens": 6,
+        "input": [{"role": "user", "content": "find the bug"}],
+        "tools": [{"type": "function", "name": "read_file", "description": "Read",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+        "tool_choice": "required"});
+    let r = send(&state, "/v1/responses", &[], body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let ev = events(&r);
+    assert_eq!(ev[0]["type"], "response.created");
+    let mut args: BTreeMap<u64, String> = BTreeMap::new();
+    let mut done: BTreeMap<u64, Value> = BTreeMap::new();
+    for e in &ev {
+        let i = e["output_index"].as_u64();
+        match e["type"].as_str().unwrap() {
+            "response.output_item.added" => {
+                let item = &e["item"];
+                assert_eq!(item["type"], "function_call");
+                assert!(item["id"].as_str().unwrap().starts_with("fc_"));
+                assert!(item["call_id"].as_str().unwrap().starts_with("call_"));
+                assert_eq!(item["name"], "read_file");
+                assert_eq!(item["arguments"], "");
+                args.insert(i.unwrap(), String::new());
+            }
+            "response.function_call_arguments.delta" => {
+                assert!(e["item_id"].as_str().unwrap().starts_with("fc_"));
+                *args.get_mut(&i.unwrap()).unwrap() += e["delta"].as_str().unwrap();
+            }
+            "response.function_call_arguments.done" => {
+                assert_eq!(
+                    e["arguments"].as_str(),
+                    args.get(&i.unwrap()).map(|s| &s[..])
+                );
+            }
+            "response.output_item.done" => {
+                done.insert(i.unwrap(), e["item"].clone());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(args.len(), 2);
+    for (i, a) in &args {
+        let v: Value = serde_json::from_str(a).unwrap_or_else(|e| panic!("{a}: {e}"));
+        assert!(v["path"].is_string());
+        assert_eq!(done[i]["arguments"].as_str(), Some(&a[..]));
+        assert_eq!(done[i]["status"], "completed");
+    }
+    let last = ev.last().unwrap();
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(last["response"]["output"].as_array().unwrap().len(), 2);
+    assert_eq!(last["response"]["usage"]["output_tokens"], 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn responses_history_pairs_outputs_with_calls() {
+    let state = SimState::new(config(0.7, 1));
+    let mut body = json!({"model": "m", "stream": true, "max_output_tokens": 2,
+        "input": [
+            {"role": "user", "content": "find the bug"},
+            {"type": "function_call", "call_id": "call_1", "name": "read_file",
+             "arguments": "{\"path\": \"a b\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "x y z w"}]});
+    let r = send(&state, "/v1/responses", &[], body.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let last = events(&r).last().unwrap().clone();
+    assert_eq!(last["response"]["usage"]["input_tokens"], 3 + 2 + 4);
+    body["input"][2]["call_id"] = json!("call_9");
+    let r = send(&state, "/v1/responses", &[], body.clone()).await;
+    assert_eq!(r.status, 400);
+    assert!(r.error_message().contains("call_9"));
+    // With previous_response_id the calls live on the server: not checked.
+    body["previous_response_id"] = json!("resp_1");
+    assert_eq!(send(&state, "/v1/responses", &[], body).await.status, 200);
+}
+
+fn engine_state(probability: f64) -> SimState {
+    let mut spec = cadence_engine::preset("llama-3.1-8b@h100-bf16").unwrap();
+    spec.serving.jitter = 0.0;
+    SimState::new(SimConfig {
+        engine: Some(spec),
+        tool_call_probability: probability,
+        ..SimConfig::default()
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn engine_mode_streams_tool_calls_in_every_dialect() {
+    let state = engine_state(1.0);
+    let r = post_chat(&state, &[], chat_body(9, json!("auto"))).await;
+    let calls = fold_chat(&r);
+    assert_eq!(calls.len(), 1, "{}", r.text());
+    serde_json::from_str::<Value>(&calls[&0].2).unwrap();
+    assert_eq!(finish_reason(&r).as_deref(), Some("tool_calls"));
+    assert_eq!(r.chunks().last().unwrap()["usage"]["completion_tokens"], 9);
+    let body = json!({"model": "m", "stream": true, "max_tokens": 5,
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"name": "grep", "input_schema": {"type": "object"}}]});
+    let r = send(&state, "/v1/messages", &[], body).await;
+    let partial: String = events(&r)
+        .iter()
+        .filter(|e| e["delta"]["type"] == "input_json_delta")
+        .map(|e| e["delta"]["partial_json"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(serde_json::from_str::<Value>(&partial).unwrap()["query"].is_string());
+    assert!(
+        r.text().contains(r#""stop_reason":"tool_use""#),
+        "{}",
+        r.text()
+    );
+    let body = json!({"model": "m", "stream": true, "max_output_tokens": 5, "input": "go",
+        "tools": [{"type": "function", "name": "grep"}]});
+    let r = send(&state, "/v1/responses", &[], body).await;
+    let last = events(&r).last().unwrap().clone();
+    assert_eq!(
+        last["response"]["output"][0]["type"], "function_call",
+        "{last}"
+    );
+}
