@@ -927,6 +927,7 @@ fn checks(args: &BenchArgs) -> Checks {
         convention: args.outputs.convention,
         exact_samples: args.outputs.exact_samples(),
         max_error_rate: args.max_error_rate,
+        what_if: args.outputs.what_if.clone(),
     }
 }
 

@@ -973,6 +973,16 @@ pub struct OutputArgs {
     /// report marks each bucketed distribution. Default 4000000.
     #[arg(long, value_name = "N")]
     pub exact_samples: Option<u64>,
+
+    /// Re-price the run's sessions (agent loops, multi-turn chats) at another TTFT
+    /// and/or ITL, from the measured per-step sums: `itl=15ms`, `ttft=200ms,itl=x0.5`
+    /// (x: a factor of the measured). Repeat for several; each gets a report line.
+    #[arg(long, value_name = "SPEC", value_parser = parse_what_if)]
+    pub what_if: Vec<cadence_core::sessions::WhatIf>,
+}
+
+pub fn parse_what_if(s: &str) -> Result<cadence_core::sessions::WhatIf, String> {
+    s.parse()
 }
 
 impl OutputArgs {

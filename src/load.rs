@@ -6,6 +6,7 @@ use crate::exit::{usage, Exit};
 use crate::fleet::FleetScan;
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
+use cadence_core::sessions::WhatIf;
 use cadence_core::slo::DEFAULT_MAX_ERROR_RATE;
 use cadence_core::{
     Checks, Convention, FleetReport, LevelAggregators, RecordSink, RequestRecord, Slo,
@@ -120,7 +121,7 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
 ) -> anyhow::Result<Loaded> {
-    load_with(files, slos, convention, max_error_rate, None, &[])
+    load_with(files, slos, convention, max_error_rate, None, &[], &[])
 }
 
 /// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
@@ -134,6 +135,7 @@ pub fn load_with(
     max_error_rate: Option<f64>,
     exact_samples: Option<u64>,
     exclude_shards: &[u32],
+    what_if: &[WhatIf],
 ) -> anyhow::Result<Loaded> {
     let files = &crate::fleet::expand(files)?;
     let mut json = Vec::new();
@@ -170,6 +172,9 @@ pub fn load_with(
     }
     if let Some(m) = max_error_rate {
         checks.max_error_rate = m;
+    }
+    if !what_if.is_empty() {
+        checks.what_if = what_if.to_vec();
     }
     if convention.is_some() {
         checks.convention = convention;
@@ -459,6 +464,18 @@ fn saved_checks(
                 exact_samples: exact_samples
                     .or(c.exact_samples)
                     .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES),
+                // A what-if that no longer parses is left out, with a warning.
+                what_if: c
+                    .what_if
+                    .iter()
+                    .filter_map(|w| match w.parse() {
+                        Ok(w) => Some(w),
+                        Err(e) => {
+                            warnings.push(format!("the run line's what-if is skipped: {e}"));
+                            None
+                        }
+                    })
+                    .collect(),
             };
             (meta.run, checks, meta.search)
         }
@@ -477,6 +494,7 @@ fn saved_checks(
                 convention: None,
                 max_error_rate: DEFAULT_MAX_ERROR_RATE,
                 exact_samples: exact_samples.unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES),
+                what_if: Vec::new(),
             };
             (info, checks, None)
         }

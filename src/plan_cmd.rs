@@ -130,6 +130,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         exact_samples: args.outputs.exact_samples(),
         // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
         max_error_rate: 1.0,
+        what_if: args.outputs.what_if.clone(),
     };
     // Each level's records go to the level aggregators (and, for the per-request CSV,
     // a records file) as the driver hands them over; none are kept past their level.

@@ -19,6 +19,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         args.max_error_rate,
         args.outputs.exact_samples,
         &args.exclude_shards,
+        &args.outputs.what_if,
     )?;
     deliver(
         &loaded.report,

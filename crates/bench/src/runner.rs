@@ -740,7 +740,8 @@ impl<S: Sinks> RequestTask<S> {
             let mut calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
             rec.tool_calls = Some(calls.len() as u32);
             let ok = rec.outcome == Outcome::Succeeded;
-            if ok && calls.is_empty() && agent.force == Force::Mock {
+            let last = step + 1 == agent.max_steps.max(1);
+            if ok && calls.is_empty() && agent.force == Force::Mock && !last {
                 calls.push(agent.mock_call(dispatch, step));
                 rec.tool_call_mocked = true;
             }
@@ -748,7 +749,7 @@ impl<S: Sinks> RequestTask<S> {
             rec = self.count_tokens(rec, text, built.prompt_parts).await;
             prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
             self.finish_record(index, &mut rec);
-            if !ok || calls.is_empty() {
+            if !ok || calls.is_empty() || last {
                 break;
             }
             let results: Vec<String> = calls.iter().map(|_| agent.result_text(&mut rng)).collect();

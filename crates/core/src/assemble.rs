@@ -25,6 +25,8 @@ pub struct Checks {
     /// Share of failed requests above which a level fails (`--max-error-rate`; 1.0
     /// turns the ceiling off).
     pub max_error_rate: f64,
+    /// Sessions re-priced at other TTFT/ITL (`--what-if`).
+    pub what_if: Vec<crate::sessions::WhatIf>,
 }
 
 impl Checks {
@@ -39,6 +41,7 @@ impl Checks {
             max_error_rate: Some(self.max_error_rate),
             exact_samples: (self.exact_samples != crate::level::DEFAULT_EXACT_SAMPLES)
                 .then_some(self.exact_samples),
+            what_if: self.what_if.iter().map(|w| w.to_string()).collect(),
         }
     }
 
@@ -50,6 +53,7 @@ impl Checks {
             slos: self.slos.clone(),
             max_late: self.max_late,
             exact_samples: self.exact_samples,
+            what_if: self.what_if.clone(),
             ..LevelConfig::default()
         }
     }

@@ -119,8 +119,8 @@ fn request_values(r: &RequestRecord, metric: SloMetric) -> Option<Vec<f64>> {
                 SloMetric::ItlPerToken => metrics::itl_gaps(r, bad)
                     .map(|(g, later)| metrics::ms(g) / metrics::per_token_weight(later) as f64)
                     .collect(),
-                // A level's share, not a per-request sample.
-                SloMetric::ErrorRate(_) => Vec::new(),
+                // A level's share, or a whole session's: not a per-request sample.
+                SloMetric::ErrorRate(_) | SloMetric::Session => Vec::new(),
             };
             (!v.is_empty()).then_some(v)
         })

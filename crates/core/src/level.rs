@@ -38,6 +38,8 @@ pub struct LevelConfig {
     /// Bytes of histograms the time series holds once bucketed
     /// ([`crate::timeseries::MAX_HISTOGRAM_BYTES`]).
     pub series_bytes: usize,
+    /// Session re-pricings (`--what-if`).
+    pub what_if: Vec<crate::sessions::WhatIf>,
 }
 
 impl Default for LevelConfig {
@@ -49,6 +51,7 @@ impl Default for LevelConfig {
             max_late: 0.001,
             exact_samples: DEFAULT_EXACT_SAMPLES,
             series_bytes: crate::timeseries::MAX_HISTOGRAM_BYTES,
+            what_if: Vec::new(),
         }
     }
 }
@@ -97,7 +100,11 @@ impl LevelAggregator {
     pub fn new(config: LevelConfig) -> LevelAggregator {
         LevelAggregator {
             // Pooled ITL comes from the time series, which holds the same gaps.
-            summary: SummaryAcc::without_pooled_itl(config.stall_threshold_ns),
+            summary: {
+                let mut s = SummaryAcc::without_pooled_itl(config.stall_threshold_ns);
+                s.set_what_if(config.what_if.clone());
+                s
+            },
             pacing: PacingAcc::default(),
             goodput: GoodputAcc::default(),
             series: TimeSeriesAcc::new(config.time_bucket_ns).with_max_bytes(config.series_bytes),

@@ -22,6 +22,7 @@ pub mod rng;
 pub mod runlog;
 pub mod secret;
 pub mod server;
+pub mod sessions;
 pub mod sink;
 pub mod slo;
 pub mod stats;

@@ -3,6 +3,7 @@
 //! FAULTS.md requires. Every number a report prints about a level comes from here.
 
 use crate::dist::{DistAcc, Sorted};
+use crate::sessions::{SessionAcc, SessionSummary, WhatIf};
 use crate::stats::{self, Distribution};
 use crate::{Outcome, RequestRecord, StampClock, TokenSource};
 use serde::{Deserialize, Serialize};
@@ -316,6 +317,9 @@ pub struct LevelSummary {
     /// TTFT and ITL by turn of multi-turn sessions (empty without sessions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_turn: Vec<TurnSummary>,
+    /// Whole sessions (agent loops, multi-turn chats): wall time and its split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionSummary>,
     /// Which clock stamped the chunks and how late the client read them; absent when
     /// no record says (records of older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -520,6 +524,7 @@ pub struct SummaryAcc {
     agree: BTreeMap<TokenSource, Agree>,
     turns: BTreeMap<u32, TurnAcc>,
     clock: Option<Box<ClockAcc>>,
+    sessions: SessionAcc,
 }
 
 impl SummaryAcc {
@@ -554,7 +559,13 @@ impl SummaryAcc {
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
             clock: None,
+            sessions: SessionAcc::default(),
         }
+    }
+
+    /// Session what-ifs to re-price the level's sessions at (`--what-if`).
+    pub fn set_what_if(&mut self, what_if: Vec<WhatIf>) {
+        self.sessions.set_what_if(what_if);
     }
 
     /// One that leaves pooled ITL (`itl`) empty, for an owner that keeps the same gaps
@@ -590,6 +601,7 @@ impl SummaryAcc {
 
     /// Takes one record; returns the values it kept exactly (for the level's budget).
     pub fn push(&mut self, r: &RequestRecord) -> u64 {
+        self.sessions.push(r);
         if r.warmup {
             self.warmup += 1;
             return 0;
@@ -816,6 +828,7 @@ impl SummaryAcc {
         if let Some(c) = &o.clock {
             self.clock.get_or_insert_with(Box::default).merge(c);
         }
+        self.sessions.merge(&o.sessions);
     }
 
     /// The level's summary; `opts` supplies what the records cannot (window, intended,
@@ -880,6 +893,7 @@ impl SummaryAcc {
                 })
                 .collect(),
             clock: self.clock.as_ref().map(|c| c.finish()),
+            sessions: self.sessions.finish(),
         }
     }
 

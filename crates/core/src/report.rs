@@ -261,6 +261,7 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("stalls", formula::STALLS),
         ("token_agreement", formula::TOKEN_AGREEMENT),
         ("by_turn", formula::BY_TURN),
+        ("sessions", crate::sessions::FORMULA),
         ("clock", formula::CLOCK),
         ("requests", formula::REQUESTS),
         ("slos", slo::FORMULA),

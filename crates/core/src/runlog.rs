@@ -60,6 +60,9 @@ pub struct RunChecks {
     /// budget; absent in older files and for the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact_samples: Option<u64>,
+    /// `--what-if` re-pricings of the sessions, as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub what_if: Vec<String>,
 }
 
 /// `--max-late`'s default, the one every source of runs uses: an open-loop level whose
@@ -78,6 +81,7 @@ impl Default for RunChecks {
             convention: None,
             max_error_rate: None,
             exact_samples: None,
+            what_if: Vec::new(),
         }
     }
 }

@@ -36,6 +36,9 @@ pub enum SloMetric {
     E2e,
     /// Per-request output speed, tokens/s.
     OutputSpeed,
+    /// A whole session's wall time (agent loops, multi-turn chats): judged on the
+    /// level's sessions, not on single requests.
+    Session,
     /// The share of sent requests that failed, in %: every failure class (`None`) or
     /// one (`errors.http_5xx.rate`). Not a distribution: its only statistic is the
     /// rate (the mean of a per-request 0/1 failure indicator).
@@ -43,7 +46,7 @@ pub enum SloMetric {
 }
 
 impl SloMetric {
-    pub const ALL: [SloMetric; 8] = [
+    pub const ALL: [SloMetric; 9] = [
         SloMetric::Ttft,
         SloMetric::TtftContent,
         SloMetric::TtftResponse,
@@ -52,6 +55,7 @@ impl SloMetric {
         SloMetric::Tpot,
         SloMetric::E2e,
         SloMetric::OutputSpeed,
+        SloMetric::Session,
     ];
 
     /// The name used in SLO expressions (`errors` for the error rates).
@@ -66,6 +70,7 @@ impl SloMetric {
             SloMetric::Tpot => "tpot",
             SloMetric::E2e => "e2e",
             SloMetric::OutputSpeed => "output_speed",
+            SloMetric::Session => "session",
         }
     }
 
@@ -94,6 +99,7 @@ impl SloMetric {
             SloMetric::Tpot => level.tpot,
             SloMetric::E2e => level.e2e,
             SloMetric::OutputSpeed => level.output_speed_tok_s,
+            SloMetric::Session => level.sessions.as_ref().and_then(|s| s.wall),
             SloMetric::ErrorRate(_) => None,
         }
     }
@@ -514,7 +520,7 @@ impl Slo {
         let single = |v: Option<f64>| v.map_or(PerRequest::Missing, PerRequest::Value);
         match self.metric {
             // A level's figure: a succeeded request has nothing to violate.
-            SloMetric::ErrorRate(_) => PerRequest::NotApplicable,
+            SloMetric::ErrorRate(_) | SloMetric::Session => PerRequest::NotApplicable,
             SloMetric::Ttft => single(metrics::ttft_ms(r, bad)),
             SloMetric::TtftResponse => single(metrics::ttft_response_ms(r, bad)),
             SloMetric::E2e => single(metrics::e2e_ms(r, bad)),

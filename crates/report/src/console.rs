@@ -4,6 +4,7 @@
 
 use cadence_core::attribution::ServerReport;
 use cadence_core::metrics::{formula, LevelSummary};
+use cadence_core::sessions::SessionSummary;
 use cadence_core::{Distribution, LevelReport, Pacing, Report, SloResult};
 use std::fmt::Write;
 
@@ -502,6 +503,9 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         o.received_total
     );
     token_facts(out, s);
+    if let Some(ss) = &s.sessions {
+        session_facts(out, ss, s.itl.map(|d| d.p50));
+    }
     request_facts(out, s, p);
     stream_facts(out, s);
 }
@@ -543,6 +547,144 @@ fn token_facts(out: &mut String, s: &LevelSummary) {
             opt(t.itl.map(|d| d.p50), fmt_ms),
             opt(t.itl.map(|d| d.p99), fmt_ms)
         );
+    }
+}
+
+/// Tokens of the long reply the session lines price (a coding agent's diff).
+pub const LONG_REPLY_TOKENS: u32 = 3000;
+
+/// Whole sessions: their wall time, its split, TTFT by context, the slowest one, the
+/// what-ifs, and what a long reply costs at the level's ITL.
+fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
+    let mocked = if ss.mocked_tool_calls > 0 {
+        format!(
+            " ({} injected by the client: the model made no call)",
+            ss.mocked_tool_calls
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "{}{} of {} complete, steps p50 {}, {} tool calls{mocked}",
+        label("Sessions"),
+        ss.complete,
+        ss.sessions,
+        opt(ss.steps.map(|d| d.p50), sig4),
+        ss.tool_calls,
+    );
+    if let Some(w) = ss.wall {
+        let _ = writeln!(
+            out,
+            "{}p50 {}, p90 {}, p99 {}, max {}",
+            label("Session wall"),
+            fmt_ms(w.p50),
+            fmt_ms(w.p90),
+            fmt_ms(w.p99),
+            fmt_ms(w.max)
+        );
+    }
+    if let Some(sp) = ss.split {
+        let _ = writeln!(
+            out,
+            "{}TTFT {:.1}%, decode (ITL) {:.1}%, tool {:.1}%, rest {:.1}% of the summed wall time",
+            label("Wall split"),
+            sp.ttft_pct,
+            sp.decode_pct,
+            sp.tool_pct,
+            sp.rest_pct
+        );
+    }
+    if let Some(d) = ss.decode_share_pct {
+        let _ = writeln!(
+            out,
+            "{}p50 {:.1}%, p90 {:.1}% of a session's wall time is decode",
+            label("ITL share"),
+            d.p50,
+            d.p90
+        );
+    }
+    let rows: Vec<String> = ss
+        .by_context
+        .iter()
+        .map(|r| {
+            let edge = r
+                .up_to_tokens
+                .map_or_else(|| "more".to_string(), |t| format!("<={t}"));
+            let one = |d: Option<Distribution>| {
+                d.map_or_else(
+                    || ABSENT.to_string(),
+                    |d| format!("{} (n={})", fmt_ms(d.p50), d.count),
+                )
+            };
+            format!(
+                "{edge}: first {}, later {}",
+                one(r.first_steps),
+                one(r.later_steps)
+            )
+        })
+        .collect();
+    if !rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}TTFT p50 by prompt tokens, first steps vs later ones: {}",
+            label("Context"),
+            rows.join("; ")
+        );
+    }
+    if let Some(w) = &ss.slowest {
+        let steps: Vec<String> = w
+            .steps
+            .iter()
+            .map(|st| {
+                let tool = if st.tool_ms > 0.0 {
+                    format!("tool {} → ", fmt_ms(st.tool_ms))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{tool}step {} TTFT {} + decode {}",
+                    st.step,
+                    fmt_ms(st.ttft_ms),
+                    fmt_ms(st.decode_ms)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}session {}, {}: {}",
+            label("Slowest"),
+            w.session,
+            fmt_ms(w.wall_ms),
+            steps.join("; ")
+        );
+    }
+    let measured = ss.wall.map(|d| d.p50);
+    for wi in &ss.what_if {
+        let _ = writeln!(
+            out,
+            "{}{}: session wall p50 {} → {}; decode share {} → {}",
+            label("What if"),
+            wi.label,
+            opt(measured, fmt_ms),
+            opt(wi.wall.map(|d| d.p50), fmt_ms),
+            opt(ss.split.map(|s| s.decode_pct), |v| format!("{v:.1}%")),
+            opt(wi.decode_share_pct, |v| format!("{v:.1}%")),
+        );
+    }
+    if let Some(itl) = itl_p50 {
+        let gaps = f64::from(LONG_REPLY_TOKENS - 1);
+        let mut line = format!(
+            "a {LONG_REPLY_TOKENS}-token reply decodes in {} at this level's ITL p50 ({})",
+            fmt_ms(itl * gaps),
+            fmt_ms(itl)
+        );
+        for wi in &ss.what_if {
+            if let Some(cadence_core::sessions::Price::Ms(x)) = wi.what_if.itl {
+                line.push_str(&format!(", {} at {}", fmt_ms(x * gaps), fmt_ms(x)));
+            }
+        }
+        let _ = writeln!(out, "{}{line}", label("Long reply"));
     }
 }
 
