@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cadence_engine::engine::Request;
-use cadence_engine::{Engine, EngineSpec, Event, Injection};
+use cadence_engine::{Engine, EngineSpec, Event, Injection, Prefix};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -33,6 +33,7 @@ pub enum Emit {
 struct Submit {
     prompt_tokens: u32,
     max_tokens: u32,
+    prefix: Option<Prefix>,
     reply: mpsc::UnboundedSender<Emit>,
 }
 
@@ -42,6 +43,7 @@ struct Submit {
 pub struct EngineHandle {
     tx: mpsc::UnboundedSender<Submit>,
     spec: Arc<EngineSpec>,
+    seen: Arc<crate::history::SeenChains>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -67,22 +69,38 @@ impl EngineHandle {
         let spec = Arc::new(spec);
         let phantoms = phantoms(&spec, &inject);
         tokio::spawn(run((*spec).clone(), clock, rx, metrics, phantoms));
-        EngineHandle { tx, spec }
+        EngineHandle {
+            tx,
+            spec,
+            seen: Arc::default(),
+        }
     }
 
     pub fn spec(&self) -> &EngineSpec {
         &self.spec
     }
 
-    /// Queues a request; its tokens arrive on the returned channel.
-    pub fn submit(&self, prompt_tokens: u32, max_tokens: u32) -> mpsc::UnboundedReceiver<Emit> {
+    /// Queues a request whose prompt starts with `prefix` (its history, for the
+    /// prefix cache); its tokens arrive on the returned channel.
+    pub fn submit(
+        &self,
+        prompt_tokens: u32,
+        max_tokens: u32,
+        prefix: Option<Prefix>,
+    ) -> mpsc::UnboundedReceiver<Emit> {
         let (reply, rx) = mpsc::unbounded_channel();
         let _ = self.tx.send(Submit {
             prompt_tokens,
             max_tokens,
+            prefix,
             reply,
         });
         rx
+    }
+
+    /// The message chains the engine has seen (see [`crate::history`]).
+    pub fn seen(&self) -> &crate::history::SeenChains {
+        &self.seen
     }
 }
 
@@ -184,7 +202,8 @@ async fn run(
                     let id = next_id;
                     next_id += 1;
                     live.insert(id, Live { reply: s.reply, arrived: now, scheduled: None, first: None, last: now });
-                    engine.submit(now, Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens }, &mut out);
+                    let request = Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens };
+                    engine.submit_with_prefix(now, request, s.prefix, &mut out);
                 }
                 None => open = false,
             },

@@ -30,6 +30,29 @@
 //! whitespace-separated words in the messages' text or the prompt
 //! ([`request::prompt_tokens`]).
 //!
+//! # Tool calls
+//! A chat, Responses or Anthropic Messages request that declares tools gets tool
+//! calls instead of text when `tool_choice` requires one (`required`, `any`, a
+//! named tool), never with `none`, and under `auto` (or none given) with
+//! [`SimConfig::tool_call_probability`], drawn per request from the seed.
+//! [`SimConfig::parallel_tool_calls`] calls per reply (one when the request turns
+//! parallel calls off); the reply's tokens are shared out over them, one argument
+//! fragment per token on the usual schedule, the fragments of a call joining into a
+//! JSON object whose fields are the tool's `parameters` (`input_schema`)
+//! properties (else `query`), with string values. See [`tools`] for the events of
+//! each dialect. Earlier tool traffic in the history counts as prompt (the words of
+//! the arguments' values and of the results), and a result that answers no call made
+//! earlier in the request (in chat and Anthropic: in the turn right after it) is
+//! a 400.
+//!
+//! # Prefix cache
+//! In engine mode the prompt's messages are hashed message by message
+//! ([`history`]); the part up to the last message boundary an earlier request (or
+//! the reply the sim gave it) reached is the prefix the engine's prefix cache skips,
+//! so a later step of a session, which resends the earlier prompt and reply, has
+//! the TTFT of its new turn only. The flat mode's TTFT does not depend on the
+//! prompt, so it has nothing to skip.
+//!
 //! # Determinism
 //! Request `i` (arrival order, or the `x-cadence-request` header) of a sim
 //! with seed `s` always gets the same schedule and text: [`plan()`] is a pure
@@ -54,6 +77,7 @@ pub mod dialects;
 pub mod dist;
 pub mod engine_mode;
 pub mod fault;
+pub mod history;
 pub mod openai;
 pub mod plan;
 mod realtime;

@@ -242,6 +242,9 @@ pub struct ApiRequest {
     pub prompt_tokens: u32,
     /// The tools the request declares, if any.
     pub tools: Option<Tools>,
+    /// The messages (chat, Anthropic) or input items (Responses), for the prefix
+    /// cache's view of the history (see [`crate::history`]).
+    pub messages: Vec<Value>,
 }
 
 impl ApiRequest {
@@ -310,6 +313,13 @@ impl ApiRequest {
             continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
             token_ids: raw.return_token_ids.unwrap_or(false),
             tools,
+            messages: raw
+                .messages
+                .or(raw.input.filter(Value::is_array).and_then(|i| match i {
+                    Value::Array(a) => Some(a),
+                    _ => None,
+                }))
+                .unwrap_or_default(),
         })
     }
 

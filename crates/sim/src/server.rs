@@ -25,6 +25,7 @@ use crate::config::SimConfig;
 use crate::dialects::{self, Timing};
 use crate::engine_mode::{self, Emit, EngineHandle, EngineStream};
 use crate::fault::Fault;
+use crate::history;
 use crate::openai::{error_body, Dialect, Usage, Writer};
 use crate::plan::{plan, TEXT as TEXT_STREAM};
 use crate::request::{
@@ -467,10 +468,11 @@ async fn engine_response(
     }
     let config = state.config();
     let calls = reply_calls(state, dialect, api, None, request, max_tokens);
-    let rx = engine.submit(api.prompt_tokens, max_tokens);
+    let text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
+    let prefix = history_prefix(engine, dialect, api, calls.as_ref(), &text_rng, max_tokens);
+    let rx = engine.submit(api.prompt_tokens, max_tokens, prefix);
     let id = response_id(dialect, request);
     let model = api.model.clone().unwrap_or_else(|| config.model.clone());
-    let text_rng = SimRng::for_request(config.seed, request, TEXT_STREAM);
     if !api.stream {
         let reply = EngineReply {
             dialect,
@@ -502,6 +504,49 @@ async fn engine_response(
 
 /// A non-streamed engine request: waits for the engine to finish it, then answers
 /// with the whole text.
+/// The part of the request's prompt the prefix cache may hold: its messages up
+/// to the last boundary an earlier request (or an earlier reply) reached. The
+/// reply this request will get is remembered too, so the next step of a session,
+/// which sends it back, finds it. `None` without messages or a prefix cache.
+fn history_prefix(
+    engine: &EngineHandle,
+    dialect: Dialect,
+    api: &ApiRequest,
+    calls: Option<&CallPlan>,
+    text_rng: &SimRng,
+    max_tokens: u32,
+) -> Option<cadence_engine::Prefix> {
+    if api.messages.is_empty() || !engine.spec().serving.prefix_cache {
+        return None;
+    }
+    let boundaries = history::boundaries(dialect, &api.messages);
+    // The reply's tokens, drawn as the stream will draw them.
+    let mut rng = text_rng.clone();
+    let ids: Vec<u32> = (0..max_tokens)
+        .map(|_| rng.random_range(0..crate::text::VOCAB.len() as u32))
+        .collect();
+    let reply = match calls {
+        Some(plan) => {
+            let w = Writer {
+                dialect,
+                id: "",
+                created: 0,
+                model: "",
+                pretty: false,
+            };
+            let mut stream = ToolStream::new(plan.clone(), Vocabulary::Plain);
+            stream.chunk(&w, &ids, true, |_| None);
+            history::reply_messages(dialect, "", Some((plan, stream.arguments())))
+        }
+        None => {
+            let mut text = String::new();
+            Vocabulary::Plain.push_text(&ids, &mut text);
+            history::reply_messages(dialect, &text, None)
+        }
+    };
+    engine.seen().prefix(dialect, &boundaries, &reply)
+}
+
 /// What a non-streamed engine reply says besides its tokens.
 struct EngineReply<'a> {
     dialect: Dialect,

@@ -430,6 +430,11 @@ impl ToolStream {
         &self.plan
     }
 
+    /// Each call's arguments so far.
+    pub fn arguments(&self) -> &[String] {
+        &self.args
+    }
+
     /// The call token `pos` belongs to, and its place in that call.
     fn locate(&self, pos: u32) -> (usize, u32) {
         let mut start = 0;

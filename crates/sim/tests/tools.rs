@@ -447,3 +447,58 @@ async fn engine_mode_streams_tool_calls_in_every_dialect() {
         "{last}"
     );
 }
+
+fn words(n: usize, word: &str) -> String {
+    vec![word; n].join(" ")
+}
+
+/// TTFT (the first content chunk) and prompt tokens of a chat request.
+async fn ttft_of(state: &SimState, messages: Value) -> (Duration, u64) {
+    let mut body = with_usage(4);
+    body["messages"] = messages;
+    let r = post_chat(state, &[], body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let prompt = r.chunks().last().unwrap()["usage"]["prompt_tokens"]
+        .as_u64()
+        .unwrap();
+    (r.content_times()[0].0, prompt)
+}
+
+#[tokio::test(start_paused = true)]
+async fn engine_mode_a_later_agent_step_reuses_the_cached_history() {
+    let state = engine_state(1.0);
+    let task = json!({"role": "user", "content": words(3000, "context")});
+    let mut step1 = chat_body(20, json!("required"));
+    step1["messages"] = json!([task.clone()]);
+    let r = post_chat(&state, &[], step1).await;
+    let (id, name, args) = fold_chat(&r)[&0].clone();
+    let step2 = json!([task,
+        {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": name, "arguments": args}}]},
+        {"role": "tool", "tool_call_id": id, "content": words(100, "result")}]);
+    let (warm, warm_prompt) = ttft_of(&state, step2).await;
+    let cold = json!([{"role": "user", "content": words(3120, "fresh")}]);
+    let (cold, cold_prompt) = ttft_of(&state, cold).await;
+    assert_eq!(warm_prompt, cold_prompt, "prompts of equal length");
+    assert_eq!(warm_prompt, 3120);
+    // The cold prompt prefills 3,120 tokens; the later step only its 100 new ones.
+    assert!(warm * 3 < cold, "warm {warm:?}, cold {cold:?}");
+    // Without the prefix cache the same step is as slow as a cold prompt.
+    let mut spec = cadence_engine::preset("llama-3.1-8b@h100-bf16").unwrap();
+    spec.serving.jitter = 0.0;
+    spec.serving.prefix_cache = false;
+    let plain = SimState::new(SimConfig {
+        engine: Some(spec),
+        ..SimConfig::default()
+    });
+    let (first, _) = ttft_of(
+        &plain,
+        json!([{"role": "user", "content": words(3000, "a")}]),
+    )
+    .await;
+    let again = json!([{"role": "user", "content": words(3000, "a")},
+        {"role": "assistant", "content": "b c"}, {"role": "user", "content": "d"}]);
+    let (second, _) = ttft_of(&plain, again).await;
+    assert!(second >= first, "no cache: {first:?} then {second:?}");
+    eprintln!("warm step {warm:?}, cold prompt {cold:?}");
+}
