@@ -53,6 +53,36 @@ fn clock_cells(k: Option<&ClockCheck>) -> [String; 6] {
     ]
 }
 
+/// The session columns, present only when some level has sessions.
+const SESSION_COLUMNS: [&str; 9] = [
+    "sessions",
+    "sessions_complete",
+    "session_wall_p50_ms",
+    "session_wall_p90_ms",
+    "session_wall_p99_ms",
+    "session_ttft_pct",
+    "session_decode_pct",
+    "session_tool_pct",
+    "session_rest_pct",
+];
+
+/// A level's session cells: empty when it has none.
+fn session_cells(s: Option<&cadence_core::sessions::SessionSummary>) -> [String; 9] {
+    let w = s.and_then(|s| s.wall);
+    let sp = s.and_then(|s| s.split);
+    [
+        s.map_or(String::new(), |s| s.sessions.to_string()),
+        s.map_or(String::new(), |s| s.complete.to_string()),
+        num(w.map(|d| d.p50)),
+        num(w.map(|d| d.p90)),
+        num(w.map(|d| d.p99)),
+        num(sp.map(|x| x.ttft_pct)),
+        num(sp.map(|x| x.decode_pct)),
+        num(sp.map(|x| x.tool_pct)),
+        num(sp.map(|x| x.rest_pct)),
+    ]
+}
+
 /// One row per level. Absent figures are empty cells, never 0.
 pub fn levels(r: &Report) -> String {
     let mut head = vec![
@@ -90,6 +120,10 @@ pub fn levels(r: &Report) -> String {
     if clock {
         head.extend(CLOCK_COLUMNS.map(String::from));
     }
+    let sessions = r.levels.iter().any(|l| l.summary.sessions.is_some());
+    if sessions {
+        head.extend(SESSION_COLUMNS.map(String::from));
+    }
     let mut out = head.join(",");
     out.push('\n');
     for l in &r.levels {
@@ -124,6 +158,9 @@ pub fn levels(r: &Report) -> String {
         if clock {
             row.extend(clock_cells(l.summary.clock.as_ref()));
         }
+        if sessions {
+            row.extend(session_cells(l.summary.sessions.as_ref()));
+        }
         out.push_str(&row.join(","));
         out.push('\n');
     }
@@ -134,8 +171,15 @@ pub fn levels(r: &Report) -> String {
 /// Times are ms on the run clock (`*_at_ms`) or intervals (`*_ms`); empty when absent.
 pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
     let mut out = String::from(
-        "index,level,worker,warmup,outcome,http_status,scheduled_at_ms,sent_at_ms,ttft_ms,e2e_ms,chunks,output_tokens,token_source,tpot_ms,itl_mean_ms,itl_max_ms,finish_reason,error\n",
+        "index,level,worker,warmup,outcome,http_status,scheduled_at_ms,sent_at_ms,ttft_ms,e2e_ms,chunks,output_tokens,token_source,tpot_ms,itl_mean_ms,itl_max_ms,finish_reason,error",
     );
+    // Sessions' columns only when some record belongs to one.
+    let sessions = records.iter().any(|r| r.session.is_some());
+    out.push_str(if sessions {
+        ",session,step,tool_calls,tool_wait_ms,tool_call_mocked\n"
+    } else {
+        "\n"
+    });
     for r in records {
         let name = names
             .iter()
@@ -152,7 +196,7 @@ pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
         let tpot = per_request::tpot_and_speed(r, &mut bad).map(|(t, _)| t);
         let itl_mean = (!gaps.is_empty()).then(|| gaps.iter().sum::<f64>() / gaps.len() as f64);
         let itl_max = gaps.iter().copied().reduce(f64::max);
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.index,
@@ -174,6 +218,18 @@ pub fn requests(records: &[RequestRecord], names: &[(u32, String)]) -> String {
             field(r.finish_reason.as_deref().unwrap_or("")),
             field(r.error.as_deref().unwrap_or("")),
         );
+        if sessions {
+            let _ = write!(
+                out,
+                ",{},{},{},{},{}",
+                r.session.map_or(String::new(), |s| s.to_string()),
+                r.turn.map_or(String::new(), |s| s.to_string()),
+                r.tool_calls.map_or(String::new(), |s| s.to_string()),
+                num(r.tool_wait_ns.map(ms)),
+                r.tool_call_mocked,
+            );
+        }
+        out.push('\n');
     }
     out
 }

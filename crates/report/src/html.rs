@@ -481,6 +481,7 @@ pub fn render(r: &Report) -> String {
 
     charts_section(r, &mut o);
     crate::html_server::section(r, &mut o);
+    crate::html_sessions::section(r, &mut o);
     slos_section(r, &mut o);
 
     if r.levels.iter().any(|l| !l.conventions.is_empty()) {

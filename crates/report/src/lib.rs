@@ -6,6 +6,7 @@ pub mod csv;
 mod figure;
 pub mod html;
 mod html_server;
+mod html_sessions;
 pub mod json;
 pub mod markdown;
 pub mod svg;

@@ -43,6 +43,7 @@ pub fn render(r: &Report) -> String {
         o.push_str(&slos.join("\n"));
         o.push('\n');
     }
+    sessions_table(r, &mut o);
     clock_checks(r, &mut o);
     conventions_details(r, &mut o);
     let warnings: Vec<&String> = r
@@ -89,6 +90,49 @@ fn level_table(r: &Report, o: &mut String) {
                 .map_or("–".into(), |v| format!("{v:.1}")),
             slo
         );
+    }
+}
+
+/// Whole sessions by level (agent loops, multi-turn chats): wall time, its split and
+/// the what-ifs; nothing when no level has sessions.
+fn sessions_table(r: &Report, o: &mut String) {
+    let levels: Vec<_> = r
+        .levels
+        .iter()
+        .filter_map(|l| Some((l, l.summary.sessions.as_ref()?)))
+        .collect();
+    if levels.is_empty() {
+        return;
+    }
+    o.push_str("\n**Sessions**\n\n| level | complete | wall p50 | wall p99 | TTFT | decode (ITL) | tool | rest |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}%"));
+    for (l, s) in &levels {
+        let sp = s.split;
+        let _ = writeln!(
+            o,
+            "| {} | {}/{} | {} | {} | {} | {} | {} | {} |",
+            l.name.replace('|', "\\|"),
+            s.complete,
+            s.sessions,
+            ms(s.wall.map(|d| d.p50)),
+            ms(s.wall.map(|d| d.p99)),
+            pct(sp.map(|x| x.ttft_pct)),
+            pct(sp.map(|x| x.decode_pct)),
+            pct(sp.map(|x| x.tool_pct)),
+            pct(sp.map(|x| x.rest_pct)),
+        );
+    }
+    for (l, s) in &levels {
+        for w in &s.what_if {
+            let _ = writeln!(
+                o,
+                "\n- {} what if `{}`: wall p50 {} → {}",
+                l.name,
+                w.label,
+                ms(s.wall.map(|d| d.p50)),
+                ms(w.wall.map(|d| d.p50))
+            );
+        }
     }
 }
 
