@@ -685,6 +685,17 @@ pub struct SimArgs {
     #[arg(long, value_name = "FILE")]
     pub send_log: Option<PathBuf>,
 
+    /// When a request declares tools and leaves the choice to the model
+    /// (tool_choice auto), the chance its reply is tool calls (drawn per request
+    /// from --seed). tool_choice required/any/a named tool always calls, none never.
+    #[arg(long, value_name = "P", default_value_t = cadence_sim::tools::DEFAULT_TOOL_CALL_PROBABILITY)]
+    pub tool_call_prob: f64,
+
+    /// Tool calls per tool-calling reply (parallel calls, index 0, 1, ...), unless
+    /// the request turns parallel calls off.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub parallel_tool_calls: u32,
+
     /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
     #[command(flatten)]
     pub engine: EngineOpts,

@@ -35,6 +35,14 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         }
         c.stall_probability = p;
     }
+    if !(0.0..=1.0).contains(&args.tool_call_prob) {
+        return Err(usage("--tool-call-prob must be between 0 and 1"));
+    }
+    c.tool_call_probability = args.tool_call_prob;
+    if args.parallel_tool_calls == 0 {
+        return Err(usage("--parallel-tool-calls must be at least 1"));
+    }
+    c.parallel_tool_calls = args.parallel_tool_calls;
     if let Some(n) = args.max_tokens {
         c.default_max_tokens = n;
     }
