@@ -11,6 +11,7 @@ pub mod compare;
 pub mod conventions;
 pub mod dist;
 pub mod duration;
+pub mod imported;
 pub mod level;
 pub mod metrics;
 pub mod outcome;
@@ -34,6 +35,7 @@ pub use charts::{chart_data, ChartData, ChartsAcc};
 pub use conventions::{convention_views, Convention, ConventionView, ConventionsAcc};
 pub use dist::DistAcc;
 pub use duration::{parse_duration, parse_duration_spelled, DurationError};
+pub use imported::{ImportedFigure, ImportedRun};
 pub use level::{
     LevelAggregator, LevelAggregators, LevelConfig, LevelFigures, DEFAULT_EXACT_SAMPLES,
 };

@@ -38,6 +38,10 @@ pub struct Report {
     /// machine's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetReport>,
+    /// A run read from another tool's saved output ([`crate::ImportedRun`]); absent for
+    /// Cadence's own runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<crate::ImportedRun>,
 }
 
 /// The shards a merged run is made of: which were merged, missing or left out, and
@@ -123,6 +127,7 @@ impl Report {
             search: None,
             convention: None,
             fleet: None,
+            imported: None,
         }
     }
 }

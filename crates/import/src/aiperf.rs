@@ -1,0 +1,428 @@
+//! AIPerf's `profile_export.jsonl`: one JSON line per request with its wall-clock send
+//! and end (`metadata.request_start_ns`, `request_end_ns`), its metrics (TTFT, request
+//! latency, every gap between chunks as `inter_chunk_latency`, the output length its
+//! tokenizer counted, and the server's `usage_completion_tokens` when sent) and its
+//! error. The `profile_export_aiperf.json` beside it holds AIPerf's summary, rebuilt
+//! here under AIPerf's definitions (its ITL divides by its own token count).
+
+use crate::build::{self, Lack, Req};
+use crate::json::{numbers, parse, Obj};
+use crate::numpy;
+use crate::{figure, ImportError, Imported, Tool};
+use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, TokenSource};
+use std::path::{Path, PathBuf};
+
+/// `profile_export_aiperf.json` in the same directory, when it exists.
+pub fn summary_beside(path: &Path) -> Option<PathBuf> {
+    let p = path.with_file_name("profile_export_aiperf.json");
+    (p != path && p.is_file()).then_some(p)
+}
+
+/// A metric's value in `unit`, converted to milliseconds.
+fn to_ms(x: f64, unit: Option<&str>) -> f64 {
+    match unit {
+        Some("ns") => x / 1e6,
+        Some("us") => x / 1e3,
+        Some("s") | Some("sec") => x * 1e3,
+        _ => x,
+    }
+}
+
+pub fn import(
+    file: &str,
+    text: &str,
+    summary: Option<(&str, &str)>,
+) -> Result<Imported, ImportError> {
+    let mut reqs = Vec::new();
+    let mut warmup = Vec::new();
+    let mut starts = Vec::new();
+    // AIPerf's own output-token count per request (its tokenizer's), for its ITL.
+    let mut osl = Vec::new();
+    let mut lacks = Vec::new();
+    let mut server_counts = 0usize;
+    let mut first_start_ns: Option<u64> = None;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("line {}", i + 1);
+        let v =
+            parse(file, line).map_err(|e| ImportError::new(file, format!("{at}: {}", e.msg)))?;
+        let o = Obj::new(file, at.clone(), &v)?;
+        let Some(meta) = o.obj("metadata")? else {
+            return Err(ImportError::new(
+                file,
+                format!("{at}: no metadata: not an AIPerf record"),
+            ));
+        };
+        let start_ns = meta.u64("request_start_ns")?;
+        let end_ns = meta.u64("request_end_ns")?;
+        if let Some(s) = start_ns {
+            first_start_ns = Some(first_start_ns.map_or(s, |f| f.min(s)));
+        }
+        let metrics = o.obj("metrics")?;
+        let m = |k: &str| -> Result<Option<f64>, ImportError> {
+            let Some(ms) = &metrics else { return Ok(None) };
+            let Some(x) = ms.obj(k)? else { return Ok(None) };
+            Ok(x.nonneg("value")?.map(|v| to_ms(v, x.str("unit"))))
+        };
+        let count = |k: &str| -> Result<Option<u64>, ImportError> {
+            let Some(ms) = &metrics else { return Ok(None) };
+            let Some(x) = ms.obj(k)? else { return Ok(None) };
+            x.count("value")
+        };
+        let gaps = match &metrics {
+            Some(ms) => match ms.obj("inter_chunk_latency")? {
+                Some(x) => match x.arr("value")? {
+                    Some(a) => {
+                        let unit = x.str("unit");
+                        Some(
+                            numbers(file, &x.path("value"), a)?
+                                .into_iter()
+                                .map(|g| to_ms(g, unit) / 1e3)
+                                .collect::<Vec<f64>>(),
+                        )
+                    }
+                    None => None,
+                },
+                None => None,
+            },
+            None => None,
+        };
+        let error = o.obj("error")?.map(|e| {
+            format!(
+                "{} {}",
+                e.str("type").unwrap_or("error"),
+                e.str("message").unwrap_or("")
+            )
+        });
+        let http_status = match o.obj("error")? {
+            Some(e) => e
+                .count("code")?
+                .filter(|c| (100..600).contains(c))
+                .map(|c| c as u16),
+            None => None,
+        };
+        let cancelled = meta.get("was_cancelled").and_then(|v| v.as_bool()) == Some(true);
+        let ok = error.is_none() && !cancelled;
+        let tokenizer_count = count("output_sequence_length")?.or(count("output_token_count")?);
+        let usage = count("usage_completion_tokens")?;
+        if usage.is_some() {
+            server_counts += 1;
+        }
+        if ok && gaps.is_none() {
+            lacks.push(Lack::ChunkTimes);
+        }
+        let (output_tokens, token_source) = match (usage, tokenizer_count) {
+            (Some(u), _) => (Some(u), Some(TokenSource::Usage)),
+            (None, Some(t)) => (Some(t), Some(TokenSource::Tokenizer)),
+            (None, None) => (None, None),
+        };
+        let e2e_ms = match (start_ns, end_ns) {
+            (Some(s), Some(e)) if e >= s => Some((e - s) as f64 / 1e6),
+            _ => m("request_latency")?,
+        };
+        starts.push(start_ns);
+        warmup.push(meta.str("benchmark_phase").is_some_and(|p| p == "warmup"));
+        osl.push(if ok { tokenizer_count } else { None });
+        reqs.push(Req {
+            // Set below, from the earliest start, in whole nanoseconds (epoch times
+            // lose them in an f64).
+            sent_s: None,
+            ttft_s: if ok {
+                m("time_to_first_token")?.map(|x| x / 1e3)
+            } else {
+                None
+            },
+            gaps_s: if ok { gaps } else { None },
+            e2e_s: e2e_ms.map(|x| x / 1e3),
+            output_tokens: if ok { output_tokens } else { None },
+            token_source,
+            input_tokens: count("input_sequence_length")?,
+            input_source: Some(InputTokenSource::Tokenizer),
+            error,
+            http_status,
+            cancelled,
+            ..Req::default()
+        });
+    }
+    if reqs.is_empty() {
+        return Err(ImportError::new(file, "holds no AIPerf records"));
+    }
+    for (r, s) in reqs.iter_mut().zip(&starts) {
+        r.sent_s = s.map(|ns| (ns - first_start_ns.unwrap_or(0)) as f64 / 1e9);
+    }
+    if reqs.iter().all(|r| r.sent_s.is_none()) {
+        lacks.push(Lack::SendTimes);
+    }
+    if server_counts == 0 {
+        lacks.push(Lack::ServerTokens);
+    }
+    let mut records = build::records(Tool::Aiperf, &reqs);
+    for ((r, w), n) in records.iter_mut().zip(&warmup).zip(&osl) {
+        r.warmup = *w;
+        // Keep AIPerf's own count beside the server's, as a token source.
+        if let Some(n) = n {
+            r.token_sources.tokenizer = Some(*n);
+        }
+    }
+    let mut files = vec![file.to_string()];
+    let mut notes = Vec::new();
+    let mut version = None;
+    let mut concurrency = None;
+    let figures = match summary {
+        Some((sf, st)) => {
+            files.push(sf.to_string());
+            let sv = parse(sf, st)?;
+            let top = Obj::new(sf, "", &sv)?;
+            version = top.str("aiperf_version").map(str::to_string);
+            concurrency = top
+                .obj("effective_concurrency")?
+                .and_then(|c| c.num("max").ok().flatten())
+                .filter(|c| *c >= 1.0 && c.fract() == 0.0)
+                .map(|c| c as u32);
+            figures(&top, &records, &osl)?
+        }
+        None => {
+            notes.push(
+                "no profile_export_aiperf.json beside the file: AIPerf's own figures are not shown"
+                    .into(),
+            );
+            Vec::new()
+        }
+    };
+    Ok(Imported {
+        tool: Tool::Aiperf,
+        version,
+        files,
+        model: None,
+        target: None,
+        levels: vec![crate::Level::new(Tool::Aiperf, concurrency, None)],
+        duration_s: None,
+        started_at_unix_ms: first_start_ns.map(|ns| ns / 1_000_000),
+        records,
+        lacks,
+        figures,
+        notes,
+    })
+}
+
+/// AIPerf's per-request values (ms, tokens) of the succeeded, non-warm-up `records`,
+/// with `osl` its own token count per record.
+pub fn values(records: &[RequestRecord], osl: &[Option<u64>]) -> Vec<(&'static str, Vec<f64>)> {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let (mut ttft, mut ttst, mut itl, mut lat, mut icl, mut out) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (r, n) in records.iter().zip(osl) {
+        if r.outcome != Outcome::Succeeded || r.warmup {
+            continue;
+        }
+        let (Some(sent), Some(first), Some(end)) = (r.sent_ns, r.first_chunk_ns(), r.end_ns) else {
+            continue;
+        };
+        let t = ms(first - sent);
+        let l = ms(end - sent);
+        ttft.push(t);
+        lat.push(l);
+        if let Some(second) = r.chunks.get(1) {
+            ttst.push(ms(second.t_ns() - first));
+        }
+        icl.extend(r.chunks.windows(2).map(|w| ms(w[1].t_ns() - w[0].t_ns())));
+        if let Some(n) = n {
+            out.push(*n as f64);
+            if *n > 1 {
+                itl.push((l - t) / (*n - 1) as f64);
+            }
+        }
+    }
+    vec![
+        ("time_to_first_token", ttft),
+        ("time_to_second_token", ttst),
+        ("inter_token_latency", itl),
+        ("request_latency", lat),
+        ("inter_chunk_latency", icl),
+        ("output_sequence_length", out),
+    ]
+}
+
+fn def(metric: &str) -> &'static str {
+    match metric {
+        "time_to_first_token" => "first chunk - send, per request",
+        "time_to_second_token" => "second chunk - first chunk, per request",
+        "inter_token_latency" => "per request (request latency - TTFT) / (AIPerf's output tokens - 1); percentiles over requests",
+        "request_latency" => "end of the response - send, per request",
+        "inter_chunk_latency" => "every gap between consecutive chunks, pooled",
+        _ => "output tokens per request, as AIPerf's tokenizer counted them",
+    }
+}
+
+/// Seconds since the Unix epoch of an ISO time `YYYY-MM-DDTHH:MM:SS[.ffffff]` (no
+/// zone: AIPerf's `start_time` and `end_time`, which are only ever subtracted).
+fn iso_seconds(s: &str) -> Option<f64> {
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, mo, da) = (d.next()??, d.next()??, d.next()??);
+    let time = time.trim_end_matches('Z');
+    let mut t = time.split(':');
+    let (h, mi, sec) = (
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+    );
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + da - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some(days as f64 * 86400.0 + h * 3600.0 + mi * 60.0 + sec)
+}
+
+fn figures(
+    top: &Obj,
+    records: &[RequestRecord],
+    osl: &[Option<u64>],
+) -> Result<Vec<ImportedFigure>, ImportError> {
+    let mut out = Vec::new();
+    for (metric, xs) in values(records, osl) {
+        let Some(m) = top.obj(metric)? else { continue };
+        for stat in ["avg", "p50", "p90", "p99", "std"] {
+            if let Some(printed) = m.num(stat)? {
+                let unit = m.str("unit").unwrap_or("").to_string();
+                out.push(figure(
+                    &format!("{metric} {stat}"),
+                    &unit,
+                    Some(printed),
+                    numpy::stat(&xs, stat, 0),
+                    def(metric),
+                ));
+            }
+        }
+    }
+    let ok: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Succeeded && !r.warmup)
+        .collect();
+    let span = {
+        let s = records.iter().filter_map(|r| r.sent_ns).min();
+        let e = records.iter().filter_map(|r| r.end_ns).max();
+        s.zip(e).map(|(s, e)| (e - s) as f64 / 1e9)
+    };
+    let window = match (top.str("start_time"), top.str("end_time")) {
+        (Some(a), Some(b)) => iso_seconds(a).zip(iso_seconds(b)).map(|(a, b)| b - a),
+        _ => None,
+    }
+    .filter(|w| *w > 0.0);
+    let tokens: f64 = osl
+        .iter()
+        .zip(records)
+        .filter(|(_, r)| r.outcome == Outcome::Succeeded && !r.warmup)
+        .filter_map(|(n, _)| *n)
+        .sum::<u64>() as f64;
+    let scalars: [(&str, Option<f64>, &str); 5] = [
+        ("request_count", Some(ok.len() as f64), "succeeded requests"),
+        ("total_output_tokens", Some(tokens), "AIPerf's output tokens of the succeeded requests"),
+        ("benchmark_duration", span, "last request end - first request start"),
+        ("request_throughput", window.map(|w| ok.len() as f64 / w), "succeeded requests / the profiling phase's wall time (start_time to end_time, as saved)"),
+        ("output_token_throughput", window.map(|w| tokens / w), "AIPerf's output tokens / the profiling phase's wall time (start_time to end_time, as saved)"),
+    ];
+    for (metric, rebuilt, d) in scalars {
+        let Some(m) = top.obj(metric)? else { continue };
+        if let Some(printed) = m.num("avg")? {
+            out.push(figure(
+                metric,
+                m.str("unit").unwrap_or(""),
+                Some(printed),
+                rebuilt,
+                d,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(
+        start: u64,
+        ttft: f64,
+        gaps: &[f64],
+        latency_ms: f64,
+        osl: u64,
+        usage: Option<u64>,
+    ) -> String {
+        let usage = usage.map_or(String::new(), |u| {
+            format!(r#","usage_completion_tokens":{{"value":{u},"unit":"tokens"}}"#)
+        });
+        format!(
+            r#"{{"metadata":{{"request_start_ns":{start},"request_end_ns":{},"benchmark_phase":"profiling","was_cancelled":false}},"metrics":{{"time_to_first_token":{{"value":{ttft},"unit":"ms"}},"inter_chunk_latency":{{"value":{gaps:?},"unit":"ms"}},"request_latency":{{"value":{latency_ms},"unit":"ms"}},"output_sequence_length":{{"value":{osl},"unit":"tokens"}}{usage}}},"error":null}}"#,
+            start + (latency_ms * 1e6) as u64
+        )
+    }
+
+    #[test]
+    fn records_keep_both_token_counts_and_aiperf_itl_uses_its_own() {
+        let base = 1_700_000_000_000_000_000u64;
+        let text = [
+            line(base, 20.0, &[10.0, 10.0], 45.0, 5, Some(3)),
+            line(base + 5_000_000, 30.0, &[5.0], 40.0, 3, Some(2)),
+            r#"{"metadata":{"request_start_ns":1700000000010000000,"request_end_ns":1700000000011000000,"was_cancelled":false},"metrics":{},"error":{"code":503,"type":"HTTPError","message":"busy"}}"#.to_string(),
+        ]
+        .join("\n");
+        let summary = r#"{"aiperf_version":"0.13.0",
+            "time_to_first_token":{"unit":"ms","avg":25.0,"p50":25.0,"std":5.0},
+            "inter_token_latency":{"unit":"ms","avg":6.875},
+            "request_count":{"unit":"requests","avg":2.0},
+            "start_time":"2026-01-01T00:00:00.000000","end_time":"2026-01-01T00:00:02.000000",
+            "request_throughput":{"unit":"requests/sec","avg":1.0}}"#;
+        let imp = import("profile_export.jsonl", &text, Some(("s.json", summary))).unwrap();
+        assert_eq!(imp.records.len(), 3);
+        assert_eq!(imp.records[2].outcome, Outcome::Http5xx);
+        let r = &imp.records[0];
+        assert_eq!(r.output_tokens.unwrap().count, 3);
+        assert_eq!(r.output_tokens.unwrap().source, TokenSource::Usage);
+        assert_eq!(r.token_sources.tokenizer, Some(5));
+        assert_eq!(r.chunks.len(), 3);
+        assert_eq!(imp.records[1].sent_ns, Some(5_000_000));
+        assert!(imp.lacks.is_empty(), "{:?}", imp.lacks);
+        assert_eq!(imp.version.as_deref(), Some("0.13.0"));
+        let f = |k: &str| imp.figures.iter().find(|f| f.name == k).unwrap().clone();
+        // ITL: A (45 - 20)/(5 - 1) = 6.25, B (40 - 30)/(3 - 1) = 5 -> 5.625
+        assert!((f("inter_token_latency avg").rebuilt.unwrap() - 5.625).abs() < 1e-9);
+        assert!((f("time_to_first_token std").rebuilt.unwrap() - 5.0).abs() < 1e-9);
+        assert!((f("request_throughput").rebuilt.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(f("request_count").rebuilt, Some(2.0));
+    }
+
+    #[test]
+    fn hostile_lines_are_named_and_gaps_may_be_missing() {
+        let e = import("p.jsonl", "{\"metadata\": 3}", None).unwrap_err();
+        assert!(e.msg.contains("line 1"), "{e}");
+        let e = import(
+            "p.jsonl",
+            "{\"metadata\": {\"request_start_ns\": 1}, \"metri",
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.msg.contains("line 1") && e.msg.contains("cut short"),
+            "{e}"
+        );
+        let no_gaps = r#"{"metadata":{"request_start_ns":1000,"request_end_ns":50001000},"metrics":{"time_to_first_token":{"value":10,"unit":"ms"},"output_sequence_length":{"value":4,"unit":"tokens"}},"error":null}"#;
+        let imp = import("p.jsonl", no_gaps, None).unwrap();
+        assert!(imp.lacks(Lack::ChunkTimes));
+        assert!(imp.lacks(Lack::ServerTokens));
+        assert_eq!(imp.records[0].chunks.len(), 2);
+    }
+
+    #[test]
+    fn iso_times_subtract() {
+        let a = iso_seconds("2026-11-27T07:15:41.049840").unwrap();
+        let b = iso_seconds("2026-11-28T00:00:00").unwrap();
+        assert!((b - a - (86400.0 - (7.0 * 3600.0 + 15.0 * 60.0 + 41.04984))).abs() < 1e-6);
+        assert_eq!(iso_seconds("nope"), None);
+    }
+}

@@ -1,0 +1,232 @@
+//! One request as another tool saved it, turned into a Cadence record on one timeline,
+//! and the words for what a file lacks. Shared by every importer so a missing value is
+//! treated the same way everywhere: left absent, never filled in.
+
+use crate::Tool;
+use cadence_core::{
+    Chunk, InputTokenSource, Outcome, RecordSource, RequestRecord, TokenCount, TokenSource,
+};
+
+/// Something an imported file does not hold, which blanks the figures that need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lack {
+    /// No time of each chunk (only TTFT and the request's end, or a mean ITL).
+    ChunkTimes,
+    /// No send time per request: requests cannot be placed on the run's timeline.
+    SendTimes,
+    /// Output tokens counted by the tool's tokenizer over the text, not the server's.
+    ServerTokens,
+    /// Output tokens from the server's usage when it sent one, else the tool's
+    /// tokenizer: the file does not say which.
+    TokenSourceUnsaid,
+}
+
+impl Lack {
+    /// What the file lacks, in words.
+    pub fn words(self, tool: Tool) -> String {
+        match (self, tool) {
+            (Lack::ChunkTimes, Tool::Llmperf) => "no chunk times: only a per-request ITL (TTFT included, divided by the tokens) and the end-to-end latency; the last chunk is placed at the end of the response".into(),
+            (Lack::ChunkTimes, Tool::Guidellm) => "no chunk times: only each request's first and last token times".into(),
+            (Lack::ChunkTimes, _) => "no chunk times: only TTFT, the request latency and a per-request mean ITL; the last chunk is placed at the end of the response".into(),
+            (Lack::SendTimes, _) => "no send time per request: the requests cannot be placed on the run's timeline (each is counted from its own send)".into(),
+            (Lack::ServerTokens, t) => format!("client-counted tokens: output tokens are {t}'s tokenizer over the text, not the server's usage"),
+            (Lack::TokenSourceUnsaid, t) => format!("output tokens are the server's usage when it sent one, else {t}'s tokenizer: the file does not say which"),
+        }
+    }
+
+    /// The report's figures this leaves blank.
+    pub fn not_rebuilt(self) -> &'static [&'static str] {
+        match self {
+            Lack::ChunkTimes => &[
+                "ITL (gaps between chunks, pooled; the cadence and vllm conventions' ITL)",
+                "ITL/token",
+                "tokens per chunk",
+                "stalls",
+                "ITL charts and the time series",
+            ],
+            Lack::SendTimes => &[
+                "throughput over Cadence's window (first send to last end)",
+                "TTFT (response)",
+                "the time series",
+            ],
+            Lack::ServerTokens | Lack::TokenSourceUnsaid => &[],
+        }
+    }
+}
+
+/// One request as a tool saved it. Times in seconds; `sent_s` on the tool's own clock
+/// (any origin), the others from the request's send.
+#[derive(Debug, Clone, Default)]
+pub struct Req {
+    pub sent_s: Option<f64>,
+    pub ttft_s: Option<f64>,
+    /// Every gap between consecutive chunks, when the file holds them.
+    pub gaps_s: Option<Vec<f64>>,
+    /// Send to the last chunk, when the file holds it apart from the end.
+    pub last_s: Option<f64>,
+    /// Send to the end of the response.
+    pub e2e_s: Option<f64>,
+    pub output_tokens: Option<u64>,
+    pub token_source: Option<TokenSource>,
+    pub input_tokens: Option<u64>,
+    pub input_source: Option<InputTokenSource>,
+    /// The failure, in the tool's words (`None`: succeeded).
+    pub error: Option<String>,
+    pub http_status: Option<u16>,
+    /// The tool cancelled the request on purpose.
+    pub cancelled: bool,
+}
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9).round().max(0.0) as u64
+}
+
+/// The records of `reqs`, in order, on one timeline whose 0 is the earliest send (all
+/// sent at 0 when the file holds no send times).
+pub fn records(tool: Tool, reqs: &[Req]) -> Vec<RequestRecord> {
+    let origin = reqs
+        .iter()
+        .filter_map(|r| r.sent_s)
+        .reduce(f64::min)
+        .unwrap_or(0.0);
+    reqs.iter()
+        .enumerate()
+        .map(|(i, q)| record(tool, i as u64, q, origin))
+        .collect()
+}
+
+fn record(tool: Tool, index: u64, q: &Req, origin: f64) -> RequestRecord {
+    let outcome = match (&q.error, q.cancelled, q.http_status) {
+        (None, false, _) => Outcome::Succeeded,
+        (_, true, _) => Outcome::AbortedAtDeadline,
+        (Some(_), _, Some(s)) if !(200..300).contains(&s) => Outcome::from_status(s),
+        (Some(_), _, _) => Outcome::StreamError,
+    };
+    let mut r = RequestRecord::new(index, outcome);
+    r.source = RecordSource::Bench;
+    let sent = q.sent_s.map_or(0.0, |s| s - origin);
+    r.sent_ns = Some(ns(sent));
+    r.http_status = q.http_status;
+    r.error = q.error.as_ref().map(|e| format!("{tool}: {e}"));
+    if let Some(n) = q.input_tokens {
+        r.input_tokens = Some(n);
+        r.input_tokens_source = q.input_source;
+    }
+    if let (Some(n), Some(src)) = (q.output_tokens, q.token_source) {
+        r.output_tokens = Some(TokenCount {
+            count: n,
+            source: src,
+        });
+        match src {
+            TokenSource::Usage => r.token_sources.usage = Some(n),
+            TokenSource::TokenIds => r.token_sources.token_ids = Some(n),
+            TokenSource::Tokenizer => r.token_sources.tokenizer = Some(n),
+            TokenSource::Chunks => {}
+        }
+    }
+    if outcome == Outcome::Succeeded {
+        if let Some(ttft) = q.ttft_s {
+            let first = sent + ttft;
+            r.chunks.push(Chunk(ns(first), None));
+            match &q.gaps_s {
+                Some(gaps) => {
+                    let mut t = first;
+                    for g in gaps {
+                        t += g;
+                        r.chunks.push(Chunk(ns(t), None));
+                    }
+                }
+                None => {
+                    // Only the last chunk is known (or taken at the end of the response).
+                    let last = q.last_s.or(q.e2e_s).filter(|&l| l > ttft);
+                    if let (Some(l), true) = (last, q.output_tokens.unwrap_or(0) >= 2) {
+                        r.chunks.push(Chunk(ns(sent + l), None));
+                    }
+                }
+            }
+            r.first_content_ns = r.first_chunk_ns();
+        }
+    }
+    r.end_ns = match q.e2e_s {
+        Some(e) => Some(ns(sent + e).max(r.last_chunk_ns().unwrap_or(0))),
+        None => r.last_chunk_ns().or(r.sent_ns),
+    };
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn gaps_make_chunks_from_the_first_token_on_and_sends_share_one_origin() {
+        let a = Req {
+            sent_s: Some(100.0),
+            ttft_s: Some(0.010),
+            gaps_s: Some(vec![0.005, 0.020]),
+            output_tokens: Some(3),
+            token_source: Some(TokenSource::Usage),
+            ..Req::default()
+        };
+        let b = Req {
+            sent_s: Some(100.5),
+            ttft_s: Some(0.002),
+            gaps_s: Some(vec![]),
+            output_tokens: Some(1),
+            token_source: Some(TokenSource::Usage),
+            ..Req::default()
+        };
+        let r = records(Tool::Vllm, &[a, b]);
+        let t: Vec<u64> = r[0].chunks.iter().map(|c| c.t_ns()).collect();
+        assert_eq!(t, vec![10 * MS, 15 * MS, 35 * MS]);
+        assert_eq!(r[0].sent_ns, Some(0));
+        assert_eq!(r[0].end_ns, Some(35 * MS));
+        assert_eq!(r[1].sent_ns, Some(500 * MS));
+        assert_eq!(r[1].chunks.len(), 1);
+        assert_eq!(r[0].token_sources.usage, Some(3));
+    }
+
+    #[test]
+    fn without_gaps_only_the_first_and_last_chunks_are_placed() {
+        let q = Req {
+            ttft_s: Some(0.1),
+            e2e_s: Some(0.5),
+            output_tokens: Some(10),
+            token_source: Some(TokenSource::Tokenizer),
+            ..Req::default()
+        };
+        let r = records(Tool::Llmperf, std::slice::from_ref(&q));
+        let t: Vec<u64> = r[0].chunks.iter().map(|c| c.t_ns()).collect();
+        assert_eq!(t, vec![100 * MS, 500 * MS]);
+        // One token: no second chunk is made up.
+        let one = Req {
+            output_tokens: Some(1),
+            ..q
+        };
+        assert_eq!(records(Tool::Llmperf, &[one])[0].chunks.len(), 1);
+    }
+
+    #[test]
+    fn failures_keep_their_class_and_words_and_no_chunks() {
+        let q = Req {
+            sent_s: Some(1.0),
+            ttft_s: Some(0.1),
+            error: Some("boom".into()),
+            http_status: Some(503),
+            ..Req::default()
+        };
+        let r = &records(Tool::Aiperf, std::slice::from_ref(&q))[0];
+        assert_eq!(r.outcome, Outcome::Http5xx);
+        assert_eq!(r.error.as_deref(), Some("aiperf: boom"));
+        assert!(r.chunks.is_empty());
+        let q = Req {
+            http_status: None,
+            ..q
+        };
+        assert_eq!(records(Tool::Aiperf, &[q])[0].outcome, Outcome::StreamError);
+        // No output-token count is invented.
+        assert_eq!(r.output_tokens, None);
+    }
+}

@@ -1,0 +1,370 @@
+//! Other benchmark tools' saved outputs read into Cadence request records, so a run of
+//! `vllm bench serve`, AIPerf, GuideLLM or LLMPerf gets Cadence's report and lands in
+//! one table with Cadence's own runs. Each importer keeps what its file holds, says what
+//! the file lacks (no chunk times, no send times, client-counted tokens) and which
+//! figures therefore cannot be rebuilt, and never makes a number up: a missing value
+//! stays absent. The tool's own headline figures are read too, beside Cadence's rebuild
+//! of them under the tool's definition. The crate also writes Cadence runs in the
+//! llm-d benchmark report format ([`llmd`]).
+
+pub mod aiperf;
+mod build;
+pub mod guidellm;
+mod json;
+pub mod llmd;
+pub mod llmperf;
+pub mod numpy;
+pub mod vllm;
+
+pub use build::{Lack, Req};
+
+use cadence_core::{ImportedFigure, ImportedRun, Report, RequestRecord};
+use std::path::Path;
+
+/// A tool whose saved output Cadence reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `vllm bench serve --save-result --save-detailed` (and SGLang's `bench_serving`
+    /// output of the same layout).
+    Vllm,
+    /// AIPerf's `profile_export.jsonl`, with `profile_export_aiperf.json` beside it.
+    Aiperf,
+    /// GuideLLM's benchmarks report (`benchmarks.json`).
+    Guidellm,
+    /// LLMPerf's `*_individual_responses.json`, with `*_summary.json` beside it.
+    Llmperf,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 4] = [Tool::Vllm, Tool::Aiperf, Tool::Guidellm, Tool::Llmperf];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Vllm => "vllm",
+            Tool::Aiperf => "aiperf",
+            Tool::Guidellm => "guidellm",
+            Tool::Llmperf => "llmperf",
+        }
+    }
+}
+
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Tool {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Tool, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "vllm" | "sglang" => Ok(Tool::Vllm),
+            "aiperf" | "genai-perf" => Ok(Tool::Aiperf),
+            "guidellm" => Ok(Tool::Guidellm),
+            "llmperf" => Ok(Tool::Llmperf),
+            other => Err(format!(
+                "unknown tool '{other}': use vllm, aiperf, guidellm or llmperf"
+            )),
+        }
+    }
+}
+
+/// A file that cannot be imported, and why, naming the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportError {
+    pub file: String,
+    pub msg: String,
+}
+
+impl ImportError {
+    pub fn new(file: impl Into<String>, msg: impl Into<String>) -> ImportError {
+        ImportError {
+            file: file.into(),
+            msg: msg.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.msg)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// Another tool's run as read: Cadence records and what the file said about itself.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub tool: Tool,
+    pub version: Option<String>,
+    /// The files read (the main one first).
+    pub files: Vec<String>,
+    pub model: Option<String>,
+    pub target: Option<String>,
+    /// The load levels (one per benchmark of the file; most files hold one), in the
+    /// order of the records' `level`.
+    pub levels: Vec<Level>,
+    /// The run's duration as the tool measured it.
+    pub duration_s: Option<f64>,
+    /// Wall-clock start, ms since the Unix epoch, when the file holds one.
+    pub started_at_unix_ms: Option<u64>,
+    /// One per request, times on one timeline from the run's first send.
+    pub records: Vec<RequestRecord>,
+    pub lacks: Vec<Lack>,
+    /// The tool's headline figures: what it saved and Cadence's rebuild.
+    pub figures: Vec<ImportedFigure>,
+    /// Other things worth saying, in plain words.
+    pub notes: Vec<String>,
+}
+
+/// One load level of an imported run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    pub name: String,
+    pub concurrency: Option<u32>,
+    pub rate: Option<f64>,
+}
+
+impl Level {
+    /// A level named after its load as the tool applied it.
+    pub fn new(tool: Tool, concurrency: Option<u32>, rate: Option<f64>) -> Level {
+        let name = match (concurrency, rate) {
+            (Some(c), _) => format!("concurrency={c}"),
+            (None, Some(r)) => format!("rate={r}/s"),
+            _ => format!("{tool} run"),
+        };
+        Level {
+            name,
+            concurrency,
+            rate,
+        }
+    }
+}
+
+impl Imported {
+    pub fn lacks(&self, l: Lack) -> bool {
+        self.lacks.contains(&l)
+    }
+
+    /// The report's section about the import.
+    pub fn section(&self) -> ImportedRun {
+        let mut lacks: Vec<String> = self.lacks.iter().map(|l| l.words(self.tool)).collect();
+        lacks.extend(self.notes.iter().cloned());
+        ImportedRun {
+            tool: self.tool.name().to_string(),
+            version: self.version.clone(),
+            files: self.files.clone(),
+            lacks,
+            not_rebuilt: self
+                .lacks
+                .iter()
+                .flat_map(|l| l.not_rebuilt().iter())
+                .map(|s| s.to_string())
+                .collect(),
+            figures: self.figures.clone(),
+        }
+    }
+}
+
+/// How many bytes of a file detection reads.
+const SNIFF_BYTES: usize = 1 << 16;
+
+/// Which tool wrote `path`, judged by its content; `None` when it looks like none of
+/// them (a Cadence records file or report, say).
+pub fn detect(path: &Path) -> Result<Option<Tool>, ImportError> {
+    let file = path.display().to_string();
+    if path.is_dir() {
+        return Ok(None);
+    }
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| ImportError::new(&file, format!("cannot read: {e}")))?;
+    let mut head = vec![0u8; SNIFF_BYTES];
+    let n = read_up_to(&mut f, &mut head).map_err(|e| ImportError::new(&file, e.to_string()))?;
+    head.truncate(n);
+    Ok(detect_text(&String::from_utf8_lossy(&head)))
+}
+
+fn read_up_to(f: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// [`detect`] on the start of a file: the keys each tool's layout is known by.
+pub fn detect_text(head: &str) -> Option<Tool> {
+    let t = head.trim_start();
+    let has = |k: &str| t.contains(&format!("\"{k}\""));
+    // Cadence's own files first: a records line or a report.
+    if has("schema_version") && has("cadence_version") {
+        return None;
+    }
+    if t.starts_with('{') && has("metadata") && has("metrics") && has("request_start_ns") {
+        return Some(Tool::Aiperf);
+    }
+    if has("benchmarks") && (has("requests") || has("metrics")) && !has("ttfts") {
+        return Some(Tool::Guidellm);
+    }
+    if has("ttfts") && has("itls") {
+        return Some(Tool::Vllm);
+    }
+    if t.starts_with('[') && (has("ttft_s") || has("end_to_end_latency_s")) {
+        return Some(Tool::Llmperf);
+    }
+    None
+}
+
+/// Reads `path` as `from` (or as detected) into an [`Imported`] run.
+pub fn import(path: &Path, from: Option<Tool>) -> Result<Imported, ImportError> {
+    let file = path.display().to_string();
+    let tool = match from {
+        Some(t) => t,
+        None => detect(path)?.ok_or_else(|| {
+            ImportError::new(
+                &file,
+                "not a file Cadence can import: it looks like no vllm bench serve, AIPerf, GuideLLM or LLMPerf output (give --from TOOL if it is one)",
+            )
+        })?,
+    };
+    let text = read(path)?;
+    let mut imp = match tool {
+        Tool::Vllm => vllm::import(&file, &text)?,
+        Tool::Aiperf => {
+            let summary = aiperf::summary_beside(path)
+                .map(|p| read(&p).map(|t| (p.display().to_string(), t)))
+                .transpose()?;
+            aiperf::import(
+                &file,
+                &text,
+                summary.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+            )?
+        }
+        Tool::Guidellm => guidellm::import(&file, &text)?,
+        Tool::Llmperf => {
+            let summary = llmperf::summary_beside(path)
+                .map(|p| read(&p).map(|t| (p.display().to_string(), t)))
+                .transpose()?;
+            llmperf::import(
+                &file,
+                &text,
+                summary.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+            )?
+        }
+    };
+    if imp.records.is_empty() {
+        return Err(ImportError::new(&file, "holds no requests"));
+    }
+    imp.lacks.sort();
+    imp.lacks.dedup();
+    Ok(imp)
+}
+
+/// A whole file as text, refused above [`json::MAX_BYTES`].
+fn read(path: &Path) -> Result<String, ImportError> {
+    let file = path.display().to_string();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ImportError::new(&file, format!("cannot read: {e}")))?;
+    if meta.len() > json::MAX_BYTES {
+        return Err(ImportError::new(
+            &file,
+            format!(
+                "{} bytes: larger than the {} an import reads",
+                meta.len(),
+                json::MAX_BYTES
+            ),
+        ));
+    }
+    let bytes =
+        std::fs::read(path).map_err(|e| ImportError::new(&file, format!("cannot read: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| ImportError::new(&file, format!("not UTF-8 text: {e}")))
+}
+
+/// Leaves blank, in a report rebuilt from `imp`'s records, every figure the file cannot
+/// give (a gap between chunks the file never held, a throughput over a window whose
+/// start it never said), and attaches the import's section. What is blank is named in
+/// the section's `not_rebuilt`.
+pub fn mark(report: &mut Report, imp: &Imported) {
+    for l in &mut report.levels {
+        let s = &mut l.summary;
+        if imp.lacks(Lack::ChunkTimes) {
+            s.itl = None;
+            s.itl_per_token = None;
+            s.tokens_per_chunk = None;
+            for v in &mut l.conventions {
+                if v.convention == "cadence" || v.convention == "vllm" {
+                    v.itl = None;
+                }
+            }
+            for t in &mut s.by_turn {
+                t.itl = None;
+            }
+            l.charts = None;
+            l.time_series.clear();
+        }
+        if imp.lacks(Lack::SendTimes) {
+            s.throughput.output_tokens_per_s = None;
+            s.throughput.requests_per_s = None;
+            s.throughput.window_s = None;
+            s.ttft_response = None;
+            l.time_series.clear();
+            l.pacing = None;
+        }
+    }
+    report.imported = Some(imp.section());
+}
+
+/// The figure rows of a tool: its saved value under `name` beside the rebuild.
+pub(crate) fn figure(
+    name: &str,
+    unit: &str,
+    printed: Option<f64>,
+    rebuilt: Option<f64>,
+    definition: &str,
+) -> ImportedFigure {
+    ImportedFigure {
+        name: name.to_string(),
+        unit: unit.to_string(),
+        printed,
+        rebuilt,
+        definition: definition.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_parse_and_detection_reads_the_keys() {
+        for t in Tool::ALL {
+            assert_eq!(t.name().parse::<Tool>().unwrap(), t);
+        }
+        assert!("x".parse::<Tool>().is_err());
+        assert_eq!(
+            detect_text(r#"{"duration": 1, "ttfts": [0.1], "itls": [[]]}"#),
+            Some(Tool::Vllm)
+        );
+        assert_eq!(
+            detect_text(r#"{"metadata": {"request_start_ns": 1}, "metrics": {}}"#),
+            Some(Tool::Aiperf)
+        );
+        assert_eq!(
+            detect_text(r#"[{"ttft_s": 0.1, "end_to_end_latency_s": 1}]"#),
+            Some(Tool::Llmperf)
+        );
+        assert_eq!(
+            detect_text(r#"{"benchmarks": [{"requests": {}}]}"#),
+            Some(Tool::Guidellm)
+        );
+        assert_eq!(detect_text(r#"{"index":0,"outcome":"succeeded"}"#), None);
+        assert_eq!(
+            detect_text("{\n  \"schema_version\": 1,\n  \"cadence_version\": \"0.1.0\""),
+            None
+        );
+    }
+}

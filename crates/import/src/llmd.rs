@@ -1,0 +1,1 @@
+//! Cadence runs written in the llm-d benchmark report format. Filled in below.
