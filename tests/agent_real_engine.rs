@@ -1,0 +1,148 @@
+//! Agent sessions against a real engine: llama.cpp's `llama-server` (built by
+//! `scripts/real-engine.sh`, exported by `scripts/test.sh` as `CADENCE_REAL_ENGINE`)
+//! with its tiny model, which never calls tools, so `--agent-force mock` keeps every
+//! step a tool step. Sessions of four steps complete, each prompt holds the last one
+//! plus the reply and the tool result, and the prefix cache shows: a late step's TTFT
+//! is below that of a cold prompt at least as long. Without the engine the test skips.
+
+mod common;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const STEPS: u64 = 4;
+/// Words of each tool result (the engine's tokens are about as many).
+const RESULT: u64 = 150;
+const REPLY: u64 = 8;
+
+fn ttft_ms(r: &Value) -> f64 {
+    (r["chunks"][0][0].as_u64().unwrap() - r["sent_ns"].as_u64().unwrap()) as f64 / 1e6
+}
+
+#[test]
+fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
+    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
+        eprintln!("skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh sets it)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // --jinja: the chat template takes tools, tool calls and tool messages.
+    let args = [
+        "-t",
+        "1",
+        "-np",
+        "1",
+        "-c",
+        "4096",
+        "-cb",
+        "--no-webui",
+        "--jinja",
+    ];
+    let (_server, port) = common::llama_server(&dir, &args, &tmp.path().join("server.log"));
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let records = tmp.path().join("agent.jsonl");
+    let out = common::cadence()
+        .args([
+            "bench",
+            &url,
+            "--api",
+            "chat",
+            "--model",
+            "tiny-llama",
+            "--agent",
+        ])
+        .args([
+            "--agent-force",
+            "mock",
+            "--turns",
+            &STEPS.to_string(),
+            "--tool-time",
+            "5ms",
+        ])
+        .args([
+            "--tool-result-tokens",
+            &RESULT.to_string(),
+            "--max-tokens",
+            &REPLY.to_string(),
+        ])
+        .args([
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--extra-body",
+            r#"{"ignore_eos": true}"#,
+            "--records",
+        ])
+        .arg(&records)
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        console.contains("Sessions        2 of 2 complete"),
+        "{console}"
+    );
+    let recs = common::read_records(&records);
+    assert_eq!(recs.len() as u64, 2 * STEPS);
+    let mut late_ttft = Vec::new();
+    let mut longest = 0;
+    for s in 0..2u64 {
+        let mut steps: Vec<&Value> = recs.iter().filter(|r| r["session"] == s).collect();
+        steps.sort_by_key(|r| r["turn"].as_u64());
+        assert_eq!(steps.len() as u64, STEPS);
+        for pair in steps.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert_eq!(b["outcome"], "succeeded");
+            // The next prompt is this one, the reply and the result (the engine's
+            // own count, template tokens on top).
+            let grown = b["input_tokens"].as_u64().unwrap() - a["input_tokens"].as_u64().unwrap();
+            let reply = a["output_tokens"]["count"].as_u64().unwrap();
+            assert_eq!(reply, REPLY);
+            assert!(
+                grown > reply + RESULT / 2 && grown < reply + 3 * RESULT,
+                "prompt grew by {grown} tokens for a {reply}-token reply and a {RESULT}-word result"
+            );
+        }
+        let last = steps.last().unwrap();
+        late_ttft.push(ttft_ms(last));
+        longest = longest.max(last["input_tokens"].as_u64().unwrap());
+    }
+    // A cold prompt at least as long as the last step's: prefilled whole.
+    let cold = tmp.path().join("cold.jsonl");
+    common::cadence()
+        .args(["bench", &url, "--api", "chat", "--model", "tiny-llama"])
+        .args([
+            "--input-tokens",
+            &(longest + 50).to_string(),
+            "-n",
+            "1",
+            "--max-tokens",
+            "4",
+        ])
+        .args(["--quiet", "--records"])
+        .arg(&cold)
+        .timeout(Duration::from_secs(600))
+        .assert()
+        .code(0);
+    let c = &common::read_records(&cold)[0];
+    assert!(c["input_tokens"].as_u64().unwrap() >= longest, "{c}");
+    let cold_ttft = ttft_ms(c);
+    eprintln!(
+        "last steps' TTFT {late_ttft:?} ms at up to {longest} tokens; a cold {} tokens: {cold_ttft} ms",
+        c["input_tokens"]
+    );
+    for t in late_ttft {
+        assert!(
+            t < cold_ttft,
+            "a late step's TTFT {t} ms is not below a cold prompt's {cold_ttft} ms"
+        );
+    }
+}
