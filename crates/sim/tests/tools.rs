@@ -502,3 +502,105 @@ async fn engine_mode_a_later_agent_step_reuses_the_cached_history() {
     assert!(second >= first, "no cache: {first:?} then {second:?}");
     eprintln!("warm step {warm:?}, cold prompt {cold:?}");
 }
+
+/// When the first text delta of a named-event stream arrived.
+fn first_text_at(r: &Reply) -> Duration {
+    r.frames
+        .iter()
+        .find(|(_, b)| {
+            let t = String::from_utf8_lossy(b);
+            t.contains("\"text_delta\"") || t.contains("response.output_text.delta")
+        })
+        .unwrap_or_else(|| panic!("no text: {}", r.text()))
+        .0
+}
+
+#[tokio::test(start_paused = true)]
+async fn engine_mode_caches_anthropic_and_responses_histories_too() {
+    let state = engine_state(1.0);
+    let task = words(3000, "context");
+    // Anthropic: the tool_use block and the tool_result resent.
+    let tools = json!([{"name": "grep", "input_schema": {"type": "object",
+        "properties": {"pattern": {}}}}]);
+    let body = json!({"model": "m", "stream": true, "max_tokens": 10, "tools": tools,
+        "tool_choice": {"type": "any"}, "messages": [{"role": "user", "content": task}]});
+    let r = send(&state, "/v1/messages", &[], body).await;
+    let ev = events(&r);
+    let start = ev
+        .iter()
+        .find(|e| e["type"] == "content_block_start")
+        .unwrap();
+    let (id, name) = (
+        start["content_block"]["id"].clone(),
+        start["content_block"]["name"].clone(),
+    );
+    let partial: String = ev
+        .iter()
+        .filter_map(|e| e["delta"]["partial_json"].as_str())
+        .collect();
+    let input: Value = serde_json::from_str(&partial).unwrap();
+    let step2 = |history: bool| {
+        let first = if history {
+            task.clone()
+        } else {
+            words(3000, "other")
+        };
+        json!({"model": "m", "stream": true, "max_tokens": 2, "tools": tools,
+            "tool_choice": {"type": "none"}, "messages": [
+                {"role": "user", "content": first},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": id,
+                    "name": name, "input": input}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id,
+                    "content": words(50, "result")}]}]})
+    };
+    let warm = first_text_at(&send(&state, "/v1/messages", &[], step2(true)).await);
+    let cold = first_text_at(&send(&state, "/v1/messages", &[], step2(false)).await);
+    assert!(warm * 3 < cold, "anthropic: warm {warm:?}, cold {cold:?}");
+
+    // Responses: one function_call item per call, then the outputs.
+    let tools = json!([{"type": "function", "name": "read_file"}]);
+    let body = json!({"model": "m", "stream": true, "max_output_tokens": 10,
+        "tools": tools, "tool_choice": "required", "input": [{"role": "user", "content": task}]});
+    let r = send(&state, "/v1/responses", &[], body).await;
+    let done = events(&r).last().unwrap()["response"]["output"][0].clone();
+    let step2 = |history: bool| {
+        let first = if history {
+            task.clone()
+        } else {
+            words(3000, "another")
+        };
+        json!({"model": "m", "stream": true, "max_output_tokens": 2, "input": [
+            {"role": "user", "content": first},
+            {"type": "function_call", "call_id": done["call_id"], "name": done["name"],
+             "arguments": done["arguments"]},
+            {"type": "function_call_output", "call_id": done["call_id"],
+             "output": words(50, "result")}]})
+    };
+    let warm = first_text_at(&send(&state, "/v1/responses", &[], step2(true)).await);
+    let cold = first_text_at(&send(&state, "/v1/responses", &[], step2(false)).await);
+    assert!(warm * 3 < cold, "responses: warm {warm:?}, cold {cold:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_replies_carry_calls_in_anthropic_and_responses() {
+    let state = SimState::new(config(0.7, 2));
+    let body = json!({"model": "m", "max_tokens": 6, "messages": [{"role": "user",
+        "content": "go"}], "tools": [{"name": "grep"}], "tool_choice": {"type": "any"}});
+    let v = send(&state, "/v1/messages", &[], body).await.json();
+    assert_eq!(v["stop_reason"], "tool_use");
+    let blocks = v["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2);
+    assert!(blocks
+        .iter()
+        .all(|b| b["type"] == "tool_use" && b["input"].is_object()));
+    let body = json!({"model": "m", "max_output_tokens": 6, "input": "go",
+        "tools": [{"type": "function", "name": "grep"}], "tool_choice": "required"});
+    let v = send(&state, "/v1/responses", &[], body).await.json();
+    let items = v["output"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for i in items {
+        assert_eq!(i["type"], "function_call");
+        serde_json::from_str::<Value>(i["arguments"].as_str().unwrap()).unwrap();
+    }
+    assert_eq!(v["usage"]["output_tokens"], 6);
+}
