@@ -41,7 +41,7 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The whole request.
     pub total: Duration,
-    /// The ceilings on one response's size (FAULTS 97): body bytes read
+    /// The ceilings on one response's size (FAULTS 110): body bytes read
     /// (`--max-response-bytes`) and content-bearing chunks kept (`--max-chunks`). A
     /// stream past either ends `response_too_large`, its record cut at the ceiling.
     pub max_response_bytes: u64,
@@ -535,7 +535,7 @@ enum Ended {
 }
 
 /// Whether a response of `bytes` body bytes so far, and `rec`'s chunks, passed the
-/// ceilings of `t` (FAULTS 97). If so `rec` is cut: its chunks (and their read delays)
+/// ceilings of `t` (FAULTS 110). If so `rec` is cut: its chunks (and their read delays)
 /// end at the ceiling, its outcome is `response_too_large` and its error says which
 /// ceiling and that the rest of the stream was not read.
 pub(crate) fn past_ceiling(t: &Timeouts, rec: &mut RequestRecord, bytes: u64) -> bool {

@@ -47,6 +47,10 @@ pub enum Outcome {
     EventTooLarge,
     /// A malformed event in `--strict` mode (FAULTS 7, 24).
     MalformedEvent,
+    /// The response passed bench's per-request ceiling (`--max-chunks`,
+    /// `--max-response-bytes`): a stream that never ends is cut there, its record
+    /// bounded (FAULTS 110).
+    ResponseTooLarge,
     /// Any other transport error (the detail says which).
     TransportError,
     /// The client itself ran out of open files (EMFILE, ENFILE): the request never
@@ -65,7 +69,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every variant, in report order.
-    pub const ALL: [Outcome; 21] = [
+    pub const ALL: [Outcome; 22] = [
         Outcome::Succeeded,
         Outcome::ConnectError,
         Outcome::TlsError,
@@ -82,6 +86,7 @@ impl Outcome {
         Outcome::ProtocolMismatch,
         Outcome::EventTooLarge,
         Outcome::MalformedEvent,
+        Outcome::ResponseTooLarge,
         Outcome::TransportError,
         Outcome::ClientLimit,
         Outcome::AbortedAtDeadline,
@@ -108,6 +113,7 @@ impl Outcome {
             Outcome::ProtocolMismatch => "protocol_mismatch",
             Outcome::EventTooLarge => "event_too_large",
             Outcome::MalformedEvent => "malformed_event",
+            Outcome::ResponseTooLarge => "response_too_large",
             Outcome::TransportError => "transport_error",
             Outcome::ClientLimit => "client_limit",
             Outcome::AbortedAtDeadline => "aborted_at_deadline",

@@ -6,7 +6,10 @@
 //! of that read ([`StampedTcp`]) unless `--timestamps user` or the platform gives none,
 //! else the client's clock when the read returned.
 
-use super::{end, new_tracker, stop_at_deadline, stop_at_run_end, Cancel, Deadlines, ExecContext};
+use super::{
+    end, new_tracker, past_ceiling, stop_at_deadline, stop_at_run_end, Cancel, Deadlines,
+    ExecContext,
+};
 use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::rxstamp::StampedTcp;
@@ -176,6 +179,8 @@ async fn read_messages(
     let mut tracker = new_tracker(cx, Framing::Ndjson);
     let mut last_read = Instant::now();
     let mut line = Vec::new();
+    // Message bytes read, for the size ceiling.
+    let mut bytes = 0u64;
     loop {
         let (deadline, outcome) = d.streaming(tracker.has_output(), last_read, cx.timeouts.idle);
         tokio::select! {
@@ -213,6 +218,11 @@ async fn read_messages(
                 let flow = tracker.feed(ft.t_ns, &line, rec);
                 stamper.after_feed(ft, before, rec);
                 if flow == Flow::Stop {
+                    rec.end_ns = Some(ft.t_ns);
+                    break;
+                }
+                bytes = bytes.saturating_add(payload.len() as u64);
+                if !tracker.is_done() && past_ceiling(cx.timeouts, rec, bytes) {
                     rec.end_ns = Some(ft.t_ns);
                     break;
                 }
