@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::fault::{Fault, UnknownFault};
+use crate::openai::Dialect;
 use crate::plan::{Overrides, Stall};
 use crate::tools::{check_history, content_words, tool_words, Tools};
 
@@ -199,8 +200,7 @@ struct RawBody {
     tools: Option<Value>,
     tool_choice: Option<Value>,
     parallel_tool_calls: Option<bool>,
-    /// Responses: the history lives on the server, so tool outputs may answer
-    /// calls this request does not repeat.
+    /// Responses: the history lives on the server.
     previous_response_id: Option<String>,
 }
 
@@ -242,9 +242,15 @@ pub struct ApiRequest {
     pub prompt_tokens: u32,
     /// The tools the request declares, if any.
     pub tools: Option<Tools>,
+    /// Why `tools` / `tool_choice` make no sense, if they do not (refused only
+    /// where the sim calls tools: see [`ApiRequest::check_tools`]).
+    pub tools_error: Option<String>,
     /// The messages (chat, Anthropic) or input items (Responses), for the prefix
     /// cache's view of the history (see [`crate::history`]).
     pub messages: Vec<Value>,
+    /// Responses' `previous_response_id` was given: the history lives on the
+    /// server, so tool outputs may answer calls this request does not repeat.
+    pub previous_response: bool,
 }
 
 impl ApiRequest {
@@ -292,14 +298,7 @@ impl ApiRequest {
             raw.tools.as_ref(),
             raw.tool_choice.as_ref(),
             raw.parallel_tool_calls.unwrap_or(true) && !disable_parallel,
-        )
-        .map_err(RequestError::Tools)?;
-        if let Some(m) = &raw.messages {
-            check_history(m, false).map_err(RequestError::Tools)?;
-        }
-        if let (Some(items), None) = (input_messages, &raw.previous_response_id) {
-            check_history(items, true).map_err(RequestError::Tools)?;
-        }
+        );
         let stream = raw.stream.or(params
             .iter()
             .find_map(|p| p.as_ref().and_then(|p| p.stream)));
@@ -312,7 +311,9 @@ impl ApiRequest {
             include_usage: opts.include_usage.unwrap_or(false),
             continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
             token_ids: raw.return_token_ids.unwrap_or(false),
-            tools,
+            tools_error: tools.as_ref().err().cloned(),
+            tools: tools.unwrap_or(None),
+            previous_response: raw.previous_response_id.is_some(),
             messages: raw
                 .messages
                 .or(raw.input.filter(Value::is_array).and_then(|i| match i {
@@ -321,6 +322,21 @@ impl ApiRequest {
                 }))
                 .unwrap_or_default(),
         })
+    }
+
+    /// Checks the declared tools and the tool traffic of the history (see
+    /// [`check_history`]) for a dialect the sim calls tools in; Responses items
+    /// only pair ids, and not at all after a `previous_response_id`.
+    pub fn check_tools(&self, dialect: Dialect) -> Result<(), RequestError> {
+        if let (Some(e), true) = (&self.tools_error, crate::tools::supports(dialect)) {
+            return Err(RequestError::Tools(e.clone()));
+        }
+        let loose = match dialect {
+            Dialect::Chat | Dialect::Anthropic => false,
+            Dialect::Responses if !self.previous_response => true,
+            _ => return Ok(()),
+        };
+        check_history(&self.messages, loose).map_err(RequestError::Tools)
     }
 
     /// The fault named by a `fault/NAME` model, if the model is one.

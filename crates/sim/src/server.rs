@@ -203,6 +203,9 @@ async fn handle_as(
         Ok(r) => r,
         Err(e) => return bad_request(&e),
     };
+    if let Err(e) = api.check_tools(dialect) {
+        return bad_request(&e);
+    }
     match (stream, dialect) {
         (Some(s), _) => api.stream = s,
         // These stream unless told not to, or always (their endpoint says so).

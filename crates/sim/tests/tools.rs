@@ -604,3 +604,23 @@ async fn whole_replies_carry_calls_in_anthropic_and_responses() {
     }
     assert_eq!(v["usage"]["output_tokens"], 6);
 }
+
+#[tokio::test(start_paused = true)]
+async fn only_the_tool_calling_dialects_check_tools() {
+    let state = SimState::new(config(0.7, 1));
+    // Ollama's tool messages name the tool, not a call id: not the sim's to check.
+    let body = json!({"model": "m", "stream": false, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "grep",
+            "arguments": {"pattern": "x"}}}]},
+        {"role": "tool", "tool_name": "grep", "content": "found"}],
+        "tools": [{"type": "function", "function": {"name": "grep"}}],
+        "tool_choice": "bogus"});
+    assert_eq!(
+        send(&state, "/api/chat", &[], body.clone()).await.status,
+        200
+    );
+    let r = post_chat(&state, &[], body).await;
+    assert_eq!(r.status, 400);
+    assert!(r.error_message().contains("bogus"), "{}", r.error_message());
+}
