@@ -931,6 +931,24 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s", requires = "turns", value_parser = parse_duration)]
     pub think_time: Duration,
 
+    /// Agent sessions, as `cadence bench --agent` sends them: --turns steps (default
+    /// 8), each after the first sending the tool results after --tool-time; the report
+    /// splits each session's wall time into TTFT, decode, tool time and the rest.
+    #[arg(long, conflicts_with_all = ["prefix_tokens", "think_time"])]
+    pub agent: bool,
+
+    /// With --agent: the tool time before each step after the first.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", requires = "agent", value_parser = parse_duration)]
+    pub tool_time: Duration,
+
+    /// With --agent: tokens of each tool result.
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "agent")]
+    pub tool_result_tokens: u32,
+
+    /// With --agent: tool calls per step (their results all go into the next step).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "agent", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub tool_calls: u32,
+
     /// Seeds the engine's jitter and acceptance draws and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

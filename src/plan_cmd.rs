@@ -111,10 +111,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         lengths: lengths(&args, max_tokens)?,
         prefix_tokens: args.prefix_tokens.unwrap_or(0),
         prefix_groups: args.prefix_groups,
-        sessions: args.turns.map(|turns| Sessions {
-            turns,
-            think_ns: args.think_time.as_nanos() as u64,
-        }),
+        sessions: sessions(&args),
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     // The bench's own report path: the same summaries, conventions, charts, SLO
@@ -186,6 +183,25 @@ pub struct LevelSpec {
 
 /// The levels to plan, in order: one per `--rate` (arrivals seeded by `--seed`, as
 /// the bench's), else one per `--concurrency` (default 8).
+/// `--turns` sessions; with `--agent`, agent sessions whose later steps send the tool
+/// results (`--tool-result-tokens` × `--tool-calls`) after `--tool-time`.
+fn sessions(args: &PlanArgs) -> Option<Sessions> {
+    if args.agent {
+        return Some(Sessions {
+            turns: args
+                .turns
+                .unwrap_or(cadence_bench::agent::DEFAULT_MAX_STEPS),
+            think_ns: args.tool_time.as_nanos() as u64,
+            agent_step_input: Some(args.tool_result_tokens.saturating_mul(args.tool_calls)),
+        });
+    }
+    args.turns.map(|turns| Sessions {
+        turns,
+        think_ns: args.think_time.as_nanos() as u64,
+        agent_step_input: None,
+    })
+}
+
 pub fn levels(args: &PlanArgs) -> Vec<LevelSpec> {
     match &args.rate {
         Some(rates) => rates

@@ -736,3 +736,59 @@ fn plan_sessions_report_by_turn_and_refuse_a_shared_prefix_beside_them() {
         "--turns",
     );
 }
+
+#[test]
+fn plan_agent_predicts_session_wall_time_and_its_split() {
+    let r = plan_json(&[
+        "--preset",
+        "llama-3.1-8b@h100-fp8",
+        "--agent",
+        "--turns",
+        "4",
+        "--tool-time",
+        "300ms",
+        "--tool-result-tokens",
+        "500",
+        "--input-tokens",
+        "3000",
+        "--max-tokens",
+        "100",
+        "-c",
+        "4",
+        "-n",
+        "8",
+        "--what-if",
+        "itl=x0.5",
+        "--slo",
+        "session.p99<=60s",
+    ]);
+    let level = &r["levels"][0];
+    let s = &level["sessions"];
+    assert_eq!(s["complete"], 8);
+    assert_eq!(s["steps"]["p50"], 4.0);
+    // Three tool waits per session, exactly the tool time each.
+    assert_eq!(s["tool"]["p50_ms"], 900.0);
+    assert_eq!(s["tool_calls"], 24);
+    let split = &s["split"];
+    let total: f64 = ["ttft_pct", "decode_pct", "tool_pct", "rest_pct"]
+        .iter()
+        .map(|k| split[k].as_f64().unwrap())
+        .sum();
+    assert!((total - 100.0).abs() < 1e-6);
+    // The prefix cache keeps the history: a later step's prompt is longer, its TTFT
+    // shorter than the first step's cold one.
+    let rows = s["by_context"].as_array().unwrap();
+    let first = rows
+        .iter()
+        .find_map(|r| r["first_steps"]["p50"].as_f64())
+        .unwrap();
+    let later = rows
+        .iter()
+        .filter_map(|r| r["later_steps"]["p50"].as_f64())
+        .fold(f64::MAX, f64::min);
+    assert!(later < first, "later steps {later} ms, first {first} ms");
+    // Halving the ITL shortens every session.
+    let w = &s["what_if"][0];
+    assert!(w["wall"]["p50_ms"].as_f64().unwrap() < s["wall"]["p50_ms"].as_f64().unwrap());
+    assert_eq!(level["slos"][0]["slo"], "session.p99<=60s");
+}

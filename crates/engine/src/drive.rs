@@ -53,6 +53,10 @@ pub struct Sessions {
     /// From a reply's end to the session's next turn being sent (the client
     /// turnaround comes on top).
     pub think_ns: u64,
+    /// Agent sessions (`plan --agent`): each turn after the first is a step whose own
+    /// input is this many tokens (the tool results), and `think_ns` is the tool time;
+    /// the records say so (`tool_calls`, `tool_wait_ns`). `None`: chat turns.
+    pub agent_step_input: Option<u32>,
 }
 
 /// Prefix keys of sessions' histories: apart from the shared prefixes' groups.
@@ -391,7 +395,17 @@ impl<'a> LevelRun<'a> {
         r.warmup = next.session < self.workload.warmup;
         r.sent_ns = Some(at);
         r.headers_ns = Some(at);
-        let (own, max_tokens) = self.workload.lengths_of(i);
+        let (mut own, max_tokens) = self.workload.lengths_of(i);
+        if let Some(s) = self.workload.sessions {
+            if let (Some(step_input), true) = (s.agent_step_input, next.turn > 0) {
+                own = step_input;
+            }
+            if s.agent_step_input.is_some() {
+                // Every step but the last calls a tool; a step after one waited it out.
+                r.tool_calls = Some(u32::from(next.turn + 1 < s.turns));
+                r.tool_wait_ns = (next.turn > 0).then_some(s.think_ns);
+            }
+        }
         let (prefix, prompt_tokens) = if self.workload.sessions.is_some() {
             // The history is the session's prefix: the whole prompt for its first turn
             // (the later turns repeat it), the turns so far after that.

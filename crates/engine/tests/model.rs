@@ -747,6 +747,7 @@ fn sessions_send_their_history_and_the_prefix_cache_keeps_it() {
         sessions: Some(Sessions {
             turns: 3,
             think_ns: 2_000_000_000,
+            agent_step_input: None,
         }),
     };
     for arrivals in [
