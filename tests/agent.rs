@@ -304,3 +304,62 @@ fn a_model_that_never_calls_tools_keeps_going_when_mocked() {
     let console = String::from_utf8_lossy(&out);
     assert!(console.contains("injected by the client"), "{console}");
 }
+
+#[test]
+fn three_dialects_loop_against_the_simulator_which_checks_every_result_id() {
+    // The built-in simulator answers declared tools with streamed calls and refuses
+    // (400) a history whose tool results name no call it made: every step succeeding
+    // means every result carried its call's id, in each dialect's own shape.
+    for api in ["chat", "responses", "anthropic"] {
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("r.jsonl");
+        common::cadence()
+            .args([
+                "bench",
+                "--api",
+                api,
+                "--agent",
+                "--turns",
+                "5",
+                "--tool-time",
+                "2ms",
+            ])
+            .args([
+                "-n",
+                "6",
+                "-c",
+                "3",
+                "--max-tokens",
+                "12",
+                "--quiet",
+                "--records",
+            ])
+            .arg(&records)
+            .assert()
+            .code(0);
+        let recs = common::read_records(&records);
+        assert!(
+            recs.iter().all(|r| r["outcome"] == "succeeded"),
+            "{api}: {recs:?}"
+        );
+        let calls: u64 = recs.iter().map(|r| r["tool_calls"].as_u64().unwrap()).sum();
+        assert!(calls > 0, "{api}: the simulator made no tool call");
+        for s in 0..6u64 {
+            let mut steps: Vec<&Value> = recs.iter().filter(|r| r["session"] == s).collect();
+            steps.sort_by_key(|r| r["turn"].as_u64());
+            let last = steps.last().unwrap();
+            // A session ends at a reply without a call, or at the step cap.
+            assert!(
+                last["tool_calls"] == 0 || steps.len() == 5,
+                "{api}: session {s}"
+            );
+            assert!(steps[..steps.len() - 1]
+                .iter()
+                .all(|r| r["tool_calls"].as_u64() > Some(0)));
+            // Each step's prompt holds the one before it, the reply and the results.
+            for pair in steps.windows(2) {
+                assert!(pair[1]["input_tokens"].as_u64() > pair[0]["input_tokens"].as_u64());
+            }
+        }
+    }
+}
