@@ -170,6 +170,7 @@ impl Setup {
             extra,
             extra_headers,
             trace,
+            agent_trace,
             requests,
         } = validate(args)?;
         let mut workload = crate::workload::prepare(
@@ -206,13 +207,34 @@ impl Setup {
             note_overridden(extra, args.quiet);
         }
         let body = body_spec(args, &endpoint.target, &model, extra);
-        let factory = request_factory(args, &endpoint, headers, body, &trace, &mut workload);
-        let loads = match &trace {
-            Some(entries) => vec![Load::Trace {
+        let mut factory = request_factory(args, &endpoint, headers, body, &trace, &mut workload);
+        let loads = match (&trace, agent_trace) {
+            (Some(entries), _) => vec![Load::Trace {
                 offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
                 max_concurrency: args.max_concurrency,
             }],
-            None => loads(args),
+            (None, Some(sessions)) => {
+                if !cadence_bench::agent::supports(endpoint.target.api) {
+                    return Err(usage(format!(
+                        "--agent-trace needs an API whose requests carry tools: chat, \
+                         responses or anthropic (this run uses {})",
+                        endpoint.target.api.name()
+                    )));
+                }
+                if !args.quiet {
+                    let note = crate::agent_trace_cmd::note(&sessions, workload.tokenizer.as_ref());
+                    eprintln!("Note: {note}.");
+                }
+                let offsets = sessions.iter().map(|s| s.at).collect();
+                let replay =
+                    crate::agent_trace_cmd::replay(args, sessions, workload.tokenizer.clone())?;
+                factory.replay = Some(replay);
+                vec![Load::Trace {
+                    offsets: Arc::new(offsets),
+                    max_concurrency: args.max_concurrency,
+                }]
+            }
+            (None, None) => loads(args),
         };
         let visible = !args.quiet && !args.tui && std::io::stderr().is_terminal();
         // Sessions send one request per turn; the bar counts requests.
@@ -271,6 +293,8 @@ fn coalescing_allowed(args: &BenchArgs) -> Result<(), String> {
         "an open-loop --rate"
     } else if args.trace.is_some() {
         "--trace"
+    } else if args.agent_trace.is_some() {
+        "--agent-trace"
     } else if !args.workload.think_time.is_zero() {
         "--think-time"
     } else if args.workload.agent.agent {
@@ -395,6 +419,8 @@ struct Validated {
     extra: Option<serde_json::Map<String, serde_json::Value>>,
     extra_headers: Vec<(http::HeaderName, http::HeaderValue)>,
     trace: Option<Vec<TraceEntry>>,
+    /// `--agent-trace`: the recorded sessions, retimed.
+    agent_trace: Option<Vec<cadence_bench::agent_trace::TraceSession>>,
     /// Measured requests per level (`None`: until --duration ends the level).
     requests: Option<u64>,
 }
@@ -431,6 +457,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
     if args.max_concurrency.is_some()
         && args.rate.is_none()
         && args.trace.is_none()
+        && args.agent_trace.is_none()
         && args.find_max != Some(SearchAxis::Rate)
     {
         return Err(usage(
@@ -441,15 +468,24 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         coalescing_allowed(args).map_err(usage)?;
     }
     let trace = read_trace(args)?;
+    let agent_trace = crate::agent_trace_cmd::read(args)?;
     // Every output path is checked before anything is sent (or the file truncated).
     let outputs =
         crate::output::named(args.json.as_deref(), args.records.as_deref(), &args.outputs);
-    crate::output::preflight(args.trace.as_slice(), &outputs)?;
+    let inputs: Vec<std::path::PathBuf> = args
+        .trace
+        .iter()
+        .chain(&args.agent_trace)
+        .cloned()
+        .collect();
+    crate::output::preflight(&inputs, &outputs)?;
     check_fd_limit(args)?;
-    let requests = match (args.requests, args.duration, &trace) {
-        (n, _, Some(entries)) => {
-            Some(n.map_or(entries.len() as u64, |n| n.min(entries.len() as u64)))
-        }
+    let recorded = trace
+        .as_ref()
+        .map(Vec::len)
+        .or(agent_trace.as_ref().map(Vec::len));
+    let requests = match (args.requests, args.duration, recorded) {
+        (n, _, Some(len)) => Some(n.map_or(len as u64, |n| n.min(len as u64))),
         (None, None, None) => Some(DEFAULT_REQUESTS),
         (n, _, None) => n,
     };
@@ -467,6 +503,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         extra,
         extra_headers,
         trace,
+        agent_trace,
         requests,
     })
 }
@@ -901,7 +938,7 @@ fn run_info(
     clock: Clock,
     levels: &[LevelMeta],
 ) -> RunInfo {
-    let mode = if args.trace.is_some() {
+    let mode = if args.trace.is_some() || args.agent_trace.is_some() {
         "trace_replay"
     } else {
         let open = args.rate.is_some() || args.find_max == Some(SearchAxis::Rate);

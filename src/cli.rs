@@ -456,6 +456,33 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1.0, requires = "trace", help_heading = LOAD)]
     pub trace_speed: f64,
 
+    /// Replay recorded agent sessions: Cadence session JSON Lines, a Mooncake-style
+    /// hash-id trace or an OTLP JSON span export (OpenTelemetry GenAI or OpenInference
+    /// token counts), told apart by content. Each call sends its recorded input tokens
+    /// exactly (the reused context with the live replies, then new text) and asks for
+    /// its output tokens; sessions arrive on the trace's schedule (open loop) and each
+    /// call waits its recorded tool wait. Chat, Responses and Anthropic Messages APIs.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["trace", "rate", "concurrency", "prompt", "find_max", "agent", "dataset", "input_tokens", "turns"], help_heading = LOAD)]
+    pub agent_trace: Option<PathBuf>,
+
+    /// The --agent-trace file's layout, when its content does not tell.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "auto", requires = "agent_trace", help_heading = LOAD)]
+    pub agent_trace_format: AgentTraceFormat,
+
+    /// Replay the agent trace's clock this many times faster: session arrivals, tool
+    /// waits and recorded call offsets are divided by it.
+    #[arg(long, default_value_t = 1.0, requires = "agent_trace", help_heading = LOAD)]
+    pub agent_trace_speed: f64,
+
+    /// Idle gaps of the agent trace longer than this are cut to it: between session
+    /// arrivals, a tool wait, or between a session's recorded call arrivals.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, requires = "agent_trace", help_heading = LOAD)]
+    pub agent_trace_max_gap: Duration,
+
+    /// Tokens per hash_ids block of a Mooncake-style --agent-trace.
+    #[arg(long, value_name = "N", default_value_t = cadence_bench::agent_trace::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u32).range(1..=1_000_000), requires = "agent_trace", help_heading = LOAD)]
+    pub agent_trace_block_size: u32,
+
     /// Search for the highest rate or concurrency that meets every --slo: grow ×2 from
     /// the first --rate / --concurrency value (default 1), then bisect.
     #[arg(long, value_enum, value_name = "AXIS", help_heading = LOAD)]
@@ -1199,6 +1226,32 @@ pub struct AgentArgs {
         requires = "agent"
     )]
     pub agent_force: AgentForce,
+}
+
+/// `--agent-trace-format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum AgentTraceFormat {
+    /// Told by the content.
+    #[default]
+    Auto,
+    /// Cadence's session JSON Lines.
+    Cadence,
+    /// Mooncake-style JSON Lines with hash_ids.
+    Mooncake,
+    /// OTLP JSON span exports.
+    Otel,
+}
+
+impl AgentTraceFormat {
+    pub fn format(self) -> Option<cadence_bench::agent_trace::Format> {
+        use cadence_bench::agent_trace::Format;
+        match self {
+            AgentTraceFormat::Auto => None,
+            AgentTraceFormat::Cadence => Some(Format::Cadence),
+            AgentTraceFormat::Mooncake => Some(Format::Mooncake),
+            AgentTraceFormat::Otel => Some(Format::Otel),
+        }
+    }
 }
 
 /// `--agent-force`.

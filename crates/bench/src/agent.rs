@@ -324,6 +324,11 @@ impl Transcript {
         self.parts.push(text.to_owned());
     }
 
+    /// A user message after the conversation so far (a replayed session's next turn).
+    pub fn push_user(&mut self, text: &str) {
+        self.push_text("user", text);
+    }
+
     /// The assistant's reply as the server sent it: its text and its tool calls.
     pub fn push_reply(&mut self, text: &str, calls: &[ToolCall]) {
         self.parts.push(text.to_owned());

@@ -3,6 +3,7 @@
 //! writes records as the run goes.
 
 pub mod agent;
+pub mod agent_trace;
 pub mod arrivals;
 pub mod body;
 pub mod coalesce;

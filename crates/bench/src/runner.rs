@@ -685,6 +685,9 @@ struct RequestTask<S> {
 
 impl<S: Sinks> RequestTask<S> {
     async fn run(self, dispatch: u64, index: u64, rec: RequestRecord) {
+        if let Some(replay) = self.cx.factory.replay.clone() {
+            return self.run_replay(&replay, dispatch, index, rec).await;
+        }
         match self.cx.factory.agent.clone() {
             Some(agent) => self.run_agent(&agent, dispatch, index, rec).await,
             None => self.run_turns(dispatch, index, rec).await,
@@ -755,6 +758,84 @@ impl<S: Sinks> RequestTask<S> {
             let results: Vec<String> = calls.iter().map(|_| agent.result_text(&mut rng)).collect();
             transcript.push_reply(&reply, &calls);
             transcript.push_results(&calls, &results);
+        }
+    }
+
+    /// A recorded agent session (`--agent-trace`): each call's prompt is the context
+    /// the recording reuses (with the live replies) and new text of exactly the tokens
+    /// it adds; it is sent after its tool wait, counted from the previous call's last
+    /// byte, and not before its recorded offset from the session's arrival.
+    async fn run_replay(
+        mut self,
+        replay: &crate::agent_trace::Replay,
+        dispatch: u64,
+        mut index: u64,
+        mut rec: RequestRecord,
+    ) {
+        let Some(session) = replay.session(dispatch) else {
+            return;
+        };
+        let arrived_ns = rec.scheduled_ns.unwrap_or_else(|| self.clock.now_ns());
+        let gen = &replay.agent.results;
+        let mut rng = SmallRng::seed_from_u64(
+            replay.agent.seed ^ dispatch.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let mut state = crate::agent_trace::ReplayState::new(self.cx.api);
+        let mut prev_end_ns: u64 = 0;
+        for (step, call) in session.calls.iter().enumerate() {
+            if step > 0 {
+                let after_tools = prev_end_ns.saturating_add(call.tool_wait.as_nanos() as u64);
+                let not_before = call
+                    .at
+                    .map_or(0, |a| arrived_ns.saturating_add(a.as_nanos() as u64));
+                let due = after_tools.max(not_before);
+                let left = due.saturating_sub(self.clock.now_ns());
+                let wake = sleep_until(Instant::now() + Duration::from_nanos(left));
+                tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => break,
+                    _ = wake => {}
+                }
+                index = self.issued.fetch_add(1, Ordering::Relaxed);
+                rec = self.who.start(index, None, &self.in_flight, &self.clock);
+                rec.tool_wait_ns = Some(due.saturating_sub(prev_end_ns));
+            }
+            state.prepare(call, gen, &mut rng);
+            let max_tokens = Some(call.output_tokens);
+            let built = self.cx.factory.build_agent_step(
+                dispatch,
+                &replay.agent,
+                state.transcript(),
+                max_tokens,
+            );
+            rec.prompt_id = Some(session.id.clone());
+            rec.prefix_group = None;
+            rec.expected_output_tokens = built.expected_output_tokens;
+            rec.session = Some(dispatch);
+            rec.turn = Some(step as u32);
+            let text = self
+                .execute(
+                    built.request,
+                    built.max_tokens,
+                    Quote::WithToolCalls,
+                    &mut rec,
+                )
+                .await;
+            let calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
+            rec.tool_calls = Some(calls.len() as u32);
+            let ok = rec.outcome == Outcome::Succeeded;
+            let reply = text.content.clone();
+            rec = self.count_tokens(rec, text, built.prompt_parts).await;
+            let reply_len = rec.output_tokens.map_or_else(
+                || crate::agent_trace::reply_tokens(gen, &reply, &calls),
+                |t| t.count,
+            );
+            prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
+            self.finish_record(index, &mut rec);
+            if !ok {
+                break;
+            }
+            state.push_reply(&reply, &calls, reply_len);
         }
     }
 

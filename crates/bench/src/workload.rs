@@ -37,6 +37,8 @@ pub struct RequestFactory {
     pub bodies: BodyCache,
     /// Agent sessions: every dispatch is a session of tool-calling steps.
     pub agent: Option<Arc<AgentSpec>>,
+    /// Agent trace replay: dispatch `k` replays recorded session `k`.
+    pub replay: Option<Arc<crate::agent_trace::Replay>>,
 }
 
 /// The most bytes of prompts and bodies [`BodyCache`] keeps.
@@ -147,12 +149,16 @@ impl RequestFactory {
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
             agent: None,
+            replay: None,
         }
     }
 
     /// Turns that dispatch number `k` sends (1 unless the workload has sessions); an
     /// agent session's step cap.
     pub fn turns(&self, k: u64) -> usize {
+        if let Some(r) = &self.replay {
+            return r.calls(k);
+        }
         if let Some(a) = &self.agent {
             return a.max_steps.max(1) as usize;
         }
@@ -162,6 +168,11 @@ impl RequestFactory {
     /// Requests (turns) that dispatches `0..dispatches` send in all: what a progress
     /// bar counts to. Sessions cycle over the items, so whole cycles are multiplied.
     pub fn total_turns(&self, dispatches: u64) -> u64 {
+        if let Some(r) = &self.replay {
+            let len = r.sessions.len().max(1) as u64;
+            let calls = |n: u64| (0..n).map(|k| r.calls(k) as u64).sum::<u64>();
+            return (dispatches / len).saturating_mul(calls(len)) + calls(dispatches % len);
+        }
         if let Some(a) = &self.agent {
             return dispatches.saturating_mul(u64::from(a.max_steps.max(1)));
         }
@@ -364,6 +375,7 @@ mod tests {
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
             agent: None,
+            replay: None,
         }
     }
 
