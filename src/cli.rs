@@ -1079,6 +1079,17 @@ pub struct ReportArgs {
     /// was overloaded (the shard table says which): the figures then cover the rest.
     #[arg(long = "exclude-shard", value_name = "I")]
     pub exclude_shards: Vec<u32>,
+
+    /// Read FILE as this tool's saved output instead of detecting it from its content:
+    /// vllm (`vllm bench serve --save-result --save-detailed`), aiperf
+    /// (`profile_export.jsonl`), guidellm (its benchmarks JSON) or llmperf
+    /// (`*_individual_responses.json`). See docs/src/import.md.
+    #[arg(long, value_name = "TOOL")]
+    pub from: Option<cadence_import::Tool>,
+
+    /// Also write the run in the llm-d benchmark report format (v0.2.1) here.
+    #[arg(long = "llmd-benchmark", value_name = "FILE")]
+    pub llmd_benchmark: Option<PathBuf>,
 }
 
 fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {
@@ -1109,6 +1120,11 @@ pub struct CompareArgs {
     /// Write the comparison as Markdown here ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+
+    /// Read A and B (those that are not Cadence's own files) as this tool's saved
+    /// output instead of detecting it: vllm, aiperf, guidellm or llmperf.
+    #[arg(long, value_name = "TOOL")]
+    pub from: Option<cadence_import::Tool>,
 
     /// Seed of the bootstrap (the verdicts are deterministic for a seed).
     #[arg(long, default_value_t = 0)]
@@ -1328,6 +1344,16 @@ pub struct ProxyArgs {
     /// Largest request head in bytes (431 beyond).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub max_header_bytes: u64,
+    /// The whole request body must arrive within this of its head (408 beyond): a
+    /// client dripping its body cannot hold a connection open.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
+    /// Most client connections at once, lowered at start to what `ulimit -n` allows
+    /// (each may need an upstream connection too). When all are taken, the connection
+    /// that has waited longest on an unfinished request, or idled between requests, is
+    /// closed for the new one; if every one is forwarding, the new one gets 503.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     /// A route to measure, as a path suffix, repeatable; replaces the default list
     /// (/chat/completions, /completions, /responses, /messages, /api/chat,
     /// /api/generate, /generate, /generate_stream). Other requests are forwarded only.

@@ -9,6 +9,7 @@ use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
 use cadence_core::report::LevelReport;
+use cadence_core::Convention;
 use serde::Serialize;
 
 /// The comparison of one level.
@@ -32,6 +33,34 @@ pub struct Comparison {
     /// `--fail-on` rules that failed, with the level.
     pub failed_rules: Vec<String>,
     pub notes: Vec<String>,
+    /// With an imported run on either side: one row per run, each tool's own figures
+    /// under its own definition beside Cadence's, and the definitions named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolRow>,
+}
+
+/// One run of a comparison across tools: its first level's figures under Cadence's
+/// definitions and under the tool's own (rebuilt from the same records), in ms.
+#[derive(Debug, Serialize)]
+pub struct ToolRow {
+    /// `A` or `B`.
+    pub run: String,
+    /// `cadence`, or the tool (and version) whose output was imported.
+    pub tool: String,
+    pub ttft_p50: Option<f64>,
+    /// Cadence's ITL: gaps between chunks, pooled (blank when the file held no chunk
+    /// times).
+    pub itl_p50: Option<f64>,
+    pub itl_p99: Option<f64>,
+    /// The ITL under the tool's own definition, from the same records.
+    pub own_itl_p50: Option<f64>,
+    pub own_itl_p99: Option<f64>,
+    pub own_itl_definition: String,
+    /// The ITL p50 and p99 the tool itself saved (imports whose file holds them).
+    pub saved_itl_p50: Option<f64>,
+    pub saved_itl_p99: Option<f64>,
+    /// Where the output-token counts came from.
+    pub tokens: String,
 }
 
 /// Pairs the levels of A and B by name; two single-level runs pair whatever their names.
@@ -138,7 +167,100 @@ pub fn compare(
         unmatched,
         failed_rules,
         notes,
+        tools: Vec::new(),
     })
+}
+
+/// The tool a loaded run came from (`cadence` for Cadence's own) and the convention
+/// that holds its definitions.
+fn tool_of(l: &Loaded) -> (String, Convention) {
+    match &l.report.imported {
+        Some(i) => {
+            let name = match &i.version {
+                Some(v) => format!("{} {v}", i.tool),
+                None => i.tool.clone(),
+            };
+            (name, i.tool.parse().unwrap_or(Convention::Cadence))
+        }
+        None => ("cadence".into(), Convention::Cadence),
+    }
+}
+
+/// The ITL statistic (`p50`, `p99`) an imported tool saved, in ms.
+fn saved_itl(l: &Loaded, stat: &str) -> Option<f64> {
+    let i = l.report.imported.as_ref()?;
+    let (name, scale) = match (i.tool.as_str(), stat) {
+        ("vllm", "p50") => ("median_itl_ms".to_string(), 1.0),
+        ("vllm", p) => (format!("{p}_itl_ms"), 1.0),
+        ("aiperf", p) => (format!("inter_token_latency {p}"), 1.0),
+        ("guidellm", p) => (format!("inter_token_latency_ms {p}"), 1.0),
+        ("llmperf", p) => (format!("inter_token_latency_s {p}"), 1e3),
+        _ => return None,
+    };
+    let f = i.figures.iter().find(|f| f.name == name)?;
+    f.printed.map(|v| v * scale)
+}
+
+/// One row per run, and notes naming where their definitions differ.
+pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut defs = Vec::new();
+    for (run, l) in [("A", a), ("B", b)] {
+        let (tool, conv) = tool_of(l);
+        let Some(level) = l.report.levels.first() else {
+            continue;
+        };
+        let s = &level.summary;
+        let own = level
+            .conventions
+            .iter()
+            .find(|v| v.convention == conv.name())
+            .and_then(|v| v.itl);
+        defs.push((run, tool.clone(), conv));
+        let saved = |stat: &str| saved_itl(l, stat);
+        rows.push(ToolRow {
+            run: run.into(),
+            tool,
+            ttft_p50: s.ttft.map(|d| d.p50),
+            itl_p50: s.itl.map(|d| d.p50),
+            itl_p99: s.itl.map(|d| d.p99),
+            own_itl_p50: own.map(|d| d.p50),
+            own_itl_p99: own.map(|d| d.p99),
+            own_itl_definition: conv.itl_formula().to_string(),
+            saved_itl_p50: saved("p50"),
+            saved_itl_p99: saved("p99"),
+            tokens: s
+                .output_tokens
+                .source
+                .map_or("unknown".into(), |t| t.name().to_string()),
+        });
+    }
+    let mut notes = Vec::new();
+    if let [(ra, ta, ca), (rb, tb, cb)] = defs.as_slice() {
+        if ca.itl_formula() != cb.itl_formula() {
+            notes.push(format!(
+                "{ra} ({ta}) defines ITL as {}; {rb} ({tb}) as {}: the level rows above compare both under Cadence's definitions, rebuilt from each run's requests",
+                ca.itl_formula(),
+                cb.itl_formula()
+            ));
+        }
+    }
+    if let [x, y] = rows.as_slice() {
+        if x.tokens != y.tokens {
+            notes.push(format!(
+                "output tokens: A's from {}, B's from {}: TPOT and throughput divide by different counts",
+                x.tokens, y.tokens
+            ));
+        }
+    }
+    for (run, l) in [("A", a), ("B", b)] {
+        if let Some(i) = &l.report.imported {
+            for n in &i.not_rebuilt {
+                notes.push(format!("{run} ({}): not rebuilt, blank: {n}", i.tool));
+            }
+        }
+    }
+    (rows, notes)
 }
 
 fn pct(c: Option<f64>) -> String {
@@ -200,6 +322,36 @@ pub fn render_text(c: &Comparison) -> String {
         s.push_str(&format!("\n{u} (no counterpart)"));
     }
     s.push_str(&format!("\n\nMethod: {}\n", c.method));
+    if !c.tools.is_empty() {
+        s.push_str(&format!(
+            "\nAcross tools (first level)\n  {:<3} {:<18} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}  {}\n",
+            "run",
+            "tool",
+            "TTFT p50",
+            "ITL p50",
+            "ITL p99",
+            "own ITL p50",
+            "own ITL p99",
+            "saved p50",
+            "saved p99",
+            "own ITL definition"
+        ));
+        for t in &c.tools {
+            s.push_str(&format!(
+                "  {:<3} {:<18} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}  {}\n",
+                t.run,
+                t.tool,
+                num(t.ttft_p50, "ms"),
+                num(t.itl_p50, "ms"),
+                num(t.itl_p99, "ms"),
+                num(t.own_itl_p50, "ms"),
+                num(t.own_itl_p99, "ms"),
+                num(t.saved_itl_p50, "ms"),
+                num(t.saved_itl_p99, "ms"),
+                t.own_itl_definition
+            ));
+        }
+    }
     for n in &c.notes {
         s.push_str(&format!("Note: {n}\n"));
     }
@@ -224,6 +376,24 @@ pub fn render_markdown(c: &Comparison) -> String {
             s.push_str(&format!("| {} |\n", cells(r).join(" | ")));
         }
     }
+    if !c.tools.is_empty() {
+        s.push_str("\n**Across tools** (first level)\n\n| run | tool | TTFT p50 | ITL p50 | ITL p99 | own ITL p50 | own ITL p99 | saved ITL p50 | saved ITL p99 | own ITL definition |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        for t in &c.tools {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                t.run,
+                t.tool,
+                num(t.ttft_p50, "ms"),
+                num(t.itl_p50, "ms"),
+                num(t.itl_p99, "ms"),
+                num(t.own_itl_p50, "ms"),
+                num(t.own_itl_p99, "ms"),
+                num(t.saved_itl_p50, "ms"),
+                num(t.saved_itl_p99, "ms"),
+                t.own_itl_definition
+            ));
+        }
+    }
     for n in &c.notes {
         s.push_str(&format!("\n> {n}\n"));
     }
@@ -236,10 +406,32 @@ pub fn render_markdown(c: &Comparison) -> String {
     s
 }
 
+/// A Cadence file loaded as usual, or another tool's output imported (`--from` applies
+/// to inputs that are not Cadence's own files).
+fn load_one(
+    path: &std::path::Path,
+    from: Option<cadence_import::Tool>,
+) -> anyhow::Result<(Loaded, Option<tempfile::TempDir>)> {
+    let from = from.filter(|_| !crate::import_run::is_cadence_file(path));
+    match crate::import_run::load(path, from, &[], None, None, &[])? {
+        Some(i) => Ok((i.loaded, Some(i.dir))),
+        None => Ok((
+            load(std::slice::from_ref(&path.to_path_buf()), &[], None, None)?,
+            None,
+        )),
+    }
+}
+
 pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
-    let a = load(std::slice::from_ref(&args.a), &[], None, None)?;
-    let b = load(std::slice::from_ref(&args.b), &[], None, None)?;
+    // An imported run's records file lives in its directory, kept to the end.
+    let (a, _dir_a) = load_one(&args.a, args.from)?;
+    let (b, _dir_b) = load_one(&args.b, args.from)?;
     let mut c = compare(&a, &b, &args.fail_on, args.seed, args.min_change)?;
+    if a.report.imported.is_some() || b.report.imported.is_some() {
+        let (rows, notes) = tool_rows(&a, &b);
+        c.tools = rows;
+        c.notes.extend(notes);
+    }
     c.a = args.a.display().to_string();
     c.b = args.b.display().to_string();
     if c.levels.is_empty() {

@@ -12,6 +12,7 @@ pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
 pub mod fleet;
+pub mod import_run;
 pub mod load;
 pub mod output;
 pub mod plan_cmd;

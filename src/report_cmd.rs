@@ -1,26 +1,53 @@
 //! `cadence report FILE…`: the replay source. Rebuilds a report from saved records
 //! files (the bench's `--records`, which end with the run's metadata) or a saved JSON
 //! report, and writes it in any format. A fleet's shard directories merge into one run.
+//! Another tool's saved output (vLLM, AIPerf, GuideLLM, LLMPerf) is imported first
+//! ([`crate::import_run`]); `--llmd-benchmark` also writes the llm-d report format.
 
 use crate::cli::ReportArgs;
-use crate::exit::Exit;
+use crate::exit::{usage, Exit};
 use crate::load::load_with;
 use crate::output::{deliver, named, preflight};
+use anyhow::Context;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let outputs = named(args.json.as_deref(), None, &args.outputs);
     // Directories (a fleet's shards) stand for their records files.
     let files = crate::fleet::expand(&args.files)?;
     preflight(&files, &outputs)?;
-    let loaded = load_with(
-        &files,
-        &args.slos,
-        args.outputs.convention,
-        args.max_error_rate,
-        args.outputs.exact_samples,
-        &args.exclude_shards,
-        &args.outputs.what_if,
-    )?;
+    let imported = match files.as_slice() {
+        [one] => crate::import_run::load(
+            one,
+            args.from,
+            &args.slos,
+            args.outputs.convention,
+            args.max_error_rate,
+            &args.outputs.what_if,
+        )?,
+        _ if args.from.is_some() => {
+            return Err(usage("--from imports one file at a time"));
+        }
+        _ => None,
+    };
+    // An import's records file lives in `_dir`, kept until the report is delivered.
+    let (loaded, _dir) = match imported {
+        Some(i) => (i.loaded, Some(i.dir)),
+        None => (
+            load_with(
+                &files,
+                &args.slos,
+                args.outputs.convention,
+                args.max_error_rate,
+                args.outputs.exact_samples,
+                &args.exclude_shards,
+                &args.outputs.what_if,
+            )?,
+            None,
+        ),
+    };
+    if let Some(path) = &args.llmd_benchmark {
+        write_llmd(path, &loaded.report)?;
+    }
     deliver(
         &loaded.report,
         loaded.records.as_ref(),
@@ -29,4 +56,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         loaded.exit,
         Vec::new(),
     )
+}
+
+/// The llm-d report of each level: `path` for a run of one level, else `path` with the
+/// level's number before the extension (`out.json` -> `out.0.json`, `out.1.json`).
+fn write_llmd(path: &std::path::Path, report: &cadence_core::Report) -> anyhow::Result<()> {
+    let reports = cadence_import::llmd::render(report);
+    let one = reports.len() == 1;
+    for (i, (_, text)) in reports.iter().enumerate() {
+        let p = if one {
+            path.to_path_buf()
+        } else {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("json");
+            path.with_extension(format!("{i}.{ext}"))
+        };
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
 }

@@ -42,7 +42,8 @@ impl Lack {
                 "ITL/token",
                 "tokens per chunk",
                 "stalls",
-                "ITL charts and the time series",
+                "ITL charts",
+                "the time series",
             ],
             Lack::SendTimes => &[
                 "throughput over Cadence's window (first send to last end)",

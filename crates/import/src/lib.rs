@@ -151,17 +151,18 @@ impl Imported {
     pub fn section(&self) -> ImportedRun {
         let mut lacks: Vec<String> = self.lacks.iter().map(|l| l.words(self.tool)).collect();
         lacks.extend(self.notes.iter().cloned());
+        let mut not_rebuilt: Vec<String> = Vec::new();
+        for n in self.lacks.iter().flat_map(|l| l.not_rebuilt().iter()) {
+            if !not_rebuilt.iter().any(|m| m == n) {
+                not_rebuilt.push(n.to_string());
+            }
+        }
         ImportedRun {
             tool: self.tool.name().to_string(),
             version: self.version.clone(),
             files: self.files.clone(),
             lacks,
-            not_rebuilt: self
-                .lacks
-                .iter()
-                .flat_map(|l| l.not_rebuilt().iter())
-                .map(|s| s.to_string())
-                .collect(),
+            not_rebuilt,
             figures: self.figures.clone(),
         }
     }
@@ -259,6 +260,21 @@ pub fn import(path: &Path, from: Option<Tool>) -> Result<Imported, ImportError> 
     if imp.records.is_empty() {
         return Err(ImportError::new(&file, "holds no requests"));
     }
+    // Times are counted from the run's first send; a run longer than this is not one
+    // (a corrupt or hostile file), and its time buckets would not fit in memory.
+    const MAX_SPAN_NS: u64 = 30 * 86_400 * 1_000_000_000;
+    let beyond = |t: Option<u64>| t.is_some_and(|t| t > MAX_SPAN_NS);
+    if let Some(r) = imp.records.iter().find(|r| {
+        beyond(r.sent_ns) || beyond(r.end_ns) || r.chunks.iter().any(|c| c.t_ns() > MAX_SPAN_NS)
+    }) {
+        return Err(ImportError::new(
+            &file,
+            format!(
+                "request {} ends more than 30 days after the run's first send: not a benchmark run's times",
+                r.index
+            ),
+        ));
+    }
     imp.lacks.sort();
     imp.lacks.dedup();
     Ok(imp)
@@ -305,6 +321,12 @@ pub fn mark(report: &mut Report, imp: &Imported) {
             }
             l.charts = None;
             l.time_series.clear();
+            // The records' chunks are only the first and the last: a chunk count
+            // compared with the tokens would be made up.
+            s.token_agreement
+                .retain(|a| a.source != cadence_core::TokenSource::Chunks);
+            s.warnings
+                .retain(|w| !w.contains("more tokens than chunks"));
         }
         if imp.lacks(Lack::SendTimes) {
             s.throughput.output_tokens_per_s = None;

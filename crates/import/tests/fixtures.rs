@@ -2,7 +2,7 @@
 //! the tool's saved output (tests/fixtures/import/), match what the tool saved: the
 //! real tools' files (AIPerf, GuideLLM) and the hand-written ones (vLLM, LLMPerf).
 
-use cadence_import::{import, Tool};
+use cadence_import::{import, Lack, Tool};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -44,4 +44,105 @@ fn aiperf_figures_rebuild_from_its_records() {
 fn guidellm_figures_rebuild_from_its_requests() {
     let n = check("guidellm-benchmarks.json", Tool::Guidellm, 1e-6, &[]);
     assert!(n >= 20, "{n} figures");
+}
+
+#[test]
+fn vllm_figures_rebuild_from_its_per_request_lists() {
+    let n = check("vllm-detailed.json", Tool::Vllm, 1e-9, &[]);
+    assert!(n >= 20, "{n} figures");
+    let imp = import(&fixture("vllm-detailed.json"), None).unwrap();
+    assert!(
+        imp.lacks.iter().all(|l| *l == Lack::TokenSourceUnsaid),
+        "{:?}",
+        imp.lacks
+    );
+}
+
+#[test]
+fn llmperf_figures_rebuild_except_what_needs_send_times() {
+    let n = check(
+        "llmperf/tiny_32_24_individual_responses.json",
+        Tool::Llmperf,
+        1e-9,
+        &["results_mean_output_throughput_token_per_s"],
+    );
+    assert!(n >= 20, "{n} figures");
+}
+
+#[test]
+fn a_file_without_chunk_times_names_what_it_cannot_give() {
+    let imp = import(
+        &fixture("llmperf/tiny_32_24_individual_responses.json"),
+        None,
+    )
+    .unwrap();
+    assert!(imp.lacks(Lack::ChunkTimes) && imp.lacks(Lack::SendTimes));
+    let s = imp.section();
+    for what in [
+        "ITL (gaps between chunks",
+        "stalls",
+        "throughput over Cadence's window",
+    ] {
+        assert!(
+            s.not_rebuilt.iter().any(|n| n.starts_with(what)),
+            "{what} in {:?}",
+            s.not_rebuilt
+        );
+    }
+    // No record carries a chunk between the first and the last: nothing is made up.
+    assert!(imp.records.iter().all(|r| r.chunks.len() <= 2));
+    // The failed response keeps no token count (LLMPerf saved 0 for it).
+    let failed: Vec<_> = imp.records.iter().filter(|r| r.error.is_some()).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].output_tokens, None);
+}
+
+/// Cuts and corrupts of every fixture: each is refused with the file named, or read
+/// without panicking; never a panic.
+#[test]
+fn truncated_and_hostile_files_give_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("cadence-import-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, tool) in [
+        ("vllm-detailed.json", Tool::Vllm),
+        ("aiperf/profile_export.jsonl", Tool::Aiperf),
+        ("guidellm-benchmarks.json", Tool::Guidellm),
+        (
+            "llmperf/tiny_32_24_individual_responses.json",
+            Tool::Llmperf,
+        ),
+    ] {
+        let text = std::fs::read(fixture(name)).unwrap();
+        let p = dir.join("cut");
+        for cut in [1, 7, text.len() / 3, text.len() / 2, text.len() - 2] {
+            std::fs::write(&p, &text[..cut]).unwrap();
+            match import(&p, Some(tool)) {
+                Err(e) => assert!(e.to_string().contains("cut"), "{name} at {cut}: {e}"),
+                // A JSON Lines file cut at a line's end is a shorter file.
+                Ok(imp) => assert!(tool == Tool::Aiperf && !imp.records.is_empty()),
+            }
+        }
+        for junk in [
+            &b"\xff\xfe\x00garbage"[..],
+            b"",
+            b"null",
+            b"[1, 2, 3]",
+            b"{\"ttfts\": [1e400], \"itls\": [[]]}",
+            b"{\"benchmarks\": [{\"requests\": {\"successful\": [{\"info\": {\"timings\": {\"request_start\": \"x\"}}}]}}]}",
+            b"[{\"ttft_s\": -1}]",
+            b"{\"metadata\": {\"request_start_ns\": 18446744073709551615}, \"metrics\": {\"inter_chunk_latency\": {\"value\": [1e308, 1e308]}}, \"error\": null}",
+        ] {
+            std::fs::write(&p, junk).unwrap();
+            if let Err(e) = import(&p, Some(tool)) {
+                assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
+            }
+        }
+        // Times beyond any run (a gap of 1e308 s) are refused, not bucketed.
+        if tool == Tool::Aiperf {
+            std::fs::write(&p, b"{\"metadata\": {\"request_start_ns\": 5}, \"metrics\": {\"time_to_first_token\": {\"value\": 1, \"unit\": \"ms\"}, \"inter_chunk_latency\": {\"value\": [1e308, 1e308], \"unit\": \"ms\"}}, \"error\": null}").unwrap();
+            let e = import(&p, Some(tool)).unwrap_err();
+            assert!(e.msg.contains("30 days"), "{e}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

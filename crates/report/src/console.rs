@@ -37,6 +37,7 @@ pub fn render(report: &Report, color: bool) -> String {
         out.push('\n');
         fleet_block(&mut out, f, p);
     }
+    out.push_str(&crate::imported::console(report, fmt_ms));
     if !report.warnings.is_empty() {
         out.push('\n');
         for w in &report.warnings {
@@ -718,7 +719,9 @@ fn request_facts(out: &mut String, s: &LevelSummary, p: Painter) {
 /// Stalls, and what the stream decoder met that a clean stream does not have.
 fn stream_facts(out: &mut String, s: &LevelSummary) {
     let st = &s.stalls;
-    let stalls = if st.gaps == 0 {
+    let stalls = if s.itl.is_none() {
+        format!("{ABSENT} (no gaps between chunks to judge)")
+    } else if st.gaps == 0 {
         format!("no gap over {}", fmt_ms(st.threshold_ms))
     } else {
         format!(

@@ -490,6 +490,7 @@ pub fn render(r: &Report) -> String {
         conventions_table(r, &mut o);
     }
 
+    crate::imported::html(r, &mut o, crate::console::fmt_ms);
     clock_section(r, &mut o);
     warnings_section(r, &mut o);
 

@@ -7,6 +7,7 @@ mod figure;
 pub mod html;
 mod html_server;
 mod html_sessions;
+mod imported;
 pub mod json;
 pub mod markdown;
 pub mod svg;

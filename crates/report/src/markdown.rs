@@ -46,6 +46,7 @@ pub fn render(r: &Report) -> String {
     sessions_table(r, &mut o);
     clock_checks(r, &mut o);
     conventions_details(r, &mut o);
+    o.push_str(&crate::imported::markdown(r, crate::console::fmt_ms));
     let warnings: Vec<&String> = r
         .warnings
         .iter()

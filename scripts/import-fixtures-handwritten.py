@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Writes the hand-written import fixtures (vllm-detailed.json, llmperf/) from a Cadence
+records file (`cadence bench --records`): the vLLM and LLMPerf layouts as documented,
+with each tool's summary figures computed here under the tool's own definitions and
+statistics (numpy: linear percentiles, population std; pandas: linear quantiles,
+sample std), since neither tool could be installed on the machine that made them.
+Not run by CI.
+
+    scripts/import-fixtures-handwritten.py RECORDS.jsonl tests/fixtures/import
+"""
+import json, math, os, sys
+
+def pct(xs, p):
+    s = sorted(xs)
+    k = p / 100 * (len(s) - 1)
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+def mean(xs): return sum(xs) / len(xs)
+
+def std(xs, ddof):
+    m = mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - ddof))
+
+recs, run = [], None
+for line in open(sys.argv[1]):
+    v = json.loads(line)
+    if "cadence_run" in v: run = v["cadence_run"]["run"]
+    elif "index" in v: recs.append(v)
+recs.sort(key=lambda r: r["sent_ns"])
+out = sys.argv[2]
+ok = [r for r in recs if r["outcome"] == "succeeded"]
+# Every request's values in seconds, from send.
+rows = []
+for r in ok:
+    t = [c[0] for c in r["chunks"]]
+    sent = r["sent_ns"]
+    rows.append({
+        "start": sent / 1e9,
+        "ttft": (t[0] - sent) / 1e9,
+        "itl": [(b - a) / 1e9 for a, b in zip(t, t[1:])],
+        "last": (t[-1] - sent) / 1e9,
+        "end": (r["end_ns"] - sent) / 1e9,
+        "tokens": r["output_tokens"]["count"],
+        "prompt": r.get("input_tokens") or 0,
+    })
+
+# vLLM: latency = last chunk - send; TPOT = (latency - TTFT) / (tokens - 1); ITL pooled.
+dur = (max(r["end_ns"] for r in recs) - min(r["sent_ns"] for r in recs)) / 1e9
+ttft = [x["ttft"] * 1e3 for x in rows]
+e2el = [x["last"] * 1e3 for x in rows]
+tpot = [(x["last"] - x["ttft"]) / (x["tokens"] - 1) * 1e3 for x in rows if x["tokens"] > 1]
+itl = [g * 1e3 for x in rows for g in x["itl"]]
+total_out = sum(x["tokens"] for x in rows)
+total_in = sum(x["prompt"] for x in rows)
+v = {
+    "date": "fixture", "endpoint_type": "openai-chat", "backend": "openai-chat",
+    "label": None, "model_id": run["model"], "tokenizer_id": run["model"],
+    "num_prompts": len(recs), "request_rate": "inf", "burstiness": 1.0,
+    "max_concurrency": 4,
+    "duration": dur, "completed": len(rows), "failed": len(recs) - len(rows),
+    "total_input_tokens": total_in, "total_output_tokens": total_out,
+    "request_throughput": len(rows) / dur, "request_goodput": None,
+    "output_throughput": total_out / dur,
+    "total_token_throughput": (total_in + total_out) / dur,
+}
+for name, xs in [("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)]:
+    v[f"mean_{name}_ms"] = mean(xs)
+    v[f"median_{name}_ms"] = pct(xs, 50)
+    v[f"std_{name}_ms"] = std(xs, 0)
+    v[f"p99_{name}_ms"] = pct(xs, 99)
+v.update({
+    "input_lens": [x["prompt"] for x in rows],
+    "output_lens": [x["tokens"] for x in rows],
+    "ttfts": [x["ttft"] for x in rows],
+    "itls": [x["itl"] for x in rows],
+    "start_times": [x["start"] for x in rows],
+    "generated_texts": ["" for _ in rows],
+    "errors": ["" for _ in rows],
+})
+json.dump(v, open(os.path.join(out, "vllm-detailed.json"), "w"), indent=1)
+
+# LLMPerf: no send or chunk times; ITL = (TTFT + every chunk gap) / tokens = last / tokens.
+os.makedirs(os.path.join(out, "llmperf"), exist_ok=True)
+resp = [{
+    "error_code": None, "error_msg": "",
+    "inter_token_latency_s": x["last"] / x["tokens"],
+    "ttft_s": x["ttft"], "end_to_end_latency_s": x["last"],
+    "request_output_throughput_token_per_s": x["tokens"] / x["last"],
+    "number_total_tokens": x["tokens"] + x["prompt"],
+    "number_output_tokens": x["tokens"], "number_input_tokens": x["prompt"],
+} for x in rows]
+resp.append({"error_code": 500, "error_msg": "Internal Server Error",
+             "inter_token_latency_s": 0, "ttft_s": 0, "end_to_end_latency_s": 0.004,
+             "request_output_throughput_token_per_s": 0, "number_total_tokens": 0,
+             "number_output_tokens": 0, "number_input_tokens": 0})
+prefix = os.path.join(out, "llmperf", "tiny_32_24")
+json.dump(resp, open(prefix + "_individual_responses.json", "w"), indent=1)
+summary = {"model": run["model"], "num_concurrent_requests": 4}
+for key in ["inter_token_latency_s", "ttft_s", "end_to_end_latency_s",
+            "request_output_throughput_token_per_s", "number_input_tokens", "number_output_tokens"]:
+    xs = [r[key] for r in resp if r["error_code"] is None]
+    for q in [25, 50, 75, 90, 95, 99]:
+        summary[f"results_{key}_quantiles_p{q}"] = pct(xs, q)
+    summary[f"results_{key}_mean"] = mean(xs)
+    summary[f"results_{key}_min"] = min(xs)
+    summary[f"results_{key}_max"] = max(xs)
+    summary[f"results_{key}_stddev"] = std(xs, 1)
+summary["results_num_requests_started"] = len(resp)
+summary["results_error_rate"] = 1 / len(resp)
+summary["results_number_errors"] = 1
+summary["results_mean_output_throughput_token_per_s"] = total_out / dur
+summary["results_num_completed_requests"] = len(rows)
+json.dump(summary, open(prefix + "_summary.json", "w"), indent=1)

@@ -1,0 +1,137 @@
+//! Another benchmark tool's saved output as a run `report` and `compare` load like a
+//! records file: the import's records are written to a temporary records file (with a
+//! level line per load level and a run line), loaded the usual way, and the report is
+//! then marked with what the file lacks ([`cadence_import::mark`]), so every format and
+//! every comparison treats an imported run as Cadence's own, minus the blanked figures.
+
+use crate::exit::usage;
+use crate::load::{load_with, Loaded};
+use cadence_core::report::RunInfo;
+use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
+use cadence_core::sessions::WhatIf;
+use cadence_core::{Convention, Slo};
+use cadence_import::{Imported, Tool};
+use std::io::Write;
+use std::path::Path;
+
+/// An imported run: the loaded report and records, the import itself, and the
+/// temporary directory its records file lives in (kept as long as the run is used).
+pub struct ImportedLoad {
+    pub loaded: Loaded,
+    pub imported: Imported,
+    /// Where the records file lives: keep it while `loaded` is used.
+    pub dir: tempfile::TempDir,
+}
+
+/// Whether `path` is one of Cadence's own files (a records file or a JSON report): its
+/// first line is a record, a `cadence_*` line, or a report.
+pub fn is_cadence_file(path: &Path) -> bool {
+    if path.is_dir() {
+        return true;
+    }
+    let Ok(first) = cadence_records::reader::first_line(path, 1 << 20) else {
+        return false;
+    };
+    let t = String::from_utf8_lossy(&first);
+    let t = t.trim();
+    if t.starts_with("{\"cadence_") {
+        return true;
+    }
+    if t == "{" {
+        // Pretty-printed JSON: a Cadence report unless another tool's layout shows.
+        return cadence_import::detect(path).ok().flatten().is_none();
+    }
+    serde_json::from_str::<serde_json::Value>(t).is_ok_and(|v| {
+        v.get("outcome").is_some() && v.get("index").is_some()
+            || v.get("schema_version").is_some() && v.get("cadence_version").is_some()
+    })
+}
+
+/// `path` imported as `from` (or as detected, when it is another tool's output);
+/// `None` when it is not another tool's file (a Cadence file, loaded as usual).
+pub fn load(
+    path: &Path,
+    from: Option<Tool>,
+    slos: &[Slo],
+    convention: Option<Convention>,
+    max_error_rate: Option<f64>,
+    what_if: &[WhatIf],
+) -> anyhow::Result<Option<ImportedLoad>> {
+    let tool = match from {
+        Some(t) => Some(t),
+        None => cadence_import::detect(path).map_err(|e| usage(e.to_string()))?,
+    };
+    let Some(tool) = tool else {
+        return Ok(None);
+    };
+    let imported = cadence_import::import(path, Some(tool)).map_err(|e| usage(e.to_string()))?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join(format!("imported-{tool}.jsonl"));
+    write_records(&file, &imported)?;
+    let mut loaded = load_with(
+        std::slice::from_ref(&file),
+        slos,
+        convention,
+        max_error_rate,
+        None,
+        &[],
+        what_if,
+    )?;
+    cadence_import::mark(&mut loaded.report, &imported);
+    Ok(Some(ImportedLoad {
+        loaded,
+        imported,
+        dir,
+    }))
+}
+
+/// The import as a records file: its records, a level line per level, a run line.
+fn write_records(file: &Path, imp: &Imported) -> anyhow::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(file)?);
+    for r in &imp.records {
+        serde_json::to_writer(&mut w, r)?;
+        w.write_all(b"\n")?;
+    }
+    for (i, l) in imp.levels.iter().enumerate() {
+        let n = imp.records.iter().filter(|r| r.level == i as u32).count() as u64;
+        let meta = LevelMeta {
+            level: i as u32,
+            name: l.name.clone(),
+            concurrency: l.concurrency,
+            rate: l.rate,
+            intended: Some(n),
+            stopped_early: None,
+            warnings: Vec::new(),
+            invalid: false,
+            interrupted: false,
+            server: None,
+            floor: None,
+        };
+        writeln!(w, "{}", level_line(&meta))?;
+    }
+    let span_s = {
+        let s = imp.records.iter().filter_map(|r| r.sent_ns).min();
+        let e = imp.records.iter().filter_map(|r| r.end_ns).max();
+        s.zip(e)
+            .map_or(0.0, |(s, e)| e.saturating_sub(s) as f64 / 1e9)
+    };
+    let mut run = RunInfo::new(
+        imp.target
+            .clone()
+            .unwrap_or_else(|| format!("imported from {}", imp.tool)),
+        format!("{} import", imp.tool),
+        imp.model.clone().unwrap_or_else(|| "unknown".into()),
+        format!("imported:{}", imp.tool),
+        imp.started_at_unix_ms.unwrap_or(0),
+    );
+    run.duration_s = imp.duration_s.unwrap_or(span_s);
+    run.command = imp.files.clone();
+    let meta = RunMeta {
+        run,
+        checks: RunChecks::default(),
+        search: None,
+    };
+    writeln!(w, "{}", run_line(&meta))?;
+    w.flush()?;
+    Ok(())
+}
