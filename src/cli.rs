@@ -1354,6 +1354,16 @@ pub struct ProxyArgs {
     /// closed for the new one; if every one is forwarding, the new one gets 503.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// The whole request body must arrive within this of its head (408 beyond): a
+    /// client dripping its body cannot hold a connection open.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
+    /// Most client connections at once, lowered at start to what `ulimit -n` allows
+    /// (each may need an upstream connection too). When all are taken, the connection
+    /// that has waited longest on an unfinished request, or idled between requests, is
+    /// closed for the new one; if every one is forwarding, the new one gets 503.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     /// A route to measure, as a path suffix, repeatable; replaces the default list
     /// (/chat/completions, /completions, /responses, /messages, /api/chat,
     /// /api/generate, /generate, /generate_stream). Other requests are forwarded only.

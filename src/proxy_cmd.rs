@@ -28,7 +28,7 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
             if c.alerts.is_empty() {
                 return Err(usage("--alert-webhook needs at least one --alert rule"));
             }
-            let uri = cadence_proxy::parse_upstream(u)
+            let uri = cadence_proxy::parse_webhook(u)
                 .map_err(|_| usage("--alert-webhook must be an http:// or https:// URL"))?;
             Some(uri)
         }
@@ -44,6 +44,8 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
         upstream_header_timeout: args.upstream_header_timeout,
         header_read_timeout: args.header_read_timeout,
         max_header_bytes: args.max_header_bytes as usize,
+        body_read_timeout: args.body_read_timeout,
+        max_connections: args.max_connections as usize,
         drain_timeout: args.drain_timeout,
         ..Limits::default()
     };
@@ -67,6 +69,12 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
     // The first line on stdout is the address, for scripts that started us on port 0.
     println!("listening on {}", proxy.url());
     eprintln!("cadence proxy: forwarding to {upstream}");
+    if let Some(w) = &args.alert_webhook {
+        eprintln!(
+            "cadence proxy: alerts posted to {}",
+            cadence_proxy::shown_url(w)
+        );
+    }
     if let Some(m) = proxy.metrics_addr {
         eprintln!(
             "cadence proxy: metrics on http://{m}/metrics, rolling stats on http://{m}/stats"

@@ -29,11 +29,13 @@ impl Redactor {
     }
 }
 
-/// Masks token-shaped values: `Bearer X`, `sk-…` keys, and `key=` / `api_key=` /
-/// `token=` style parameters, wherever they stand in the text.
+/// Masks token-shaped values: `Bearer X`, `sk-…` keys, a URL's userinfo
+/// (`scheme://user:PASS@host`), and parameters whose names say key, token, secret,
+/// password or signature (`key=`, `api_key=`, `client_secret=`, `sig=` …), wherever
+/// they stand in the text.
 pub fn redact_patterns(text: &str) -> String {
     // (marker, whether the marker is part of the secret itself)
-    const MARKERS: [(&str, bool); 8] = [
+    const MARKERS: [(&str, bool); 14] = [
         ("Bearer ", false),
         ("bearer ", false),
         ("sk-", true),
@@ -41,6 +43,12 @@ pub fn redact_patterns(text: &str) -> String {
         ("api_key=", false),
         ("api-key=", false),
         ("token=", false),
+        ("secret=", false),
+        ("password=", false),
+        ("passwd=", false),
+        ("pwd=", false),
+        ("signature=", false),
+        ("sig=", false),
         ("x-api-key: ", false),
     ];
     let is_end = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '&' | ',' | ';' | ')');
@@ -52,6 +60,13 @@ pub fn redact_patterns(text: &str) -> String {
             .chars()
             .next_back()
             .is_none_or(|c| !c.is_alphanumeric());
+        if let Some(len) = userinfo_len(rest) {
+            // `://` kept, the userinfo up to its `@` masked.
+            out.push_str("://");
+            out.push_str(MASK);
+            i += 3 + len;
+            continue 'scan;
+        }
         for (marker, inclusive) in MARKERS {
             if !rest.starts_with(marker) || (inclusive && !at_word_start) {
                 continue;
@@ -73,6 +88,18 @@ pub fn redact_patterns(text: &str) -> String {
         i += c.len_utf8();
     }
     out
+}
+
+/// When `rest` starts with `://` and a userinfo (`user:pass@`): the userinfo's length.
+/// The userinfo runs to the last `@` before the URL's query, fragment or end (a password
+/// may hold `/` or `@`).
+fn userinfo_len(rest: &str) -> Option<usize> {
+    let after = rest.strip_prefix("://")?;
+    let end = after
+        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '?' | '#' | '<' | '>'))
+        .unwrap_or(after.len());
+    let at = after[..end].rfind('@')?;
+    (at > 0).then_some(at)
 }
 
 #[cfg(test)]
@@ -100,6 +127,31 @@ mod tests {
         let got = redact_patterns("invalid key sk-proj-ABCDEFGHIJKLMNOP here");
         assert!(!got.contains("ABCDEFGH"), "{got}");
         assert!(got.ends_with(" here"), "{got}");
+    }
+
+    #[test]
+    fn masks_url_userinfo_and_secret_named_parameters() {
+        for (text, secrets) in [
+            (
+                "invalid URL \"http://user:PASS1234@h:80/v1\"",
+                &["PASS1234", "user:"][..],
+            ),
+            ("at https://bot:T/K@N@hooks.example/x?q=1", &["T/K", "K@N"]),
+            ("user:PW99@h and ftp://:PW77@h", &["PW77"]),
+            (
+                "x?client_secret=S1&password=S2&sig=S3&signature=S4&pwd=S5&q=keep",
+                &["S1", "S2", "S3", "S4", "S5"],
+            ),
+        ] {
+            let got = redact_patterns(text);
+            for s in secrets {
+                assert!(!got.contains(s), "{s} in {got}");
+            }
+        }
+        let got = redact_patterns("see http://h:8000/v1/models?q=keep and a@b");
+        assert_eq!(got, "see http://h:8000/v1/models?q=keep and a@b");
+        let got = redact_patterns("http://u:p@h/x?q=1");
+        assert_eq!(got, "http://[REDACTED]@h/x?q=1");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use crate::body::BodyError;
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::shared::Shared;
+use crate::slots::{Busy, Slot};
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
@@ -376,13 +377,14 @@ struct Peek {
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     conflicting_length: bool,
+    slot: Arc<Slot>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    if let Some(refusal) = refuse_early(&shared, conflicting_length, req.headers()) {
+    if let Some(refusal) = refuse_early(&shared, conflicting_length, &req) {
         return refusal.answer(&shared);
     }
     if websocket::is_upgrade(&req) {
-        return websocket::handle(shared, req).await;
+        return websocket::handle(shared, slot.busy(), req).await;
     }
     let (parts, body) = req.into_parts();
     let route = Route::of_path(parts.uri.path());
@@ -392,6 +394,9 @@ pub(crate) async fn handle(
         Ok(b) => b,
         Err(refusal) => return refusal.answer(&shared),
     };
+    // Sent whole: the connection is forwarding, never closed to make room, until the
+    // answer is done (the job holds this).
+    let busy = slot.busy();
     let (labels, asked_stream) = peek(&shared, measured, route, &body);
     let uri = match upstream_uri(&shared.config.upstream, &parts.uri) {
         Ok(u) => u,
@@ -400,6 +405,7 @@ pub(crate) async fn handle(
     let (info, client_id) = proxy_info(&parts, &redactor);
     let up = upstream_request(&shared.via_id, parts, uri, body);
     let mut job = Job::start(&shared, measured, labels, redactor, info, client_id);
+    job.busy = Some(busy);
     let response = match send(&mut job, up).await {
         Ok(r) => r,
         Err((status, msg)) => return own_response(status, &msg, false),
@@ -423,8 +429,10 @@ impl Refusal {
 }
 
 /// Decides whether the request is refused before its body is read: conflicting
-/// lengths (a smuggling attempt), or a loop back through this proxy.
-fn refuse_early(shared: &Shared, conflicting_length: bool, headers: &HeaderMap) -> Option<Refusal> {
+/// lengths (a smuggling attempt), `CONNECT` (a tunnel is no inference request,
+/// FAULTS 103), a path with dot segments (it would climb out of the upstream's base
+/// path, FAULTS 102), or a loop back through this proxy.
+fn refuse_early<B>(shared: &Shared, conflicting_length: bool, req: &Request<B>) -> Option<Refusal> {
     if conflicting_length {
         return Some(Refusal {
             reason: "conflicting_length",
@@ -432,12 +440,46 @@ fn refuse_early(shared: &Shared, conflicting_length: bool, headers: &HeaderMap) 
             msg: "the request has both Content-Length and Transfer-Encoding".into(),
         });
     }
-    passed_here(headers, &shared.via_id).then(|| Refusal {
+    if req.method() == http::Method::CONNECT {
+        return Some(Refusal {
+            reason: "method_not_allowed",
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            msg: "CONNECT is not forwarded: this proxy forwards HTTP requests to its upstream only"
+                .into(),
+        });
+    }
+    if has_dot_segment(req.uri().path()) {
+        return Some(Refusal {
+            reason: "bad_target",
+            status: StatusCode::BAD_REQUEST,
+            msg: "the request path has a `.` or `..` segment".into(),
+        });
+    }
+    passed_here(req.headers(), &shared.via_id).then(|| Refusal {
         reason: "loop",
         status: StatusCode::LOOP_DETECTED,
         msg: "request loop: this request already passed through this cadence proxy; its \
               --upstream leads back to it"
             .into(),
+    })
+}
+
+/// Whether a path has a `.` or `..` segment, percent-encoded dots (`%2e`) included.
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|seg| {
+        let mut rest = seg;
+        let mut dots = 0;
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix('.') {
+                rest = r;
+            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case("%2e") {
+                rest = &rest[3..];
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        dots == 1 || dots == 2
     })
 }
 
@@ -702,6 +744,8 @@ struct Job {
     /// The outcome of a clean end when there is no tracker (plain or error bodies).
     plain_outcome: Outcome,
     _active: Option<ActiveGuard>,
+    /// Its connection's slot, marked as forwarding while the job lives.
+    busy: Option<Busy>,
     shared: Arc<Shared>,
     /// Dropped last, after the record was handed over (shutdown waits for it).
     _in_flight: Option<tokio::sync::mpsc::Sender<()>>,
@@ -745,6 +789,7 @@ impl Job {
             detached: false,
             plain_outcome: Outcome::Succeeded,
             _active: active,
+            busy: None,
             shared: shared.clone(),
             _in_flight: shared.in_flight_token(),
         }
@@ -957,6 +1002,24 @@ mod tests {
         let mut resumed = vec![10, 20, 30];
         assert!(takes_wait(&mut resumed, 31));
         assert!(resumed.is_empty());
+    }
+
+    #[test]
+    fn dot_segments_are_found_encoded_or_not() {
+        for p in ["/..", "/../a", "/a/./b", "/a/%2E%2e/b", "/a/.%2e", "/a/%2e"] {
+            assert!(has_dot_segment(p), "{p}");
+        }
+        for p in [
+            "/",
+            "/a/b",
+            "/a/..b",
+            "/a/.../b",
+            "/a.b/c.",
+            "/%2e%2e%2e",
+            "/%2",
+        ] {
+            assert!(!has_dot_segment(p), "{p}");
+        }
     }
 
     #[test]

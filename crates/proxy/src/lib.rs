@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod records;
 mod server;
 mod shared;
+mod slots;
 mod ws_frames;
 
 pub use alert::{AlertRule, Alerts, Transition};
@@ -197,14 +198,83 @@ pub enum ProxyError {
 
 /// Validates an upstream URL: scheme http or https, a host, no query.
 pub fn parse_upstream(s: &str) -> Result<http::Uri, ProxyError> {
-    let bad = || ProxyError::Upstream(cadence_core::secret::redact_patterns(s));
+    let uri = parse_http_url(s)?;
+    if uri.query().is_some() {
+        return Err(ProxyError::Upstream(shown_url(s)));
+    }
+    Ok(uri)
+}
+
+/// Validates an alert webhook URL: scheme http or https and a host; a query is kept
+/// (a hook's token often rides in it) and redacted wherever the URL is shown
+/// (FAULTS 107).
+pub fn parse_webhook(s: &str) -> Result<http::Uri, ProxyError> {
+    parse_http_url(s)
+}
+
+fn parse_http_url(s: &str) -> Result<http::Uri, ProxyError> {
+    let bad = || ProxyError::Upstream(shown_url(s));
     let uri: http::Uri = s.parse().map_err(|_| bad())?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
         _ => return Err(bad()),
     }
-    if uri.host().is_none() || uri.query().is_some() {
+    if uri.host().is_none() {
         return Err(bad());
     }
     Ok(uri)
+}
+
+/// A URL as it may be shown on stderr or in a log: no userinfo (with or without a
+/// scheme: `user:PASS@host` is a mistyped URL, not a safe one) and no secret-named
+/// query value (FAULTS 101).
+pub fn shown_url(s: &str) -> String {
+    let (head, query) = match s.split_once(['?', '#']) {
+        Some((h, _)) => (h, &s[h.len()..]),
+        None => (s, ""),
+    };
+    let head = match head.rfind('@') {
+        Some(at) => {
+            let start = head.find("://").map_or(0, |i| i + 3);
+            if at >= start {
+                format!("{}[REDACTED]{}", &head[..start], &head[at..])
+            } else {
+                head.to_string()
+            }
+        }
+        None => head.to_string(),
+    };
+    cadence_core::secret::redact_patterns(&format!("{head}{query}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f101_urls_are_shown_without_credentials() {
+        for (url, secret) in [
+            ("user:PASS1234@127.0.0.1:9", "PASS1234"),
+            ("http://user:PA/SS@h:9/v1", "PA/SS"),
+            ("https://h/x?token=TOK5678&a=1", "TOK5678"),
+            ("http://u:P@W@h/x?client_secret=CS99", "CS99"),
+        ] {
+            let shown = shown_url(url);
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert_eq!(shown_url("http://u:p@h:9/v1"), "http://[REDACTED]@h:9/v1");
+        assert_eq!(shown_url("http://h:9/v1?a=1"), "http://h:9/v1?a=1");
+        let e = parse_upstream("user:PASS1234@127.0.0.1:9").unwrap_err();
+        assert!(!e.to_string().contains("PASS1234"), "{e}");
+        let e = parse_upstream("http://u:PASS1234@h/v1?x=1").unwrap_err();
+        assert!(!e.to_string().contains("PASS1234"), "{e}");
+    }
+
+    #[test]
+    fn f107_a_webhook_url_may_have_a_query() {
+        let u = parse_webhook("https://hooks.example/x?token=T0K&a=1").unwrap();
+        assert_eq!(u.query(), Some("token=T0K&a=1"));
+        assert!(parse_upstream("https://hooks.example/x?token=T0K").is_err());
+        assert!(parse_webhook("ftp://hooks.example/x").is_err());
+    }
 }

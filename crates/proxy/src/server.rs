@@ -95,7 +95,7 @@ async fn bind(
     })?;
     if points_at(&config.upstream, addr).await {
         return Err(ProxyError::Loop {
-            upstream: cadence_core::secret::redact_patterns(&config.upstream.to_string()),
+            upstream: crate::shown_url(&config.upstream.to_string()),
             listen: addr,
         });
     }
@@ -332,29 +332,40 @@ async fn accept_loop(
         .max_buf_size(shared.config.limits.max_header_bytes.max(8192) + 8192)
         .keep_alive(true);
     let builder = Arc::new(builder);
+    let slots = connection_slots(&shared);
+    let mut backoff = AcceptBackoff::default();
     let mut conns = JoinSet::new();
     loop {
         let (stream, _peer) = tokio::select! {
             _ = until_stopped(&mut stopped) => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    backoff.succeeded();
+                    x
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!("cadence proxy: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    backoff.failed(&e).await;
                     continue;
                 }
             },
+        };
+        let Some(slot) = slots.take().await else {
+            refuse_connection(&shared, stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let verdicts = Verdicts::default();
         let io = TokioIo::new(GuardedIo::new(stream, verdicts.clone()));
         let s = shared.clone();
+        let conn_slot = slot.clone();
         let svc = service_fn(move |req| {
             let conflict = verdicts.next();
             let s = s.clone();
-            async move { Ok::<_, Infallible>(forward::handle(s, conflict, req).await) }
+            let slot = conn_slot.clone();
+            slot.request_started();
+            async move { Ok::<_, Infallible>(forward::handle(s, conflict, slot, req).await) }
         });
         let builder = builder.clone();
         let mut stop = stopped.clone();
@@ -364,7 +375,9 @@ async fn accept_loop(
             let conn = builder.serve_connection(io, svc).with_upgrades();
             tokio::pin!(conn);
             tokio::select! {
-                _ = conn.as_mut() => {}
+                r = conn.as_mut() => count_refused_head(&cut_flag, r),
+                // Closed to make room for a new connection (FAULTS 99).
+                _ = slot.state.evict.notified() => {}
                 _ = until_stopped(&mut stop) => {
                     conn.as_mut().graceful_shutdown();
                     if tokio::time::timeout(drain, conn.as_mut()).await.is_err() {
@@ -376,6 +389,95 @@ async fn accept_loop(
     }
     // Drain the connections (each bounded by the drain timeout).
     while conns.join_next().await.is_some() {}
+}
+
+/// The client connections this proxy holds at once: `--max-connections`, lowered to
+/// what the descriptor limit allows (FAULTS 99).
+fn connection_slots(shared: &Shared) -> Arc<crate::slots::Slots> {
+    let wanted = shared.config.limits.max_connections;
+    let fd_limit = crate::slots::fd_limit();
+    let cap = crate::slots::cap_for_fd_limit(wanted, fd_limit);
+    if cap < wanted {
+        tracing::warn!(
+            "cadence proxy: at most {cap} client connections at once (not {wanted}): the \
+             descriptor limit is {} and each may need an upstream connection too; raise \
+             `ulimit -n` for more",
+            fd_limit.unwrap_or(0)
+        );
+    }
+    crate::slots::Slots::new(cap)
+}
+
+/// Answers a connection beyond the cap `503` without reading it, and closes it.
+fn refuse_connection(shared: &Shared, stream: tokio::net::TcpStream) {
+    const BODY: &str = "{\"error\":{\"message\":\"too many connections to this cadence proxy\",\"type\":\"cadence_proxy\"}}\n";
+    shared.metrics.rejected("connection_limit");
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+}
+
+/// How the accept loop waits after a failed `accept` (out of descriptors, mostly):
+/// 10 ms, doubling to 1 s, back to 10 ms after a success; logged at most once per 10 s
+/// with the number of failures since the last line (FAULTS 100).
+struct AcceptBackoff {
+    delay: Duration,
+    failures: u64,
+    logged: Option<tokio::time::Instant>,
+}
+
+impl Default for AcceptBackoff {
+    fn default() -> Self {
+        AcceptBackoff {
+            delay: Self::FIRST,
+            failures: 0,
+            logged: None,
+        }
+    }
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+    const LOG_EVERY: Duration = Duration::from_secs(10);
+
+    fn succeeded(&mut self) {
+        self.delay = Self::FIRST;
+    }
+
+    async fn failed(&mut self, e: &std::io::Error) {
+        self.failures += 1;
+        let now = tokio::time::Instant::now();
+        if self
+            .logged
+            .is_none_or(|t| now.duration_since(t) >= Self::LOG_EVERY)
+        {
+            tracing::warn!(
+                "cadence proxy: accept failed: {e} ({} time(s) since the last such line); \
+                 retrying in up to {:?}",
+                self.failures,
+                Self::MOST
+            );
+            self.logged = Some(now);
+            self.failures = 0;
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Self::MOST);
+    }
+}
+
+/// Counts a request head hyper refused itself (it answered 400 or 431 and closed):
+/// the proxy's rejections are all in `cadence_rejected_requests_total` (FAULTS 108).
+fn count_refused_head(shared: &Shared, ended: Result<(), hyper::Error>) {
+    let Err(e) = ended else { return };
+    if e.is_parse_too_large() {
+        shared.metrics.rejected("head_too_large");
+    } else if e.is_parse() {
+        shared.metrics.rejected("malformed_head");
+    }
 }
 
 /// The records file's level and run lines for the whole time the proxy ran: one

@@ -10,6 +10,7 @@ use super::{own_response, proxy_info, relay, secrets_of, send, upstream_request,
 use super::{Job, ProxyBody};
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::shared::Shared;
+use crate::slots::Busy;
 use crate::ws_frames::{FrameError, FrameReader, Message, Side};
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
@@ -44,7 +45,11 @@ pub(super) fn is_upgrade(req: &Request<Incoming>) -> bool {
 
 /// Forwards the handshake; on `101` answers the client with the upstream's headers and
 /// relays the connection in a task of its own, else hands on the upstream's answer.
-pub(super) async fn handle(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<ProxyBody> {
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    busy: Busy,
+    mut req: Request<Incoming>,
+) -> Response<ProxyBody> {
     let client_upgrade = hyper::upgrade::on(&mut req);
     let (parts, _) = req.into_parts();
     let route = Route::of_path(parts.uri.path());
@@ -72,6 +77,7 @@ pub(super) async fn handle(shared: Arc<Shared>, mut req: Request<Incoming>) -> R
         );
     }
     let mut job = Job::start(&shared, measured, labels.clone(), redactor, info, client_id);
+    job.busy = Some(busy);
     let mut response = match send(&mut job, up).await {
         Ok(r) => r,
         Err((status, msg)) => return own_response(status, &msg, false),
@@ -144,6 +150,9 @@ struct Session {
     stamps: Option<RxStamps>,
     /// Shutdown waits for this to drop (every record handed over first).
     _in_flight: Option<tokio::sync::mpsc::Sender<()>>,
+    /// The client connection's slot, held (and never closed to make room) while the
+    /// session lasts.
+    _busy: Option<Busy>,
 }
 
 /// What the client direction tells the upstream direction.
@@ -158,11 +167,12 @@ struct FromClient {
 impl Session {
     fn new(
         shared: &Arc<Shared>,
-        job: Job,
+        mut job: Job,
         labels: StreamLabels,
         stamps: Option<RxStamps>,
     ) -> Session {
         let measured = job.measured;
+        let busy = job.busy.take();
         if !measured {
             shared.metrics.unmeasured();
         }
@@ -181,6 +191,7 @@ impl Session {
             blind: false,
             stamps,
             _in_flight: in_flight,
+            _busy: busy,
         }
     }
 
