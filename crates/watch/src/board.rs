@@ -1,0 +1,119 @@
+//! A target's standing over a window of probes (the last hour, day, week): the median
+//! of the probes' own figures, the success rate over all their requests, and the share
+//! of probes that met the SLOs. Shared by the page, `/api/targets` and `watch report`.
+
+use crate::store::ProbeRow;
+
+/// One target over one window.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Standing {
+    pub probes: u64,
+    /// Medians over the window's probes of each probe's figure.
+    pub ttft_p50_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    /// Median per-request output speed.
+    pub output_tok_s: Option<f64>,
+    /// Succeeded requests over sent requests.
+    pub success_rate: Option<f64>,
+    /// Probes that met every SLO over probes.
+    pub slo_compliance: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The standing of `probes` (one target's) that started at or after `since_ms`.
+pub fn standing(probes: &[ProbeRow], since_ms: i64) -> Standing {
+    let w: Vec<&ProbeRow> = probes.iter().filter(|p| p.started_ms >= since_ms).collect();
+    if w.is_empty() {
+        return Standing::default();
+    }
+    let med = |f: fn(&ProbeRow) -> Option<f64>| median(w.iter().filter_map(|p| f(p)).collect());
+    let sent: u64 = w.iter().map(|p| p.sent).sum();
+    let ok: u64 = w.iter().map(|p| p.succeeded).sum();
+    Standing {
+        probes: w.len() as u64,
+        ttft_p50_ms: med(|p| p.ttft_p50_ms),
+        itl_p50_ms: med(|p| p.itl_p50_ms),
+        itl_p99_ms: med(|p| p.itl_p99_ms),
+        output_tok_s: med(|p| p.output_tok_s),
+        success_rate: (sent > 0).then(|| ok as f64 / sent as f64),
+        slo_compliance: Some(w.iter().filter(|p| p.slo_ok).count() as f64 / w.len() as f64),
+    }
+}
+
+pub const HOUR_MS: i64 = 3_600_000;
+pub const DAY_MS: i64 = 24 * HOUR_MS;
+pub const WEEK_MS: i64 = 7 * DAY_MS;
+
+/// A figure for a table cell: `—` when absent.
+pub fn cell(v: Option<f64>, unit: &str) -> String {
+    match v {
+        None => "—".into(),
+        Some(x) if unit == "%" => format!("{:.1} %", x * 100.0),
+        Some(x) if x >= 100.0 => format!("{x:.0} {unit}"),
+        Some(x) => format!("{x:.2} {unit}"),
+    }
+}
+
+/// Unix ms as `YYYY-MM-DD HH:MM:SS` UTC.
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::probe;
+
+    #[test]
+    fn a_standing_takes_medians_rates_and_compliance_of_its_window() {
+        let rows = vec![
+            probe("a", 0, true),
+            probe("a", 10, false),
+            probe("a", 20, true),
+            probe("a", 30, true),
+        ];
+        let s = standing(&rows, 10);
+        assert_eq!(s.probes, 3);
+        assert_eq!(s.itl_p50_ms, Some(5.0), "median of 10, 5, 5");
+        assert_eq!(s.success_rate, Some(11.0 / 12.0));
+        assert_eq!(s.slo_compliance, Some(2.0 / 3.0));
+        assert_eq!(standing(&rows, 1_000), Standing::default());
+    }
+
+    #[test]
+    fn utc_formats_unix_ms() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400_000 + 3_723_000), "2000-02-29 01:02:03");
+    }
+}

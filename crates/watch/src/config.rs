@@ -1,0 +1,334 @@
+//! The watch config file (TOML): the targets to probe, each probe's shape and schedule,
+//! and the SLOs a probe is judged by. Unknown keys are errors that name the key, so a
+//! typo never silently leaves a default in force.
+
+use cadence_core::Slo;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    webhook: Option<String>,
+    #[serde(default)]
+    probe: ProbeFile,
+    #[serde(default, rename = "target")]
+    targets: Vec<TargetFile>,
+}
+
+/// A probe shape; every key optional (the `[probe]` table's, else the defaults).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeFile {
+    prompt_tokens: Option<u32>,
+    max_tokens: Option<u32>,
+    concurrency: Option<u32>,
+    requests: Option<u32>,
+    interval: Option<String>,
+    jitter: Option<String>,
+    deadline: Option<String>,
+    max_error_rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFile {
+    name: String,
+    url: String,
+    #[serde(default)]
+    api: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    key_env: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    slo: Vec<String>,
+    #[serde(default)]
+    probe: ProbeFile,
+}
+
+/// What one probe sends and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// Prompt length in tokens (words, as the built-in simulator counts them).
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+    /// Requests in flight at once (closed loop).
+    pub concurrency: u32,
+    /// Requests per probe.
+    pub requests: u32,
+    /// From one probe's start to the next one's, give or take `jitter`.
+    pub interval: Duration,
+    pub jitter: Duration,
+    /// A probe still running after this is stopped; its unfinished requests count as
+    /// aborted (a hung target cannot stall the watcher).
+    pub deadline: Duration,
+    /// The share of failed requests a probe may have and still pass.
+    pub max_error_rate: f64,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe {
+            prompt_tokens: 64,
+            max_tokens: 64,
+            concurrency: 1,
+            requests: 4,
+            interval: Duration::from_secs(60),
+            jitter: Duration::from_secs(5),
+            deadline: Duration::from_secs(60),
+            max_error_rate: 0.0,
+        }
+    }
+}
+
+/// One endpoint to watch.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Unique; the label of its rows, series and page.
+    pub name: String,
+    pub url: String,
+    /// `--api`'s names (`chat`, `completions`, `anthropic`, …); `None`: from the path.
+    pub api: Option<cadence_wire::Api>,
+    /// `None`: the built-in simulator's (only there may it be left out).
+    pub model: Option<String>,
+    /// The name of the environment variable holding the API key (never the key).
+    pub key_env: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub slos: Vec<Slo>,
+    pub probe: Probe,
+}
+
+/// The whole watch: its targets and where incidents are posted.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub targets: Vec<Target>,
+    pub webhook: Option<String>,
+}
+
+/// Why a config cannot be used; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn duration(key: &str, s: &str) -> Result<Duration, ConfigError> {
+    cadence_core::parse_duration(s).map_err(|e| ConfigError(format!("{key} = {s:?}: {e}")))
+}
+
+impl ProbeFile {
+    /// `self` over `base`, each key checked.
+    fn resolve(&self, base: &Probe, at: &str) -> Result<Probe, ConfigError> {
+        let mut p = base.clone();
+        let positive = |key: &str, v: Option<u32>, into: &mut u32| match v {
+            Some(0) => Err(ConfigError(format!("{at}.{key} must be at least 1"))),
+            Some(n) => {
+                *into = n;
+                Ok(())
+            }
+            None => Ok(()),
+        };
+        positive("prompt_tokens", self.prompt_tokens, &mut p.prompt_tokens)?;
+        positive("max_tokens", self.max_tokens, &mut p.max_tokens)?;
+        positive("concurrency", self.concurrency, &mut p.concurrency)?;
+        positive("requests", self.requests, &mut p.requests)?;
+        if let Some(s) = &self.interval {
+            p.interval = duration(&format!("{at}.interval"), s)?;
+            if p.interval.is_zero() {
+                return Err(ConfigError(format!("{at}.interval must be above zero")));
+            }
+        }
+        if let Some(s) = &self.jitter {
+            p.jitter = duration(&format!("{at}.jitter"), s)?;
+        }
+        if let Some(s) = &self.deadline {
+            p.deadline = duration(&format!("{at}.deadline"), s)?;
+            if p.deadline.is_zero() {
+                return Err(ConfigError(format!("{at}.deadline must be above zero")));
+            }
+        }
+        if let Some(r) = self.max_error_rate {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(ConfigError(format!(
+                    "{at}.max_error_rate = {r}: a share between 0 and 1"
+                )));
+            }
+            p.max_error_rate = r;
+        }
+        if p.jitter >= p.interval {
+            return Err(ConfigError(format!(
+                "{at}.jitter ({:?}) must be shorter than its interval ({:?})",
+                p.jitter, p.interval
+            )));
+        }
+        Ok(p)
+    }
+}
+
+impl Config {
+    /// Parses a config file's text. `builtin`: the URL every target named `builtin`
+    /// stands for is filled in by the caller, so only its model may be missing.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let base = file.probe.resolve(&Probe::default(), "probe")?;
+        if file.targets.is_empty() {
+            return Err(ConfigError(
+                "no [[target]]: the config must list at least one target".into(),
+            ));
+        }
+        let mut targets: Vec<Target> = Vec::new();
+        for (i, t) in file.targets.into_iter().enumerate() {
+            let at = format!("target[{i}]");
+            if t.name.is_empty()
+                || !t
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(ConfigError(format!(
+                    "{at}.name = {:?}: letters, digits, '-', '_' and '.' only (it is a URL path and a label)",
+                    t.name
+                )));
+            }
+            if targets.iter().any(|o| o.name == t.name) {
+                return Err(ConfigError(format!(
+                    "{at}.name = {:?}: two targets have that name",
+                    t.name
+                )));
+            }
+            let at = format!("target {:?}", t.name);
+            let api = match &t.api {
+                None => None,
+                Some(a) if a == "auto" => None,
+                Some(a) => Some(
+                    cadence_wire::Api::ALL
+                        .into_iter()
+                        .find(|x| x.name() == a)
+                        .ok_or_else(|| {
+                            ConfigError(format!("{at}: api = {a:?} is not an API cadence speaks"))
+                        })?,
+                ),
+            };
+            let slos = t
+                .slo
+                .iter()
+                .map(|s| {
+                    s.parse::<Slo>()
+                        .map_err(|e| ConfigError(format!("{at}: slo: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(k) = &t.key_env {
+                if k.is_empty() || k.chars().any(|c| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    return Err(ConfigError(format!(
+                        "{at}: key_env = {k:?} must name an environment variable (the key itself never goes in the file)"
+                    )));
+                }
+            }
+            let probe = t.probe.resolve(&base, &format!("{at}: probe"))?;
+            targets.push(Target {
+                name: t.name,
+                url: t.url,
+                api,
+                model: t.model,
+                key_env: t.key_env,
+                headers: t.headers.into_iter().collect(),
+                slos,
+                probe,
+            });
+        }
+        Ok(Config {
+            targets,
+            webhook: file.webhook,
+        })
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        Config::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+webhook = "http://127.0.0.1:9/hook"
+[probe]
+requests = 3
+interval = "30s"
+jitter = "2s"
+[[target]]
+name = "a"
+url = "http://127.0.0.1:1/v1/chat/completions"
+model = "m"
+key_env = "A_KEY"
+headers = { "x-team" = "t" }
+slo = ["itl.p99<=50ms", "ttft.p50 <= 1s"]
+[target.probe]
+interval = "10s"
+[[target]]
+name = "b"
+url = "http://127.0.0.1:2/v1/completions"
+api = "completions"
+"#;
+
+    #[test]
+    fn a_full_config_parses_with_defaults_and_overrides() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.webhook.as_deref(), Some("http://127.0.0.1:9/hook"));
+        assert_eq!(c.targets.len(), 2);
+        let a = &c.targets[0];
+        assert_eq!(a.probe.interval, Duration::from_secs(10));
+        assert_eq!(a.probe.requests, 3, "from [probe]");
+        assert_eq!(a.probe.max_tokens, 64, "the default");
+        assert_eq!(a.slos.len(), 2);
+        assert_eq!(a.slos[1].text, "ttft.p50<=1s");
+        assert_eq!(a.headers, vec![("x-team".into(), "t".into())]);
+        assert_eq!(c.targets[1].probe.interval, Duration::from_secs(30));
+        assert_eq!(c.targets[1].api, Some(cadence_wire::Api::Completions));
+    }
+
+    fn err(text: &str) -> String {
+        Config::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_keys_are_errors_that_name_the_key() {
+        let e = err("[probe]\nintervall = \"1s\"\n[[target]]\nname=\"a\"\nurl=\"http://x\"\n");
+        assert!(e.contains("intervall"), "{e}");
+        let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\napi_key=\"sk-123\"\n");
+        assert!(e.contains("api_key"), "{e}");
+        let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\nslo=[\"itl.p99<=fast\"]\n");
+        assert!(e.contains("slo") && e.contains("itl.p99<=fast"), "{e}");
+        let e =
+            err("[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\ninterval=\"soon\"\n");
+        assert!(e.contains("interval"), "{e}");
+        let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\nrequests=0\n");
+        assert!(e.contains("requests"), "{e}");
+        let e = err(
+            "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[[target]]\nname=\"a\"\nurl=\"http://y\"\n",
+        );
+        assert!(e.contains("two targets"), "{e}");
+        let e = err("[[target]]\nname=\"a/b\"\nurl=\"http://x\"\n");
+        assert!(e.contains("name"), "{e}");
+        let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\nkey_env=\"sk-live 123\"\n");
+        assert!(e.contains("key_env"), "{e}");
+        let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\napi=\"smoke\"\n");
+        assert!(e.contains("api"), "{e}");
+        assert!(err("").contains("[[target]]"));
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../../../examples/watch.toml");
+        let c = Config::parse(text).unwrap();
+        assert!(!c.targets.is_empty());
+    }
+}

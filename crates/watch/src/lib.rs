@@ -1,0 +1,17 @@
+//! `cadence watch`: the endpoints you depend on, measured through the day. Small
+//! probes on a schedule through the bench runner, kept in SQLite, served as a page with
+//! charts, Prometheus metrics and incident webhooks, and reported offline.
+
+pub mod board;
+pub mod config;
+pub mod incident;
+pub mod metrics;
+pub mod probe;
+pub mod report;
+pub mod store;
+pub mod watcher;
+pub mod web;
+pub mod webhook;
+
+pub use config::{Config, ConfigError, Probe, Target};
+pub use store::{Store, StoreError, SCHEMA_VERSION};

@@ -1,0 +1,213 @@
+//! The watcher's Prometheus series, named as the proxy names its own (`prometheus-client`,
+//! OpenMetrics text, a `cadence_` prefix, seconds as the unit): gauges of each target's
+//! last probe, its SLO state, and counters of probes and requests.
+
+use crate::store::ProbeRow;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabels {
+    pub target: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuantileLabels {
+    pub target: String,
+    pub quantile: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub target: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub target: String,
+    pub outcome: String,
+}
+
+/// Every series `/metrics` serves.
+pub struct Metrics {
+    registry: Registry,
+    ttft: Family<QuantileLabels, F64Gauge>,
+    itl: Family<QuantileLabels, F64Gauge>,
+    output_speed: Family<TargetLabels, F64Gauge>,
+    slo_ok: Family<TargetLabels, Gauge>,
+    last_probe: Family<TargetLabels, F64Gauge>,
+    probe_duration: Family<TargetLabels, F64Gauge>,
+    probes: Family<ResultLabels, Counter>,
+    requests: Family<OutcomeLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("cadence_watch"),
+            ttft: Family::default(),
+            itl: Family::default(),
+            output_speed: Family::default(),
+            slo_ok: Family::default(),
+            last_probe: Family::default(),
+            probe_duration: Family::default(),
+            probes: Family::default(),
+            requests: Family::default(),
+        };
+        let r = &mut m.registry;
+        r.register_with_unit(
+            "ttft",
+            "Time to first token of the target's last probe, by quantile over its requests",
+            Unit::Seconds,
+            m.ttft.clone(),
+        );
+        r.register_with_unit(
+            "itl",
+            "Inter-token latency of the target's last probe, by quantile over its gaps",
+            Unit::Seconds,
+            m.itl.clone(),
+        );
+        r.register(
+            "output_tokens_per_second",
+            "Median per-request output speed of the target's last probe",
+            m.output_speed.clone(),
+        );
+        r.register(
+            "slo_ok",
+            "1 when the target's last probe met every SLO and the error ceiling, else 0",
+            m.slo_ok.clone(),
+        );
+        r.register_with_unit(
+            "last_probe_timestamp",
+            "Unix time the target's last probe started",
+            Unit::Seconds,
+            m.last_probe.clone(),
+        );
+        r.register_with_unit(
+            "probe_duration",
+            "Wall time of the target's last probe",
+            Unit::Seconds,
+            m.probe_duration.clone(),
+        );
+        r.register(
+            "probes",
+            "Probes run by this watcher since it started, by SLO result (pass, breach)",
+            m.probes.clone(),
+        );
+        r.register(
+            "requests",
+            "Probe requests sent by this watcher since it started, by outcome",
+            m.requests.clone(),
+        );
+        m
+    }
+
+    /// Sets the gauges from a target's latest probe (at start, from the database).
+    pub fn set_last(&self, p: &ProbeRow) {
+        let t = || p.target.clone();
+        let q = |fam: &Family<QuantileLabels, F64Gauge>, quantile: &str, v: Option<f64>| {
+            let g = fam.get_or_create(&QuantileLabels {
+                target: t(),
+                quantile: quantile.into(),
+            });
+            g.set(v.map_or(f64::NAN, |ms| ms / 1e3));
+        };
+        q(&self.ttft, "0.5", p.ttft_p50_ms);
+        q(&self.ttft, "0.99", p.ttft_p99_ms);
+        q(&self.itl, "0.5", p.itl_p50_ms);
+        q(&self.itl, "0.99", p.itl_p99_ms);
+        let l = TargetLabels { target: t() };
+        self.output_speed
+            .get_or_create(&l)
+            .set(p.output_tok_s.unwrap_or(f64::NAN));
+        self.slo_ok.get_or_create(&l).set(i64::from(p.slo_ok));
+        self.last_probe
+            .get_or_create(&l)
+            .set(p.started_ms as f64 / 1e3);
+        self.probe_duration
+            .get_or_create(&l)
+            .set((p.ended_ms - p.started_ms).max(0) as f64 / 1e3);
+    }
+
+    /// Counts a probe this watcher ran, and sets the gauges from it.
+    pub fn observe(&self, p: &ProbeRow) {
+        self.set_last(p);
+        let result = if p.slo_ok { "pass" } else { "breach" };
+        self.probes
+            .get_or_create(&ResultLabels {
+                target: p.target.clone(),
+                result: result.into(),
+            })
+            .inc();
+        let mut by = p.failed_by_class.clone();
+        by.insert("success".into(), p.succeeded);
+        if p.aborted > 0 {
+            by.insert("aborted".into(), p.aborted);
+        }
+        for (outcome, n) in by {
+            self.requests
+                .get_or_create(&OutcomeLabels {
+                    target: p.target.clone(),
+                    outcome,
+                })
+                .inc_by(n);
+        }
+    }
+
+    /// The OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::probe;
+
+    #[test]
+    fn series_carry_the_target_label_and_seconds() {
+        let m = Metrics::new();
+        m.observe(&probe("a", 1_000, false));
+        let text = m.encode();
+        assert!(
+            text.contains("cadence_watch_itl_seconds{target=\"a\",quantile=\"0.5\"} 0.01"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cadence_watch_slo_ok{target=\"a\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cadence_watch_probes_total{target=\"a\",result=\"breach\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cadence_watch_requests_total{target=\"a\",outcome=\"http_error\"} 1"),
+            "{text}"
+        );
+        m.observe(&probe("a", 2_000, true));
+        assert!(m.encode().contains("cadence_watch_slo_ok{target=\"a\"} 1"));
+    }
+}

@@ -1,0 +1,283 @@
+//! One probe: a small closed-loop bench level through `cadence_bench::run` (the same
+//! request path, kernel receive timestamps, outcome classes and per-request timeouts as
+//! `cadence bench`), summarized by core's definitions into a probe row and its request
+//! rows, and judged against the target's SLOs.
+
+use crate::config::Target;
+use crate::store::{ProbeRow, RequestRow};
+use cadence_bench::body::BodySpec;
+use cadence_bench::progress::Progress;
+use cadence_bench::prompts::{Counter, PromptGen};
+use cadence_bench::workload::RequestFactory;
+use cadence_bench::{Load, RunContext, RunPlan, StopReason, Timeouts};
+use cadence_core::secret::Redactor;
+use cadence_core::slo::{error_ceiling, probe_passes};
+use cadence_core::{per_request, summarize_level, Distribution, LevelOptions, RecordSink};
+use cadence_core::{LevelSummary, RequestRecord};
+use cadence_records::{RecordThread, Sinks};
+use cadence_transport::client::{self, ClientConfig};
+use cadence_transport::{Clock, Timestamps};
+use rand::SeedableRng;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A target made ready to probe: its client, request factory and credentials, built
+/// once at start.
+pub struct Prepared {
+    pub target: Target,
+    /// The endpoint as it may be shown (no credentials, no query values).
+    pub display: String,
+    cx: Arc<RunContext>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prepared({})", self.target.name)
+    }
+}
+
+/// Why a target cannot be probed as configured (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("target {target:?}: {reason}")]
+pub struct PrepareError {
+    pub target: String,
+    pub reason: String,
+}
+
+impl Prepared {
+    /// `builtin_model`: the model a target without `model` sends (the built-in
+    /// simulator's); `None` makes `model` required.
+    pub fn new(t: &Target, builtin_model: Option<&str>) -> Result<Prepared, PrepareError> {
+        let err = |reason: String| PrepareError {
+            target: t.name.clone(),
+            reason,
+        };
+        let resolved = cadence_bench::target::Target::resolve(&t.url, t.api)
+            .map_err(|e| err(format!("url: {e}")))?;
+        let api_key = match &t.key_env {
+            None => None,
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.is_empty() => Some(k),
+                _ => {
+                    return Err(err(format!(
+                        "key_env = {var:?}, but the environment variable {var} is not set"
+                    )))
+                }
+            },
+        };
+        let mut extra = Vec::new();
+        for (k, v) in &t.headers {
+            extra.push(
+                client::parse_header(&format!("{k}: {v}"))
+                    .map_err(|e| err(format!("headers: {e}")))?,
+            );
+        }
+        let mut secrets: Vec<String> = api_key.iter().cloned().collect();
+        secrets.extend(t.headers.iter().map(|(_, v)| v.clone()));
+        let mut headers = client::base_headers(api_key.as_deref(), &extra).map_err(err)?;
+        if resolved.api == cadence_wire::Api::Anthropic {
+            anthropic_headers(&mut headers, api_key.as_deref(), &extra);
+        }
+        let model = t
+            .model
+            .clone()
+            .or(builtin_model.map(str::to_string))
+            .ok_or_else(|| err("model is needed (the model name the endpoint serves)".into()))?;
+        let body = BodySpec {
+            api: resolved.api,
+            path: resolved.endpoint.path().to_string(),
+            model,
+            max_tokens: Some(t.probe.max_tokens),
+            extra: None,
+        };
+        let prompts = PromptGen::builtin(Counter::Words).map_err(|e| err(e.to_string()))?;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x77a7c4);
+        let prompt = prompts.prompt(t.probe.prompt_tokens as usize, &mut rng, false);
+        let factory = RequestFactory::new(resolved.endpoint.clone(), headers, body, vec![prompt]);
+        let deadline = t.probe.deadline;
+        let http = client::build_with(
+            &ClientConfig {
+                pool_size: t.probe.concurrency as usize,
+                connect_timeout: deadline.min(Duration::from_secs(10)),
+                http2: false,
+            },
+            Timestamps::Kernel,
+        );
+        let cx = RunContext {
+            client: http,
+            factory,
+            timeouts: Timeouts {
+                connect: deadline.min(Duration::from_secs(10)),
+                header: deadline,
+                first_token: deadline,
+                idle: deadline,
+                total: deadline,
+                max_response_bytes: cadence_bench::exec::DEFAULT_MAX_RESPONSE_BYTES,
+                max_chunks: cadence_bench::exec::DEFAULT_MAX_CHUNKS,
+            },
+            api: resolved.api,
+            strict: false,
+            redactor: Redactor::new(secrets),
+            progress: Progress::new(None, false),
+            tokenizer: None,
+        };
+        Ok(Prepared {
+            target: t.clone(),
+            display: resolved.display(),
+            cx: Arc::new(cx),
+        })
+    }
+
+    /// Runs one probe. `None` when `stop` fired first (shutdown): an interrupted probe
+    /// is not a measurement and is not kept.
+    pub async fn run(
+        &self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Option<(ProbeRow, Vec<RequestRow>)> {
+        let p = &self.target.probe;
+        let plan = RunPlan {
+            load: Load::Closed {
+                concurrency: p.concurrency,
+            },
+            requests: Some(u64::from(p.requests)),
+            // The probe deadline: sending stops, in-flight requests get a short grace,
+            // then are aborted (a hung target costs one deadline, not the watcher).
+            duration: Some(p.deadline),
+            warmup: 0,
+            grace: (p.deadline / 10).min(Duration::from_secs(2)),
+            level: 0,
+            stop_when_saturated: false,
+        };
+        let (sender, thread) = match RecordThread::start(Collect::default()) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!("cadence watch: {e}");
+                return None;
+            }
+        };
+        let started_ms = now_ms();
+        let summary =
+            cadence_bench::run(self.cx.clone(), &plan, Clock::start(), sender, stop).await;
+        let ended_ms = now_ms();
+        let records = thread.finish().ok()?.0;
+        if summary.stop == StopReason::Interrupted {
+            return None;
+        }
+        let level = summarize_level(
+            &records,
+            &LevelOptions {
+                intended: Some(summary.intended),
+                dropped: summary.dropped,
+                ..LevelOptions::default()
+            },
+        );
+        let row = probe_row(&self.target, started_ms, ended_ms, &level);
+        let reqs = records.iter().map(request_row).collect();
+        Some((row, reqs))
+    }
+}
+
+/// The Messages API takes its key in `x-api-key` and wants an `anthropic-version`, as
+/// `cadence bench` sends them (either can still be set in `headers`).
+fn anthropic_headers(
+    headers: &mut http::HeaderMap,
+    api_key: Option<&str>,
+    extra: &[(http::HeaderName, http::HeaderValue)],
+) {
+    let given = |name: &str| extra.iter().any(|(n, _)| n == name);
+    if let Some(key) = api_key.filter(|_| !given("authorization")) {
+        headers.remove(http::header::AUTHORIZATION);
+        if let Ok(mut v) = http::HeaderValue::from_str(key) {
+            v.set_sensitive(true);
+            headers.insert("x-api-key", v);
+        }
+    }
+    if !given("anthropic-version") {
+        headers.insert(
+            "anthropic-version",
+            http::HeaderValue::from_static("2023-06-01"),
+        );
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The probe's aggregates and its verdict: every SLO, and the error-rate ceiling.
+pub fn probe_row(t: &Target, started_ms: i64, ended_ms: i64, level: &LevelSummary) -> ProbeRow {
+    let p = &t.probe;
+    let mut detail: Vec<String> = t
+        .slos
+        .iter()
+        .map(|s| {
+            let r = s.evaluate(level);
+            let observed = r
+                .observed
+                .map_or("no samples".to_string(), |v| format!("{v:.3} {}", r.unit));
+            let verdict = if r.pass { "ok" } else { "BREACH" };
+            format!("{}: {observed} {verdict}", r.slo)
+        })
+        .collect();
+    if let Some(why) = error_ceiling(&level.requests, p.max_error_rate) {
+        detail.push(why);
+    }
+    if level.requests.succeeded == 0 {
+        detail.push("no request succeeded".into());
+    }
+    let stat = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| d.as_ref().map(f);
+    ProbeRow {
+        id: 0,
+        target: t.name.clone(),
+        started_ms,
+        ended_ms,
+        sent: level.requests.sent,
+        succeeded: level.requests.succeeded,
+        failed: level.requests.failed_total(),
+        aborted: level.requests.aborted,
+        failed_by_class: level.requests.failed.clone(),
+        ttft_p50_ms: stat(&level.ttft, |d| d.p50),
+        ttft_p99_ms: stat(&level.ttft, |d| d.p99),
+        itl_p50_ms: stat(&level.itl, |d| d.p50),
+        itl_p99_ms: stat(&level.itl, |d| d.p99),
+        output_tok_s: stat(&level.output_speed_tok_s, |d| d.p50),
+        slo_ok: probe_passes(level, &t.slos, p.max_error_rate),
+        slo_detail: detail,
+    }
+}
+
+/// One request's row: its outcome, TTFT, E2E, chunks, output tokens and the median and
+/// longest of its own ITL gaps.
+pub fn request_row(r: &RequestRecord) -> RequestRow {
+    let mut bad = 0;
+    let mut gaps: Vec<f64> = per_request::itl_gaps(r, &mut bad)
+        .map(|(g, _)| per_request::ms(g))
+        .collect();
+    let itl = Distribution::from_samples(&mut gaps);
+    let tokens = r.output_token_count().count;
+    RequestRow {
+        idx: r.index,
+        outcome: r.outcome.name().to_string(),
+        ttft_ms: per_request::ttft_ms(r, &mut bad),
+        e2e_ms: per_request::e2e_ms(r, &mut bad),
+        chunks: r.chunks.len() as u64,
+        output_tokens: (r.was_sent() && (tokens > 0 || !r.chunks.is_empty())).then_some(tokens),
+        itl_p50_ms: itl.as_ref().map(|d| d.p50),
+        itl_max_ms: itl.as_ref().map(|d| d.max),
+    }
+}
+
+/// The probe's records, kept (a probe is a handful of requests).
+#[derive(Default)]
+struct Collect(Vec<RequestRecord>);
+
+impl RecordSink for Collect {
+    fn accept(&mut self, record: &RequestRecord) {
+        self.0.push(record.clone());
+    }
+}
+
+impl Sinks for Collect {}

@@ -1,0 +1,190 @@
+//! `cadence watch report`: the standing of every target and its incidents over a
+//! window, read offline from the database, as console text, Markdown or HTML.
+
+use crate::board::{cell, standing, utc};
+use crate::incident::incidents;
+use crate::store::ProbeRow;
+
+/// How the report is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Console,
+    Markdown,
+    Html,
+}
+
+/// The report of `probes` (every target's, since `since_ms`), at `now`.
+pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> String {
+    let mut targets: Vec<&str> = probes.iter().map(|p| p.target.as_str()).collect();
+    targets.dedup();
+    targets.sort();
+    targets.dedup();
+    let head = [
+        "target", "probes", "TTFT p50", "ITL p50", "ITL p99", "tok/s", "success", "SLO met",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for t in &targets {
+        let mine: Vec<ProbeRow> = probes.iter().filter(|p| p.target == *t).cloned().collect();
+        let s = standing(&mine, since_ms);
+        rows.push(vec![
+            t.to_string(),
+            s.probes.to_string(),
+            cell(s.ttft_p50_ms, "ms"),
+            cell(s.itl_p50_ms, "ms"),
+            cell(s.itl_p99_ms, "ms"),
+            cell(s.output_tok_s, ""),
+            cell(s.success_rate, "%"),
+            cell(s.slo_compliance, "%"),
+        ]);
+    }
+    let inc = incidents(probes);
+    let inc_rows: Vec<Vec<String>> = inc
+        .iter()
+        .map(|i| {
+            vec![
+                i.target.clone(),
+                utc(i.start_ms),
+                i.end_ms.map_or("ongoing".into(), utc),
+                i.probes.to_string(),
+                i.cause.join("; "),
+            ]
+        })
+        .collect();
+    let inc_head = [
+        "target",
+        "start (UTC)",
+        "end (UTC)",
+        "probes",
+        "first breach",
+    ];
+    let title = format!(
+        "cadence watch report: {} to {} UTC, {} probes of {} targets",
+        utc(since_ms),
+        utc(now),
+        probes.len(),
+        targets.len()
+    );
+    match format {
+        Format::Console => {
+            let mut s = format!("{title}\n\n");
+            s.push_str(&text_table(&head, &rows));
+            s.push_str(&format!("\nIncidents ({}):\n", inc.len()));
+            if !inc_rows.is_empty() {
+                s.push_str(&text_table(&inc_head, &inc_rows));
+            }
+            s
+        }
+        Format::Markdown => {
+            let mut s = format!("# {title}\n\n");
+            s.push_str(&md_table(&head, &rows));
+            s.push_str(&format!("\n## Incidents ({})\n\n", inc.len()));
+            if inc_rows.is_empty() {
+                s.push_str("None.\n");
+            } else {
+                s.push_str(&md_table(&inc_head, &inc_rows));
+            }
+            s
+        }
+        Format::Html => {
+            let esc = cadence_report::svg::esc;
+            let mut s = crate::web::head(&title, false);
+            s.push_str(&format!("<h1>{}</h1>", esc(&title)));
+            s.push_str(&html_table(&head, &rows));
+            for t in &targets {
+                let mine: Vec<ProbeRow> =
+                    probes.iter().filter(|p| p.target == *t).cloned().collect();
+                s.push_str(&format!("<h2>{}</h2>", esc(t)));
+                s.push_str(&crate::web::charts(&mine, now));
+            }
+            s.push_str(&format!("<h2>Incidents ({})</h2>", inc.len()));
+            s.push_str(&crate::web::incidents_table(&inc));
+            s.push_str("</body></html>\n");
+            s
+        }
+    }
+}
+
+fn text_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            if i == 0 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut s = line(head.to_vec());
+    for r in rows {
+        s.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    s
+}
+
+fn md_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let cell = |c: &str| c.replace('|', "\\|");
+    let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for r in rows {
+        let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+        s.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    s
+}
+
+fn html_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let esc = cadence_report::svg::esc;
+    let mut s = String::from("<table><tr>");
+    for h in head {
+        s.push_str(&format!("<th>{}</th>", esc(h)));
+    }
+    s.push_str("</tr>");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            s.push_str(&format!("<td>{}</td>", esc(c)));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::probe;
+
+    #[test]
+    fn the_report_lists_targets_and_incidents_in_each_format() {
+        let rows = vec![
+            probe("a", 1_000, true),
+            probe("a", 2_000, false),
+            probe("a", 3_000, true),
+            probe("b", 1_500, true),
+        ];
+        let c = render(&rows, 0, 4_000, Format::Console);
+        assert!(c.contains("4 probes of 2 targets"), "{c}");
+        assert!(c.contains("Incidents (1)"), "{c}");
+        assert!(
+            c.lines()
+                .any(|l| l.starts_with("a ") && l.contains("66.7 %")),
+            "{c}"
+        );
+        let m = render(&rows, 0, 4_000, Format::Markdown);
+        assert!(m.contains("| a | 3 |"), "{m}");
+        let h = render(&rows, 0, 4_000, Format::Html);
+        assert!(h.contains("<svg") && h.contains("<h2>b</h2>"), "{h}");
+    }
+}

@@ -1,0 +1,586 @@
+//! The probe history in SQLite: one row per probe (its aggregates and SLO verdict) and
+//! one per request. A versioned schema (`PRAGMA user_version`), WAL so the page and
+//! `watch report` read while the watcher writes, each probe written in one transaction
+//! (a crash loses at most the probe in flight), retention by age, and one writer per
+//! file (a lock file beside it).
+
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The schema this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1. Times are Unix milliseconds; latencies milliseconds; `NULL` where a probe
+/// had no sample (no request succeeded).
+const SCHEMA_V1: &str = "
+CREATE TABLE probes (
+    id INTEGER PRIMARY KEY,
+    target TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    ended_ms INTEGER NOT NULL,
+    sent INTEGER NOT NULL,
+    succeeded INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    aborted INTEGER NOT NULL,
+    failed_by_class TEXT NOT NULL,
+    ttft_p50_ms REAL,
+    ttft_p99_ms REAL,
+    itl_p50_ms REAL,
+    itl_p99_ms REAL,
+    output_tok_s REAL,
+    slo_ok INTEGER NOT NULL,
+    slo_detail TEXT NOT NULL
+);
+CREATE INDEX probes_by_target_time ON probes(target, started_ms);
+CREATE INDEX probes_by_time ON probes(started_ms);
+CREATE TABLE requests (
+    probe_id INTEGER NOT NULL REFERENCES probes(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    ttft_ms REAL,
+    e2e_ms REAL,
+    chunks INTEGER NOT NULL,
+    output_tokens INTEGER,
+    itl_p50_ms REAL,
+    itl_max_ms REAL,
+    PRIMARY KEY (probe_id, idx)
+) WITHOUT ROWID;
+";
+
+/// One probe's aggregates, as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProbeRow {
+    /// Assigned on insert (0 before).
+    pub id: i64,
+    pub target: String,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    pub sent: u64,
+    pub succeeded: u64,
+    /// Failed requests over every class (`failed_by_class` sums to it).
+    pub failed: u64,
+    /// Ended by the probe's deadline.
+    pub aborted: u64,
+    pub failed_by_class: BTreeMap<String, u64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    pub output_tok_s: Option<f64>,
+    pub slo_ok: bool,
+    /// Each SLO and error check with its observed value, in words (JSON list).
+    pub slo_detail: Vec<String>,
+}
+
+/// One request of a probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRow {
+    pub idx: u64,
+    pub outcome: String,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub chunks: u64,
+    pub output_tokens: Option<u64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_max_ms: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path} is in use by another `cadence watch` (its lock file {lock} is held): one watcher writes a database; give this one its own --db")]
+    Locked { path: String, lock: String },
+    #[error("{path} is locked by another process that is writing it (SQLite: {detail})")]
+    Busy { path: String, detail: String },
+    #[error("{path} is not a readable cadence watch database (corrupt, or not SQLite): {detail}")]
+    Corrupt { path: String, detail: String },
+    #[error("{path} has schema version {found}, newer than this cadence's {supported}: upgrade cadence, or use another --db")]
+    Newer {
+        path: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{path}: the disk is full: {detail}")]
+    Full { path: String, detail: String },
+    #[error("{path}: {detail}")]
+    Other { path: String, detail: String },
+}
+
+impl StoreError {
+    fn from_sqlite(path: &Path, e: rusqlite::Error) -> StoreError {
+        let path = path.display().to_string();
+        let detail = e.to_string();
+        match e.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
+                StoreError::Corrupt { path, detail }
+            }
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+                StoreError::Busy { path, detail }
+            }
+            Some(ErrorCode::DiskFull) => StoreError::Full { path, detail },
+            _ => StoreError::Other { path, detail },
+        }
+    }
+
+    /// Whether the operator chose a database that cannot be used as given (exit 2),
+    /// rather than one that failed (exit 1).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Locked { .. } | StoreError::Busy { .. } | StoreError::Newer { .. }
+        )
+    }
+}
+
+/// An open database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    /// The writer's lock file, held while the store is open (`None`: read-only).
+    _lock: Option<std::fs::File>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.path.display())
+    }
+}
+
+/// The lock file of the database at `path`.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+impl Store {
+    /// Opens (creating, or migrating) the database as its one writer.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let lock_file = lock_path(path);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_file)
+            .map_err(|e| StoreError::Other {
+                path: lock_file.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        if lock.try_lock().is_err() {
+            return Err(StoreError::Locked {
+                path: path.display().to_string(),
+                lock: lock_file.display().to_string(),
+            });
+        }
+        let err = |e| StoreError::from_sqlite(path, e);
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(2))
+            .map_err(err)?;
+        let version = read_version(&conn, path)?;
+        // WAL: readers (the page, `watch report`) never block the writer. NORMAL sync:
+        // a committed probe survives a killed process (power loss may cost the last).
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        if version == 0 {
+            conn.execute_batch(&format!(
+                "BEGIN; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(err)?;
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            _lock: Some(lock),
+        })
+    }
+
+    /// Opens an existing database to read (the page's handlers, `watch report`).
+    pub fn open_read(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Other {
+                path: path.display().to_string(),
+                detail: "no such file".into(),
+            });
+        }
+        let err = |e| StoreError::from_sqlite(path, e);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(2))
+            .map_err(err)?;
+        let version = read_version(&conn, path)?;
+        if version == 0 {
+            return Err(StoreError::Corrupt {
+                path: path.display().to_string(),
+                detail: "it holds no cadence watch schema".into(),
+            });
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            _lock: None,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, e)
+    }
+
+    /// Writes a probe and its requests in one transaction; returns the probe's id.
+    pub fn insert_probe(&mut self, p: &ProbeRow, reqs: &[RequestRow]) -> Result<i64, StoreError> {
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute(
+            "INSERT INTO probes (target, started_ms, ended_ms, sent, succeeded, failed, aborted,
+                failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s,
+                slo_ok, slo_detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                p.target,
+                p.started_ms,
+                p.ended_ms,
+                p.sent as i64,
+                p.succeeded as i64,
+                p.failed as i64,
+                p.aborted as i64,
+                serde_json::to_string(&p.failed_by_class).unwrap_or_default(),
+                p.ttft_p50_ms,
+                p.ttft_p99_ms,
+                p.itl_p50_ms,
+                p.itl_p99_ms,
+                p.output_tok_s,
+                p.slo_ok,
+                serde_json::to_string(&p.slo_detail).unwrap_or_default(),
+            ],
+        )
+        .map_err(err)?;
+        let id = tx.last_insert_rowid();
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT INTO requests (probe_id, idx, outcome, ttft_ms, e2e_ms, chunks,
+                        output_tokens, itl_p50_ms, itl_max_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(err)?;
+            for r in reqs {
+                st.execute(params![
+                    id,
+                    r.idx as i64,
+                    r.outcome,
+                    r.ttft_ms,
+                    r.e2e_ms,
+                    r.chunks as i64,
+                    r.output_tokens.map(|n| n as i64),
+                    r.itl_p50_ms,
+                    r.itl_max_ms,
+                ])
+                .map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)?;
+        Ok(id)
+    }
+
+    /// Deletes probes (and their requests) that started before `cutoff_ms`; returns how
+    /// many probes went.
+    pub fn retain(&mut self, cutoff_ms: i64) -> Result<u64, StoreError> {
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute(
+            "DELETE FROM requests WHERE probe_id IN (SELECT id FROM probes WHERE started_ms < ?1)",
+            [cutoff_ms],
+        )
+        .map_err(err)?;
+        let n = tx
+            .execute("DELETE FROM probes WHERE started_ms < ?1", [cutoff_ms])
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(n as u64)
+    }
+
+    /// The latest probe of `target`.
+    pub fn last_probe(&self, target: &str) -> Result<Option<ProbeRow>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("{SELECT} WHERE target = ?1 ORDER BY started_ms DESC, id DESC LIMIT 1"),
+                [target],
+                probe_row,
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every probe that started at or after `since_ms`, of one target or all, in time
+    /// order.
+    pub fn probes(&self, target: Option<&str>, since_ms: i64) -> Result<Vec<ProbeRow>, StoreError> {
+        let rows = match target {
+            Some(t) => {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{SELECT} WHERE target = ?1 AND started_ms >= ?2 ORDER BY started_ms, id"
+                    ))
+                    .map_err(|e| self.err(e))?;
+                let it = st
+                    .query_map(params![t, since_ms], probe_row)
+                    .map_err(|e| self.err(e))?;
+                it.collect::<Result<Vec<_>, _>>()
+            }
+            None => {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{SELECT} WHERE started_ms >= ?1 ORDER BY target, started_ms, id"
+                    ))
+                    .map_err(|e| self.err(e))?;
+                let it = st
+                    .query_map([since_ms], probe_row)
+                    .map_err(|e| self.err(e))?;
+                it.collect::<Result<Vec<_>, _>>()
+            }
+        };
+        rows.map_err(|e| self.err(e))
+    }
+
+    /// The requests of one probe, in order.
+    pub fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT idx, outcome, ttft_ms, e2e_ms, chunks, output_tokens, itl_p50_ms, itl_max_ms
+                 FROM requests WHERE probe_id = ?1 ORDER BY idx",
+            )
+            .map_err(|e| self.err(e))?;
+        let it = st
+            .query_map([probe_id], |r| {
+                Ok(RequestRow {
+                    idx: r.get::<_, i64>(0)? as u64,
+                    outcome: r.get(1)?,
+                    ttft_ms: r.get(2)?,
+                    e2e_ms: r.get(3)?,
+                    chunks: r.get::<_, i64>(4)? as u64,
+                    output_tokens: r.get::<_, Option<i64>>(5)?.map(|n| n as u64),
+                    itl_p50_ms: r.get(6)?,
+                    itl_max_ms: r.get(7)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Every target that has a probe.
+    pub fn targets(&self) -> Result<Vec<String>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT target FROM probes ORDER BY target")
+            .map_err(|e| self.err(e))?;
+        let it = st.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+        it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    /// `PRAGMA integrity_check`'s answer (`ok` when sound).
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+}
+
+const SELECT: &str = "SELECT id, target, started_ms, ended_ms, sent, succeeded, failed, aborted,
+    failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s, slo_ok,
+    slo_detail FROM probes";
+
+fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
+    let classes: String = r.get(8)?;
+    let detail: String = r.get(15)?;
+    Ok(ProbeRow {
+        id: r.get(0)?,
+        target: r.get(1)?,
+        started_ms: r.get(2)?,
+        ended_ms: r.get(3)?,
+        sent: r.get::<_, i64>(4)? as u64,
+        succeeded: r.get::<_, i64>(5)? as u64,
+        failed: r.get::<_, i64>(6)? as u64,
+        aborted: r.get::<_, i64>(7)? as u64,
+        failed_by_class: serde_json::from_str(&classes).unwrap_or_default(),
+        ttft_p50_ms: r.get(9)?,
+        ttft_p99_ms: r.get(10)?,
+        itl_p50_ms: r.get(11)?,
+        itl_p99_ms: r.get(12)?,
+        output_tok_s: r.get(13)?,
+        slo_ok: r.get(14)?,
+        slo_detail: serde_json::from_str(&detail).unwrap_or_default(),
+    })
+}
+
+/// The schema version of an open database: 0 for a new (empty) file; an error for a
+/// file that is not SQLite or is newer than this build.
+fn read_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    // Reading the schema reads the file's header: a file that is not SQLite fails here.
+    let _: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(err)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Newer {
+            path: path.display().to_string(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
+        ProbeRow {
+            id: 0,
+            target: target.into(),
+            started_ms,
+            ended_ms: started_ms + 500,
+            sent: 4,
+            succeeded: if ok { 4 } else { 3 },
+            failed: if ok { 0 } else { 1 },
+            aborted: 0,
+            failed_by_class: if ok {
+                BTreeMap::new()
+            } else {
+                BTreeMap::from([("http_error".to_string(), 1)])
+            },
+            ttft_p50_ms: Some(20.0),
+            ttft_p99_ms: Some(30.0),
+            itl_p50_ms: Some(if ok { 5.0 } else { 10.0 }),
+            itl_p99_ms: Some(12.0),
+            output_tok_s: Some(150.0),
+            slo_ok: ok,
+            slo_detail: vec!["itl.p50<=8ms: 5 ms".into()],
+        }
+    }
+
+    fn req(idx: u64) -> RequestRow {
+        RequestRow {
+            idx,
+            outcome: "success".into(),
+            ttft_ms: Some(20.0),
+            e2e_ms: Some(100.0),
+            chunks: 16,
+            output_tokens: Some(16),
+            itl_p50_ms: Some(5.0),
+            itl_max_ms: Some(9.0),
+        }
+    }
+
+    #[test]
+    fn a_new_database_has_the_schema_version_and_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let s = Store::open(&path).unwrap();
+        let v: i64 = s
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let mode: String = s
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        drop(s);
+        // Reopening keeps it (no second migration).
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn a_probe_and_its_requests_are_written_together_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let mut s = Store::open(&path).unwrap();
+        let p = probe("a", 1_000, false);
+        let id = s.insert_probe(&p, &[req(0), req(1)]).unwrap();
+        let back = s.last_probe("a").unwrap().unwrap();
+        assert_eq!(back, ProbeRow { id, ..p.clone() });
+        assert_eq!(s.requests(id).unwrap(), vec![req(0), req(1)]);
+        // A probe whose request rows fail (a duplicate key) leaves nothing behind.
+        let err = s.insert_probe(&probe("b", 2_000, true), &[req(0), req(0)]);
+        assert!(err.is_err());
+        assert_eq!(s.last_probe("b").unwrap(), None);
+        assert_eq!(s.targets().unwrap(), vec!["a".to_string()]);
+        // A reader sees what the writer committed.
+        let r = Store::open_read(&path).unwrap();
+        assert_eq!(r.probes(None, 0).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn retention_deletes_old_probes_and_their_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("w.db")).unwrap();
+        let old = s.insert_probe(&probe("a", 1_000, true), &[req(0)]).unwrap();
+        let new = s.insert_probe(&probe("a", 5_000, true), &[req(0)]).unwrap();
+        assert_eq!(s.retain(3_000).unwrap(), 1);
+        let left: Vec<i64> = s.probes(None, 0).unwrap().iter().map(|p| p.id).collect();
+        assert_eq!(left, vec![new]);
+        assert!(s.requests(old).unwrap().is_empty());
+        assert_eq!(s.requests(new).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        drop(Store::open(&path).unwrap());
+        let c = Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(c);
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Newer { found: 2, .. }), "{e}");
+        assert!(e.to_string().contains("newer"), "{e}");
+        assert!(e.is_usage());
+        assert!(Store::open_read(&path).is_err());
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_that_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        std::fs::write(&path, vec![0x42u8; 8192]).unwrap();
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("corrupt"), "{e}");
+        assert!(!e.is_usage());
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let first = Store::open(&path).unwrap();
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Locked { .. }), "{e}");
+        assert!(e.is_usage());
+        // Readers are welcome meanwhile.
+        assert!(Store::open_read(&path).is_ok());
+        drop(first);
+        assert!(Store::open(&path).is_ok());
+    }
+}

@@ -1,0 +1,196 @@
+//! The watch loop: one probe lane for every target. Each target has its own schedule
+//! (interval ± jitter from its last probe's start, resumed from the database after a
+//! restart), and the lane runs one probe at a time, so probes of different targets
+//! never overlap and never share the client's sockets, event loop or the machine's
+//! CPU while they time chunks; a target that comes due while another is probing waits
+//! for it (the schedule staggers them). A hung target ends at its probe deadline. Each
+//! finished probe is written in one transaction, then updates the metrics and, on a
+//! change of SLO state, posts the webhook. Retention runs at start and every hour.
+
+use crate::incident::{change, Change};
+use crate::metrics::Metrics;
+use crate::probe::{now_ms, Prepared};
+use crate::store::{Store, StoreError};
+use crate::webhook::Webhook;
+use rand::Rng;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the page and `/metrics` share with the loop.
+#[derive(Debug)]
+pub struct Shared {
+    pub db: PathBuf,
+    pub targets: Vec<TargetInfo>,
+    pub metrics: Metrics,
+}
+
+/// A target as the page shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetInfo {
+    pub name: String,
+    /// Without credentials or query values.
+    pub url: String,
+    pub slos: Vec<String>,
+    pub interval_s: f64,
+}
+
+impl TargetInfo {
+    pub fn of(p: &Prepared) -> TargetInfo {
+        TargetInfo {
+            name: p.target.name.clone(),
+            url: p.display.clone(),
+            slos: p.target.slos.iter().map(|s| s.text.clone()).collect(),
+            interval_s: p.target.probe.interval.as_secs_f64(),
+        }
+    }
+}
+
+/// How the loop keeps its history.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Probes older than this are deleted.
+    pub retain: Duration,
+    pub webhook: Option<Webhook>,
+    /// Say each probe on stderr.
+    pub verbose: bool,
+}
+
+/// How often retention runs after the start.
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// Runs until `stop` turns true (returns `Ok`) or the database fails (a full disk, a
+/// corrupt page): probing stops loudly and what was written stays.
+pub async fn run(
+    targets: Vec<Prepared>,
+    store: Store,
+    shared: Arc<Shared>,
+    opts: Options,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), StoreError> {
+    let now = Instant::now();
+    let wall = now_ms();
+    let n = targets.len().max(1) as u32;
+    let mut next = Vec::new();
+    let mut last_ok = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        let interval = t.target.probe.interval;
+        match store.last_probe(&t.target.name)? {
+            Some(p) => {
+                // Resume: the schedule continues from the last probe's start.
+                let due_ms = p.started_ms + interval.as_millis() as i64 - wall;
+                let wait =
+                    Duration::from_millis(due_ms.clamp(0, interval.as_millis() as i64) as u64);
+                next.push(now + wait);
+                last_ok.push(Some(p.slo_ok));
+                shared.metrics.set_last(&p);
+            }
+            None => {
+                // First probes spread over the shortest interval.
+                next.push(now + interval / n * i as u32);
+                last_ok.push(None);
+            }
+        }
+    }
+    let mut store = Some(store);
+    let mut next_retention = now;
+    let mut rng = rand::rng();
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let (i, due) = match next.iter().enumerate().min_by_key(|(_, d)| **d) {
+            Some((i, d)) => (i, *d),
+            None => return Ok(()),
+        };
+        let wake = due.min(next_retention);
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = stop.changed() => continue,
+        }
+        if Instant::now() >= next_retention {
+            let cutoff = now_ms() - opts.retain.as_millis() as i64;
+            let s = store.take().expect("the store is back");
+            let (s, r) = blocking(s, move |s| s.retain(cutoff)).await;
+            store = Some(s);
+            let gone = r?;
+            if gone > 0 && opts.verbose {
+                eprintln!("cadence watch: retention deleted {gone} probes");
+            }
+            next_retention = Instant::now() + RETENTION_EVERY;
+            continue;
+        }
+        let t = &targets[i];
+        let started = Instant::now();
+        let mut stop_probe = stop.clone();
+        let probe = t
+            .run(async move {
+                let _ = stop_probe.wait_for(|s| *s).await;
+            })
+            .await;
+        let Some((row, reqs)) = probe else {
+            return Ok(()); // stopped mid-probe: that probe is not kept
+        };
+        let s = store.take().expect("the store is back");
+        let r = row.clone();
+        let (s, written) = blocking(s, move |s| s.insert_probe(&r, &reqs)).await;
+        store = Some(s);
+        if let Err(e) = written {
+            eprintln!(
+                "cadence watch: cannot write the probe of {}: {e}; probing stopped, every probe written before stays in the database",
+                row.target
+            );
+            return Err(e);
+        }
+        shared.metrics.observe(&row);
+        if opts.verbose {
+            eprintln!(
+                "cadence watch: {} probe: {}/{} ok, ITL p50 {}, TTFT p50 {}, SLO {}",
+                row.target,
+                row.succeeded,
+                row.sent,
+                crate::board::cell(row.itl_p50_ms, "ms"),
+                crate::board::cell(row.ttft_p50_ms, "ms"),
+                if row.slo_ok { "ok" } else { "BREACH" }
+            );
+        }
+        if let Some(c) = change(last_ok[i], row.slo_ok) {
+            let what = match c {
+                Change::Opened => "incident started",
+                Change::Closed => "incident ended",
+            };
+            eprintln!(
+                "cadence watch: {}: {what} ({})",
+                row.target,
+                row.slo_detail.join("; ")
+            );
+            if let Some(w) = &opts.webhook {
+                w.post(c, &row);
+            }
+        }
+        last_ok[i] = Some(row.slo_ok);
+        let p = &t.target.probe;
+        let jitter = if p.jitter.is_zero() {
+            0.0
+        } else {
+            rng.random_range(-1.0..=1.0) * p.jitter.as_secs_f64()
+        };
+        let gap = (p.interval.as_secs_f64() + jitter).max(0.0);
+        next[i] = started + Duration::from_secs_f64(gap);
+    }
+}
+
+/// Runs `f` on the store off the async workers, and gives the store back.
+async fn blocking<T: Send + 'static>(
+    store: Store,
+    f: impl FnOnce(&mut Store) -> T + Send + 'static,
+) -> (Store, T) {
+    tokio::task::spawn_blocking(move || {
+        let mut store = store;
+        let r = f(&mut store);
+        (store, r)
+    })
+    .await
+    .expect("a store task does not panic")
+}

@@ -1,0 +1,377 @@
+//! The watcher's page, served by axum: a leaderboard of targets (`/`), a page per
+//! target with the day's charts as inline SVG and its incidents (`/target/NAME`),
+//! `/api/targets` (JSON) and `/metrics` (OpenMetrics). Self-contained: no script, style
+//! or font from anywhere else; the pages refresh themselves every 10 s. Every handler
+//! reads the database through its own read-only connection (WAL: never blocking the
+//! writer).
+
+use crate::board::{cell, standing, utc, Standing, DAY_MS, HOUR_MS, WEEK_MS};
+use crate::incident::{incidents, Incident};
+use crate::probe::now_ms;
+use crate::store::{ProbeRow, Store};
+use crate::watcher::{Shared, TargetInfo};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use cadence_report::svg::esc;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// A served page; dropped = shut down.
+pub struct Server {
+    pub addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Listens on `addr` and serves in the background.
+pub async fn serve(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<Server> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new()
+        .route("/", get(leaderboard))
+        .route("/target/{name}", get(target_page))
+        .route("/api/targets", get(api_targets))
+        .route("/metrics", get(metrics))
+        .with_state(shared);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    Ok(Server { addr, _stop: tx })
+}
+
+/// One target's row of the leaderboard and of `/api/targets`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub target: TargetInfo,
+    pub last_probe: Option<ProbeRow>,
+    pub hour: Standing,
+    pub day: Standing,
+    pub week: Standing,
+    pub open_incident: Option<Incident>,
+}
+
+/// The rows of every target from the last week of probes.
+pub fn rows(targets: &[TargetInfo], probes: &[ProbeRow], now: i64) -> Vec<Row> {
+    targets
+        .iter()
+        .map(|t| {
+            let mine: Vec<ProbeRow> = probes
+                .iter()
+                .filter(|p| p.target == t.name)
+                .cloned()
+                .collect();
+            let open = incidents(&mine).into_iter().find(|i| i.end_ms.is_none());
+            Row {
+                target: t.clone(),
+                last_probe: mine.last().cloned(),
+                hour: standing(&mine, now - HOUR_MS),
+                day: standing(&mine, now - DAY_MS),
+                week: standing(&mine, now - WEEK_MS),
+                open_incident: open,
+            }
+        })
+        .collect()
+}
+
+async fn read<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    f: impl FnOnce(&Store) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, Response> {
+    let db = shared.db.clone();
+    let r = tokio::task::spawn_blocking(move || Store::open_read(&db).and_then(|s| f(&s))).await;
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()),
+        Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()),
+    }
+}
+
+async fn week_rows(shared: &Arc<Shared>) -> Result<Vec<Row>, Response> {
+    let now = now_ms();
+    let probes = read(shared, move |s| s.probes(None, now - WEEK_MS)).await?;
+    Ok(rows(&shared.targets, &probes, now))
+}
+
+async fn api_targets(State(shared): State<Arc<Shared>>) -> Response {
+    match week_rows(&shared).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn leaderboard(State(shared): State<Arc<Shared>>) -> Response {
+    match week_rows(&shared).await {
+        Ok(rows) => Html(leaderboard_html(&rows, now_ms())).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn target_page(
+    State(shared): State<Arc<Shared>>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let Some(info) = shared.targets.iter().find(|t| t.name == name).cloned() else {
+        return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response();
+    };
+    let now = now_ms();
+    let n = name.clone();
+    match read(&shared, move |s| s.probes(Some(&n), now - DAY_MS)).await {
+        Ok(probes) => Html(target_html(&info, &probes, now)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// The page's head: inline style, a refresh every 10 s, nothing fetched from elsewhere.
+pub fn head(title: &str, refresh: bool) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{}</title>\
+         <style>body{{font:14px system-ui,sans-serif;margin:1.5em;color:#222}}\
+         table{{border-collapse:collapse}}td,th{{padding:3px 9px;border-bottom:1px solid #ddd;text-align:right}}\
+         td:first-child,th:first-child{{text-align:left}}.bad{{color:#b00;font-weight:600}}.ok{{color:#070}}\
+         svg{{max-width:100%;height:auto}}.marks{{}}</style></head><body>",
+        if refresh {
+            "<meta http-equiv=\"refresh\" content=\"10\">"
+        } else {
+            ""
+        },
+        esc(title)
+    )
+}
+
+fn pct_class(v: Option<f64>) -> &'static str {
+    match v {
+        Some(x) if x < 1.0 => "bad",
+        Some(_) => "ok",
+        None => "",
+    }
+}
+
+/// The leaderboard table of `rows`.
+pub fn leaderboard_table(rows: &[Row], link: bool) -> String {
+    let mut s = String::from(
+        "<table><tr><th>target</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th>\
+         <th>output tok/s</th><th>success</th><th>SLO hour</th><th>SLO day</th><th>SLO week</th>\
+         <th>state</th></tr>",
+    );
+    for r in rows {
+        let d = &r.day;
+        let name = esc(&r.target.name);
+        let name = if link {
+            format!("<a href=\"/target/{name}\">{name}</a>")
+        } else {
+            name
+        };
+        let state = match (&r.open_incident, &r.last_probe) {
+            (Some(i), _) => format!(
+                "<span class=\"bad\">incident since {}</span>",
+                utc(i.start_ms)
+            ),
+            (None, Some(_)) => "<span class=\"ok\">ok</span>".into(),
+            (None, None) => "no probe yet".into(),
+        };
+        s.push_str(&format!(
+            "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"{}\">{}</td><td class=\"{}\">{}</td><td class=\"{}\">{}</td><td>{state}</td></tr>",
+            cell(d.ttft_p50_ms, "ms"),
+            cell(d.itl_p50_ms, "ms"),
+            cell(d.itl_p99_ms, "ms"),
+            cell(d.output_tok_s, ""),
+            cell(d.success_rate, "%"),
+            pct_class(r.hour.slo_compliance),
+            cell(r.hour.slo_compliance, "%"),
+            pct_class(r.day.slo_compliance),
+            cell(r.day.slo_compliance, "%"),
+            pct_class(r.week.slo_compliance),
+            cell(r.week.slo_compliance, "%"),
+        ));
+    }
+    s.push_str("</table><p>Figures are medians over the last day's probes of each probe's own figure; success is succeeded over sent requests; SLO is the share of probes that met every SLO.</p>");
+    s
+}
+
+pub fn leaderboard_html(rows: &[Row], now: i64) -> String {
+    let mut s = head("cadence watch", true);
+    s.push_str(&format!(
+        "<h1>cadence watch</h1><p>{} targets · {} UTC · <a href=\"/api/targets\">JSON</a> · <a href=\"/metrics\">metrics</a></p>",
+        rows.len(),
+        utc(now)
+    ));
+    s.push_str(&leaderboard_table(rows, true));
+    s.push_str("</body></html>");
+    s
+}
+
+/// The day's charts of one target's probes: ITL p50 and p99, and TTFT p50, per probe
+/// over hours from `now`.
+pub fn charts(probes: &[ProbeRow], now: i64) -> String {
+    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
+    let series = |name: &str, color: &str, f: fn(&ProbeRow) -> Option<f64>| {
+        let mut s = Series::new(name, color, Style::LinePoints);
+        s.points = probes.iter().filter_map(|p| Some((x(p), f(p)?))).collect();
+        s
+    };
+    let chart = |y: &str, series: Vec<Series>| Chart {
+        x_label: "hours from now".into(),
+        y_label: y.into(),
+        x_log: false,
+        y_log: false,
+        y_zero: true,
+        series,
+        x_range: None,
+    };
+    let itl = chart(
+        "ITL (ms)",
+        vec![
+            series("ITL p50", PALETTE[0], |p| p.itl_p50_ms),
+            series("ITL p99", PALETTE[1], |p| p.itl_p99_ms),
+        ],
+    );
+    let ttft = chart(
+        "TTFT (ms)",
+        vec![
+            series("TTFT p50", PALETTE[2], |p| p.ttft_p50_ms),
+            series("TTFT p99", PALETTE[3], |p| p.ttft_p99_ms),
+        ],
+    );
+    let mut errors = Series::new("failed requests", PALETTE[4], Style::Bars);
+    errors.points = probes
+        .iter()
+        .map(|p| (x(p), (p.failed + p.aborted) as f64))
+        .collect();
+    let errors = chart("failed requests per probe", vec![errors]);
+    let mut s = String::new();
+    for (title, c) in [
+        ("ITL per probe", itl),
+        ("TTFT per probe", ttft),
+        ("Failed requests per probe", errors),
+    ] {
+        s.push_str(&format!("<h3>{title}</h3>"));
+        match render(&c) {
+            Some(svg) => s.push_str(&svg),
+            None => s.push_str("<p>No probe yet.</p>"),
+        }
+    }
+    s
+}
+
+/// The incidents as a table.
+pub fn incidents_table(list: &[Incident]) -> String {
+    if list.is_empty() {
+        return "<p>No incident.</p>".into();
+    }
+    let mut s = String::from(
+        "<table><tr><th>target</th><th>start (UTC)</th><th>end (UTC)</th><th>probes</th><th>first breach</th></tr>",
+    );
+    for i in list {
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&i.target),
+            utc(i.start_ms),
+            i.end_ms.map_or("ongoing".into(), utc),
+            i.probes,
+            esc(&i.cause.join("; "))
+        ));
+    }
+    s.push_str("</table>");
+    s
+}
+
+pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
+    let mut s = head(&format!("cadence watch · {}", t.name), true);
+    s.push_str(&format!(
+        "<p><a href=\"/\">all targets</a></p><h1>{}</h1><p>{} · a probe every {} s · SLOs: {}</p>",
+        esc(&t.name),
+        esc(&t.url),
+        t.interval_s,
+        esc(&if t.slos.is_empty() {
+            "none (a probe passes when no request fails)".to_string()
+        } else {
+            t.slos.join(", ")
+        })
+    ));
+    s.push_str("<h2>The last day</h2>");
+    s.push_str(&charts(probes, now));
+    s.push_str("<h2>Incidents</h2>");
+    s.push_str(&incidents_table(&incidents(probes)));
+    s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>SLO</th></tr>");
+    for p in probes.iter().rev().take(20) {
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            utc(p.started_ms),
+            p.succeeded,
+            p.sent,
+            cell(p.ttft_p50_ms, "ms"),
+            cell(p.itl_p50_ms, "ms"),
+            cell(p.itl_p99_ms, "ms"),
+            cell(p.output_tok_s, ""),
+            if p.slo_ok { "ok" } else { "bad" },
+            esc(&if p.slo_ok { "ok".to_string() } else { p.slo_detail.join("; ") })
+        ));
+    }
+    s.push_str("</table></body></html>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::probe;
+
+    fn info() -> TargetInfo {
+        TargetInfo {
+            name: "a".into(),
+            url: "http://127.0.0.1:1/v1/chat/completions".into(),
+            slos: vec!["itl.p50<=8ms".into()],
+            interval_s: 60.0,
+        }
+    }
+
+    #[test]
+    fn the_target_page_draws_charts_and_fetches_nothing_from_elsewhere() {
+        let now = 10 * HOUR_MS;
+        let probes = vec![
+            probe("a", now - 3 * HOUR_MS, true),
+            probe("a", now - 2 * HOUR_MS, false),
+            probe("a", now - HOUR_MS, true),
+        ];
+        let html = target_html(&info(), &probes, now);
+        assert!(html.matches("<svg").count() >= 3, "{html}");
+        assert!(!html.contains("No incident") && html.contains("<td>1</td>"));
+        // The SVG namespace is a name, not a fetch.
+        let html = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+        for external in ["http://", "https://", "src=", "<link", "<script"] {
+            // The target's own URL is shown as text, not fetched.
+            let n = html.matches(external).count();
+            let allowed = usize::from(external == "http://");
+            assert!(n <= allowed, "{external} appears {n} times");
+        }
+        let rows = rows(&[info()], &probes, now);
+        assert_eq!(rows[0].day.probes, 3);
+        assert!(rows[0].open_incident.is_none());
+        let board = leaderboard_html(&rows, now);
+        assert!(
+            board.contains("/target/a") && board.contains("66.7 %"),
+            "{board}"
+        );
+    }
+}
