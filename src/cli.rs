@@ -46,7 +46,8 @@ impl Cli {
             | Command::Proxy(_)
             | Command::Report(_)
             | Command::Compare(_)
-            | Command::Top(_) => false,
+            | Command::Top(_)
+            | Command::Watch(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -77,6 +78,73 @@ pub enum Command {
     /// The live dashboard of a running `cadence proxy`, from its /stats (rolling 1- and
     /// 5-minute windows, alerts, the proxy's own loop lag).
     Top(TopArgs),
+    /// Watch endpoints on a schedule: small probes through the bench runner, kept in
+    /// SQLite, served as a page with charts, Prometheus metrics and incident webhooks.
+    /// With no CONFIG, watches the built-in simulator.
+    Watch(Box<WatchArgs>),
+}
+
+/// Flags of `cadence watch`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WatchArgs {
+    #[command(subcommand)]
+    pub command: Option<WatchCommand>,
+
+    /// The config file (TOML: targets, probe shapes, SLOs; every key is shown in
+    /// examples/watch.toml). None: watch the built-in simulator.
+    pub config: Option<PathBuf>,
+
+    /// The SQLite database the probes are kept in (created when missing; one watcher
+    /// per file).
+    #[arg(long, default_value = "cadence-watch.db")]
+    pub db: PathBuf,
+
+    /// Where the page, /api/targets and /metrics are served (port 0: any free port,
+    /// printed at start).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Probes older than this are deleted (at start and every hour).
+    #[arg(long, default_value = "30d", value_parser = parse_positive_duration)]
+    pub retain: Duration,
+
+    /// POST a JSON event here when a target's incident starts and ends (over the
+    /// config's `webhook`).
+    #[arg(long)]
+    pub webhook: Option<String>,
+
+    /// Print only the page's address and errors, not every probe.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WatchCommand {
+    /// Report the targets' standing and incidents over a window, from the database
+    /// (offline: no watcher needed).
+    Report(WatchReportArgs),
+}
+
+/// Flags of `cadence watch report`.
+#[derive(Debug, Args)]
+pub struct WatchReportArgs {
+    /// The watcher's database.
+    #[arg(long, default_value = "cadence-watch.db")]
+    pub db: PathBuf,
+
+    /// The window: probes that started within this before now.
+    #[arg(long, default_value = "24h", value_parser = parse_positive_duration)]
+    pub since: Duration,
+
+    /// Also write the report as Markdown to this file ('-': stdout, instead of the
+    /// console text).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+
+    /// Also write the report as HTML (with the charts) to this file ('-': stdout).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

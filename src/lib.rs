@@ -24,6 +24,7 @@ pub mod shard;
 pub mod signal;
 pub mod sim_cmd;
 pub mod top_cmd;
+pub mod watch_cmd;
 pub mod workload;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -74,6 +75,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Compare(args) => compare_cmd::run(args),
             Command::Plan(args) => plan_cmd::run(*args),
             Command::Top(args) => top_cmd::run(args).await,
+            Command::Watch(args) => watch_cmd::run(*args).await,
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.
