@@ -645,6 +645,28 @@ fn relay(
     Response::from_parts(parts, ProxyBody::Tap(Box::new(tap)))
 }
 
+/// Hands the upstream's response to the client unchanged when it is not the kind of
+/// answer the request asked for: the request ends as `protocol_mismatch` with `msg`,
+/// whatever the body holds.
+fn relay_mismatch(
+    mut job: Job,
+    response: Response<Incoming>,
+    route: Route,
+    msg: String,
+) -> Response<ProxyBody> {
+    job.rec.headers_ns = Some(job.now());
+    let (mut parts, body) = response.into_parts();
+    job.watch(parts.status, &parts.headers, route, false);
+    job.tracker = None;
+    job.body_copy = None;
+    job.plain_outcome = Outcome::ProtocolMismatch;
+    job.rec.error = Some(msg);
+    strip_hop_by_hop(&mut parts.headers);
+    let stamps = parts.extensions.get::<RxStamps>().cloned();
+    let tap = TapBody::new(body, stamps.as_ref(), job);
+    Response::from_parts(parts, ProxyBody::Tap(Box::new(tap)))
+}
+
 /// Whether the request already passed through this proxy (its `Via` names it).
 fn passed_here(headers: &HeaderMap, via_id: &str) -> bool {
     headers

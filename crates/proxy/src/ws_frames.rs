@@ -16,7 +16,26 @@ pub(crate) enum Side {
 pub(crate) enum Message<'a> {
     Text(&'a [u8]),
     Binary(&'a [u8]),
-    Close,
+    /// A close frame's payload: the status code (2 bytes, big-endian) and the reason.
+    Close(&'a [u8]),
+}
+
+/// A close frame's status code and reason as the record's error tells them
+/// (`code 1011: engine overloaded`); empty for a close without a code.
+pub(crate) fn close_detail(payload: &[u8]) -> String {
+    match payload {
+        [hi, lo, reason @ ..] => {
+            let code = u16::from_be_bytes([*hi, *lo]);
+            let reason = String::from_utf8_lossy(reason);
+            let reason = cadence_wire::truncate_str(reason.trim(), 256);
+            if reason.is_empty() {
+                format!("code {code}")
+            } else {
+                format!("code {code}: {reason}")
+            }
+        }
+        _ => String::new(),
+    }
 }
 
 /// Why the bytes cannot be followed as WebSocket frames (the relay goes on unchanged;
@@ -224,7 +243,7 @@ impl FrameReader {
         match f.opcode {
             8 => {
                 self.closed = true;
-                on(Message::Close);
+                on(Message::Close(&self.control));
             }
             9 | 10 => {}
             _ if f.fin => {
@@ -298,7 +317,7 @@ mod tests {
                 got.push(match m {
                     Message::Text(t) => Got::Text(String::from_utf8(t.to_vec()).unwrap()),
                     Message::Binary(b) => Got::Binary(b.len()),
-                    Message::Close => Got::Close,
+                    Message::Close(_) => Got::Close,
                 })
             });
             if res.is_err() {

@@ -372,3 +372,87 @@ async fn a_silent_upstream_is_a_ttft_timeout_and_shutdown_cuts_an_open_response(
     assert_eq!(recs[0].outcome, Outcome::AbortedAtDeadline, "{:?}", recs[0]);
     assert!(!recs[0].chunks.is_empty());
 }
+
+/// FAULTS 105: a server closing with 1011 mid-response: the record keeps the code and
+/// the reason in its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f105_a_1011_close_keeps_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut script = server_frame(true, 1, br#"{"type":"response.created"}"#);
+    script.extend(delta("a"));
+    let mut close = vec![0x03, 0xf3];
+    close.extend_from_slice(b"engine overloaded, retry");
+    script.extend(server_frame(true, 8, &close));
+    let (up, task) = scripted_upstream(script.clone(), Duration::ZERO).await;
+    let p = proxy(&up, |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1))
+    })
+    .await;
+    let addr = p.url().trim_start_matches("http://").to_string();
+    let (mut s, head) = handshake(&addr, "Authorization: Bearer sk-secret-77\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s.write_all(&client_frame(ITEM)).await.unwrap();
+    s.write_all(&client_frame(CREATE)).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < script.len() {
+        let mut b = [0u8; 1024];
+        let n = s.read(&mut b).await.unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&b[..n]);
+    }
+    assert_eq!(got, script, "relayed unchanged");
+    drop(s);
+    task.await.unwrap();
+    let recs = records_after(p, dir.path()).await;
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, Outcome::Truncated, "{:?}", recs[0]);
+    let e = recs[0].error.as_deref().unwrap();
+    assert!(
+        e.contains("1011") && e.contains("engine overloaded, retry"),
+        "{e}"
+    );
+}
+
+/// FAULTS 106: an upgrade the upstream answers with a plain SSE stream (200, no 101)
+/// reaches the client unchanged and is recorded as a protocol mismatch, not a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f106_an_upgrade_answered_by_sse_is_a_protocol_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = TcpListener::bind(LOCAL).await.unwrap();
+    let up = format!("http://{}", l.local_addr().unwrap());
+    let sse =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n";
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
+        sse.len()
+    );
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            if s.read(&mut b).await.unwrap() == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        s.write_all(answer.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    });
+    let p = proxy(&up, |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1))
+    })
+    .await;
+    let addr = p.url().trim_start_matches("http://").to_string();
+    let (mut s, head) = handshake(&addr, "Connection: close\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut body = vec![0u8; sse.len()];
+    s.read_exact(&mut body).await.unwrap();
+    assert_eq!(body, sse.as_bytes());
+    drop(s);
+    let recs = records_after(p, dir.path()).await;
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, Outcome::ProtocolMismatch, "{:?}", recs[0]);
+    let e = recs[0].error.as_deref().unwrap();
+    assert!(e.contains("200") && e.contains("text/event-stream"), "{e}");
+}

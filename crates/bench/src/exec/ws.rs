@@ -14,7 +14,7 @@ use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::rxstamp::StampedTcp;
 use cadence_transport::{Clock, RxStamps, Stamper};
-use cadence_wire::{Flow, Framing, StreamText};
+use cadence_wire::{Flow, Framing, StreamText, MAX_EVENT_BYTES};
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::Full;
 use std::pin::Pin;
@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Duration, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// A socket that notes when its last read returned bytes (and, through its
 /// [`StampedTcp`], when the kernel received them).
@@ -108,7 +108,12 @@ async fn connect(
         clock: *cx.clock,
         last_read_ns: stamp,
     };
-    let (socket, _) = tokio_tungstenite::client_async(hs, stream)
+    // A message over the event limit is `event_too_large`, as in the proxy (FAULTS
+    // 104): tungstenite refuses it, before buffering it whole, at the same limit.
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_EVENT_BYTES))
+        .max_frame_size(Some(MAX_EVENT_BYTES));
+    let (socket, _) = tokio_tungstenite::client_async_with_config(hs, stream, Some(config))
         .await
         .map_err(|e| {
             (
@@ -190,11 +195,36 @@ async fn read_messages(
                 let payload = match msg {
                     Some(Ok(Message::Text(s))) => Bytes::from(s),
                     Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Close(_))) | None => {
+                    Some(Ok(Message::Close(frame))) => {
+                        tracker.end_stream(cx.clock.now_ns(), rec);
+                        if let (Some(f), Outcome::Truncated) = (frame, rec.outcome) {
+                            // The code and reason (1011 and why) stay in the error
+                            // (FAULTS 105).
+                            let reason = cadence_wire::truncate_str(f.reason.trim(), 256);
+                            let base = rec.error.take().unwrap_or_default();
+                            rec.error = Some(format!(
+                                "{base} (the server closed the WebSocket with code {}{}{reason})",
+                                u16::from(f.code),
+                                if reason.is_empty() { "" } else { ": " },
+                            ));
+                        }
+                        break;
+                    }
+                    None => {
                         tracker.end_stream(cx.clock.now_ns(), rec);
                         break;
                     }
                     Some(Ok(_)) => continue,
+                    Some(Err(WsError::Capacity(e))) => {
+                        let now = cx.clock.now_ns();
+                        tracker.finish(now, rec);
+                        rec.end_ns = Some(now);
+                        rec.outcome = Outcome::EventTooLarge;
+                        rec.error = Some(format!(
+                            "a WebSocket message over the {MAX_EVENT_BYTES}-byte event limit ({e})"
+                        ));
+                        break;
+                    }
                     Some(Err(e)) => {
                         tracker.end_stream(cx.clock.now_ns(), rec);
                         if rec.outcome == Outcome::Truncated {
@@ -212,7 +242,12 @@ async fn read_messages(
                 let ft = stamper.frame_time(cx.clock, user, &[], rec);
                 // One message is one event: a line for the NDJSON decoder.
                 line.clear();
-                line.extend_from_slice(&payload);
+                // One message is one event whatever its newlines (pretty-printed JSON,
+                // FAULTS 109): a raw newline can only be whitespace between JSON tokens.
+                line.extend(payload.iter().map(|&b| match b {
+                    b'\n' | b'\r' => b' ',
+                    b => b,
+                }));
                 line.push(b'\n');
                 let before = rec.chunks.len();
                 let flow = tracker.feed(ft.t_ns, &line, rec);

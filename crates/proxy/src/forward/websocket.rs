@@ -6,12 +6,13 @@
 //! message's time is the kernel's receive time of the upstream read that completed it
 //! when the connection keeps one, else the proxy's clock when that read returned.
 
-use super::{own_response, proxy_info, relay, secrets_of, send, upstream_request, upstream_uri};
+use super::{own_response, proxy_info, relay, relay_mismatch, secrets_of, send};
+use super::{upstream_request, upstream_uri};
 use super::{Job, ProxyBody};
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::shared::Shared;
 use crate::slots::Busy;
-use crate::ws_frames::{FrameError, FrameReader, Message, Side};
+use crate::ws_frames::{close_detail, FrameError, FrameReader, Message, Side};
 use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RequestRecord};
@@ -83,6 +84,22 @@ pub(super) async fn handle(
         Err((status, msg)) => return own_response(status, &msg, false),
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        if response.status().is_success() {
+            // Asked for a WebSocket, answered with something else (plain SSE, JSON):
+            // the bytes still go to the client, the record is a mismatch (FAULTS 106).
+            let ct = response
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("no content type")
+                .to_string();
+            let msg = format!(
+                "the upstream answered the WebSocket upgrade with HTTP {} ({ct}), not 101 \
+                 Switching Protocols",
+                response.status().as_u16()
+            );
+            return relay_mismatch(job, response, route, msg);
+        }
         return relay(job, response, route, false);
     }
     let upstream_upgrade = hyper::upgrade::on(&mut response);
@@ -353,12 +370,18 @@ impl Session {
         let t = read.t;
         let payload = match m {
             Message::Text(p) | Message::Binary(p) => p,
-            Message::Close => {
+            Message::Close(payload) => {
                 if self.open.is_some() {
                     if from_client.closed.load(Ordering::Relaxed) {
                         self.ended_by(Ending::Client, t);
                     } else {
-                        let msg = "the server closed the WebSocket mid-response".to_string();
+                        // The code and reason (1011 and why) stay in the error (FAULTS 105).
+                        let detail = close_detail(payload);
+                        let msg = if detail.is_empty() {
+                            "the server closed the WebSocket mid-response".to_string()
+                        } else {
+                            format!("the server closed the WebSocket mid-response ({detail})")
+                        };
                         self.end_open(t, Some((Outcome::Truncated, msg)));
                     }
                 }
@@ -544,7 +567,7 @@ async fn client_to_upstream(
                             q.push_back(t);
                         }
                     }
-                    Message::Close => from_client.closed.store(true, Ordering::Relaxed),
+                    Message::Close(_) => from_client.closed.store(true, Ordering::Relaxed),
                     _ => {}
                 })
                 .is_ok();
