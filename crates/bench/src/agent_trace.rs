@@ -1572,6 +1572,39 @@ mod tests {
     }
 
     #[test]
+    fn with_a_tokenizer_every_prompt_has_exactly_the_recorded_tokens() {
+        let tk = crate::tokenizer::train_bpe(crate::prompts::CORPUS, 600).unwrap();
+        let gen = PromptGen::builtin(Counter::Tokenizer(tk.clone())).unwrap();
+        assert!(gen.splits_at_spaces());
+        let calls = [
+            call(120, 9, Reuse::Tokens(0), 0),
+            call(200, 9, Reuse::Previous, 0),
+            call(260, 9, Reuse::Previous, 0),
+            call(150, 9, Reuse::Tokens(77), 0),
+            call(90, 9, Reuse::Tokens(0), 0),
+            call(400, 9, Reuse::Tokens(300), 0),
+        ];
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut st = ReplayState::new(Api::Chat);
+        for (i, c) in calls.iter().enumerate() {
+            st.prepare(c, &gen, &mut rng);
+            let sent: usize = st.transcript().parts.iter().map(|p| tk.count(p)).sum();
+            assert_eq!(sent, c.input_tokens as usize, "call {i}");
+            // The live reply, as long as the tokenizer counts it; every other one calls
+            // a tool (its arguments are counted too).
+            let reply = gen.prompt(9, &mut rng, false);
+            let calls: Vec<ToolCall> = (0..i % 2)
+                .map(|k| ToolCall {
+                    id: format!("c{i}_{k}"),
+                    name: "f".into(),
+                    arguments: r#"{"path": "src/lib.rs"}"#.into(),
+                })
+                .collect();
+            st.push_reply(&reply, &calls, reply_tokens(&gen, &reply, &calls));
+        }
+    }
+
+    #[test]
     fn a_longer_live_reply_than_recorded_still_sends_new_text() {
         let calls = [
             call(10, 5, Reuse::Tokens(0), 0),
