@@ -124,6 +124,12 @@ fn write_records(file: &Path, imp: &Imported) -> anyhow::Result<()> {
         format!("imported:{}", imp.tool),
         imp.started_at_unix_ms.unwrap_or(0),
     );
+    // Without send times the span of the records is not the run's: left unknown (0).
+    let span_s = if imp.lacks(cadence_import::Lack::SendTimes) {
+        0.0
+    } else {
+        span_s
+    };
     run.duration_s = imp.duration_s.unwrap_or(span_s);
     run.command = imp.files.clone();
     let meta = RunMeta {

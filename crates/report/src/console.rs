@@ -187,7 +187,12 @@ fn header(out: &mut String, r: &Report, p: Painter) {
         run.api,
         run.model,
         run.mode,
-        fmt_seconds(run.duration_s)
+        // 0: unknown (an imported run whose file holds no send times).
+        if run.duration_s > 0.0 {
+            fmt_seconds(run.duration_s)
+        } else {
+            format!("duration {ABSENT}")
+        }
     );
     if run.interrupted {
         let _ = writeln!(

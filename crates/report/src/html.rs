@@ -354,7 +354,14 @@ fn meta_table(r: &Report, out: &mut String) {
                 utc(run.started_at_unix_ms)
             },
         ),
-        ("duration", fmt_ms(run.duration_s * 1e3)),
+        (
+            "duration",
+            if run.duration_s > 0.0 {
+                fmt_ms(run.duration_s * 1e3)
+            } else {
+                "–".into()
+            },
+        ),
         (
             "command",
             format!("<code>{}</code>", esc(&run.command.join(" "))),
