@@ -1,0 +1,287 @@
+//! `cadence watch` end to end: the real binary watching the built-in simulator with a
+//! fast schedule on 127.0.0.1 port 0, stopped by SIGINT; the database, the page,
+//! `/metrics`, `/api/targets`, `watch report`, the one-writer lock, a corrupt database,
+//! and the incident webhook posted to a local receiver.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn bin() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("cadence")
+}
+
+/// A running watcher and the page address it printed.
+struct Watcher {
+    child: Child,
+    addr: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+fn start(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
+    let mut child = Command::new(bin())
+        .arg("watch")
+        .arg(config)
+        .arg("--db")
+        .arg(db)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the watcher prints its page address");
+        if let Some(i) = line.find("page at http://") {
+            let rest = &line[i + "page at http://".len()..];
+            break rest.trim_end_matches('/').to_string();
+        }
+    };
+    Watcher {
+        child,
+        addr,
+        stderr: rx,
+    }
+}
+
+impl Watcher {
+    /// SIGINT, then the exit status and what it said on stderr meanwhile.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the watcher did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let said: Vec<String> = self.stderr.try_iter().collect();
+        (status, said.join("\n"))
+    }
+}
+
+/// GET over HTTP/1.0: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
+    (status, body)
+}
+
+fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
+    let path = dir.join("watch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[target]]\nname = \"sim\"\nurl = \"builtin\"\nslo = [\"{slo}\"]\n\
+             [target.probe]\ninterval = \"200ms\"\njitter = \"20ms\"\nrequests = 3\n\
+             max_tokens = 16\nprompt_tokens = 16\ndeadline = \"5s\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    let db = dir.path().join("w.db");
+    let w = start(&cfg, &db, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+
+    // A second watcher of the same database is refused, in words, with exit 2.
+    let second = Command::new(bin())
+        .arg("watch")
+        .arg(&cfg)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("another `cadence watch`"), "{said}");
+
+    let (status, page) = get(&w.addr, "/");
+    assert_eq!(status, 200);
+    assert!(page.contains("/target/sim"), "{page}");
+    let (status, target) = get(&w.addr, "/target/sim");
+    assert_eq!(status, 200);
+    assert!(target.contains("<svg"), "{target}");
+    let no_ns = target.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for external in ["https://", "src=", "<link", "<script", "url("] {
+        assert!(!no_ns.contains(external), "the page requests {external}");
+    }
+    let (status, metrics) = get(&w.addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("cadence_watch_slo_ok{target=\"sim\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("cadence_watch_itl_seconds{target=\"sim\",quantile=\"0.5\"}"));
+    let (status, api) = get(&w.addr, "/api/targets");
+    assert_eq!(status, 200);
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api[0]["name"], "sim");
+    assert!(api[0]["hour"]["probes"].as_u64().unwrap() >= 3, "{api}");
+
+    let (status, said) = w.stop();
+    assert!(status.success(), "{status:?}: {said}");
+
+    // Every finished probe is in the database, with its requests, and sound.
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    let probes = store.probes(None, 0).unwrap();
+    assert!(probes.len() >= 3, "{} probes in ~3 s", probes.len());
+    assert!(
+        probes.len() <= 20,
+        "{} probes: the lane runs one at a time",
+        probes.len()
+    );
+    for p in &probes {
+        assert_eq!((p.sent, p.succeeded), (3, 3), "{p:?}");
+        assert!(p.slo_ok && p.itl_p50_ms.is_some());
+        assert_eq!(store.requests(p.id).unwrap().len(), 3);
+    }
+    // Probes of one target never overlap: each starts after the previous ended.
+    for w in probes.windows(2) {
+        assert!(w[1].started_ms >= w[0].ended_ms, "{w:?}");
+    }
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    drop(store);
+
+    let out = Command::new(bin())
+        .args(["watch", "report", "--since", "1h", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("sim ")), "{text}");
+    assert!(text.contains("Incidents (0)"), "{text}");
+
+    // Restart resumes: the old probes stay, new ones follow them.
+    let before = probes.len();
+    let w = start(&cfg, &db, &["--quiet"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, _) = w.stop();
+    assert!(status.success());
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    let after = store.probes(None, 0).unwrap();
+    assert!(after.len() > before, "{} then {}", before, after.len());
+    assert_eq!(after[..before], probes[..]);
+}
+
+#[test]
+fn a_corrupt_database_is_an_error_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    let db = dir.path().join("w.db");
+    std::fs::write(&db, vec![0x5au8; 4096]).unwrap();
+    let out = Command::new(bin())
+        .arg("watch")
+        .arg(&cfg)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("corrupt"), "{said}");
+}
+
+#[test]
+fn a_bad_config_key_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(
+        &cfg,
+        "[[target]]\nname = \"a\"\nurl = \"builtin\"\nkey = \"sk-1\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin()).arg("watch").arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("unknown field `key`"), "{said}");
+}
+
+#[test]
+fn an_slo_breach_posts_the_incident_to_the_webhook() {
+    // A receiver that answers 200 and hands over each body.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = format!(
+        "http://user:hunter22@{}/hook",
+        listener.local_addr().unwrap()
+    );
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { break };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let l = line.to_ascii_lowercase();
+                    if let Some(v) = l.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                r.read_exact(&mut body).unwrap();
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // No ITL is this short: every probe breaches.
+    let cfg = config(dir.path(), "itl.p50<=1us");
+    let db = dir.path().join("w.db");
+    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let body = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the incident is posted");
+    let (status, said) = w.stop();
+    assert!(status.success());
+    let event: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(event["event"], "incident_start", "{event}");
+    assert_eq!(event["target"], "sim");
+    assert_eq!(event["probe"]["slo_ok"], false);
+    // Once: later breaching probes continue the same incident.
+    assert!(rx.try_recv().is_err());
+    assert!(said.contains("incident started"), "{said}");
+    assert!(!said.contains("hunter22"), "{said}");
+}
