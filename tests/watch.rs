@@ -284,4 +284,79 @@ fn an_slo_breach_posts_the_incident_to_the_webhook() {
     assert!(rx.try_recv().is_err());
     assert!(said.contains("incident started"), "{said}");
     assert!(!said.contains("hunter22"), "{said}");
+
+    // The SLO loosened and the watcher restarted: it knows the incident is open (from
+    // the database), and the first passing probe ends it.
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let body = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the incident's end is posted");
+    let (status, _) = w.stop();
+    assert!(status.success());
+    let event: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(event["event"], "incident_end", "{event}");
+    assert_eq!(event["probe"]["slo_ok"], true);
+    assert!(rx.try_recv().is_err());
+    let out = Command::new(bin())
+        .args(["watch", "report", "--markdown", "-", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("## Incidents (1)"), "{md}");
+}
+
+#[test]
+fn a_hung_target_times_out_without_stalling_the_other() {
+    // Accepts connections and never answers.
+    let hung = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hung_addr = hung.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in hung.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[probe]\ninterval = \"200ms\"\njitter = \"0s\"\nrequests = 2\nmax_tokens = 8\n\
+             prompt_tokens = 8\ndeadline = \"600ms\"\n\
+             [[target]]\nname = \"hung\"\nurl = \"http://{hung_addr}/v1/chat/completions\"\nmodel = \"m\"\n\
+             [[target]]\nname = \"sim\"\nurl = \"builtin\"\n"
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("w.db");
+    let w = start(&cfg, &db, &["--quiet"]);
+    std::thread::sleep(Duration::from_secs(4));
+    let (status, said) = w.stop();
+    assert!(status.success(), "{said}");
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    let hung = store.probes(Some("hung"), 0).unwrap();
+    let sim = store.probes(Some("sim"), 0).unwrap();
+    assert!(
+        !hung.is_empty() && sim.len() >= 2,
+        "{} {}",
+        hung.len(),
+        sim.len()
+    );
+    for p in &hung {
+        assert!(!p.slo_ok && p.succeeded == 0, "{p:?}");
+        let took = p.ended_ms - p.started_ms;
+        assert!(
+            took < 3_000,
+            "a hung probe took {took} ms, its deadline is 600 ms"
+        );
+    }
+    assert!(sim.iter().all(|p| p.slo_ok));
+    // One lane: no two probes overlap in time, whatever their targets.
+    let mut all = store.probes(None, 0).unwrap();
+    all.sort_by_key(|p| p.started_ms);
+    for w in all.windows(2) {
+        assert!(w[1].started_ms >= w[0].ended_ms, "{w:?}");
+    }
 }
