@@ -1150,8 +1150,9 @@ pub struct ReportArgs {
 
     /// Read FILE as this tool's saved output instead of detecting it from its content:
     /// vllm (`vllm bench serve --save-result --save-detailed`), aiperf
-    /// (`profile_export.jsonl`), guidellm (its benchmarks JSON) or llmperf
-    /// (`*_individual_responses.json`). See docs/src/import.md.
+    /// (`profile_export.jsonl`), guidellm (its benchmarks JSON), llmperf
+    /// (`*_individual_responses.json`) or inference-perf
+    /// (`per_request_lifecycle_metrics.json`). See docs/src/import.md.
     #[arg(long, value_name = "TOOL")]
     pub from: Option<cadence_import::Tool>,
 
@@ -1190,7 +1191,7 @@ pub struct CompareArgs {
     pub markdown: Option<PathBuf>,
 
     /// Read A and B (those that are not Cadence's own files) as this tool's saved
-    /// output instead of detecting it: vllm, aiperf, guidellm or llmperf.
+    /// output instead of detecting it: vllm, aiperf, guidellm, llmperf or inference-perf.
     #[arg(long, value_name = "TOOL")]
     pub from: Option<cadence_import::Tool>,
 
@@ -1412,19 +1413,10 @@ pub struct ProxyArgs {
     /// Largest request head in bytes (431 beyond).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub max_header_bytes: u64,
-    /// The whole request body must arrive within this of its head (408 beyond): a
-    /// client dripping its body cannot hold a connection open.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    pub body_read_timeout: Duration,
-    /// Most client connections at once, lowered at start to what `ulimit -n` allows
-    /// (each may need an upstream connection too). When all are taken, the connection
-    /// that has waited longest on an unfinished request, or idled between requests, is
-    /// closed for the new one; if every one is forwarding, the new one gets 503.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections: u64,
-    /// The whole request body must arrive within this of its head (408 beyond): a
-    /// client dripping its body cannot hold a connection open.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// The whole request body must arrive within this of its head, plus a second per
+    /// 8 KiB received (408 beyond): a client dripping its body cannot hold a connection
+    /// open, a steady upload is never cut.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub body_read_timeout: Duration,
     /// Most client connections at once, lowered at start to what `ulimit -n` allows
     /// (each may need an upstream connection too). When all are taken, the connection

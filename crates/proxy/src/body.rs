@@ -81,8 +81,13 @@ pub(crate) enum BodyError {
     Failed,
 }
 
+/// Each this many body bytes received extend the body read timeout by a second: a body
+/// arriving at 8 KiB/s or faster is never cut, however large (within the limit); one
+/// dripped slower gets the timeout and little more.
+pub(crate) const EARNS_A_SECOND: usize = 8 * 1024;
+
 /// Reads a whole body of `declared` bytes (if known) within `limit` bytes and
-/// `timeout`.
+/// `timeout`, extended by a second per [`EARNS_A_SECOND`] bytes received.
 pub(crate) async fn read<B>(
     body: B,
     declared: Option<u64>,
@@ -96,19 +101,19 @@ where
         return Err(BodyError::TooLarge);
     }
     let mut body = body;
-    let collect = async {
-        let mut buf = BodyBuffer::new(declared, limit);
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| BodyError::Failed)?;
-            if let Some(data) = frame.data_ref() {
-                buf.push(data).map_err(|TooLarge| BodyError::TooLarge)?;
-            }
+    let start = tokio::time::Instant::now();
+    let mut buf = BodyBuffer::new(declared, limit);
+    loop {
+        let earned = Duration::from_secs_f64(buf.buf.len() as f64 / EARNS_A_SECOND as f64);
+        let frame = match tokio::time::timeout_at(start + timeout + earned, body.frame()).await {
+            Err(_) => return Err(BodyError::TimedOut),
+            Ok(None) => return Ok(buf.into_bytes()),
+            Ok(Some(frame)) => frame.map_err(|_| BodyError::Failed)?,
+        };
+        if let Some(data) = frame.data_ref() {
+            buf.push(data).map_err(|TooLarge| BodyError::TooLarge)?;
         }
-        Ok(buf.into_bytes())
-    };
-    tokio::time::timeout(timeout, collect)
-        .await
-        .unwrap_or(Err(BodyError::TimedOut))
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +158,50 @@ mod tests {
         let mut b = BodyBuffer::new(Some(u64::MAX), 10);
         assert!(b.capacity() <= 10);
         assert_eq!(b.push(&[0; 11]), Err(TooLarge));
+    }
+
+    /// A body of `n` frames of `size` bytes, one every `every`.
+    fn paced(
+        n: usize,
+        size: usize,
+        every: Duration,
+    ) -> impl Body<Data = Bytes, Error = std::convert::Infallible> + Unpin {
+        let frames = futures_util::stream::unfold(0, move |i| async move {
+            if i == n {
+                return None;
+            }
+            tokio::time::sleep(every).await;
+            let f = hyper::body::Frame::data(Bytes::from(vec![b' '; size]));
+            Some((Ok(f), i + 1))
+        });
+        http_body_util::StreamBody::new(Box::pin(frames))
+    }
+
+    /// FAULTS 98: a body dripped one byte a second is cut at the timeout though bytes
+    /// keep coming; one that keeps a real rate earns the time it needs.
+    #[tokio::test(start_paused = true)]
+    async fn f98_a_dripped_body_is_cut_at_the_timeout_and_a_steady_one_is_not() {
+        let t = Duration::from_secs(20);
+        let start = tokio::time::Instant::now();
+        let r = read(
+            paced(1000, 1, Duration::from_secs(1)),
+            Some(1000),
+            1 << 20,
+            t,
+        )
+        .await;
+        assert_eq!(r, Err(BodyError::TimedOut));
+        let took = start.elapsed();
+        assert!(took >= t && took < t + Duration::from_secs(2), "{took:?}");
+        // 4 MiB at 32 KiB/s: 128 s, past the timeout, at four times the minimum rate.
+        let r = read(
+            paced(64, 64 << 10, Duration::from_secs(2)),
+            None,
+            8 << 20,
+            t,
+        )
+        .await;
+        assert_eq!(r.unwrap().len(), 4 << 20);
     }
 
     #[tokio::test]

@@ -36,7 +36,8 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// Largest request body in bytes → 413 beyond.
     pub max_request_body: usize,
-    /// The whole request body must arrive within this of its head → 408 beyond.
+    /// The whole request body must arrive within this of its head, extended by a second
+    /// per 8 KiB received (a steady upload is never cut) → 408 beyond.
     pub body_read_timeout: Duration,
     /// Most client connections held at once, lowered at start to what the descriptor
     /// limit allows.
@@ -56,7 +57,7 @@ impl Default for Limits {
             max_headers: 100,
             header_read_timeout: Duration::from_secs(10),
             max_request_body: 64 << 20,
-            body_read_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(20),
             max_connections: 4096,
             upstream_header_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(300),
