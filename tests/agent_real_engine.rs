@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const STEPS: u64 = 4;
-/// Words of each tool result (the engine's tokens are about as many).
-const RESULT: u64 = 150;
+/// Words of each tool result (the engine counts about twice as many tokens).
+const RESULT: u64 = 50;
 const REPLY: u64 = 8;
 
 fn ttft_ms(r: &Value) -> f64 {
@@ -67,6 +67,8 @@ fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
             &REPLY.to_string(),
         ])
         .args([
+            "--input-tokens",
+            "400",
             "-n",
             "2",
             "-c",
@@ -115,25 +117,38 @@ fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
         late_ttft.push(ttft_ms(last));
         longest = longest.max(last["input_tokens"].as_u64().unwrap());
     }
-    // A cold prompt at least as long as the last step's: prefilled whole.
-    let cold = tmp.path().join("cold.jsonl");
-    common::cadence()
-        .args(["bench", &url, "--api", "chat", "--model", "tiny-llama"])
-        .args([
-            "--input-tokens",
-            &(longest + 50).to_string(),
-            "-n",
-            "1",
-            "--max-tokens",
-            "4",
-        ])
-        .args(["--quiet", "--records"])
-        .arg(&cold)
-        .timeout(Duration::from_secs(600))
-        .assert()
-        .code(0);
-    let c = &common::read_records(&cold)[0];
-    assert!(c["input_tokens"].as_u64().unwrap() >= longest, "{c}");
+    // A cold prompt about as long as the last step's (words are scaled to the
+    // engine's tokens by a first, shorter probe), prefilled whole.
+    let cold = |words: u64, name: &str| {
+        let path = tmp.path().join(name);
+        common::cadence()
+            .args(["bench", &url, "--api", "chat", "--model", "tiny-llama"])
+            .args([
+                "--input-tokens",
+                &words.to_string(),
+                "-n",
+                "1",
+                "--max-tokens",
+                "4",
+            ])
+            .args(["--quiet", "--records"])
+            .arg(&path)
+            .timeout(Duration::from_secs(600))
+            .assert()
+            .code(0);
+        common::read_records(&path).remove(0)
+    };
+    let probe = cold(200, "probe.jsonl");
+    let per_word = probe["input_tokens"].as_u64().unwrap() as f64 / 200.0;
+    let c = &cold(
+        (longest as f64 / per_word * 1.1).ceil() as u64,
+        "cold.jsonl",
+    );
+    let tokens = c["input_tokens"].as_u64().unwrap();
+    assert!(
+        tokens >= longest && tokens <= longest + longest / 4,
+        "the cold prompt has {tokens} tokens against {longest}"
+    );
     let cold_ttft = ttft_ms(c);
     eprintln!(
         "last steps' TTFT {late_ttft:?} ms at up to {longest} tokens; a cold {} tokens: {cold_ttft} ms",
