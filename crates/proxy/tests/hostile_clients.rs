@@ -171,3 +171,66 @@ async fn f108_heads_hyper_refuses_are_counted() {
     );
     p.shutdown().await.unwrap();
 }
+
+/// An upstream that accepts connections and never answers.
+async fn silent_upstream() -> String {
+    let l = TcpListener::bind(LOCAL).await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    url
+}
+
+/// FAULTS 99: with every connection taken, a new one closes the client that has
+/// waited longest on an unfinished body; once every connection is forwarding, a new
+/// one is answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f99_a_full_proxy_closes_slow_clients_for_new_ones_and_refuses_when_all_forward() {
+    let up = silent_upstream().await;
+    let p = proxy(&up, |c| c.limits.max_connections = 2).await;
+    let slow_head =
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{";
+    let mut slow1 = TcpStream::connect(p.addr).await.unwrap();
+    slow1.write_all(slow_head).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut slow2 = TcpStream::connect(p.addr).await.unwrap();
+    slow2.write_all(slow_head).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Two requests sent whole take the slow clients' places, the oldest first.
+    let body = chat_body(2, true);
+    let whole = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut fast1 = TcpStream::connect(p.addr).await.unwrap();
+    fast1.write_all(whole.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), slow1.read_to_end(&mut got)).await;
+    assert!(
+        matches!(n, Ok(Ok(_)) | Ok(Err(_))),
+        "the oldest slow client was closed"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut fast2 = TcpStream::connect(p.addr).await.unwrap();
+    fast2.write_all(whole.as_bytes()).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), slow2.read_to_end(&mut got)).await;
+    assert!(
+        matches!(n, Ok(Ok(_)) | Ok(Err(_))),
+        "the other slow client was closed"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Both forwarding (the upstream never answers): a third is refused.
+    let got = raw_exchange(p.addr, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    let m = metrics(&p).await;
+    assert!(
+        m.contains(r#"cadence_rejected_requests_total{reason="connection_limit"} 1"#),
+        "{m}"
+    );
+    drop((fast1, fast2));
+    p.shutdown().await.unwrap();
+}
