@@ -236,6 +236,9 @@ fn check_shardable(args: &BenchArgs, levels: usize, has_start: bool) -> anyhow::
     if args.trace.is_some() {
         return Err(usage("--trace cannot be sharded yet"));
     }
+    if args.agent_trace.is_some() {
+        return Err(usage("--agent-trace cannot be sharded yet"));
+    }
     if levels > 1 && (args.duration.is_none() || !has_start) {
         return Err(usage(
             "a sharded sweep needs --duration and --start-at (or --start-in): every shard must start each level at the same time",

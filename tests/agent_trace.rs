@@ -204,4 +204,25 @@ fn bad_traces_and_flags_are_usage_errors() {
     );
     common::usage_error(&["bench", "--agent-trace", f, "--rate", "5"], "--rate");
     common::usage_error(&["bench", "--agent-trace", f, "--agent"], "--agent");
+    common::usage_error(
+        &[
+            "bench",
+            "--agent-trace",
+            f,
+            "http://127.0.0.1:9/v1/chat/completions",
+            "--shard",
+            "0/2",
+        ],
+        "--agent-trace cannot be sharded yet",
+    );
+    let huge = dir.path().join("huge.jsonl");
+    std::fs::write(
+        &huge,
+        "{\"timestamp\": 0, \"input_length\": 4000000000, \"output_length\": 1}\n",
+    )
+    .unwrap();
+    common::usage_error(
+        &["bench", "--agent-trace", huge.to_str().unwrap()],
+        "line 1: input_length 4000000000 is too large",
+    );
 }

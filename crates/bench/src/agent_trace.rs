@@ -17,6 +17,10 @@ use std::time::Duration;
 /// Tokens per `hash_ids` block in Mooncake traces.
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
 
+/// The most tokens a call's input or output may have: far past any context window,
+/// and small enough that making its text cannot exhaust the client's memory.
+pub const MAX_TOKENS: u64 = 1 << 24;
+
 /// Idle gaps (between session arrivals, and before a call) longer than this are cut
 /// to it unless `--agent-trace-max-gap` says otherwise.
 pub const DEFAULT_MAX_GAP: Duration = Duration::from_secs(60);
@@ -325,13 +329,13 @@ fn cadence_call(v: &Value, i: usize) -> Result<TraceCall, String> {
         .ok_or_else(|| format!("expected an object, got {}", kind(v)))?;
     unknown_key(obj, &CALL_KEYS)?;
     let req = |k: &str| obj.get(k).ok_or_else(|| format!("no {k}"));
-    let input_tokens = whole(req("input_tokens")?, "input_tokens", 1, u32::MAX.into())? as u32;
-    let output_tokens = whole(req("output_tokens")?, "output_tokens", 1, u32::MAX.into())? as u32;
+    let input_tokens = whole(req("input_tokens")?, "input_tokens", 1, MAX_TOKENS)? as u32;
+    let output_tokens = whole(req("output_tokens")?, "output_tokens", 1, MAX_TOKENS)? as u32;
     let reuse = match obj.get("reuse") {
         None | Some(Value::Null) if i == 0 => Reuse::Tokens(0),
         None | Some(Value::Null) => Reuse::Previous,
         Some(Value::String(s)) if s == "previous" => Reuse::Previous,
-        Some(v @ Value::Number(_)) => Reuse::Tokens(whole(v, "reuse", 0, u32::MAX.into())?),
+        Some(v @ Value::Number(_)) => Reuse::Tokens(whole(v, "reuse", 0, MAX_TOKENS)?),
         Some(other) => {
             return Err(format!(
                 "reuse must be \"previous\" or a number of tokens, got {other}"
@@ -422,8 +426,8 @@ pub fn parse_mooncake(text: &str, block_size: u32) -> Result<Vec<TraceSession>, 
 fn moon_call(obj: &Map<String, Value>, line: usize) -> Result<MoonCall, String> {
     let req = |k: &str| obj.get(k).ok_or_else(|| format!("no {k}"));
     let at = millis(req("timestamp")?, "timestamp")?;
-    let input = whole(req("input_length")?, "input_length", 1, u32::MAX.into())? as u32;
-    let output = whole(req("output_length")?, "output_length", 1, u32::MAX.into())? as u32;
+    let input = whole(req("input_length")?, "input_length", 1, MAX_TOKENS)? as u32;
+    let output = whole(req("output_length")?, "output_length", 1, MAX_TOKENS)? as u32;
     let hashes = match obj.get("hash_ids") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
@@ -788,7 +792,10 @@ fn otel_span(span: &Value, place: &str) -> Result<Span, String> {
         let value = a.get("value").unwrap_or(&Value::Null);
         let count = |slot: &mut Option<u32>| -> Result<(), String> {
             let n = any_int(value, key)?;
-            let n = u32::try_from(n).map_err(|_| format!("{key} {n} is too large"))?;
+            if n > MAX_TOKENS {
+                return Err(format!("{key} {n} is too large (at most {MAX_TOKENS})"));
+            }
+            let n = n as u32;
             if slot.is_none() {
                 *slot = Some(n);
             }
@@ -1177,7 +1184,7 @@ mod tests {
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 9999999999, "output_tokens": 1}]}"#,
-                "call 1: input_tokens 9999999999 is too large",
+                "call 1: input_tokens 9999999999 is too large (at most 16777216)",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1, "reuse": "previous"}]}"#,
