@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the hand-written import fixtures (vllm-detailed.json, llmperf/) from a Cadence
+"""Writes the hand-written import fixtures (vllm-detailed.json, llmperf/,
+inference-perf-per-request.json) from a Cadence
 records file (`cadence bench --records`): the vLLM and LLMPerf layouts as documented,
 with each tool's summary figures computed here under the tool's own definitions and
 statistics (numpy: linear percentiles, population std; pandas: linear quantiles,
@@ -44,6 +45,34 @@ for r in ok:
         "tokens": r["output_tokens"]["count"],
         "prompt": r.get("input_tokens") or 0,
     })
+
+# inference-perf: per_request_lifecycle_metrics.json, the layout of recent versions
+# (content chunk times kept beside the time of every SSE line), plus one timeout.
+ip = []
+for r in recs:
+    sent = r["sent_ns"] / 1e9 + 1000.0  # a monotonic clock's origin
+    t = [sent + (c[0] - r["sent_ns"]) / 1e9 for c in r["chunks"]]
+    end = sent + (r["end_ns"] - r["sent_ns"]) / 1e9
+    lines = [x for c in t for x in (c, c)] + [end]
+    ip.append({
+        "start_time": sent, "end_time": end, "request": "{}", "response": "",
+        "info": {
+            "request_metrics": {"text": {"input_tokens": r.get("input_tokens") or 0}},
+            "response_metrics": {"output_tokens": r["output_tokens"]["count"],
+                                 "server_usage": None, "response_chunks": [],
+                                 "chunk_times": t, "output_token_times": lines},
+            "input_tokens": r.get("input_tokens") or 0,
+        },
+        "error": None,
+    })
+last = ip[-1]
+ip.append({"start_time": last["end_time"], "end_time": last["end_time"] + 0.5,
+           "request": "{}", "response": "",
+           "info": {"request_metrics": {"text": {"input_tokens": 20}},
+                    "response_metrics": {"output_tokens": 0, "chunk_times": [], "output_token_times": []},
+                    "input_tokens": 20},
+           "error": {"error_type": "TimeoutError", "error_msg": ""}})
+json.dump(ip, open(os.path.join(out, "inference-perf-per-request.json"), "w"), indent=1)
 
 # vLLM: latency = last chunk - send; TPOT = (latency - TTFT) / (tokens - 1); ITL pooled.
 dur = (max(r["end_ns"] for r in recs) - min(r["sent_ns"] for r in recs)) / 1e9

@@ -173,17 +173,25 @@ pub fn compare(
 
 /// The tool a loaded run came from (`cadence` for Cadence's own) and the convention
 /// that holds its definitions.
-fn tool_of(l: &Loaded) -> (String, Convention) {
+fn tool_of(l: &Loaded) -> (String, Option<Convention>) {
     match &l.report.imported {
         Some(i) => {
             let name = match &i.version {
                 Some(v) => format!("{} {v}", i.tool),
                 None => i.tool.clone(),
             };
-            (name, i.tool.parse().unwrap_or(Convention::Cadence))
+            // A tool whose definitions Cadence does not re-express has none here.
+            (name, i.tool.parse().ok())
         }
-        None => ("cadence".into(), Convention::Cadence),
+        None => ("cadence".into(), Some(Convention::Cadence)),
     }
+}
+
+/// A convention's ITL in words, or that the tool's is not known.
+fn itl_words(c: Option<Convention>) -> &'static str {
+    c.map_or("the tool's own: not re-expressed by Cadence", |c| {
+        c.itl_formula()
+    })
 }
 
 /// The ITL statistic (`p50`, `p99`) an imported tool saved, in ms.
@@ -214,7 +222,7 @@ pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
         let own = level
             .conventions
             .iter()
-            .find(|v| v.convention == conv.name())
+            .find(|v| conv.is_some_and(|c| v.convention == c.name()))
             .and_then(|v| v.itl);
         defs.push((run, tool.clone(), conv));
         let saved = |stat: &str| saved_itl(l, stat);
@@ -226,7 +234,7 @@ pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
             itl_p99: s.itl.map(|d| d.p99),
             own_itl_p50: own.map(|d| d.p50),
             own_itl_p99: own.map(|d| d.p99),
-            own_itl_definition: conv.itl_formula().to_string(),
+            own_itl_definition: itl_words(conv).to_string(),
             saved_itl_p50: saved("p50"),
             saved_itl_p99: saved("p99"),
             tokens: s
@@ -237,11 +245,11 @@ pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
     }
     let mut notes = Vec::new();
     if let [(ra, ta, ca), (rb, tb, cb)] = defs.as_slice() {
-        if ca.itl_formula() != cb.itl_formula() {
+        if itl_words(*ca) != itl_words(*cb) {
             notes.push(format!(
                 "{ra} ({ta}) defines ITL as {}; {rb} ({tb}) as {}: the level rows above compare both under Cadence's definitions, rebuilt from each run's requests",
-                ca.itl_formula(),
-                cb.itl_formula()
+                itl_words(*ca),
+                itl_words(*cb)
             ));
         }
     }

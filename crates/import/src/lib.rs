@@ -10,6 +10,7 @@
 pub mod aiperf;
 mod build;
 pub mod guidellm;
+pub mod inference_perf;
 mod json;
 pub mod llmd;
 pub mod llmperf;
@@ -33,10 +34,18 @@ pub enum Tool {
     Guidellm,
     /// LLMPerf's `*_individual_responses.json`, with `*_summary.json` beside it.
     Llmperf,
+    /// inference-perf's `per_request_lifecycle_metrics.json`.
+    InferencePerf,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 4] = [Tool::Vllm, Tool::Aiperf, Tool::Guidellm, Tool::Llmperf];
+    pub const ALL: [Tool; 5] = [
+        Tool::Vllm,
+        Tool::Aiperf,
+        Tool::Guidellm,
+        Tool::Llmperf,
+        Tool::InferencePerf,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -44,6 +53,7 @@ impl Tool {
             Tool::Aiperf => "aiperf",
             Tool::Guidellm => "guidellm",
             Tool::Llmperf => "llmperf",
+            Tool::InferencePerf => "inference-perf",
         }
     }
 }
@@ -62,8 +72,9 @@ impl std::str::FromStr for Tool {
             "aiperf" | "genai-perf" => Ok(Tool::Aiperf),
             "guidellm" => Ok(Tool::Guidellm),
             "llmperf" => Ok(Tool::Llmperf),
+            "inference-perf" | "inference_perf" => Ok(Tool::InferencePerf),
             other => Err(format!(
-                "unknown tool '{other}': use vllm, aiperf, guidellm or llmperf"
+                "unknown tool '{other}': use vllm, aiperf, guidellm, llmperf or inference-perf"
             )),
         }
     }
@@ -217,6 +228,9 @@ pub fn detect_text(head: &str) -> Option<Tool> {
     if t.starts_with('[') && (has("ttft_s") || has("end_to_end_latency_s")) {
         return Some(Tool::Llmperf);
     }
+    if t.starts_with('[') && has("start_time") && has("end_time") && has("info") {
+        return Some(Tool::InferencePerf);
+    }
     None
 }
 
@@ -246,6 +260,7 @@ pub fn import(path: &Path, from: Option<Tool>) -> Result<Imported, ImportError> 
             )?
         }
         Tool::Guidellm => guidellm::import(&file, &text)?,
+        Tool::InferencePerf => inference_perf::import(&file, &text)?,
         Tool::Llmperf => {
             let summary = llmperf::summary_beside(path)
                 .map(|p| read(&p).map(|t| (p.display().to_string(), t)))

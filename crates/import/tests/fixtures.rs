@@ -146,3 +146,33 @@ fn truncated_and_hostile_files_give_clear_errors() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// inference-perf's file written from `cadence-run.jsonl`: the import gives back the
+/// run's own chunk times (within the rounding of seconds on a monotonic clock).
+#[test]
+fn inference_perf_chunk_times_come_back_as_they_were_measured() {
+    let imp = import(&fixture("inference-perf-per-request.json"), None).unwrap();
+    assert_eq!(imp.tool, Tool::InferencePerf);
+    assert!(!imp.lacks(Lack::ChunkTimes), "{:?}", imp.lacks);
+    let text = std::fs::read_to_string(fixture("cadence-run.jsonl")).unwrap();
+    let mut run: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("index").is_some())
+        .collect();
+    run.sort_by_key(|v| v["sent_ns"].as_u64().unwrap());
+    let ok: Vec<_> = imp.records.iter().filter(|r| r.error.is_none()).collect();
+    assert_eq!(ok.len(), run.len());
+    let origin = run[0]["sent_ns"].as_u64().unwrap();
+    for (r, v) in ok.iter().zip(&run) {
+        let chunks = v["chunks"].as_array().unwrap();
+        assert_eq!(r.chunks.len(), chunks.len());
+        for (c, w) in r.chunks.iter().zip(chunks) {
+            let want = w[0].as_u64().unwrap() - origin;
+            assert!(c.t_ns().abs_diff(want) <= 1_000, "{} vs {want}", c.t_ns());
+        }
+    }
+    let failed: Vec<_> = imp.records.iter().filter(|r| r.error.is_some()).collect();
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].chunks.is_empty() && failed[0].output_tokens.is_none());
+}
