@@ -196,6 +196,33 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
 }
 
 #[test]
+fn kill_9_loses_at_most_the_probe_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    let db = dir.path().join("w.db");
+    let mut w = start(&cfg, &db, &["--quiet"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    w.child.kill().unwrap(); // SIGKILL
+    w.child.wait().unwrap();
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let probes = store.probes(None, 0).unwrap();
+    assert!(probes.len() >= 2, "{} probes", probes.len());
+    for p in &probes {
+        // Written whole or not at all.
+        assert_eq!(store.requests(p.id).unwrap().len() as u64, p.sent, "{p:?}");
+    }
+    drop(store);
+    // The lock died with the process: a new watcher takes the database over.
+    let w = start(&cfg, &db, &["--quiet"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let (status, said) = w.stop();
+    assert!(status.success(), "{said}");
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    assert!(store.probes(None, 0).unwrap().len() > probes.len());
+}
+
+#[test]
 fn a_corrupt_database_is_an_error_in_words() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "itl.p50<=1s");

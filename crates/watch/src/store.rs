@@ -544,6 +544,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_full_database_is_a_full_error_and_keeps_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("w.db")).unwrap();
+        let kept = s.insert_probe(&probe("a", 1_000, true), &[req(0)]).unwrap();
+        // SQLite's own ceiling on the file's pages stands in for a full disk: it fails
+        // with the same SQLITE_FULL.
+        let pages: i64 = s
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        s.conn.pragma_update(None, "max_page_count", pages).unwrap();
+        let many: Vec<RequestRow> = (0..2_000).map(req).collect();
+        let e = s.insert_probe(&probe("a", 2_000, true), &many).unwrap_err();
+        assert!(matches!(e, StoreError::Full { .. }), "{e}");
+        assert!(e.to_string().contains("full"), "{e}");
+        let left = s.probes(None, 0).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].id, kept);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_with_both_versions() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.db");
