@@ -33,6 +33,15 @@ pub fn import(
     text: &str,
     summary: Option<(&str, &str)>,
 ) -> Result<Imported, ImportError> {
+    if text.trim_start().starts_with('{')
+        && text.contains("\"aiperf_version\"")
+        && !text.contains("\"request_start_ns\"")
+    {
+        return Err(ImportError::new(
+            file,
+            "AIPerf's summary holds no per-request values: give the profile_export.jsonl beside it (the summary is read from there too)",
+        ));
+    }
     let mut reqs = Vec::new();
     let mut warmup = Vec::new();
     let mut starts = Vec::new();
@@ -416,6 +425,12 @@ mod tests {
         assert!(imp.lacks(Lack::ChunkTimes));
         assert!(imp.lacks(Lack::ServerTokens));
         assert_eq!(imp.records[0].chunks.len(), 2);
+    }
+
+    #[test]
+    fn the_summary_alone_says_which_file_to_give() {
+        let e = import("s.json", "{\n \"aiperf_version\": \"0.13.0\"\n}", None).unwrap_err();
+        assert!(e.msg.contains("profile_export.jsonl"), "{e}");
     }
 
     #[test]

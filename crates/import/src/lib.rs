@@ -225,6 +225,13 @@ pub fn detect_text(head: &str) -> Option<Tool> {
     if has("ttfts") && has("itls") {
         return Some(Tool::Vllm);
     }
+    // The summaries alone: recognised, so the importer can say what to give instead.
+    if has("aiperf_version") {
+        return Some(Tool::Aiperf);
+    }
+    if has("mean_ttft_ms") && has("request_throughput") {
+        return Some(Tool::Vllm);
+    }
     if t.starts_with('[') && (has("ttft_s") || has("end_to_end_latency_s")) {
         return Some(Tool::Llmperf);
     }
@@ -399,6 +406,10 @@ mod tests {
             Some(Tool::Guidellm)
         );
         assert_eq!(detect_text(r#"{"index":0,"outcome":"succeeded"}"#), None);
+        assert_eq!(
+            detect_text("{\n  \"schema_version\": \"1.4\",\n  \"aiperf_version\": \"0.13.0\""),
+            Some(Tool::Aiperf)
+        );
         assert_eq!(
             detect_text("{\n  \"schema_version\": 1,\n  \"cadence_version\": \"0.1.0\""),
             None
