@@ -20,7 +20,8 @@ pub struct Standing {
     pub slo_compliance: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of `v`; `None` when empty.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

@@ -134,7 +134,7 @@ async fn target_page(
     };
     let now = now_ms();
     let n = name.clone();
-    match read(&shared, move |s| s.probes(Some(&n), now - DAY_MS)).await {
+    match read(&shared, move |s| s.probes(Some(&n), now - WEEK_MS)).await {
         Ok(probes) => Html(target_html(&info, &probes, now)).into_response(),
         Err(r) => r,
     }
@@ -296,7 +296,50 @@ pub fn incidents_table(list: &[Incident]) -> String {
     s
 }
 
+/// ITL by hour of day (UTC) across the days of `probes`: per hour, the median of the
+/// probes' ITL p50 and of their p99. A provider that batches more users at its busy
+/// hours shows here as a hump at the same hours every day.
+pub fn by_hour_chart(probes: &[ProbeRow]) -> Option<String> {
+    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+    let hour = |p: &ProbeRow| (p.started_ms.rem_euclid(DAY_MS) / HOUR_MS) as usize;
+    let mut p50: Vec<Vec<f64>> = vec![Vec::new(); 24];
+    let mut p99: Vec<Vec<f64>> = vec![Vec::new(); 24];
+    for p in probes {
+        p50[hour(p)].extend(p.itl_p50_ms);
+        p99[hour(p)].extend(p.itl_p99_ms);
+    }
+    let series = |name: &str, color: &str, by: Vec<Vec<f64>>| {
+        let mut s = Series::new(name, color, Style::LinePoints);
+        s.points = by
+            .into_iter()
+            .enumerate()
+            .filter_map(|(h, v)| Some((h as f64 + 0.5, crate::board::median(v)?)))
+            .collect();
+        s
+    };
+    render(&Chart {
+        x_label: "hour of day (UTC)".into(),
+        y_label: "ITL (ms), median over the days".into(),
+        x_log: false,
+        y_log: false,
+        y_zero: true,
+        series: vec![
+            series("ITL p50", PALETTE[0], p50),
+            series("ITL p99", PALETTE[1], p99),
+        ],
+        x_range: Some((0.0, 24.0)),
+    })
+}
+
+/// `probes`: the target's last week; the charts and incidents are the last day's.
 pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
+    let week = probes;
+    let day: Vec<ProbeRow> = probes
+        .iter()
+        .filter(|p| p.started_ms >= now - DAY_MS)
+        .cloned()
+        .collect();
+    let probes = &day[..];
     let mut s = head(&format!("cadence watch · {}", t.name), true);
     s.push_str(&format!(
         "<p><a href=\"/\">all targets</a></p><h1>{}</h1><p>{} · a probe every {} s · SLOs: {}</p>",
@@ -311,7 +354,9 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     ));
     s.push_str("<h2>The last day</h2>");
     s.push_str(&charts(probes, now));
-    s.push_str("<h2>Incidents</h2>");
+    s.push_str("<h2>By hour of day, over the last week</h2>");
+    s.push_str(&by_hour_chart(week).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
+    s.push_str("<h2>Incidents of the last day</h2>");
     s.push_str(&incidents_table(&incidents(probes)));
     s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>SLO</th></tr>");
     for p in probes.iter().rev().take(20) {
@@ -355,7 +400,11 @@ mod tests {
             probe("a", now - HOUR_MS, true),
         ];
         let html = target_html(&info(), &probes, now);
-        assert!(html.matches("<svg").count() >= 3, "{html}");
+        assert!(html.matches("<svg").count() >= 4, "{html}");
+        // The hour-of-day chart has one point per hour that had probes (7, 8, 9 UTC).
+        let by_hour = by_hour_chart(&probes).unwrap();
+        assert!(by_hour.contains("hour of day"), "{by_hour}");
+        assert_eq!(by_hour.matches("<circle").count(), 6, "p50 and p99 at 3 hours");
         assert!(!html.contains("No incident") && html.contains("<td>1</td>"));
         // The SVG namespace is a name, not a fetch.
         let html = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
