@@ -456,3 +456,45 @@ async fn f106_an_upgrade_answered_by_sse_is_a_protocol_mismatch() {
     let e = recs[0].error.as_deref().unwrap();
     assert!(e.contains("200") && e.contains("text/event-stream"), "{e}");
 }
+
+/// FAULTS 109 on the proxy's side: a pretty-printed message (newlines inside) is one
+/// event, as in bench.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f109_a_pretty_printed_websocket_message_is_one_event_in_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut script = server_frame(true, 1, b"{\n  \"type\": \"response.created\"\n}");
+    script.extend(server_frame(
+        true,
+        1,
+        b"{\n  \"type\": \"response.text.delta\",\n  \"delta\": \"Hi\"\n}",
+    ));
+    script.extend(server_frame(
+        true,
+        1,
+        b"{\n  \"type\": \"response.done\",\n  \"response\": {\"status\": \"completed\"}\n}",
+    ));
+    let (up, task) = scripted_upstream(script.clone(), Duration::ZERO).await;
+    let p = proxy(&up, |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1))
+    })
+    .await;
+    let addr = p.url().trim_start_matches("http://").to_string();
+    let (mut s, head) = handshake(&addr, "Authorization: Bearer sk-secret-77\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s.write_all(&client_frame(ITEM)).await.unwrap();
+    s.write_all(&client_frame(CREATE)).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < script.len() {
+        let mut b = [0u8; 1024];
+        let n = s.read(&mut b).await.unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&b[..n]);
+    }
+    drop(s);
+    task.await.unwrap();
+    let recs = records_after(p, dir.path()).await;
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, Outcome::Succeeded, "{:?}", recs[0]);
+    assert_eq!(recs[0].chunks.len(), 1);
+    assert_eq!(recs[0].counters.malformed, 0);
+}
