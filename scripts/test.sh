@@ -62,6 +62,8 @@ fi
 echo "== promtool: deploy kit rules"
 promtool check rules deploy/prometheus/cadence-rules.yml
 (cd deploy/prometheus && promtool test rules cadence-rules.test.yml)
+promtool check rules deploy/prometheus/cadence-watch-rules.yml
+(cd deploy/prometheus && promtool test rules cadence-watch-rules.test.yml)
 
 # The real engine the integration tests measure (llama.cpp's llama-server and a tiny
 # model), built once into a cache by scripts/real-engine.sh; every test that needs it
