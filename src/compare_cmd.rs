@@ -442,6 +442,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
     }
     c.a = args.a.display().to_string();
     c.b = args.b.display().to_string();
+    let incomplete = note_incomplete_fleets(&mut c, [(&args.a, &a), (&args.b, &b)]);
     if c.levels.is_empty() {
         return Err(usage(format!(
             "no level of A matches a level of B by name ({})",
@@ -457,9 +458,40 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
         write_or_print(path, &render_markdown(&c))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(if c.failed_rules.is_empty() {
-        Exit::Ok
-    } else {
+    Ok(if !c.failed_rules.is_empty() {
         Exit::Regression
+    } else if incomplete {
+        Exit::Incomplete
+    } else {
+        Exit::Ok
     })
+}
+
+/// FAULTS 112: a fleet run with a shard missing, interrupted, or apart from the others
+/// is named in the comparison's notes; true when either side is one (the comparison is
+/// then no pass: exit 6 unless a regression says 5).
+fn note_incomplete_fleets(c: &mut Comparison, sides: [(&std::path::PathBuf, &Loaded); 2]) -> bool {
+    let mut incomplete = false;
+    for ((path, loaded), side) in sides.into_iter().zip(["A", "B"]) {
+        let Some(f) = loaded.report.fleet.as_ref().filter(|f| !f.complete) else {
+            continue;
+        };
+        incomplete = true;
+        let missing: Vec<String> = f
+            .missing
+            .iter()
+            .map(|m| format!("shard {} ({})", m.index, m.why))
+            .collect();
+        c.notes.push(format!(
+            "{side} ({}) is an incomplete fleet run{}: its figures are not the whole fleet's (`cadence report {}` says why)",
+            path.display(),
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!(", missing {}", missing.join("; "))
+            },
+            path.display()
+        ));
+    }
+    incomplete
 }

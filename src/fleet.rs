@@ -45,7 +45,7 @@ pub fn expand(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
         if !input.is_dir() {
-            out.push(input.clone());
+            out.push(spooled_if_stream(input)?);
             continue;
         }
         let own = records_in(input)?;
@@ -112,6 +112,8 @@ struct FileMeta {
     seen: Vec<ShardLevel>,
     anchor: Option<u64>,
     lines: u64,
+    /// Shard header lines (a file of several shards `cat` together has more than one).
+    headers: u32,
 }
 
 fn file_meta(path: &Path) -> anyhow::Result<FileMeta> {
@@ -122,13 +124,17 @@ fn file_meta(path: &Path) -> anyhow::Result<FileMeta> {
         seen: Vec::new(),
         anchor: None,
         lines: 0,
+        headers: 0,
     };
     for line in RecordsReader::open(&[path.to_path_buf()]).meta_only() {
         m.lines += 1;
         match line.map_err(|e| usage(e.to_string()))? {
             RecordsLine::Shard(s) => match s.level.clone() {
                 Some(l) => m.seen.push(l),
-                None => m.shard = Some(*s),
+                None => {
+                    m.headers += 1;
+                    m.shard.get_or_insert(*s);
+                }
             },
             RecordsLine::Run(r) => m.run = Some(*r),
             RecordsLine::Level(l) => m.levels.push(l),
@@ -148,7 +154,16 @@ impl FleetScan {
     pub fn scan(files: &[PathBuf], exclude: &[u32]) -> anyhow::Result<Option<FleetScan>> {
         let mut metas = Vec::new();
         for f in files {
-            metas.push((f.clone(), file_meta(f)?));
+            let m = file_meta(f)?;
+            if m.headers < 2 {
+                metas.push((f.clone(), m));
+                continue;
+            }
+            // Shards' files `cat` together: each shard read as its own file (FAULTS 115).
+            for part in split_shards(f)? {
+                let m = file_meta(&part)?;
+                metas.push((part, m));
+            }
         }
         let Some(first) = metas.iter().find_map(|(_, m)| m.shard.clone()) else {
             if let Some(i) = exclude.first() {
@@ -169,7 +184,7 @@ impl FleetScan {
                     path.display()
                 )));
             };
-            if s.count != first.count || s.start_at_unix_ms != first.start_at_unix_ms {
+            if s.count != first.count || !same_start(s.start_at_unix_ms, first.start_at_unix_ms) {
                 return Err(usage(format!(
                     "{} is shard {} of another fleet run ({} shards, start {:?} vs {} shards, start {:?}): merge one run's shards only",
                     path.display(),
@@ -201,7 +216,47 @@ impl FleetScan {
             entry.levels.extend(m.levels);
             entry.seen.extend(m.seen);
         }
-        Self::sort(first.count, by_index, exclude).map(Some)
+        let scan = Self::sort(first.count, by_index, exclude)?;
+        scan.same_configuration()?;
+        Ok(Some(scan))
+    }
+
+    /// Refuses shards whose runs differ in anything but their shard's own part
+    /// (FAULTS 114): target, API, model, load mode, or the command line without the
+    /// flags each shard sets for itself (`--shard`, its outputs, its start).
+    fn same_configuration(&self) -> anyhow::Result<()> {
+        let runs: Vec<(u32, &RunMeta)> = self
+            .merged
+            .iter()
+            .chain(&self.excluded)
+            .filter_map(|s| s.run.as_ref().map(|r| (s.index, r)))
+            .collect();
+        let Some(&(i0, r0)) = runs.first() else {
+            return Ok(());
+        };
+        let fleet_cmd0 = fleet_command(&r0.run.command);
+        for &(i, r) in &runs[1..] {
+            let differs = [
+                ("target", &r0.run.target, &r.run.target),
+                ("API", &r0.run.api, &r.run.api),
+                ("model", &r0.run.model, &r.run.model),
+                ("load", &r0.run.mode, &r.run.mode),
+            ]
+            .into_iter()
+            .find(|(_, a, b)| a != b)
+            .map(|(what, a, b)| format!("{what} {a} vs {b}"))
+            .or_else(|| {
+                let cmd = fleet_command(&r.run.command);
+                (!r0.run.command.is_empty() && !r.run.command.is_empty() && cmd != fleet_cmd0)
+                    .then(|| format!("`{}` vs `{}`", fleet_cmd0.join(" "), cmd.join(" ")))
+            });
+            if let Some(d) = differs {
+                return Err(usage(format!(
+                    "shards {i0} and {i} ran different configurations ({d}): a merge holds one fleet run's shards; report them one by one"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Sorts the shards found into merged, missing (never started, or failed) and
@@ -249,6 +304,41 @@ impl FleetScan {
             )));
         }
         Ok(scan)
+    }
+
+    /// Each merged shard's window on the fleet's clock, from its first send to its
+    /// last end (s), and its sent requests; `None` when a shard's records could not be
+    /// read again (the merge itself reports that).
+    pub fn windows(&self) -> Option<Vec<ShardWindow>> {
+        let base = self.base_unix_ms();
+        let mut out = Vec::new();
+        for s in &self.merged {
+            let mut w = ShardWindow {
+                shard: s.index,
+                start_s: f64::INFINITY,
+                end_s: f64::NEG_INFINITY,
+                sent: 0,
+            };
+            for line in RecordsReader::open(&s.files).on_one_timeline(base) {
+                let RecordsLine::Record(r) = line.ok()? else {
+                    continue;
+                };
+                if r.warmup || !r.was_sent() {
+                    continue;
+                }
+                if let Some(t) = r.sent_ns {
+                    w.start_s = w.start_s.min(t as f64 / 1e9);
+                }
+                if let Some(t) = r.end_ns {
+                    w.end_s = w.end_s.max(t as f64 / 1e9);
+                }
+                w.sent += 1;
+            }
+            if w.sent > 0 && w.end_s > w.start_s {
+                out.push(w);
+            }
+        }
+        Some(out)
     }
 
     /// The merged shards' files, in shard order.
@@ -316,6 +406,160 @@ impl FleetScan {
         }
         out.into_values().map(fleet_named).collect()
     }
+}
+
+/// Shards of one fleet run agree on its start to within this (`--start-in` gives each
+/// shard its own `now + D`, a few ms apart).
+const SAME_START_MS: u64 = 1_000;
+
+/// Whether two shards' planned starts are one fleet run's (FAULTS 116).
+fn same_start(a: Option<u64>, b: Option<u64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.abs_diff(b) <= SAME_START_MS,
+        (a, b) => a == b,
+    }
+}
+
+/// The flags each shard of one fleet sets for itself, and whether they take a value.
+const PER_SHARD_FLAGS: [(&str, bool); 15] = [
+    ("--shard", true),
+    ("--records", true),
+    ("--json", true),
+    ("--html", true),
+    ("--csv", true),
+    ("--markdown", true),
+    ("--start-at", true),
+    ("--start-in", true),
+    ("--metrics-port", true),
+    ("--quiet", false),
+    ("-q", false),
+    ("--tui", false),
+    ("--no-tui", false),
+    ("--verbose", false),
+    ("-v", false),
+];
+
+/// A shard's command line without the program and the flags each shard sets for
+/// itself: what every shard of one fleet run shares.
+fn fleet_command(cmd: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in cmd.iter().skip(1) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        match PER_SHARD_FLAGS.iter().find(|(f, _)| *f == name) {
+            Some((_, takes)) => skip = *takes && !a.contains('='),
+            None => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// Files handed over as streams (a pipe, `/dev/stdin`, `<(…)`, a FIFO) are read once,
+/// here, into an unnamed temporary file, since a records file is read in two passes
+/// (FAULTS 117). Its handles live until the process ends; the kernel removes it then.
+static SPOOLED: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// A new unnamed temporary file, and a path it can be opened by again.
+fn unnamed_temp() -> anyhow::Result<(std::fs::File, PathBuf)> {
+    use std::os::fd::AsRawFd;
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("cadence-{}-{n}.jsonl", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot make a temporary file {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(&path);
+    let again = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    Ok((file, again))
+}
+
+/// `input`, or when it is no regular file (a pipe, a FIFO, a character device) a
+/// regular copy of all it holds.
+fn spooled_if_stream(input: &Path) -> anyhow::Result<PathBuf> {
+    let meta = std::fs::metadata(input)
+        .map_err(|e| usage(format!("cannot read {}: {e}", input.display())))?;
+    if meta.is_file() {
+        return Ok(input.to_path_buf());
+    }
+    let mut from = std::fs::File::open(input)
+        .map_err(|e| usage(format!("cannot read {}: {e}", input.display())))?;
+    let (mut to, path) = unnamed_temp()?;
+    std::io::copy(&mut from, &mut to)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", input.display()))?;
+    SPOOLED.lock().unwrap_or_else(|e| e.into_inner()).push(to);
+    Ok(path)
+}
+
+/// A file holding several shards' records one after another (`cat shard-*.jsonl`),
+/// cut into one file per shard: a part starts at a shard's header line, or at the
+/// wall-clock anchor just before it.
+fn split_shards(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    use std::io::{BufRead, Write};
+    let file = std::fs::File::open(path)
+        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    let mut parts: Vec<(std::io::BufWriter<std::fs::File>, PathBuf)> = Vec::new();
+    let mut pending_anchor: Option<Vec<u8>> = None;
+    let mut seen_header = false;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        let is_header =
+            line.starts_with(b"{\"cadence_shard\"") && !line.windows(8).any(|w| w == b"\"level\":");
+        if line.starts_with(b"{\"cadence_anchor\"") {
+            if let Some(a) = pending_anchor.replace(line.clone()) {
+                write_part(&mut parts, &a)?;
+            }
+            continue;
+        }
+        if is_header && (seen_header || parts.is_empty()) {
+            let (file, p) = unnamed_temp()?;
+            parts.push((std::io::BufWriter::new(file), p));
+        }
+        seen_header |= is_header;
+        if let Some(a) = pending_anchor.take() {
+            write_part(&mut parts, &a)?;
+        }
+        write_part(&mut parts, &line)?;
+    }
+    if let Some(a) = pending_anchor {
+        write_part(&mut parts, &a)?;
+    }
+    let mut out = Vec::new();
+    for (w, p) in parts {
+        let file = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut f = &file;
+        f.flush()?;
+        SPOOLED.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+        out.push(p);
+    }
+    Ok(out)
+}
+
+fn write_part(
+    parts: &mut Vec<(std::io::BufWriter<std::fs::File>, PathBuf)>,
+    line: &[u8],
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    if parts.is_empty() {
+        let (file, p) = unnamed_temp()?;
+        parts.push((std::io::BufWriter::new(file), p));
+    }
+    let last = parts.last_mut().expect("one part at least");
+    last.0.write_all(line)?;
+    if !line.ends_with(b"\n") {
+        last.0.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 /// A merged level named by its summed load, as a lone run of that load is named.
@@ -402,8 +646,59 @@ fn flags(row: &ShardCheck, fell_behind: bool) -> Vec<String> {
     f
 }
 
+/// One shard's stretch of the fleet's clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShardWindow {
+    pub shard: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub sent: u64,
+}
+
+/// Shards ran together when the stretch all of them were running covers at least this
+/// share of the whole span from the first start to the last end.
+const MIN_OVERLAP: f64 = 0.5;
+
+/// When the shards did not run together (FAULTS 113): each shard's window, their
+/// overlap, and the rate each measured summed, since the merged figures spread the
+/// requests over the whole span and understate the fleet's rate.
+pub fn apart_warning(w: &[ShardWindow]) -> Option<String> {
+    if w.len() < 2 {
+        return None;
+    }
+    let first = w.iter().map(|w| w.start_s).fold(f64::INFINITY, f64::min);
+    let last = w.iter().map(|w| w.end_s).fold(f64::NEG_INFINITY, f64::max);
+    let latest_start = w
+        .iter()
+        .map(|w| w.start_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let earliest_end = w.iter().map(|w| w.end_s).fold(f64::INFINITY, f64::min);
+    let span = last - first;
+    let overlap = (earliest_end - latest_start).max(0.0);
+    if span <= 0.0 || overlap >= MIN_OVERLAP * span {
+        return None;
+    }
+    let rate: f64 = w
+        .iter()
+        .map(|w| w.sent as f64 / (w.end_s - w.start_s))
+        .sum();
+    let merged = w.iter().map(|w| w.sent).sum::<u64>() as f64 / span;
+    Some(format!(
+        "the shards did not run together: {}; all of them ran at once for {:.3} s of the {:.3} s span, so the merged figures spread their requests over time no shard shared (merged {:.3} req/s; each shard's own rate summed: {:.3} req/s): the merged run is not one run at the fleet's load",
+        w.iter()
+            .map(|w| format!("shard {} {:.3}–{:.3} s", w.shard, w.start_s, w.end_s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        overlap,
+        span,
+        merged,
+        rate
+    ))
+}
+
 /// The fleet's section of the report, and its run-wide warnings.
 pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<String>) {
+    let windows = scan.windows();
     let mut warnings = Vec::new();
     for m in &scan.missing {
         warnings.push(format!(
@@ -420,6 +715,42 @@ pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<St
             scan.count
         ));
     }
+    // A shard that was interrupted, or sent nothing at a level, left its share of the
+    // load unmeasured: the merged run is incomplete (FAULTS 112).
+    let mut partial = Vec::new();
+    for s in &scan.merged {
+        if let Some(r) = s.run.as_ref().filter(|r| r.run.interrupted) {
+            let intended: u64 = s.levels.iter().filter_map(|l| l.intended).sum();
+            let sent: Option<u64> = checks
+                .iter()
+                .filter(|c| c.shard == s.index)
+                .map(|c| c.sent)
+                .sum();
+            partial.push(format!(
+                "shard {} of {} was interrupted after {:.1} s{}: the merged run is incomplete",
+                s.index,
+                scan.count,
+                r.run.duration_s,
+                match sent {
+                    Some(n) => format!(" (sent {n} of its {intended} intended)"),
+                    None => String::new(),
+                }
+            ));
+        }
+        for c in checks
+            .iter()
+            .filter(|c| c.shard == s.index && c.sent == Some(0))
+        {
+            partial.push(format!(
+                "shard {} of {} sent nothing at {} (it started after the level's end, or could not send): the merged run is incomplete",
+                s.index, scan.count, c.level
+            ));
+        }
+    }
+    let together = windows.and_then(|w| apart_warning(&w));
+    let complete = scan.missing.is_empty() && partial.is_empty() && together.is_none();
+    warnings.extend(partial);
+    warnings.extend(together);
     let merged = |i: u32| scan.merged.iter().any(|s| s.index == i);
     for c in checks
         .iter()
@@ -438,7 +769,7 @@ pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<St
         merged: scan.merged.iter().map(|s| s.index).collect(),
         missing: scan.missing.clone(),
         excluded: scan.excluded.iter().map(|s| s.index).collect(),
-        complete: scan.missing.is_empty(),
+        complete,
         checks,
     };
     (fleet, warnings)

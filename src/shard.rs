@@ -128,6 +128,18 @@ impl Fleet {
         let period = start_at
             .and(args.duration)
             .map(|d| d + args.grace + LEVEL_GAP);
+        if let (Some(at), Some(d)) = (start_at, args.duration) {
+            // FAULTS 111: a start whose last level would already be over sends nothing.
+            let last = at + period.unwrap_or_default() * (levels.max(1) as u32 - 1) + d;
+            if let Ok(ago) = SystemTime::now().duration_since(last) {
+                return Err(usage(format!(
+                    "--start-at {} is in the past: the run (-d {:?} a level) ended {:.1} s ago, so nothing would be sent; give a start ahead of now",
+                    format_rfc3339(at),
+                    d,
+                    ago.as_secs_f64()
+                )));
+            }
+        }
         Ok(Fleet {
             shard,
             start_at,

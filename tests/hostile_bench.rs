@@ -172,3 +172,337 @@ fn f110_by_default_an_endless_stream_ends_with_a_bounded_record() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---- fleets: hand-built shard files (FAULTS 111–116) ----
+
+use cadence_core::report::RunInfo;
+use cadence_core::runlog::{
+    anchor_line, level_line, run_line, shard_line, Anchor, LevelMeta, RunChecks, RunMeta,
+    ShardLevel, ShardMeta,
+};
+use cadence_core::{Chunk, Outcome, RequestRecord};
+
+const MS: u64 = 1_000_000;
+
+/// How a hand-built shard ran.
+#[derive(Clone)]
+struct Shard {
+    index: u32,
+    count: u32,
+    /// The fleet's planned start (ms since the epoch).
+    start_at: Option<u64>,
+    /// Its clock's 0 on the wall clock (ms since the epoch).
+    anchor: u64,
+    /// Requests, one every 100 ms from 0 on its clock (0: none sent).
+    requests: u64,
+    concurrency: u32,
+    command: &'static str,
+    interrupted: bool,
+}
+
+impl Shard {
+    fn new(index: u32, count: u32) -> Shard {
+        Shard {
+            index,
+            count,
+            start_at: Some(1_700_000_000_000),
+            anchor: 1_700_000_000_000,
+            requests: 8,
+            concurrency: 2,
+            command: "cadence bench http://t/v1 --model m -c 4",
+            interrupted: false,
+        }
+    }
+
+    /// The shard's records file lines, as `bench --shard` writes them.
+    fn lines(&self) -> Vec<String> {
+        let id = ShardMeta {
+            index: self.index,
+            count: self.count,
+            start_at_unix_ms: self.start_at,
+            level: None,
+        };
+        let mut lines = vec![
+            anchor_line(Anchor {
+                unix_ms: self.anchor,
+            }),
+            shard_line(&id),
+        ];
+        for k in 0..self.requests {
+            let mut r = RequestRecord::new(
+                k * u64::from(self.count) + u64::from(self.index),
+                Outcome::Succeeded,
+            );
+            let sent = k * 100 * MS;
+            r.sent_ns = Some(sent);
+            r.chunks = (1..=4)
+                .map(|c| Chunk(sent + c * 10 * MS, Some(1)))
+                .collect();
+            r.end_ns = Some(sent + 50 * MS);
+            lines.push(serde_json::to_string(&r).unwrap());
+        }
+        lines.push(level_line(&LevelMeta {
+            level: 0,
+            name: format!("concurrency={}", self.concurrency),
+            concurrency: Some(self.concurrency),
+            rate: None,
+            intended: Some(self.requests.max(8)),
+            stopped_early: None,
+            warnings: Vec::new(),
+            invalid: false,
+            interrupted: self.interrupted,
+            server: None,
+            floor: None,
+        }));
+        lines.push(shard_line(&ShardMeta {
+            level: Some(ShardLevel {
+                level: 0,
+                planned_start_unix_ms: self.start_at,
+                start_skew_ms: 1.0,
+                loop_lag_p99_ms: 0.1,
+                loop_lag_max_ms: 0.2,
+                cpu_share: Some(0.1),
+            }),
+            ..id
+        }));
+        let mut run = RunInfo::new("http://t/v1", "chat", "m", "closed_loop", self.anchor);
+        run.duration_s = self.requests as f64 * 0.1;
+        run.interrupted = self.interrupted;
+        run.command = self.command.split(' ').map(String::from).collect();
+        run.command.push("--records".into());
+        run.command.push(format!("shard-{}.jsonl", self.index));
+        lines.push(run_line(&RunMeta {
+            run,
+            checks: RunChecks::default(),
+            search: None,
+        }));
+        lines
+    }
+
+    fn write(&self, dir: &Path) -> std::path::PathBuf {
+        let p = dir.join(format!("shard-{}.jsonl", self.index));
+        std::fs::write(&p, self.lines().join("\n") + "\n").unwrap();
+        p
+    }
+}
+
+/// `cadence report ARGS`: exit code and stdout + stderr.
+fn report(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = cadence().arg("report").args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn f111_a_start_already_past_is_refused_and_a_level_that_sent_nothing_is_invalid() {
+    // A start whose run window is already over: usage error, nothing sent.
+    let past = cadence_core::wallclock::format_rfc3339(
+        std::time::SystemTime::now() - Duration::from_secs(60),
+    );
+    let out = cadence()
+        .args([
+            "bench",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "-d",
+            "2s",
+            "--start-at",
+            &past,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("in the past"), "{err}");
+    // A shard that sent nothing (it started after its level's end): its own records
+    // are invalid, and the fleet merged with it is incomplete.
+    let dir = tempfile::tempdir().unwrap();
+    let a = Shard::new(0, 2).write(dir.path());
+    let b = Shard {
+        requests: 0,
+        ..Shard::new(1, 2)
+    }
+    .write(dir.path());
+    let (code, text) = report(&[b.as_os_str()]);
+    assert_ne!(code, Some(0), "{text}");
+    // A level of a sweep that sent nothing makes the run invalid (exit 4).
+    let sweep = dir.path().join("sweep.jsonl");
+    let mut lines: Vec<String> = Shard::new(0, 1)
+        .lines()
+        .into_iter()
+        .filter(|l| !l.starts_with("{\"cadence_shard\""))
+        .collect();
+    let level1 = lines
+        .iter()
+        .find(|l| l.starts_with("{\"cadence_level\""))
+        .unwrap()
+        .replace("\"level\":0", "\"level\":1")
+        .replace("concurrency=2", "concurrency=3");
+    lines.insert(lines.len() - 1, level1);
+    std::fs::write(&sweep, lines.join("\n") + "\n").unwrap();
+    let (code, text) = report(&[sweep.as_os_str()]);
+    assert_eq!(code, Some(4), "{text}");
+    assert!(text.contains("nothing was sent at this level"), "{text}");
+    let (code, text) = report(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(6), "{text}");
+    assert!(text.contains("shard 1 of 2 sent nothing"), "{text}");
+}
+
+#[test]
+fn f112_missing_and_interrupted_shards_are_never_a_silent_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    for i in 0..2 {
+        Shard::new(i, 3).write(&fleet);
+    }
+    // Shard 2 of 3 is missing: named by report --exclude-shard of another shard...
+    let (code, text) = report(&[fleet.as_os_str(), "--exclude-shard".as_ref(), "1".as_ref()]);
+    assert_eq!(code, Some(6), "{text}");
+    assert!(text.contains("shard 2 of 3 is missing"), "{text}");
+    // ...and by compare of the fleet's directory.
+    let single = dir.path().join("single.jsonl");
+    let lone = Shard::new(0, 1).lines();
+    std::fs::write(
+        &single,
+        lone.iter()
+            .filter(|l| {
+                !l.starts_with("{\"cadence_shard\"") && !l.starts_with("{\"cadence_anchor\"")
+            })
+            .map(|l| {
+                l.replace("concurrency=2", "concurrency=4")
+                    .replace("\"concurrency\":2", "\"concurrency\":4")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let out = cadence()
+        .arg("compare")
+        .arg(&single)
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("missing shard 2"), "{text}");
+    // An interrupted shard: named with what it sent, never exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let a = Shard::new(0, 2).write(dir.path());
+    let b = Shard {
+        requests: 5,
+        interrupted: true,
+        ..Shard::new(1, 2)
+    }
+    .write(dir.path());
+    let (code, text) = report(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(6), "{text}");
+    assert!(text.contains("shard 1 of 2 was interrupted"), "{text}");
+    assert!(text.contains("sent 5 of its 8 intended"), "{text}");
+}
+
+#[test]
+fn f113_shards_that_never_ran_together_are_not_one_stretched_run() {
+    // No shared start; shard 1 began 6 s after shard 0 ended: each ran 0.75 s.
+    let dir = tempfile::tempdir().unwrap();
+    let a = Shard {
+        start_at: None,
+        ..Shard::new(0, 2)
+    }
+    .write(dir.path());
+    let b = Shard {
+        start_at: None,
+        anchor: 1_700_000_006_000,
+        ..Shard::new(1, 2)
+    }
+    .write(dir.path());
+    let (code, text) = report(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(6), "{text}");
+    assert!(text.contains("the shards did not run together"), "{text}");
+    assert!(text.contains("shard 1 6.000–6.750 s"), "{text}");
+    // Each shard: 8 sent over 0.75 s (first send to last end); summed, 21.333 req/s.
+    assert!(
+        text.contains("each shard's own rate summed: 21.333 req/s"),
+        "{text}"
+    );
+    // Shards that ran together are not flagged.
+    let c = Shard {
+        start_at: None,
+        anchor: 1_700_000_000_004,
+        ..Shard::new(1, 2)
+    }
+    .write(dir.path());
+    let (code, text) = report(&[a.as_os_str(), c.as_os_str()]);
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn f114_shards_of_different_configurations_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Shard {
+        concurrency: 3,
+        command: "cadence bench http://t/v1 --model m -c 6",
+        ..Shard::new(0, 2)
+    }
+    .write(dir.path());
+    let b = Shard::new(1, 2).write(dir.path());
+    let (code, text) = report(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("ran different configurations"), "{text}");
+    assert!(text.contains("-c 6"), "{text}");
+}
+
+#[test]
+fn f115_shards_cat_together_are_read_as_the_shards_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = dir.path().join("all.jsonl");
+    let mut lines = Shard::new(0, 2).lines();
+    lines.extend(
+        Shard {
+            anchor: 1_700_000_000_003,
+            ..Shard::new(1, 2)
+        }
+        .lines(),
+    );
+    std::fs::write(&all, lines.join("\n") + "\n").unwrap();
+    let json = dir.path().join("r.json");
+    let (code, text) = report(&[all.as_os_str(), "--json".as_ref(), json.as_os_str()]);
+    assert_eq!(code, Some(0), "{text}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["fleet"]["merged"], serde_json::json!([0, 1]));
+    assert_eq!(r["levels"][0]["requests"]["sent"], 16);
+    assert_eq!(r["levels"][0]["name"], "concurrency=4");
+}
+
+#[test]
+fn f116_shards_started_with_start_in_a_few_ms_apart_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Shard::new(0, 2).write(dir.path());
+    let b = Shard {
+        start_at: Some(1_700_000_000_004),
+        anchor: 1_700_000_000_004,
+        ..Shard::new(1, 2)
+    }
+    .write(dir.path());
+    let (code, text) = report(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(0), "{text}");
+    // Two runs a minute apart are still two runs.
+    let c = Shard {
+        start_at: Some(1_700_000_060_000),
+        anchor: 1_700_000_060_000,
+        ..Shard::new(1, 2)
+    }
+    .write(&dir.path().join("..").join(dir.path().file_name().unwrap()));
+    let (code, text) = report(&[a.as_os_str(), c.as_os_str()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("another fleet run"), "{text}");
+}

@@ -239,6 +239,13 @@ fn assemble_level(
     if meta.invalid {
         verdict = Verdict::Invalid;
     }
+    // FAULTS 111: a level that sent nothing measured nothing, whatever else it says.
+    if level.requests.sent == 0 && !meta.interrupted {
+        level.warnings.push(
+            "nothing was sent at this level (its start was past its end, or every arrival was dropped): the run is invalid".into(),
+        );
+        verdict = Verdict::Invalid;
+    }
     level.warnings.extend(meta.warnings.iter().cloned());
     if let Some(scrape) = &meta.server {
         level
