@@ -1034,7 +1034,7 @@ impl ReplayState {
             let left = n - before;
             if left > 0 && item == items {
                 if let Some(text) = t.items[item].get("content").and_then(Value::as_str) {
-                    let head = first_words(text, left as usize);
+                    let head = head_within(text, left, gen);
                     let counted = gen.counter().count(&head) as u64;
                     if counted > 0 {
                         t.items.truncate(item + 1);
@@ -1065,8 +1065,30 @@ impl ReplayState {
     }
 }
 
+/// The most leading words of `text` that `gen`'s counter counts as at most `n` tokens
+/// (found by bisection: a word is one token or more).
+fn head_within(text: &str, n: u64, gen: &PromptGen) -> String {
+    let fits = |m: usize| gen.counter().count(&first_words(text, m)) as u64 <= n;
+    let (mut lo, mut hi) = (0usize, n as usize);
+    if fits(hi) {
+        return first_words(text, hi);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    first_words(text, lo)
+}
+
 /// The text up to the end of its `n`th whitespace-separated word.
 fn first_words(text: &str, n: usize) -> String {
+    if n == 0 {
+        return String::new();
+    }
     let mut seen = 0;
     let mut in_word = false;
     for (i, ch) in text.char_indices() {
@@ -1594,9 +1616,18 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(7);
         let mut st = ReplayState::new(Api::Chat);
         for (i, c) in calls.iter().enumerate() {
-            st.prepare(c, &gen, &mut rng);
+            let context = st.tokens();
+            let kept = st.prepare(c, &gen, &mut rng);
             let sent: usize = st.transcript().parts.iter().map(|p| tk.count(p)).sum();
             assert_eq!(sent, c.input_tokens as usize, "call {i}");
+            if let Reuse::Tokens(n) = c.reuse {
+                // A cut keeps whole words: at most the reuse, and nearly all of it.
+                let n = n.min(context);
+                assert!(
+                    kept <= n && kept * 10 >= n * 9,
+                    "call {i}: kept {kept} of {n}"
+                );
+            }
             // The live reply, as long as the tokenizer counts it; every other one calls
             // a tool (its arguments are counted too).
             let reply = gen.prompt(9, &mut rng, false);

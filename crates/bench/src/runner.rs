@@ -826,10 +826,13 @@ impl<S: Sinks> RequestTask<S> {
             let ok = rec.outcome == Outcome::Succeeded;
             let reply = text.content.clone();
             rec = self.count_tokens(rec, text, built.prompt_parts).await;
-            let reply_len = rec.output_tokens.map_or_else(
-                || crate::agent_trace::reply_tokens(gen, &reply, &calls),
-                |t| t.count,
-            );
+            // What the reply adds to the next prompt: re-tokenized by the tokenizer when
+            // there is one (what the server will count when it is sent back), else the
+            // server's count of what it generated.
+            let reply_len = match (&self.cx.tokenizer, rec.output_tokens) {
+                (None, Some(t)) => t.count,
+                _ => crate::agent_trace::reply_tokens(gen, &reply, &calls),
+            };
             prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
             self.finish_record(index, &mut rec);
             if !ok {
