@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the hand-written import fixtures (vllm-detailed.json, llmperf/,
-inference-perf-per-request.json) from a Cadence
+inference-perf-per-request.json, genai-bench-run.json) from a Cadence
 records file (`cadence bench --records`): the vLLM and LLMPerf layouts as documented,
 with each tool's summary figures computed here under the tool's own definitions and
 statistics (numpy: linear percentiles, population std; pandas: linear quantiles,
@@ -73,6 +73,49 @@ ip.append({"start_time": last["end_time"], "end_time": last["end_time"] + 0.5,
                     "input_tokens": 20},
            "error": {"error_type": "TimeoutError", "error_msg": ""}})
 json.dump(ip, open(os.path.join(out, "inference-perf-per-request.json"), "w"), indent=1)
+
+dur = (max(r["end_ns"] for r in recs) - min(r["sent_ns"] for r in recs)) / 1e9
+
+# genai-bench: per request TTFT, TPOT, E2E (to the end of the response) in seconds;
+# numpy statistics over the succeeded requests (a TPOT of an output under 10 ms or
+# over 1000 tok/s left out), throughputs over the run's duration; one failure.
+gb = []
+for x, r in zip(rows, ok):
+    e2e = x["end"]
+    outl = e2e - x["ttft"]
+    tpot = outl / (x["tokens"] - 1) if x["tokens"] > 1 else None
+    gb.append({"ttft": x["ttft"], "tpot": tpot, "e2e_latency": e2e, "output_latency": outl,
+               "output_inference_speed": 1 / tpot if tpot else None,
+               "num_input_tokens": x["prompt"], "num_output_tokens": x["tokens"],
+               "total_tokens": x["prompt"] + x["tokens"],
+               "input_throughput": x["prompt"] / x["ttft"], "output_throughput": x["tokens"] / outl,
+               "error_code": None, "error_message": None})
+gb.append({"ttft": None, "tpot": None, "e2e_latency": 0.004, "output_latency": None,
+           "output_inference_speed": None, "num_input_tokens": 20, "num_output_tokens": None,
+           "total_tokens": None, "input_throughput": None, "output_throughput": None,
+           "error_code": 503, "error_message": "Service Unavailable"})
+stats = {}
+for key in ["ttft", "tpot", "e2e_latency", "output_latency", "num_output_tokens"]:
+    xs = [g[key] for g in gb if not g["error_code"] and g[key] is not None]
+    if key == "tpot":
+        xs = [g["tpot"] for g in gb if not g["error_code"] and g["tpot"] is not None
+              and g["output_latency"] >= 0.01 and g["output_inference_speed"] <= 1000]
+    stats[key] = {"min": min(xs), "max": max(xs), "mean": mean(xs), "stddev": std(xs, 0),
+                  "sum": sum(xs), **{f"p{q}": pct(xs, q) for q in [25, 50, 75, 90, 95, 99]}}
+done = [g for g in gb if not g["error_code"]]
+genai = {
+    "aggregated_metrics": {
+        "scenario": "D(32,24)", "num_concurrency": 4, "iteration_type": "num_concurrency",
+        "run_duration": dur, "num_requests": len(gb), "num_completed_requests": len(done),
+        "num_error_requests": 1, "error_rate": 1 / len(gb),
+        "requests_per_second": len(done) / dur,
+        "mean_output_throughput_tokens_per_s": sum(g["num_output_tokens"] for g in done) / dur,
+        "stats": stats,
+    },
+    "individual_request_metrics": gb,
+    "_time_unit": "s",
+}
+json.dump(genai, open(os.path.join(out, "genai-bench-run.json"), "w"), indent=4)
 
 # vLLM: latency = last chunk - send; TPOT = (latency - TTFT) / (tokens - 1); ITL pooled.
 dur = (max(r["end_ns"] for r in recs) - min(r["sent_ns"] for r in recs)) / 1e9

@@ -1151,8 +1151,9 @@ pub struct ReportArgs {
     /// Read FILE as this tool's saved output instead of detecting it from its content:
     /// vllm (`vllm bench serve --save-result --save-detailed`), aiperf
     /// (`profile_export.jsonl`), guidellm (its benchmarks JSON), llmperf
-    /// (`*_individual_responses.json`) or inference-perf
-    /// (`per_request_lifecycle_metrics.json`). See docs/src/import.md.
+    /// (`*_individual_responses.json`), inference-perf
+    /// (`per_request_lifecycle_metrics.json`) or genai-bench (a run's metrics JSON).
+    /// See docs/src/import.md.
     #[arg(long, value_name = "TOOL")]
     pub from: Option<cadence_import::Tool>,
 
@@ -1191,7 +1192,8 @@ pub struct CompareArgs {
     pub markdown: Option<PathBuf>,
 
     /// Read A and B (those that are not Cadence's own files) as this tool's saved
-    /// output instead of detecting it: vllm, aiperf, guidellm, llmperf or inference-perf.
+    /// output instead of detecting it: vllm, aiperf, guidellm, llmperf, inference-perf or
+    /// genai-bench.
     #[arg(long, value_name = "TOOL")]
     pub from: Option<cadence_import::Tool>,
 

@@ -62,6 +62,7 @@ fn every_import_gets_every_format_with_the_tools_figures_beside_the_rebuild() {
         ("guidellm-benchmarks.json", "guidellm"),
         ("llmperf/tiny_32_24_individual_responses.json", "llmperf"),
         ("inference-perf-per-request.json", "inference-perf"),
+        ("genai-bench-run.json", "genai-bench"),
     ] {
         let (console, v) = report_all_formats(&fixture(file), dir.path());
         let imp = &v["imported"];
@@ -82,10 +83,11 @@ fn every_import_gets_every_format_with_the_tools_figures_beside_the_rebuild() {
             }
         }
         // The level's conventions table holds the tool's own definition (Cadence does
-        // not re-express inference-perf's).
+        // not re-express inference-perf's or genai-bench's).
         let level = &v["levels"][0];
         assert!(
             tool == "inference-perf"
+                || tool == "genai-bench"
                 || level["conventions"]
                     .as_array()
                     .unwrap()

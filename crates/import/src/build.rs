@@ -27,6 +27,7 @@ impl Lack {
         match (self, tool) {
             (Lack::ChunkTimes, Tool::Llmperf) => "no chunk times: only a per-request ITL (TTFT included, divided by the tokens) and the end-to-end latency; the last chunk is placed at the end of the response".into(),
             (Lack::ChunkTimes, Tool::Guidellm) => "no chunk times: only each request's first and last token times".into(),
+            (Lack::ChunkTimes, Tool::GenaiBench) => "no chunk times: only TTFT, the end-to-end latency and a per-request TPOT; the last chunk is placed at the end of the response".into(),
             (Lack::ChunkTimes, Tool::InferencePerf) => "no chunk times: only the time of every SSE line (blank lines and [DONE] included), of which the first is taken as the first chunk and the end as the last".into(),
             (Lack::ChunkTimes, _) => "no chunk times: only TTFT, the request latency and a per-request mean ITL; the last chunk is placed at the end of the response".into(),
             (Lack::SendTimes, _) => "no send time per request: the requests cannot be placed on the run's timeline (each is counted from its own send)".into(),

@@ -9,6 +9,7 @@
 
 pub mod aiperf;
 mod build;
+pub mod genai_bench;
 pub mod guidellm;
 pub mod inference_perf;
 mod json;
@@ -36,15 +37,18 @@ pub enum Tool {
     Llmperf,
     /// inference-perf's `per_request_lifecycle_metrics.json`.
     InferencePerf,
+    /// genai-bench's per-run metrics file (`individual_request_metrics`).
+    GenaiBench,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 5] = [
+    pub const ALL: [Tool; 6] = [
         Tool::Vllm,
         Tool::Aiperf,
         Tool::Guidellm,
         Tool::Llmperf,
         Tool::InferencePerf,
+        Tool::GenaiBench,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Tool {
             Tool::Guidellm => "guidellm",
             Tool::Llmperf => "llmperf",
             Tool::InferencePerf => "inference-perf",
+            Tool::GenaiBench => "genai-bench",
         }
     }
 }
@@ -73,8 +78,9 @@ impl std::str::FromStr for Tool {
             "guidellm" => Ok(Tool::Guidellm),
             "llmperf" => Ok(Tool::Llmperf),
             "inference-perf" | "inference_perf" => Ok(Tool::InferencePerf),
+            "genai-bench" | "genai_bench" => Ok(Tool::GenaiBench),
             other => Err(format!(
-                "unknown tool '{other}': use vllm, aiperf, guidellm, llmperf or inference-perf"
+                "unknown tool '{other}': use vllm, aiperf, guidellm, llmperf, inference-perf or genai-bench"
             )),
         }
     }
@@ -225,6 +231,9 @@ pub fn detect_text(head: &str) -> Option<Tool> {
     if has("ttfts") && has("itls") {
         return Some(Tool::Vllm);
     }
+    if has("individual_request_metrics") || has("aggregated_metrics") {
+        return Some(Tool::GenaiBench);
+    }
     // The summaries alone: recognised, so the importer can say what to give instead.
     if has("aiperf_version") {
         return Some(Tool::Aiperf);
@@ -268,6 +277,7 @@ pub fn import(path: &Path, from: Option<Tool>) -> Result<Imported, ImportError> 
         }
         Tool::Guidellm => guidellm::import(&file, &text)?,
         Tool::InferencePerf => inference_perf::import(&file, &text)?,
+        Tool::GenaiBench => genai_bench::import(&file, &text)?,
         Tool::Llmperf => {
             let summary = llmperf::summary_beside(path)
                 .map(|p| read(&p).map(|t| (p.display().to_string(), t)))

@@ -176,3 +176,9 @@ fn inference_perf_chunk_times_come_back_as_they_were_measured() {
     assert_eq!(failed.len(), 1);
     assert!(failed[0].chunks.is_empty() && failed[0].output_tokens.is_none());
 }
+
+#[test]
+fn genai_bench_figures_rebuild_from_its_request_metrics() {
+    let n = check("genai-bench-run.json", Tool::GenaiBench, 1e-9, &[]);
+    assert!(n >= 20, "{n} figures");
+}
