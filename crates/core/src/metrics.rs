@@ -524,7 +524,9 @@ pub struct SummaryAcc {
     agree: BTreeMap<TokenSource, Agree>,
     turns: BTreeMap<u32, TurnAcc>,
     clock: Option<Box<ClockAcc>>,
-    sessions: SessionAcc,
+    /// Created by the first record of a session (boxed: levels without sessions stay
+    /// as small as before, which the proxy's live window counts on).
+    sessions: Option<Box<SessionAcc>>,
 }
 
 impl SummaryAcc {
@@ -559,13 +561,15 @@ impl SummaryAcc {
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
             clock: None,
-            sessions: SessionAcc::default(),
+            sessions: None,
         }
     }
 
     /// Session what-ifs to re-price the level's sessions at (`--what-if`).
     pub fn set_what_if(&mut self, what_if: Vec<WhatIf>) {
-        self.sessions.set_what_if(what_if);
+        if !what_if.is_empty() || self.sessions.is_some() {
+            self.sessions_mut().set_what_if(what_if);
+        }
     }
 
     /// One that leaves pooled ITL (`itl`) empty, for an owner that keeps the same gaps
@@ -601,7 +605,9 @@ impl SummaryAcc {
 
     /// Takes one record; returns the values it kept exactly (for the level's budget).
     pub fn push(&mut self, r: &RequestRecord) -> u64 {
-        self.sessions.push(r);
+        if r.session.is_some() {
+            self.sessions_mut().push(r);
+        }
         if r.warmup {
             self.warmup += 1;
             return 0;
@@ -828,7 +834,13 @@ impl SummaryAcc {
         if let Some(c) = &o.clock {
             self.clock.get_or_insert_with(Box::default).merge(c);
         }
-        self.sessions.merge(&o.sessions);
+        if let Some(s) = &o.sessions {
+            self.sessions_mut().merge(s);
+        }
+    }
+
+    fn sessions_mut(&mut self) -> &mut SessionAcc {
+        self.sessions.get_or_insert_with(Box::default)
     }
 
     /// The level's summary; `opts` supplies what the records cannot (window, intended,
@@ -893,7 +905,7 @@ impl SummaryAcc {
                 })
                 .collect(),
             clock: self.clock.as_ref().map(|c| c.finish()),
-            sessions: self.sessions.finish(),
+            sessions: self.sessions.as_ref().and_then(|s| s.finish()),
         }
     }
 

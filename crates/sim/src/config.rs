@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use crate::dist::Dist;
 
+/// `tool_call_probability` by default: most steps of an agent call a tool.
+pub const DEFAULT_TOOL_CALL_PROBABILITY: f64 = 0.7;
+
 /// How the simulated model behaves. Every field can also be overridden per
 /// request with `x-cadence-*` headers (see the crate docs).
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +77,7 @@ impl Default for SimConfig {
             drain_timeout: Duration::from_secs(5),
             freeze: None,
             engine: None,
-            tool_call_probability: crate::tools::DEFAULT_TOOL_CALL_PROBABILITY,
+            tool_call_probability: DEFAULT_TOOL_CALL_PROBABILITY,
             parallel_tool_calls: 1,
         }
     }

@@ -17,8 +17,7 @@ use crate::text::{count_words, Vocabulary};
 /// The generator stream of the tool decision (apart from timing and text).
 const TOOL_STREAM: u64 = 0x7001;
 
-/// `tool_call_probability` by default: most steps of an agent call a tool.
-pub const DEFAULT_TOOL_CALL_PROBABILITY: f64 = 0.7;
+pub use crate::config::DEFAULT_TOOL_CALL_PROBABILITY;
 
 /// The argument field of a tool whose schema names no properties.
 pub const DEFAULT_FIELD: &str = "query";
