@@ -370,6 +370,10 @@ pub fn mark(report: &mut Report, imp: &Imported) {
         }
     }
     report.imported = Some(imp.section());
+    report.definitions.insert(
+        "imported".into(),
+        cadence_core::imported::FORMULA.to_string(),
+    );
 }
 
 /// The figure rows of a tool: its saved value under `name` beside the rebuild.
