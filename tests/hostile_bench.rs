@@ -506,3 +506,73 @@ fn f116_shards_started_with_start_in_a_few_ms_apart_merge() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("another fleet run"), "{text}");
 }
+
+// ---- FAULTS 117 ----
+
+/// Three content events, a finish and `[DONE]`.
+fn short_stream(mut s: TcpStream) {
+    let _ = s.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    );
+    for _ in 0..3 {
+        let _ =
+            s.write_all(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a \"}}]}\n\n");
+    }
+    let _ = s.write_all(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    );
+}
+
+#[test]
+fn f117_keys_in_extra_body_fields_and_url_userinfo_reach_no_output() {
+    let addr = server(short_stream);
+    let dir = tempfile::tempdir().unwrap();
+    let u = format!("http://alice:PASSWORD-4f1e@{addr}/v1");
+    let body = r#"{"api_key": "BODYKEY-9c2a77", "nested": {"auth_token": "TOKEN-51be03"}, "temperature": 0.5}"#;
+    let (records, json, html) = (
+        dir.path().join("r.jsonl"),
+        dir.path().join("r.json"),
+        dir.path().join("r.html"),
+    );
+    let out = cadence()
+        .args([
+            "bench",
+            &u,
+            "--model",
+            "m",
+            "--api",
+            "chat",
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--extra-body",
+            body,
+        ])
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let outputs = [
+        ("stdout", String::from_utf8_lossy(&out.stdout).to_string()),
+        ("stderr", String::from_utf8_lossy(&out.stderr).to_string()),
+        ("records", std::fs::read_to_string(&records).unwrap()),
+        ("json", std::fs::read_to_string(&json).unwrap()),
+        ("html", std::fs::read_to_string(&html).unwrap()),
+    ];
+    assert_eq!(out.status.code(), Some(0), "{outputs:?}");
+    for (what, text) in &outputs {
+        for secret in ["BODYKEY-9c2a77", "TOKEN-51be03", "PASSWORD-4f1e"] {
+            assert!(!text.contains(secret), "{secret} leaked into {what}");
+        }
+    }
+    // What is no secret stays.
+    assert!(
+        outputs[3].1.contains("temperature"),
+        "the command line is still there"
+    );
+}

@@ -34,6 +34,8 @@ impl Redactor {
 /// password or signature (`key=`, `api_key=`, `client_secret=`, `sig=` …), wherever
 /// they stand in the text.
 pub fn redact_patterns(text: &str) -> String {
+    let fields = redact_secret_fields(text);
+    let text = fields.as_str();
     // (marker, whether the marker is part of the secret itself)
     const MARKERS: [(&str, bool); 14] = [
         ("Bearer ", false),
@@ -90,6 +92,90 @@ pub fn redact_patterns(text: &str) -> String {
     out
 }
 
+/// Words in a JSON field's name that say its value is a secret (FAULTS 117).
+const SECRET_NAMES: [&str; 8] = [
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "signature",
+    "credential",
+];
+
+/// Masks the values of JSON fields whose names say key, token, secret, password or
+/// signature (`"api_key": "…"`, `"auth_token":"…"`; not a `…_tokens` count), at any
+/// depth, in JSON or in text that quotes it (a command line's `--extra-body`, a body
+/// echoed in an error). A string value becomes `"[REDACTED]"`; a bare value (a number) `[REDACTED]`.
+pub fn redact_secret_fields(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(q) = text[i..].find('"').map(|q| q + i) {
+        // A quoted name: up to its closing quote (escapes skipped).
+        let Some(close) = string_end(b, q + 1) else {
+            break;
+        };
+        let name = text[q + 1..close].to_ascii_lowercase();
+        let mut j = close + 1;
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        // `max_tokens`, `prompt_tokens`: counts, not secrets.
+        let secret = SECRET_NAMES.iter().any(|w| name.contains(w)) && !name.contains("tokens");
+        if j >= b.len() || b[j] != b':' || !secret {
+            i = close + 1;
+            continue;
+        }
+        j += 1;
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        let (start, end, quoted) = match b.get(j) {
+            Some(b'"') => match string_end(b, j + 1) {
+                Some(e) => (j + 1, e, true),
+                None => (j + 1, b.len(), true),
+            },
+            Some(b'{') | Some(b'[') | None => {
+                i = j;
+                continue;
+            }
+            Some(_) => {
+                let e = text[j..]
+                    .find(|c: char| matches!(c, ',' | '}' | ']') || c.is_whitespace())
+                    .map_or(b.len(), |e| e + j);
+                (j, e, false)
+            }
+        };
+        if end > start {
+            out.push_str(&text[copied..start]);
+            out.push_str(MASK);
+            copied = end;
+        }
+        i = if quoted { (end + 1).min(b.len()) } else { end };
+        if i >= b.len() {
+            break;
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// The index of the quote closing a JSON string whose text starts at `from`.
+fn string_end(b: &[u8], from: usize) -> Option<usize> {
+    let mut k = from;
+    while k < b.len() {
+        match b[k] {
+            b'\\' => k += 2,
+            b'"' => return Some(k),
+            _ => k += 1,
+        }
+    }
+    None
+}
+
 /// When `rest` starts with `://` and a userinfo (`user:pass@`): the userinfo's length.
 /// The userinfo runs to the last `@` before the URL's query, fragment or end (a password
 /// may hold `/` or `@`).
@@ -105,6 +191,26 @@ fn userinfo_len(rest: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f117_secret_named_json_fields_are_masked_at_any_depth() {
+        let got = redact_secret_fields(
+            r#"--extra-body {"api_key": "K1-abcdef", "n": {"authToken":"T2-xyz", "max_tokens": 9}, "seed": 3, "password": 12345, "\"key\"": "q"}"#,
+        );
+        assert_eq!(
+            got,
+            r#"--extra-body {"api_key": "[REDACTED]", "n": {"authToken":"[REDACTED]", "max_tokens": 9}, "seed": 3, "password": [REDACTED], "\"key\"": "[REDACTED]"}"#
+        );
+        // Not a field: left alone; a cut string ends masked.
+        assert_eq!(
+            redact_secret_fields(r#"the "key" is lost"#),
+            r#"the "key" is lost"#
+        );
+        assert_eq!(
+            redact_secret_fields(r#"{"token": "abc"#),
+            r#"{"token": "[REDACTED]"#
+        );
+    }
 
     #[test]
     fn removes_known_secret_anywhere() {
