@@ -387,3 +387,122 @@ fn a_hung_target_times_out_without_stalling_the_other() {
         assert!(w[1].started_ms >= w[0].ended_ms, "{w:?}");
     }
 }
+
+/// Chromium on `url`, headless, in a throwaway profile, killed after 90 s.
+fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Output {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .expect(
+            "this test needs a headless Chromium: install Debian's `chromium`; \
+             scripts/test.sh does this",
+        );
+    let child = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    let id = child.id();
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
+            let _ = Command::new("kill").arg(id.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().expect("chromium runs");
+    let _ = tx.send(());
+    out
+}
+
+#[test]
+fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    let db = dir.path().join("w.db");
+    let w = start(&cfg, &db, &["--quiet"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let origin = format!("http://{}/", w.addr);
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for (page, shot) in [
+        ("", "cadence-watch-board.png"),
+        ("target/sim", "cadence-watch-target.png"),
+    ] {
+        let url = format!("{origin}{page}");
+        let net = dir.path().join(format!("net-{}.json", shot));
+        let profile = dir.path().join(format!("profile-{shot}"));
+        let dom = chromium(
+            &url,
+            &profile,
+            &[
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                &format!("--log-net-log={}", net.display()),
+            ],
+        );
+        let html = String::from_utf8_lossy(&dom.stdout);
+        assert!(html.contains("cadence watch"), "{url}: {html}");
+        if page.is_empty() {
+            assert!(html.contains("href=\"/target/sim\""), "{html}");
+        } else {
+            assert!(html.matches("<svg").count() >= 4, "{html}");
+            assert!(
+                html.matches("<circle").count() >= 4,
+                "no marks drawn: {html}"
+            );
+        }
+        // Every request the page made (its initiator is the page's origin) went to the
+        // watcher; the browser's own background requests have no such initiator.
+        let log: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&net).expect("a net log"))
+                .expect("the net log is JSON");
+        let own = origin.trim_end_matches('/');
+        let mut asked = Vec::new();
+        for e in log["events"].as_array().unwrap() {
+            let p = &e["params"];
+            if let (Some(u), Some(from)) = (p["url"].as_str(), p["initiator"].as_str()) {
+                if from == own {
+                    asked.push(u.to_string());
+                }
+            }
+        }
+        for u in &asked {
+            assert!(u.starts_with(&origin), "{url} requested {u}");
+        }
+        let all = log.to_string();
+        assert!(
+            all.contains(&format!("\"url\":\"{url}\"")),
+            "the page itself was fetched"
+        );
+        let shot = shots.join(shot);
+        let _ = std::fs::remove_file(&shot);
+        chromium(
+            &url,
+            &profile,
+            &[
+                "--window-size=1280,2000",
+                &format!("--screenshot={}", shot.display()),
+            ],
+        );
+        let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+        assert!(size > 10_000, "no screenshot of {url}");
+    }
+    let (status, _) = w.stop();
+    assert!(status.success());
+}

@@ -265,13 +265,28 @@ pub fn charts(probes: &[ProbeRow], now: i64) -> String {
         ("TTFT per probe", ttft),
         ("Failed requests per probe", errors),
     ] {
-        s.push_str(&format!("<h3>{title}</h3>"));
+        s.push_str(&format!("<h3>{title}</h3>{}", legend(&c.series)));
         match render(&c) {
             Some(svg) => s.push_str(&svg),
             None => s.push_str("<p>No probe yet.</p>"),
         }
     }
     s
+}
+
+/// The series' names in their colours.
+fn legend(series: &[cadence_report::svg::Series]) -> String {
+    let items: Vec<String> = series
+        .iter()
+        .map(|s| {
+            format!(
+                "<span style=\"color:{}\">&#9679; {}</span>",
+                esc(&s.color),
+                esc(&s.name)
+            )
+        })
+        .collect();
+    format!("<p>{}</p>", items.join(" &nbsp; "))
 }
 
 /// The incidents as a table.
@@ -355,6 +370,11 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     s.push_str("<h2>The last day</h2>");
     s.push_str(&charts(probes, now));
     s.push_str("<h2>By hour of day, over the last week</h2>");
+    s.push_str(&format!(
+        "<p><span style=\"color:{}\">&#9679; ITL p50</span> &nbsp; <span style=\"color:{}\">&#9679; ITL p99</span></p>",
+        cadence_report::svg::PALETTE[0],
+        cadence_report::svg::PALETTE[1]
+    ));
     s.push_str(&by_hour_chart(week).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
     s.push_str("<h2>Incidents of the last day</h2>");
     s.push_str(&incidents_table(&incidents(probes)));
@@ -404,7 +424,11 @@ mod tests {
         // The hour-of-day chart has one point per hour that had probes (7, 8, 9 UTC).
         let by_hour = by_hour_chart(&probes).unwrap();
         assert!(by_hour.contains("hour of day"), "{by_hour}");
-        assert_eq!(by_hour.matches("<circle").count(), 6, "p50 and p99 at 3 hours");
+        assert_eq!(
+            by_hour.matches("<circle").count(),
+            6,
+            "p50 and p99 at 3 hours"
+        );
         assert!(!html.contains("No incident") && html.contains("<td>1</td>"));
         // The SVG namespace is a name, not a fetch.
         let html = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
