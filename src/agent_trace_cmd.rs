@@ -40,8 +40,8 @@ pub fn read(args: &BenchArgs) -> anyhow::Result<Option<Vec<TraceSession>>> {
     Ok(Some(sessions))
 }
 
-/// The replay of `sessions`: the built-in tools declared on every call (the model
-/// decides whether to call them), new text cut from `--corpus` (or the shipped
+/// The replay of `sessions`: the tools of `--tools` (else the built-in set) declared
+/// on every call (the model decides whether to call them), new text cut from `--corpus` (or the shipped
 /// corpus) to lengths counted by `tokenizer`, else as whitespace words.
 pub fn replay(
     args: &BenchArgs,
@@ -55,6 +55,15 @@ pub fn replay(
         None => cadence_bench::prompts::CORPUS.to_owned(),
     };
     let gen = PromptGen::new(&corpus, counter).map_err(|e| usage(e.to_string()))?;
+    let tools = match &args.workload.agent.tools {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read --tools {}: {e}", path.display())))?;
+            agent::parse_tools(&text)
+                .map_err(|e| usage(format!("--tools {}: {e}", path.display())))?
+        }
+        None => agent::builtin_tools(),
+    };
     let max_steps = sessions
         .iter()
         .map(|s| s.calls.len())
@@ -64,7 +73,7 @@ pub fn replay(
     Ok(Arc::new(Replay {
         sessions,
         agent: AgentSpec {
-            tools: agent::builtin_tools(),
+            tools,
             force: Force::Off,
             tool_time: DurationDist::Fixed(Duration::ZERO),
             result_tokens: LengthDist::Fixed(1),

@@ -445,6 +445,14 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
             "--tui draws the dashboard on the terminal and stdout is not one: drop --tui (the progress line and the report print as usual)",
         ));
     }
+    if args.workload.agent.tools.is_some()
+        && !args.workload.agent.agent
+        && args.agent_trace.is_none()
+    {
+        return Err(usage(
+            "--tools declares the tools of --agent or --agent-trace sessions: give one of them",
+        ));
+    }
     if args.requests == Some(0) {
         return Err(usage("--requests must be at least 1"));
     }

@@ -1287,8 +1287,9 @@ pub struct AgentArgs {
     pub agent: bool,
 
     /// The tools each step declares, a JSON array in the OpenAI format (default: a
-    /// built-in coding agent's read_file, search_code, run_tests, apply_patch).
-    #[arg(long, value_name = "FILE", requires = "agent")]
+    /// built-in coding agent's read_file, search_code, run_tests, apply_patch); with
+    /// --agent or --agent-trace.
+    #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
 
     /// How long the client runs the tools of one reply, from its last byte to the

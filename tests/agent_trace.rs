@@ -147,6 +147,26 @@ fn responses_and_anthropic_replay_exactly_too() {
 }
 
 #[test]
+fn the_calls_declare_the_tools_of_a_tools_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "grep", "description": "search",
+            "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}}}}]"#,
+    )
+    .unwrap();
+    let trace = sessions("otel.json");
+    let recs = replay("otel.json", &["--tools", tools.to_str().unwrap()]);
+    check_exact("otel.json (--tools)", &trace, &recs);
+    assert!(recs.values().any(|r| r["tool_calls"].as_u64() > Some(0)));
+    common::usage_error(
+        &["bench", "--tools", tools.to_str().unwrap()],
+        "--tools declares the tools of --agent or --agent-trace sessions",
+    );
+}
+
+#[test]
 fn speed_and_max_gap_retime_the_replay() {
     // Twice as fast, and no wait over 10 ms: a session's calls follow each other
     // within 10 ms / 2 of the previous reply.
