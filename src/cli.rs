@@ -105,7 +105,8 @@ pub struct WatchArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
 
-    /// Probes older than this are deleted (at start and every hour).
+    /// Probes older than this are deleted (at start, then every hour or every quarter
+    /// of this when shorter).
     #[arg(long, default_value = "30d", value_parser = parse_positive_duration)]
     pub retain: Duration,
 

@@ -5,7 +5,8 @@
 //! CPU while they time chunks; a target that comes due while another is probing waits
 //! for it (the schedule staggers them). A hung target ends at its probe deadline. Each
 //! finished probe is written in one transaction, then updates the metrics and, on a
-//! change of SLO state, posts the webhook. Retention runs at start and every hour.
+//! change of SLO state, posts the webhook. Retention runs at start and every hour (more
+//! often when `--retain` is short).
 
 use crate::incident::{change, Change};
 use crate::metrics::Metrics;
@@ -57,8 +58,11 @@ pub struct Options {
     pub verbose: bool,
 }
 
-/// How often retention runs after the start.
-const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+/// How often retention runs after the start: every hour, or every quarter of the
+/// retention when that is shorter (a short `--retain` still bounds the file).
+pub fn retention_every(retain: Duration) -> Duration {
+    (retain / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600))
+}
 
 /// Runs until `stop` turns true (returns `Ok`) or the database fails (a full disk, a
 /// corrupt page): probing stops loudly and what was written stays.
@@ -118,7 +122,7 @@ pub async fn run(
             if gone > 0 && opts.verbose {
                 eprintln!("cadence watch: retention deleted {gone} probes");
             }
-            next_retention = Instant::now() + RETENTION_EVERY;
+            next_retention = Instant::now() + retention_every(opts.retain);
             continue;
         }
         let t = &targets[i];
@@ -193,4 +197,17 @@ async fn blocking<T: Send + 'static>(
     })
     .await
     .expect("a store task does not panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_runs_hourly_or_at_a_quarter_of_a_short_retention() {
+        let d = Duration::from_secs;
+        assert_eq!(retention_every(d(30 * 86_400)), d(3600));
+        assert_eq!(retention_every(d(120)), d(30));
+        assert_eq!(retention_every(Duration::from_millis(10)), d(1));
+    }
 }
