@@ -576,3 +576,51 @@ fn f117_keys_in_extra_body_fields_and_url_userinfo_reach_no_output() {
         "the command line is still there"
     );
 }
+
+// ---- FAULTS 118 ----
+
+/// Every stream fails with an error message holding terminal escapes and tags.
+fn hostile_strings(mut s: TcpStream) {
+    let _ = s.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    );
+    let _ = s.write_all(
+        b"data: {\"error\":{\"message\":\"boom \\u001b]0;pwned\\u0007\\u001b[2J <img src=x onerror=alert(1)> <script>alert(2)</script>\"}}\n\n",
+    );
+}
+
+#[test]
+fn f118_server_strings_reach_console_and_markdown_escaped() {
+    let addr = server(hostile_strings);
+    let dir = tempfile::tempdir().unwrap();
+    let (md, html) = (dir.path().join("r.md"), dir.path().join("r.html"));
+    let u = url(addr);
+    let out = cadence()
+        .args(["bench", &u, "--api", "chat", "-n", "2", "-c", "1"])
+        .args(["--model", "m\u{1b}]0;owned\u{7}<script>alert(3)</script>"])
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("boom"), "the error is shown: {stdout}");
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "a raw escape reached {what}: {text:?}"
+        );
+    }
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("boom"), "{md}");
+    for tag in ["<script", "<img"] {
+        assert!(!md.contains(tag), "{tag} in the Markdown: {md}");
+    }
+    assert!(!md.contains('\u{1b}'), "{md:?}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    for tag in ["<script>alert", "<img src=x"] {
+        assert!(!html.contains(tag), "{tag} in the HTML");
+    }
+}

@@ -17,6 +17,8 @@ const VALUE_W: usize = 11;
 
 /// Renders the report for a terminal; `color` adds ANSI styling.
 pub fn render(report: &Report, color: bool) -> String {
+    // A server's strings reach the terminal with their controls written out.
+    let report = &*crate::escape::for_console(report);
     let p = Painter(color);
     let mut out = String::new();
     header(&mut out, report, p);

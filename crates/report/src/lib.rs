@@ -3,6 +3,7 @@
 
 pub mod console;
 pub mod csv;
+pub mod escape;
 mod figure;
 pub mod html;
 mod html_server;

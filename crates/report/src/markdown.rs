@@ -12,6 +12,8 @@ fn ms(v: Option<f64>) -> String {
 
 /// The Markdown text.
 pub fn render(r: &Report) -> String {
+    // A server's strings carry no tag into the Markdown (nor terminal controls).
+    let r = &*crate::escape::for_markdown(r);
     let mut o = String::new();
     let _ = writeln!(
         o,
