@@ -283,6 +283,10 @@ impl Identity {
     }
 }
 
+/// How much of a replayed call's wait is yielded away rather than slept (the timer
+/// fires on whole milliseconds).
+const REPLAY_SPIN: Duration = Duration::from_micros(1500);
+
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
 const WATCHDOG: Duration = Duration::from_secs(5);
 
@@ -789,12 +793,19 @@ impl<S: Sinks> RequestTask<S> {
                     .at
                     .map_or(0, |a| arrived_ns.saturating_add(a.as_nanos() as u64));
                 let due = after_tools.max(not_before);
+                // The runtime's timer fires on whole milliseconds, after the deadline: it
+                // is set a little early and the rest is yielded away, so the send is on
+                // time to a fraction of a millisecond.
                 let left = due.saturating_sub(self.clock.now_ns());
-                let wake = sleep_until(Instant::now() + Duration::from_nanos(left));
+                let early = Duration::from_nanos(left).saturating_sub(REPLAY_SPIN);
+                let wake = sleep_until(Instant::now() + early);
                 tokio::select! {
                     biased;
                     _ = self.cancel.cancelled() => break,
                     _ = wake => {}
+                }
+                while self.clock.now_ns() < due && !self.cancel.is_cancelled() {
+                    tokio::task::yield_now().await;
                 }
                 index = self.issued.fetch_add(1, Ordering::Relaxed);
                 rec = self.who.start(index, None, &self.in_flight, &self.clock);
