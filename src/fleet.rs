@@ -459,7 +459,7 @@ fn fleet_command(cmd: &[String]) -> Vec<String> {
 
 /// Files handed over as streams (a pipe, `/dev/stdin`, `<(…)`, a FIFO) are read once,
 /// here, into an unnamed temporary file, since a records file is read in two passes
-/// (FAULTS 117). Its handles live until the process ends; the kernel removes it then.
+/// (FAULTS 119). Its handles live until the process ends; the kernel removes it then.
 static SPOOLED: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
 /// A new unnamed temporary file, and a path it can be opened by again.

@@ -90,6 +90,11 @@ fn writable(path: &Path) -> Result<(), String> {
     if path.is_dir() {
         return Err("is a directory".into());
     }
+    // A FIFO, a terminal or `/dev/stdout` is opened once, by the writer: opening a FIFO
+    // here would wait for its reader and then hand it an EOF (FAULTS 119).
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Ok(());
+    }
     if path.exists() {
         return std::fs::OpenOptions::new()
             .append(true)

@@ -624,3 +624,93 @@ fn f118_server_strings_reach_console_and_markdown_escaped() {
         assert!(!html.contains(tag), "{tag} in the HTML");
     }
 }
+
+// ---- FAULTS 119 ----
+
+/// A FIFO at `path` (`mkfifo`).
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// A records file of a short run, written by bench.
+fn short_run_records(dir: &Path) -> std::path::PathBuf {
+    let addr = server(short_stream);
+    let (code, recs, _, err) = bench(addr, &["-n", "3", "-c", "1"], dir);
+    assert_eq!((code, recs.len()), (Some(0), 3), "{err}");
+    dir.join("r.jsonl")
+}
+
+#[test]
+fn f119_report_reads_stdin_a_pipe_and_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = short_run_records(dir.path());
+    let bytes = std::fs::read(&records).unwrap();
+    // /dev/stdin, a pipe.
+    let out = cadence()
+        .args(["report", "/dev/stdin"])
+        .write_stdin(bytes.clone())
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("3 sent, 3 succeeded"), "{stdout}");
+    // A FIFO, written once by another process.
+    let fifo = dir.path().join("fifo.jsonl");
+    mkfifo(&fifo);
+    let (f, b) = (fifo.clone(), bytes.clone());
+    let writer = std::thread::spawn(move || std::fs::write(&f, b));
+    let out = cadence()
+        .arg("report")
+        .arg(&fifo)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3 sent, 3 succeeded"));
+    writer.join().unwrap().unwrap();
+}
+
+#[test]
+fn f119_bench_writes_its_records_into_a_fifo() {
+    let addr = server(short_stream);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("records.jsonl");
+    mkfifo(&fifo);
+    let f = fifo.clone();
+    // A reader like `cat`: everything until the last writer closes. (The pre-check's
+    // open and close it could see first is a race this test does not always win.)
+    let reader = std::thread::spawn(move || std::fs::read_to_string(&f));
+    let u = url(addr);
+    let out = cadence()
+        .args([
+            "bench", &u, "--model", "m", "--api", "chat", "-n", "3", "-c", "1", "--quiet",
+        ])
+        .arg("--records")
+        .arg(&fifo)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = reader.join().unwrap().unwrap();
+    assert_eq!(common::record_lines(&text).count(), 3, "{text}");
+}
