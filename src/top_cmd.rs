@@ -13,6 +13,9 @@ use cadence_tui::View;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+/// The largest `/stats` document read: a proxy's is a few KiB (FAULTS 120).
+const MAX_STATS_BYTES: usize = 1 << 20;
+
 /// How long one read of `/stats` may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -74,7 +77,7 @@ async fn fetch(http: &HyperClient, url: &http::Uri) -> anyhow::Result<serde_json
             url,
             &http::HeaderMap::new(),
             FETCH_TIMEOUT,
-            cadence_transport::get::MAX_BODY,
+            MAX_STATS_BYTES,
         )
         .await?;
         serde_json::from_slice(&body).context("the answer is not JSON")

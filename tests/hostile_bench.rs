@@ -714,3 +714,37 @@ fn f119_bench_writes_its_records_into_a_fifo() {
     let text = reader.join().unwrap().unwrap();
     assert_eq!(common::record_lines(&text).count(), 3, "{text}");
 }
+
+// ---- FAULTS 120 ----
+
+/// A `/stats` answer whose `windows` is a string of `n` bytes.
+fn stats_of(mut s: TcpStream, n: usize) {
+    let body = format!("{{\"windows\":\"{}\"}}", "A".repeat(n));
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+#[test]
+fn f120_top_quotes_a_bad_stats_document_briefly() {
+    for (addr, needle) in [
+        (
+            server(|s| stats_of(s, 900 << 10)),
+            "unexpected /stats document",
+        ),
+        (server(|s| stats_of(s, 100 << 20)), "larger than"),
+    ] {
+        let out = cadence()
+            .args(["top", &format!("http://{addr}"), "--once"])
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let head = &err[..err.len().min(300)];
+        assert_eq!(out.status.code(), Some(1), "{head}");
+        assert!(err.contains(needle), "{head}");
+        assert!(err.len() < 2048, "an error of {} bytes", err.len());
+    }
+}

@@ -116,6 +116,27 @@ fn row(w: &Window) -> TableRow {
     }
 }
 
+/// Longest quote of a `/stats` error: the parser's message may hold a whole string
+/// value of the document (FAULTS 120).
+const MAX_QUOTE: usize = 200;
+
+/// `text` cut to [`MAX_QUOTE`] bytes (on a character boundary, the cut said), its
+/// control characters written out.
+fn brief(text: &str) -> String {
+    let mut end = text.len().min(MAX_QUOTE);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = text[..end]
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if end < text.len() {
+        out.push_str(&format!("… ({} bytes in all)", text.len()));
+    }
+    out
+}
+
 /// `h:mm:ss`.
 pub fn clock(secs: f64) -> String {
     let s = secs.max(0.0) as u64;
@@ -125,7 +146,8 @@ pub fn clock(secs: f64) -> String {
 /// The view of one `/stats` document (`url` names the proxy in the title); the
 /// document's shortest window feeds the charts in `history`.
 pub fn view(doc: &serde_json::Value, url: &str, history: &mut History) -> Result<View, String> {
-    let stats = Stats::deserialize(doc).map_err(|e| format!("unexpected /stats document: {e}"))?;
+    let stats = Stats::deserialize(doc)
+        .map_err(|e| format!("unexpected /stats document: {}", brief(&e.to_string())))?;
     let short = stats.windows.first();
     let long = stats.windows.get(1).or(short);
     history.push(
