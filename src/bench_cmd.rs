@@ -222,12 +222,12 @@ impl Setup {
                     )));
                 }
                 if !args.quiet {
-                    let note = crate::agent_trace_cmd::note(&sessions, workload.tokenizer.as_ref());
+                    let note = crate::agent_replay::note(&sessions, workload.tokenizer.as_ref());
                     eprintln!("Note: {note}.");
                 }
                 let offsets = sessions.iter().map(|s| s.at).collect();
                 let replay =
-                    crate::agent_trace_cmd::replay(args, sessions, workload.tokenizer.clone())?;
+                    crate::agent_replay::replay(args, sessions, workload.tokenizer.clone())?;
                 factory.replay = Some(replay);
                 vec![Load::Trace {
                     offsets: Arc::new(offsets),
@@ -476,7 +476,7 @@ fn validate(args: &BenchArgs) -> anyhow::Result<Validated> {
         coalescing_allowed(args).map_err(usage)?;
     }
     let trace = read_trace(args)?;
-    let agent_trace = crate::agent_trace_cmd::read(args)?;
+    let agent_trace = crate::agent_replay::read(args)?;
     // Every output path is checked before anything is sent (or the file truncated).
     let outputs =
         crate::output::named(args.json.as_deref(), args.records.as_deref(), &args.outputs);

@@ -1,7 +1,7 @@
 //! The `cadence` command-line tool, as a library: the binary calls [`main`], tests call
 //! the subcommands directly.
 
-pub mod agent_trace_cmd;
+pub mod agent_replay;
 pub mod bench_cmd;
 pub mod builtin_sim;
 pub mod calibrate;

@@ -1,6 +1,6 @@
-//! `bench --agent-trace`: reads and retimes the recorded sessions before the run,
-//! and makes the replay the request factory drives (the tools every call declares,
-//! the generator of exact-length new text).
+//! `bench --agent-trace` (a part of bench, not a subcommand): reads and retimes the
+//! recorded sessions before the run, and makes the replay the request factory drives
+//! (the tools every call declares, the generator of exact-length new text).
 
 use crate::cli::BenchArgs;
 use crate::exit::usage;
