@@ -748,3 +748,39 @@ fn f120_top_quotes_a_bad_stats_document_briefly() {
         assert!(err.len() < 2048, "an error of {} bytes", err.len());
     }
 }
+
+// ---- FAULTS 121 ----
+
+/// Three content events, then a usage chunk claiming 2^64 - 1 tokens.
+fn absurd_usage(mut s: TcpStream) {
+    let _ = s.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    );
+    for _ in 0..3 {
+        let _ =
+            s.write_all(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a \"}}]}\n\n");
+    }
+    let _ = s.write_all(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,\"completion_tokens\":18446744073709551615}}\n\ndata: [DONE]\n\n",
+    );
+}
+
+#[test]
+fn f121_an_absurd_usage_count_is_malformed_not_a_throughput() {
+    let addr = server(absurd_usage);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, recs, report, err) = bench(addr, &["-n", "2", "-c", "1"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    for r in &recs {
+        assert_eq!(r["counters"]["malformed"], 2, "{r}");
+        assert_ne!(r["output_tokens"]["source"], "usage", "{r}");
+        assert!(
+            r.get("input_tokens_source").is_none_or(|s| s != "usage"),
+            "{r}"
+        );
+    }
+    let tok_s = report["levels"][0]["throughput"]["output_tokens_per_s"]
+        .as_f64()
+        .unwrap();
+    assert!(tok_s < 1e7, "{tok_s} tok/s");
+}

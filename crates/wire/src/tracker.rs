@@ -26,6 +26,10 @@ pub const MAX_EXPECTED_CHUNKS: u32 = 1024;
 /// Bytes of visible text made room for per expected chunk: about a token's worth.
 const TEXT_BYTES_PER_CHUNK: usize = 4;
 
+/// The largest usage count taken from a server: a billion tokens, far past any
+/// context window; a larger one (`2^64 - 1`) is malformed (FAULTS 121).
+pub const MAX_PLAUSIBLE_TOKENS: u64 = 1_000_000_000;
+
 /// Cap on the server's error message stored in `rec.error`.
 pub const MAX_ERROR_BYTES: usize = 1024;
 
@@ -659,7 +663,15 @@ impl State {
         rec: &mut RequestRecord,
     ) -> Option<u64> {
         let mut usage_increase = None;
-        if let Some(u) = usage {
+        if let Some(mut u) = usage {
+            // FAULTS 121: a count no response can reach is no count; the event is
+            // counted as malformed and the next source counts the tokens.
+            for n in [&mut u.completion_tokens, &mut u.prompt_tokens] {
+                if n.is_some_and(|n| n > MAX_PLAUSIBLE_TOKENS) {
+                    *n = None;
+                    rec.counters.malformed = rec.counters.malformed.saturating_add(1);
+                }
+            }
             if let Some(ct) = u.completion_tokens {
                 usage_increase = Some(ct.saturating_sub(self.last_completion.unwrap_or(0)));
                 self.last_completion = Some(ct);
