@@ -34,6 +34,12 @@ use std::time::Duration;
 use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
+    // FAULTS 122: a terminal that cannot draw (`TERM=dumb`) gets the plain progress
+    // line instead of the dashboard's escape sequences.
+    if args.tui && std::env::var("TERM").is_ok_and(|t| t == "dumb") {
+        eprintln!("cadence: TERM=dumb, so --tui cannot draw: the progress line and the report print as usual");
+        args.tui = false;
+    }
     // A shard of a fleet runs its share of the load: the flags become the share.
     let fleet = crate::shard::Fleet::take(&mut args)?;
     // The dashboard's live state, when one may show: a sink of the run from the start.

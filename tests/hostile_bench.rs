@@ -784,3 +784,30 @@ fn f121_an_absurd_usage_count_is_malformed_not_a_throughput() {
         .unwrap();
     assert!(tok_s < 1e7, "{tok_s} tok/s");
 }
+
+// ---- FAULTS 122 ----
+
+#[test]
+fn f122_tui_on_a_dumb_terminal_falls_back_to_plain_output() {
+    let addr = server(short_stream);
+    let u = url(addr);
+    let out = cadence()
+        .env("TERM", "dumb")
+        .args([
+            "bench", &u, "--model", "m", "--api", "chat", "-n", "2", "-c", "1", "--tui",
+        ])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("--tui cannot draw"), "{stderr}");
+    assert!(stdout.contains("2 sent, 2 succeeded"), "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}') && !stderr.contains('\u{1b}'),
+        "ANSI on a dumb terminal"
+    );
+}
