@@ -1,9 +1,11 @@
 //! `--server-metrics`: scrapes the server's Prometheus endpoint every
 //! `--scrape-interval` during a level, on a thread and runtime of its own so the
-//! measuring threads never wait on it. Each answer is parsed and mapped by
-//! `cadence_core::server`; a failed scrape is counted and named, never fatal.
+//! measuring threads never wait on it. Each answer is parsed and mapped to the common
+//! figures by `prometheus`; a failed scrape is counted and named, never fatal.
 
-use cadence_core::server::{self, ServerScrape};
+mod prometheus;
+
+use cadence_core::server::ServerScrape;
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::Clock;
 use http::Uri;
@@ -146,12 +148,12 @@ async fn scrape_loop(
 async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut ServerScrape) {
     out.attempts += 1;
     match fetch(http, config).await {
-        Ok(text) => match server::parse_text(&text) {
+        Ok(text) => match prometheus::parse_text(&text) {
             Ok(series) => {
                 if out.samples.is_empty() {
-                    out.engine = server::engine_family(&series).to_string();
+                    out.engine = prometheus::engine_family(&series).to_string();
                 }
-                out.samples.push(server::to_sample(&series, clock.now_ns()));
+                out.samples.push(prometheus::to_sample(&series, clock.now_ns()));
             }
             Err(e) => fail(out, format!("the answer is not Prometheus text ({e})")),
         },

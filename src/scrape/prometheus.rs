@@ -1,0 +1,461 @@
+//! The Prometheus/OpenMetrics text parser and the mapping of each engine's metric
+//! families (vLLM, SGLang, TGI, llama.cpp, TensorRT-LLM, Cadence's simulator) to the
+//! common figures in `cadence_core::server`. Only the scraper reads metrics text, so
+//! the parser lives beside it.
+
+use cadence_core::server::{ServerFigures, ServerSample, SumCount, MAX_RAW_SERIES};
+use std::collections::BTreeMap;
+
+/// One parsed series line: name, labels and value (a timestamp, if any, is dropped).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+/// A line that is neither a comment, blank, nor `name{labels} value [timestamp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub why: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.why)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses the Prometheus text exposition format (0.0.4) and OpenMetrics 1.0 text:
+/// `# HELP`/`# TYPE`/`# EOF` and other comments are skipped, label values may hold
+/// escaped quotes, `NaN`/`+Inf`/`-Inf` are values. Exemplars (` # {...}`) are dropped.
+pub fn parse_text(text: &str) -> Result<Vec<Series>, ParseError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |why: &str| ParseError {
+            line: i + 1,
+            why: why.to_string(),
+        };
+        let name_end = line
+            .find(|c: char| c == '{' || c.is_whitespace())
+            .ok_or_else(|| err("a series has a name and a value"))?;
+        let name = &line[..name_end];
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        {
+            return Err(err(
+                "the metric name has characters Prometheus does not allow",
+            ));
+        }
+        let (labels, rest) = if line[name_end..].starts_with('{') {
+            parse_labels(&line[name_end + 1..]).map_err(|w| err(&w))?
+        } else {
+            (Vec::new(), &line[name_end..])
+        };
+        let rest = rest.split(" # ").next().unwrap_or("");
+        let value = rest
+            .split_whitespace()
+            .next()
+            .ok_or_else(|| err("the series has no value"))?;
+        let value = parse_value(value).ok_or_else(|| err("the value is not a number"))?;
+        out.push(Series {
+            name: name.to_string(),
+            labels,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        "NaN" => Some(f64::NAN),
+        _ => s.parse().ok(),
+    }
+}
+
+type Labels<'a> = (Vec<(String, String)>, &'a str);
+
+/// Labels after the `{`, up to and including the `}`; returns what follows.
+fn parse_labels(mut s: &str) -> Result<Labels<'_>, String> {
+    let mut labels = Vec::new();
+    loop {
+        s = s.trim_start_matches([' ', ',']);
+        if let Some(rest) = s.strip_prefix('}') {
+            return Ok((labels, rest));
+        }
+        let eq = s.find('=').ok_or("a label has no '='")?;
+        let key = s[..eq].trim().to_string();
+        let after = s[eq + 1..].trim_start();
+        let body = after
+            .strip_prefix('"')
+            .ok_or("a label value is not quoted")?;
+        let mut value = String::new();
+        let mut chars = body.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c)) => value.push(c),
+                    None => return Err("a label value ends in a backslash".into()),
+                },
+                Some((j, '"')) => break j,
+                Some((_, c)) => value.push(c),
+                None => return Err("a label value is not closed".into()),
+            }
+        };
+        labels.push((key, value));
+        s = &body[end + 1..];
+    }
+}
+
+/// A field of [`ServerFigures`] a known series maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Running,
+    Waiting,
+    KvUsage,
+    /// A percentage (0–100) of the KV cache.
+    KvPercent,
+    Preemptions,
+    PrefixHits,
+    Prompt,
+    Generation,
+    Queue,
+    Prefill,
+    Decode,
+    Ttft,
+    Itl,
+    Tpot,
+    E2e,
+}
+
+/// Known families: the name (a histogram's base name) and its common field.
+const FAMILIES: &[(&str, Field)] = &[
+    // vLLM (and Cadence's simulator, which names its metrics as vLLM does).
+    ("vllm:num_requests_running", Field::Running),
+    ("vllm:num_requests_waiting", Field::Waiting),
+    ("vllm:kv_cache_usage_perc", Field::KvUsage),
+    ("vllm:gpu_cache_usage_perc", Field::KvUsage),
+    ("vllm:num_preemptions_total", Field::Preemptions),
+    ("vllm:prefix_cache_hits_total", Field::PrefixHits),
+    ("vllm:prompt_tokens_total", Field::Prompt),
+    ("vllm:generation_tokens_total", Field::Generation),
+    ("vllm:request_queue_time_seconds", Field::Queue),
+    ("vllm:request_prefill_time_seconds", Field::Prefill),
+    ("vllm:request_decode_time_seconds", Field::Decode),
+    ("vllm:time_to_first_token_seconds", Field::Ttft),
+    ("vllm:inter_token_latency_seconds", Field::Itl),
+    ("vllm:time_per_output_token_seconds", Field::Itl),
+    ("vllm:request_time_per_output_token_seconds", Field::Tpot),
+    ("vllm:e2e_request_latency_seconds", Field::E2e),
+    // SGLang.
+    ("sglang:num_running_reqs", Field::Running),
+    ("sglang:num_queue_reqs", Field::Waiting),
+    ("sglang:token_usage", Field::KvUsage),
+    ("sglang:prompt_tokens_total", Field::Prompt),
+    ("sglang:generation_tokens_total", Field::Generation),
+    ("sglang:queue_time_seconds", Field::Queue),
+    ("sglang:time_to_first_token_seconds", Field::Ttft),
+    ("sglang:inter_token_latency_seconds", Field::Itl),
+    ("sglang:time_per_output_token_seconds", Field::Itl),
+    ("sglang:e2e_request_latency_seconds", Field::E2e),
+    // Text Generation Inference.
+    ("tgi_batch_current_size", Field::Running),
+    ("tgi_queue_size", Field::Waiting),
+    ("tgi_request_input_length", Field::Prompt),
+    ("tgi_request_generated_tokens", Field::Generation),
+    ("tgi_request_queue_duration", Field::Queue),
+    ("tgi_request_mean_time_per_token_duration", Field::Tpot),
+    ("tgi_request_duration", Field::E2e),
+    // llama.cpp's llama-server --metrics.
+    ("llamacpp:requests_processing", Field::Running),
+    ("llamacpp:requests_deferred", Field::Waiting),
+    ("llamacpp:kv_cache_usage_ratio", Field::KvUsage),
+    ("llamacpp:prompt_tokens_total", Field::Prompt),
+    ("llamacpp:tokens_predicted_total", Field::Generation),
+    // TensorRT-LLM's Triton backend reports KV blocks as a percentage.
+    ("nv_trt_llm_kv_cache_block_metrics_fraction", Field::KvUsage),
+    ("trtllm_kv_cache_utilization", Field::KvPercent),
+];
+
+/// The engine family the series' names belong to.
+pub fn engine_family(series: &[Series]) -> &'static str {
+    let has = |p: &str| series.iter().any(|s| s.name.starts_with(p));
+    if has("cadence_sim_") && has("vllm:") {
+        "cadence-sim"
+    } else if has("vllm:") {
+        "vllm"
+    } else if has("sglang:") {
+        "sglang"
+    } else if has("tgi_") {
+        "tgi"
+    } else if has("llamacpp:") {
+        "llamacpp"
+    } else if has("trtllm") || has("nv_trt_llm") {
+        "tensorrt-llm"
+    } else {
+        "unknown"
+    }
+}
+
+/// Maps parsed series to one sample at `t_ns`: series of one name are summed over
+/// their labels (KV usage takes the highest), histograms give `_sum` and `_count`,
+/// and what no family knows is kept raw (buckets and `_created` left out).
+pub fn to_sample(series: &[Series], t_ns: u64) -> ServerSample {
+    let mut f = ServerFigures::default();
+    let mut raw: BTreeMap<String, f64> = BTreeMap::new();
+    let mut decode_seconds = None;
+    for s in series.iter().filter(|s| s.value.is_finite()) {
+        let (base, part) = split_histogram(&s.name);
+        let known = FAMILIES
+            .iter()
+            .find(|(n, _)| *n == s.name || (part.is_some() && *n == base));
+        match known {
+            Some((_, field)) => apply(&mut f, *field, part, s.value),
+            None if s.name == "llamacpp:tokens_predicted_seconds_total" => {
+                *decode_seconds.get_or_insert(0.0) += s.value;
+            }
+            None => {
+                let skip = s.name.ends_with("_bucket") || s.name.ends_with("_created");
+                if !skip && (raw.len() < MAX_RAW_SERIES || raw.contains_key(&s.name)) {
+                    *raw.entry(s.name.clone()).or_default() += s.value;
+                }
+            }
+        }
+    }
+    derive_decode(&mut f, decode_seconds);
+    ServerSample {
+        t_ns,
+        figures: f,
+        raw,
+    }
+}
+
+/// A per-token decode figure: llama.cpp's decode seconds over its predicted tokens;
+/// vLLM's per-request decode time over the tokens after each request's first.
+fn derive_decode(f: &mut ServerFigures, llamacpp_seconds: Option<f64>) {
+    if let (Some(sum), Some(tokens)) = (llamacpp_seconds, f.generation_tokens) {
+        f.decode = Some(SumCount { sum, count: tokens });
+    } else if let (Some(d), Some(tokens)) = (f.decode, f.generation_tokens) {
+        f.decode = Some(SumCount {
+            sum: d.sum,
+            count: (tokens - d.count).max(0.0),
+        });
+    } else {
+        f.decode = None;
+    }
+}
+
+/// `x_sum` → (`x`, Some(Sum)), `x_count` → (`x`, Some(Count)), else (name, None).
+fn split_histogram(name: &str) -> (&str, Option<Part>) {
+    if let Some(b) = name.strip_suffix("_sum") {
+        (b, Some(Part::Sum))
+    } else if let Some(b) = name.strip_suffix("_count") {
+        (b, Some(Part::Count))
+    } else {
+        (name, None)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Sum,
+    Count,
+}
+
+fn apply(f: &mut ServerFigures, field: Field, part: Option<Part>, v: f64) {
+    let add = |slot: &mut Option<f64>| *slot = Some(slot.unwrap_or(0.0) + v);
+    let hist = |slot: &mut Option<SumCount>| {
+        let h = slot.get_or_insert_with(SumCount::default);
+        match part {
+            Some(Part::Sum) => h.sum += v,
+            Some(Part::Count) => h.count += v,
+            None => {}
+        }
+    };
+    // A histogram of token counts (TGI) gives its sum as the counter.
+    let tokens = |slot: &mut Option<f64>| match part {
+        Some(Part::Count) => {}
+        _ => add(slot),
+    };
+    match field {
+        Field::Running => add(&mut f.running),
+        Field::Waiting => add(&mut f.waiting),
+        Field::KvUsage => f.kv_usage = Some(f.kv_usage.unwrap_or(0.0).max(v)),
+        Field::KvPercent => f.kv_usage = Some(f.kv_usage.unwrap_or(0.0).max(v / 100.0)),
+        Field::Preemptions => add(&mut f.preemptions),
+        Field::PrefixHits => add(&mut f.prefix_cache_hits),
+        Field::Prompt => tokens(&mut f.prompt_tokens),
+        Field::Generation => tokens(&mut f.generation_tokens),
+        Field::Queue => hist(&mut f.queue),
+        Field::Prefill => hist(&mut f.prefill),
+        Field::Decode => hist(&mut f.decode),
+        Field::Ttft => hist(&mut f.ttft),
+        Field::Itl => hist(&mut f.itl),
+        Field::Tpot => hist(&mut f.tpot),
+        Field::E2e => hist(&mut f.e2e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VLLM: &str = r#"# HELP vllm:num_requests_running Requests holding a batch slot
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m",engine="0"} 3
+vllm:num_requests_running{model_name="m",engine="1"} 2
+vllm:num_requests_waiting{model_name="m"} 1
+vllm:kv_cache_usage_perc{model_name="m",engine="0"} 0.25
+vllm:kv_cache_usage_perc{model_name="m",engine="1"} 0.5
+vllm:num_preemptions_total{model_name="m"} 7
+vllm:prompt_tokens_total{model_name="m"} 1000
+vllm:generation_tokens_total{model_name="m"} 640
+vllm:request_decode_time_seconds_bucket{le="+Inf",model_name="m"} 10
+vllm:request_decode_time_seconds_sum{model_name="m"} 6.3
+vllm:request_decode_time_seconds_count{model_name="m"} 10
+vllm:request_queue_time_seconds_sum{model_name="m"} 0.5
+vllm:request_queue_time_seconds_count{model_name="m"} 10
+vllm:request_queue_time_seconds_created{model_name="m"} 1.7e9
+process_open_fds 12
+# EOF
+"#;
+
+    #[test]
+    fn parses_labels_escapes_special_values_and_exemplars() {
+        let text = "a{x=\"q\\\"uo,te}\",y=\"\"} 1.5 1700000000\nb NaN\nc{} +Inf\nd_total 3 # {trace_id=\"abc\"} 1\n";
+        let s = parse_text(text).unwrap();
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0].name, "a");
+        assert_eq!(
+            s[0].labels,
+            vec![("x".into(), "q\"uo,te}".into()), ("y".into(), "".into())]
+        );
+        assert_eq!(s[0].value, 1.5);
+        assert!(s[1].value.is_nan());
+        assert_eq!(s[2].value, f64::INFINITY);
+        assert_eq!(s[3].value, 3.0);
+    }
+
+    #[test]
+    fn a_broken_line_is_named() {
+        let e = parse_text("ok 1\nbroken{x=\"1\" 2\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        let e = parse_text("no_value\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        let e = parse_text("<html> 1\n").unwrap_err();
+        assert!(e.why.contains("name"), "{e}");
+    }
+
+    #[test]
+    fn vllm_families_map_to_the_common_set() {
+        let series = parse_text(VLLM).unwrap();
+        assert_eq!(engine_family(&series), "vllm");
+        let s = to_sample(&series, 42);
+        let f = &s.figures;
+        assert_eq!(s.t_ns, 42);
+        assert_eq!(f.running, Some(5.0), "summed over engines");
+        assert_eq!(f.waiting, Some(1.0));
+        assert_eq!(f.kv_usage, Some(0.5), "the fullest engine");
+        assert_eq!(f.preemptions, Some(7.0));
+        assert_eq!(f.prompt_tokens, Some(1000.0));
+        assert_eq!(f.generation_tokens, Some(640.0));
+        assert_eq!(
+            f.queue,
+            Some(SumCount {
+                sum: 0.5,
+                count: 10.0
+            })
+        );
+        // 10 requests decoded 640 − 10 tokens after their first in 6.3 s.
+        assert_eq!(
+            f.decode,
+            Some(SumCount {
+                sum: 6.3,
+                count: 630.0
+            })
+        );
+        assert_eq!(s.raw.get("process_open_fds"), Some(&12.0));
+        assert_eq!(
+            s.raw.len(),
+            1,
+            "buckets and _created are not kept: {:?}",
+            s.raw
+        );
+    }
+
+    #[test]
+    fn llamacpp_families_map_to_the_common_set() {
+        let text = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 120\nllamacpp:prompt_seconds_total 0.4\nllamacpp:tokens_predicted_total 300\nllamacpp:tokens_predicted_seconds_total 1.5\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 0\n";
+        let series = parse_text(text).unwrap();
+        assert_eq!(engine_family(&series), "llamacpp");
+        let f = to_sample(&series, 0).figures;
+        assert_eq!(f.prompt_tokens, Some(120.0));
+        assert_eq!(f.generation_tokens, Some(300.0));
+        assert_eq!(f.running, Some(2.0));
+        assert_eq!(f.waiting, Some(0.0));
+        assert_eq!(
+            f.decode,
+            Some(SumCount {
+                sum: 1.5,
+                count: 300.0
+            })
+        );
+    }
+
+    #[test]
+    fn sglang_and_tgi_families_map_too() {
+        let s = parse_text("sglang:num_running_reqs 4\nsglang:num_queue_reqs 2\nsglang:token_usage 0.7\nsglang:generation_tokens_total 50\n").unwrap();
+        assert_eq!(engine_family(&s), "sglang");
+        let f = to_sample(&s, 0).figures;
+        assert_eq!(
+            (f.running, f.waiting, f.kv_usage),
+            (Some(4.0), Some(2.0), Some(0.7))
+        );
+        assert_eq!(f.generation_tokens, Some(50.0));
+        let t = parse_text("tgi_batch_current_size 3\ntgi_queue_size 1\ntgi_request_generated_tokens_sum 90\ntgi_request_generated_tokens_count 3\ntgi_request_queue_duration_sum 0.3\ntgi_request_queue_duration_count 3\n").unwrap();
+        assert_eq!(engine_family(&t), "tgi");
+        let f = to_sample(&t, 0).figures;
+        assert_eq!(f.running, Some(3.0));
+        assert_eq!(f.generation_tokens, Some(90.0), "the token histogram's sum");
+        assert_eq!(
+            f.queue,
+            Some(SumCount {
+                sum: 0.3,
+                count: 3.0
+            })
+        );
+    }
+
+    #[test]
+    fn an_unknown_engine_is_kept_raw_and_bounded() {
+        let mut text = String::new();
+        for i in 0..(MAX_RAW_SERIES + 10) {
+            text.push_str(&format!("x_{i} {i}\n"));
+        }
+        let series = parse_text(&text).unwrap();
+        assert_eq!(engine_family(&series), "unknown");
+        let s = to_sample(&series, 0);
+        assert_eq!(s.raw.len(), MAX_RAW_SERIES);
+        assert_eq!(s.figures, ServerFigures::default());
+    }
+
+    #[test]
+    fn a_sample_round_trips_as_json() {
+        let s = to_sample(&parse_text(VLLM).unwrap(), 9);
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains(r#""running":5.0"#), "{j}");
+        assert_eq!(serde_json::from_str::<ServerSample>(&j).unwrap(), s);
+    }
+}
