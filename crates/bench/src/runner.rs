@@ -283,9 +283,9 @@ impl Identity {
     }
 }
 
-/// How much of a replayed call's wait is yielded away rather than slept (the timer
-/// fires on whole milliseconds).
-const REPLAY_SPIN: Duration = Duration::from_micros(1500);
+/// How much of an agent step's wait (its tool time) is yielded away rather than slept
+/// (the timer fires on whole milliseconds).
+const STEP_SPIN: Duration = Duration::from_micros(1500);
 
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
 const WATCHDOG: Duration = Duration::from_secs(5);
@@ -712,40 +712,24 @@ impl<S: Sinks> RequestTask<S> {
         let (mut transcript, max_tokens) = factory.agent_transcript(dispatch);
         let mut rng =
             SmallRng::seed_from_u64(agent.seed ^ dispatch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let mut prev_end_ns = 0;
+        let mut prev_end_ns: u64 = 0;
         for step in 0..agent.max_steps.max(1) {
             if step > 0 {
-                let tool_time = agent.tool_time.sample(&mut rng);
-                let waited = Duration::from_nanos(self.clock.now_ns().saturating_sub(prev_end_ns));
-                let wake = sleep_until(Instant::now() + tool_time.saturating_sub(waited));
-                tokio::select! {
-                    biased;
-                    _ = self.cancel.cancelled() => break,
-                    _ = wake => {}
+                let tool_time = agent.tool_time.sample(&mut rng).as_nanos() as u64;
+                if !self.wait_until(prev_end_ns.saturating_add(tool_time)).await {
+                    break;
                 }
                 index = self.issued.fetch_add(1, Ordering::Relaxed);
                 rec = self.who.start(index, None, &self.in_flight, &self.clock);
-                rec.tool_wait_ns = Some(tool_time.as_nanos() as u64);
+                rec.tool_wait_ns = Some(tool_time);
             }
-            let built = self
-                .cx
-                .factory
-                .build_agent_step(dispatch, agent, &transcript, max_tokens);
-            rec.prompt_id = Some(built.prompt_id);
+            let mut built =
+                self.cx
+                    .factory
+                    .build_agent_step(dispatch, agent, &transcript, max_tokens);
+            rec.prompt_id = Some(std::mem::take(&mut built.prompt_id));
             rec.prefix_group = built.prefix_group;
-            rec.expected_output_tokens = built.expected_output_tokens;
-            rec.session = Some(dispatch);
-            rec.turn = Some(step);
-            let text = self
-                .execute(
-                    built.request,
-                    built.max_tokens,
-                    Quote::WithToolCalls,
-                    &mut rec,
-                )
-                .await;
-            let mut calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
-            rec.tool_calls = Some(calls.len() as u32);
+            let (text, mut calls, parts) = self.send_step(built, dispatch, step, &mut rec).await;
             let ok = rec.outcome == Outcome::Succeeded;
             let last = step + 1 == agent.max_steps.max(1);
             if ok && calls.is_empty() && agent.force == Force::Mock && !last {
@@ -753,7 +737,7 @@ impl<S: Sinks> RequestTask<S> {
                 rec.tool_call_mocked = true;
             }
             let reply = text.content.clone();
-            rec = self.count_tokens(rec, text, built.prompt_parts).await;
+            rec = self.count_tokens(rec, text, parts).await;
             prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
             self.finish_record(index, &mut rec);
             if !ok || calls.is_empty() || last {
@@ -793,19 +777,8 @@ impl<S: Sinks> RequestTask<S> {
                     .at
                     .map_or(0, |a| arrived_ns.saturating_add(a.as_nanos() as u64));
                 let due = after_tools.max(not_before);
-                // The runtime's timer fires on whole milliseconds, after the deadline: it
-                // is set a little early and the rest is yielded away, so the send is on
-                // time to a fraction of a millisecond.
-                let left = due.saturating_sub(self.clock.now_ns());
-                let early = Duration::from_nanos(left).saturating_sub(REPLAY_SPIN);
-                let wake = sleep_until(Instant::now() + early);
-                tokio::select! {
-                    biased;
-                    _ = self.cancel.cancelled() => break,
-                    _ = wake => {}
-                }
-                while self.clock.now_ns() < due && !self.cancel.is_cancelled() {
-                    tokio::task::yield_now().await;
+                if !self.wait_until(due).await {
+                    break;
                 }
                 index = self.issued.fetch_add(1, Ordering::Relaxed);
                 rec = self.who.start(index, None, &self.in_flight, &self.clock);
@@ -821,22 +794,10 @@ impl<S: Sinks> RequestTask<S> {
             );
             rec.prompt_id = Some(session.id.clone());
             rec.prefix_group = None;
-            rec.expected_output_tokens = built.expected_output_tokens;
-            rec.session = Some(dispatch);
-            rec.turn = Some(step as u32);
-            let text = self
-                .execute(
-                    built.request,
-                    built.max_tokens,
-                    Quote::WithToolCalls,
-                    &mut rec,
-                )
-                .await;
-            let calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
-            rec.tool_calls = Some(calls.len() as u32);
+            let (text, calls, parts) = self.send_step(built, dispatch, step as u32, &mut rec).await;
             let ok = rec.outcome == Outcome::Succeeded;
             let reply = text.content.clone();
-            rec = self.count_tokens(rec, text, built.prompt_parts).await;
+            rec = self.count_tokens(rec, text, parts).await;
             // What the reply adds to the next prompt: re-tokenized by the tokenizer when
             // there is one (what the server will count when it is sent back), else the
             // server's count of what it generated.
@@ -851,6 +812,50 @@ impl<S: Sinks> RequestTask<S> {
             }
             state.push_reply(&reply, &calls, reply_len);
         }
+    }
+
+    /// Waits until `due_ns` on the run clock. The runtime's timer fires on whole
+    /// milliseconds, after its deadline: it is set a little early and the rest is
+    /// yielded away, so a step goes out on time to a fraction of a millisecond. False
+    /// when the run was cancelled meanwhile.
+    async fn wait_until(&mut self, due_ns: u64) -> bool {
+        let left = due_ns.saturating_sub(self.clock.now_ns());
+        let early = Duration::from_nanos(left).saturating_sub(STEP_SPIN);
+        let wake = sleep_until(Instant::now() + early);
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return false,
+            _ = wake => {}
+        }
+        while self.clock.now_ns() < due_ns && !self.cancel.is_cancelled() {
+            tokio::task::yield_now().await;
+        }
+        !self.cancel.is_cancelled()
+    }
+
+    /// Sends one step of agent session `dispatch` (its record says the session, the
+    /// step and the calls its reply made) and gives back the reply, its tool calls and
+    /// the prompt's text parts (for counting its tokens).
+    async fn send_step(
+        &mut self,
+        built: crate::workload::BuiltTurn,
+        dispatch: u64,
+        step: u32,
+        rec: &mut RequestRecord,
+    ) -> (
+        cadence_wire::StreamText,
+        Vec<cadence_wire::ToolCall>,
+        Vec<String>,
+    ) {
+        rec.expected_output_tokens = built.expected_output_tokens;
+        rec.session = Some(dispatch);
+        rec.turn = Some(step);
+        let text = self
+            .execute(built.request, built.max_tokens, Quote::WithToolCalls, rec)
+            .await;
+        let calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
+        rec.tool_calls = Some(calls.len() as u32);
+        (text, calls, built.prompt_parts)
     }
 
     /// Hands a finished record to the sinks and the tally.
