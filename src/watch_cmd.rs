@@ -40,13 +40,17 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
                 },
             }],
             webhook: None,
+            builtin_freeze: None,
         },
     };
     // The built-in simulator, once, when a target names it.
     let mut sim = None;
     let mut sim_model = None;
     if config.targets.iter().any(|t| t.url == BUILTIN) {
-        let c = crate::builtin_sim::config(0, &EngineOpts::default())?;
+        let mut c = crate::builtin_sim::config(0, &EngineOpts::default())?;
+        c.freeze = config
+            .builtin_freeze
+            .map(|(at, duration)| cadence_sim::Freeze { at, duration });
         sim_model = Some(c.model.clone());
         let s = BuiltinSim::start(c)?;
         for t in config.targets.iter_mut().filter(|t| t.url == BUILTIN) {

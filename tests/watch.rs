@@ -257,42 +257,7 @@ fn a_bad_config_key_is_a_usage_error_naming_it() {
 
 #[test]
 fn an_slo_breach_posts_the_incident_to_the_webhook() {
-    // A receiver that answers 200 and hands over each body.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let hook = format!(
-        "http://user:hunter22@{}/hook",
-        listener.local_addr().unwrap()
-    );
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut c) = conn else { break };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(c.try_clone().unwrap());
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let l = line.to_ascii_lowercase();
-                    if let Some(v) = l.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                let mut body = vec![0u8; len];
-                r.read_exact(&mut body).unwrap();
-                let _ = c.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                );
-                let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
-            });
-        }
-    });
+    let (hook, rx) = receiver("user:hunter22@");
     let dir = tempfile::tempdir().unwrap();
     // No ITL is this short: every probe breaches.
     let cfg = config(dir.path(), "itl.p50<=1us");
@@ -386,6 +351,84 @@ fn a_hung_target_times_out_without_stalling_the_other() {
     for w in all.windows(2) {
         assert!(w[1].started_ms >= w[0].ended_ms, "{w:?}");
     }
+}
+
+/// A webhook receiver on 127.0.0.1:0 that answers 200 and hands over each body; its
+/// URL, with `userinfo` in it.
+fn receiver(userinfo: &str) -> (String, mpsc::Receiver<String>) {
+    // A receiver that answers 200 and hands over each body.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = format!("http://{userinfo}{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { break };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let l = line.to_ascii_lowercase();
+                    if let Some(v) = l.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                r.read_exact(&mut body).unwrap();
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+            });
+        }
+    });
+    (hook, rx)
+}
+
+#[test]
+fn a_simulator_freeze_opens_and_closes_one_incident() {
+    let (hook, rx) = receiver("");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        "[builtin]\nfreeze_at = \"3s\"\nfreeze_for = \"1500ms\"\n\
+         [[target]]\nname = \"sim\"\nurl = \"builtin\"\nslo = [\"ttft.p99<=400ms\"]\n\
+         [target.probe]\ninterval = \"200ms\"\njitter = \"0s\"\nrequests = 2\n\
+         max_tokens = 8\nprompt_tokens = 8\ndeadline = \"5s\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("w.db");
+    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let first = rx.recv_timeout(Duration::from_secs(20));
+    let second = rx.recv_timeout(Duration::from_secs(20));
+    let (status, said) = w.stop();
+    let (first, second) = match (first, second) {
+        (Ok(a), Ok(b)) => (a, b),
+        other => panic!("two posts expected, got {other:?}; the watcher said:\n{said}"),
+    };
+    assert!(status.success(), "{said}");
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let second: serde_json::Value = serde_json::from_str(&second).unwrap();
+    assert_eq!(first["event"], "incident_start", "{first}");
+    assert_eq!(second["event"], "incident_end", "{second}");
+    assert!(rx.try_recv().is_err(), "one incident: two posts");
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    let probes = store.probes(None, 0).unwrap();
+    let incidents = cadence_watch::incident::incidents(&probes);
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert!(incidents[0].end_ms.is_some());
+    assert!(
+        probes.first().unwrap().slo_ok,
+        "probes before the freeze pass"
+    );
 }
 
 /// Chromium on `url`, headless, in a throwaway profile, killed after 90 s.

@@ -17,6 +17,16 @@ struct File {
     probe: ProbeFile,
     #[serde(default, rename = "target")]
     targets: Vec<TargetFile>,
+    #[serde(default)]
+    builtin: Option<BuiltinFile>,
+}
+
+/// The built-in simulator's fault schedule (targets with `url = "builtin"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuiltinFile {
+    freeze_at: String,
+    freeze_for: String,
 }
 
 /// A probe shape; every key optional (the `[probe]` table's, else the defaults).
@@ -109,6 +119,9 @@ pub struct Target {
 pub struct Config {
     pub targets: Vec<Target>,
     pub webhook: Option<String>,
+    /// `[builtin]`: the built-in simulator stops producing tokens from `.0` after the
+    /// watcher starts, for `.1` (a fault to watch an incident open and close).
+    pub builtin_freeze: Option<(Duration, Duration)>,
 }
 
 /// Why a config cannot be used; the message names the key.
@@ -240,9 +253,17 @@ impl Config {
                 probe,
             });
         }
+        let builtin_freeze = match &file.builtin {
+            None => None,
+            Some(b) => Some((
+                duration("builtin.freeze_at", &b.freeze_at)?,
+                duration("builtin.freeze_for", &b.freeze_for)?,
+            )),
+        };
         Ok(Config {
             targets,
             webhook: file.webhook,
+            builtin_freeze,
         })
     }
 
@@ -277,6 +298,9 @@ interval = "10s"
 name = "b"
 url = "http://127.0.0.1:2/v1/completions"
 api = "completions"
+[builtin]
+freeze_at = "30s"
+freeze_for = "20s"
 "#;
 
     #[test]
@@ -293,6 +317,10 @@ api = "completions"
         assert_eq!(a.headers, vec![("x-team".into(), "t".into())]);
         assert_eq!(c.targets[1].probe.interval, Duration::from_secs(30));
         assert_eq!(c.targets[1].api, Some(cadence_wire::Api::Completions));
+        assert_eq!(
+            c.builtin_freeze,
+            Some((Duration::from_secs(30), Duration::from_secs(20)))
+        );
     }
 
     fn err(text: &str) -> String {
@@ -323,6 +351,8 @@ api = "completions"
         let e = err("[[target]]\nname=\"a\"\nurl=\"http://x\"\napi=\"smoke\"\n");
         assert!(e.contains("api"), "{e}");
         assert!(err("").contains("[[target]]"));
+        let e = err("[builtin]\nfreeze_at=\"1s\"\nfreze_for=\"1s\"\n[[target]]\nname=\"a\"\nurl=\"http://x\"\n");
+        assert!(e.contains("freze_for"), "{e}");
     }
 
     #[test]
