@@ -811,3 +811,34 @@ fn f122_tui_on_a_dumb_terminal_falls_back_to_plain_output() {
         "ANSI on a dumb terminal"
     );
 }
+
+// ---- FAULTS 123 ----
+
+#[test]
+fn f123_a_records_line_over_the_cap_is_skipped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = short_run_records(dir.path());
+    let text = std::fs::read_to_string(&records).unwrap();
+    // A record of 6 million chunks (72 MB) from a file written without a ceiling,
+    // first in the file.
+    let mut huge = String::from(r#"{"index":99,"sent_ns":1,"outcome":"succeeded","chunks":["#);
+    huge.push_str(&"[1000,null],".repeat(6_000_000));
+    huge.push_str(r#"[1000,null]],"end_ns":2000}"#);
+    std::fs::write(&records, huge + "\n" + &text).unwrap();
+    let out = cadence()
+        .arg("report")
+        .arg(&records)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}{stdout}");
+    assert!(stdout.contains("3 sent, 3 succeeded"), "{stdout}");
+    assert!(
+        stdout.contains("over the 64 MiB a records line may hold"),
+        "{stdout}"
+    );
+}

@@ -73,7 +73,14 @@ struct Lines {
     inner: Box<dyn BufRead + Send>,
     line: u64,
     buf: Vec<u8>,
+    /// The length of the last line read, when it was over [`MAX_LINE_BYTES`].
+    oversized: Option<usize>,
 }
+
+/// The longest records line read: 64 MiB, ten times a record of bench's default
+/// ceiling of 262,144 chunks; a longer line is skipped and named (FAULTS 123), so a
+/// file written without a ceiling cannot make `report` hold a line of any size.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 impl Lines {
     fn open(path: &Path) -> Result<Lines, ReadError> {
@@ -94,18 +101,49 @@ impl Lines {
             inner,
             line: 0,
             buf: Vec::with_capacity(4096),
+            oversized: None,
         })
     }
 
     /// The next line into `buf` (newline stripped): `Some(true)` when it ended with a
-    /// newline, `Some(false)` for a last line without one, `None` at the end.
+    /// newline, `Some(false)` for a last line without one, `None` at the end. A line
+    /// longer than [`MAX_LINE_BYTES`] is read through without being kept: `buf` holds
+    /// nothing and `oversized` says how long it was (FAULTS 123).
     fn next(&mut self) -> std::io::Result<Option<bool>> {
         self.buf.clear();
-        let n = self.inner.read_until(b'\n', &mut self.buf)?;
+        self.oversized = None;
+        let mut n = 0usize;
+        loop {
+            let chunk = self.inner.fill_buf()?;
+            if chunk.is_empty() {
+                break;
+            }
+            let (take, done) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            if self.oversized.is_none() && self.buf.len() + take > MAX_LINE_BYTES {
+                self.buf.clear();
+                self.buf.shrink_to(4096);
+                self.oversized = Some(0);
+            }
+            if self.oversized.is_none() {
+                self.buf.extend_from_slice(&chunk[..take]);
+            }
+            n += take;
+            self.inner.consume(take);
+            if done {
+                break;
+            }
+        }
         if n == 0 {
             return Ok(None);
         }
         self.line += 1;
+        if let Some(len) = self.oversized.as_mut() {
+            *len = n;
+            return Ok(Some(true));
+        }
         let complete = self.buf.last() == Some(&b'\n');
         if complete {
             self.buf.pop();
@@ -256,6 +294,16 @@ impl Iterator for RecordsReader {
             }
             let cur = self.current.as_mut().expect("opened above");
             match cur.next() {
+                Ok(Some(_)) if cur.oversized.is_some() => {
+                    let w = format!(
+                        "{} line {}: {} bytes, over the {} MiB a records line may hold (skipped)",
+                        cur.path.display(),
+                        cur.line,
+                        cur.oversized.unwrap_or(0),
+                        MAX_LINE_BYTES >> 20
+                    );
+                    self.damage.note(w);
+                }
                 Ok(Some(complete)) => {
                     if let Some(item) = self.parse(complete) {
                         return Some(item);
