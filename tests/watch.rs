@@ -59,6 +59,16 @@ fn start(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
     }
 }
 
+/// A test that fails midway leaves no watcher behind.
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Watcher {
     /// SIGINT, then the exit status and what it said on stderr meanwhile.
     fn stop(mut self) -> (std::process::ExitStatus, String) {
