@@ -41,6 +41,7 @@ struct ProbeFile {
     jitter: Option<String>,
     deadline: Option<String>,
     max_error_rate: Option<f64>,
+    hours: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +81,57 @@ pub struct Probe {
     pub deadline: Duration,
     /// The share of failed requests a probe may have and still pass.
     pub max_error_rate: f64,
+    /// Probe only within this time of day (UTC); `None`: all day.
+    pub hours: Option<Hours>,
+}
+
+/// A daily window of UTC time, `HH:MM-HH:MM`, in minutes from midnight; it wraps past
+/// midnight when `end < start` (`22:00-06:00`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hours {
+    pub start_min: u32,
+    pub end_min: u32,
+}
+
+impl Hours {
+    pub fn parse(s: &str) -> Result<Hours, String> {
+        let hm = |t: &str| -> Option<u32> {
+            let (h, m) = t.trim().split_once(':')?;
+            let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+            (h <= 24 && m < 60 && h * 60 + m <= 1440).then_some(h * 60 + m)
+        };
+        let (a, b) = s
+            .split_once('-')
+            .ok_or_else(|| format!("{s:?} is not HH:MM-HH:MM (UTC), e.g. 08:00-20:00"))?;
+        match (hm(a), hm(b)) {
+            (Some(start_min), Some(end_min)) if start_min != end_min => {
+                Ok(Hours { start_min, end_min })
+            }
+            _ => Err(format!(
+                "{s:?} is not HH:MM-HH:MM (UTC) with two different times, e.g. 08:00-20:00"
+            )),
+        }
+    }
+
+    /// How long from `now_ms` (Unix ms) until the window is open: zero inside it.
+    pub fn wait_ms(&self, now_ms: i64) -> i64 {
+        const DAY: i64 = 86_400_000;
+        let t = now_ms.rem_euclid(DAY);
+        let (a, b) = (
+            i64::from(self.start_min) * 60_000,
+            i64::from(self.end_min) * 60_000,
+        );
+        let inside = if a < b {
+            t >= a && t < b
+        } else {
+            t >= a || t < b
+        };
+        if inside {
+            0
+        } else {
+            (a - t).rem_euclid(DAY)
+        }
+    }
 }
 
 impl Default for Probe {
@@ -93,6 +145,7 @@ impl Default for Probe {
             jitter: Duration::from_secs(5),
             deadline: Duration::from_secs(60),
             max_error_rate: 0.0,
+            hours: None,
         }
     }
 }
@@ -171,6 +224,9 @@ impl ProbeFile {
                 )));
             }
             p.max_error_rate = r;
+        }
+        if let Some(h) = &self.hours {
+            p.hours = Some(Hours::parse(h).map_err(|e| ConfigError(format!("{at}.hours: {e}")))?);
         }
         if p.jitter >= p.interval {
             return Err(ConfigError(format!(
@@ -353,6 +409,26 @@ freeze_for = "20s"
         assert!(err("").contains("[[target]]"));
         let e = err("[builtin]\nfreeze_at=\"1s\"\nfreze_for=\"1s\"\n[[target]]\nname=\"a\"\nurl=\"http://x\"\n");
         assert!(e.contains("freze_for"), "{e}");
+    }
+
+    #[test]
+    fn hours_are_a_daily_utc_window_that_may_wrap_midnight() {
+        let h = Hours::parse("08:00-20:00").unwrap();
+        let at = |hh: i64, mm: i64| 3 * 86_400_000 + (hh * 60 + mm) * 60_000;
+        assert_eq!(h.wait_ms(at(8, 0)), 0);
+        assert_eq!(h.wait_ms(at(19, 59)), 0);
+        assert_eq!(h.wait_ms(at(20, 0)), 12 * 3_600_000);
+        assert_eq!(h.wait_ms(at(7, 30)), 30 * 60_000);
+        let night = Hours::parse("22:00-06:00").unwrap();
+        assert_eq!(night.wait_ms(at(23, 0)), 0);
+        assert_eq!(night.wait_ms(at(5, 0)), 0);
+        assert_eq!(night.wait_ms(at(6, 0)), 16 * 3_600_000);
+        assert!(Hours::parse("8-20").is_err());
+        assert!(Hours::parse("08:00-08:00").is_err());
+        let e = err(
+            "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\nhours=\"25:00-26:00\"\n",
+        );
+        assert!(e.contains("hours"), "{e}");
     }
 
     #[test]

@@ -126,6 +126,14 @@ pub async fn run(
             continue;
         }
         let t = &targets[i];
+        if let Some(h) = &t.target.probe.hours {
+            let wait = h.wait_ms(now_ms());
+            if wait > 0 {
+                // Outside its hours: due again when they open.
+                next[i] = Instant::now() + Duration::from_millis(wait as u64);
+                continue;
+            }
+        }
         let started = Instant::now();
         let mut stop_probe = stop.clone();
         let probe = t
