@@ -153,7 +153,8 @@ async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut
                 if out.samples.is_empty() {
                     out.engine = prometheus::engine_family(&series).to_string();
                 }
-                out.samples.push(prometheus::to_sample(&series, clock.now_ns()));
+                out.samples
+                    .push(prometheus::to_sample(&series, clock.now_ns()));
             }
             Err(e) => fail(out, format!("the answer is not Prometheus text ({e})")),
         },
