@@ -1,7 +1,10 @@
-//! Cadence's pure core: the per-request record every source produces, the outcome
-//! classes of FAULTS.md, and the statistics, SLO rules, time series and report model
-//! computed from records.
-//! Nothing here touches a socket, a clock, a file or an async runtime.
+//! Cadence's analysis and report model: the statistics, SLO rules, time series,
+//! sessions, conventions and report assembled from records. The ground floor it stands
+//! on (the record, outcomes, distributions, durations, redaction) is `cadence-base`,
+//! re-exported here under the same paths. Nothing here touches a socket, a clock, a
+//! file or an async runtime.
+
+pub use cadence_base::{dist, duration, outcome, record, rng, secret, sink, stats, wallclock};
 
 pub mod arrivals;
 pub mod assemble;
@@ -9,26 +12,17 @@ pub mod attribution;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
-pub mod dist;
-pub mod duration;
 pub mod imported;
 pub mod level;
 pub mod metrics;
-pub mod outcome;
 pub mod pacing;
 pub mod per_request;
-pub mod record;
 pub mod report;
-pub mod rng;
 pub mod runlog;
-pub mod secret;
 pub mod server;
 pub mod sessions;
-pub mod sink;
 pub mod slo;
-pub mod stats;
 pub mod timeseries;
-pub mod wallclock;
 
 pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
 pub use charts::{chart_data, ChartData, ChartsAcc};

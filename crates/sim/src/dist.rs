@@ -15,7 +15,7 @@ use rand_distr::Distribution;
 /// `10ms` or `fixed:10ms`, `uniform:5ms..15ms`, `normal:10ms,2ms` (mean,
 /// stddev; samples below zero are clamped to zero), `lognormal:10ms,3ms`
 /// (mean, stddev of the resulting durations). Durations are read by
-/// [`cadence_core::parse_duration`]: `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`;
+/// [`cadence_base::parse_duration`]: `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`;
 /// decimals are allowed (`1.5ms`); a bare `0` means zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dist {
@@ -103,7 +103,7 @@ pub enum DistParseError {
     #[error("bad duration `{input}`: {reason} (write e.g. `10ms`, `1.5s`, `250us`)")]
     Duration {
         input: String,
-        reason: cadence_core::DurationError,
+        reason: cadence_base::DurationError,
     },
     #[error("uniform range `{0}` has its lower bound above its upper bound")]
     Reversed(String),
@@ -155,9 +155,9 @@ impl FromStr for Dist {
 }
 
 /// Parses one duration of a distribution with the workspace's one parser
-/// ([`cadence_core::parse_duration`]), naming the input when it is rejected.
+/// ([`cadence_base::parse_duration`]), naming the input when it is rejected.
 fn parse_duration(input: &str) -> Result<Duration, DistParseError> {
-    cadence_core::parse_duration(input).map_err(|reason| DistParseError::Duration {
+    cadence_base::parse_duration(input).map_err(|reason| DistParseError::Duration {
         input: input.trim().to_owned(),
         reason,
     })

@@ -2,7 +2,7 @@
 //! so that a seed means the same token timings and text on every platform and every
 //! `rand` release; `SmallRng` promises neither.
 
-use cadence_core::rng::SplitMix64;
+use cadence_base::rng::SplitMix64;
 use rand::RngCore;
 
 /// SplitMix64 for `rand_distr` samplers, one stream per request and purpose.

@@ -5,7 +5,7 @@
 //! the load generator's executor and the proxy's tap.
 
 use crate::{Clock, RxStamps};
-use cadence_core::{RequestRecord, StampClock};
+use cadence_base::{RequestRecord, StampClock};
 use tokio::time::Instant;
 
 /// One request's stamping state.
@@ -157,7 +157,7 @@ pub fn chunk_time(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cadence_core::{Chunk, Outcome};
+    use cadence_base::{Chunk, Outcome};
 
     /// FAULTS 91.
     #[test]

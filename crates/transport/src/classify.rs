@@ -2,7 +2,7 @@
 //! transport failure, with the error's whole chain of causes; and a target that cannot
 //! be connected to at all, named as unreachable with the cause a user can act on.
 
-use cadence_core::Outcome;
+use cadence_base::Outcome;
 
 /// Classifies an error from the pooled client into an outcome with plain words.
 pub fn classify_client_error(e: &hyper_util::client::legacy::Error) -> (Outcome, String) {

@@ -26,7 +26,7 @@ pub async fn watch(period: Duration, mut tick: impl FnMut(Duration)) {
 pub fn p99_and_max(lags: &mut [Duration]) -> (Duration, Duration) {
     lags.sort_unstable();
     let ms: Vec<f64> = lags.iter().map(|l| l.as_secs_f64() * 1e3).collect();
-    let p99 = cadence_core::stats::quantile_sorted(&ms, 0.99).unwrap_or(0.0);
+    let p99 = cadence_base::stats::quantile_sorted(&ms, 0.99).unwrap_or(0.0);
     (
         Duration::from_secs_f64(p99 / 1e3),
         lags.last().copied().unwrap_or(Duration::ZERO),

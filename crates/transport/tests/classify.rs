@@ -2,7 +2,7 @@
 //! connect error, and the target is named unreachable with its address and the cause.
 
 use bytes::Bytes;
-use cadence_core::Outcome;
+use cadence_base::Outcome;
 use cadence_transport::client::{build, ClientConfig};
 use cadence_transport::{classify_client_error, unreachable};
 use http_body_util::Full;

@@ -3,7 +3,7 @@
 //! interim 1xx heads), one timestamp per socket read, and the error classes.
 
 use bytes::Bytes;
-use cadence_core::Outcome;
+use cadence_base::Outcome;
 use cadence_transport::classify_h1_error;
 use cadence_transport::h1::{Body, Pool};
 use http_body_util::Full;

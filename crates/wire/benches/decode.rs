@@ -1,7 +1,7 @@
 //! Parse cost per content chunk through the whole `StreamTracker` (SSE framing, JSON
 //! dialect, record updates), fed one event per read as a live stream arrives.
 
-use cadence_core::{Outcome, RequestRecord};
+use cadence_base::{Outcome, RequestRecord};
 use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;

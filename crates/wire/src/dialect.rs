@@ -172,7 +172,7 @@ pub struct ParsedChunk<'a> {
     /// `content` is the whole text so far, not a delta (SGLang's `/generate`).
     pub cumulative: bool,
     /// The server's own timing of the request (Ollama, llama.cpp).
-    pub server_timing: Option<cadence_core::ServerTiming>,
+    pub server_timing: Option<cadence_base::ServerTiming>,
 }
 
 impl<'a> ParsedChunk<'a> {

@@ -192,7 +192,7 @@ fn responses(v: &Value, calls: &mut Calls) {
 mod tests {
     use super::*;
     use crate::{Framing, StreamTracker, TrackerConfig};
-    use cadence_core::{Outcome, RequestRecord};
+    use cadence_base::{Outcome, RequestRecord};
 
     /// Feeds an SSE body through a tracker that keeps tool events, and assembles.
     fn calls_of(api: Api, body: &str) -> (Vec<ToolCall>, RequestRecord) {

@@ -9,7 +9,7 @@ use crate::dialect::{parse_data, parse_data_into, Api, ParsedChunk, Prefix, Stre
 use crate::ndjson::{NdjsonDecoder, NdjsonItem};
 use crate::sse::{SseDecoder, SseItem};
 use crate::{truncate_str, MAX_EVENT_BYTES};
-use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
+use cadence_base::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
 use memchr::memchr2;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -684,7 +684,7 @@ impl State {
             }
             if let Some(pt) = u.prompt_tokens {
                 rec.input_tokens = Some(pt);
-                rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
+                rec.input_tokens_source = Some(cadence_base::InputTokenSource::Usage);
             }
         }
         if let Some(n) = tokens {
@@ -1507,7 +1507,7 @@ mod whole_event_tests {
             );
         }
         tr.end_stream(1_000, &mut rec);
-        assert!(rec.chunks.capacity() <= rec.chunks.len() + cadence_core::CHUNK_SLACK);
+        assert!(rec.chunks.capacity() <= rec.chunks.len() + cadence_base::CHUNK_SLACK);
         assert_eq!(rec, plain.rec);
         assert_eq!(tr.text(), plain.text);
         assert_eq!(tr.chunk_text_ends(), plain.ends);

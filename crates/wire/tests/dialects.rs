@@ -4,7 +4,7 @@
 //! record however the body is cut into reads (every two-way split and one byte per
 //! read).
 
-use cadence_core::{Outcome, RequestRecord, ServerTiming, TokenSource};
+use cadence_base::{Outcome, RequestRecord, ServerTiming, TokenSource};
 use cadence_wire::{Api, Framing, StreamTracker, TrackerConfig};
 
 /// The body of a fixture: what follows its `---` line.

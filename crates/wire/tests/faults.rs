@@ -5,7 +5,7 @@
 //! not here: its test only checks that the decoders digest an HTML page without
 //! producing chunks or a success.
 
-use cadence_core::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
+use cadence_base::{Chunk, Outcome, RequestRecord, TokenCount, TokenSource};
 use cadence_wire::sse::{SseDecoder, SseItem};
 use cadence_wire::{Api, Flow, Framing, StreamTracker, TrackerConfig, MAX_EVENT_BYTES};
 use serde_json::json;

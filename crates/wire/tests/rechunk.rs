@@ -4,7 +4,7 @@
 //! are decoded in one feed and in randomly split feeds; both must equal the events the
 //! stream was generated from. The same holds for the whole `StreamTracker` record.
 
-use cadence_core::{Outcome, RequestRecord};
+use cadence_base::{Outcome, RequestRecord};
 use cadence_wire::ndjson::{NdjsonDecoder, NdjsonItem};
 use cadence_wire::sse::{SseDecoder, SseItem};
 use cadence_wire::{Api, Framing, StreamTracker, TrackerConfig};

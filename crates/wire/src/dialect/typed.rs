@@ -11,7 +11,7 @@
 //! carrying all the text and the end.
 
 use super::{append, Api, ErrorField, LooseStr, ParsedChunk, StreamEvent, Usage};
-use cadence_core::ServerTiming;
+use cadence_base::ServerTiming;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;

@@ -3,7 +3,7 @@
 //! every event as this did (`typed_structs_read_every_event_as_the_value_reading_did`).
 
 use super::{Api, ParsedChunk, StreamEvent, Usage};
-use cadence_core::ServerTiming;
+use cadence_base::ServerTiming;
 use serde_json::Value;
 use std::borrow::Cow;
 

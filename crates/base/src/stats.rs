@@ -244,7 +244,7 @@ pub fn quantile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// Type-7 quantile of `n ≥ 1` ascending values, `at(k)` being the value of rank `k`.
-pub(crate) fn type7(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
+pub fn type7(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
     let p = p.clamp(0.0, 1.0);
     let h = (n - 1) as f64 * p;
     let lo = h.floor();
