@@ -68,16 +68,29 @@ pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
 
 /// `t` as RFC 3339 in UTC, to the millisecond.
 pub fn format_rfc3339(t: SystemTime) -> String {
-    let ms = unix_ms(t) as i64;
-    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (date, [h, mi, s], ms) = utc_parts(unix_ms(t) as i64);
+    format!("{date}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+}
+
+/// `unix_ms` (ms since the Unix epoch, before it when negative) as `YYYY-MM-DD
+/// HH:MM:SS` in UTC, for people to read.
+pub fn format_utc(unix_ms: i64) -> String {
+    let (date, [h, mi, s], _) = utc_parts(unix_ms);
+    format!("{date} {h:02}:{mi:02}:{s:02}")
+}
+
+/// The date (`YYYY-MM-DD`), the time of day and the milliseconds of `unix_ms`.
+fn utc_parts(unix_ms: i64) -> (String, [i64; 3], i64) {
+    let (days, in_day) = (
+        unix_ms.div_euclid(86_400_000),
+        unix_ms.rem_euclid(86_400_000),
+    );
     let (y, m, d) = civil_from_days(days);
     let s = in_day / 1000;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60,
-        in_day % 1000
+    (
+        format!("{y:04}-{m:02}-{d:02}"),
+        [s / 3600, s / 60 % 60, s % 60],
+        in_day % 1000,
     )
 }
 
@@ -116,6 +129,14 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_for_people_is_right_across_leap_years_and_before_1970() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(format_utc(1_700_000_000_999), "2023-11-14 22:13:20");
+        assert_eq!(format_utc(-1), "1969-12-31 23:59:59");
+    }
 
     #[test]
     fn rfc3339_times_read_and_print_back() {

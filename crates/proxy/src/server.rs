@@ -13,9 +13,7 @@ use crate::{ProxyConfig, ProxyError};
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use bytes::Bytes;
 use cadence_transport::Clock;
-use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -678,21 +676,17 @@ fn report_transition(shared: &Arc<Shared>, t: Transition) {
     let body = serde_json::to_vec(&t).unwrap_or_default();
     let client = shared.client.clone();
     tokio::spawn(async move {
-        let req = http::Request::post(url)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)));
-        let Ok(req) = req else { return };
-        match tokio::time::timeout(Duration::from_secs(10), client.request(req)).await {
-            Ok(Ok(resp)) if resp.status().is_success() => {}
-            Ok(Ok(resp)) => tracing::warn!(
-                "cadence proxy: the alert webhook answered HTTP {}",
-                resp.status().as_u16()
-            ),
-            Ok(Err(e)) => tracing::warn!(
+        let sent = cadence_transport::get::post_json(
+            &client,
+            &url,
+            body,
+            cadence_transport::get::WEBHOOK_TIMEOUT,
+        );
+        if let Err(e) = sent.await {
+            tracing::warn!(
                 "cadence proxy: the alert webhook failed: {}",
                 cadence_core::secret::redact_patterns(&e.to_string())
-            ),
-            Err(_) => tracing::warn!("cadence proxy: the alert webhook timed out after 10 s"),
+            );
         }
     });
 }

@@ -1,7 +1,7 @@
-//! One HTTP GET for the side requests of a run (the server's model list, its metrics
-//! page, a proxy's `/stats`): one deadline over the whole exchange, a cap on the body
-//! and any status but 2xx an error, so no side request can hang a command or fill its
-//! memory, whoever answers.
+//! One HTTP exchange for the side requests of a run (a GET of the server's model list,
+//! its metrics page or a proxy's `/stats`; a JSON POST to an alert webhook): one
+//! deadline over the whole exchange, a cap on the body and any status but 2xx an
+//! error, so no side request can hang a command or fill its memory, whoever answers.
 
 use crate::classify::{error_chain, unreachable, Unreachable};
 use crate::client::HyperClient;
@@ -13,6 +13,9 @@ use std::time::Duration;
 /// The largest body the binary's side requests read: 16 MiB, far above a metrics page
 /// (~100 KB for vLLM), a model list or a proxy's `/stats`.
 pub const MAX_BODY: usize = 16 << 20;
+
+/// How long an alert webhook may take to take a POST (the proxy's and the watcher's).
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a GET gave no body.
 #[derive(Debug)]
@@ -68,7 +71,34 @@ pub async fn get(
         .map_err(|e| GetError::Failed(e.to_string()))?;
     req.headers_mut()
         .extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let exchange = async {
+    exchange(http, req, url, timeout, max_body).await
+}
+
+/// POSTs `body` as JSON to `url` (an alert webhook), under the same rules as [`get`];
+/// the answer's body (at most 64 KiB) is read and dropped.
+pub async fn post_json(
+    http: &HyperClient,
+    url: &Uri,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(), GetError> {
+    let req = http::Request::post(url.clone())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| GetError::Failed(e.to_string()))?;
+    exchange(http, req, url, timeout, 64 << 10).await.map(drop)
+}
+
+/// Sends `req` and reads its answer's body within `timeout`, at most `max_body` bytes,
+/// only for a 2xx status.
+async fn exchange(
+    http: &HyperClient,
+    req: http::Request<Full<Bytes>>,
+    url: &Uri,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Bytes, GetError> {
+    let work = async {
         let resp = http
             .request(req)
             .await
@@ -99,7 +129,7 @@ pub async fn get(
         }
         Ok(Bytes::from(out))
     };
-    tokio::time::timeout(timeout, exchange)
+    tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| GetError::Timeout(timeout))?
 }

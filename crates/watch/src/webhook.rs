@@ -5,9 +5,7 @@
 
 use crate::incident::Change;
 use crate::store::ProbeRow;
-use bytes::Bytes;
 use cadence_transport::client::{self, ClientConfig, HyperClient};
-use http_body_util::Full;
 use std::time::Duration;
 
 /// What is posted.
@@ -73,21 +71,17 @@ impl Webhook {
         let shown = self.display();
         let client = self.client.clone();
         tokio::spawn(async move {
-            let req = http::Request::post(url)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body)));
-            let Ok(req) = req else { return };
-            match tokio::time::timeout(Duration::from_secs(10), client.request(req)).await {
-                Ok(Ok(resp)) if resp.status().is_success() => {}
-                Ok(Ok(resp)) => tracing::warn!(
-                    "cadence watch: the webhook {shown} answered HTTP {}",
-                    resp.status().as_u16()
-                ),
-                Ok(Err(e)) => tracing::warn!(
+            let sent = cadence_transport::get::post_json(
+                &client,
+                &url,
+                body,
+                cadence_transport::get::WEBHOOK_TIMEOUT,
+            );
+            if let Err(e) = sent.await {
+                tracing::warn!(
                     "cadence watch: the webhook {shown} failed: {}",
                     cadence_core::secret::redact_patterns(&e.to_string())
-                ),
-                Err(_) => tracing::warn!("cadence watch: the webhook {shown} timed out after 10 s"),
+                );
             }
         });
     }
