@@ -640,32 +640,9 @@ fn credentials(
     );
     let mut headers = client::base_headers(api_key.as_deref(), extra_headers).map_err(usage)?;
     if api == cadence_wire::Api::Anthropic {
-        anthropic_headers(&mut headers, api_key.as_deref(), extra_headers);
+        client::anthropic_headers(&mut headers, api_key.as_deref(), extra_headers);
     }
     Ok((Redactor::new(secrets), headers))
-}
-
-/// The Messages API takes its key in `x-api-key`, not `Authorization`, and wants an
-/// `anthropic-version` (either can still be set with `--header`).
-fn anthropic_headers(
-    headers: &mut http::HeaderMap,
-    api_key: Option<&str>,
-    extra_headers: &[(http::HeaderName, http::HeaderValue)],
-) {
-    let given = |name: &str| extra_headers.iter().any(|(n, _)| n == name);
-    if let Some(key) = api_key.filter(|_| !given("authorization")) {
-        headers.remove(http::header::AUTHORIZATION);
-        if let Ok(mut v) = http::HeaderValue::from_str(key) {
-            v.set_sensitive(true);
-            headers.insert("x-api-key", v);
-        }
-    }
-    if !given("anthropic-version") {
-        headers.insert(
-            "anthropic-version",
-            http::HeaderValue::from_static("2023-06-01"),
-        );
-    }
 }
 
 /// `--model`, else the built-in simulator's engine, else the first model the server lists.

@@ -153,6 +153,27 @@ pub fn header_name_only(s: &str) -> String {
         .to_string()
 }
 
+/// The Messages API takes its key in `x-api-key`, not `Authorization`, and wants an
+/// `anthropic-version`: [`base_headers`] adjusted for it (either header can still be
+/// set among `extra`, the user's own).
+pub fn anthropic_headers(
+    headers: &mut HeaderMap,
+    api_key: Option<&str>,
+    extra: &[(HeaderName, HeaderValue)],
+) {
+    let given = |name: &str| extra.iter().any(|(n, _)| n == name);
+    if let Some(key) = api_key.filter(|_| !given("authorization")) {
+        headers.remove(http::header::AUTHORIZATION);
+        if let Ok(mut v) = HeaderValue::from_str(key) {
+            v.set_sensitive(true);
+            headers.insert("x-api-key", v);
+        }
+    }
+    if !given("anthropic-version") {
+        headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+    }
+}
+
 /// Headers every request carries: JSON content type, the bearer token when given, and
 /// the user's own headers (which win).
 pub fn base_headers(

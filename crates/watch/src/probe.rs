@@ -76,7 +76,7 @@ impl Prepared {
         secrets.extend(t.headers.iter().map(|(_, v)| v.clone()));
         let mut headers = client::base_headers(api_key.as_deref(), &extra).map_err(err)?;
         if resolved.api == cadence_wire::Api::Anthropic {
-            anthropic_headers(&mut headers, api_key.as_deref(), &extra);
+            client::anthropic_headers(&mut headers, api_key.as_deref(), &extra);
         }
         let model = t
             .model
@@ -174,29 +174,6 @@ impl Prepared {
         let row = probe_row(&self.target, started_ms, ended_ms, &level);
         let reqs = records.iter().map(request_row).collect();
         Some((row, reqs))
-    }
-}
-
-/// The Messages API takes its key in `x-api-key` and wants an `anthropic-version`, as
-/// `cadence bench` sends them (either can still be set in `headers`).
-fn anthropic_headers(
-    headers: &mut http::HeaderMap,
-    api_key: Option<&str>,
-    extra: &[(http::HeaderName, http::HeaderValue)],
-) {
-    let given = |name: &str| extra.iter().any(|(n, _)| n == name);
-    if let Some(key) = api_key.filter(|_| !given("authorization")) {
-        headers.remove(http::header::AUTHORIZATION);
-        if let Ok(mut v) = http::HeaderValue::from_str(key) {
-            v.set_sensitive(true);
-            headers.insert("x-api-key", v);
-        }
-    }
-    if !given("anthropic-version") {
-        headers.insert(
-            "anthropic-version",
-            http::HeaderValue::from_static("2023-06-01"),
-        );
     }
 }
 
