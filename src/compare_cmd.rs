@@ -345,18 +345,10 @@ pub fn render_text(c: &Comparison) -> String {
             "own ITL definition"
         ));
         for t in &c.tools {
+            let [run, tool, ttft, itl50, itl99, own50, own99, saved50, saved99, def] =
+                tool_cells(t);
             s.push_str(&format!(
-                "  {:<3} {:<18} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}  {}\n",
-                t.run,
-                t.tool,
-                num(t.ttft_p50, "ms"),
-                num(t.itl_p50, "ms"),
-                num(t.itl_p99, "ms"),
-                num(t.own_itl_p50, "ms"),
-                num(t.own_itl_p99, "ms"),
-                num(t.saved_itl_p50, "ms"),
-                num(t.saved_itl_p99, "ms"),
-                t.own_itl_definition
+                "  {run:<3} {tool:<18} {ttft:>10} {itl50:>10} {itl99:>10} {own50:>12} {own99:>12} {saved50:>12} {saved99:>12}  {def}\n"
             ));
         }
     }
@@ -370,6 +362,22 @@ pub fn render_text(c: &Comparison) -> String {
         }
     }
     s
+}
+
+/// The cells of a tool's row of the across-tools table, in its column order.
+fn tool_cells(t: &ToolRow) -> [String; 10] {
+    [
+        t.run.to_string(),
+        t.tool.to_string(),
+        num(t.ttft_p50, "ms"),
+        num(t.itl_p50, "ms"),
+        num(t.itl_p99, "ms"),
+        num(t.own_itl_p50, "ms"),
+        num(t.own_itl_p99, "ms"),
+        num(t.saved_itl_p50, "ms"),
+        num(t.saved_itl_p99, "ms"),
+        t.own_itl_definition.to_string(),
+    ]
 }
 
 /// The Markdown form, for a PR comment.
@@ -387,19 +395,7 @@ pub fn render_markdown(c: &Comparison) -> String {
     if !c.tools.is_empty() {
         s.push_str("\n**Across tools** (first level)\n\n| run | tool | TTFT p50 | ITL p50 | ITL p99 | own ITL p50 | own ITL p99 | saved ITL p50 | saved ITL p99 | own ITL definition |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for t in &c.tools {
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                t.run,
-                t.tool,
-                num(t.ttft_p50, "ms"),
-                num(t.itl_p50, "ms"),
-                num(t.itl_p99, "ms"),
-                num(t.own_itl_p50, "ms"),
-                num(t.own_itl_p99, "ms"),
-                num(t.saved_itl_p50, "ms"),
-                num(t.saved_itl_p99, "ms"),
-                t.own_itl_definition
-            ));
+            s.push_str(&format!("| {} |\n", tool_cells(t).join(" | ")));
         }
     }
     for n in &c.notes {
