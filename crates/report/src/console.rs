@@ -612,6 +612,13 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
             d.p90
         );
     }
+    context_line(out, ss);
+    slowest_line(out, ss);
+    pricing_lines(out, ss, itl_p50);
+}
+
+/// TTFT by context length, first steps against later ones.
+fn context_line(out: &mut String, ss: &SessionSummary) {
     let rows: Vec<String> = ss
         .by_context
         .iter()
@@ -640,6 +647,10 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
             rows.join("; ")
         );
     }
+}
+
+/// The slowest session, step by step.
+fn slowest_line(out: &mut String, ss: &SessionSummary) {
     if let Some(w) = &ss.slowest {
         let steps: Vec<String> = w
             .steps
@@ -667,6 +678,10 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
             steps.join("; ")
         );
     }
+}
+
+/// The what-ifs, and what a long reply costs at the level's ITL and at theirs.
+fn pricing_lines(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
     let measured = ss.wall.map(|d| d.p50);
     for wi in &ss.what_if {
         let _ = writeln!(
