@@ -171,7 +171,8 @@ impl Prepared {
                 ..LevelOptions::default()
             },
         );
-        let row = probe_row(&self.target, started_ms, ended_ms, &level);
+        let mut row = probe_row(&self.target, started_ms, ended_ms, &level);
+        row.loop_lag_p99_ms = Some(summary.loop_lag.0.as_secs_f64() * 1e3);
         let reqs = records.iter().map(request_row).collect();
         Some((row, reqs))
     }
@@ -223,6 +224,21 @@ pub fn probe_row(t: &Target, started_ms: i64, ended_ms: i64, level: &LevelSummar
         output_tok_s: stat(&level.output_speed_tok_s, |d| d.p50),
         slo_ok: probe_passes(level, &t.slos, p.max_error_rate),
         slo_detail: detail,
+        clock: level.clock.as_ref().and_then(|c| {
+            match (c.kernel_requests > 0, c.user_requests > 0) {
+                (true, false) => Some("kernel".to_string()),
+                (false, true) => Some("user".to_string()),
+                (true, true) => Some("mixed".to_string()),
+                (false, false) => None,
+            }
+        }),
+        read_delay_p99_ms: level
+            .clock
+            .as_ref()
+            .and_then(|c| c.read_delay.as_ref())
+            .map(|d| d.p99),
+        // The runner's figure, set by the caller.
+        loop_lag_p99_ms: None,
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1. Times are Unix milliseconds; latencies milliseconds; `NULL` where a probe
 /// had no sample (no request succeeded).
@@ -48,6 +48,17 @@ CREATE TABLE requests (
 ) WITHOUT ROWID;
 ";
 
+/// Version 2: each probe's clock self-check (which clock stamped its chunks, the
+/// client's read delay and event-loop lag), and the shared store's outbox (`shipped`:
+/// 1 once the probe is in the shared store; a partial index finds the rest).
+const SCHEMA_V2: &str = "
+ALTER TABLE probes ADD COLUMN clock TEXT;
+ALTER TABLE probes ADD COLUMN read_delay_p99_ms REAL;
+ALTER TABLE probes ADD COLUMN loop_lag_p99_ms REAL;
+ALTER TABLE probes ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX probes_unshipped ON probes(id) WHERE shipped = 0;
+";
+
 /// One probe's aggregates, as stored.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProbeRow {
@@ -71,6 +82,12 @@ pub struct ProbeRow {
     pub slo_ok: bool,
     /// Each SLO and error check with its observed value, in words (JSON list).
     pub slo_detail: Vec<String>,
+    /// The clock self-check: which clock stamped the chunks (`kernel`, `user`, or
+    /// `mixed`), the p99 of the client's read delay (user read time − kernel receive
+    /// time) and of its event loop's lag during the probe. `None`: not measured.
+    pub clock: Option<String>,
+    pub read_delay_p99_ms: Option<f64>,
+    pub loop_lag_p99_ms: Option<f64>,
 }
 
 /// One request of a probe.
@@ -185,9 +202,16 @@ impl Store {
             .map_err(err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err)?;
-        if version == 0 {
+        // Each migration in one transaction: a crash leaves the old version or the new.
+        let steps: &[&str] = match version {
+            0 => &[SCHEMA_V1, SCHEMA_V2],
+            1 => &[SCHEMA_V2],
+            _ => &[],
+        };
+        if !steps.is_empty() {
             conn.execute_batch(&format!(
-                "BEGIN; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                "BEGIN; {} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;",
+                steps.concat()
             ))
             .map_err(err)?;
         }
@@ -221,9 +245,32 @@ impl Store {
                 detail: "it holds no cadence watch schema".into(),
             });
         }
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::Other {
+                path: path.display().to_string(),
+                detail: format!(
+                    "schema version {version}, older than this cadence's {SCHEMA_VERSION}: a `cadence watch` on it upgrades it"
+                ),
+            });
+        }
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _lock: None,
+        })
+    }
+
+    /// A second read-write connection to a database this process already holds open
+    /// as its writer (the shared store's shipper marks what it shipped through it,
+    /// never blocking the probe lane's connection for longer than one small update).
+    pub fn companion(&self) -> Result<Store, StoreError> {
+        let err = |e| StoreError::from_sqlite(&self.path, e);
+        let conn = Connection::open(&self.path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
+        Ok(Store {
+            conn,
+            path: self.path.clone(),
             _lock: None,
         })
     }
@@ -244,8 +291,9 @@ impl Store {
         tx.execute(
             "INSERT INTO probes (target, started_ms, ended_ms, sent, succeeded, failed, aborted,
                 failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s,
-                slo_ok, slo_detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                ?18)",
             params![
                 p.target,
                 p.started_ms,
@@ -262,6 +310,9 @@ impl Store {
                 p.output_tok_s,
                 p.slo_ok,
                 serde_json::to_string(&p.slo_detail).unwrap_or_default(),
+                p.clock,
+                p.read_delay_p99_ms,
+                p.loop_lag_p99_ms,
             ],
         )
         .map_err(err)?;
@@ -381,6 +432,51 @@ impl Store {
         it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
+    /// The oldest probes not yet in the shared store (at most `limit`), with their
+    /// requests, oldest first.
+    pub fn unshipped(&self, limit: u32) -> Result<Vec<(ProbeRow, Vec<RequestRow>)>, StoreError> {
+        let rows = {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!("{SELECT} WHERE shipped = 0 ORDER BY id LIMIT ?1"))
+                .map_err(|e| self.err(e))?;
+            let it = st.query_map([limit], probe_row).map_err(|e| self.err(e))?;
+            it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))?
+        };
+        rows.into_iter()
+            .map(|p| {
+                let reqs = self.requests(p.id)?;
+                Ok((p, reqs))
+            })
+            .collect()
+    }
+
+    /// Marks probes as in the shared store.
+    pub fn mark_shipped(&mut self, ids: &[i64]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        {
+            let mut st = tx
+                .prepare_cached("UPDATE probes SET shipped = 1 WHERE id = ?1")
+                .map_err(err)?;
+            for id in ids {
+                st.execute([id]).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
+    /// How many probes wait for the shared store.
+    pub fn pending(&self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT count(*) FROM probes WHERE shipped = 0", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+            .map_err(|e| self.err(e))
+    }
+
     /// Every target that has a probe.
     pub fn targets(&self) -> Result<Vec<String>, StoreError> {
         let mut st = self
@@ -401,7 +497,7 @@ impl Store {
 
 const SELECT: &str = "SELECT id, target, started_ms, ended_ms, sent, succeeded, failed, aborted,
     failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s, slo_ok,
-    slo_detail FROM probes";
+    slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms FROM probes";
 
 fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
     let classes: String = r.get(8)?;
@@ -423,6 +519,9 @@ fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
         output_tok_s: r.get(13)?,
         slo_ok: r.get(14)?,
         slo_detail: serde_json::from_str(&detail).unwrap_or_default(),
+        clock: r.get(16)?,
+        read_delay_p99_ms: r.get(17)?,
+        loop_lag_p99_ms: r.get(18)?,
     })
 }
 
@@ -473,6 +572,9 @@ pub(crate) mod tests {
             output_tok_s: Some(150.0),
             slo_ok: ok,
             slo_detail: vec!["itl.p50<=8ms: 5 ms".into()],
+            clock: Some("kernel".into()),
+            read_delay_p99_ms: Some(0.05),
+            loop_lag_p99_ms: Some(0.2),
         }
     }
 
@@ -566,6 +668,59 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_version_1_database_is_upgraded_in_place_and_keeps_its_probes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!("{SCHEMA_V1} PRAGMA user_version = 1;"))
+            .unwrap();
+        c.execute(
+            "INSERT INTO probes (target, started_ms, ended_ms, sent, succeeded, failed, aborted,
+                failed_by_class, slo_ok, slo_detail) VALUES ('a', 7, 9, 1, 1, 0, 0, '{}', 1, '[]')",
+            [],
+        )
+        .unwrap();
+        drop(c);
+        // A reader does not upgrade; it says what will.
+        let e = Store::open_read(&path).unwrap_err();
+        assert!(e.to_string().contains("upgrades it"), "{e}");
+        let s = Store::open(&path).unwrap();
+        let old = s.last_probe("a").unwrap().unwrap();
+        assert_eq!(
+            (old.started_ms, old.clock, old.loop_lag_p99_ms),
+            (7, None, None)
+        );
+        // It predates the shared store: it waits to be shipped like any other.
+        assert_eq!(s.pending().unwrap(), 1);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+        drop(s);
+        assert!(Store::open_read(&path).is_ok());
+    }
+
+    #[test]
+    fn the_outbox_hands_out_unshipped_probes_oldest_first_until_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("w.db")).unwrap();
+        let a = s
+            .insert_probe(&probe("a", 1_000, true), &[req(0), req(1)])
+            .unwrap();
+        let b = s
+            .insert_probe(&probe("b", 2_000, false), &[req(0)])
+            .unwrap();
+        let c = s.insert_probe(&probe("a", 3_000, true), &[]).unwrap();
+        let mut shipper = s.companion().unwrap();
+        let batch = shipper.unshipped(2).unwrap();
+        let ids: Vec<i64> = batch.iter().map(|(p, _)| p.id).collect();
+        assert_eq!(ids, vec![a, b]);
+        assert_eq!(batch[0].1, vec![req(0), req(1)]);
+        assert_eq!(batch[0].0.clock.as_deref(), Some("kernel"));
+        shipper.mark_shipped(&ids).unwrap();
+        assert_eq!(s.pending().unwrap(), 1);
+        let rest: Vec<i64> = s.unshipped(10).unwrap().iter().map(|(p, _)| p.id).collect();
+        assert_eq!(rest, vec![c]);
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_with_both_versions() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.db");
@@ -575,7 +730,10 @@ pub(crate) mod tests {
             .unwrap();
         drop(c);
         let e = Store::open(&path).unwrap_err();
-        assert!(matches!(e, StoreError::Newer { found: 2, .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::Newer { found, .. } if found == SCHEMA_VERSION + 1),
+            "{e}"
+        );
         assert!(e.to_string().contains("newer"), "{e}");
         assert!(e.is_usage());
         assert!(Store::open_read(&path).is_err());
