@@ -34,6 +34,8 @@ pub struct SimConfig {
     pub drain_timeout: Duration,
     /// A window in which the whole server stalls (FAULTS 34), from the sim's start.
     pub freeze: Option<Freeze>,
+    /// A window in which the whole server runs `factor` times slower, from the sim's start.
+    pub slow: Option<Slow>,
     /// Time tokens with this engine model (continuous batching, KV cache, roofline
     /// steps) instead of the flat `ttft`/`itl` cadence. Requests with a fault or a
     /// per-request timing header still follow the flat plan.
@@ -59,6 +61,19 @@ pub struct Freeze {
     pub duration: Duration,
 }
 
+/// The server runs `factor` times slower from `at` (after the sim starts) for
+/// `duration`: every gap of a stream that falls inside the window (the gaps between
+/// tokens, and the wait for the first) takes `factor` times as long; a gap that straddles
+/// an edge is stretched for its part inside. In engine mode the engine's steps slow
+/// down alike.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slow {
+    pub at: Duration,
+    pub duration: Duration,
+    /// Above zero and finite; 2.0 doubles the gaps, 0.5 halves them.
+    pub factor: f64,
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
@@ -76,6 +91,7 @@ impl Default for SimConfig {
             model: "cadence-sim".to_owned(),
             drain_timeout: Duration::from_secs(5),
             freeze: None,
+            slow: None,
             engine: None,
             tool_call_probability: DEFAULT_TOOL_CALL_PROBABILITY,
             parallel_tool_calls: 1,
@@ -98,6 +114,8 @@ pub enum ConfigError {
     ToolCallProbability(f64),
     #[error("parallel tool calls must be at least 1")]
     ParallelToolCalls,
+    #[error("slow-down factor must be above zero and finite (got {0})")]
+    SlowFactor(f64),
     #[error("engine: {0}")]
     Engine(#[from] cadence_engine::SpecError),
 }
@@ -122,6 +140,12 @@ impl SimConfig {
         }
         if self.model.trim().is_empty() {
             return Err(ConfigError::Model);
+        }
+        if let Some(s) = self
+            .slow
+            .filter(|s| !(s.factor.is_finite() && s.factor > 0.0))
+        {
+            return Err(ConfigError::SlowFactor(s.factor));
         }
         if let Some(e) = &self.engine {
             e.validate()?;
@@ -151,5 +175,19 @@ mod tests {
             ..SimConfig::default()
         };
         assert!(bad.validate().unwrap_err().to_string().contains("burst"));
+        for factor in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let bad = SimConfig {
+                slow: Some(Slow {
+                    at: Duration::ZERO,
+                    duration: Duration::from_secs(1),
+                    factor,
+                }),
+                ..SimConfig::default()
+            };
+            assert!(
+                matches!(bad.validate(), Err(ConfigError::SlowFactor(_))),
+                "{factor}"
+            );
+        }
     }
 }

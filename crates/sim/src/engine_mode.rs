@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::config::Freeze;
+use crate::warp::SimClock;
 
 /// What a stream hears from the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,17 +55,17 @@ impl std::fmt::Debug for EngineHandle {
 }
 
 impl EngineHandle {
-    /// Starts the engine task; virtual time 0 is now. `freeze` (from the sim's
-    /// start at `sim_epoch`) stops the step loop for its duration; `inject` adds
-    /// requests no client sees at their times from now.
-    pub fn spawn(
+    /// Starts the engine task; virtual time 0 is now. The step loop runs on the sim's
+    /// clock (`sim`): a freeze stops it for its duration, a slow-down slows it;
+    /// `inject` adds requests no client sees at their times from now.
+    pub(crate) fn spawn(
         spec: EngineSpec,
         metrics: Arc<EngineMetrics>,
-        freeze: Option<(Instant, Freeze)>,
+        sim: SimClock,
         inject: Vec<Injection>,
     ) -> EngineHandle {
         let (tx, rx) = mpsc::unbounded_channel();
-        let clock = Clock::new(Instant::now(), freeze);
+        let clock = Clock::new(Instant::now(), sim);
         let spec = Arc::new(spec);
         let phantoms = phantoms(&spec, &inject);
         tokio::spawn(run((*spec).clone(), clock, rx, metrics, phantoms));
@@ -104,43 +104,32 @@ impl EngineHandle {
     }
 }
 
-/// Maps real instants to the engine's virtual nanoseconds and back. A freeze
-/// window stops virtual time: events due during or after it happen one freeze later.
-#[derive(Debug, Clone, Copy)]
+/// Maps real instants to the engine's virtual nanoseconds (the sim's clock since the
+/// engine started) and back. A freeze stops virtual time, so events due during or
+/// after it happen one freeze later; a slow-down runs it at `1 / factor`.
+#[derive(Debug, Clone)]
 struct Clock {
-    epoch: Instant,
-    /// The freeze as virtual offsets from `epoch`: starts at `.0`, lasts `.1`.
-    freeze: Option<(u64, u64)>,
+    sim: SimClock,
+    /// The sim's clock when the engine started: virtual time 0.
+    zero: Duration,
 }
 
 impl Clock {
-    fn new(epoch: Instant, freeze: Option<(Instant, Freeze)>) -> Clock {
-        let freeze = freeze.and_then(|(sim_start, f)| {
-            let from = sim_start + f.at;
-            let until = from + f.duration;
-            (until > epoch).then(|| {
-                let start = from.saturating_duration_since(epoch);
-                let left = until - epoch.max(from);
-                (start.as_nanos() as u64, left.as_nanos() as u64)
-            })
-        });
-        Clock { epoch, freeze }
+    fn new(epoch: Instant, sim: SimClock) -> Clock {
+        let zero = sim.warp.plan_at(epoch.saturating_duration_since(sim.epoch));
+        Clock { sim, zero }
     }
 
     fn virtual_now(&self, now: Instant) -> u64 {
-        let r = now.saturating_duration_since(self.epoch).as_nanos() as u64;
-        match self.freeze {
-            Some((at, len)) if r >= at => at + r.saturating_sub(at + len),
-            _ => r,
-        }
+        let t = self
+            .sim
+            .warp
+            .plan_at(now.saturating_duration_since(self.sim.epoch));
+        t.saturating_sub(self.zero).as_nanos() as u64
     }
 
     fn deadline(&self, v: u64) -> Instant {
-        let shift = match self.freeze {
-            Some((at, len)) if v >= at => len,
-            _ => 0,
-        };
-        self.epoch + Duration::from_nanos(v + shift)
+        self.sim.epoch + self.sim.warp.real_at(self.zero + Duration::from_nanos(v))
     }
 }
 

@@ -90,8 +90,9 @@ mod state;
 mod stream;
 pub mod text;
 pub mod tools;
+mod warp;
 
-pub use config::{ConfigError, Freeze, SimConfig};
+pub use config::{ConfigError, Freeze, SimConfig, Slow};
 pub use dist::{Dist, DistParseError};
 pub use engine_mode::EngineMetrics;
 pub use fault::{Fault, UnknownFault};

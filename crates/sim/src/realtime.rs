@@ -119,9 +119,10 @@ async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut W
         calls: None,
     });
     let mut kill = state.kill();
+    let clock = state.clock();
     let mut line = Vec::new();
     for frame in script.frames {
-        if !kill.sleep_until(received + frame.at).await {
+        if !kill.sleep_until(clock.due(received, frame.at)).await {
             return Next::Cut;
         }
         // A frame may end inside an event (split faults): a message is a whole line.
@@ -138,7 +139,7 @@ async fn respond(state: &SimState, controls: &Controls, ask: Ask, socket: &mut W
         }
     }
     if let Some(at) = script.end_at {
-        if !kill.sleep_until(received + at).await {
+        if !kill.sleep_until(clock.due(received, at)).await {
             return Next::Cut;
         }
     }

@@ -262,12 +262,10 @@ async fn respond(
     let plan = plan(config, request, max_tokens, &controls.overrides(fault));
     let calls = reply_calls(state, dialect, api, fault, request, plan.token_count());
     let mut kill = state.kill();
-    let freeze = freeze_window(state);
-    let mut start = match freeze {
-        // Arriving while the server is frozen: nothing happens until it thaws.
-        Some((from, until)) if received >= from && received < until => until,
-        _ => received,
-    };
+    // Planned offsets fall due on the sim's clock: arriving while the server is
+    // frozen, nothing happens until it thaws.
+    let clock = state.clock().clone();
+    let mut start = received;
     if fault == Some(Fault::HeaderDelay) {
         let delay = controls.stall.unwrap_or(DEFAULT_HEADER_DELAY);
         if !kill.sleep_until(received + delay).await {
@@ -281,7 +279,7 @@ async fn respond(
     let created = unix_seconds();
 
     if !api.stream {
-        if !kill.sleep_until(start + plan.last_at()).await {
+        if !kill.sleep_until(clock.due(start, plan.last_at())).await {
             return shutting_down();
         }
         let usage = Usage::new(api.prompt_tokens, plan.token_count());
@@ -323,7 +321,7 @@ async fn respond(
         fault.map(Fault::name),
         received,
     );
-    let body: Body = stream::body(script, start, freeze, kill, recorder);
+    let body: Body = stream::body(script, start, clock, kill, recorder);
     stream_response(content_type, body)
 }
 
@@ -367,14 +365,6 @@ fn whole_calls(
     let mut stream = ToolStream::new(calls, Vocabulary::Plain);
     stream.chunk(&w, ids, true, |_| None);
     json_response(StatusCode::OK, stream.whole(&w, usage))
-}
-
-/// The server-wide freeze (`--freeze-at`/`--freeze-for`) as instants.
-fn freeze_window(state: &SimState) -> Option<(Instant, Instant)> {
-    state.config().freeze.map(|f| {
-        let from = Instant::from_std(state.send_log().epoch()) + f.at;
-        (from, from + f.duration)
-    })
 }
 
 /// The faults answered with a status or a page instead of a stream.

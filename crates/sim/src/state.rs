@@ -12,6 +12,7 @@ use crate::config::SimConfig;
 use crate::engine_mode::{EngineHandle, EngineMetrics};
 use crate::send_log::SendLog;
 use crate::stream::Kill;
+use crate::warp::{SimClock, Warp};
 
 /// Shared state of one sim: its config, send log, request counter and the
 /// switch that cuts live streams at the end of a drain. Cheap to clone.
@@ -25,6 +26,7 @@ struct Inner {
     metrics: Arc<EngineMetrics>,
     engine: std::sync::OnceLock<EngineHandle>,
     log: SendLog,
+    clock: SimClock,
     next_request: AtomicU64,
     kill: watch::Sender<bool>,
 }
@@ -50,6 +52,10 @@ impl SimState {
             inner: Arc::new(Inner {
                 metrics: Arc::new(EngineMetrics::new(&config.model, config.engine.is_some())),
                 engine: std::sync::OnceLock::new(),
+                clock: SimClock {
+                    epoch: Instant::from_std(log.epoch()),
+                    warp: Warp::new(config.freeze, config.slow),
+                },
                 config,
                 log,
                 next_request: AtomicU64::new(0),
@@ -88,6 +94,11 @@ impl SimState {
         given.unwrap_or_else(|| self.inner.next_request.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// The sim's start and its clock under the freeze and slow-down faults.
+    pub(crate) fn clock(&self) -> &SimClock {
+        &self.inner.clock
+    }
+
     pub(crate) fn kill(&self) -> Kill {
         Kill(self.inner.kill.subscribe())
     }
@@ -101,15 +112,10 @@ impl SimState {
     pub(crate) fn engine(&self) -> Option<&EngineHandle> {
         let spec = self.inner.config.engine.as_ref()?;
         Some(self.inner.engine.get_or_init(|| {
-            let freeze = self
-                .inner
-                .config
-                .freeze
-                .map(|f| (Instant::from_std(self.send_log().epoch()), f));
             EngineHandle::spawn(
                 spec.clone(),
                 self.inner.metrics.clone(),
-                freeze,
+                self.inner.clock.clone(),
                 self.inner.config.inject.clone(),
             )
         }))

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::script::{Frame, Script};
 use crate::send_log::Recorder;
+use crate::warp::SimClock;
 
 /// Resolves when the server asks every stream to stop (drain timeout passed).
 #[derive(Clone)]
@@ -47,8 +48,8 @@ impl Kill {
 struct Replay {
     frames: std::vec::IntoIter<Frame>,
     start: Instant,
-    /// The server-wide freeze window, if any.
-    freeze: Option<(Instant, Instant)>,
+    /// The sim's clock, which the server-wide freeze stops and slow-down slows.
+    clock: SimClock,
     end_at: Option<Duration>,
     reset: bool,
     kill: Kill,
@@ -64,14 +65,11 @@ fn killed() -> io::Error {
 }
 
 impl Replay {
-    /// When a frame planned at `at` leaves: a stream that was running when the server
-    /// froze resumes one freeze later.
+    /// When a frame planned at `at` leaves: `at` later on the sim's clock (a stream
+    /// that was running when the server froze resumes one freeze later; its gaps inside
+    /// a slow-down are stretched).
     fn due(&self, at: Duration) -> Instant {
-        let due = self.start + at;
-        match self.freeze {
-            Some((from, until)) if self.start < from && due >= from => due + (until - from),
-            _ => due,
-        }
+        self.clock.due(self.start, at)
     }
 
     async fn next(mut self) -> Option<(Result<Bytes, io::Error>, Self)> {
@@ -92,7 +90,7 @@ impl Replay {
         }
         self.done = true;
         if let Some(at) = self.end_at {
-            if !self.kill.sleep_until(self.start + at).await {
+            if !self.kill.sleep_until(self.due(at)).await {
                 self.recorder.finish(false);
                 return Some((Err(killed()), self));
             }
@@ -117,14 +115,14 @@ impl Replay {
 pub(crate) fn body(
     script: Script,
     start: Instant,
-    freeze: Option<(Instant, Instant)>,
+    clock: SimClock,
     kill: Kill,
     recorder: Recorder,
 ) -> Body {
     let replay = Replay {
         frames: script.frames.into_iter(),
         start,
-        freeze,
+        clock,
         end_at: script.end_at,
         reset: script.reset,
         kill,

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use cadence_engine::{preset, EngineSpec, Speculation};
-use cadence_sim::{Freeze, SimConfig, SimState};
+use cadence_sim::{Freeze, SimConfig, SimState, Slow};
 use common::{chat, get, post_chat, with_usage};
 
 fn quiet(name: &str) -> EngineSpec {
@@ -140,6 +140,38 @@ async fn a_freeze_stops_the_engine_for_its_duration() {
     assert_eq!(t.len(), 3);
     assert!(t[0].0 >= Duration::from_secs(2), "{t:?}");
     assert!(t[2].0 < Duration::from_millis(2100), "{t:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_down_stretches_the_engines_steps_by_its_factor() {
+    let gaps = |r: &common::Reply| -> Vec<f64> {
+        let t = r.content_times();
+        t.windows(2)
+            .map(|w| (w[1].0 - w[0].0).as_secs_f64() * 1e3)
+            .collect()
+    };
+    let normal = post_chat(
+        &SimState::new(engine_config(quiet("tiny@cpu"))),
+        &[],
+        chat(20),
+    )
+    .await;
+    let config = SimConfig {
+        slow: Some(Slow {
+            at: Duration::ZERO,
+            duration: Duration::from_secs(60),
+            factor: 3.0,
+        }),
+        ..engine_config(quiet("tiny@cpu"))
+    };
+    let slow = post_chat(&SimState::new(config), &[], chat(20)).await;
+    let (normal, slow) = (gaps(&normal), gaps(&slow));
+    assert_eq!(normal.len(), 19);
+    assert_eq!(slow.len(), 19);
+    for (n, s) in normal.iter().zip(&slow) {
+        // Within the timer's 1 ms either way.
+        assert!((s - 3.0 * n).abs() <= 2.0, "{n} ms then {s} ms: {slow:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

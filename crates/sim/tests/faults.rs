@@ -500,3 +500,47 @@ async fn every_fault_name_is_accepted() {
         assert_ne!(r.status, 400, "{name}");
     }
 }
+
+/// FAULTS 34's slower sibling: from 200 ms after the sim's start, for 200 ms, the server
+/// runs twice as slow. TTFT 50 ms and ITL 10 ms: the gaps of the chunks sent inside the
+/// window take 20 ms, the others 10 ms, and the stream ends 100 ms late.
+#[tokio::test(start_paused = true)]
+async fn a_slow_down_doubles_the_gaps_inside_its_window_only() {
+    let state = SimState::new(cadence_sim::SimConfig {
+        slow: Some(cadence_sim::Slow {
+            at: ms(200),
+            duration: ms(200),
+            factor: 2.0,
+        }),
+        ..fixed_config()
+    });
+    let r = post_chat(&state, &[], chat(40)).await;
+    let at: Vec<u64> = r
+        .content_times()
+        .iter()
+        .map(|(t, _)| t.as_millis() as u64)
+        .collect();
+    assert_eq!(at.len(), 40);
+    assert_eq!(at[0], 50, "the first chunk is before the window: {at:?}");
+    for (i, gap) in gaps(&at).into_iter().enumerate() {
+        let sent = at[i + 1];
+        let expected = if sent > 200 && sent <= 400 { 20 } else { 10 };
+        assert!(
+            gap.abs_diff(expected) <= 1,
+            "chunk {} at {sent} ms came {gap} ms after the last: {at:?}",
+            i + 1
+        );
+    }
+    // 440 ms of plan, 100 ms of it stretched to 200.
+    assert!(at[39].abs_diff(540) <= 1, "{at:?}");
+
+    // A request after the window is untouched.
+    tokio::time::sleep_until(tokio::time::Instant::now() + ms(500)).await;
+    let r = post_chat(&state, &[], chat(5)).await;
+    let at: Vec<u64> = r
+        .content_times()
+        .iter()
+        .map(|(t, _)| t.as_millis() as u64)
+        .collect();
+    assert_eq!(at, vec![50, 60, 70, 80, 90]);
+}
