@@ -41,6 +41,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
             }],
             webhook: None,
             builtin_freeze: None,
+            builtin_slow: None,
         },
     };
     // The built-in simulator, once, when a target names it.
@@ -51,6 +52,11 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         c.freeze = config
             .builtin_freeze
             .map(|(at, duration)| cadence_sim::Freeze { at, duration });
+        c.slow = config.builtin_slow.map(|s| cadence_sim::Slow {
+            at: s.at,
+            duration: s.duration,
+            factor: s.factor,
+        });
         sim_model = Some(c.model.clone());
         let s = BuiltinSim::start(c)?;
         for t in config.targets.iter_mut().filter(|t| t.url == BUILTIN) {

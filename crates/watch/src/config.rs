@@ -25,8 +25,11 @@ struct File {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BuiltinFile {
-    freeze_at: String,
-    freeze_for: String,
+    freeze_at: Option<String>,
+    freeze_for: Option<String>,
+    slow_at: Option<String>,
+    slow_for: Option<String>,
+    slow_factor: Option<f64>,
 }
 
 /// A probe shape; every key optional (the `[probe]` table's, else the defaults).
@@ -175,6 +178,17 @@ pub struct Config {
     /// `[builtin]`: the built-in simulator stops producing tokens from `.0` after the
     /// watcher starts, for `.1` (a fault to watch an incident open and close).
     pub builtin_freeze: Option<(Duration, Duration)>,
+    /// `[builtin]`: the built-in simulator runs slower for a while.
+    pub builtin_slow: Option<BuiltinSlow>,
+}
+
+/// The built-in simulator runs `factor` times slower (every inter-token gap takes
+/// `factor` times as long) from `at` after the watcher starts, for `duration`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BuiltinSlow {
+    pub at: Duration,
+    pub duration: Duration,
+    pub factor: f64,
 }
 
 /// Why a config cannot be used; the message names the key.
@@ -235,6 +249,48 @@ impl ProbeFile {
             )));
         }
         Ok(p)
+    }
+}
+
+impl BuiltinFile {
+    /// The freeze, given whole (both keys) or not at all.
+    fn freeze(&self) -> Result<Option<(Duration, Duration)>, ConfigError> {
+        Ok(match (&self.freeze_at, &self.freeze_for) {
+            (None, None) => None,
+            (Some(at), Some(d)) => Some((
+                duration("builtin.freeze_at", at)?,
+                duration("builtin.freeze_for", d)?,
+            )),
+            _ => {
+                return Err(ConfigError(
+                    "[builtin]: freeze_at and freeze_for go together".into(),
+                ))
+            }
+        })
+    }
+
+    /// The slow-down, given whole (all three keys) or not at all.
+    fn slow(&self) -> Result<Option<BuiltinSlow>, ConfigError> {
+        Ok(match (&self.slow_at, &self.slow_for, self.slow_factor) {
+            (None, None, None) => None,
+            (Some(at), Some(d), Some(factor)) => {
+                if !(factor.is_finite() && factor > 0.0) {
+                    return Err(ConfigError(format!(
+                        "builtin.slow_factor = {factor}: a finite number above zero (2.0 doubles every inter-token gap)"
+                    )));
+                }
+                Some(BuiltinSlow {
+                    at: duration("builtin.slow_at", at)?,
+                    duration: duration("builtin.slow_for", d)?,
+                    factor,
+                })
+            }
+            _ => {
+                return Err(ConfigError(
+                    "[builtin]: slow_at, slow_for and slow_factor go together".into(),
+                ))
+            }
+        })
     }
 }
 
@@ -309,17 +365,15 @@ impl Config {
                 probe,
             });
         }
-        let builtin_freeze = match &file.builtin {
-            None => None,
-            Some(b) => Some((
-                duration("builtin.freeze_at", &b.freeze_at)?,
-                duration("builtin.freeze_for", &b.freeze_for)?,
-            )),
+        let (builtin_freeze, builtin_slow) = match &file.builtin {
+            None => (None, None),
+            Some(b) => (b.freeze()?, b.slow()?),
         };
         Ok(Config {
             targets,
             webhook: file.webhook,
             builtin_freeze,
+            builtin_slow,
         })
     }
 
@@ -357,6 +411,9 @@ api = "completions"
 [builtin]
 freeze_at = "30s"
 freeze_for = "20s"
+slow_at = "1m"
+slow_for = "1500ms"
+slow_factor = 2.5
 "#;
 
     #[test]
@@ -377,6 +434,46 @@ freeze_for = "20s"
             c.builtin_freeze,
             Some((Duration::from_secs(30), Duration::from_secs(20)))
         );
+        assert_eq!(
+            c.builtin_slow,
+            Some(BuiltinSlow {
+                at: Duration::from_secs(60),
+                duration: Duration::from_millis(1500),
+                factor: 2.5,
+            })
+        );
+    }
+
+    #[test]
+    fn the_builtin_slow_down_is_whole_with_a_positive_factor() {
+        const T: &str = "[[target]]\nname=\"a\"\nurl=\"builtin\"\n";
+        let parse = |b: &str| Config::parse(&format!("[builtin]\n{b}{T}"));
+        let c = parse("slow_at=\"2s\"\nslow_for=\"3s\"\nslow_factor=2\n").unwrap();
+        assert_eq!(c.builtin_freeze, None, "a slow-down alone");
+        assert_eq!(c.builtin_slow.map(|s| s.factor), Some(2.0));
+        let c = parse("freeze_at=\"2s\"\nfreeze_for=\"3s\"\n").unwrap();
+        assert!(c.builtin_freeze.is_some() && c.builtin_slow.is_none());
+        const WINDOW: &str = "slow_at=\"2s\"\nslow_for=\"3s\"\n";
+        for factor in ["0", "-2.0", "inf", "nan", "\"2x\""] {
+            let e = parse(&format!("{WINDOW}slow_factor={factor}\n")).unwrap_err();
+            assert!(e.to_string().contains("slow_factor"), "{factor}: {e}");
+        }
+        for (b, says) in [
+            ("slow_at=\"2s\"\nslow_factor=2\n", "go together"),
+            (
+                "slow_at=\"soon\"\nslow_for=\"3s\"\nslow_factor=2\n",
+                "slow_at",
+            ),
+            (
+                "slow_at=\"2s\"\nslow_for=\"3\"\nslow_factor=2\n",
+                "slow_for",
+            ),
+            ("freeze_at=\"2s\"\n", "go together"),
+            ("slowfactor=2\n", "slowfactor"),
+        ] {
+            let e = parse(b).unwrap_err().to_string();
+            assert!(e.contains(says), "{b:?}: {e}");
+        }
     }
 
     fn err(text: &str) -> String {
