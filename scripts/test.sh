@@ -11,7 +11,9 @@
 # Debian packages: `prometheus` (the proxy's integration test scrapes it with a real
 # Prometheus server; its `promtool` checks the deploy kit's rules) and `chromium` (the
 # HTML report test opens a report in a real headless browser) and `tmux` (the dashboard
-# test runs `cadence bench --tui` in a real terminal and reads its screen).
+# test runs `cadence bench --tui` in a real terminal and reads its screen) and
+# `postgresql` (the watchers' shared store is tested against a real server, started by
+# scripts/postgres.sh on a Unix socket of its own and exported as CADENCE_TEST_POSTGRES).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,12 +31,17 @@ if ! have tmux; then
     missing+=(tmux)
 fi
 
+have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
+if ! have_postgres; then
+    missing+=(postgresql)
+fi
+
 if ((${#missing[@]})); then
     echo "== installing Debian packages the tests need: ${missing[*]}"
     install_cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
     if ! have apt-get; then
         echo "error: ${missing[*]} missing and apt-get not found; install them with your" \
-            "package manager (the binaries prometheus, promtool, chromium and tmux must be on" \
+            "package manager (prometheus, promtool, chromium, tmux and a PostgreSQL server must be on" \
             "PATH), then run this script again" >&2
         exit 1
     fi
@@ -57,6 +64,7 @@ if ((${#missing[@]})); then
     have chromium || have chromium-browser || have google-chrome ||
         { echo "error: chromium still not on PATH after the install" >&2; exit 1; }
     have tmux || { echo "error: tmux still not on PATH after the install" >&2; exit 1; }
+    have_postgres || { echo "error: no PostgreSQL server after the install" >&2; exit 1; }
 fi
 
 echo "== promtool: deploy kit rules"
@@ -72,9 +80,14 @@ echo "== real engine: scripts/real-engine.sh"
 CADENCE_REAL_ENGINE=$(scripts/real-engine.sh)
 export CADENCE_REAL_ENGINE
 
-echo "== cargo test --workspace --locked $*"
+echo "== PostgreSQL for the shared-store tests: scripts/postgres.sh"
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/cadence-pg.XXXXXX")
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'scripts/postgres.sh stop "$pgdir"; rm -f "$log"' EXIT
+CADENCE_TEST_POSTGRES=$(scripts/postgres.sh start "$pgdir")
+export CADENCE_TEST_POSTGRES
+
+echo "== cargo test --workspace --locked $*"
 cargo test --workspace --locked "$@" 2>&1 | tee "$log"
 
 # The wheel that `pipx install` / `uv tool install` take (pyproject.toml, built by

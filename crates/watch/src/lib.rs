@@ -8,6 +8,8 @@ pub mod incident;
 pub mod metrics;
 pub mod probe;
 pub mod report;
+pub mod shared;
+pub mod shipper;
 pub mod store;
 pub mod watcher;
 pub mod web;

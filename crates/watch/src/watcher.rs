@@ -28,7 +28,7 @@ pub struct Shared {
 }
 
 /// A target as the page shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TargetInfo {
     pub name: String,
     /// Without credentials or query values.

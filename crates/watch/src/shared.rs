@@ -1,0 +1,575 @@
+//! The shared store: several watchers (vantage points: regions, offices, clouds) feed
+//! one PostgreSQL database, so one page can compare how the same endpoint feels from
+//! each. Every probe is first committed to the watcher's own SQLite file; a shipper
+//! copies it here afterwards (an outbox), so an unreachable server costs nothing but
+//! delay, and a probe shipped twice (a crash between the two commits) is stored once.
+
+use crate::store::{ProbeRow, RequestRow};
+use crate::watcher::TargetInfo;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, NoTls};
+
+/// The shared store's schema version (table `watch_schema`).
+pub const SHARED_SCHEMA_VERSION: i32 = 1;
+
+/// Version 1 of the shared store's tables. Times are Unix milliseconds, latencies
+/// milliseconds, as in the SQLite file; a probe is keyed by its vantage, target and
+/// start, so a re-shipped probe is recognised.
+const SCHEMA_V1: &str = "
+CREATE TABLE watch_targets (
+    vantage TEXT NOT NULL,
+    name TEXT NOT NULL,
+    url TEXT NOT NULL,
+    slos TEXT NOT NULL,
+    interval_s DOUBLE PRECISION NOT NULL,
+    seen_ms BIGINT NOT NULL,
+    PRIMARY KEY (vantage, name)
+);
+CREATE TABLE watch_probes (
+    id BIGSERIAL PRIMARY KEY,
+    vantage TEXT NOT NULL,
+    target TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    ended_ms BIGINT NOT NULL,
+    sent BIGINT NOT NULL,
+    succeeded BIGINT NOT NULL,
+    failed BIGINT NOT NULL,
+    aborted BIGINT NOT NULL,
+    failed_by_class TEXT NOT NULL,
+    ttft_p50_ms DOUBLE PRECISION,
+    ttft_p99_ms DOUBLE PRECISION,
+    itl_p50_ms DOUBLE PRECISION,
+    itl_p99_ms DOUBLE PRECISION,
+    output_tok_s DOUBLE PRECISION,
+    slo_ok BOOLEAN NOT NULL,
+    slo_detail TEXT NOT NULL,
+    clock TEXT,
+    read_delay_p99_ms DOUBLE PRECISION,
+    loop_lag_p99_ms DOUBLE PRECISION,
+    UNIQUE (vantage, target, started_ms)
+);
+CREATE INDEX watch_probes_by_target_time ON watch_probes (target, started_ms);
+CREATE INDEX watch_probes_by_time ON watch_probes (started_ms);
+CREATE TABLE watch_requests (
+    probe_id BIGINT NOT NULL REFERENCES watch_probes (id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    ttft_ms DOUBLE PRECISION,
+    e2e_ms DOUBLE PRECISION,
+    chunks BIGINT NOT NULL,
+    output_tokens BIGINT,
+    itl_p50_ms DOUBLE PRECISION,
+    itl_max_ms DOUBLE PRECISION,
+    PRIMARY KEY (probe_id, idx)
+);
+";
+
+/// Serializes watchers creating the schema at once (any constant; "cadence").
+const MIGRATION_LOCK: i64 = 0x0063_6164_656e_6365;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    #[error("the shared store's address is not a PostgreSQL connection string (`postgres://user@host/db` or `host=... dbname=...`): {0}")]
+    Address(String),
+    #[error("the variable {0} named by the shared store's password_env is not set")]
+    Password(String),
+    #[error("the shared store {at}: {detail}")]
+    Server { at: String, detail: String },
+    #[error("the shared store {at} has schema version {found}, newer than this cadence's {supported}: upgrade this watcher")]
+    Newer {
+        at: String,
+        found: i32,
+        supported: i32,
+    },
+}
+
+/// Where the shared store is and how to log in.
+#[derive(Clone)]
+pub struct SharedConfig {
+    config: tokio_postgres::Config,
+    display: String,
+}
+
+impl std::fmt::Debug for SharedConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedConfig({})", self.display)
+    }
+}
+
+impl SharedConfig {
+    /// `address`: a `postgres://` URL or a libpq `key=value` string. The password comes
+    /// from the variable `password_env` names (or the address itself; it is never shown).
+    pub fn new(address: &str, password_env: Option<&str>) -> Result<SharedConfig, SharedError> {
+        let mut config: tokio_postgres::Config = address
+            .parse()
+            .map_err(|e: tokio_postgres::Error| SharedError::Address(e.to_string()))?;
+        if config.get_hosts().is_empty() {
+            return Err(SharedError::Address(
+                "it names no host (add host=... or postgres://HOST/...)".into(),
+            ));
+        }
+        if let Some(var) = password_env {
+            let pw = std::env::var(var).map_err(|_| SharedError::Password(var.to_string()))?;
+            config.password(pw);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        config.application_name("cadence-watch");
+        let display = display(&config);
+        Ok(SharedConfig { config, display })
+    }
+
+    /// The address without its password, for messages.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Connects and brings the schema to this build's version.
+    pub async fn connect(&self) -> Result<SharedStore, SharedError> {
+        let err = |e: tokio_postgres::Error| SharedError::Server {
+            at: self.display.clone(),
+            detail: detail(&e),
+        };
+        let (client, connection) = self.config.connect(NoTls).await.map_err(err)?;
+        tokio::spawn(async move {
+            // Ends when the client is dropped or the server goes; the client's next
+            // call then fails and the caller reconnects.
+            let _ = connection.await;
+        });
+        let mut store = SharedStore {
+            client,
+            at: self.display.clone(),
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+}
+
+/// `postgres://user@host:port/db` without the password.
+fn display(c: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = c
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                Host::Tcp(h) => h.clone(),
+                Host::Unix(p) => p.display().to_string(),
+            };
+            match c.get_ports().get(i).or(c.get_ports().first()) {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            }
+        })
+        .collect();
+    format!(
+        "postgres://{}{}/{}",
+        c.get_user().map_or(String::new(), |u| format!("{u}@")),
+        hosts.join(","),
+        c.get_dbname().unwrap_or("")
+    )
+}
+
+/// A server error with its message (tokio-postgres's `Display` says only "db error").
+fn detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(inner) = source {
+                s.push_str(&format!(": {inner}"));
+                source = inner.source();
+            }
+            s
+        }
+    }
+}
+
+/// A probe as the shared store holds it: with the vantage that ran it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VantageProbe {
+    pub vantage: String,
+    #[serde(flatten)]
+    pub probe: ProbeRow,
+}
+
+/// A vantage point as the shared store knows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Vantage {
+    pub name: String,
+    /// The targets it announced, and when it last started.
+    pub targets: Vec<TargetInfo>,
+    pub seen_ms: i64,
+    pub last_probe_ms: Option<i64>,
+}
+
+/// A connection to the shared store.
+pub struct SharedStore {
+    client: Client,
+    at: String,
+}
+
+impl std::fmt::Debug for SharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedStore({})", self.at)
+    }
+}
+
+impl SharedStore {
+    fn err(&self, e: tokio_postgres::Error) -> SharedError {
+        SharedError::Server {
+            at: self.at.clone(),
+            detail: detail(&e),
+        }
+    }
+
+    /// Whether the connection is gone (the server restarted, the network dropped).
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    /// Creates the tables on first use (one watcher at a time: an advisory lock), or
+    /// checks the version of the ones there.
+    async fn migrate(&mut self) -> Result<(), SharedError> {
+        let tx = self
+            .client
+            .transaction()
+            .await
+            .map_err(|e| SharedError::Server {
+                at: self.at.clone(),
+                detail: detail(&e),
+            })?;
+        let at = self.at.clone();
+        let err = |e: tokio_postgres::Error| SharedError::Server {
+            at: at.clone(),
+            detail: detail(&e),
+        };
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(err)?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS watch_schema (version INTEGER NOT NULL)")
+            .await
+            .map_err(err)?;
+        let found: Option<i32> = tx
+            .query_opt("SELECT max(version) FROM watch_schema", &[])
+            .await
+            .map_err(err)?
+            .and_then(|r| r.get(0));
+        match found {
+            None => {
+                tx.batch_execute(SCHEMA_V1).await.map_err(err)?;
+                tx.execute(
+                    "INSERT INTO watch_schema (version) VALUES ($1)",
+                    &[&SHARED_SCHEMA_VERSION],
+                )
+                .await
+                .map_err(err)?;
+            }
+            Some(v) if v > SHARED_SCHEMA_VERSION => {
+                return Err(SharedError::Newer {
+                    at: self.at.clone(),
+                    found: v,
+                    supported: SHARED_SCHEMA_VERSION,
+                });
+            }
+            Some(_) => {}
+        }
+        tx.commit().await.map_err(err)
+    }
+
+    /// Records which targets `vantage` watches (shown on the page beside its probes).
+    pub async fn announce(
+        &self,
+        vantage: &str,
+        targets: &[TargetInfo],
+        now_ms: i64,
+    ) -> Result<(), SharedError> {
+        for t in targets {
+            self.client
+                .execute(
+                    "INSERT INTO watch_targets (vantage, name, url, slos, interval_s, seen_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (vantage, name) DO UPDATE SET url = $3, slos = $4,
+                        interval_s = $5, seen_ms = $6",
+                    &[
+                        &vantage,
+                        &t.name,
+                        &t.url,
+                        &serde_json::to_string(&t.slos).unwrap_or_default(),
+                        &t.interval_s,
+                        &now_ms,
+                    ],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes probes of `vantage` with their requests in one transaction; a probe
+    /// already there (same vantage, target and start) is left as it is. Returns how
+    /// many were new.
+    pub async fn push(
+        &mut self,
+        vantage: &str,
+        batch: &[(ProbeRow, Vec<RequestRow>)],
+    ) -> Result<u64, SharedError> {
+        let at = self.at.clone();
+        let err = |e: tokio_postgres::Error| SharedError::Server {
+            at: at.clone(),
+            detail: detail(&e),
+        };
+        let tx = self.client.transaction().await.map_err(err)?;
+        let insert_probe = tx
+            .prepare(
+                "INSERT INTO watch_probes (vantage, target, started_ms, ended_ms, sent, succeeded,
+                    failed, aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms,
+                    itl_p99_ms, output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms,
+                    loop_lag_p99_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                    $17, $18, $19)
+                 ON CONFLICT (vantage, target, started_ms) DO NOTHING
+                 RETURNING id",
+            )
+            .await
+            .map_err(err)?;
+        let insert_request = tx
+            .prepare(
+                "INSERT INTO watch_requests (probe_id, idx, outcome, ttft_ms, e2e_ms, chunks,
+                    output_tokens, itl_p50_ms, itl_max_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .await
+            .map_err(err)?;
+        let mut new = 0;
+        for (p, reqs) in batch {
+            let classes = serde_json::to_string(&p.failed_by_class).unwrap_or_default();
+            let detail = serde_json::to_string(&p.slo_detail).unwrap_or_default();
+            let row = tx
+                .query_opt(
+                    &insert_probe,
+                    &[
+                        &vantage,
+                        &p.target,
+                        &p.started_ms,
+                        &p.ended_ms,
+                        &(p.sent as i64),
+                        &(p.succeeded as i64),
+                        &(p.failed as i64),
+                        &(p.aborted as i64),
+                        &classes,
+                        &p.ttft_p50_ms,
+                        &p.ttft_p99_ms,
+                        &p.itl_p50_ms,
+                        &p.itl_p99_ms,
+                        &p.output_tok_s,
+                        &p.slo_ok,
+                        &detail,
+                        &p.clock,
+                        &p.read_delay_p99_ms,
+                        &p.loop_lag_p99_ms,
+                    ],
+                )
+                .await
+                .map_err(err)?;
+            let Some(row) = row else { continue };
+            new += 1;
+            let id: i64 = row.get(0);
+            for r in reqs {
+                tx.execute(
+                    &insert_request,
+                    &[
+                        &id,
+                        &(r.idx as i32),
+                        &r.outcome,
+                        &r.ttft_ms,
+                        &r.e2e_ms,
+                        &(r.chunks as i64),
+                        &r.output_tokens.map(|n| n as i64),
+                        &r.itl_p50_ms,
+                        &r.itl_max_ms,
+                    ],
+                )
+                .await
+                .map_err(err)?;
+            }
+        }
+        tx.commit().await.map_err(err)?;
+        Ok(new)
+    }
+
+    /// Deletes `vantage`'s probes (and their requests) that started before `cutoff_ms`:
+    /// each watcher applies its own `--retain` to its own rows.
+    pub async fn retain(&self, vantage: &str, cutoff_ms: i64) -> Result<u64, SharedError> {
+        self.client
+            .execute(
+                "DELETE FROM watch_probes WHERE vantage = $1 AND started_ms < $2",
+                &[&vantage, &cutoff_ms],
+            )
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every probe of every vantage that started at or after `since_ms`, of one target
+    /// or all, in time order.
+    pub async fn probes(
+        &self,
+        target: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Vec<VantageProbe>, SharedError> {
+        let select = "SELECT id, vantage, target, started_ms, ended_ms, sent, succeeded, failed,
+            aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms,
+            output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms
+            FROM watch_probes";
+        let rows = match target {
+            Some(t) => self
+                .client
+                .query(
+                    &format!(
+                        "{select} WHERE target = $1 AND started_ms >= $2 ORDER BY started_ms, id"
+                    ),
+                    &[&t, &since_ms],
+                )
+                .await,
+            None => {
+                self.client
+                    .query(
+                        &format!("{select} WHERE started_ms >= $1 ORDER BY started_ms, id"),
+                        &[&since_ms],
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| VantageProbe {
+                vantage: r.get(1),
+                probe: ProbeRow {
+                    id: r.get(0),
+                    target: r.get(2),
+                    started_ms: r.get(3),
+                    ended_ms: r.get(4),
+                    sent: r.get::<_, i64>(5) as u64,
+                    succeeded: r.get::<_, i64>(6) as u64,
+                    failed: r.get::<_, i64>(7) as u64,
+                    aborted: r.get::<_, i64>(8) as u64,
+                    failed_by_class: serde_json::from_str::<BTreeMap<String, u64>>(
+                        r.get::<_, &str>(9),
+                    )
+                    .unwrap_or_default(),
+                    ttft_p50_ms: r.get(10),
+                    ttft_p99_ms: r.get(11),
+                    itl_p50_ms: r.get(12),
+                    itl_p99_ms: r.get(13),
+                    output_tok_s: r.get(14),
+                    slo_ok: r.get(15),
+                    slo_detail: serde_json::from_str(r.get::<_, &str>(16)).unwrap_or_default(),
+                    clock: r.get(17),
+                    read_delay_p99_ms: r.get(18),
+                    loop_lag_p99_ms: r.get(19),
+                },
+            })
+            .collect())
+    }
+
+    /// Request rows of one stored probe (by its shared-store id).
+    pub async fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, SharedError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT idx, outcome, ttft_ms, e2e_ms, chunks, output_tokens, itl_p50_ms, itl_max_ms
+                 FROM watch_requests WHERE probe_id = $1 ORDER BY idx",
+                &[&probe_id],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| RequestRow {
+                idx: r.get::<_, i32>(0) as u64,
+                outcome: r.get(1),
+                ttft_ms: r.get(2),
+                e2e_ms: r.get(3),
+                chunks: r.get::<_, i64>(4) as u64,
+                output_tokens: r.get::<_, Option<i64>>(5).map(|n| n as u64),
+                itl_p50_ms: r.get(6),
+                itl_max_ms: r.get(7),
+            })
+            .collect())
+    }
+
+    /// Every vantage that announced itself, with its targets and its latest probe.
+    pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT t.vantage, t.name, t.url, t.slos, t.interval_s, t.seen_ms,
+                    (SELECT max(started_ms) FROM watch_probes p WHERE p.vantage = t.vantage)
+                 FROM watch_targets t ORDER BY t.vantage, t.name",
+                &[],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut out: Vec<Vantage> = Vec::new();
+        for r in &rows {
+            let name: String = r.get(0);
+            let target = TargetInfo {
+                name: r.get(1),
+                url: r.get(2),
+                slos: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or_default(),
+                interval_s: r.get(4),
+            };
+            let seen: i64 = r.get(5);
+            let last: Option<i64> = r.get(6);
+            match out.last_mut() {
+                Some(v) if v.name == name => {
+                    v.seen_ms = v.seen_ms.max(seen);
+                    v.targets.push(target);
+                }
+                _ => out.push(Vantage {
+                    name,
+                    targets: vec![target],
+                    seen_ms: seen,
+                    last_probe_ms: last,
+                }),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_shown_without_its_password() {
+        let c = SharedConfig::new("postgres://watch:s3cret@db.internal:5433/probes", None).unwrap();
+        assert_eq!(c.display(), "postgres://watch@db.internal:5433/probes");
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let c = SharedConfig::new("host=/run/pg user=w password=s3cret dbname=d", None).unwrap();
+        assert_eq!(c.display(), "postgres://w@/run/pg/d");
+    }
+
+    #[test]
+    fn a_bad_address_or_an_unset_password_variable_is_an_error_in_words() {
+        let e = SharedConfig::new("postgres://h/d?sslmode=bogus", None).unwrap_err();
+        assert!(
+            e.to_string().contains("not a PostgreSQL connection string"),
+            "{e}"
+        );
+        let e = SharedConfig::new("dbname=d", None).unwrap_err();
+        assert!(e.to_string().contains("names no host"), "{e}");
+        let e =
+            SharedConfig::new("postgres://h/d", Some("CADENCE_TEST_SURELY_UNSET_PW")).unwrap_err();
+        assert!(
+            e.to_string().contains("CADENCE_TEST_SURELY_UNSET_PW"),
+            "{e}"
+        );
+    }
+}

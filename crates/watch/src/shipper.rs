@@ -1,0 +1,179 @@
+//! The shipper: copies each probe from the watcher's SQLite file (the outbox) to the
+//! shared store, off the probe lane. A slow or unreachable server never delays a probe;
+//! probes wait locally (the page and `/metrics` say how many) and go when it answers,
+//! oldest first. Each batch is committed there before it is marked here, so a crash in
+//! between ships it again, and the shared store keeps it once.
+
+use crate::probe::now_ms;
+use crate::shared::{SharedConfig, SharedStore};
+use crate::store::Store;
+use crate::watcher::TargetInfo;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Probes per transaction on the shared store.
+const BATCH: u32 = 50;
+
+/// What the shipper tells the page and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ShipState {
+    /// Probes in the local file not yet in the shared store.
+    pub pending: AtomicU64,
+    /// The last attempt reached the shared store.
+    pub up: AtomicBool,
+    /// Probes this watcher added to the shared store since it started.
+    pub shipped: AtomicU64,
+    /// Why the last attempt failed, when it did (no password in it).
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// The shipper's settings.
+#[derive(Debug, Clone)]
+pub struct Shipper {
+    pub config: SharedConfig,
+    pub vantage: String,
+    pub targets: Vec<TargetInfo>,
+    /// This watcher's `--retain`, applied to its own rows in the shared store.
+    pub retain: Duration,
+    pub verbose: bool,
+}
+
+/// The wait before reconnecting after the `n`th failure in a row: 1 s doubling to 30 s.
+pub fn backoff(n: u32) -> Duration {
+    Duration::from_secs(1u64 << n.min(5)).min(Duration::from_secs(30))
+}
+
+impl Shipper {
+    /// Ships until `stop` turns true. `wake` is notified after each probe is written.
+    pub async fn run(
+        self,
+        outbox: Store,
+        state: Arc<ShipState>,
+        wake: Arc<Notify>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut outbox = Some(outbox);
+        let mut conn: Option<SharedStore> = None;
+        let mut failures = 0u32;
+        let mut next_retention = tokio::time::Instant::now();
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let wait = match self
+                .step(&mut outbox, &mut conn, &state, &mut next_retention)
+                .await
+            {
+                Ok(true) => continue, // more to ship
+                Ok(false) => {
+                    failures = 0;
+                    Duration::from_secs(30)
+                }
+                Err(e) => {
+                    conn = None;
+                    let first = state.up.swap(false, Ordering::Relaxed) || failures == 0;
+                    if first {
+                        eprintln!(
+                            "cadence watch: cannot ship to the shared store: {e}; probes wait in the local database and go when it answers"
+                        );
+                    }
+                    *state.last_error.lock().unwrap() = Some(e);
+                    failures += 1;
+                    backoff(failures - 1)
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = wake.notified() => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// One round: connect when needed, ship one batch. `Ok(true)`: a full batch went
+    /// (ship again at once); `Ok(false)`: nothing is left.
+    async fn step(
+        &self,
+        outbox: &mut Option<Store>,
+        conn: &mut Option<SharedStore>,
+        state: &ShipState,
+        next_retention: &mut tokio::time::Instant,
+    ) -> Result<bool, String> {
+        let pending = on_store(outbox, |s| s.pending()).await?;
+        state.pending.store(pending, Ordering::Relaxed);
+        if conn.as_ref().is_none_or(|c| c.is_closed()) {
+            let c = self.config.connect().await.map_err(|e| e.to_string())?;
+            c.announce(&self.vantage, &self.targets, now_ms())
+                .await
+                .map_err(|e| e.to_string())?;
+            if !state.up.load(Ordering::Relaxed) && self.verbose {
+                eprintln!(
+                    "cadence watch: shipping probes to the shared store {} as vantage {}",
+                    self.config.display(),
+                    self.vantage
+                );
+            }
+            *conn = Some(c);
+        }
+        let c = conn.as_mut().expect("connected above");
+        if tokio::time::Instant::now() >= *next_retention {
+            let cutoff = now_ms() - self.retain.as_millis() as i64;
+            c.retain(&self.vantage, cutoff)
+                .await
+                .map_err(|e| e.to_string())?;
+            *next_retention =
+                tokio::time::Instant::now() + crate::watcher::retention_every(self.retain);
+        }
+        let batch = on_store(outbox, |s| s.unshipped(BATCH)).await?;
+        if batch.is_empty() {
+            state.pending.store(0, Ordering::Relaxed);
+            state.up.store(true, Ordering::Relaxed);
+            *state.last_error.lock().unwrap() = None;
+            return Ok(false);
+        }
+        let new = c
+            .push(&self.vantage, &batch)
+            .await
+            .map_err(|e| e.to_string())?;
+        state.up.store(true, Ordering::Relaxed);
+        *state.last_error.lock().unwrap() = None;
+        state.shipped.fetch_add(new, Ordering::Relaxed);
+        let ids: Vec<i64> = batch.iter().map(|(p, _)| p.id).collect();
+        let pending = on_store(outbox, move |s| {
+            s.mark_shipped(&ids)?;
+            s.pending()
+        })
+        .await?;
+        state.pending.store(pending, Ordering::Relaxed);
+        Ok(batch.len() as u32 == BATCH)
+    }
+}
+
+/// Runs `f` on the outbox off the async workers, and puts the outbox back.
+async fn on_store<T: Send + 'static>(
+    outbox: &mut Option<Store>,
+    f: impl FnOnce(&mut Store) -> Result<T, crate::StoreError> + Send + 'static,
+) -> Result<T, String> {
+    let mut s = outbox.take().expect("the outbox is back");
+    let (s, r) = tokio::task::spawn_blocking(move || {
+        let r = f(&mut s);
+        (s, r)
+    })
+    .await
+    .expect("an outbox task does not panic");
+    *outbox = Some(s);
+    r.map_err(|e| format!("the local outbox: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnects_back_off_from_one_second_to_thirty() {
+        let s: Vec<u64> = (0..8).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(s, vec![1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+}

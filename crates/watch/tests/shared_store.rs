@@ -1,0 +1,278 @@
+//! The shared store against a real PostgreSQL server (scripts/postgres.sh starts one;
+//! scripts/test.sh exports its address as CADENCE_TEST_POSTGRES). Each test makes its
+//! own database. Without the variable the tests say so and skip.
+
+use cadence_watch::shared::{SharedConfig, SharedError};
+use cadence_watch::shipper::{ShipState, Shipper};
+use cadence_watch::store::{ProbeRow, RequestRow};
+use cadence_watch::watcher::TargetInfo;
+use cadence_watch::Store;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A fresh database on the test server, as a connection string; `None` (said) without one.
+async fn database(name: &str) -> Option<String> {
+    let Ok(admin) = std::env::var("CADENCE_TEST_POSTGRES") else {
+        eprintln!("CADENCE_TEST_POSTGRES is not set (scripts/test.sh sets it): skipped");
+        return None;
+    };
+    let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(conn);
+    let db = format!("watch_{}_{name}", std::process::id());
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db}"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        client.batch_execute(&sql).await.unwrap();
+    }
+    Some(format!("{admin} dbname={db}"))
+}
+
+fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
+    ProbeRow {
+        id: 0,
+        target: target.into(),
+        started_ms,
+        ended_ms: started_ms + 400,
+        sent: 2,
+        succeeded: if ok { 2 } else { 1 },
+        failed: u64::from(!ok),
+        aborted: 0,
+        failed_by_class: if ok {
+            BTreeMap::new()
+        } else {
+            BTreeMap::from([("http_error".to_string(), 1)])
+        },
+        ttft_p50_ms: Some(21.5),
+        ttft_p99_ms: Some(30.0),
+        itl_p50_ms: Some(if ok { 10.0 } else { 20.0 }),
+        itl_p99_ms: Some(14.0),
+        output_tok_s: Some(95.0),
+        slo_ok: ok,
+        slo_detail: vec!["itl.p50<=15ms: 10.000 ms ok".into()],
+        clock: Some("kernel".into()),
+        read_delay_p99_ms: Some(0.04),
+        loop_lag_p99_ms: None,
+    }
+}
+
+fn req(idx: u64) -> RequestRow {
+    RequestRow {
+        idx,
+        outcome: "success".into(),
+        ttft_ms: Some(21.0),
+        e2e_ms: Some(180.0),
+        chunks: 16,
+        output_tokens: Some(16),
+        itl_p50_ms: Some(10.0),
+        itl_max_ms: None,
+    }
+}
+
+fn target(name: &str) -> TargetInfo {
+    TargetInfo {
+        name: name.into(),
+        url: "http://127.0.0.1:1/v1/chat/completions".into(),
+        slos: vec!["itl.p50<=15ms".into()],
+        interval_s: 60.0,
+    }
+}
+
+#[tokio::test]
+async fn probes_of_two_vantages_are_kept_once_each_and_read_back() {
+    let Some(addr) = database("two").await else {
+        return;
+    };
+    let config = SharedConfig::new(&addr, None).unwrap();
+    // Two watchers creating the schema at once: one creates it, the other finds it.
+    let (a, b) = tokio::join!(config.connect(), config.connect());
+    let (mut east, mut west) = (a.unwrap(), b.unwrap());
+    east.announce("east", &[target("api")], 1_000)
+        .await
+        .unwrap();
+    west.announce("west", &[target("api"), target("other")], 1_000)
+        .await
+        .unwrap();
+    let batch = vec![
+        (probe("api", 10_000, true), vec![req(0), req(1)]),
+        (probe("api", 20_000, false), vec![req(0)]),
+    ];
+    assert_eq!(east.push("east", &batch).await.unwrap(), 2);
+    // Shipped again (a crash between the two commits): kept once.
+    assert_eq!(east.push("east", &batch).await.unwrap(), 0);
+    // The same target at the same instant from another vantage is another probe.
+    assert_eq!(
+        west.push("west", &[(probe("api", 10_000, true), vec![req(0)])])
+            .await
+            .unwrap(),
+        1
+    );
+    let all = east.probes(Some("api"), 0).await.unwrap();
+    let seen: Vec<(&str, i64)> = all
+        .iter()
+        .map(|p| (p.vantage.as_str(), p.probe.started_ms))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("east", 10_000), ("west", 10_000), ("east", 20_000)]
+    );
+    let back = &all[2].probe;
+    assert_eq!(
+        back,
+        &ProbeRow {
+            id: back.id,
+            ..probe("api", 20_000, false)
+        }
+    );
+    assert_eq!(
+        east.requests(all[0].probe.id).await.unwrap(),
+        vec![req(0), req(1)]
+    );
+    assert_eq!(east.probes(None, 15_000).await.unwrap().len(), 1);
+
+    let v = west.vantages().await.unwrap();
+    let names: Vec<(&str, usize, Option<i64>)> = v
+        .iter()
+        .map(|v| (v.name.as_str(), v.targets.len(), v.last_probe_ms))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("east", 1, Some(20_000)), ("west", 2, Some(10_000))]
+    );
+
+    // Retention is per vantage: east's cutoff leaves west's probe alone, and takes the
+    // requests with the probes.
+    assert_eq!(east.retain("east", 15_000).await.unwrap(), 1);
+    let left: Vec<(String, i64)> = east
+        .probes(None, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.vantage, p.probe.started_ms))
+        .collect();
+    assert_eq!(
+        left,
+        vec![("west".to_string(), 10_000), ("east".to_string(), 20_000)]
+    );
+    assert!(east.requests(all[0].probe.id).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_newer_shared_schema_is_refused_with_both_versions() {
+    let Some(addr) = database("newer").await else {
+        return;
+    };
+    let config = SharedConfig::new(&addr, None).unwrap();
+    drop(config.connect().await.unwrap());
+    let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute("INSERT INTO watch_schema (version) VALUES (99)")
+        .await
+        .unwrap();
+    let e = config.connect().await.unwrap_err();
+    assert!(matches!(e, SharedError::Newer { found: 99, .. }), "{e}");
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_an_error_naming_it_without_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!(
+        "host={} user=cadence password=s3cret dbname=x connect_timeout=2",
+        dir.path().display()
+    );
+    let e = SharedConfig::new(&addr, None)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains(&dir.path().display().to_string()), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+/// The outbox: probes written while the shared store is unreachable wait in the local
+/// file, and go when it answers; nothing is lost or doubled.
+#[tokio::test]
+async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after() {
+    let Some(addr) = database("ship").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut local = Store::open(&dir.path().join("w.db")).unwrap();
+    for i in 0..3 {
+        local
+            .insert_probe(&probe("api", 1_000 + i, true), &[req(0)])
+            .unwrap();
+    }
+    let run = |address: &str, outbox: Store| {
+        let shipper = Shipper {
+            config: SharedConfig::new(address, None).unwrap(),
+            vantage: "east".into(),
+            targets: vec![target("api")],
+            retain: Duration::from_secs(365 * 86_400),
+            verbose: false,
+        };
+        let state = Arc::new(ShipState::default());
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(shipper.run(outbox, state.clone(), wake.clone(), stop_rx));
+        (state, wake, stop_tx, task)
+    };
+    // Away: a socket directory with no server in it.
+    let away = format!("host={} user=cadence dbname=x", dir.path().display());
+    let (state, _wake, stop, task) = run(&away, local.companion().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while state.last_error.lock().unwrap().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "no failure seen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!state.up.load(Ordering::Relaxed));
+    assert_eq!(state.pending.load(Ordering::Relaxed), 3);
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    assert_eq!(local.pending().unwrap(), 3);
+
+    // Back: everything goes, then a new probe goes when the shipper is woken.
+    let (state, wake, stop, task) = run(&addr, local.companion().unwrap());
+    let wait_for = |n: u64| {
+        let state = state.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while state.shipped.load(Ordering::Relaxed) < n
+                || state.pending.load(Ordering::Relaxed) > 0
+            {
+                assert!(tokio::time::Instant::now() < deadline, "not shipped");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    wait_for(3).await;
+    local
+        .insert_probe(&probe("api", 9_000, false), &[req(0), req(1)])
+        .unwrap();
+    wake.notify_one();
+    wait_for(4).await;
+    assert!(state.up.load(Ordering::Relaxed));
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    assert_eq!(local.pending().unwrap(), 0);
+    let shared = SharedConfig::new(&addr, None)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let there = shared.probes(None, 0).await.unwrap();
+    let starts: Vec<i64> = there.iter().map(|p| p.probe.started_ms).collect();
+    assert_eq!(starts, vec![1_000, 1_001, 1_002, 9_000]);
+    assert!(there.iter().all(|p| p.vantage == "east"));
+    assert_eq!(shared.requests(there[3].probe.id).await.unwrap().len(), 2);
+    let v = shared.vantages().await.unwrap();
+    assert_eq!(v[0].targets, vec![target("api")]);
+}
