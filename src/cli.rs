@@ -118,13 +118,50 @@ pub struct WatchArgs {
     /// Print only the page's address and errors, not every probe.
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// This watcher's name among several feeding one shared store (over the config's
+    /// `vantage`; default: the host's name).
+    #[arg(long)]
+    pub vantage: Option<String>,
+
+    #[command(flatten)]
+    pub shared: SharedStoreArgs,
+}
+
+/// Where the shared store (PostgreSQL) is.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SharedStoreArgs {
+    /// The shared store several watchers feed: a PostgreSQL `postgres://user@host/db`
+    /// URL or libpq `key=value` string (over the config's `[shared] url`). Each probe
+    /// is kept in --db first and shipped after, so an unreachable store only delays it.
+    #[arg(long, value_name = "URL")]
+    pub shared: Option<String>,
+
+    /// The environment variable holding the shared store's password (its NAME; over the
+    /// config's `[shared] password_env`).
+    #[arg(long, value_name = "VAR")]
+    pub shared_password_env: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum WatchCommand {
     /// Report the targets' standing and incidents over a window, from the database
-    /// (offline: no watcher needed).
+    /// (offline: no watcher needed), or every vantage's from the shared store.
     Report(WatchReportArgs),
+    /// Serve the page of a shared store alone: every vantage's probes compared, no
+    /// probing of its own.
+    Serve(WatchServeArgs),
+}
+
+/// Flags of `cadence watch serve`.
+#[derive(Debug, Args)]
+pub struct WatchServeArgs {
+    #[command(flatten)]
+    pub shared: SharedStoreArgs,
+
+    /// Where the page is served (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
 }
 
 /// Flags of `cadence watch report`.
@@ -146,6 +183,11 @@ pub struct WatchReportArgs {
     /// Also write the report as HTML (with the charts) to this file ('-': stdout).
     #[arg(long)]
     pub html: Option<PathBuf>,
+
+    /// Read every vantage's probes from this shared store instead of --db, and compare
+    /// the vantages.
+    #[command(flatten)]
+    pub shared: SharedStoreArgs,
 }
 
 #[derive(Debug, Args)]

@@ -3,12 +3,16 @@
 //! report` reads the database offline. The watching itself lives in `cadence_watch`.
 
 use crate::builtin_sim::BuiltinSim;
-use crate::cli::{EngineOpts, WatchArgs, WatchCommand, WatchReportArgs};
+use crate::cli::{
+    EngineOpts, SharedStoreArgs, WatchArgs, WatchCommand, WatchReportArgs, WatchServeArgs,
+};
 use crate::exit::{usage, Exit};
 use cadence_watch::config::{Config, Probe, Target};
 use cadence_watch::metrics::Metrics;
 use cadence_watch::probe::{now_ms, Prepared};
 use cadence_watch::report::Format;
+use cadence_watch::shared::{Remote, SharedConfig};
+use cadence_watch::shipper::{ShipState, Shipper};
 use cadence_watch::watcher::{self, Shared, TargetInfo};
 use cadence_watch::{web, webhook, Store, StoreError};
 use std::sync::Arc;
@@ -18,8 +22,10 @@ use std::time::Duration;
 pub const BUILTIN: &str = "builtin";
 
 pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
-    if let Some(WatchCommand::Report(r)) = &args.command {
-        return report(r);
+    match &args.command {
+        Some(WatchCommand::Report(r)) => return report(r).await,
+        Some(WatchCommand::Serve(s)) => return serve(s).await,
+        None => {}
     }
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(|e| usage(e.to_string()))?,
@@ -42,6 +48,8 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
             webhook: None,
             builtin_freeze: None,
             builtin_slow: None,
+            vantage: None,
+            shared: None,
         },
     };
     // The built-in simulator, once, when a target names it.
@@ -87,10 +95,45 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(e.to_string()))?;
     let store = Store::open(&args.db).map_err(store_error)?;
+    let targets: Vec<TargetInfo> = prepared.iter().map(TargetInfo::of).collect();
+    let mut metrics = Metrics::new();
+    // The shared store: the shipper copies each written probe there, off the lane.
+    let shared_config = shared_config(&args.shared, config.shared.as_ref())?;
+    let mut shipping = None;
+    let mut remote = None;
+    if let Some(sc) = shared_config {
+        let vantage = match args.vantage.clone().or(config.vantage.clone()) {
+            Some(v) if cadence_watch::config::valid_name(&v) => v,
+            Some(v) => {
+                return Err(usage(format!(
+                    "--vantage {v:?}: letters, digits, '-', '_' and '.' only (it is a label)"
+                )))
+            }
+            None => host_name(),
+        };
+        let state = Arc::new(ShipState::default());
+        metrics.track_shipping(state.clone());
+        let outbox = store.companion().map_err(store_error)?;
+        let shipper = Shipper {
+            config: sc.clone(),
+            vantage: vantage.clone(),
+            targets: targets.clone(),
+            retain: args.retain,
+            verbose: !args.quiet,
+        };
+        eprintln!(
+            "cadence watch: vantage {vantage}, feeding the shared store {}",
+            sc.display()
+        );
+        shipping = Some((shipper, outbox, state.clone()));
+        remote = Some(Remote::new(sc, vantage, Some(state)));
+    }
     let shared = Arc::new(Shared {
         db: args.db.clone(),
-        targets: prepared.iter().map(TargetInfo::of).collect(),
-        metrics: Metrics::new(),
+        targets,
+        metrics,
+        remote,
+        hub: false,
     });
     let server = web::serve(args.listen, shared.clone())
         .await
@@ -109,10 +152,16 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         crate::signal::stop_signal().await;
         let _ = stop_tx.send(true);
     });
+    let written = shipping.map(|(shipper, outbox, state)| {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(shipper.run(outbox, state, wake.clone(), stop_rx.clone()));
+        wake
+    });
     let opts = watcher::Options {
         retain: args.retain,
         webhook: hook,
         verbose: !args.quiet,
+        written,
     };
     let result = watcher::run(prepared, store, shared, opts, stop_rx).await;
     drop(server);
@@ -136,15 +185,106 @@ fn store_error(e: StoreError) -> anyhow::Error {
     }
 }
 
-fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
-    let store = Store::open_read(&r.db).map_err(store_error)?;
+/// The shared store's address from the flags, else the config's; `None` when neither
+/// names one.
+fn shared_config(
+    flags: &SharedStoreArgs,
+    config: Option<&(String, Option<String>)>,
+) -> anyhow::Result<Option<SharedConfig>> {
+    let (url, password_env) = match (&flags.shared, config) {
+        (Some(u), c) => (
+            u.clone(),
+            flags
+                .shared_password_env
+                .clone()
+                .or(c.and_then(|c| c.1.clone())),
+        ),
+        (None, Some((u, pw))) => (u.clone(), flags.shared_password_env.clone().or(pw.clone())),
+        (None, None) => return Ok(None),
+    };
+    SharedConfig::new(&url, password_env.as_deref())
+        .map(Some)
+        .map_err(|e| usage(e.to_string()))
+}
+
+/// The vantage when none is named: the host's name (kept to the label's letters).
+fn host_name() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default();
+    let name: String = raw
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "default".into()
+    } else {
+        name
+    }
+}
+
+/// `cadence watch serve`: the shared store's page, no probing.
+async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
+    let Some(sc) = shared_config(&a.shared, None)? else {
+        return Err(usage(
+            "cadence watch serve needs --shared URL (the store the watchers feed)",
+        ));
+    };
+    // Fail early and in words when the store does not answer.
+    sc.connect().await.map_err(|e| anyhow::anyhow!(e))?;
+    let shared = Arc::new(Shared {
+        db: std::path::PathBuf::new(),
+        targets: Vec::new(),
+        metrics: Metrics::new(),
+        remote: Some(Remote::new(sc.clone(), String::new(), None)),
+        hub: true,
+    });
+    let server = web::serve(a.listen, shared)
+        .await
+        .map_err(|e| usage(format!("cannot listen on {}: {e}", a.listen)))?;
+    eprintln!(
+        "cadence watch serve: every vantage of {}; page at http://{}/",
+        sc.display(),
+        server.addr
+    );
+    crate::signal::stop_signal().await;
+    drop(server);
+    Ok(Exit::Ok)
+}
+
+async fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let since = now - r.since.as_millis() as i64;
+    if let Some(sc) = shared_config(&r.shared, None)? {
+        let store = sc.connect().await.map_err(|e| anyhow::anyhow!(e))?;
+        let probes = store
+            .probes(None, since)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+        return write_report(r, |format| {
+            cadence_watch::report::render_vantages(&probes, since, now, format)
+        });
+    }
+    let store = Store::open_read(&r.db).map_err(store_error)?;
     let probes = store.probes(None, since).map_err(store_error)?;
+    write_report(r, |format| {
+        cadence_watch::report::render(&probes, since, now, format)
+    })
+}
+
+/// Writes the report in each format asked for (the console's when none went to stdout).
+fn write_report(r: &WatchReportArgs, render: impl Fn(Format) -> String) -> anyhow::Result<Exit> {
     let mut console = true;
     for (path, format) in [(&r.markdown, Format::Markdown), (&r.html, Format::Html)] {
         let Some(path) = path else { continue };
-        let text = cadence_watch::report::render(&probes, since, now, format);
+        let text = render(format);
         if path.as_os_str() == "-" {
             print!("{text}");
             console = false;
@@ -154,10 +294,7 @@ fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
         }
     }
     if console {
-        print!(
-            "{}",
-            cadence_watch::report::render(&probes, since, now, Format::Console)
-        );
+        print!("{}", render(Format::Console));
     }
     Ok(Exit::Ok)
 }

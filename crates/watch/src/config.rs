@@ -19,6 +19,19 @@ struct File {
     targets: Vec<TargetFile>,
     #[serde(default)]
     builtin: Option<BuiltinFile>,
+    #[serde(default)]
+    vantage: Option<String>,
+    #[serde(default)]
+    shared: Option<SharedFile>,
+}
+
+/// `[shared]`: the PostgreSQL database several watchers feed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedFile {
+    url: String,
+    #[serde(default)]
+    password_env: Option<String>,
 }
 
 /// The built-in simulator's fault schedule (targets with `url = "builtin"`).
@@ -180,6 +193,19 @@ pub struct Config {
     pub builtin_freeze: Option<(Duration, Duration)>,
     /// `[builtin]`: the built-in simulator runs slower for a while.
     pub builtin_slow: Option<BuiltinSlow>,
+    /// This watcher's name among several (`vantage`); `None`: the host's name.
+    pub vantage: Option<String>,
+    /// `[shared]`: the shared store's address (a `postgres://` URL or a libpq
+    /// `key=value` string) and the variable holding its password.
+    pub shared: Option<(String, Option<String>)>,
+}
+
+/// Whether `name` may name a target or a vantage (it is a URL path and a label).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// The built-in simulator runs `factor` times slower (every inter-token gap takes
@@ -308,12 +334,7 @@ impl Config {
         let mut targets: Vec<Target> = Vec::new();
         for (i, t) in file.targets.into_iter().enumerate() {
             let at = format!("target[{i}]");
-            if t.name.is_empty()
-                || !t
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
+            if !valid_name(&t.name) {
                 return Err(ConfigError(format!(
                     "{at}.name = {:?}: letters, digits, '-', '_' and '.' only (it is a URL path and a label)",
                     t.name
@@ -369,11 +390,27 @@ impl Config {
             None => (None, None),
             Some(b) => (b.freeze()?, b.slow()?),
         };
+        if let Some(v) = &file.vantage {
+            if !valid_name(v) {
+                return Err(ConfigError(format!(
+                    "vantage = {v:?}: letters, digits, '-', '_' and '.' only (it is a label)"
+                )));
+            }
+        }
+        if let Some(sh) = &file.shared {
+            if sh.url.trim().is_empty() {
+                return Err(ConfigError(
+                    "[shared].url is empty: a postgres:// URL or a libpq key=value string".into(),
+                ));
+            }
+        }
         Ok(Config {
             targets,
             webhook: file.webhook,
             builtin_freeze,
             builtin_slow,
+            vantage: file.vantage,
+            shared: file.shared.map(|s| (s.url, s.password_env)),
         })
     }
 

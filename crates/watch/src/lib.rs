@@ -11,6 +11,7 @@ pub mod report;
 pub mod shared;
 pub mod shipper;
 pub mod store;
+pub mod vantage;
 pub mod watcher;
 pub mod web;
 pub mod webhook;

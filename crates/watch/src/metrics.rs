@@ -2,13 +2,15 @@
 //! OpenMetrics text, a `cadence_` prefix, seconds as the unit): gauges of each target's
 //! last probe, its SLO state, and counters of probes and requests.
 
+use crate::shipper::ShipState;
 use crate::store::ProbeRow;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 type F64Gauge = Gauge<f64, AtomicU64>;
 
@@ -46,6 +48,9 @@ pub struct Metrics {
     probe_duration: Family<TargetLabels, F64Gauge>,
     probes: Family<ResultLabels, Counter>,
     requests: Family<OutcomeLabels, Counter>,
+    loop_lag: Family<TargetLabels, F64Gauge>,
+    /// The shipper's state and its two gauges, when this watcher feeds a shared store.
+    ship: Option<(Arc<ShipState>, Gauge, Gauge)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -72,6 +77,8 @@ impl Metrics {
             probe_duration: Family::default(),
             probes: Family::default(),
             requests: Family::default(),
+            loop_lag: Family::default(),
+            ship: None,
         };
         let r = &mut m.registry;
         r.register_with_unit(
@@ -118,7 +125,31 @@ impl Metrics {
             "Probe requests sent by this watcher since it started, by outcome",
             m.requests.clone(),
         );
+        r.register_with_unit(
+            "client_loop_lag",
+            "p99 lag of this watcher's event loop during the target's last probe (the client's self-check: high means the client, not the target, was slow)",
+            Unit::Seconds,
+            m.loop_lag.clone(),
+        );
         m
+    }
+
+    /// Adds the shipper's gauges: probes waiting for the shared store, and whether its
+    /// last attempt reached it.
+    pub fn track_shipping(&mut self, state: Arc<ShipState>) {
+        let pending = Gauge::default();
+        let up = Gauge::default();
+        self.registry.register(
+            "shared_pending_probes",
+            "Probes in this watcher's database not yet in the shared store",
+            pending.clone(),
+        );
+        self.registry.register(
+            "shared_up",
+            "1 when this watcher's last attempt to ship to the shared store succeeded",
+            up.clone(),
+        );
+        self.ship = Some((state, pending, up));
     }
 
     /// Sets the gauges from a target's latest probe (at start, from the database).
@@ -146,6 +177,9 @@ impl Metrics {
         self.probe_duration
             .get_or_create(&l)
             .set((p.ended_ms - p.started_ms).max(0) as f64 / 1e3);
+        if let Some(lag) = p.loop_lag_p99_ms {
+            self.loop_lag.get_or_create(&l).set(lag / 1e3);
+        }
     }
 
     /// Counts a probe this watcher ran, and sets the gauges from it.
@@ -175,6 +209,10 @@ impl Metrics {
 
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
+        if let Some((state, pending, up)) = &self.ship {
+            pending.set(state.pending.load(Ordering::Relaxed) as i64);
+            up.set(i64::from(state.up.load(Ordering::Relaxed)));
+        }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
@@ -209,5 +247,31 @@ mod tests {
         );
         m.observe(&probe("a", 2_000, true));
         assert!(m.encode().contains("cadence_watch_slo_ok{target=\"a\"} 1"));
+        assert!(
+            !m.encode().contains("shared_"),
+            "no shipping, no shipping series"
+        );
+    }
+
+    #[test]
+    fn a_shipping_watcher_says_what_waits_and_whether_the_store_answers() {
+        let mut m = Metrics::new();
+        let state = Arc::new(ShipState::default());
+        m.track_shipping(state.clone());
+        state.pending.store(7, Ordering::Relaxed);
+        let text = m.encode();
+        assert!(
+            text.contains("cadence_watch_shared_pending_probes 7"),
+            "{text}"
+        );
+        assert!(text.contains("cadence_watch_shared_up 0"), "{text}");
+        state.up.store(true, Ordering::Relaxed);
+        state.pending.store(0, Ordering::Relaxed);
+        let text = m.encode();
+        assert!(text.contains("cadence_watch_shared_up 1"), "{text}");
+        assert!(
+            text.contains("cadence_watch_shared_pending_probes 0"),
+            "{text}"
+        );
     }
 }

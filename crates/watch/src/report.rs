@@ -3,6 +3,7 @@
 
 use crate::board::{cell, standing, utc};
 use crate::incident::incidents;
+use crate::shared::VantageProbe;
 use crate::store::ProbeRow;
 
 /// How the report is written.
@@ -104,6 +105,92 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
     }
 }
 
+/// The report of every vantage's `probes` from the shared store: per target and
+/// vantage, the window's standing and the gap to the best vantage, and each vantage's
+/// incidents; the HTML adds the by-vantage charts of each target.
+pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format: Format) -> String {
+    let rows = crate::vantage::compare(probes, since_ms, now);
+    let cells = crate::vantage::cells(&rows);
+    let head = crate::vantage::head();
+    let mut vantages: Vec<&str> = probes.iter().map(|p| p.vantage.as_str()).collect();
+    vantages.sort();
+    vantages.dedup();
+    let inc = crate::vantage::incidents_by_vantage(probes);
+    let inc_rows: Vec<Vec<String>> = inc
+        .iter()
+        .map(|i| {
+            vec![
+                i.target.clone(),
+                utc(i.start_ms),
+                i.end_ms.map_or("ongoing".into(), utc),
+                i.probes.to_string(),
+                i.cause.join("; "),
+            ]
+        })
+        .collect();
+    let inc_head = [
+        "target @ vantage",
+        "start (UTC)",
+        "end (UTC)",
+        "probes",
+        "first breach",
+    ];
+    let title = format!(
+        "cadence watch report: {} to {} UTC, {} probes from {} vantages ({})",
+        utc(since_ms),
+        utc(now),
+        probes.len(),
+        vantages.len(),
+        vantages.join(", ")
+    );
+    let note = "vs best: the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it.";
+    match format {
+        Format::Console => {
+            let mut s = format!("{title}\n\n");
+            s.push_str(&text_table(head, &cells));
+            s.push_str(&format!("\n{note}\n\nIncidents ({}):\n", inc.len()));
+            if !inc_rows.is_empty() {
+                s.push_str(&text_table(&inc_head, &inc_rows));
+            }
+            s
+        }
+        Format::Markdown => {
+            let mut s = format!("# {title}\n\n");
+            s.push_str(&md_table(head, &cells));
+            s.push_str(&format!("\n{note}\n\n## Incidents ({})\n\n", inc.len()));
+            if inc_rows.is_empty() {
+                s.push_str("None.\n");
+            } else {
+                s.push_str(&md_table(&inc_head, &inc_rows));
+            }
+            s
+        }
+        Format::Html => {
+            let esc = cadence_report::svg::esc;
+            let mut s = crate::web::head(&title, false);
+            s.push_str(&format!("<h1>{}</h1>", esc(&title)));
+            s.push_str(&crate::vantage::table_html(&rows, false));
+            for (target, by_vantage) in crate::vantage::group(probes) {
+                let mine: Vec<VantageProbe> = by_vantage
+                    .into_iter()
+                    .flat_map(|(v, list)| {
+                        list.into_iter().map(move |probe| VantageProbe {
+                            vantage: v.clone(),
+                            probe,
+                        })
+                    })
+                    .collect();
+                s.push_str(&format!("<h2>{}</h2>", esc(&target)));
+                s.push_str(&crate::vantage::charts(&mine, since_ms, now));
+            }
+            s.push_str(&format!("<h2>Incidents ({})</h2>", inc.len()));
+            s.push_str(&crate::web::incidents_table(&inc));
+            s.push_str("</body></html>\n");
+            s
+        }
+    }
+}
+
 fn text_table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -165,6 +252,35 @@ fn html_table(head: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     use super::*;
     use crate::store::tests::probe;
+
+    #[test]
+    fn the_vantage_report_compares_vantages_in_each_format() {
+        let at = |v: &str, t: i64, ttft: f64, ok: bool| {
+            let mut p = probe("api", t, ok);
+            p.ttft_p50_ms = Some(ttft);
+            VantageProbe {
+                vantage: v.into(),
+                probe: p,
+            }
+        };
+        let probes = vec![
+            at("east", 1_000, 20.0, true),
+            at("west", 1_100, 120.0, false),
+            at("west", 2_100, 120.0, true),
+        ];
+        let text = render_vantages(&probes, 0, 5_000, Format::Console);
+        assert!(text.contains("from 2 vantages (east, west)"), "{text}");
+        let west = text
+            .lines()
+            .find(|l| l.starts_with("api") && l.contains("west"))
+            .unwrap();
+        assert!(west.contains("+100 ms"), "{west}");
+        assert!(text.contains("api @ west"), "{text}");
+        let md = render_vantages(&probes, 0, 5_000, Format::Markdown);
+        assert!(md.contains("| api | east | 1 |"), "{md}");
+        let html = render_vantages(&probes, 0, 5_000, Format::Html);
+        assert_eq!(html.matches("<svg").count(), 2, "the target's two charts");
+    }
 
     #[test]
     fn the_report_lists_targets_and_incidents_in_each_format() {

@@ -426,15 +426,16 @@ impl SharedStore {
             output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms
             FROM watch_probes";
         let rows = match target {
-            Some(t) => self
-                .client
-                .query(
-                    &format!(
+            Some(t) => {
+                self.client
+                    .query(
+                        &format!(
                         "{select} WHERE target = $1 AND started_ms >= $2 ORDER BY started_ms, id"
                     ),
-                    &[&t, &since_ms],
-                )
-                .await,
+                        &[&t, &since_ms],
+                    )
+                    .await
+            }
             None => {
                 self.client
                     .query(
@@ -540,6 +541,72 @@ impl SharedStore {
             }
         }
         Ok(out)
+    }
+}
+
+/// The shared store as the page reads it: one connection, opened on first use and
+/// again after it drops (a server restart shows as an error on one page, not forever).
+pub struct Remote {
+    pub config: SharedConfig,
+    /// This watcher's vantage (empty for `watch serve`, which has none).
+    pub vantage: String,
+    /// The shipper's state, when this watcher ships.
+    pub ship: Option<std::sync::Arc<crate::shipper::ShipState>>,
+    conn: tokio::sync::Mutex<Option<SharedStore>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({})", self.config.display())
+    }
+}
+
+impl Remote {
+    pub fn new(
+        config: SharedConfig,
+        vantage: String,
+        ship: Option<std::sync::Arc<crate::shipper::ShipState>>,
+    ) -> Remote {
+        Remote {
+            config,
+            vantage,
+            ship,
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Every vantage's probes (of one target or all) since `since_ms`.
+    pub async fn probes(
+        &self,
+        target: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Vec<VantageProbe>, SharedError> {
+        let mut guard = self.conn.lock().await;
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            *guard = Some(self.config.connect().await?);
+        }
+        let r = guard
+            .as_ref()
+            .expect("connected above")
+            .probes(target, since_ms)
+            .await;
+        if r.is_err() {
+            *guard = None;
+        }
+        r
+    }
+
+    /// The vantages that announced themselves.
+    pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
+        let mut guard = self.conn.lock().await;
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            *guard = Some(self.config.connect().await?);
+        }
+        let r = guard.as_ref().expect("connected above").vantages().await;
+        if r.is_err() {
+            *guard = None;
+        }
+        r
     }
 }
 

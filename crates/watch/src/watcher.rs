@@ -25,6 +25,11 @@ pub struct Shared {
     pub db: PathBuf,
     pub targets: Vec<TargetInfo>,
     pub metrics: Metrics,
+    /// The shared store this watcher feeds (its page then compares vantages), or the
+    /// one `watch serve` shows.
+    pub remote: Option<crate::shared::Remote>,
+    /// `watch serve`: the page of the shared store alone (no probes, no local file).
+    pub hub: bool,
 }
 
 /// A target as the page shows it.
@@ -56,6 +61,8 @@ pub struct Options {
     pub webhook: Option<Webhook>,
     /// Say each probe on stderr.
     pub verbose: bool,
+    /// Woken after each probe is written (the shared store's shipper).
+    pub written: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// How often retention runs after the start: every hour, or every quarter of the
@@ -154,6 +161,9 @@ pub async fn run(
                 row.target
             );
             return Err(e);
+        }
+        if let Some(w) = &opts.written {
+            w.notify_one();
         }
         shared.metrics.observe(&row);
         if opts.verbose {

@@ -33,6 +33,7 @@ pub async fn serve(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<Ser
         .route("/", get(leaderboard))
         .route("/target/{name}", get(target_page))
         .route("/api/targets", get(api_targets))
+        .route("/api/vantages", get(api_vantages))
         .route("/metrics", get(metrics))
         .with_state(shared);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -119,9 +120,146 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn leaderboard(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.hub {
+        return Html(hub_html(&shared).await).into_response();
+    }
     match week_rows(&shared).await {
-        Ok(rows) => Html(leaderboard_html(&rows, now_ms())).into_response(),
+        Ok(rows) => {
+            let mut html = leaderboard_html(&rows, now_ms());
+            if shared.remote.is_some() {
+                let section = vantage_section(&shared, None).await;
+                html = html.replace("</body></html>", &format!("{section}</body></html>"));
+            }
+            Html(html).into_response()
+        }
         Err(r) => r,
+    }
+}
+
+/// The day's probes of every vantage from the shared store (of one target or all).
+async fn remote_day(
+    shared: &Shared,
+    target: Option<&str>,
+) -> Result<Vec<crate::shared::VantageProbe>, String> {
+    let Some(remote) = &shared.remote else {
+        return Ok(Vec::new());
+    };
+    remote
+        .probes(target, now_ms() - DAY_MS)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// "From every vantage": the comparison (and, on a target's page, its charts) from
+/// the shared store, with this watcher's shipping state; the store's error in words
+/// when it does not answer.
+async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
+    let Some(remote) = &shared.remote else {
+        return String::new();
+    };
+    let mut s = String::from("<h2>From every vantage</h2>");
+    s.push_str(&format!(
+        "<p>Shared store {}{}.</p>",
+        esc(remote.config.display()),
+        match &remote.ship {
+            Some(ship) => {
+                use std::sync::atomic::Ordering;
+                let pending = ship.pending.load(Ordering::Relaxed);
+                let why = ship.last_error.lock().unwrap().clone();
+                format!(
+                    "; this watcher is vantage <b>{}</b>: {}",
+                    esc(&remote.vantage),
+                    match why {
+                        Some(e) => format!(
+                            "<span class=\"bad\">shipping fails ({}); {pending} probes wait here</span>",
+                            esc(&e)
+                        ),
+                        None if pending > 0 => format!("{pending} probes to ship"),
+                        None => "every probe shipped".into(),
+                    }
+                )
+            }
+            None => String::new(),
+        }
+    ));
+    match remote_day(shared, target).await {
+        Ok(probes) => {
+            let now = now_ms();
+            if target.is_some() {
+                s.push_str(&crate::vantage::charts(&probes, now - DAY_MS, now));
+            }
+            s.push_str(&crate::vantage::table_html(
+                &crate::vantage::compare(&probes, now - DAY_MS, now),
+                target.is_none(),
+            ));
+            if target.is_some() {
+                s.push_str("<h3>Incidents of the last day, by vantage</h3>");
+                s.push_str(&incidents_table(&crate::vantage::incidents_by_vantage(
+                    &probes,
+                )));
+            }
+        }
+        Err(e) => s.push_str(&format!(
+            "<p class=\"bad\">The shared store does not answer: {}</p>",
+            esc(&e)
+        )),
+    }
+    s
+}
+
+/// `watch serve`'s front page: the vantages and the comparison of every target.
+async fn hub_html(shared: &Shared) -> String {
+    let now = now_ms();
+    let mut s = head("cadence watch · every vantage", true);
+    s.push_str(&format!(
+        "<h1>cadence watch · every vantage</h1><p>{} UTC · <a href=\"/api/vantages\">JSON</a></p>",
+        utc(now)
+    ));
+    if let Some(remote) = &shared.remote {
+        match remote.vantages().await {
+            Ok(vs) => {
+                s.push_str(
+                    "<table><tr><th>vantage</th><th>targets</th><th>last probe (UTC)</th></tr>",
+                );
+                for v in &vs {
+                    let names: Vec<String> = v.targets.iter().map(|t| esc(&t.name)).collect();
+                    s.push_str(&format!(
+                        "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(&v.name),
+                        names.join(", "),
+                        v.last_probe_ms.map_or("none yet".into(), utc)
+                    ));
+                }
+                s.push_str("</table>");
+            }
+            Err(e) => s.push_str(&format!(
+                "<p class=\"bad\">The shared store does not answer: {}</p>",
+                esc(&e.to_string())
+            )),
+        }
+    }
+    s.push_str(&vantage_section(shared, None).await);
+    s.push_str("</body></html>");
+    s
+}
+
+async fn api_vantages(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(remote) = &shared.remote else {
+        return (
+            StatusCode::NOT_FOUND,
+            "this watcher feeds no shared store (--shared)",
+        )
+            .into_response();
+    };
+    let (vantages, probes) = tokio::join!(remote.vantages(), remote_day(&shared, None));
+    match (vantages, probes) {
+        (Ok(vantages), Ok(probes)) => Json(serde_json::json!({
+            "vantages": vantages,
+            "rows": crate::vantage::compare(&probes, now_ms() - DAY_MS, now_ms()),
+        }))
+        .into_response(),
+        (Err(e), _) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+        (_, Err(e)) => (StatusCode::BAD_GATEWAY, e).into_response(),
     }
 }
 
@@ -129,13 +267,30 @@ async fn target_page(
     State(shared): State<Arc<Shared>>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
+    if shared.hub {
+        let mut s = head(&format!("cadence watch · {name}"), true);
+        s.push_str(&format!(
+            "<p><a href=\"/\">every vantage</a></p><h1>{}</h1>",
+            esc(&name)
+        ));
+        s.push_str(&vantage_section(&shared, Some(&name)).await);
+        s.push_str("</body></html>");
+        return Html(s).into_response();
+    }
     let Some(info) = shared.targets.iter().find(|t| t.name == name).cloned() else {
         return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response();
     };
     let now = now_ms();
     let n = name.clone();
     match read(&shared, move |s| s.probes(Some(&n), now - WEEK_MS)).await {
-        Ok(probes) => Html(target_html(&info, &probes, now)).into_response(),
+        Ok(probes) => {
+            let mut html = target_html(&info, &probes, now);
+            if shared.remote.is_some() {
+                let section = vantage_section(&shared, Some(&name)).await;
+                html = html.replace("</body></html>", &format!("{section}</body></html>"));
+            }
+            Html(html).into_response()
+        }
         Err(r) => r,
     }
 }

@@ -1,0 +1,296 @@
+//! Comparing vantages: the same target as several watchers (regions, offices, clouds)
+//! saw it, from the shared store. Per target and vantage, the day's standing and the
+//! gap to the best vantage, and charts with one line per vantage, so "is it the
+//! provider or the path to it" has an answer: a server-side slowdown moves every
+//! vantage's ITL together; a network or regional one moves one vantage's TTFT alone.
+
+use crate::board::{cell, standing, utc, Standing, HOUR_MS};
+use crate::incident::{incidents, Incident};
+use crate::shared::VantageProbe;
+use crate::store::ProbeRow;
+use cadence_report::svg::esc;
+use std::collections::BTreeMap;
+
+/// One target as seen from one vantage.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VantageRow {
+    pub target: String,
+    pub vantage: String,
+    pub hour: Standing,
+    /// Over the window (the last day on the page; `--since` in a report).
+    pub window: Standing,
+    /// The window's TTFT p50 and ITL p50 above the best vantage's for this target
+    /// (0 for the best; `None` without figures).
+    pub ttft_p50_over_best_ms: Option<f64>,
+    pub itl_p50_over_best_ms: Option<f64>,
+    pub last_probe_ms: Option<i64>,
+    pub open_incident: Option<Incident>,
+}
+
+/// Probes grouped by target, then vantage, each group in time order.
+pub fn group(probes: &[VantageProbe]) -> BTreeMap<String, BTreeMap<String, Vec<ProbeRow>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, Vec<ProbeRow>>> = BTreeMap::new();
+    for p in probes {
+        out.entry(p.probe.target.clone())
+            .or_default()
+            .entry(p.vantage.clone())
+            .or_default()
+            .push(p.probe.clone());
+    }
+    for by_vantage in out.values_mut() {
+        for list in by_vantage.values_mut() {
+            list.sort_by_key(|p| (p.started_ms, p.id));
+        }
+    }
+    out
+}
+
+/// The comparison rows of `probes` over the window from `since_ms`, by target then
+/// vantage.
+pub fn compare(probes: &[VantageProbe], since_ms: i64, now: i64) -> Vec<VantageRow> {
+    let mut rows = Vec::new();
+    for (target, by_vantage) in group(probes) {
+        let mut mine: Vec<VantageRow> = by_vantage
+            .iter()
+            .map(|(vantage, list)| VantageRow {
+                target: target.clone(),
+                vantage: vantage.clone(),
+                hour: standing(list, now - HOUR_MS),
+                window: standing(list, since_ms),
+                ttft_p50_over_best_ms: None,
+                itl_p50_over_best_ms: None,
+                last_probe_ms: list.last().map(|p| p.started_ms),
+                open_incident: incidents(list).into_iter().find(|i| i.end_ms.is_none()),
+            })
+            .collect();
+        let best = |f: fn(&Standing) -> Option<f64>, rows: &[VantageRow]| {
+            rows.iter()
+                .filter_map(|r| f(&r.window))
+                .min_by(f64::total_cmp)
+        };
+        let best_ttft = best(|s| s.ttft_p50_ms, &mine);
+        let best_itl = best(|s| s.itl_p50_ms, &mine);
+        for r in &mut mine {
+            r.ttft_p50_over_best_ms = r.window.ttft_p50_ms.zip(best_ttft).map(|(v, b)| v - b);
+            r.itl_p50_over_best_ms = r.window.itl_p50_ms.zip(best_itl).map(|(v, b)| v - b);
+        }
+        rows.extend(mine);
+    }
+    rows
+}
+
+fn over(v: Option<f64>) -> String {
+    match v {
+        None => "—".into(),
+        Some(x) if x.abs() < 0.005 => "best".into(),
+        Some(x) => format!("+{}", cell(Some(x), "ms")),
+    }
+}
+
+const HEAD: [&str; 10] = [
+    "target", "vantage", "probes", "TTFT p50", "vs best", "ITL p50", "vs best", "ITL p99",
+    "success", "SLO met",
+];
+
+/// The rows' cells, in [`HEAD`]'s order.
+pub fn cells(rows: &[VantageRow]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|r| {
+            vec![
+                r.target.clone(),
+                r.vantage.clone(),
+                r.window.probes.to_string(),
+                cell(r.window.ttft_p50_ms, "ms"),
+                over(r.ttft_p50_over_best_ms),
+                cell(r.window.itl_p50_ms, "ms"),
+                over(r.itl_p50_over_best_ms),
+                cell(r.window.itl_p99_ms, "ms"),
+                cell(r.window.success_rate, "%"),
+                cell(r.window.slo_compliance, "%"),
+            ]
+        })
+        .collect()
+}
+
+pub fn head() -> &'static [&'static str] {
+    &HEAD
+}
+
+/// The comparison as an HTML table; `link`: target names link to their pages.
+pub fn table_html(rows: &[VantageRow], link: bool) -> String {
+    if rows.is_empty() {
+        return "<p>No probe in the shared store yet.</p>".into();
+    }
+    let mut s = String::from("<table class=\"vantages\"><tr>");
+    for h in HEAD {
+        s.push_str(&format!("<th>{h}</th>"));
+    }
+    s.push_str("<th>state</th></tr>");
+    for (r, c) in rows.iter().zip(cells(rows)) {
+        s.push_str("<tr>");
+        for (i, v) in c.iter().enumerate() {
+            let v = esc(v);
+            if i == 0 && link {
+                s.push_str(&format!("<td><a href=\"/target/{v}\">{v}</a></td>"));
+            } else {
+                s.push_str(&format!("<td>{v}</td>"));
+            }
+        }
+        let state = match (&r.open_incident, r.last_probe_ms) {
+            (Some(i), _) => format!(
+                "<span class=\"bad\">incident since {}</span>",
+                utc(i.start_ms)
+            ),
+            (None, Some(t)) => format!("<span class=\"ok\">ok</span>, last {}", utc(t)),
+            (None, None) => "no probe".into(),
+        };
+        s.push_str(&format!("<td>{state}</td></tr>"));
+    }
+    s.push_str("</table><p>Each vantage's figures are medians over its probes of the window; <em>vs best</em> is the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it.</p>");
+    s
+}
+
+/// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
+/// `since_ms` to `now`. `probes`: that target's, of every vantage.
+pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
+    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+    let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
+        group(probes).into_values().next().unwrap_or_default();
+    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
+    let mut s = String::new();
+    for (title, y, f) in [
+        (
+            "ITL p50 per probe, by vantage",
+            "ITL p50 (ms)",
+            (|p: &ProbeRow| p.itl_p50_ms) as fn(&ProbeRow) -> Option<f64>,
+        ),
+        ("TTFT p50 per probe, by vantage", "TTFT p50 (ms)", |p| {
+            p.ttft_p50_ms
+        }),
+    ] {
+        let series: Vec<Series> = by_vantage
+            .iter()
+            .enumerate()
+            .map(|(i, (v, list))| {
+                let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
+                sr.points = list
+                    .iter()
+                    .filter(|p| p.started_ms >= since_ms)
+                    .filter_map(|p| Some((x(p), f(p)?)))
+                    .collect();
+                sr
+            })
+            .collect();
+        let legend: Vec<String> = series
+            .iter()
+            .map(|sr| {
+                format!(
+                    "<span style=\"color:{}\">&#9679; {}</span>",
+                    esc(&sr.color),
+                    esc(&sr.name)
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "<h3>{title}</h3><p>{}</p>",
+            legend.join(" &nbsp; ")
+        ));
+        let chart = Chart {
+            x_label: "hours from now".into(),
+            y_label: y.into(),
+            x_log: false,
+            y_log: false,
+            y_zero: true,
+            series,
+            x_range: None,
+        };
+        s.push_str(&render(&chart).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
+    }
+    s
+}
+
+/// Each vantage's incidents of one target (the target column names the vantage).
+pub fn incidents_by_vantage(probes: &[VantageProbe]) -> Vec<Incident> {
+    let mut out = Vec::new();
+    for (_, by_vantage) in group(probes) {
+        for (vantage, list) in by_vantage {
+            out.extend(incidents(&list).into_iter().map(|mut i| {
+                i.target = format!("{} @ {vantage}", i.target);
+                i
+            }));
+        }
+    }
+    out.sort_by_key(|i| i.start_ms);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::DAY_MS;
+    use crate::store::tests::probe;
+
+    fn at(vantage: &str, target: &str, t: i64, ttft: f64, itl: f64, ok: bool) -> VantageProbe {
+        let mut p = probe(target, t, ok);
+        p.ttft_p50_ms = Some(ttft);
+        p.itl_p50_ms = Some(itl);
+        VantageProbe {
+            vantage: vantage.into(),
+            probe: p,
+        }
+    }
+
+    #[test]
+    fn each_vantage_is_measured_against_the_best_one_for_its_target() {
+        let now = 10 * HOUR_MS;
+        let probes = vec![
+            at("east", "api", now - 3_000, 20.0, 10.0, true),
+            at("east", "api", now - 2_000, 22.0, 10.0, true),
+            at("west", "api", now - 2_500, 95.0, 10.5, true),
+            at("west", "api", now - 1_500, 105.0, 11.5, false),
+            at("west", "other", now - 1_000, 40.0, 5.0, true),
+            // Older than a day: not in the day's standing.
+            at("east", "api", now - 2 * DAY_MS, 900.0, 90.0, false),
+        ];
+        let rows = compare(&probes, now - DAY_MS, now);
+        let key: Vec<(&str, &str, u64)> = rows
+            .iter()
+            .map(|r| (r.target.as_str(), r.vantage.as_str(), r.window.probes))
+            .collect();
+        assert_eq!(
+            key,
+            vec![("api", "east", 2), ("api", "west", 2), ("other", "west", 1)]
+        );
+        // east: TTFT median 21, west 100 → west is 79 ms over the best.
+        assert_eq!(rows[0].ttft_p50_over_best_ms, Some(0.0));
+        assert_eq!(rows[1].ttft_p50_over_best_ms, Some(79.0));
+        assert_eq!(rows[1].itl_p50_over_best_ms, Some(1.0));
+        assert_eq!(rows[2].ttft_p50_over_best_ms, Some(0.0), "alone: the best");
+        // west's last probe breached: its incident is open; east's old one closed.
+        assert!(rows[1].open_incident.is_some() && rows[0].open_incident.is_none());
+        let html = table_html(&rows, true);
+        assert!(
+            html.contains("+79.00 ms") && html.contains("best"),
+            "{html}"
+        );
+        assert_eq!(html.matches("href=\"/target/api\"").count(), 2);
+        let inc = incidents_by_vantage(&probes);
+        let names: Vec<&str> = inc.iter().map(|i| i.target.as_str()).collect();
+        assert_eq!(names, vec!["api @ east", "api @ west"]);
+    }
+
+    #[test]
+    fn the_charts_draw_one_line_per_vantage() {
+        let now = 10 * HOUR_MS;
+        let probes = vec![
+            at("east", "api", now - 3_000, 20.0, 10.0, true),
+            at("east", "api", now - 2_000, 22.0, 10.0, true),
+            at("west", "api", now - 2_500, 95.0, 10.5, true),
+        ];
+        let html = charts(&probes, now - DAY_MS, now);
+        assert_eq!(html.matches("<svg").count(), 2);
+        // Three probes, each on both charts.
+        assert_eq!(html.matches("<circle").count(), 6, "{html}");
+        assert!(html.contains("east") && html.contains("west"));
+    }
+}

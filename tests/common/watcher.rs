@@ -1,0 +1,107 @@
+//! A `cadence watch` process for the end-to-end tests: started on 127.0.0.1 port 0,
+//! its page address read from stderr, stopped by SIGINT (killed if a test fails midway),
+//! and a plain HTTP/1.0 GET of its pages.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running watcher (or `watch serve`) and the page address it printed.
+pub struct Watcher {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: mpsc::Receiver<String>,
+}
+
+/// Runs `cadence ARGS` (a `watch` command line) until it prints its page address.
+pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the watcher prints its page address");
+        if let Some(i) = line.find("page at http://") {
+            let rest = &line[i + "page at http://".len()..];
+            break rest.trim_end_matches('/').to_string();
+        }
+    };
+    Watcher {
+        child,
+        addr,
+        stderr: rx,
+    }
+}
+
+/// A test that fails midway leaves no watcher behind.
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Watcher {
+    /// SIGINT, then the exit status and what it said on stderr meanwhile.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the watcher did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let said: Vec<String> = self.stderr.try_iter().collect();
+        (status, said.join("\n"))
+    }
+
+    /// Polls `path` until `done` holds for its body (or panics after `within`).
+    pub fn wait_for(&self, path: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let (_, body) = get(&self.addr, path);
+            if done(&body) {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "{path} never held: {body}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// GET over HTTP/1.0: (status, body).
+pub fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
+    (status, body)
+}

@@ -1,0 +1,209 @@
+//! Several watchers, one shared store, end to end: two `cadence watch` processes
+//! (vantages east and west, each probing its own built-in simulator) feed one
+//! PostgreSQL database; `cadence watch serve` and each watcher's page compare them,
+//! `cadence watch report --shared` reports them, and a watcher whose store is away
+//! keeps its probes and ships them when it is back. Needs CADENCE_TEST_POSTGRES
+//! (scripts/test.sh starts a server); says so and skips without it.
+
+mod common;
+
+use common::watcher::{get, start_cadence, Watcher};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A fresh database on the test server; `None` (said) without one.
+fn database(name: &str) -> Option<String> {
+    let Ok(admin) = std::env::var("CADENCE_TEST_POSTGRES") else {
+        eprintln!("CADENCE_TEST_POSTGRES is not set (scripts/test.sh sets it): skipped");
+        return None;
+    };
+    let db = format!("watchx_{}_{name}", std::process::id());
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db}"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        let out = Command::new("psql")
+            .args([admin.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &sql])
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Some(format!("{admin} dbname={db}"))
+}
+
+fn config(dir: &Path, vantage: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{vantage}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "vantage = \"{vantage}\"\n\
+             [[target]]\nname = \"sim\"\nurl = \"builtin\"\nslo = [\"ttft.p50<=2s\"]\n\
+             [target.probe]\ninterval = \"300ms\"\njitter = \"30ms\"\nrequests = 2\n\
+             max_tokens = 8\nprompt_tokens = 8\ndeadline = \"5s\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn watch(config: &Path, db: &Path, shared: &str) -> Watcher {
+    start_cadence(&[
+        OsStr::new("watch"),
+        config.as_os_str(),
+        OsStr::new("--db"),
+        db.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--shared"),
+        OsStr::new(shared),
+    ])
+}
+
+/// The number after `name ` in OpenMetrics text.
+fn gauge(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} "))?.trim().parse().ok())
+}
+
+/// The probes a watcher's own database holds (its `watch report` over the last hour).
+fn probes_in(db: &Path) -> u64 {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(["watch", "report", "--since", "1h", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let title = text.lines().next().unwrap_or_default();
+    let (before, _) = title.split_once(" probes of ").expect(title);
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn two_vantages_feed_one_store_and_every_page_compares_them() {
+    let Some(shared) = database("two") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let east = watch(
+        &config(dir.path(), "east"),
+        &dir.path().join("east.db"),
+        &shared,
+    );
+    let west = watch(
+        &config(dir.path(), "west"),
+        &dir.path().join("west.db"),
+        &shared,
+    );
+    let hub = start_cadence(&[
+        OsStr::new("watch"),
+        OsStr::new("serve"),
+        OsStr::new("--shared"),
+        OsStr::new(&shared),
+    ]);
+    // Both vantages reach the hub's page, with the target compared between them.
+    let page = hub.wait_for("/", Duration::from_secs(30), |b| {
+        b.matches("<td>sim</td>").count() >= 1
+            && b.contains("<td>east</td>")
+            && b.contains("<td>west</td>")
+            && b.matches("href=\"/target/sim\"").count() == 2
+    });
+    assert!(page.contains("vs best"), "{page}");
+    let (status, target) = get(&hub.addr, "/target/sim");
+    assert_eq!(status, 200);
+    assert_eq!(target.matches("<svg").count(), 2, "ITL and TTFT by vantage");
+    // A watcher's own page carries the comparison beside its own figures.
+    let own = east.wait_for("/", Duration::from_secs(10), |b| {
+        b.contains("From every vantage") && b.contains("<td>west</td>")
+    });
+    assert!(own.contains("vantage <b>east</b>"), "{own}");
+    let (_, api) = get(&hub.addr, "/api/vantages");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let names: Vec<&str> = api["vantages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["east", "west"]);
+
+    let (s, said) = east.stop();
+    assert!(s.success(), "{said}");
+    let (s, said) = west.stop();
+    assert!(s.success(), "{said}");
+    drop(hub);
+    // Every probe each watcher kept is in the shared store, once: the report counts
+    // the two local files' probes.
+    let local = probes_in(&dir.path().join("east.db")) + probes_in(&dir.path().join("west.db"));
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(["watch", "report", "--since", "1h", "--shared", &shared])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("{local} probes from 2 vantages (east, west)")),
+        "{local} local probes; {text}"
+    );
+}
+
+#[test]
+fn a_watcher_whose_store_is_away_keeps_its_probes_and_ships_them_later() {
+    let Some(shared) = database("away") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "north");
+    let db = dir.path().join("north.db");
+    // Away: a socket directory with no server in it.
+    let away = format!("host={} user=cadence dbname=x", dir.path().display());
+    let w = watch(&cfg, &db, &away);
+    let metrics = w.wait_for("/metrics", Duration::from_secs(30), |b| {
+        gauge(b, "cadence_watch_shared_pending_probes").unwrap_or(0.0) >= 3.0
+    });
+    assert_eq!(gauge(&metrics, "cadence_watch_shared_up"), Some(0.0));
+    let (_, page) = get(&w.addr, "/");
+    assert!(page.contains("shipping fails"), "{page}");
+    let (s, said) = w.stop();
+    assert!(s.success(), "{said}");
+    assert!(said.contains("cannot ship to the shared store"), "{said}");
+    let kept = probes_in(&db);
+    assert!(kept >= 3);
+
+    // Back: the probes taken while it was away go first, then the new ones.
+    let w = watch(&cfg, &db, &shared);
+    w.wait_for("/metrics", Duration::from_secs(30), |b| {
+        gauge(b, "cadence_watch_shared_up") == Some(1.0)
+            && gauge(b, "cadence_watch_shared_pending_probes") == Some(0.0)
+    });
+    let (s, said) = w.stop();
+    assert!(s.success(), "{said}");
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args([
+            "watch",
+            "report",
+            "--since",
+            "1h",
+            "--shared",
+            &shared,
+            "--markdown",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let now_kept = probes_in(&db);
+    assert!(
+        text.contains(&format!("{now_kept} probes from 1 vantages (north)")),
+        "{now_kept} local probes; {text}"
+    );
+}
