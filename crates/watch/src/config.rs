@@ -570,5 +570,20 @@ slow_factor = 2.5
         let text = include_str!("../../../examples/watch.toml");
         let c = Config::parse(text).unwrap();
         assert!(!c.targets.is_empty());
+        assert_eq!(c.vantage.as_deref(), Some("eu-west"));
+        let (url, pw) = c.shared.unwrap();
+        assert!(url.starts_with("postgres://"));
+        assert_eq!(pw.as_deref(), Some("CADENCE_WATCH_DB_PASSWORD"));
+    }
+
+    #[test]
+    fn a_vantage_is_a_label_and_the_shared_table_wants_a_url() {
+        let target = "[[target]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let e = err(&format!("vantage = \"eu west\"\n{target}"));
+        assert!(e.contains("vantage") && e.contains("letters"), "{e}");
+        let e = err(&format!("[shared]\nurl = \"\"\n{target}"));
+        assert!(e.contains("[shared].url"), "{e}");
+        let e = err(&format!("[shared]\nurl = \"postgres://h/d\"\npasword_env = \"X\"\n{target}"));
+        assert!(e.contains("pasword_env"), "{e}");
     }
 }
