@@ -559,3 +559,135 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
     let (status, _) = w.stop();
     assert!(status.success());
 }
+
+/// The issue's judged scenario, accelerated (90 s with ITL doubled for 30 s becomes
+/// ~15 s with it doubled for 5 s): the built-in simulator's engine (ITL ~4.2 ms) runs
+/// twice as slow from 5 s to 10 s after it starts, and an SLO of `itl.p50<=6ms` holds
+/// only outside that window. Every probe the watcher reported is in the database, the
+/// probes inside the window have twice the ITL of those outside, one incident opens
+/// and closes (two webhook posts), and `/metrics` says 1, then 0, then 1.
+/// `benchsuite/watch-fault.sh` runs it at full length.
+#[test]
+fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook_and_metrics() {
+    let (hook, rx) = receiver("");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        "[builtin]\nslow_at = \"5s\"\nslow_for = \"5s\"\nslow_factor = 2.0\n\
+         [[target]]\nname = \"sim\"\nurl = \"builtin\"\nslo = [\"itl.p50<=6ms\"]\n\
+         [target.probe]\ninterval = \"500ms\"\njitter = \"50ms\"\nrequests = 3\n\
+         max_tokens = 32\nprompt_tokens = 16\ndeadline = \"5s\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("w.db");
+    let wall_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    // The simulator starts between these two (the watcher starts it, then prints its
+    // page's address).
+    let spawned_ms = wall_ms();
+    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let listening_ms = wall_ms();
+
+    // /metrics every 200 ms until told to stop: each change of the SLO gauge.
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let addr = w.addr.clone();
+    let poller = std::thread::spawn(move || {
+        let mut seen: Vec<u8> = Vec::new();
+        while stop_rx.recv_timeout(Duration::from_millis(200)).is_err() {
+            let (_, text) = get(&addr, "/metrics");
+            let v = text.lines().find_map(|l| {
+                l.strip_prefix("cadence_watch_slo_ok{target=\"sim\"} ")
+                    .and_then(|v| v.trim().parse::<u8>().ok())
+            });
+            if let Some(v) = v {
+                if seen.last() != Some(&v) {
+                    seen.push(v);
+                }
+            }
+        }
+        seen
+    });
+    let first = rx.recv_timeout(Duration::from_secs(20));
+    let second = rx.recv_timeout(Duration::from_secs(20));
+    // A few passing probes after the incident's end.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_tx.send(()).unwrap();
+    let gauge = poller.join().unwrap();
+    let (status, said) = w.stop();
+    assert!(status.success(), "{said}");
+    let (first, second) = match (first, second) {
+        (Ok(a), Ok(b)) => (a, b),
+        other => panic!("two posts expected, got {other:?}; the watcher said:\n{said}"),
+    };
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let second: serde_json::Value = serde_json::from_str(&second).unwrap();
+    assert_eq!(first["event"], "incident_start", "{first}");
+    assert_eq!(second["event"], "incident_end", "{second}");
+    assert!(
+        rx.try_recv().is_err(),
+        "one incident: two posts; said:\n{said}"
+    );
+    assert_eq!(gauge, [1, 0, 1], "cadence_watch_slo_ok over the run");
+
+    // Every probe the watcher reported is in the database, whole.
+    let reported = said
+        .lines()
+        .filter(|l| l.starts_with("cadence watch: sim probe:"))
+        .count();
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    let probes = store.probes(None, 0).unwrap();
+    assert_eq!(probes.len(), reported, "{said}");
+    assert!(reported >= 12, "{reported} probes in ~12 s");
+    for p in &probes {
+        assert_eq!((p.sent, p.succeeded), (3, 3), "{p:?}");
+        assert_eq!(store.requests(p.id).unwrap().len(), 3);
+    }
+
+    // ITL p50 inside the window is twice that outside; probes across an edge are left
+    // out, and so is the simulator's start-up uncertainty.
+    let (from, to) = (5_000, 10_000);
+    let median = |mut v: Vec<f64>| -> f64 {
+        assert!(v.len() >= 3, "{v:?}");
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let itl = |inside: bool| -> Vec<f64> {
+        probes
+            .iter()
+            .filter(|p| {
+                if inside {
+                    p.started_ms >= listening_ms + from && p.ended_ms <= spawned_ms + to
+                } else {
+                    p.ended_ms <= spawned_ms + from || p.started_ms >= listening_ms + to
+                }
+            })
+            .map(|p| p.itl_p50_ms.unwrap())
+            .collect()
+    };
+    let (slow, normal) = (median(itl(true)), median(itl(false)));
+    let ratio = slow / normal;
+    assert!(
+        (1.6..2.5).contains(&ratio),
+        "ITL p50 {normal:.2} ms outside the window, {slow:.2} ms inside: x{ratio:.2}"
+    );
+    let incidents = cadence_watch::incident::incidents(&probes);
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    let i = &incidents[0];
+    let end = i.end_ms.expect("the incident closed");
+    // It spans the window, give or take a probe.
+    assert!(
+        (spawned_ms + from - 1_000..=listening_ms + from + 1_000).contains(&i.start_ms),
+        "the incident opened {} ms after the start",
+        i.start_ms - spawned_ms
+    );
+    assert!(
+        (spawned_ms + to - 1_000..=listening_ms + to + 1_500).contains(&end),
+        "the incident closed {} ms after the start",
+        end - spawned_ms
+    );
+}
