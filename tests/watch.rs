@@ -143,7 +143,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     assert_eq!(status, 200);
     assert!(target.contains("<svg"), "{target}");
     let no_ns = target.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-    for external in ["https://", "src=", "<link", "<script", "url("] {
+    for external in ["https://", "src=", "<link", "<script src", "url("] {
         assert!(!no_ns.contains(external), "the page requests {external}");
     }
     let (status, metrics) = get(&w.addr, "/metrics");
@@ -504,7 +504,8 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
             &url,
             &profile,
             &[
-                "--virtual-time-budget=3000",
+                // Past the page's 10 s update, which fetches the page again.
+                "--virtual-time-budget=12000",
                 "--dump-dom",
                 &format!("--log-net-log={}", net.display()),
             ],
@@ -538,6 +539,11 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
         for u in &asked {
             assert!(u.starts_with(&origin), "{url} requested {u}");
         }
+        assert!(
+            asked.contains(&url),
+            "the page's update fetched the page again: {asked:?}"
+        );
+        assert!(html.contains("updated "), "the update's note: {html}");
         let all = log.to_string();
         assert!(
             all.contains(&format!("\"url\":\"{url}\"")),

@@ -1,4 +1,4 @@
-//! Hand-built SVG line, point, step and bar charts for the HTML report: small, with
+//! Hand-built SVG line, point, step, bar and stacked-bar charts for the HTML report: small, with
 //! linear or log axes and "nice" ticks, and every drawn mark inside one `g.marks` so a
 //! test (and a reader) can tell an empty chart from a drawn one.
 
@@ -22,6 +22,10 @@ pub enum Style {
     Steps,
     /// Bars centred on x, `width` in x units, grouped by series.
     Bars,
+    /// Bars on an ordinary x axis (many bars over time), each series' bar stacked on
+    /// those of the `Stacked` series before it at the same x; a few pixels wide (less
+    /// where bars are close). Zero heights draw nothing.
+    Stacked,
 }
 
 #[derive(Debug, Clone)]
@@ -215,7 +219,11 @@ pub fn render(c: &Chart) -> Option<String> {
         .filter(|(_, s)| s.style == Style::Bars)
         .map(|(i, _)| i)
         .collect();
+    draw_stacked(&mut s, c, &x, &y);
     for (si, ser) in c.series.iter().enumerate() {
+        if ser.style == Style::Stacked {
+            continue;
+        }
         let pts: Vec<(f64, f64)> = ser
             .points
             .iter()
@@ -246,6 +254,7 @@ pub fn render(c: &Chart) -> Option<String> {
 fn plot_axes(c: &Chart) -> Option<(Axis, Axis, Vec<f64>)> {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let ys = ys.chain(stack_tops(c).into_iter().map(|p| p.1));
     let (x0, x1) = range(xs, c.x_log, false)?;
     let (x0, x1) = c.x_range.unwrap_or((x0, x1));
     let (y0, y1) = range(ys, c.y_log, c.y_zero && !c.y_log)?;
@@ -380,6 +389,8 @@ fn draw_marks(
                 );
             }
         }
+        // Drawn together, each on the ones before it: see `draw_stacked`.
+        Style::Stacked => {}
         Style::Bars => {
             let k = bars.0 as f64;
             let pos = bars.1.unwrap_or(0) as f64;
@@ -397,6 +408,68 @@ fn draw_marks(
                     ser.color
                 );
             }
+        }
+    }
+}
+
+/// Each x of the `Stacked` series with the height of its stack so far, after each
+/// series in turn (the last entry per x is its total).
+fn stack_tops(c: &Chart) -> Vec<(f64, f64)> {
+    let mut tops: Vec<(f64, f64)> = Vec::new();
+    for ser in c.series.iter().filter(|s| s.style == Style::Stacked) {
+        for &(px, h) in ser.points.iter().filter(|p| p.0.is_finite() && p.1 > 0.0) {
+            match tops.iter_mut().find(|t| t.0 == px) {
+                Some(t) => t.1 += h,
+                None => tops.push((px, h)),
+            }
+        }
+    }
+    tops
+}
+
+/// The `Stacked` series, in order, each bar on the stack below it at its x.
+fn draw_stacked(s: &mut String, c: &Chart, x: &Axis, y: &Axis) {
+    let mut xs: Vec<f64> = c
+        .series
+        .iter()
+        .filter(|s| s.style == Style::Stacked)
+        .flat_map(|s| s.points.iter().map(|p| x.t(p.0)))
+        .filter(|v| v.is_finite())
+        .collect();
+    if xs.is_empty() {
+        return;
+    }
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let closest = xs
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(f64::INFINITY, f64::min);
+    let w = (closest * 0.8).clamp(1.0, 8.0);
+    let mut base: Vec<(f64, f64)> = Vec::new();
+    for ser in c.series.iter().filter(|s| s.style == Style::Stacked) {
+        for &(px, h) in ser.points.iter().filter(|p| p.0.is_finite() && p.1 > 0.0) {
+            let below = match base.iter_mut().find(|b| b.0 == px) {
+                Some(b) => {
+                    let v = b.1;
+                    b.1 += h;
+                    v
+                }
+                None => {
+                    base.push((px, h));
+                    0.0
+                }
+            };
+            let (top, bottom) = (y.t(below + h), y.t(below));
+            let _ = write!(
+                s,
+                r#"<rect x="{:.1}" y="{top:.1}" width="{w:.1}" height="{:.1}" fill="{}"><title>{}: {}</title></rect>"#,
+                x.t(px) - w / 2.0,
+                (bottom - top).max(0.5),
+                ser.color,
+                esc(&ser.name),
+                tick_label(h)
+            );
         }
     }
 }
@@ -456,5 +529,51 @@ mod tests {
             ..c
         };
         assert!(render(&empty).is_none());
+    }
+
+    #[test]
+    fn stacked_bars_sit_on_the_ones_before_them_and_the_axis_covers_the_totals() {
+        let mut a = Series::new("timeout", PALETTE[0], Style::Stacked);
+        a.points = vec![(1.0, 2.0), (2.0, 0.0), (3.0, 1.0)];
+        let mut b = Series::new("http_500", PALETTE[1], Style::Stacked);
+        b.points = vec![(1.0, 3.0), (2.0, 0.0), (3.0, 0.0)];
+        let c = Chart {
+            x_label: "x".into(),
+            y_label: "y".into(),
+            x_log: false,
+            y_log: false,
+            y_zero: true,
+            series: vec![a, b],
+            x_range: None,
+        };
+        let (_, y, _) = plot_axes(&c).unwrap();
+        assert!(y.hi >= 5.0, "the stack at x = 1 is 5 high: {}", y.hi);
+        let svg = render(&c).unwrap();
+        let marks = &svg[svg.find(r#"<g class="marks">"#).unwrap()..];
+        // Zero heights draw nothing: 2 bars at x = 1, 1 at x = 3.
+        assert_eq!(marks.matches("<rect").count(), 3, "{marks}");
+        let attr = |rect: &str, name: &str| -> f64 {
+            let at = rect.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            rect[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let rects: Vec<&str> = marks.split("<rect").skip(1).collect();
+        let (lower, upper) = (rects[0], rects[2]);
+        assert!(lower.contains("timeout: 2") && upper.contains("http_500: 3"));
+        // The second series' bar ends where the first's begins, and is 1.5 times as tall.
+        let top_of_lower = attr(lower, "y");
+        let bottom_of_upper = attr(upper, "y") + attr(upper, "height");
+        assert!((top_of_lower - bottom_of_upper).abs() < 0.2, "{marks}");
+        assert!((attr(upper, "height") / attr(lower, "height") - 1.5).abs() < 0.01);
+        assert_eq!(attr(lower, "x"), attr(upper, "x"));
+        // All zeros still draw the axes (an empty stack is a figure: none failed).
+        let mut z = Series::new("aborted", PALETTE[2], Style::Stacked);
+        z.points = vec![(1.0, 0.0), (2.0, 0.0)];
+        let zero = render(&Chart {
+            series: vec![z],
+            ..c
+        })
+        .unwrap();
+        let marks = &zero[zero.find(r#"<g class="marks">"#).unwrap()..];
+        assert!(!marks.contains("<rect"), "{marks}");
     }
 }

@@ -1,7 +1,8 @@
 //! The watcher's page, served by axum: a leaderboard of targets (`/`), a page per
 //! target with the day's charts as inline SVG and its incidents (`/target/NAME`),
 //! `/api/targets` (JSON) and `/metrics` (OpenMetrics). Self-contained: no script, style
-//! or font from anywhere else; the pages refresh themselves every 10 s. Every handler
+//! or font from anywhere else; a small inline script updates a page in place every 10 s
+//! from the watcher (the same URL) and says when the watcher stops answering. Every handler
 //! reads the database through its own read-only connection (WAL: never blocking the
 //! writer).
 
@@ -295,20 +296,34 @@ async fn target_page(
     }
 }
 
-/// The page's head: inline style, a refresh every 10 s, nothing fetched from elsewhere.
-pub fn head(title: &str, refresh: bool) -> String {
+/// Every 10 s, fetches the page's own URL (the watcher, same origin) and swaps the body
+/// in place, keeping the scroll position; a note in the corner says when it last did,
+/// or since when the watcher has not answered (a stopped watcher shows).
+const LIVE: &str = "<script>(function(){var lost=null;\
+function hms(){return new Date().toISOString().slice(11,19)+' UTC';}\
+function note(text,bad){var n=document.getElementById('cadence-live');\
+if(!n){n=document.createElement('p');n.id='cadence-live';document.body.prepend(n);}\
+n.textContent=text;n.className=bad?'live bad':'live';}\
+addEventListener('DOMContentLoaded',function(){note('updated '+hms(),false);});\
+setInterval(function(){fetch(location.href,{cache:'no-store'})\
+.then(function(r){if(!r.ok){throw new Error(r.status);}return r.text();})\
+.then(function(t){var d=new DOMParser().parseFromString(t,'text/html'),x=scrollX,y=scrollY;\
+document.body.innerHTML=d.body.innerHTML;scrollTo(x,y);lost=null;note('updated '+hms(),false);})\
+.catch(function(){lost=lost||hms();note('watcher unreachable since '+lost,true);});},10000);\
+})();</script>";
+
+/// The page's head: inline style, with `live` the script that updates the page every
+/// 10 s ([`LIVE`]); nothing fetched from elsewhere.
+pub fn head(title: &str, live: bool) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{}</title>\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
          <style>body{{font:14px system-ui,sans-serif;margin:1.5em;color:#222}}\
          table{{border-collapse:collapse}}td,th{{padding:3px 9px;border-bottom:1px solid #ddd;text-align:right}}\
          td:first-child,th:first-child{{text-align:left}}.bad{{color:#b00;font-weight:600}}.ok{{color:#070}}\
-         svg{{max-width:100%;height:auto}}.marks{{}}</style></head><body>",
-        if refresh {
-            "<meta http-equiv=\"refresh\" content=\"10\">"
-        } else {
-            ""
-        },
-        esc(title)
+         svg{{max-width:100%;height:auto}}.marks{{}}\
+         .live{{position:fixed;top:6px;right:12px;margin:0;font-size:12px;color:#666;background:#fff}}.live.bad{{color:#b00}}</style>{}</head><body>",
+        esc(title),
+        if live { LIVE } else { "" },
     )
 }
 
@@ -408,17 +423,12 @@ pub fn charts(probes: &[ProbeRow], now: i64) -> String {
             series("TTFT p99", PALETTE[3], |p| p.ttft_p99_ms),
         ],
     );
-    let mut errors = Series::new("failed requests", PALETTE[4], Style::Bars);
-    errors.points = probes
-        .iter()
-        .map(|p| (x(p), (p.failed + p.aborted) as f64))
-        .collect();
-    let errors = chart("failed requests per probe", vec![errors]);
+    let errors = chart("failed requests per probe", failed_by_class(probes, x));
     let mut s = String::new();
     for (title, c) in [
         ("ITL per probe", itl),
         ("TTFT per probe", ttft),
-        ("Failed requests per probe", errors),
+        ("Failed requests per probe, by outcome class", errors),
     ] {
         s.push_str(&format!("<h3>{title}</h3>{}", legend(&c.series)));
         match render(&c) {
@@ -427,6 +437,43 @@ pub fn charts(probes: &[ProbeRow], now: i64) -> String {
         }
     }
     s
+}
+
+/// Failed requests per probe as stacked bars, one series per outcome class that failed
+/// a request of `probes` (their `failed_by_class`), then `aborted` (ended by the probe's
+/// deadline), which is there even when nothing failed so the chart still draws.
+fn failed_by_class(
+    probes: &[ProbeRow],
+    x: impl Fn(&ProbeRow) -> f64,
+) -> Vec<cadence_report::svg::Series> {
+    use cadence_report::svg::{Series, Style, PALETTE};
+    let classes: std::collections::BTreeSet<&str> = probes
+        .iter()
+        .flat_map(|p| p.failed_by_class.iter())
+        .filter(|(_, &n)| n > 0)
+        .map(|(class, _)| class.as_str())
+        .collect();
+    let mut out: Vec<Series> = classes
+        .into_iter()
+        .enumerate()
+        .map(|(i, class)| {
+            let mut s = Series::new(class, PALETTE[(4 + i) % PALETTE.len()], Style::Stacked);
+            s.points = probes
+                .iter()
+                .map(|p| {
+                    (
+                        x(p),
+                        p.failed_by_class.get(class).copied().unwrap_or(0) as f64,
+                    )
+                })
+                .collect();
+            s
+        })
+        .collect();
+    let mut aborted = Series::new("aborted", "#777", Style::Stacked);
+    aborted.points = probes.iter().map(|p| (x(p), p.aborted as f64)).collect();
+    out.push(aborted);
+    out
 }
 
 /// The series' names in their colours.
@@ -556,6 +603,7 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
 mod tests {
     use super::*;
     use crate::store::tests::probe;
+    use std::collections::BTreeMap;
 
     fn info() -> TargetInfo {
         TargetInfo {
@@ -587,19 +635,78 @@ mod tests {
         assert!(!html.contains("No incident") && html.contains("<td>1</td>"));
         // The SVG namespace is a name, not a fetch.
         let html = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-        for external in ["http://", "https://", "src=", "<link", "<script"] {
+        for external in [
+            "http://",
+            "https://",
+            "src=",
+            "<link",
+            "<script src",
+            "url(",
+            "@import",
+            "http-equiv",
+        ] {
             // The target's own URL is shown as text, not fetched.
             let n = html.matches(external).count();
             let allowed = usize::from(external == "http://");
             assert!(n <= allowed, "{external} appears {n} times");
         }
+        // One inline script, which fetches the page's own URL and nothing else.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert_eq!(html.matches("fetch(").count(), 1);
+        assert!(html.contains("fetch(location.href,"), "{html}");
+        assert!(html.contains("watcher unreachable"));
+        assert!(
+            !head("report", false).contains("<script"),
+            "a report is static"
+        );
         let rows = rows(&[info()], &probes, now);
         assert_eq!(rows[0].day.probes, 3);
         assert!(rows[0].open_incident.is_none());
         let board = leaderboard_html(&rows, now);
+        assert_eq!(board.matches("<script").count(), 1, "the board is live too");
         assert!(
             board.contains("/target/a") && board.contains("66.7 %"),
             "{board}"
         );
+    }
+
+    #[test]
+    fn failed_requests_are_stacked_by_outcome_class_with_aborted() {
+        let now = 10 * HOUR_MS;
+        let mut mixed = probe("a", now - HOUR_MS, false);
+        mixed.failed_by_class = BTreeMap::from([
+            ("http_error".to_string(), 1),
+            ("idle_timeout".to_string(), 2),
+        ]);
+        mixed.failed = 3;
+        mixed.aborted = 1;
+        let probes = vec![
+            probe("a", now - 3 * HOUR_MS, true),
+            probe("a", now - 2 * HOUR_MS, false),
+            mixed,
+        ];
+        let html = charts(&probes, now);
+        let failed = &html[html.find("by outcome class").unwrap()..];
+        let legend = &failed[..failed.find("<svg").unwrap()];
+        for class in ["http_error", "idle_timeout", "aborted"] {
+            assert!(
+                legend.contains(class),
+                "{class} not in the legend: {legend}"
+            );
+        }
+        let marks = &failed[failed.find(r#"<g class="marks">"#).unwrap()..];
+        // http_error in two probes; idle_timeout and aborted in one: nothing for the
+        // passing probe.
+        assert_eq!(marks.matches("<rect").count(), 4, "{marks}");
+        assert!(marks.contains("<title>idle_timeout: 2</title>"), "{marks}");
+        assert!(marks.contains("<title>aborted: 1</title>"), "{marks}");
+        // A day without failures still draws the chart, with aborted alone.
+        let html = charts(&probes[..1], now);
+        let failed = &html[html.find("by outcome class").unwrap()..];
+        assert!(
+            failed.contains("<svg") && failed.contains("aborted"),
+            "{failed}"
+        );
+        assert!(!failed.contains("http_error"));
     }
 }
