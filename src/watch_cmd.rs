@@ -148,13 +148,21 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         eprintln!("cadence watch: incidents are posted to {}", h.display());
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         crate::signal::stop_signal().await;
-        let _ = stop_tx.send(true);
+        let _ = on_signal.send(true);
     });
+    let mut shipper_task = None;
     let written = shipping.map(|(shipper, outbox, state)| {
         let wake = Arc::new(tokio::sync::Notify::new());
-        tokio::spawn(shipper.run(outbox, state, wake.clone(), stop_rx.clone()));
+        shipper_task = Some(tokio::spawn(shipper.run(
+            outbox,
+            state,
+            wake.clone(),
+            stop_rx.clone(),
+        )));
         wake
     });
     let opts = watcher::Options {
@@ -164,6 +172,12 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         written,
     };
     let result = watcher::run(prepared, store, shared, opts, stop_rx).await;
+    if let Some(task) = shipper_task {
+        // It ends on the same stop (sent here too when probing ended on an error),
+        // after one last bounded round.
+        let _ = stop_tx.send(true);
+        let _ = task.await;
+    }
     drop(server);
     drop(sim);
     match result {

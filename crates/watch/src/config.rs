@@ -583,7 +583,9 @@ slow_factor = 2.5
         assert!(e.contains("vantage") && e.contains("letters"), "{e}");
         let e = err(&format!("[shared]\nurl = \"\"\n{target}"));
         assert!(e.contains("[shared].url"), "{e}");
-        let e = err(&format!("[shared]\nurl = \"postgres://h/d\"\npasword_env = \"X\"\n{target}"));
+        let e = err(&format!(
+            "[shared]\nurl = \"postgres://h/d\"\npasword_env = \"X\"\n{target}"
+        ));
         assert!(e.contains("pasword_env"), "{e}");
     }
 }

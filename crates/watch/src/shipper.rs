@@ -46,7 +46,8 @@ pub fn backoff(n: u32) -> Duration {
 }
 
 impl Shipper {
-    /// Ships until `stop` turns true. `wake` is notified after each probe is written.
+    /// Ships until `stop` turns true, then once more (for at most 3 s). `wake` is
+    /// notified after each probe is written.
     pub async fn run(
         self,
         outbox: Store,
@@ -60,6 +61,15 @@ impl Shipper {
         let mut next_retention = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
+                // A last round for the probes written just before the stop, bounded:
+                // a store that does not answer gets them at the next start.
+                let flush = async {
+                    while let Ok(true) = self
+                        .step(&mut outbox, &mut conn, &state, &mut next_retention)
+                        .await
+                    {}
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(3), flush).await;
                 return;
             }
             let wait = match self
