@@ -131,6 +131,9 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["east", "west"]);
+    let (status, words) = get(&hub.addr, "/api/targets");
+    assert_eq!(status, 404);
+    assert!(words.contains("/api/vantages"), "{words}");
 
     let (s, said) = east.stop();
     assert!(s.success(), "{said}");

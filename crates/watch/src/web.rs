@@ -103,6 +103,13 @@ async fn week_rows(shared: &Arc<Shared>) -> Result<Vec<Row>, Response> {
 }
 
 async fn api_targets(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.hub {
+        return (
+            StatusCode::NOT_FOUND,
+            "watch serve probes no targets of its own: every vantage's are at /api/vantages",
+        )
+            .into_response();
+    }
     match week_rows(&shared).await {
         Ok(rows) => Json(rows).into_response(),
         Err(r) => r,
