@@ -26,7 +26,13 @@ fi
 case $cmd in
 start)
     mkdir -p "$dir"
-    [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
+    if [[ $(id -u) -eq 0 ]]; then
+        chown postgres "$dir"
+        "${as_pg[@]}" test -w "$dir" || {
+            echo "error: the postgres user cannot reach $dir (a parent directory is closed to it); use a directory under /tmp" >&2
+            exit 1
+        }
+    fi
     "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U cadence --auth=trust \
         --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 ||
         { cat "$dir/initdb.log" >&2; exit 1; }
