@@ -3,103 +3,33 @@
 //! `/metrics`, `/api/targets`, `watch report`, the one-writer lock, a corrupt database,
 //! and the incident webhook posted to a local receiver.
 
+mod common;
+
+use common::watcher::{chromium, get, render, start_cadence, Watcher};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn bin() -> std::path::PathBuf {
     assert_cmd::cargo::cargo_bin("cadence")
 }
 
-/// A running watcher and the page address it printed.
-struct Watcher {
-    child: Child,
-    addr: String,
-    stderr: mpsc::Receiver<String>,
-}
-
+/// `cadence watch CONFIG --db DB --listen 127.0.0.1:0 EXTRA…`, up to its page address.
 fn start(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
-    let mut child = Command::new(bin())
-        .arg("watch")
-        .arg(config)
-        .arg("--db")
-        .arg(db)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let addr = loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the watcher prints its page address");
-        if let Some(i) = line.find("page at http://") {
-            let rest = &line[i + "page at http://".len()..];
-            break rest.trim_end_matches('/').to_string();
-        }
-    };
-    Watcher {
-        child,
-        addr,
-        stderr: rx,
-    }
-}
-
-/// A test that fails midway leaves no watcher behind.
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Watcher {
-    /// SIGINT, then the exit status and what it said on stderr meanwhile.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the watcher did not stop on SIGINT"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let said: Vec<String> = self.stderr.try_iter().collect();
-        (status, said.join("\n"))
-    }
-}
-
-/// GET over HTTP/1.0: (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
-    (status, body)
+    let mut args: Vec<&OsStr> = vec![
+        OsStr::new("watch"),
+        config.as_os_str(),
+        OsStr::new("--db"),
+        db.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    start_cadence(&args)
 }
 
 fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
@@ -441,49 +371,6 @@ fn a_simulator_freeze_opens_and_closes_one_incident() {
     );
 }
 
-/// Chromium on `url`, headless, in a throwaway profile, killed after 90 s.
-fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Output {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|name| {
-            std::env::split_paths(&std::env::var_os("PATH")?)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .expect(
-            "this test needs a headless Chromium: install Debian's `chromium`; \
-             scripts/test.sh does this",
-        );
-    let child = Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("chromium starts");
-    let id = child.id();
-    let (tx, rx) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-        }
-    });
-    let out = child.wait_with_output().expect("chromium runs");
-    let _ = tx.send(());
-    out
-}
-
 #[test]
 fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -498,19 +385,7 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
         ("target/sim", "cadence-watch-target.png"),
     ] {
         let url = format!("{origin}{page}");
-        let net = dir.path().join(format!("net-{}.json", shot));
-        let profile = dir.path().join(format!("profile-{shot}"));
-        let dom = chromium(
-            &url,
-            &profile,
-            &[
-                // Past the page's 10 s update, which fetches the page again.
-                "--virtual-time-budget=12000",
-                "--dump-dom",
-                &format!("--log-net-log={}", net.display()),
-            ],
-        );
-        let html = String::from_utf8_lossy(&dom.stdout);
+        let (html, asked) = render(&url, &origin, dir.path(), shot);
         assert!(html.contains("cadence watch"), "{url}: {html}");
         if page.is_empty() {
             assert!(html.contains("href=\"/target/sim\""), "{html}");
@@ -521,21 +396,6 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
                 "no marks drawn: {html}"
             );
         }
-        // Every request the page made (its initiator is the page's origin) went to the
-        // watcher; the browser's own background requests have no such initiator.
-        let log: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&net).expect("a net log"))
-                .expect("the net log is JSON");
-        let own = origin.trim_end_matches('/');
-        let mut asked = Vec::new();
-        for e in log["events"].as_array().unwrap() {
-            let p = &e["params"];
-            if let (Some(u), Some(from)) = (p["url"].as_str(), p["initiator"].as_str()) {
-                if from == own {
-                    asked.push(u.to_string());
-                }
-            }
-        }
         for u in &asked {
             assert!(u.starts_with(&origin), "{url} requested {u}");
         }
@@ -544,11 +404,7 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
             "the page's update fetched the page again: {asked:?}"
         );
         assert!(html.contains("updated "), "the update's note: {html}");
-        let all = log.to_string();
-        assert!(
-            all.contains(&format!("\"url\":\"{url}\"")),
-            "the page itself was fetched"
-        );
+        let profile = dir.path().join(format!("profile-{shot}"));
         let shot = shots.join(shot);
         let _ = std::fs::remove_file(&shot);
         chromium(

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::watcher::{get, start_cadence, Watcher};
+use common::watcher::{get, render, start_cadence, Watcher};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
@@ -131,6 +131,19 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["east", "west"]);
+    // Chromium renders the hub's pages with their charts, asking only the hub.
+    let origin = format!("http://{}/", hub.addr);
+    for (page, name) in [("", "hub"), ("target/sim", "hub-target")] {
+        let url = format!("{origin}{page}");
+        let (html, asked) = render(&url, &origin, dir.path(), name);
+        assert!(html.contains("<td>east</td>"), "{url}: {html}");
+        if !page.is_empty() {
+            assert_eq!(html.matches("<svg").count(), 2, "{html}");
+            assert!(html.matches("<circle").count() >= 4, "no marks: {html}");
+        }
+        assert!(asked.iter().all(|u| u.starts_with(&origin)), "{asked:?}");
+        assert!(asked.contains(&url), "the page updates itself: {asked:?}");
+    }
     let (status, words) = get(&hub.addr, "/api/targets");
     assert_eq!(status, 404);
     assert!(words.contains("/api/vantages"), "{words}");

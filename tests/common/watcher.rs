@@ -1,10 +1,11 @@
 //! A `cadence watch` process for the end-to-end tests: started on 127.0.0.1 port 0,
 //! its page address read from stderr, stopped by SIGINT (killed if a test fails midway),
-//! and a plain HTTP/1.0 GET of its pages.
+//! a plain HTTP/1.0 GET of its pages, and headless Chromium on them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -104,4 +105,78 @@ pub fn get(addr: &str, path: &str) -> (u16, String) {
     let status = text[9..12].parse().unwrap();
     let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
     (status, body)
+}
+
+/// Chromium on `url`, headless, in a throwaway profile, killed after 90 s.
+pub fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Output {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .expect(
+            "this test needs a headless Chromium: install Debian's `chromium`; \
+             scripts/test.sh does this",
+        );
+    let child = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    let id = child.id();
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
+            let _ = Command::new("kill").arg(id.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().expect("chromium runs");
+    let _ = tx.send(());
+    out
+}
+
+/// Renders `url` in headless Chromium (past the page's 10 s update) and returns its DOM
+/// and every URL the page itself asked for (requests whose initiator is `origin`; the
+/// browser's own background requests have none), read from Chromium's net log.
+pub fn render(url: &str, origin: &str, dir: &Path, name: &str) -> (String, Vec<String>) {
+    let net = dir.join(format!("net-{name}.json"));
+    let profile = dir.join(format!("profile-{name}"));
+    let dom = chromium(
+        url,
+        &profile,
+        &[
+            "--virtual-time-budget=12000",
+            "--dump-dom",
+            &format!("--log-net-log={}", net.display()),
+        ],
+    );
+    let log: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&net).expect("a net log"))
+            .expect("the net log is JSON");
+    let own = origin.trim_end_matches('/');
+    let mut asked = Vec::new();
+    for e in log["events"].as_array().unwrap() {
+        let p = &e["params"];
+        if let (Some(u), Some(from)) = (p["url"].as_str(), p["initiator"].as_str()) {
+            if from == own {
+                asked.push(u.to_string());
+            }
+        }
+    }
+    (String::from_utf8_lossy(&dom.stdout).into_owned(), asked)
 }
