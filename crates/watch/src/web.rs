@@ -587,10 +587,11 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     s.push_str(&by_hour_chart(week).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
     s.push_str("<h2>Incidents of the last day</h2>");
     s.push_str(&incidents_table(&incidents(probes)));
-    s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>SLO</th></tr>");
+    s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>client</th><th>SLO</th></tr>");
     for p in probes.iter().rev().take(20) {
+        let (client_class, client) = client_check(p);
         s.push_str(&format!(
-            "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{client_class}\">{}</td><td class=\"{}\">{}</td></tr>",
             utc(p.started_ms),
             p.succeeded,
             p.sent,
@@ -598,12 +599,36 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
             cell(p.itl_p50_ms, "ms"),
             cell(p.itl_p99_ms, "ms"),
             cell(p.output_tok_s, ""),
+            esc(&client),
             if p.slo_ok { "ok" } else { "bad" },
             esc(&if p.slo_ok { "ok".to_string() } else { p.slo_detail.join("; ") })
         ));
     }
-    s.push_str("</table></body></html>");
+    s.push_str("</table><p><em>client</em>: the probe's clock self-check: which clock stamped the chunks, and the p99 of the watcher's event-loop lag and of its read delay. A lag above 5 ms (marked) means the watcher, not the target, may have been slow: its figures may be late by up to that much.</p></body></html>");
     s
+}
+
+/// A probe's clock self-check in a few words, and whether it is a warning (`bad`): the
+/// event loop lagged more than `bench` warns at.
+pub fn client_check(p: &ProbeRow) -> (&'static str, String) {
+    let warn = cadence_core::assemble::LOOP_LAG_WARN.as_secs_f64() * 1e3;
+    let mut parts = Vec::new();
+    if let Some(c) = &p.clock {
+        parts.push(c.clone());
+    }
+    if let Some(l) = p.loop_lag_p99_ms {
+        parts.push(format!("lag {l:.1} ms"));
+    }
+    if let Some(d) = p.read_delay_p99_ms {
+        parts.push(format!("read delay {d:.2} ms"));
+    }
+    let late = p.loop_lag_p99_ms.is_some_and(|l| l > warn);
+    let text = if parts.is_empty() {
+        "—".to_string()
+    } else {
+        parts.join(" · ")
+    };
+    (if late { "bad" } else { "" }, text)
 }
 
 #[cfg(test)]
@@ -619,6 +644,22 @@ mod tests {
             slos: vec!["itl.p50<=8ms".into()],
             interval_s: 60.0,
         }
+    }
+
+    #[test]
+    fn a_probe_whose_client_lagged_is_marked_on_its_row() {
+        let mut p = probe("a", 1_000, true);
+        assert_eq!(
+            client_check(&p),
+            ("", "kernel · lag 0.2 ms · read delay 0.05 ms".to_string())
+        );
+        p.loop_lag_p99_ms = Some(12.0);
+        assert_eq!(client_check(&p).0, "bad");
+        let html = target_html(&info(), &[p], 2_000);
+        assert!(
+            html.contains("<td class=\"bad\">kernel · lag 12.0 ms"),
+            "{html}"
+        );
     }
 
     #[test]
