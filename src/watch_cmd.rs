@@ -7,13 +7,15 @@ use crate::cli::{
     EngineOpts, SharedStoreArgs, WatchArgs, WatchCommand, WatchReportArgs, WatchServeArgs,
 };
 use crate::exit::{usage, Exit};
+use cadence_watch::board::TargetInfo;
 use cadence_watch::config::{Config, Probe, Target};
 use cadence_watch::metrics::Metrics;
 use cadence_watch::probe::{now_ms, Prepared};
 use cadence_watch::report::Format;
+use cadence_watch::shared::ShipState;
 use cadence_watch::shared::{Remote, SharedConfig};
-use cadence_watch::shipper::{ShipState, Shipper};
-use cadence_watch::watcher::{self, Shared, TargetInfo};
+use cadence_watch::shipper::Shipper;
+use cadence_watch::watcher::{self, Shared};
 use cadence_watch::{web, webhook, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,29 @@
 //! of the probes' own figures, the success rate over all their requests, and the share
 //! of probes that met the SLOs. Shared by the page, `/api/targets` and `watch report`.
 
+use crate::probe::Prepared;
 use crate::store::ProbeRow;
+
+/// A target as the page shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TargetInfo {
+    pub name: String,
+    /// Without credentials or query values.
+    pub url: String,
+    pub slos: Vec<String>,
+    pub interval_s: f64,
+}
+
+impl TargetInfo {
+    pub fn of(p: &Prepared) -> TargetInfo {
+        TargetInfo {
+            name: p.target.name.clone(),
+            url: p.display.clone(),
+            slos: p.target.slos.iter().map(|s| s.text.clone()).collect(),
+            interval_s: p.target.probe.interval.as_secs_f64(),
+        }
+    }
+}
 
 /// One target over one window.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -66,6 +88,21 @@ pub fn cell(v: Option<f64>, unit: &str) -> String {
         Some(x) if x >= 100.0 => format!("{x:.0} {unit}"),
         Some(x) => format!("{x:.2} {unit}"),
     }
+}
+
+/// The series' names in their colours.
+pub fn legend(series: &[cadence_report::svg::Series]) -> String {
+    let items: Vec<String> = series
+        .iter()
+        .map(|s| {
+            format!(
+                "<span style=\"color:{}\">&#9679; {}</span>",
+                cadence_report::svg::esc(&s.color),
+                cadence_report::svg::esc(&s.name)
+            )
+        })
+        .collect();
+    format!("<p>{}</p>", items.join(" &nbsp; "))
 }
 
 /// Unix ms as `YYYY-MM-DD HH:MM:SS` UTC.

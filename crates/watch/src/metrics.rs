@@ -2,7 +2,7 @@
 //! OpenMetrics text, a `cadence_` prefix, seconds as the unit): gauges of each target's
 //! last probe, its SLO state, and counters of probes and requests.
 
-use crate::shipper::ShipState;
+use crate::shared::ShipState;
 use crate::store::ProbeRow;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -2,7 +2,7 @@
 //! window, read offline from the database, as console text, Markdown or HTML.
 
 use crate::board::{cell, standing, utc};
-use crate::incident::incidents;
+use crate::incident::{incidents, Incident};
 use crate::shared::VantageProbe;
 use crate::store::ProbeRow;
 
@@ -14,16 +14,89 @@ pub enum Format {
     Html,
 }
 
+/// A report's parts, laid out the same way in each format.
+struct Doc<'a> {
+    title: String,
+    head: &'a [&'a str],
+    rows: Vec<Vec<String>>,
+    /// Words under the table (console and Markdown; the HTML table carries its own).
+    note: Option<&'a str>,
+    /// The incidents table's first column.
+    incident_of: &'a str,
+    incidents: Vec<Incident>,
+    /// The HTML body between the title and the incidents: the table and the charts.
+    html_body: String,
+}
+
+impl Doc<'_> {
+    fn render(&self, format: Format) -> String {
+        let inc_head = [
+            self.incident_of,
+            "start (UTC)",
+            "end (UTC)",
+            "probes",
+            "first breach",
+        ];
+        let inc_rows: Vec<Vec<String>> = self
+            .incidents
+            .iter()
+            .map(|i| {
+                vec![
+                    i.target.clone(),
+                    utc(i.start_ms),
+                    i.end_ms.map_or("ongoing".into(), utc),
+                    i.probes.to_string(),
+                    i.cause.join("; "),
+                ]
+            })
+            .collect();
+        let n = self.incidents.len();
+        let note = self.note.map_or(String::new(), |t| format!("\n{t}\n"));
+        match format {
+            Format::Console => {
+                let mut s = format!("{}\n\n", self.title);
+                s.push_str(&text_table(self.head, &self.rows));
+                s.push_str(&format!("{note}\nIncidents ({n}):\n"));
+                if !inc_rows.is_empty() {
+                    s.push_str(&text_table(&inc_head, &inc_rows));
+                }
+                s
+            }
+            Format::Markdown => {
+                let mut s = format!("# {}\n\n", self.title);
+                s.push_str(&md_table(self.head, &self.rows));
+                s.push_str(&format!("{note}\n## Incidents ({n})\n\n"));
+                if inc_rows.is_empty() {
+                    s.push_str("None.\n");
+                } else {
+                    s.push_str(&md_table(&inc_head, &inc_rows));
+                }
+                s
+            }
+            Format::Html => {
+                let esc = cadence_report::svg::esc;
+                let mut s = crate::web::head(&self.title, false);
+                s.push_str(&format!("<h1>{}</h1>", esc(&self.title)));
+                s.push_str(&self.html_body);
+                s.push_str(&format!("<h2>Incidents ({n})</h2>"));
+                s.push_str(&crate::web::incidents_table(&self.incidents));
+                s.push_str("</body></html>\n");
+                s
+            }
+        }
+    }
+}
+
 /// The report of `probes` (every target's, since `since_ms`), at `now`.
 pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> String {
     let mut targets: Vec<&str> = probes.iter().map(|p| p.target.as_str()).collect();
-    targets.dedup();
     targets.sort();
     targets.dedup();
     let head = [
         "target", "probes", "TTFT p50", "ITL p50", "ITL p99", "tok/s", "success", "SLO met",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut html_body = String::new();
     for t in &targets {
         let mine: Vec<ProbeRow> = probes.iter().filter(|p| p.target == *t).cloned().collect();
         let s = standing(&mine, since_ms);
@@ -37,158 +110,67 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
             cell(s.success_rate, "%"),
             cell(s.slo_compliance, "%"),
         ]);
+        html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(t)));
+        html_body.push_str(&crate::web::charts(&mine, now));
     }
-    let inc = incidents(probes);
-    let inc_rows: Vec<Vec<String>> = inc
-        .iter()
-        .map(|i| {
-            vec![
-                i.target.clone(),
-                utc(i.start_ms),
-                i.end_ms.map_or("ongoing".into(), utc),
-                i.probes.to_string(),
-                i.cause.join("; "),
-            ]
-        })
-        .collect();
-    let inc_head = [
-        "target",
-        "start (UTC)",
-        "end (UTC)",
-        "probes",
-        "first breach",
-    ];
-    let title = format!(
-        "cadence watch report: {} to {} UTC, {} probes of {} targets",
-        utc(since_ms),
-        utc(now),
-        probes.len(),
-        targets.len()
-    );
-    match format {
-        Format::Console => {
-            let mut s = format!("{title}\n\n");
-            s.push_str(&text_table(&head, &rows));
-            s.push_str(&format!("\nIncidents ({}):\n", inc.len()));
-            if !inc_rows.is_empty() {
-                s.push_str(&text_table(&inc_head, &inc_rows));
-            }
-            s
-        }
-        Format::Markdown => {
-            let mut s = format!("# {title}\n\n");
-            s.push_str(&md_table(&head, &rows));
-            s.push_str(&format!("\n## Incidents ({})\n\n", inc.len()));
-            if inc_rows.is_empty() {
-                s.push_str("None.\n");
-            } else {
-                s.push_str(&md_table(&inc_head, &inc_rows));
-            }
-            s
-        }
-        Format::Html => {
-            let esc = cadence_report::svg::esc;
-            let mut s = crate::web::head(&title, false);
-            s.push_str(&format!("<h1>{}</h1>", esc(&title)));
-            s.push_str(&html_table(&head, &rows));
-            for t in &targets {
-                let mine: Vec<ProbeRow> =
-                    probes.iter().filter(|p| p.target == *t).cloned().collect();
-                s.push_str(&format!("<h2>{}</h2>", esc(t)));
-                s.push_str(&crate::web::charts(&mine, now));
-            }
-            s.push_str(&format!("<h2>Incidents ({})</h2>", inc.len()));
-            s.push_str(&crate::web::incidents_table(&inc));
-            s.push_str("</body></html>\n");
-            s
-        }
+    html_body.insert_str(0, &html_table(&head, &rows));
+    Doc {
+        title: format!(
+            "cadence watch report: {} to {} UTC, {} probes of {} targets",
+            utc(since_ms),
+            utc(now),
+            probes.len(),
+            targets.len()
+        ),
+        head: &head,
+        rows,
+        note: None,
+        incident_of: "target",
+        incidents: incidents(probes),
+        html_body,
     }
+    .render(format)
 }
 
 /// The report of every vantage's `probes` from the shared store: per target and
 /// vantage, the window's standing and the gap to the best vantage, and each vantage's
 /// incidents; the HTML adds the by-vantage charts of each target.
 pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format: Format) -> String {
-    let rows = crate::vantage::compare(probes, since_ms, now);
-    let cells = crate::vantage::cells(&rows);
-    let head = crate::vantage::head();
+    let compared = crate::vantage::compare(probes, since_ms, now);
     let mut vantages: Vec<&str> = probes.iter().map(|p| p.vantage.as_str()).collect();
     vantages.sort();
     vantages.dedup();
-    let inc = crate::vantage::incidents_by_vantage(probes);
-    let inc_rows: Vec<Vec<String>> = inc
-        .iter()
-        .map(|i| {
-            vec![
-                i.target.clone(),
-                utc(i.start_ms),
-                i.end_ms.map_or("ongoing".into(), utc),
-                i.probes.to_string(),
-                i.cause.join("; "),
-            ]
-        })
-        .collect();
-    let inc_head = [
-        "target @ vantage",
-        "start (UTC)",
-        "end (UTC)",
-        "probes",
-        "first breach",
-    ];
-    let title = format!(
-        "cadence watch report: {} to {} UTC, {} probes from {} vantages ({})",
-        utc(since_ms),
-        utc(now),
-        probes.len(),
-        vantages.len(),
-        vantages.join(", ")
-    );
-    let note = "vs best: the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it.";
-    match format {
-        Format::Console => {
-            let mut s = format!("{title}\n\n");
-            s.push_str(&text_table(head, &cells));
-            s.push_str(&format!("\n{note}\n\nIncidents ({}):\n", inc.len()));
-            if !inc_rows.is_empty() {
-                s.push_str(&text_table(&inc_head, &inc_rows));
-            }
-            s
-        }
-        Format::Markdown => {
-            let mut s = format!("# {title}\n\n");
-            s.push_str(&md_table(head, &cells));
-            s.push_str(&format!("\n{note}\n\n## Incidents ({})\n\n", inc.len()));
-            if inc_rows.is_empty() {
-                s.push_str("None.\n");
-            } else {
-                s.push_str(&md_table(&inc_head, &inc_rows));
-            }
-            s
-        }
-        Format::Html => {
-            let esc = cadence_report::svg::esc;
-            let mut s = crate::web::head(&title, false);
-            s.push_str(&format!("<h1>{}</h1>", esc(&title)));
-            s.push_str(&crate::vantage::table_html(&rows, false));
-            for (target, by_vantage) in crate::vantage::group(probes) {
-                let mine: Vec<VantageProbe> = by_vantage
-                    .into_iter()
-                    .flat_map(|(v, list)| {
-                        list.into_iter().map(move |probe| VantageProbe {
-                            vantage: v.clone(),
-                            probe,
-                        })
-                    })
-                    .collect();
-                s.push_str(&format!("<h2>{}</h2>", esc(&target)));
-                s.push_str(&crate::vantage::charts(&mine, since_ms, now));
-            }
-            s.push_str(&format!("<h2>Incidents ({})</h2>", inc.len()));
-            s.push_str(&crate::web::incidents_table(&inc));
-            s.push_str("</body></html>\n");
-            s
-        }
+    let mut html_body = crate::vantage::table_html(&compared, false);
+    for (target, by_vantage) in crate::vantage::group(probes) {
+        let mine: Vec<VantageProbe> = by_vantage
+            .into_iter()
+            .flat_map(|(v, list)| {
+                list.into_iter().map(move |probe| VantageProbe {
+                    vantage: v.clone(),
+                    probe,
+                })
+            })
+            .collect();
+        html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(&target)));
+        html_body.push_str(&crate::vantage::charts(&mine, since_ms, now));
     }
+    Doc {
+        title: format!(
+            "cadence watch report: {} to {} UTC, {} probes from {} vantages ({})",
+            utc(since_ms),
+            utc(now),
+            probes.len(),
+            vantages.len(),
+            vantages.join(", ")
+        ),
+        head: crate::vantage::head(),
+        rows: crate::vantage::cells(&compared),
+        note: Some("vs best: the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it."),
+        incident_of: "target @ vantage",
+        incidents: crate::vantage::incidents_by_vantage(probes),
+        html_body,
+    }
+    .render(format)
 }
 
 fn text_table(head: &[&str], rows: &[Vec<String>]) -> String {

@@ -4,9 +4,11 @@
 //! copies it here afterwards (an outbox), so an unreachable server costs nothing but
 //! delay, and a probe shipped twice (a crash between the two commits) is stored once.
 
+use crate::board::TargetInfo;
 use crate::store::{ProbeRow, RequestRow};
-use crate::watcher::TargetInfo;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, NoTls};
@@ -187,6 +189,19 @@ fn detail(e: &tokio_postgres::Error) -> String {
             s
         }
     }
+}
+
+/// What the shipper tells the page and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ShipState {
+    /// Probes in the local file not yet in the shared store.
+    pub pending: AtomicU64,
+    /// The last attempt reached the shared store.
+    pub up: AtomicBool,
+    /// Probes this watcher added to the shared store since it started.
+    pub shipped: AtomicU64,
+    /// Why the last attempt failed, when it did (no password in it).
+    pub last_error: Mutex<Option<String>>,
 }
 
 /// A probe as the shared store holds it: with the vantage that ran it.
@@ -551,7 +566,7 @@ pub struct Remote {
     /// This watcher's vantage (empty for `watch serve`, which has none).
     pub vantage: String,
     /// The shipper's state, when this watcher ships.
-    pub ship: Option<std::sync::Arc<crate::shipper::ShipState>>,
+    pub ship: Option<std::sync::Arc<ShipState>>,
     conn: tokio::sync::Mutex<Option<SharedStore>>,
 }
 
@@ -565,7 +580,7 @@ impl Remote {
     pub fn new(
         config: SharedConfig,
         vantage: String,
-        ship: Option<std::sync::Arc<crate::shipper::ShipState>>,
+        ship: Option<std::sync::Arc<ShipState>>,
     ) -> Remote {
         Remote {
             config,
@@ -581,33 +596,43 @@ impl Remote {
         target: Option<&str>,
         since_ms: i64,
     ) -> Result<Vec<VantageProbe>, SharedError> {
-        let mut guard = self.conn.lock().await;
-        if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = Some(self.config.connect().await?);
-        }
-        let r = guard
+        let mut conn = self.connected().await?;
+        let r = conn
             .as_ref()
-            .expect("connected above")
+            .expect("connected")
             .probes(target, since_ms)
             .await;
-        if r.is_err() {
-            *guard = None;
-        }
-        r
+        forget_on_error(&mut conn, r)
     }
 
     /// The vantages that announced themselves.
     pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
+        let mut conn = self.connected().await?;
+        let r = conn.as_ref().expect("connected").vantages().await;
+        forget_on_error(&mut conn, r)
+    }
+
+    /// The connection, opened first when there is none or it dropped.
+    async fn connected(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<SharedStore>>, SharedError> {
         let mut guard = self.conn.lock().await;
         if guard.as_ref().is_none_or(|c| c.is_closed()) {
             *guard = Some(self.config.connect().await?);
         }
-        let r = guard.as_ref().expect("connected above").vantages().await;
-        if r.is_err() {
-            *guard = None;
-        }
-        r
+        Ok(guard)
     }
+}
+
+/// A failed query drops the connection: the next one opens a fresh one.
+fn forget_on_error<T>(
+    conn: &mut Option<SharedStore>,
+    r: Result<T, SharedError>,
+) -> Result<T, SharedError> {
+    if r.is_err() {
+        *conn = None;
+    }
+    r
 }
 
 #[cfg(test)]

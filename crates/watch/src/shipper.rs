@@ -4,30 +4,18 @@
 //! oldest first. Each batch is committed there before it is marked here, so a crash in
 //! between ships it again, and the shared store keeps it once.
 
+use crate::board::TargetInfo;
 use crate::probe::now_ms;
+use crate::shared::ShipState;
 use crate::shared::{SharedConfig, SharedStore};
 use crate::store::Store;
-use crate::watcher::TargetInfo;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Probes per transaction on the shared store.
 const BATCH: u32 = 50;
-
-/// What the shipper tells the page and `/metrics`.
-#[derive(Debug, Default)]
-pub struct ShipState {
-    /// Probes in the local file not yet in the shared store.
-    pub pending: AtomicU64,
-    /// The last attempt reached the shared store.
-    pub up: AtomicBool,
-    /// Probes this watcher added to the shared store since it started.
-    pub shipped: AtomicU64,
-    /// Why the last attempt failed, when it did (no password in it).
-    pub last_error: Mutex<Option<String>>,
-}
 
 /// The shipper's settings.
 #[derive(Debug, Clone)]

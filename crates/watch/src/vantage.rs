@@ -181,19 +181,9 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
                 sr
             })
             .collect();
-        let legend: Vec<String> = series
-            .iter()
-            .map(|sr| {
-                format!(
-                    "<span style=\"color:{}\">&#9679; {}</span>",
-                    esc(&sr.color),
-                    esc(&sr.name)
-                )
-            })
-            .collect();
         s.push_str(&format!(
-            "<h3>{title}</h3><p>{}</p>",
-            legend.join(" &nbsp; ")
+            "<h3>{title}</h3>{}",
+            crate::board::legend(&series)
         ));
         let chart = Chart {
             x_label: "hours from now".into(),

@@ -8,6 +8,7 @@
 //! change of SLO state, posts the webhook. Retention runs at start and every hour (more
 //! often when `--retain` is short).
 
+use crate::board::TargetInfo;
 use crate::incident::{change, Change};
 use crate::metrics::Metrics;
 use crate::probe::{now_ms, Prepared};
@@ -30,27 +31,6 @@ pub struct Shared {
     pub remote: Option<crate::shared::Remote>,
     /// `watch serve`: the page of the shared store alone (no probes, no local file).
     pub hub: bool,
-}
-
-/// A target as the page shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct TargetInfo {
-    pub name: String,
-    /// Without credentials or query values.
-    pub url: String,
-    pub slos: Vec<String>,
-    pub interval_s: f64,
-}
-
-impl TargetInfo {
-    pub fn of(p: &Prepared) -> TargetInfo {
-        TargetInfo {
-            name: p.target.name.clone(),
-            url: p.display.clone(),
-            slos: p.target.slos.iter().map(|s| s.text.clone()).collect(),
-            interval_s: p.target.probe.interval.as_secs_f64(),
-        }
-    }
 }
 
 /// How the loop keeps its history.

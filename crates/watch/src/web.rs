@@ -6,11 +6,12 @@
 //! reads the database through its own read-only connection (WAL: never blocking the
 //! writer).
 
+use crate::board::TargetInfo;
 use crate::board::{cell, standing, utc, Standing, DAY_MS, HOUR_MS, WEEK_MS};
 use crate::incident::{incidents, Incident};
 use crate::probe::now_ms;
 use crate::store::{ProbeRow, Store};
-use crate::watcher::{Shared, TargetInfo};
+use crate::watcher::Shared;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -437,7 +438,10 @@ pub fn charts(probes: &[ProbeRow], now: i64) -> String {
         ("TTFT per probe", ttft),
         ("Failed requests per probe, by outcome class", errors),
     ] {
-        s.push_str(&format!("<h3>{title}</h3>{}", legend(&c.series)));
+        s.push_str(&format!(
+            "<h3>{title}</h3>{}",
+            crate::board::legend(&c.series)
+        ));
         match render(&c) {
             Some(svg) => s.push_str(&svg),
             None => s.push_str("<p>No probe yet.</p>"),
@@ -481,21 +485,6 @@ fn failed_by_class(
     aborted.points = probes.iter().map(|p| (x(p), p.aborted as f64)).collect();
     out.push(aborted);
     out
-}
-
-/// The series' names in their colours.
-fn legend(series: &[cadence_report::svg::Series]) -> String {
-    let items: Vec<String> = series
-        .iter()
-        .map(|s| {
-            format!(
-                "<span style=\"color:{}\">&#9679; {}</span>",
-                esc(&s.color),
-                esc(&s.name)
-            )
-        })
-        .collect();
-    format!("<p>{}</p>", items.join(" &nbsp; "))
 }
 
 /// The incidents as a table.

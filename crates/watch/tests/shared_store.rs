@@ -2,10 +2,11 @@
 //! scripts/test.sh exports its address as CADENCE_TEST_POSTGRES). Each test makes its
 //! own database. Without the variable the tests say so and skip.
 
+use cadence_watch::board::TargetInfo;
+use cadence_watch::shared::ShipState;
 use cadence_watch::shared::{SharedConfig, SharedError};
-use cadence_watch::shipper::{ShipState, Shipper};
+use cadence_watch::shipper::Shipper;
 use cadence_watch::store::{ProbeRow, RequestRow};
-use cadence_watch::watcher::TargetInfo;
 use cadence_watch::Store;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
