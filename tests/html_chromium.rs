@@ -8,59 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
-
-fn chromium() -> PathBuf {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Some(p) = std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        }) {
-            return p;
-        }
-    }
-    panic!(
-        "this test needs a headless Chromium: install Debian's `chromium` \
-         (apt-get install -y --no-install-recommends chromium); scripts/test.sh does this"
-    );
-}
 
 /// Runs Chromium headless on `page` with `args`, in a throwaway profile.
 fn headless(page: &Path, profile: &Path, args: &[&str]) -> Output {
-    let mut cmd = std::process::Command::new(chromium());
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .args(args)
-    .arg(format!("file://{}", page.display()));
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("chromium starts");
-    let id = child.id();
-    // Chromium can hang on a broken machine: kill our own child after 90 s.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
-            let _ = std::process::Command::new("kill")
-                .arg(id.to_string())
-                .status();
-        }
-    });
-    let out = child.wait_with_output().expect("chromium runs");
-    let _ = tx.send(());
-    out
+    common::chromium(&format!("file://{}", page.display()), profile, args)
 }
 
 #[test]

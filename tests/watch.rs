@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::watcher::{chromium, get, render, start_cadence, Watcher};
-use std::ffi::OsStr;
+use common::chromium;
+use common::watcher::{get, render, start_watch};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -16,20 +16,6 @@ use std::time::Duration;
 
 fn bin() -> std::path::PathBuf {
     assert_cmd::cargo::cargo_bin("cadence")
-}
-
-/// `cadence watch CONFIG --db DB --listen 127.0.0.1:0 EXTRA…`, up to its page address.
-fn start(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
-    let mut args: Vec<&OsStr> = vec![
-        OsStr::new("watch"),
-        config.as_os_str(),
-        OsStr::new("--db"),
-        db.as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-    ];
-    args.extend(extra.iter().map(OsStr::new));
-    start_cadence(&args)
 }
 
 fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
@@ -51,7 +37,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
-    let w = start(&cfg, &db, &[]);
+    let w = start_watch(&cfg, &db, &[]);
     std::thread::sleep(Duration::from_secs(3));
 
     // A second watcher of the same database is refused, in words, with exit 2.
@@ -125,7 +111,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
 
     // Restart resumes: the old probes stay, new ones follow them.
     let before = probes.len();
-    let w = start(&cfg, &db, &["--quiet"]);
+    let w = start_watch(&cfg, &db, &["--quiet"]);
     std::thread::sleep(Duration::from_millis(1500));
     let (status, _) = w.stop();
     assert!(status.success());
@@ -140,7 +126,7 @@ fn kill_9_loses_at_most_the_probe_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
-    let mut w = start(&cfg, &db, &["--quiet"]);
+    let mut w = start_watch(&cfg, &db, &["--quiet"]);
     std::thread::sleep(Duration::from_millis(2500));
     w.child.kill().unwrap(); // SIGKILL
     w.child.wait().unwrap();
@@ -154,7 +140,7 @@ fn kill_9_loses_at_most_the_probe_in_flight() {
     }
     drop(store);
     // The lock died with the process: a new watcher takes the database over.
-    let w = start(&cfg, &db, &["--quiet"]);
+    let w = start_watch(&cfg, &db, &["--quiet"]);
     std::thread::sleep(Duration::from_millis(1000));
     let (status, said) = w.stop();
     assert!(status.success(), "{said}");
@@ -202,7 +188,7 @@ fn an_slo_breach_posts_the_incident_to_the_webhook() {
     // No ITL is this short: every probe breaches.
     let cfg = config(dir.path(), "itl.p50<=1us");
     let db = dir.path().join("w.db");
-    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let w = start_watch(&cfg, &db, &["--webhook", &hook]);
     let body = rx
         .recv_timeout(Duration::from_secs(15))
         .expect("the incident is posted");
@@ -220,7 +206,7 @@ fn an_slo_breach_posts_the_incident_to_the_webhook() {
     // The SLO loosened and the watcher restarted: it knows the incident is open (from
     // the database), and the first passing probe ends it.
     let cfg = config(dir.path(), "itl.p50<=1s");
-    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let w = start_watch(&cfg, &db, &["--webhook", &hook]);
     let body = rx
         .recv_timeout(Duration::from_secs(15))
         .expect("the incident's end is posted");
@@ -263,7 +249,7 @@ fn a_hung_target_times_out_without_stalling_the_other() {
     )
     .unwrap();
     let db = dir.path().join("w.db");
-    let w = start(&cfg, &db, &["--quiet"]);
+    let w = start_watch(&cfg, &db, &["--quiet"]);
     std::thread::sleep(Duration::from_secs(4));
     let (status, said) = w.stop();
     assert!(status.success(), "{said}");
@@ -346,7 +332,7 @@ fn a_simulator_freeze_opens_and_closes_one_incident() {
     )
     .unwrap();
     let db = dir.path().join("w.db");
-    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let w = start_watch(&cfg, &db, &["--webhook", &hook]);
     let first = rx.recv_timeout(Duration::from_secs(20));
     let second = rx.recv_timeout(Duration::from_secs(20));
     let (status, said) = w.stop();
@@ -376,7 +362,7 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
-    let w = start(&cfg, &db, &["--quiet"]);
+    let w = start_watch(&cfg, &db, &["--quiet"]);
     std::thread::sleep(Duration::from_secs(2));
     let origin = format!("http://{}/", w.addr);
     let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -452,7 +438,7 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     // The simulator starts between these two (the watcher starts it, then prints its
     // page's address).
     let spawned_ms = wall_ms();
-    let w = start(&cfg, &db, &["--webhook", &hook]);
+    let w = start_watch(&cfg, &db, &["--webhook", &hook]);
     let listening_ms = wall_ms();
 
     // /metrics every 200 ms until told to stop: each change of the SLO gauge.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::watcher::{get, render, start_cadence, Watcher};
+use common::watcher::{get, render, start_cadence, start_watch, Watcher};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
@@ -53,16 +53,7 @@ fn config(dir: &Path, vantage: &str) -> std::path::PathBuf {
 }
 
 fn watch(config: &Path, db: &Path, shared: &str) -> Watcher {
-    start_cadence(&[
-        OsStr::new("watch"),
-        config.as_os_str(),
-        OsStr::new("--db"),
-        db.as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--shared"),
-        OsStr::new(shared),
-    ])
+    start_watch(config, db, &["--shared", shared])
 }
 
 /// The number after `name ` in OpenMetrics text.

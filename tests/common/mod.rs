@@ -222,3 +222,52 @@ pub fn llama_server(dir: &Path, args: &[&str], log: &Path) -> (LlamaServer, u16)
     }
     (server, port)
 }
+
+/// Chromium on `url`, headless, in a throwaway profile (`--disable-background-networking`
+/// and friends: this machine's closed network refuses the browser's own calls), killed
+/// after 90 s (it can hang on a broken machine). CI installs Debian's `chromium`
+/// (`scripts/test.sh`); without it the test fails and says so.
+#[allow(dead_code)]
+pub fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .expect(
+            "this test needs a headless Chromium: install Debian's `chromium` \
+             (apt-get install -y --no-install-recommends chromium); scripts/test.sh does this",
+        );
+    let child = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
+            let _ = Command::new("kill").arg(id.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().expect("chromium runs");
+    let _ = tx.send(());
+    out
+}

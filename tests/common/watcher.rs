@@ -3,6 +3,7 @@
 //! a plain HTTP/1.0 GET of its pages, and headless Chromium on them.
 #![allow(dead_code)]
 
+use super::chromium;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -49,6 +50,20 @@ pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
         addr,
         stderr: rx,
     }
+}
+
+/// `cadence watch CONFIG --db DB --listen 127.0.0.1:0 EXTRA…`, up to its page address.
+pub fn start_watch(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "watch".as_ref(),
+        config.as_os_str(),
+        "--db".as_ref(),
+        db.as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    start_cadence(&args)
 }
 
 /// A test that fails midway leaves no watcher behind.
@@ -105,49 +120,6 @@ pub fn get(addr: &str, path: &str) -> (u16, String) {
     let status = text[9..12].parse().unwrap();
     let body = text.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
     (status, body)
-}
-
-/// Chromium on `url`, headless, in a throwaway profile, killed after 90 s.
-pub fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Output {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|name| {
-            std::env::split_paths(&std::env::var_os("PATH")?)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .expect(
-            "this test needs a headless Chromium: install Debian's `chromium`; \
-             scripts/test.sh does this",
-        );
-    let child = Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("chromium starts");
-    let id = child.id();
-    let (tx, rx) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if rx.recv_timeout(Duration::from_secs(90)).is_err() {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-        }
-    });
-    let out = child.wait_with_output().expect("chromium runs");
-    let _ = tx.send(());
-    out
 }
 
 /// Renders `url` in headless Chromium (past the page's 10 s update) and returns its DOM
