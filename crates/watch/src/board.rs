@@ -105,6 +105,22 @@ pub fn legend(series: &[cadence_report::svg::Series]) -> String {
     format!("<p>{}</p>", items.join(" &nbsp; "))
 }
 
+/// A chart over time with hours from now on x (negative: the past) and `y` from zero.
+pub fn hours_chart(
+    y: &str,
+    series: Vec<cadence_report::svg::Series>,
+) -> cadence_report::svg::Chart {
+    cadence_report::svg::Chart {
+        x_label: "hours from now".into(),
+        y_label: y.into(),
+        x_log: false,
+        y_log: false,
+        y_zero: true,
+        series,
+        x_range: None,
+    }
+}
+
 /// Unix ms as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc(ms: i64) -> String {
     cadence_core::wallclock::format_utc(ms)

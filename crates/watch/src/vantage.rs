@@ -153,7 +153,7 @@ pub fn table_html(rows: &[VantageRow], link: bool) -> String {
 /// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
 /// `since_ms` to `now`. `probes`: that target's, of every vantage.
 pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
-    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+    use cadence_report::svg::{render, Series, Style, PALETTE};
     let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
         group(probes).into_values().next().unwrap_or_default();
     let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
@@ -185,15 +185,7 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
             "<h3>{title}</h3>{}",
             crate::board::legend(&series)
         ));
-        let chart = Chart {
-            x_label: "hours from now".into(),
-            y_label: y.into(),
-            x_log: false,
-            y_log: false,
-            y_zero: true,
-            series,
-            x_range: None,
-        };
+        let chart = crate::board::hours_chart(y, series);
         s.push_str(&render(&chart).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
     }
     s

@@ -401,22 +401,14 @@ pub fn leaderboard_html(rows: &[Row], now: i64) -> String {
 /// The day's charts of one target's probes: ITL p50 and p99, and TTFT p50, per probe
 /// over hours from `now`.
 pub fn charts(probes: &[ProbeRow], now: i64) -> String {
-    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+    use cadence_report::svg::{render, Series, Style, PALETTE};
     let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
     let series = |name: &str, color: &str, f: fn(&ProbeRow) -> Option<f64>| {
         let mut s = Series::new(name, color, Style::LinePoints);
         s.points = probes.iter().filter_map(|p| Some((x(p), f(p)?))).collect();
         s
     };
-    let chart = |y: &str, series: Vec<Series>| Chart {
-        x_label: "hours from now".into(),
-        y_label: y.into(),
-        x_log: false,
-        y_log: false,
-        y_zero: true,
-        series,
-        x_range: None,
-    };
+    let chart = crate::board::hours_chart;
     let itl = chart(
         "ITL (ms)",
         vec![
