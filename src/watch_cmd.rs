@@ -150,12 +150,13 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         eprintln!("cadence watch: incidents are posted to {}", h.display());
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
-    let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         crate::signal::stop_signal().await;
-        let _ = on_signal.send(true);
+        let _ = stop_tx.send(true);
     });
+    // The shipper stops after the probe lane has (its own signal, sent below), so its
+    // last round sees the last probe written.
+    let (ship_stop, ship_stop_rx) = tokio::sync::watch::channel(false);
     let mut shipper_task = None;
     let written = shipping.map(|(shipper, outbox, state)| {
         let wake = Arc::new(tokio::sync::Notify::new());
@@ -163,7 +164,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
             outbox,
             state,
             wake.clone(),
-            stop_rx.clone(),
+            ship_stop_rx,
         )));
         wake
     });
@@ -175,9 +176,8 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
     };
     let result = watcher::run(prepared, store, shared, opts, stop_rx).await;
     if let Some(task) = shipper_task {
-        // It ends on the same stop (sent here too when probing ended on an error),
-        // after one last bounded round.
-        let _ = stop_tx.send(true);
+        // The lane has ended (stopped, or on an error): one last bounded round.
+        let _ = ship_stop.send(true);
         let _ = task.await;
     }
     drop(server);

@@ -34,7 +34,8 @@ pub fn backoff(n: u32) -> Duration {
 }
 
 impl Shipper {
-    /// Ships until `stop` turns true, then once more (for at most 3 s). `wake` is
+    /// Ships until `stop` turns true, then once more (for at most 3 s): send it once
+    /// the probe lane has ended, so that round sees the last probe written. `wake` is
     /// notified after each probe is written.
     pub async fn run(
         self,

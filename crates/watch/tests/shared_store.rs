@@ -261,6 +261,10 @@ async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after()
     wake.notify_one();
     wait_for(4).await;
     assert!(state.up.load(Ordering::Relaxed));
+    // A probe written just before the stop, with no wake: the last round ships it.
+    local
+        .insert_probe(&probe("api", 9_500, true), &[req(0)])
+        .unwrap();
     stop.send(true).unwrap();
     task.await.unwrap();
     assert_eq!(local.pending().unwrap(), 0);
@@ -271,7 +275,7 @@ async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after()
         .unwrap();
     let there = shared.probes(None, 0).await.unwrap();
     let starts: Vec<i64> = there.iter().map(|p| p.probe.started_ms).collect();
-    assert_eq!(starts, vec![1_000, 1_001, 1_002, 9_000]);
+    assert_eq!(starts, vec![1_000, 1_001, 1_002, 9_000, 9_500]);
     assert!(there.iter().all(|p| p.vantage == "east"));
     assert_eq!(shared.requests(there[3].probe.id).await.unwrap().len(), 2);
     let v = shared.vantages().await.unwrap();
