@@ -239,6 +239,7 @@ pub fn probe_row(t: &Target, started_ms: i64, ended_ms: i64, level: &LevelSummar
             .map(|d| d.p99),
         // The runner's figure, set by the caller.
         loop_lag_p99_ms: None,
+        merged_reads: level.clock.as_ref().map(|c| c.multi_event_reads),
     }
 }
 

@@ -50,6 +50,7 @@ CREATE TABLE watch_probes (
     clock TEXT,
     read_delay_p99_ms DOUBLE PRECISION,
     loop_lag_p99_ms DOUBLE PRECISION,
+    merged_reads BIGINT,
     UNIQUE (vantage, target, started_ms)
 );
 CREATE INDEX watch_probes_by_target_time ON watch_probes (target, started_ms);
@@ -344,9 +345,9 @@ impl SharedStore {
                 "INSERT INTO watch_probes (vantage, target, started_ms, ended_ms, sent, succeeded,
                     failed, aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms,
                     itl_p99_ms, output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms,
-                    loop_lag_p99_ms)
+                    loop_lag_p99_ms, merged_reads)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                    $17, $18, $19)
+                    $17, $18, $19, $20)
                  ON CONFLICT (vantage, target, started_ms) DO NOTHING
                  RETURNING id",
             )
@@ -387,6 +388,7 @@ impl SharedStore {
                         &p.clock,
                         &p.read_delay_p99_ms,
                         &p.loop_lag_p99_ms,
+                        &p.merged_reads.map(|n| n as i64),
                     ],
                 )
                 .await
@@ -438,8 +440,8 @@ impl SharedStore {
     ) -> Result<Vec<VantageProbe>, SharedError> {
         let select = "SELECT id, vantage, target, started_ms, ended_ms, sent, succeeded, failed,
             aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms,
-            output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms
-            FROM watch_probes";
+            output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms,
+            merged_reads FROM watch_probes";
         let rows = match target {
             Some(t) => {
                 self.client
@@ -488,6 +490,7 @@ impl SharedStore {
                     clock: r.get(17),
                     read_delay_p99_ms: r.get(18),
                     loop_lag_p99_ms: r.get(19),
+                    merged_reads: r.get::<_, Option<i64>>(20).map(|n| n as u64),
                 },
             })
             .collect())

@@ -49,12 +49,14 @@ CREATE TABLE requests (
 ";
 
 /// Version 2: each probe's clock self-check (which clock stamped its chunks, the
-/// client's read delay and event-loop lag), and the shared store's outbox (`shipped`:
+/// client's read delay and event-loop lag, socket reads that carried more than one
+/// chunk), and the shared store's outbox (`shipped`:
 /// 1 once the probe is in the shared store; a partial index finds the rest).
 const SCHEMA_V2: &str = "
 ALTER TABLE probes ADD COLUMN clock TEXT;
 ALTER TABLE probes ADD COLUMN read_delay_p99_ms REAL;
 ALTER TABLE probes ADD COLUMN loop_lag_p99_ms REAL;
+ALTER TABLE probes ADD COLUMN merged_reads INTEGER;
 ALTER TABLE probes ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX probes_unshipped ON probes(id) WHERE shipped = 0;
 ";
@@ -88,6 +90,9 @@ pub struct ProbeRow {
     pub clock: Option<String>,
     pub read_delay_p99_ms: Option<f64>,
     pub loop_lag_p99_ms: Option<f64>,
+    /// Socket reads that carried more than one chunk: those chunks share one
+    /// timestamp, so each such read adds a gap of 0 to the ITL.
+    pub merged_reads: Option<u64>,
 }
 
 /// One request of a probe.
@@ -291,9 +296,9 @@ impl Store {
         tx.execute(
             "INSERT INTO probes (target, started_ms, ended_ms, sent, succeeded, failed, aborted,
                 failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s,
-                slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms)
+                slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms, merged_reads)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18)",
+                ?18, ?19)",
             params![
                 p.target,
                 p.started_ms,
@@ -313,6 +318,7 @@ impl Store {
                 p.clock,
                 p.read_delay_p99_ms,
                 p.loop_lag_p99_ms,
+                p.merged_reads.map(|n| n as i64),
             ],
         )
         .map_err(err)?;
@@ -497,7 +503,7 @@ impl Store {
 
 const SELECT: &str = "SELECT id, target, started_ms, ended_ms, sent, succeeded, failed, aborted,
     failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s, slo_ok,
-    slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms FROM probes";
+    slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms, merged_reads FROM probes";
 
 fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
     let classes: String = r.get(8)?;
@@ -522,6 +528,7 @@ fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
         clock: r.get(16)?,
         read_delay_p99_ms: r.get(17)?,
         loop_lag_p99_ms: r.get(18)?,
+        merged_reads: r.get::<_, Option<i64>>(19)?.map(|n| n as u64),
     })
 }
 
@@ -575,6 +582,7 @@ pub(crate) mod tests {
             clock: Some("kernel".into()),
             read_delay_p99_ms: Some(0.05),
             loop_lag_p99_ms: Some(0.2),
+            merged_reads: Some(0),
         }
     }
 

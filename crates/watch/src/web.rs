@@ -585,7 +585,7 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
             esc(&if p.slo_ok { "ok".to_string() } else { p.slo_detail.join("; ") })
         ));
     }
-    s.push_str("</table><p><em>client</em>: the probe's clock self-check: which clock stamped the chunks, and the p99 of the watcher's event-loop lag and of its read delay. A lag above 5 ms (marked) means the watcher, not the target, may have been slow: its figures may be late by up to that much.</p></body></html>");
+    s.push_str("</table><p><em>client</em>: the probe's clock self-check: which clock stamped the chunks, and the p99 of the watcher's event-loop lag and of its read delay. A lag above 5 ms (marked) means the watcher, not the target, may have been slow: its figures may be late by up to that much. Merged reads carried several chunks at once: their chunks share one time, a gap of 0 each.</p></body></html>");
     s
 }
 
@@ -602,6 +602,9 @@ pub fn client_check(p: &ProbeRow) -> (&'static str, String) {
     }
     if let Some(d) = p.read_delay_p99_ms {
         parts.push(format!("read delay {d:.2} ms"));
+    }
+    if let Some(n) = p.merged_reads.filter(|n| *n > 0) {
+        parts.push(format!("{n} merged reads"));
     }
     let late = p.loop_lag_p99_ms.is_some_and(|l| l > warn);
     let text = if parts.is_empty() {
@@ -636,6 +639,8 @@ mod tests {
         );
         p.loop_lag_p99_ms = Some(12.0);
         assert_eq!(client_check(&p).0, "bad");
+        p.merged_reads = Some(3);
+        assert!(client_check(&p).1.ends_with(" · 3 merged reads"));
         let html = target_html(&info(), &[p], 2_000);
         assert!(
             html.contains("<td class=\"bad\">kernel · lag 12.0 ms"),

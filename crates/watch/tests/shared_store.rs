@@ -58,6 +58,7 @@ fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
         clock: Some("kernel".into()),
         read_delay_p99_ms: Some(0.04),
         loop_lag_p99_ms: None,
+        merged_reads: Some(2),
     }
 }
 
