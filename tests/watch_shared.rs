@@ -135,6 +135,12 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         assert!(asked.iter().all(|u| u.starts_with(&origin)), "{asked:?}");
         assert!(asked.contains(&url), "the page updates itself: {asked:?}");
     }
+    // The hub's /metrics: each vantage's latest probe, labelled by target and vantage.
+    let (_, m) = get(&hub.addr, "/metrics");
+    for v in ["east", "west"] {
+        let series = format!("cadence_watch_vantage_slo_ok{{target=\"sim\",vantage=\"{v}\"}} 1");
+        assert!(m.contains(&series), "{series} in {m}");
+    }
     let (status, words) = get(&hub.addr, "/api/targets");
     assert_eq!(status, 404);
     assert!(words.contains("/api/vantages"), "{words}");

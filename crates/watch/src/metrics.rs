@@ -37,6 +37,82 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VantageLabels {
+    pub target: String,
+    pub vantage: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VantageQuantileLabels {
+    pub target: String,
+    pub vantage: String,
+    pub quantile: String,
+}
+
+/// `watch serve`'s `/metrics`: each (target, vantage)'s latest probe in the shared
+/// store as gauges labelled by both, so one scrape of the hub lets Prometheus alert on
+/// any vantage, and on one vantage drifting from the others. `probes`: the store's
+/// recent probes, in time order (the last of each pair is the one shown).
+pub fn encode_vantages(probes: &[crate::shared::VantageProbe]) -> String {
+    let mut latest: std::collections::BTreeMap<(&str, &str), &ProbeRow> = Default::default();
+    for p in probes {
+        latest.insert((p.probe.target.as_str(), p.vantage.as_str()), &p.probe);
+    }
+    let ttft = Family::<VantageQuantileLabels, F64Gauge>::default();
+    let itl = Family::<VantageQuantileLabels, F64Gauge>::default();
+    let slo_ok = Family::<VantageLabels, Gauge>::default();
+    let last = Family::<VantageLabels, F64Gauge>::default();
+    let mut r = Registry::with_prefix("cadence_watch_vantage");
+    r.register_with_unit(
+        "ttft",
+        "Time to first token of the latest probe of this target from this vantage",
+        Unit::Seconds,
+        ttft.clone(),
+    );
+    r.register_with_unit(
+        "itl",
+        "Inter-token latency of the latest probe of this target from this vantage",
+        Unit::Seconds,
+        itl.clone(),
+    );
+    r.register(
+        "slo_ok",
+        "1 when the latest probe of this target from this vantage met its SLOs, else 0",
+        slo_ok.clone(),
+    );
+    r.register_with_unit(
+        "last_probe_timestamp",
+        "Unix time the latest probe of this target from this vantage started",
+        Unit::Seconds,
+        last.clone(),
+    );
+    for ((target, vantage), p) in latest {
+        let l = VantageLabels {
+            target: target.into(),
+            vantage: vantage.into(),
+        };
+        for (fam, q, v) in [
+            (&ttft, "0.5", p.ttft_p50_ms),
+            (&ttft, "0.99", p.ttft_p99_ms),
+            (&itl, "0.5", p.itl_p50_ms),
+            (&itl, "0.99", p.itl_p99_ms),
+        ] {
+            fam.get_or_create(&VantageQuantileLabels {
+                target: target.into(),
+                vantage: vantage.into(),
+                quantile: q.into(),
+            })
+            .set(v.map_or(f64::NAN, |ms| ms / 1e3));
+        }
+        slo_ok.get_or_create(&l).set(i64::from(p.slo_ok));
+        last.get_or_create(&l).set(p.started_ms as f64 / 1e3);
+    }
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
+}
+
 /// Every series `/metrics` serves.
 pub struct Metrics {
     registry: Registry,
@@ -250,6 +326,35 @@ mod tests {
         assert!(
             !m.encode().contains("shared_"),
             "no shipping, no shipping series"
+        );
+    }
+
+    #[test]
+    fn the_hub_serves_each_vantages_latest_probe_labelled_by_both() {
+        let at = |v: &str, t: i64, ok: bool| crate::shared::VantageProbe {
+            vantage: v.into(),
+            probe: probe("api", t, ok),
+        };
+        let text = encode_vantages(&[
+            at("east", 1_000, true),
+            at("west", 1_500, true),
+            at("east", 2_000, false),
+        ]);
+        assert!(
+            text.contains("cadence_watch_vantage_slo_ok{target=\"api\",vantage=\"east\"} 0"),
+            "the latest of east: {text}"
+        );
+        assert!(
+            text.contains("cadence_watch_vantage_slo_ok{target=\"api\",vantage=\"west\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cadence_watch_vantage_itl_seconds{target=\"api\",vantage=\"east\",quantile=\"0.5\"} 0.01"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cadence_watch_vantage_last_probe_timestamp_seconds{target=\"api\",vantage=\"east\"} 2.0"),
+            "{text}"
         );
     }
 

@@ -118,12 +118,21 @@ async fn api_targets(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let text = if shared.hub {
+        // The hub's series come from the shared store, read at each scrape.
+        match remote_day(&shared, None).await {
+            Ok(probes) => crate::metrics::encode_vantages(&probes),
+            Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
+        }
+    } else {
+        shared.metrics.encode()
+    };
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        shared.metrics.encode(),
+        text,
     )
         .into_response()
 }
