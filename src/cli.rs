@@ -162,6 +162,12 @@ pub struct WatchServeArgs {
     /// Where the page is served (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+
+    /// Delete every vantage's probes older than this from the shared store (at start,
+    /// then hourly), and forget vantages silent since; each watcher already deletes its
+    /// own by its --retain, so this clears what retired watchers left.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub retain: Option<Duration>,
 }
 
 /// Flags of `cadence watch report`.

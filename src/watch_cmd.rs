@@ -270,7 +270,30 @@ async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
         sc.display(),
         server.addr
     );
+    let retention = a.retain.map(|retain| {
+        let sc = sc.clone();
+        tokio::spawn(async move {
+            loop {
+                let cutoff = now_ms() - retain.as_millis() as i64;
+                let r = match sc.connect().await {
+                    Ok(store) => store.retain_all(cutoff).await,
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(n) if n > 0 => {
+                        eprintln!("cadence watch serve: retention deleted {n} probes")
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!("cadence watch serve: retention failed: {e}"),
+                }
+                tokio::time::sleep(watcher::retention_every(retain)).await;
+            }
+        })
+    });
     crate::signal::stop_signal().await;
+    if let Some(t) = retention {
+        t.abort();
+    }
     drop(server);
     Ok(Exit::Ok)
 }

@@ -431,6 +431,29 @@ impl SharedStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Deletes every vantage's probes that started before `cutoff_ms`, and forgets
+    /// vantages that have neither announced themselves nor kept a probe since (a
+    /// retired region): `watch serve --retain`. Returns the probes deleted.
+    pub async fn retain_all(&self, cutoff_ms: i64) -> Result<u64, SharedError> {
+        let n = self
+            .client
+            .execute(
+                "DELETE FROM watch_probes WHERE started_ms < $1",
+                &[&cutoff_ms],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        self.client
+            .execute(
+                "DELETE FROM watch_targets t WHERE t.seen_ms < $1 AND NOT EXISTS
+                    (SELECT 1 FROM watch_probes p WHERE p.vantage = t.vantage)",
+                &[&cutoff_ms],
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n)
+    }
+
     /// Every probe of every vantage that started at or after `since_ms`, of one target
     /// or all, in time order.
     pub async fn probes(

@@ -164,6 +164,52 @@ async fn probes_of_two_vantages_are_kept_once_each_and_read_back() {
 }
 
 #[tokio::test]
+async fn the_hubs_retention_deletes_old_probes_of_every_vantage_and_forgets_retired_ones() {
+    let Some(addr) = database("hubretain").await else {
+        return;
+    };
+    let mut s = SharedConfig::new(&addr, None)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    s.announce("retired", &[target("api")], 1_000)
+        .await
+        .unwrap();
+    s.announce("live", &[target("api")], 50_000).await.unwrap();
+    s.push("retired", &[(probe("api", 2_000, true), vec![req(0)])])
+        .await
+        .unwrap();
+    s.push("live", &[(probe("api", 3_000, true), vec![])])
+        .await
+        .unwrap();
+    s.push("live", &[(probe("api", 60_000, true), vec![])])
+        .await
+        .unwrap();
+    assert_eq!(s.retain_all(10_000).await.unwrap(), 2);
+    let left: Vec<(String, i64)> = s
+        .probes(None, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.vantage, p.probe.started_ms))
+        .collect();
+    assert_eq!(left, vec![("live".to_string(), 60_000)]);
+    let names: Vec<String> = s
+        .vantages()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["live".to_string()],
+        "the retired vantage is forgotten"
+    );
+}
+
+#[tokio::test]
 async fn a_newer_shared_schema_is_refused_with_both_versions() {
     let Some(addr) = database("newer").await else {
         return;
