@@ -174,6 +174,12 @@ pub struct StreamCounters {
     /// Counted per `recvmsg` with kernel stamps, per body frame without.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub multi_event_reads: u32,
+    /// Content-bearing chunks that arrived past the ceiling on chunks a record keeps
+    /// (the proxy's `--max-chunks`): counted, not timed. Above 0, `chunks` holds the
+    /// stream's first ones only and the record's measurement was truncated; the
+    /// stream itself was not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunks_not_kept: u64,
     /// The server's own account of its timing, when its dialect reports one (Ollama's
     /// `eval_duration`, llama.cpp's `timings`): kept beside what the client measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -441,7 +447,6 @@ impl RequestRecord {
         }
     }
 
-    /// Output tokens: the recorded count, else the chunk count (source `chunks`).
     /// A short answer: it succeeded with fewer output tokens than the workload demanded
     /// in full ([`RequestRecord::expected_output_tokens`]) — the context filled, or a
     /// server-side cap (`n_predict`) ended it.
@@ -475,11 +480,25 @@ impl RequestRecord {
         r
     }
 
+    /// Output tokens: the recorded count, else the chunk count (source `chunks`),
+    /// chunks past the ceiling included.
     pub fn output_token_count(&self) -> TokenCount {
         self.output_tokens.unwrap_or(TokenCount {
-            count: self.chunks.len() as u64,
+            count: self.chunk_count(),
             source: TokenSource::Chunks,
         })
+    }
+
+    /// Content-bearing chunks that arrived: those kept in `chunks` and those past the
+    /// ceiling (`counters.chunks_not_kept`).
+    pub fn chunk_count(&self) -> u64 {
+        (self.chunks.len() as u64).saturating_add(self.counters.chunks_not_kept)
+    }
+
+    /// Whether the record keeps fewer chunks than arrived: its chunk figures (ITL)
+    /// cover the first ones only, and it has no last chunk to time the stream by.
+    pub fn chunks_truncated(&self) -> bool {
+        self.counters.chunks_not_kept > 0
     }
 }
 

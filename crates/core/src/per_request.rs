@@ -81,11 +81,13 @@ pub fn itl_gaps<'a>(
 }
 
 /// TPOT in ms and output speed in tokens/s of one request, when it qualifies: at least
-/// 2 output tokens in at least 2 chunks. Speed is `None` when the last chunk arrived
-/// with the first (a zero-length span).
+/// 2 output tokens in at least 2 chunks, all of them kept. Speed is `None` when the last
+/// chunk arrived with the first (a zero-length span). A record whose chunks stop at a
+/// ceiling ([`RequestRecord::chunks_truncated`]) has none: its last chunk's time is not
+/// known, and its tokens span more than its kept chunks.
 pub fn tpot_and_speed(r: &RequestRecord, bad: &mut u64) -> Option<(f64, Option<f64>)> {
     let tokens = r.output_token_count().count;
-    if r.chunks.len() < 2 || tokens < 2 {
+    if r.chunks.len() < 2 || tokens < 2 || r.chunks_truncated() {
         return None;
     }
     let d = span(r.first_chunk_ns()?, r.last_chunk_ns()?, bad)?;
@@ -125,6 +127,28 @@ mod tests {
         r.sent_ns = Some(95 * MS);
         assert_eq!(e2e_ms(&r, &mut bad), None);
         assert_eq!(bad, 2);
+    }
+
+    /// A record whose chunks stop at a ceiling: its ITL covers the chunks kept, its
+    /// token count every chunk that arrived, and it has no TPOT (the last chunk's time
+    /// is gone).
+    #[test]
+    fn a_truncated_record_times_its_kept_chunks_and_has_no_tpot() {
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = [10, 20, 30].map(|t| Chunk(t * MS, None)).to_vec();
+        r.end_ns = Some(500 * MS);
+        let mut bad = 0;
+        assert_eq!(tpot_and_speed(&r, &mut bad), Some((10.0, Some(100.0))));
+        r.counters.chunks_not_kept = 7;
+        assert!(r.chunks_truncated());
+        let gaps: Vec<u64> = itl_gaps(&r, &mut bad).map(|(g, _)| g / MS).collect();
+        assert_eq!(gaps, vec![10, 10]);
+        assert_eq!(ttft_ms(&r, &mut bad), Some(10.0));
+        assert_eq!(r.output_token_count().count, 10);
+        assert_eq!(r.output_token_count().source, TokenSource::Chunks);
+        assert_eq!(tpot_and_speed(&r, &mut bad), None);
+        assert_eq!(bad, 0);
     }
 
     #[test]

@@ -156,6 +156,8 @@ struct State {
     /// Tool-call events kept ([`StreamTracker::keep_tool_events`]), and their bytes.
     tool_events: Option<Vec<String>>,
     tool_event_bytes: usize,
+    /// Most chunks the record keeps ([`StreamTracker::keep_chunks`]).
+    max_chunks: usize,
 }
 
 impl StreamTracker {
@@ -198,6 +200,7 @@ impl StreamTracker {
                 keep_text: true,
                 tool_events: None,
                 tool_event_bytes: 0,
+                max_chunks: usize::MAX,
             },
         }
     }
@@ -221,6 +224,17 @@ impl StreamTracker {
     /// copied. Nothing the record gets changes.
     pub fn discard_text(&mut self) {
         self.st.keep_text = false;
+    }
+
+    /// Keeps at most `max` chunks in the record: the stream's first `max`
+    /// content-bearing chunks are timed as usual; later ones are only counted, in
+    /// `counters.chunks_not_kept` (with no time, no text and no per-chunk entry), so a
+    /// stream that never ends costs bounded memory. Everything else the stream says
+    /// (usage, finish reason, `[DONE]`, errors, the first visible content's time) is
+    /// read as before, and the outcome is the stream's own: the caller that wants
+    /// the request ended at a ceiling does that itself (bench's `--max-chunks`).
+    pub fn keep_chunks(&mut self, max: usize) {
+        self.st.max_chunks = max;
     }
 
     /// Keeps the data of events that carry tool-call deltas (see
@@ -726,19 +740,22 @@ impl State {
         if !self.has_output && self.expect_chunks > 0 {
             self.make_room(rec);
         }
-        rec.chunks.push(Chunk(t_ns, tokens));
         self.has_output = true;
+        if content.is_some() && rec.first_content_ns.is_none() {
+            rec.first_content_ns = Some(t_ns);
+        }
+        if rec.chunks.len() >= self.max_chunks {
+            // Past the ceiling: counted, not kept (nor its text, which no chunk holds).
+            rec.counters.chunks_not_kept = rec.counters.chunks_not_kept.saturating_add(1);
+            return;
+        }
+        rec.chunks.push(Chunk(t_ns, tokens));
         if self.read_events > 0 {
             rec.counters.coalesced += 1;
         }
         self.read_events += 1;
-        if let Some(text) = content {
-            if rec.first_content_ns.is_none() {
-                rec.first_content_ns = Some(t_ns);
-            }
-            if self.keep_text {
-                push_capped(&mut self.text, text);
-            }
+        if let (Some(text), true) = (content, self.keep_text) {
+            push_capped(&mut self.text, text);
         }
         if !self.keep_text {
             return;
@@ -753,7 +770,7 @@ impl State {
     /// Room for the expected chunks, made at the first one.
     #[cold]
     fn make_room(&mut self, rec: &mut RequestRecord) {
-        let n = self.expect_chunks as usize;
+        let n = (self.expect_chunks as usize).min(self.max_chunks);
         rec.reserve_chunks(n);
         if !self.keep_text {
             return;
@@ -1528,6 +1545,50 @@ mod whole_event_tests {
         assert_eq!(rec.chunks.capacity(), 0);
         assert_eq!(rec.outcome, Outcome::StreamError);
     }
+    /// Past the ceiling a chunk is counted, not kept: the record keeps the first
+    /// `max` chunks exactly as without a ceiling (times, text ends), counts the rest,
+    /// and everything else (usage, finish reason, `[DONE]`, the outcome) is the same.
+    #[test]
+    fn chunks_past_the_ceiling_are_counted_not_kept() {
+        // 40 words and the finish event's "." are 41 content-bearing chunks.
+        let reads = reads(&words(40));
+        let plain = run(cfg(Api::Chat, false), &reads, true);
+        assert_eq!(plain.rec.chunks.len(), 41);
+        for (max, not_kept) in [(1, 40), (10, 31), (40, 1), (41, 0), (1_000, 0)] {
+            let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+            tr.keep_chunks(max);
+            tr.expect_chunks(500);
+            let mut rec = RequestRecord::new(0, Outcome::TransportError);
+            for (t, b) in &reads {
+                assert_eq!(tr.feed(*t, b, &mut rec), Flow::Continue);
+                assert!(rec.chunks.capacity() <= 500.min(max).max(4), "{max}");
+            }
+            tr.end_stream(1_000, &mut rec);
+            let mut want = plain.rec.clone();
+            want.chunks.truncate(max);
+            want.counters.chunks_not_kept = not_kept;
+            assert_eq!(rec, want, "ceiling {max}");
+            assert_eq!(rec.chunks_truncated(), not_kept > 0);
+            assert_eq!(rec.chunk_count(), 41);
+            assert_eq!(tr.chunk_text_ends(), &plain.ends[..max.min(41)]);
+            assert_eq!(rec.outcome, Outcome::Succeeded);
+            assert_eq!(rec.output_tokens.map(|t| t.count), Some(41), "usage");
+        }
+        // Without usage, the chunk count stands in for the tokens: every chunk that
+        // arrived, kept or not.
+        let mut tr = StreamTracker::new(cfg(Api::Chat, false));
+        tr.keep_chunks(5);
+        let mut rec = RequestRecord::new(0, Outcome::TransportError);
+        for i in 0..12 {
+            tr.feed(i, content(&format!(" w{i}")).as_bytes(), &mut rec);
+        }
+        tr.feed(20, DONE.as_bytes(), &mut rec);
+        tr.end_stream(30, &mut rec);
+        assert_eq!((rec.chunks.len(), rec.counters.chunks_not_kept), (5, 7));
+        assert_eq!(rec.output_token_count().count, 12);
+        assert_eq!(rec.end_ns, Some(20), "the stream still ends at [DONE]");
+    }
+
     /// Without text the record is the same, for content and reasoning chunks, read one
     /// event per read or cut anywhere in two; only the text is empty.
     #[test]
