@@ -85,7 +85,9 @@ pgdir=$(mktemp -d "${TMPDIR:-/tmp}/cadence-pg.XXXXXX")
 log=$(mktemp)
 trap 'scripts/postgres.sh stop "$pgdir"; rm -f "$log"' EXIT
 CADENCE_TEST_POSTGRES=$(scripts/postgres.sh start "$pgdir")
-export CADENCE_TEST_POSTGRES
+CADENCE_TEST_POSTGRES_TLS=$(cat "$pgdir/tls")
+CADENCE_TEST_POSTGRES_CA=$pgdir/ca.pem
+export CADENCE_TEST_POSTGRES CADENCE_TEST_POSTGRES_TLS CADENCE_TEST_POSTGRES_CA
 
 echo "== cargo test --workspace --locked $*"
 cargo test --workspace --locked "$@" 2>&1 | tee "$log"

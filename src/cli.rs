@@ -141,6 +141,12 @@ pub struct SharedStoreArgs {
     /// config's `[shared] password_env`).
     #[arg(long, value_name = "VAR")]
     pub shared_password_env: Option<String>,
+
+    /// A PEM file of CA certificates to trust for the shared store's TLS beside the
+    /// public roots (a self-hosted server's private CA; over `[shared] ca_file`). Add
+    /// `sslmode=require` to the address to refuse a server without TLS.
+    #[arg(long, value_name = "FILE")]
+    pub shared_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

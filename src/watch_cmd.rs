@@ -8,7 +8,7 @@ use crate::cli::{
 };
 use crate::exit::{usage, Exit};
 use cadence_watch::board::TargetInfo;
-use cadence_watch::config::{Config, Probe, Target};
+use cadence_watch::config::{Config, Probe, SharedSpec, Target};
 use cadence_watch::metrics::Metrics;
 use cadence_watch::probe::{now_ms, Prepared};
 use cadence_watch::report::Format;
@@ -201,24 +201,24 @@ fn store_error(e: StoreError) -> anyhow::Error {
     }
 }
 
-/// The shared store's address from the flags, else the config's; `None` when neither
+/// The shared store from the flags, each over the config's key; `None` when neither
 /// names one.
 fn shared_config(
     flags: &SharedStoreArgs,
-    config: Option<&(String, Option<String>)>,
+    config: Option<&SharedSpec>,
 ) -> anyhow::Result<Option<SharedConfig>> {
-    let (url, password_env) = match (&flags.shared, config) {
-        (Some(u), c) => (
-            u.clone(),
-            flags
-                .shared_password_env
-                .clone()
-                .or(c.and_then(|c| c.1.clone())),
-        ),
-        (None, Some((u, pw))) => (u.clone(), flags.shared_password_env.clone().or(pw.clone())),
-        (None, None) => return Ok(None),
+    let Some(url) = flags.shared.clone().or(config.map(|c| c.url.clone())) else {
+        return Ok(None);
     };
-    SharedConfig::new(&url, password_env.as_deref())
+    let password_env = flags
+        .shared_password_env
+        .clone()
+        .or(config.and_then(|c| c.password_env.clone()));
+    let ca = flags
+        .shared_ca
+        .clone()
+        .or(config.and_then(|c| c.ca_file.clone()));
+    SharedConfig::with_ca(&url, password_env.as_deref(), ca.as_deref())
         .map(Some)
         .map_err(|e| usage(e.to_string()))
 }

@@ -32,6 +32,17 @@ struct SharedFile {
     url: String,
     #[serde(default)]
     password_env: Option<String>,
+    #[serde(default)]
+    ca_file: Option<std::path::PathBuf>,
+}
+
+/// `[shared]` as given: the shared store's address (a `postgres://` URL or a libpq
+/// `key=value` string), the variable holding its password, a private CA's PEM file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SharedSpec {
+    pub url: String,
+    pub password_env: Option<String>,
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// The built-in simulator's fault schedule (targets with `url = "builtin"`).
@@ -195,9 +206,8 @@ pub struct Config {
     pub builtin_slow: Option<BuiltinSlow>,
     /// This watcher's name among several (`vantage`); `None`: the host's name.
     pub vantage: Option<String>,
-    /// `[shared]`: the shared store's address (a `postgres://` URL or a libpq
-    /// `key=value` string) and the variable holding its password.
-    pub shared: Option<(String, Option<String>)>,
+    /// `[shared]`: where the shared store is.
+    pub shared: Option<SharedSpec>,
 }
 
 /// Whether `name` may name a target or a vantage (it is a URL path and a label).
@@ -410,7 +420,11 @@ impl Config {
             builtin_freeze,
             builtin_slow,
             vantage: file.vantage,
-            shared: file.shared.map(|s| (s.url, s.password_env)),
+            shared: file.shared.map(|s| SharedSpec {
+                url: s.url,
+                password_env: s.password_env,
+                ca_file: s.ca_file,
+            }),
         })
     }
 
@@ -571,9 +585,13 @@ slow_factor = 2.5
         let c = Config::parse(text).unwrap();
         assert!(!c.targets.is_empty());
         assert_eq!(c.vantage.as_deref(), Some("eu-west"));
-        let (url, pw) = c.shared.unwrap();
-        assert!(url.starts_with("postgres://"));
-        assert_eq!(pw.as_deref(), Some("CADENCE_WATCH_DB_PASSWORD"));
+        let sh = c.shared.unwrap();
+        assert!(sh.url.starts_with("postgres://"));
+        assert_eq!(
+            sh.password_env.as_deref(),
+            Some("CADENCE_WATCH_DB_PASSWORD")
+        );
+        assert!(sh.ca_file.is_some());
     }
 
     #[test]

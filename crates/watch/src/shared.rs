@@ -8,10 +8,12 @@ use crate::board::TargetInfo;
 use crate::store::{ProbeRow, RequestRow};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio_postgres::config::Host;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The shared store's schema version (table `watch_schema`).
 pub const SHARED_SCHEMA_VERSION: i32 = 1;
@@ -78,6 +80,8 @@ pub enum SharedError {
     Address(String),
     #[error("the variable {0} named by the shared store's password_env is not set")]
     Password(String),
+    #[error("the shared store's CA file {path}: {detail}")]
+    Ca { path: String, detail: String },
     #[error("the shared store {at}: {detail}")]
     Server { at: String, detail: String },
     #[error("the shared store {at} has schema version {found}, newer than this cadence's {supported}: upgrade this watcher")]
@@ -93,6 +97,9 @@ pub enum SharedError {
 pub struct SharedConfig {
     config: tokio_postgres::Config,
     display: String,
+    /// TLS when the server offers it (`sslmode=prefer`, libpq's default) or must
+    /// (`sslmode=require`): the webpki roots, and the `ca_file`'s certificates.
+    tls: Arc<rustls::ClientConfig>,
 }
 
 impl std::fmt::Debug for SharedConfig {
@@ -105,6 +112,16 @@ impl SharedConfig {
     /// `address`: a `postgres://` URL or a libpq `key=value` string. The password comes
     /// from the variable `password_env` names (or the address itself; it is never shown).
     pub fn new(address: &str, password_env: Option<&str>) -> Result<SharedConfig, SharedError> {
+        SharedConfig::with_ca(address, password_env, None)
+    }
+
+    /// As [`SharedConfig::new`], also trusting the PEM certificates in `ca_file` (a
+    /// private CA's, for a self-hosted store) beside the webpki roots.
+    pub fn with_ca(
+        address: &str,
+        password_env: Option<&str>,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<SharedConfig, SharedError> {
         let mut config: tokio_postgres::Config = address
             .parse()
             .map_err(|e: tokio_postgres::Error| SharedError::Address(e.to_string()))?;
@@ -122,7 +139,12 @@ impl SharedConfig {
         }
         config.application_name("cadence-watch");
         let display = display(&config);
-        Ok(SharedConfig { config, display })
+        let tls = Arc::new(tls_config(ca_file)?);
+        Ok(SharedConfig {
+            config,
+            display,
+            tls,
+        })
     }
 
     /// The address without its password, for messages.
@@ -136,7 +158,8 @@ impl SharedConfig {
             at: self.display.clone(),
             detail: detail(&e),
         };
-        let (client, connection) = self.config.connect(NoTls).await.map_err(err)?;
+        let tls = MakeRustlsConnect::new((*self.tls).clone());
+        let (client, connection) = self.config.connect(tls).await.map_err(err)?;
         tokio::spawn(async move {
             // Ends when the client is dropped or the server goes; the client's next
             // call then fails and the caller reconnects.
@@ -149,6 +172,36 @@ impl SharedConfig {
         store.migrate().await?;
         Ok(store)
     }
+}
+
+/// The TLS client: ring, the webpki roots, and the certificates of `ca_file`.
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, SharedError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let ca = |detail: String| SharedError::Ca {
+            path: path.display().to_string(),
+            detail,
+        };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| ca(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ca(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ca("no PEM certificate in it".into()));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| ca(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SharedError::Address(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// `postgres://user@host:port/db` without the password.

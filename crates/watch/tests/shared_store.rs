@@ -209,6 +209,40 @@ async fn the_hubs_retention_deletes_old_probes_of_every_vantage_and_forgets_reti
     );
 }
 
+/// TLS, as hosted stores require it: the test server's TCP port takes TLS only
+/// (`CADENCE_TEST_POSTGRES_TLS`, `sslmode=require`), its certificate signed by a CA of
+/// its own (`CADENCE_TEST_POSTGRES_CA`).
+#[tokio::test]
+async fn tls_to_the_store_checks_its_certificate_against_the_given_ca() {
+    let (Ok(tls), Ok(ca)) = (
+        std::env::var("CADENCE_TEST_POSTGRES_TLS"),
+        std::env::var("CADENCE_TEST_POSTGRES_CA"),
+    ) else {
+        eprintln!("CADENCE_TEST_POSTGRES_TLS/_CA are not set (scripts/test.sh sets them): skipped");
+        return;
+    };
+    let ca = std::path::PathBuf::from(ca);
+    let store = SharedConfig::with_ca(&tls, None, Some(&ca))
+        .unwrap()
+        .connect()
+        .await
+        .expect("TLS with the CA");
+    assert!(store.vantages().await.is_ok());
+    // Without the CA, the server's certificate is from no known issuer: refused.
+    let e = SharedConfig::new(&tls, None)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
+    // A file with no certificate in it is an error that names it.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let e = SharedConfig::with_ca(&tls, None, Some(&empty)).unwrap_err();
+    assert!(e.to_string().contains("empty.pem"), "{e}");
+}
+
 #[tokio::test]
 async fn a_newer_shared_schema_is_refused_with_both_versions() {
     let Some(addr) = database("newer").await else {
