@@ -11,7 +11,7 @@ use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RecordSource, RequestRecord};
 use cadence_transport::{RxStamps, Stamper};
-use cadence_wire::{stream_framing, Flow, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
+use cadence_wire::{stream_framing, Flow, Framing, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -732,6 +732,20 @@ fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut Requ
     }
 }
 
+/// The tracker of one measured stream: lenient (a malformed event is counted, never
+/// fatal), keeping no output text (the proxy counts no tokens of its own) and at most
+/// `--max-chunks` chunks, so what a stream costs stays bounded however long it runs.
+fn tracker(shared: &Shared, api: cadence_wire::Api, framing: Framing) -> StreamTracker {
+    let mut tr = StreamTracker::new(TrackerConfig {
+        api,
+        framing,
+        strict: false,
+    });
+    tr.discard_text();
+    tr.keep_chunks(shared.config.limits.max_chunks);
+    tr
+}
+
 /// Whether chunks stamped `t` hold a wait on the client: `t` is at or after the time
 /// the proxy came back from one of the waits in `resumed` (oldest first), which are
 /// then matched (dropped); waits it came back from later stay for later chunks.
@@ -833,11 +847,7 @@ impl Job {
         let api = route.api();
         self.api = api;
         if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
-            self.tracker = Some(StreamTracker::new(TrackerConfig {
-                api,
-                framing,
-                strict: false,
-            }));
+            self.tracker = Some(tracker(&self.shared, api, framing));
         } else if self.measured && is_json(ct) {
             // A non-streaming answer: its usage is read at the end.
             self.body_copy = Some(Vec::new());
@@ -937,7 +947,7 @@ impl Job {
             self.end_clean();
             return;
         }
-        let when = format!("after {} chunks", self.rec.chunks.len());
+        let when = format!("after {} chunks", self.rec.chunk_count());
         self.left_unfinished(&when);
     }
 
@@ -976,6 +986,7 @@ impl Drop for Job {
             route = %self.labels.route,
             outcome = rec.outcome.name(),
             chunks = rec.chunks.len(),
+            chunks_not_kept = rec.counters.chunks_not_kept,
             error = rec.error.as_deref().unwrap_or(""),
             "cadence proxy: request finished"
         );

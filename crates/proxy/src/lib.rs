@@ -48,7 +48,16 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// On shutdown, how long in-flight streams may finish before they are cut.
     pub drain_timeout: Duration,
+    /// Most content-bearing chunks one stream's record keeps (`--max-chunks`): past
+    /// it the stream is still relayed whole, and its record counts the later chunks
+    /// instead of timing them (`counters.chunks_not_kept`), so a stream that never
+    /// ends costs bounded memory (FAULTS 124).
+    pub max_chunks: usize,
 }
+
+/// Default [`Limits::max_chunks`]: 262,144, as bench's `--max-chunks` (twice the
+/// longest output a model offers today); a record that long is about 4 MiB in memory.
+pub const DEFAULT_MAX_CHUNKS: usize = 1 << 18;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -62,6 +71,7 @@ impl Default for Limits {
             upstream_header_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(10),
+            max_chunks: DEFAULT_MAX_CHUNKS,
         }
     }
 }

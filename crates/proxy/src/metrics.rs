@@ -115,6 +115,7 @@ pub struct Metrics {
     loop_lag: Histogram,
     upstream_resends: Counter,
     unmeasured: Counter,
+    truncated: Family<StreamLabels, Counter>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -157,6 +158,7 @@ impl Metrics {
         let loop_lag = Histogram::new(DEFAULT_BUCKETS.iter().copied());
         let upstream_resends = Counter::default();
         let unmeasured = Counter::default();
+        let truncated = Family::<StreamLabels, Counter>::default();
 
         let mut m = Metrics {
             registry: Registry::with_prefix("cadence"),
@@ -172,6 +174,7 @@ impl Metrics {
             loop_lag,
             upstream_resends,
             unmeasured,
+            truncated,
         };
         m.register_latencies();
         m.register_counts();
@@ -246,6 +249,11 @@ impl Metrics {
             "Requests forwarded on routes that are not measured (health checks, model lists, ...)",
             self.unmeasured.clone(),
         );
+        r.register(
+            "truncated_measurements",
+            "Streams relayed whole whose record stopped keeping chunks at --max-chunks: it times the first ones and counts the rest",
+            self.truncated.clone(),
+        );
         r.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -314,6 +322,9 @@ impl Metrics {
         let tokens = rec.output_token_count().count;
         if tokens > 0 {
             self.output_tokens.get_or_create(labels).inc_by(tokens);
+        }
+        if rec.chunks_truncated() {
+            self.truncated.get_or_create(labels).inc();
         }
         if rec.outcome != Outcome::Succeeded {
             return;
@@ -455,6 +466,33 @@ mod tests {
             text.contains(r#"cadence_output_tokens_total{model="m",route="chat"} 2"#),
             "{text}"
         );
+    }
+
+    /// A record whose chunks stopped at the ceiling: a truncated measurement, a
+    /// succeeded request, its ITL over the kept chunks, its tokens over all of them.
+    #[test]
+    fn a_truncated_record_is_counted_and_times_its_kept_chunks() {
+        let m = Metrics::new(&[]);
+        let mut r = RequestRecord::new(0, Outcome::Succeeded);
+        r.sent_ns = Some(0);
+        r.chunks = vec![Chunk(10_000_000, None), Chunk(30_000_000, None)];
+        r.end_ns = Some(90_000_000);
+        m.observe(&r, &labels());
+        let truncated = r#"cadence_truncated_measurements_total{model="m",route="chat"}"#;
+        assert!(!m.encode().contains(truncated));
+        r.counters.chunks_not_kept = 5;
+        m.observe(&r, &labels());
+        let text = m.encode();
+        for want in [
+            &format!("{truncated} 1"),
+            r#"cadence_requests_total{model="m",route="chat",outcome="succeeded"} 2"#,
+            r#"cadence_itl_seconds_count{model="m",route="chat"} 2"#,
+            // One TPOT: the truncated record has none.
+            r#"cadence_tpot_seconds_count{model="m",route="chat"} 1"#,
+            r#"cadence_output_tokens_total{model="m",route="chat"} 9"#,
+        ] {
+            assert!(text.contains(want), "missing {want}:\n{text}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! FAULTS.md rows 40–48 (the proxy), one test each, on 127.0.0.1 port 0 with the sim or
-//! a purpose-built upstream.
+//! FAULTS.md rows 40–48 and 124 (the proxy), one test each, on 127.0.0.1 port 0 with
+//! the sim or a purpose-built upstream.
 
 mod common;
 
@@ -315,6 +315,64 @@ async fn f43_every_chunk_is_forwarded_at_once_and_unchanged() {
         );
     }
     p.shutdown().await.unwrap();
+}
+
+/// FAULTS 124: a stream with more chunks than `--max-chunks` is relayed whole, byte for
+/// byte; its record keeps the first chunks' times, counts the rest, and the stream is
+/// counted in `cadence_truncated_measurements_total`. A stream of exactly the ceiling is
+/// not truncated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f124_a_stream_past_the_chunk_ceiling_is_relayed_whole_and_its_record_is_bounded() {
+    const EVENTS: u64 = 2_000;
+    const CEILING: usize = 100;
+    let (up, ticker) = ticker_upstream(Duration::ZERO, Some(EVENTS), 16).await;
+    let pad = "x".repeat(16);
+    let mut expected = String::new();
+    for i in 0..EVENTS {
+        expected.push_str(&format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" t{i}{pad}\"}}}}]}}\n\n"
+        ));
+    }
+    expected.push_str("data: [DONE]\n\n");
+    for (ceiling, truncated) in [(CEILING, true), (EVENTS as usize, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = proxy(&up, |c| {
+            c.records = Some(records_config(dir.path()));
+            c.limits.max_chunks = ceiling;
+        })
+        .await;
+        let before = ticker.produced.load(Ordering::SeqCst);
+        let url = format!("{}/v1/chat/completions", p.url());
+        let f = fetch(&client(), "POST", &url, &[], &chat_body(10, true)).await;
+        assert_eq!(f.status, 200);
+        assert_eq!(f.error, None, "the stream ends cleanly");
+        assert_eq!(
+            f.body.len() as u64,
+            ticker.produced.load(Ordering::SeqCst) - before
+        );
+        assert!(f.text() == expected, "every byte relayed unchanged");
+        let metrics = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
+        let line = "cadence_truncated_measurements_total{model=\"other\",route=\"chat\"} 1";
+        assert_eq!(metrics.contains(line), truncated, "{metrics}");
+        assert!(metrics.contains(
+            "cadence_requests_total{model=\"other\",route=\"chat\",outcome=\"succeeded\"} 1"
+        ));
+        p.shutdown().await.unwrap();
+        let recs = read_records(dir.path());
+        assert_eq!(recs.len(), 1);
+        let r = &recs[0];
+        assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.error);
+        assert_eq!(r.chunks.len(), ceiling.min(EVENTS as usize));
+        assert_eq!(r.counters.chunks_not_kept, EVENTS - r.chunks.len() as u64);
+        assert_eq!(r.chunks_truncated(), truncated);
+        assert_eq!(r.output_token_count().count, EVENTS, "every chunk counted");
+        // The figures cover the kept chunks: one gap fewer than them; no TPOT when cut.
+        let mut bad = 0;
+        let gaps = cadence_core::per_request::itl_gaps(r, &mut bad).count();
+        assert_eq!(gaps, r.chunks.len() - 1);
+        let tpot = cadence_core::per_request::tpot_and_speed(r, &mut bad);
+        assert_eq!(tpot.is_none(), truncated);
+    }
 }
 
 async fn read_all(s: &mut TcpStream, limit: Duration) -> Vec<u8> {

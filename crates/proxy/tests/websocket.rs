@@ -498,3 +498,33 @@ async fn f109_a_pretty_printed_websocket_message_is_one_event_in_the_proxy() {
     assert_eq!(recs[0].chunks.len(), 1);
     assert_eq!(recs[0].counters.malformed, 0);
 }
+
+/// FAULTS 124 over a WebSocket: responses longer than `--max-chunks` are relayed byte
+/// for byte; each record keeps the first chunks, counts the rest, and takes its tokens
+/// from the whole response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f124_websocket_responses_past_the_chunk_ceiling_are_relayed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sim(fast_sim_config()).await;
+    let p = proxy(&s.url(), |c| {
+        c.records = Some(records_in(dir.path(), "live.jsonl", 1));
+        c.limits.max_chunks = 4;
+    })
+    .await;
+    let direct = s.url().trim_start_matches("http://").to_string();
+    let proxied = p.url().trim_start_matches("http://").to_string();
+    let (want, got) = tokio::join!(converse(&direct, 41, 2), converse(&proxied, 41, 2));
+    assert_eq!(count(&want, b"response.text.delta"), 12);
+    assert_eq!(got, want, "{}", String::from_utf8_lossy(&got));
+    let metrics = get_text(&format!("http://{}/metrics", p.metrics_addr.unwrap())).await;
+    let line = "cadence_truncated_measurements_total{model=\"other\",route=\"websocket\"} 2";
+    assert!(metrics.contains(line), "{metrics}");
+    let recs = records_after(p, dir.path()).await;
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    for r in &recs {
+        assert_eq!(r.outcome, Outcome::Succeeded, "{r:?}");
+        assert_eq!(r.chunks.len(), 4);
+        assert_eq!(r.counters.chunks_not_kept, 2);
+        assert_eq!(r.output_tokens.map(|t| t.count), Some(6));
+    }
+}

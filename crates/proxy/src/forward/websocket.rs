@@ -7,7 +7,7 @@
 //! when the connection keeps one, else the proxy's clock when that read returned.
 
 use super::{own_response, proxy_info, relay, relay_mismatch, secrets_of, send};
-use super::{upstream_request, upstream_uri};
+use super::{tracker, upstream_request, upstream_uri};
 use super::{Job, ProxyBody};
 use crate::metrics::{ActiveGuard, Route, StreamLabels};
 use crate::shared::Shared;
@@ -17,7 +17,7 @@ use bytes::Bytes;
 use cadence_core::secret::Redactor;
 use cadence_core::{Outcome, ProxyInfo, RequestRecord};
 use cadence_transport::{RxStamps, Stamper};
-use cadence_wire::{Flow, Framing, StreamTracker, TrackerConfig, MAX_EVENT_BYTES};
+use cadence_wire::{Flow, Framing, StreamTracker, MAX_EVENT_BYTES};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
@@ -463,11 +463,7 @@ impl Session {
         self.open = Some(Open {
             stamper,
             rec,
-            tracker: StreamTracker::new(TrackerConfig {
-                api: cadence_wire::Api::Websocket,
-                framing: Framing::Ndjson,
-                strict: false,
-            }),
+            tracker: tracker(&self.shared, cadence_wire::Api::Websocket, Framing::Ndjson),
             _active: self.shared.metrics.stream_started(&self.labels),
         });
     }
@@ -508,7 +504,7 @@ impl Session {
         let when = self
             .open
             .as_ref()
-            .map_or(0, |o| o.rec.chunks.len())
+            .map_or(0, |o| o.rec.chunk_count())
             .to_string();
         let verdict = match ending {
             Ending::Upstream => (
