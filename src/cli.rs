@@ -1495,6 +1495,11 @@ pub struct ProxyArgs {
     /// platform gives none), or `user`, the proxy's clock when the read reaches it.
     #[arg(long, value_enum, default_value_t = TimestampsArg::Kernel)]
     pub timestamps: TimestampsArg,
+    /// Most content-bearing chunks one stream's record keeps; past it the stream is
+    /// still relayed whole, and its record counts the later chunks instead of timing
+    /// them, so a stream that never ends costs bounded memory.
+    #[arg(long, value_name = "N", default_value_t = cadence_proxy::DEFAULT_MAX_CHUNKS, value_parser = parse_max_chunks)]
+    pub max_chunks: usize,
 }
 
 #[cfg(test)]

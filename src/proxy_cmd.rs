@@ -47,6 +47,7 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
         body_read_timeout: args.body_read_timeout,
         max_connections: args.max_connections as usize,
         drain_timeout: args.drain_timeout,
+        max_chunks: args.max_chunks,
         ..Limits::default()
     };
     Ok(c)
@@ -153,5 +154,28 @@ mod tests {
             parsed(&["--timestamps", "user"]).timestamps,
             Timestamps::User
         );
+    }
+
+    #[test]
+    fn max_chunks_is_benchs_ceiling_unless_told_otherwise() {
+        assert_eq!(parsed(&[]).limits.max_chunks, 262_144);
+        assert_eq!(
+            cadence_proxy::DEFAULT_MAX_CHUNKS,
+            cadence_bench::exec::DEFAULT_MAX_CHUNKS
+        );
+        assert_eq!(parsed(&["--max-chunks", "1000"]).limits.max_chunks, 1000);
+        let cli = |n: &str| {
+            crate::cli::Cli::try_parse_from([
+                "cadence",
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--max-chunks",
+                n,
+            ])
+        };
+        assert!(cli("0").is_err());
+        assert!(cli("-1").is_err());
+        assert!(cli("4294967296").is_err());
     }
 }

@@ -40,6 +40,10 @@ fn proxy_usage_errors_exit_2_with_the_reason() {
             ],
             "needs at least one --alert",
         ),
+        (
+            vec!["--upstream", "http://127.0.0.1:1", "--max-chunks", "0"],
+            "must be between 1 and",
+        ),
     ] {
         let out = cadence()
             .arg("proxy")
