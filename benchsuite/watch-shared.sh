@@ -6,9 +6,14 @@
 #   shared   --shared to a PostgreSQL server: probes kept, then shipped as they come
 #   backlog  the store away (an empty socket directory) for SECONDS, then the watcher
 #            restarted with it: how long until every probe kept meanwhile is shipped
-# A throwaway PostgreSQL server comes from scripts/postgres.sh (Debian's package).
+# The local and shared runs sample the watcher's RSS every 15 s (the first minute
+# against the end: a shipper that held on to probes would grow; RSS_LOG=FILE keeps
+# every sample). PHASES picks the runs (default
+# "local shared backlog"). A throwaway PostgreSQL server comes from scripts/postgres.sh
+# (Debian's package).
 #
 #   benchsuite/watch-shared.sh target/debug/cadence 60
+#   PHASES=shared benchsuite/watch-shared.sh target/debug/cadence 600   # a soak
 set -euo pipefail
 bin=${1:?usage: watch-shared.sh CADENCE_BIN SECONDS}
 secs=${2:-60}
@@ -70,20 +75,48 @@ probes_in() { "$bin" watch report --db "$1" --since 1d | head -1 | sed 's/.*UTC,
 gauge() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 shared_rows() { psql "$store" -tAc "SELECT count(*) FROM watch_probes WHERE vantage = 'bench'" 2>/dev/null || echo 0; }
 
+phases=${PHASES:-local shared backlog}
+has() { [[ " $phases " == *" $1 "* ]]; }
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$watch_pid/status"; }
+
 printf '%-8s %8s %10s %14s\n' run seconds probes "probes/s"
+# run_for NAME: sleeps SECONDS while sampling the watcher's RSS every 15 s (into
+# $RSS_LOG when set: name,elapsed_s,rss_kib); sets rss_first (at 1 min), rss_last, rss_max.
+run_for() {
+    local waited=0 step r
+    rss_first= rss_max=0
+    while ((waited < secs)); do
+        step=$((secs - waited < 15 ? secs - waited : 15))
+        sleep "$step"
+        waited=$((waited + step))
+        r=$(rss)
+        [[ -n ${RSS_LOG:-} ]] && echo "$1,$waited,$r" >>"$RSS_LOG"
+        ((waited >= 60)) && [[ -z $rss_first ]] && rss_first=$r
+        ((r > rss_max)) && rss_max=$r
+    done
+    rss_last=$(rss)
+}
+
+if has local; then
 start "$work/local.db"
-sleep "$secs"
+run_for local
 stop
 n=$(probes_in "$work/local.db")
-printf '%-8s %8s %10s %14.1f\n' local "$secs" "$n" "$(echo "$n / $secs" | bc -l)"
+printf '%-8s %8s %10s %14.1f   RSS %s KiB at 1 min, %s at the end, max %s\n' local "$secs" "$n" \
+    "$(echo "$n / $secs" | bc -l)" "${rss_first:-?}" "$rss_last" "$rss_max"
+fi
 
+if has shared; then
 start "$work/shared.db" "$store"
-sleep "$secs"
+run_for shared
 pending=$(gauge cadence_watch_shared_pending_probes)
 stop
 n=$(probes_in "$work/shared.db")
-printf '%-8s %8s %10s %14.1f   pending at the end: %s; in the store: %s\n' shared "$secs" "$n" \
-    "$(echo "$n / $secs" | bc -l)" "$pending" "$(shared_rows)"
+printf '%-8s %8s %10s %14.1f   pending at the end: %s; in the store: %s; RSS %s KiB at 1 min, %s at the end, max %s\n' \
+    shared "$secs" "$n" "$(echo "$n / $secs" | bc -l)" "$pending" "$(shared_rows)" \
+    "${rss_first:-?}" "$rss_last" "$rss_max"
+fi
+has backlog || exit 0
 
 psql "$store" -qc "TRUNCATE watch_probes CASCADE" >/dev/null
 start "$work/backlog.db" "host=$work user=cadence dbname=none"
