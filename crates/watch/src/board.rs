@@ -105,13 +105,30 @@ pub fn legend(series: &[cadence_report::svg::Series]) -> String {
     format!("<p>{}</p>", items.join(" &nbsp; "))
 }
 
-/// A chart over time with hours from now on x (negative: the past) and `y` from zero.
+/// A chart over time with `y` from zero; the series' x are hours from now (negative:
+/// the past). Spans under two hours are drawn in minutes, so a watch that started a
+/// minute ago reads "-1", not "-0.017".
 pub fn hours_chart(
     y: &str,
-    series: Vec<cadence_report::svg::Series>,
+    mut series: Vec<cadence_report::svg::Series>,
 ) -> cadence_report::svg::Chart {
+    let span = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(|p| p.0.abs())
+        .fold(0.0, f64::max);
+    let x_label = if span < 2.0 {
+        for s in &mut series {
+            for p in &mut s.points {
+                p.0 *= 60.0;
+            }
+        }
+        "minutes from now"
+    } else {
+        "hours from now"
+    };
     cadence_report::svg::Chart {
-        x_label: "hours from now".into(),
+        x_label: x_label.into(),
         y_label: y.into(),
         x_log: false,
         y_log: false,
@@ -145,6 +162,22 @@ mod tests {
         assert_eq!(s.success_rate, Some(11.0 / 12.0));
         assert_eq!(s.slo_compliance, Some(2.0 / 3.0));
         assert_eq!(standing(&rows, 1_000), Standing::default());
+    }
+
+    #[test]
+    fn a_short_span_is_drawn_in_minutes_and_a_long_one_in_hours() {
+        use cadence_report::svg::{Series, Style};
+        let series = |xs: &[f64]| {
+            let mut s = Series::new("a", "#000", Style::LinePoints);
+            s.points = xs.iter().map(|x| (*x, 1.0)).collect();
+            vec![s]
+        };
+        let c = hours_chart("y", series(&[-0.5, -0.25]));
+        assert_eq!(c.x_label, "minutes from now");
+        assert_eq!(c.series[0].points, vec![(-30.0, 1.0), (-15.0, 1.0)]);
+        let c = hours_chart("y", series(&[-5.0, -1.0]));
+        assert_eq!(c.x_label, "hours from now");
+        assert_eq!(c.series[0].points, vec![(-5.0, 1.0), (-1.0, 1.0)]);
     }
 
     #[test]
