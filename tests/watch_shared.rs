@@ -186,6 +186,10 @@ fn a_watcher_whose_store_is_away_keeps_its_probes_and_ships_them_later() {
     assert_eq!(gauge(&metrics, "cadence_watch_shared_up"), Some(0.0));
     let (_, page) = get(&w.addr, "/");
     assert!(page.contains("shipping fails"), "{page}");
+    assert!(
+        page.contains("returns when the shared store answers"),
+        "{page}"
+    );
     let (s, said) = w.stop();
     assert!(s.success(), "{said}");
     assert!(said.contains("cannot ship to the shared store"), "{said}");

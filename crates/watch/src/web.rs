@@ -200,6 +200,16 @@ async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
             None => String::new(),
         }
     ));
+    // The shipper just failed to reach the store: say so at once rather than make
+    // every page load wait out a connect timeout of its own.
+    let shipper_down = remote
+        .ship
+        .as_ref()
+        .is_some_and(|ship| ship.last_error.lock().unwrap().is_some());
+    if shipper_down {
+        s.push_str("<p>The comparison returns when the shared store answers.</p>");
+        return s;
+    }
     match remote_day(shared, target).await {
         Ok(probes) => {
             let now = now_ms();
