@@ -75,6 +75,16 @@ fn req(idx: u64) -> RequestRow {
     }
 }
 
+/// Every probe in the store as (vantage, start), in time order.
+async fn stored(s: &cadence_watch::shared::SharedStore) -> Vec<(String, i64)> {
+    s.probes(None, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.vantage, p.probe.started_ms))
+        .collect()
+}
+
 fn target(name: &str) -> TargetInfo {
     TargetInfo {
         name: name.into(),
@@ -149,13 +159,7 @@ async fn probes_of_two_vantages_are_kept_once_each_and_read_back() {
     // Retention is per vantage: east's cutoff leaves west's probe alone, and takes the
     // requests with the probes.
     assert_eq!(east.retain("east", 15_000).await.unwrap(), 1);
-    let left: Vec<(String, i64)> = east
-        .probes(None, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| (p.vantage, p.probe.started_ms))
-        .collect();
+    let left = stored(&east).await;
     assert_eq!(
         left,
         vec![("west".to_string(), 10_000), ("east".to_string(), 20_000)]
@@ -187,13 +191,7 @@ async fn the_hubs_retention_deletes_old_probes_of_every_vantage_and_forgets_reti
         .await
         .unwrap();
     assert_eq!(s.retain_all(10_000).await.unwrap(), 2);
-    let left: Vec<(String, i64)> = s
-        .probes(None, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| (p.vantage, p.probe.started_ms))
-        .collect();
+    let left = stored(&s).await;
     assert_eq!(left, vec![("live".to_string(), 60_000)]);
     let names: Vec<String> = s
         .vantages()
