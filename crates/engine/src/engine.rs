@@ -2,8 +2,9 @@
 //! caller submits requests at times of its choosing and advances the clock; the
 //! engine reports what happened (admissions, tokens, pre-emptions, steps) as events.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
+use crate::prefix_cache::PrefixCache;
 use crate::rng::{self, SplitMix64};
 use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, StepWork, RECOMPUTE_CHUNK};
 
@@ -131,8 +132,9 @@ pub struct Engine {
     /// Requests the client gave up on while they sat in a step or a prefill worker:
     /// dropped, with their KV freed, when that work ends.
     aborted: HashSet<u64>,
-    /// Prefix cache: per prefix key, the positions computed so far.
-    prefixes: HashMap<u64, u32>,
+    /// Prefix cache: per prefix key, the positions computed so far, at most the KV
+    /// capacity in all (least recently used evicted first).
+    prefixes: PrefixCache,
     /// Prompt positions whose prefill the prefix cache saved.
     prefix_hits: u64,
 }
@@ -144,8 +146,9 @@ impl Engine {
             Prefill::Chunked { chunk_tokens } => (chunk_tokens, 0),
             Prefill::Disaggregated { workers, .. } => (RECOMPUTE_CHUNK, workers as usize),
         };
+        let capacity = spec.kv_capacity();
         Engine {
-            capacity: spec.kv_capacity(),
+            capacity,
             budget,
             spec_decode: spec.serving.speculation,
             rng: rng::seeded(spec.serving.seed),
@@ -160,7 +163,7 @@ impl Engine {
             transfers: Vec::new(),
             arriving: VecDeque::new(),
             aborted: HashSet::new(),
-            prefixes: HashMap::new(),
+            prefixes: PrefixCache::new(capacity),
             prefix_hits: 0,
             spec,
         }
@@ -169,6 +172,16 @@ impl Engine {
     /// Prompt positions the prefix cache saved so far.
     pub fn prefix_hits(&self) -> u64 {
         self.prefix_hits
+    }
+
+    /// Prefix keys the prefix cache holds (bounded: see [`Engine::prefix_cached_tokens`]).
+    pub fn prefix_keys(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// Positions the prefix cache holds over all keys: at most the KV capacity.
+    pub fn prefix_cached_tokens(&self) -> u64 {
+        self.prefixes.held()
     }
 
     pub fn spec(&self) -> &EngineSpec {
@@ -411,7 +424,7 @@ impl Engine {
         let Some(p) = seq.prefix else {
             return;
         };
-        let computed = self.prefixes.get(&p.key).copied().unwrap_or(0);
+        let computed = self.prefixes.get(p.key);
         let hit = computed.min(p.tokens).min(seq.prompt.saturating_sub(1));
         seq.prefilled = hit;
         self.prefix_hits += hit as u64;
@@ -425,8 +438,7 @@ impl Engine {
             } else {
                 seq.prefilled
             };
-            let e = self.prefixes.entry(p.key).or_insert(0);
-            *e = (*e).max(done);
+            self.prefixes.note(p.key, done);
         }
     }
 

@@ -29,6 +29,7 @@ pub mod drive;
 pub mod engine;
 pub mod fit;
 pub mod inject;
+mod prefix_cache;
 pub mod presets;
 pub mod rng;
 pub mod spec;

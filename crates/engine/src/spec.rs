@@ -137,9 +137,10 @@ pub struct ServingSpec {
     pub speculation: Option<Speculation>,
     /// Automatic prefix caching (vLLM's default since V1, SGLang's radix cache): a
     /// request that names a prefix (a shared system prompt, or a session's history)
-    /// skips the prefill of the part already computed for that prefix. Cached blocks
-    /// are never evicted in the model, and each sequence still counts its whole
-    /// context against the KV cache (the sharing of blocks is left out).
+    /// skips the prefill of the part already computed for that prefix. The cached
+    /// prefixes hold at most the KV capacity in positions, the least recently used
+    /// evicted first; each sequence still counts its whole context against the KV
+    /// cache (the sharing of blocks is left out).
     pub prefix_cache: bool,
     /// Each step's time is multiplied by `1 + jitter · u`, `u` uniform in [-1, 1).
     pub jitter: f64,

@@ -696,6 +696,52 @@ fn a_cached_prefix_skips_its_prefill_for_shared_prompts_and_later_turns() {
     assert_eq!(t3[0], t3[1]);
 }
 
+/// The prefix cache kept every key it ever saw, so a server fed fresh prompts
+/// grew by one entry per request, forever.
+#[test]
+fn regression_distinct_prompts_leave_a_bounded_prefix_cache() {
+    let spec = quiet("tiny@cpu");
+    let capacity = spec.kv_capacity();
+    let mut e = Engine::new(spec);
+    let mut out = Vec::new();
+    let n = 20_000u64;
+    for id in 0..n {
+        let r = Request {
+            id,
+            prompt_tokens: 64,
+            max_tokens: 16,
+        };
+        let t = e.next_time().unwrap_or(0);
+        e.submit_with_prefix(t, r, Some(Prefix { key: id, tokens: 0 }), &mut out);
+        if id % 4 == 3 {
+            while let Some(next) = e.next_time() {
+                e.advance(next, &mut out);
+            }
+        }
+        out.clear();
+        assert!(e.prefix_cached_tokens() <= capacity);
+    }
+    // 80 positions per prompt and its reply: the cache holds what fits, not 20,000.
+    assert_eq!(e.prefix_keys() as u64, capacity / 80);
+    // The latest session's next turn still finds its history.
+    let t = e.next_time().unwrap_or(0);
+    let next_turn = Request {
+        id: n,
+        prompt_tokens: 100,
+        max_tokens: 16,
+    };
+    let history = Prefix {
+        key: n - 1,
+        tokens: 80,
+    };
+    let hits = e.prefix_hits();
+    e.submit_with_prefix(t, next_turn, Some(history), &mut out);
+    while let Some(next) = e.next_time() {
+        e.advance(next, &mut out);
+    }
+    assert_eq!(e.prefix_hits() - hits, 80);
+}
+
 #[test]
 fn plan_tags_shared_prefix_groups_and_computes_each_prefix_once() {
     let spec = quiet("llama-3.1-8b@h100-bf16");
