@@ -68,11 +68,12 @@ impl EngineHandle {
         let clock = Clock::new(Instant::now(), sim);
         let spec = Arc::new(spec);
         let phantoms = phantoms(&spec, &inject);
+        let seen = crate::history::SeenChains::with_capacity(spec.kv_capacity());
         tokio::spawn(run((*spec).clone(), clock, rx, metrics, phantoms));
         EngineHandle {
             tx,
             spec,
-            seen: Arc::default(),
+            seen: Arc::new(seen),
         }
     }
 

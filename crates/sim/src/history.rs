@@ -204,17 +204,70 @@ pub fn reply_tokens(messages: &[Value]) -> u32 {
 }
 
 /// Chains the sim has seen (prompts and the replies it gave), so a request finds
-/// how much of its history an earlier request already had. Bounded: when full it
-/// starts over (the engine keeps what it computed; only new matches are lost).
-#[derive(Debug, Default)]
+/// how much of its history an earlier request already had. Bounded like the
+/// engine's prefix cache, whose KV capacity could not hold more: at most
+/// `capacity` boundaries (each marks at least one more cached position) in two
+/// generations; when the newer holds half, the older is forgotten, so what was
+/// used least recently goes first (a boundary found in the older moves up).
+#[derive(Debug)]
 pub struct SeenChains {
-    seen: Mutex<HashSet<u64>>,
+    /// Boundaries per generation: half the capacity.
+    half: usize,
+    seen: Mutex<Generations>,
 }
 
-/// Boundaries remembered before the table starts over.
+#[derive(Debug, Default)]
+struct Generations {
+    newer: HashSet<u64>,
+    older: HashSet<u64>,
+}
+
+impl Generations {
+    fn contains(&self, hash: u64) -> bool {
+        self.newer.contains(&hash) || self.older.contains(&hash)
+    }
+
+    fn insert(&mut self, hash: u64, half: usize) {
+        if self.newer.len() >= half && !self.newer.contains(&hash) {
+            std::mem::swap(&mut self.newer, &mut self.older);
+            self.newer.clear();
+        }
+        self.newer.insert(hash);
+    }
+}
+
+/// The most boundaries remembered, whatever the engine's KV capacity.
 pub const SEEN_CAPACITY: usize = 1 << 20;
+/// The fewest, so a tiny KV cache still finds a session's last steps.
+const SEEN_MIN: usize = 1 << 10;
+
+impl Default for SeenChains {
+    fn default() -> Self {
+        SeenChains::with_capacity(SEEN_CAPACITY as u64)
+    }
+}
 
 impl SeenChains {
+    /// Remembers about `boundaries` boundaries (the engine's KV capacity in
+    /// tokens), within 1,024 and [`SEEN_CAPACITY`].
+    pub fn with_capacity(boundaries: u64) -> SeenChains {
+        let capacity = boundaries.clamp(SEEN_MIN as u64, SEEN_CAPACITY as u64) as usize;
+        SeenChains {
+            half: capacity / 2,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Boundaries remembered now: at most the capacity.
+    pub fn len(&self) -> usize {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.newer.len() + seen.older.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The cached prefix of a request with these boundaries: the key of its chain
     /// (its first message) and the tokens up to the last boundary seen before; then
     /// remembers its boundaries and those of its reply (`reply`: messages in the
@@ -231,16 +284,15 @@ impl SeenChains {
         let tokens = request
             .iter()
             .rev()
-            .find(|b| seen.contains(&b.hash))
+            .find(|b| seen.contains(b.hash))
             .map_or(0, |b| b.tokens);
-        if seen.len() + request.len() + reply.len() > SEEN_CAPACITY {
-            seen.clear();
+        for b in request {
+            seen.insert(b.hash, self.half);
         }
-        seen.extend(request.iter().map(|b| b.hash));
         let mut hash = request.last().map_or(dialect as u64, |b| b.hash);
         for m in reply {
             hash = extend(hash, m);
-            seen.insert(hash);
+            seen.insert(hash, self.half);
         }
         Some(cadence_engine::Prefix {
             key: first.hash,
@@ -294,5 +346,50 @@ mod tests {
         // Another session's first message is another chain.
         let cold = boundaries(Dialect::Chat, &[json!({"role": "user", "content": "x y"})]);
         assert_eq!(seen.prefix(Dialect::Chat, &cold, &[]).unwrap().tokens, 0);
+    }
+
+    #[test]
+    fn fresh_prompts_leave_at_most_the_capacity_behind_and_recent_sessions_hit() {
+        let seen = SeenChains::with_capacity(4_096);
+        let step = |i: u64| vec![json!({"role": "user", "content": format!("task {i}")})];
+        let reply = reply_messages(Dialect::Chat, "done", None);
+        for i in 0..50_000u64 {
+            let b = boundaries(Dialect::Chat, &step(i));
+            assert_eq!(seen.prefix(Dialect::Chat, &b, &reply).unwrap().tokens, 0);
+            assert!(
+                seen.len() <= 4_096,
+                "request {i}: {} boundaries",
+                seen.len()
+            );
+        }
+        // The last session's next step finds its first prompt and the reply.
+        let mut next = step(49_999);
+        next.push(json!({"role": "assistant", "content": "done"}));
+        next.push(json!({"role": "user", "content": "more"}));
+        let b = boundaries(Dialect::Chat, &next);
+        assert_eq!(
+            seen.prefix(Dialect::Chat, &b, &[]).unwrap().tokens,
+            b[1].tokens
+        );
+        // One seen long ago, and not since, is forgotten.
+        let mut old = step(0);
+        old.push(json!({"role": "assistant", "content": "done"}));
+        let b = boundaries(Dialect::Chat, &old);
+        assert_eq!(seen.prefix(Dialect::Chat, &b, &[]).unwrap().tokens, 0);
+    }
+
+    #[test]
+    fn a_boundary_used_again_survives_the_older_generation() {
+        let seen = SeenChains::with_capacity(1_024);
+        let one = |s: &str| boundaries(Dialect::Chat, &[json!({"role": "user", "content": s})]);
+        let kept = one("kept across generations");
+        seen.prefix(Dialect::Chat, &kept, &[]);
+        for i in 0..2_000 {
+            seen.prefix(Dialect::Chat, &one(&format!("filler {i}")), &[]);
+            if i % 256 == 0 {
+                let p = seen.prefix(Dialect::Chat, &kept, &[]).unwrap();
+                assert_eq!(p.tokens, kept[0].tokens, "filler {i}");
+            }
+        }
     }
 }
