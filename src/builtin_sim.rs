@@ -3,7 +3,7 @@
 //! It times tokens with a small engine model, so a sweep shows ITL rising with load.
 
 use crate::cli::EngineOpts;
-use cadence_sim::SimConfig;
+use cadence_sim::{SendLog, SimConfig};
 use std::net::SocketAddr;
 
 /// The engine preset the built-in simulator runs.
@@ -27,6 +27,16 @@ pub fn config(seed: u64, opts: &EngineOpts) -> anyhow::Result<SimConfig> {
         inject: opts.inject.clone(),
         ..SimConfig::default()
     })
+}
+
+/// Serves `config` on a free port of 127.0.0.1. Nothing reads this sim's send log,
+/// so it keeps none: a record per request would grow with every request served.
+async fn spawn(config: SimConfig) -> std::io::Result<cadence_sim::SimServer> {
+    config
+        .validate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let state = cadence_sim::SimState::with_send_log(config, SendLog::with_capacity(0));
+    cadence_sim::spawn_with_state(state, SocketAddr::from(([127, 0, 0, 1], 0))).await
 }
 
 /// A running in-process simulator; dropped = shut down.
@@ -54,7 +64,7 @@ impl BuiltinSim {
                     }
                 };
                 rt.block_on(async move {
-                    match cadence_sim::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0))).await {
+                    match spawn(config).await {
                         Ok(server) => {
                             let _ = addr_tx.send(Ok(server.addr));
                             let _ = stop_rx.await;

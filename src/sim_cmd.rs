@@ -102,7 +102,9 @@ pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {
             })?;
             SimState::with_send_log(config, log)
         }
-        None => SimState::new(config),
+        // Nothing reads the in-memory log of a standalone sim: it keeps none, or
+        // every request served would leave its record behind (up to 100,000).
+        None => SimState::with_send_log(config, SendLog::with_capacity(0)),
     };
     let server = cadence_sim::spawn_with_state(state, args.addr)
         .await
