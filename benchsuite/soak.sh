@@ -6,13 +6,17 @@
 #      BENCH_TARGET=builtin uses the built-in simulator instead, whose engine model
 #      (tiny@cpu) saturates near 1.5 k chunks/s at 256 streams (TTFT ~30 s of queue);
 #   2. `cadence proxy` in front of the same simulator for DURATION, under the same
-#      bench traffic, records written (.zst) as it goes.
+#      bench traffic, records written (.zst) as it goes;
+#   3. (PARTS=sim) the simulator itself in engine mode (`--preset SIM_PRESET`, default
+#      tiny@cpu) under `cadence bench -c 4` of fresh 64-token prompts, 16 tokens each:
+#      what serving requests leaves behind in the server.
 # Each CSV is elapsed_s,rss_kb; the summary line per run gives the RSS from minute 5
 # to the end (min, max, and max/min - 1) and the chunks per second the bench saw.
 #
 #   cargo build --release
 #   benchsuite/soak.sh 3600 soak-out            # DURATION_S OUTDIR
 #   PARTS=proxy benchsuite/soak.sh 180 /tmp/soak
+#   PARTS=sim SETTLE_S=120 INTERVAL=15 benchsuite/soak.sh 600 /tmp/soak-sim
 #
 # Env: CADENCE (binary, default target/release/cadence), INTERVAL (s), PARTS ("bench
 # proxy"), SETTLE_S (start of the stability window, default 300), BENCH_FLAGS (extra),
@@ -96,6 +100,21 @@ for part in ${PARTS:-bench proxy}; do
     wait "$proxy" || true
     wait "$sampler" || true
     summary "proxy (${SIM_ITL:-10ms} ITL upstream)" "$OUT/proxy-rss.csv" "$OUT/proxy-bench.json"
+    ;;
+  sim)
+    "$BIN" sim --addr 127.0.0.1:0 --preset "${SIM_PRESET:-tiny@cpu}" >"$OUT/engine-sim.out" 2>/dev/null &
+    esim=$!
+    PIDS+=("$esim")
+    until [ -s "$OUT/engine-sim.out" ]; do sleep 0.1; done
+    url=$(head -1 "$OUT/engine-sim.out" | sed 's/listening on //')
+    sample "$esim" "$OUT/sim-rss.csv" &
+    sampler=$!
+    "$BIN" bench "$url/chat/completions" -c 4 -d "${DUR}s" --input-tokens 64 --max-tokens 16 \
+      --quiet --json "$OUT/sim-bench.json" ${BENCH_FLAGS:-} >"$OUT/sim-bench.txt" || true
+    kill -INT "$esim"
+    wait "$esim" || true
+    wait "$sampler" || true
+    summary "sim (${SIM_PRESET:-tiny@cpu})" "$OUT/sim-rss.csv" "$OUT/sim-bench.json"
     ;;
   esac
 done
