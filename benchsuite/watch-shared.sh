@@ -14,15 +14,20 @@
 #
 #   benchsuite/watch-shared.sh target/debug/cadence 60
 #   PHASES=shared benchsuite/watch-shared.sh target/debug/cadence 600   # a soak
+#   SIM=process INTERVAL=1s PHASES=shared benchsuite/watch-shared.sh target/debug/cadence 3600
+#
+# SIM=process probes a `cadence sim` in a process of its own (its memory apart from the
+# watcher's) instead of the built-in one; INTERVAL is the probe interval (default 50ms).
 set -euo pipefail
 bin=${1:?usage: watch-shared.sh CADENCE_BIN SECONDS}
 secs=${2:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pg=$(mktemp -d "${TMPDIR:-/tmp}/cadence-pg.XXXXXX")
-watch_pid=
+watch_pid= sim_pid=
 cleanup() {
     [[ -n $watch_pid ]] && kill "$watch_pid" 2>/dev/null || true
+    [[ -n $sim_pid ]] && kill "$sim_pid" 2>/dev/null || true
     "$here/scripts/postgres.sh" stop "$pg"
     rm -rf "$work"
 }
@@ -31,14 +36,28 @@ admin=$("$here/scripts/postgres.sh" start "$pg")
 psql "$admin" -qc "CREATE DATABASE bench" >/dev/null
 store="$admin dbname=bench"
 
+target='url = "builtin"'
+if [[ ${SIM:-builtin} == process ]]; then
+    "$bin" sim --addr 127.0.0.1:0 --model tiny@cpu >"$work/sim.log" 2>&1 &
+    sim_pid=$!
+    for _ in $(seq 100); do
+        sim_addr=$(grep -o '127.0.0.1:[0-9]*' "$work/sim.log" | head -n 1 || true)
+        [[ -n $sim_addr ]] && break
+        sleep 0.1
+    done
+    target="url = \"http://$sim_addr/v1/chat/completions\"
+model = \"tiny@cpu\""
+fi
+interval=${INTERVAL:-50ms}
+
 cat >"$work/watch.toml" <<TOML
 vantage = "bench"
 [[target]]
 name = "sim"
-url = "builtin"
+$target
 slo = ["ttft.p50<=2s"]
 [target.probe]
-interval = "50ms"
+interval = "$interval"
 jitter = "5ms"
 requests = 4
 concurrency = 4
