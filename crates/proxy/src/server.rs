@@ -674,19 +674,7 @@ fn report_transition(shared: &Arc<Shared>, t: Transition) {
         return;
     };
     let body = serde_json::to_vec(&t).unwrap_or_default();
-    let client = shared.client.clone();
-    tokio::spawn(async move {
-        let sent = cadence_transport::get::post_json(
-            &client,
-            &url,
-            body,
-            cadence_transport::get::WEBHOOK_TIMEOUT,
-        );
-        if let Err(e) = sent.await {
-            tracing::warn!(
-                "cadence proxy: the alert webhook failed: {}",
-                cadence_core::secret::redact_patterns(&e.to_string())
-            );
-        }
+    cadence_transport::get::post_json_in_background(&shared.client, &url, body, |e| {
+        tracing::warn!("cadence proxy: the alert webhook failed: {e}")
     });
 }

@@ -89,6 +89,23 @@ pub async fn post_json(
     exchange(http, req, url, timeout, 64 << 10).await.map(drop)
 }
 
+/// [`post_json`] in the background with [`WEBHOOK_TIMEOUT`] (an alert or incident
+/// webhook: the caller never waits on it); a failure reaches `on_error` in words with
+/// any secret in them redacted.
+pub fn post_json_in_background(
+    http: &HyperClient,
+    url: &Uri,
+    body: Vec<u8>,
+    on_error: impl FnOnce(String) + Send + 'static,
+) {
+    let (http, url) = (http.clone(), url.clone());
+    tokio::spawn(async move {
+        if let Err(e) = post_json(&http, &url, body, WEBHOOK_TIMEOUT).await {
+            on_error(cadence_base::secret::redact_patterns(&e.to_string()));
+        }
+    });
+}
+
 /// Sends `req` and reads its answer's body within `timeout`, at most `max_body` bytes,
 /// only for a 2xx status.
 async fn exchange(

@@ -67,22 +67,9 @@ impl Webhook {
             probe,
         };
         let body = serde_json::to_vec(&event).unwrap_or_default();
-        let url = self.url.clone();
         let shown = self.display();
-        let client = self.client.clone();
-        tokio::spawn(async move {
-            let sent = cadence_transport::get::post_json(
-                &client,
-                &url,
-                body,
-                cadence_transport::get::WEBHOOK_TIMEOUT,
-            );
-            if let Err(e) = sent.await {
-                tracing::warn!(
-                    "cadence watch: the webhook {shown} failed: {}",
-                    cadence_core::secret::redact_patterns(&e.to_string())
-                );
-            }
+        cadence_transport::get::post_json_in_background(&self.client, &self.url, body, move |e| {
+            tracing::warn!("cadence watch: the webhook {shown} failed: {e}")
         });
     }
 }
