@@ -35,6 +35,10 @@ have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
 if ! have_postgres; then
     missing+=(postgresql)
 fi
+# scripts/postgres.sh makes the test server's TLS certificates with openssl.
+if ! have openssl; then
+    missing+=(openssl)
+fi
 
 if ((${#missing[@]})); then
     echo "== installing Debian packages the tests need: ${missing[*]}"
@@ -65,6 +69,7 @@ if ((${#missing[@]})); then
         { echo "error: chromium still not on PATH after the install" >&2; exit 1; }
     have tmux || { echo "error: tmux still not on PATH after the install" >&2; exit 1; }
     have_postgres || { echo "error: no PostgreSQL server after the install" >&2; exit 1; }
+    have openssl || { echo "error: openssl still not on PATH after the install" >&2; exit 1; }
 fi
 
 echo "== promtool: deploy kit rules"
