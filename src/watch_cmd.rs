@@ -31,61 +31,9 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
     }
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(|e| usage(e.to_string()))?,
-        None => Config {
-            targets: vec![Target {
-                name: "builtin-sim".into(),
-                url: BUILTIN.into(),
-                api: None,
-                model: None,
-                key_env: None,
-                headers: Vec::new(),
-                slos: vec!["ttft.p50<=1s".parse().expect("a valid SLO")],
-                probe: Probe {
-                    interval: Duration::from_secs(10),
-                    jitter: Duration::from_secs(1),
-                    deadline: Duration::from_secs(30),
-                    ..Probe::default()
-                },
-            }],
-            webhook: None,
-            builtin_freeze: None,
-            builtin_slow: None,
-            vantage: None,
-            shared: None,
-        },
+        None => default_config(),
     };
-    // The built-in simulator, once, when a target names it.
-    let mut sim = None;
-    let mut sim_model = None;
-    if config.targets.iter().any(|t| t.url == BUILTIN) {
-        let mut c = crate::builtin_sim::config(0, &EngineOpts::default())?;
-        c.freeze = config
-            .builtin_freeze
-            .map(|(at, duration)| cadence_sim::Freeze { at, duration });
-        c.slow = config.builtin_slow.map(|s| cadence_sim::Slow {
-            at: s.at,
-            duration: s.duration,
-            factor: s.factor,
-        });
-        sim_model = Some(c.model.clone());
-        let s = BuiltinSim::start(c)?;
-        for t in config.targets.iter_mut().filter(|t| t.url == BUILTIN) {
-            t.url = format!("http://{}/v1/chat/completions", s.addr);
-        }
-        if !args.quiet {
-            eprintln!(
-                "{}watching the built-in simulator at http://{} (engine {}).",
-                if args.config.is_none() {
-                    "No CONFIG given: "
-                } else {
-                    ""
-                },
-                s.addr,
-                sim_model.as_deref().unwrap_or("")
-            );
-        }
-        sim = Some(s);
-    }
+    let (sim, sim_model) = start_builtin(&mut config, &args)?;
     let hook = match args.webhook.as_deref().or(config.webhook.as_deref()) {
         Some(u) => Some(webhook::Webhook::new(webhook::parse(u).map_err(usage)?)),
         None => None,
@@ -99,37 +47,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
     let store = Store::open(&args.db).map_err(store_error)?;
     let targets: Vec<TargetInfo> = prepared.iter().map(TargetInfo::of).collect();
     let mut metrics = Metrics::new();
-    // The shared store: the shipper copies each written probe there, off the lane.
-    let shared_config = shared_config(&args.shared, config.shared.as_ref())?;
-    let mut shipping = None;
-    let mut remote = None;
-    if let Some(sc) = shared_config {
-        let vantage = match args.vantage.clone().or(config.vantage.clone()) {
-            Some(v) if cadence_watch::config::valid_name(&v) => v,
-            Some(v) => {
-                return Err(usage(format!(
-                    "--vantage {v:?}: letters, digits, '-', '_' and '.' only (it is a label)"
-                )))
-            }
-            None => host_name(),
-        };
-        let state = Arc::new(ShipState::default());
-        metrics.track_shipping(state.clone());
-        let outbox = store.companion().map_err(store_error)?;
-        let shipper = Shipper {
-            config: sc.clone(),
-            vantage: vantage.clone(),
-            targets: targets.clone(),
-            retain: args.retain,
-            verbose: !args.quiet,
-        };
-        eprintln!(
-            "cadence watch: vantage {vantage}, feeding the shared store {}",
-            sc.display()
-        );
-        shipping = Some((shipper, outbox, state.clone()));
-        remote = Some(Remote::new(sc, vantage, Some(state)));
-    }
+    let (shipping, remote) = shipping(&args, &config, &store, &targets, &mut metrics)?;
     let shared = Arc::new(Shared {
         db: args.db.clone(),
         targets,
@@ -189,6 +107,111 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         }
         Err(e) => Err(anyhow::anyhow!(e)),
     }
+}
+
+/// With no CONFIG: the built-in simulator, probed every 10 s.
+fn default_config() -> Config {
+    Config {
+        targets: vec![Target {
+            name: "builtin-sim".into(),
+            url: BUILTIN.into(),
+            api: None,
+            model: None,
+            key_env: None,
+            headers: Vec::new(),
+            slos: vec!["ttft.p50<=1s".parse().expect("a valid SLO")],
+            probe: Probe {
+                interval: Duration::from_secs(10),
+                jitter: Duration::from_secs(1),
+                deadline: Duration::from_secs(30),
+                ..Probe::default()
+            },
+        }],
+        webhook: None,
+        builtin_freeze: None,
+        builtin_slow: None,
+        vantage: None,
+        shared: None,
+    }
+}
+
+/// The built-in simulator, once, when a target names it (with the config's faults);
+/// those targets then point at it. Gives the running simulator and its model.
+fn start_builtin(
+    config: &mut Config,
+    args: &WatchArgs,
+) -> anyhow::Result<(Option<BuiltinSim>, Option<String>)> {
+    if !config.targets.iter().any(|t| t.url == BUILTIN) {
+        return Ok((None, None));
+    }
+    let mut c = crate::builtin_sim::config(0, &EngineOpts::default())?;
+    c.freeze = config
+        .builtin_freeze
+        .map(|(at, duration)| cadence_sim::Freeze { at, duration });
+    c.slow = config.builtin_slow.map(|s| cadence_sim::Slow {
+        at: s.at,
+        duration: s.duration,
+        factor: s.factor,
+    });
+    let model = c.model.clone();
+    let s = BuiltinSim::start(c)?;
+    for t in config.targets.iter_mut().filter(|t| t.url == BUILTIN) {
+        t.url = format!("http://{}/v1/chat/completions", s.addr);
+    }
+    if !args.quiet {
+        eprintln!(
+            "{}watching the built-in simulator at http://{} (engine {model}).",
+            if args.config.is_none() {
+                "No CONFIG given: "
+            } else {
+                ""
+            },
+            s.addr,
+        );
+    }
+    Ok((Some(s), Some(model)))
+}
+
+/// What `--shared` starts: the shipper (with its outbox connection and state) that
+/// copies each written probe to the shared store off the probe lane, and the page's
+/// view of that store. `(None, None)` without a shared store.
+type Shipping = Option<(Shipper, Store, Arc<ShipState>)>;
+
+fn shipping(
+    args: &WatchArgs,
+    config: &Config,
+    store: &Store,
+    targets: &[TargetInfo],
+    metrics: &mut Metrics,
+) -> anyhow::Result<(Shipping, Option<Remote>)> {
+    let Some(sc) = shared_config(&args.shared, config.shared.as_ref())? else {
+        return Ok((None, None));
+    };
+    let vantage = match args.vantage.clone().or(config.vantage.clone()) {
+        Some(v) if cadence_watch::config::valid_name(&v) => v,
+        Some(v) => {
+            return Err(usage(format!(
+                "--vantage {v:?}: letters, digits, '-', '_' and '.' only (it is a label)"
+            )))
+        }
+        None => host_name(),
+    };
+    let state = Arc::new(ShipState::default());
+    metrics.track_shipping(state.clone());
+    let outbox = store.companion().map_err(store_error)?;
+    let shipper = Shipper {
+        config: sc.clone(),
+        vantage: vantage.clone(),
+        targets: targets.to_vec(),
+        retain: args.retain,
+        verbose: !args.quiet,
+    };
+    eprintln!(
+        "cadence watch: vantage {vantage}, feeding the shared store {}",
+        sc.display()
+    );
+    let remote = Remote::new(sc, vantage, Some(state.clone()));
+    Ok((Some((shipper, outbox, state)), Some(remote)))
 }
 
 /// A database that cannot be used as given is a usage error (exit 2: another watcher

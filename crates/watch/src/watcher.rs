@@ -61,29 +61,7 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), StoreError> {
     let now = Instant::now();
-    let wall = now_ms();
-    let n = targets.len().max(1) as u32;
-    let mut next = Vec::new();
-    let mut last_ok = Vec::new();
-    for (i, t) in targets.iter().enumerate() {
-        let interval = t.target.probe.interval;
-        match store.last_probe(&t.target.name)? {
-            Some(p) => {
-                // Resume: the schedule continues from the last probe's start.
-                let due_ms = p.started_ms + interval.as_millis() as i64 - wall;
-                let wait =
-                    Duration::from_millis(due_ms.clamp(0, interval.as_millis() as i64) as u64);
-                next.push(now + wait);
-                last_ok.push(Some(p.slo_ok));
-                shared.metrics.set_last(&p);
-            }
-            None => {
-                // First probes spread over the shortest interval.
-                next.push(now + interval / n * i as u32);
-                last_ok.push(None);
-            }
-        }
-    }
+    let (mut next, mut last_ok) = resume(&targets, &store, &shared, now)?;
     let mut store = Some(store);
     let mut next_retention = now;
     let mut rng = rand::rng();
@@ -146,31 +124,7 @@ pub async fn run(
             w.notify_one();
         }
         shared.metrics.observe(&row);
-        if opts.verbose {
-            eprintln!(
-                "cadence watch: {} probe: {}/{} ok, ITL p50 {}, TTFT p50 {}, SLO {}",
-                row.target,
-                row.succeeded,
-                row.sent,
-                crate::board::cell(row.itl_p50_ms, "ms"),
-                crate::board::cell(row.ttft_p50_ms, "ms"),
-                if row.slo_ok { "ok" } else { "BREACH" }
-            );
-        }
-        if let Some(c) = change(last_ok[i], row.slo_ok) {
-            let what = match c {
-                Change::Opened => "incident started",
-                Change::Closed => "incident ended",
-            };
-            eprintln!(
-                "cadence watch: {}: {what} ({})",
-                row.target,
-                row.slo_detail.join("; ")
-            );
-            if let Some(w) = &opts.webhook {
-                w.post(c, &row);
-            }
-        }
+        say(&row, last_ok[i], &opts);
         last_ok[i] = Some(row.slo_ok);
         let p = &t.target.probe;
         let jitter = if p.jitter.is_zero() {
@@ -180,6 +134,69 @@ pub async fn run(
         };
         let gap = (p.interval.as_secs_f64() + jitter).max(0.0);
         next[i] = started + Duration::from_secs_f64(gap);
+    }
+}
+
+/// Each target's first due time and last SLO state: a target with a stored probe
+/// continues its schedule from that probe's start (and its gauges from it); a new one
+/// starts within the first interval, the targets spread across it.
+fn resume(
+    targets: &[Prepared],
+    store: &Store,
+    shared: &Shared,
+    now: Instant,
+) -> Result<(Vec<Instant>, Vec<Option<bool>>), StoreError> {
+    let wall = now_ms();
+    let n = targets.len().max(1) as u32;
+    let mut next = Vec::new();
+    let mut last_ok = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        let interval = t.target.probe.interval;
+        match store.last_probe(&t.target.name)? {
+            Some(p) => {
+                let due_ms = p.started_ms + interval.as_millis() as i64 - wall;
+                let wait =
+                    Duration::from_millis(due_ms.clamp(0, interval.as_millis() as i64) as u64);
+                next.push(now + wait);
+                last_ok.push(Some(p.slo_ok));
+                shared.metrics.set_last(&p);
+            }
+            None => {
+                next.push(now + interval / n * i as u32);
+                last_ok.push(None);
+            }
+        }
+    }
+    Ok((next, last_ok))
+}
+
+/// Says a written probe on stderr (when verbose), and an incident's start or end
+/// (always), posting it to the webhook. `last_ok`: the target's state before it.
+fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
+    if opts.verbose {
+        eprintln!(
+            "cadence watch: {} probe: {}/{} ok, ITL p50 {}, TTFT p50 {}, SLO {}",
+            row.target,
+            row.succeeded,
+            row.sent,
+            crate::board::cell(row.itl_p50_ms, "ms"),
+            crate::board::cell(row.ttft_p50_ms, "ms"),
+            if row.slo_ok { "ok" } else { "BREACH" }
+        );
+    }
+    if let Some(c) = change(last_ok, row.slo_ok) {
+        let what = match c {
+            Change::Opened => "incident started",
+            Change::Closed => "incident ended",
+        };
+        eprintln!(
+            "cadence watch: {}: {what} ({})",
+            row.target,
+            row.slo_detail.join("; ")
+        );
+        if let Some(w) = &opts.webhook {
+            w.post(c, row);
+        }
     }
 }
 
