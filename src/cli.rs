@@ -179,8 +179,9 @@ pub struct WatchServeArgs {
 /// Flags of `cadence watch report`.
 #[derive(Debug, Args)]
 pub struct WatchReportArgs {
-    /// The watcher's database.
-    #[arg(long, default_value = "cadence-watch.db")]
+    /// The watcher's database (not with --shared, which reads every vantage's probes
+    /// from the store instead).
+    #[arg(long, default_value = "cadence-watch.db", conflicts_with = "shared")]
     pub db: PathBuf,
 
     /// The window: probes that started within this before now.

@@ -182,6 +182,19 @@ fn a_bad_config_key_is_a_usage_error_naming_it() {
 }
 
 #[test]
+fn a_report_asked_of_both_a_database_and_the_shared_store_is_a_usage_error() {
+    // Reading the store instead of the file the user named would be a silent surprise.
+    let out = Command::new(bin())
+        .args(["watch", "report", "--db", "mine.db"])
+        .args(["--shared", "postgres://watch@127.0.0.1:1/watch"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--db") && said.contains("--shared"), "{said}");
+}
+
+#[test]
 fn an_slo_breach_posts_the_incident_to_the_webhook() {
     let (hook, rx) = receiver("user:hunter22@");
     let dir = tempfile::tempdir().unwrap();
