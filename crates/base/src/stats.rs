@@ -243,6 +243,13 @@ pub fn quantile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     Some(type7(sorted.len() as u64, p, |i| sorted[i as usize]))
 }
 
+/// The median of `v` (the mean of the two middle values when their count is even);
+/// `None` when empty. Sorts `v` in place.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    quantile_sorted(&v, 0.5)
+}
+
 /// Type-7 quantile of `n ≥ 1` ascending values, `at(k)` being the value of rank `k`.
 pub fn type7(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
     let p = p.clamp(0.0, 1.0);
@@ -482,6 +489,14 @@ mod tests {
         let d = Distribution::from_samples(&mut [5.0; 10]).unwrap();
         assert_eq!(d.stddev, Some(0.0));
         assert_eq!(d.p999, 5.0);
+    }
+
+    #[test]
+    fn median_is_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(vec![7.0]), Some(7.0));
     }
 
     #[test]

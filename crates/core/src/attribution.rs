@@ -5,6 +5,7 @@
 
 use crate::metrics::LevelSummary;
 use crate::server::{ServerSample, ServerScrape, SumCount};
+use crate::stats::median;
 use crate::RequestRecord;
 use serde::{Deserialize, Serialize};
 
@@ -233,19 +234,6 @@ pub struct Baseline {
     pub running: Option<f64>,
     /// Prompt tokens per second.
     pub prefill_rate: Option<f64>,
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// Medians over the samples (running) and over consecutive pairs (prefill rate).

@@ -4,6 +4,7 @@
 
 use crate::probe::Prepared;
 use crate::store::ProbeRow;
+use cadence_core::stats::median;
 
 /// A target as the page shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -40,20 +41,6 @@ pub struct Standing {
     pub success_rate: Option<f64>,
     /// Probes that met every SLO over probes.
     pub slo_compliance: Option<f64>,
-}
-
-/// The median of `v`; `None` when empty.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// The standing of `probes` (one target's) that started at or after `since_ms`.

@@ -537,7 +537,7 @@ pub fn by_hour_chart(probes: &[ProbeRow]) -> Option<String> {
         s.points = by
             .into_iter()
             .enumerate()
-            .filter_map(|(h, v)| Some((h as f64 + 0.5, crate::board::median(v)?)))
+            .filter_map(|(h, v)| Some((h as f64 + 0.5, cadence_core::stats::median(v)?)))
             .collect();
         s
     };
