@@ -32,6 +32,20 @@ fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
     path
 }
 
+/// `cadence watch CFG --db DB` run to its end (a watcher that is refused at start):
+/// its exit code and what it said on stderr.
+fn watch_to_the_end(cfg: &Path, db: &Path) -> (Option<i32>, String) {
+    let out = Command::new(bin())
+        .arg("watch")
+        .arg(cfg)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), said)
+}
+
 #[test]
 fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -41,15 +55,8 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     std::thread::sleep(Duration::from_secs(3));
 
     // A second watcher of the same database is refused, in words, with exit 2.
-    let second = Command::new(bin())
-        .arg("watch")
-        .arg(&cfg)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert_eq!(second.status.code(), Some(2));
-    let said = String::from_utf8_lossy(&second.stderr);
+    let (code, said) = watch_to_the_end(&cfg, &db);
+    assert_eq!(code, Some(2));
     assert!(said.contains("another `cadence watch`"), "{said}");
 
     let (status, page) = get(&w.addr, "/");
@@ -154,15 +161,8 @@ fn a_corrupt_database_is_an_error_in_words() {
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
     std::fs::write(&db, vec![0x5au8; 4096]).unwrap();
-    let out = Command::new(bin())
-        .arg("watch")
-        .arg(&cfg)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let said = String::from_utf8_lossy(&out.stderr);
+    let (code, said) = watch_to_the_end(&cfg, &db);
+    assert_eq!(code, Some(1));
     assert!(said.contains("corrupt"), "{said}");
 }
 
