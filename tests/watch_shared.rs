@@ -141,6 +141,26 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         let series = format!("cadence_watch_vantage_slo_ok{{target=\"sim\",vantage=\"{v}\"}} 1");
         assert!(m.contains(&series), "{series} in {m}");
     }
+    // The deploy kit's vantage rules and dashboard panels use the hub's names, and the
+    // shared-store ones a watcher's (tests/watch_prometheus.rs checks the rest).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (hub_names, east_names) = (
+        common::watcher::metric_names(&m),
+        common::watcher::metric_names(&get(&east.addr, "/metrics").1),
+    );
+    for name in common::watcher::deploy_metric_names(root) {
+        if name.starts_with("cadence_watch_vantage_") {
+            assert!(
+                hub_names.contains(&name),
+                "{name} is not in the hub's /metrics"
+            );
+        } else if name.starts_with("cadence_watch_shared_") {
+            assert!(
+                east_names.contains(&name),
+                "{name} is not in the watcher's /metrics"
+            );
+        }
+    }
     let (status, words) = get(&hub.addr, "/api/targets");
     assert_eq!(status, 404);
     assert!(words.contains("/api/vantages"), "{words}");

@@ -152,3 +152,33 @@ pub fn render(url: &str, origin: &str, dir: &Path, name: &str) -> (String, Vec<S
     }
     (String::from_utf8_lossy(&dom.stdout).into_owned(), asked)
 }
+
+/// The series names of a `/metrics` text (its sample lines').
+pub fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every `cadence_watch_…` name the deploy kit's watch rules and Grafana dashboard use.
+pub fn deploy_metric_names(root: &Path) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for file in [
+        "deploy/prometheus/cadence-watch-rules.yml",
+        "deploy/grafana/cadence-watch-dashboard.json",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for (i, _) in text.match_indices("cadence_watch_") {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    assert!(names.len() >= 10, "{names:?}");
+    names
+}
