@@ -8,7 +8,6 @@
 mod common;
 
 use serde_json::Value;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const STEPS: u64 = 4;
@@ -22,8 +21,7 @@ fn ttft_ms(r: &Value) -> f64 {
 
 #[test]
 fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        eprintln!("skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh sets it)");
+    let Some(dir) = common::real_engine() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -11,12 +11,11 @@ mod common;
 use cadence_bench::agent_trace::{self, Reuse, DEFAULT_BLOCK_SIZE};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[test]
 fn replayed_prompts_are_the_recorded_tokens_plus_the_template() {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        eprintln!("skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh sets it)");
+    let Some(dir) = common::real_engine() else {
         return;
     };
     let fixture =

@@ -11,7 +11,7 @@
 mod common;
 
 use cadence_engine::EngineSpec;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The sweep: every load twice, interleaved (a burst of load from elsewhere on a
 /// shared machine then lands on every load rather than on one), 16 requests per level
@@ -81,11 +81,7 @@ fn calibrate(records: &Path, fitted: &Path) -> (String, Vec<f64>) {
 
 #[test]
 fn a_fit_on_three_loads_of_llama_server_predicts_the_held_out_one() {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        eprintln!(
-            "skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh builds the engine \
-             with scripts/real-engine.sh and sets it)"
-        );
+    let Some(dir) = common::real_engine() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

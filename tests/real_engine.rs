@@ -10,7 +10,7 @@ mod common;
 
 use cadence_core::RequestRecord;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Tokens per request: enough that one decode step's share of the span is small.
@@ -87,11 +87,7 @@ fn bench(url: &str, api: &str, records: &Path) -> Vec<RequestRecord> {
 
 #[test]
 fn five_dialects_against_llama_server_match_its_own_token_count_and_time_per_token() {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        eprintln!(
-            "skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh builds the engine \
-             with scripts/real-engine.sh and sets it)"
-        );
+    let Some(dir) = common::real_engine() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -13,12 +13,7 @@ use std::path::PathBuf;
 
 /// The engine directory, or `None` (and a note) when the test cannot run.
 fn engine_dir() -> Option<PathBuf> {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        println!(
-            "skipped: CADENCE_REAL_ENGINE is not set (scripts/real-engine.sh builds the engine)"
-        );
-        return None;
-    };
+    let dir = common::real_engine()?;
     let ok = dir.join("bin/llama-server").exists() && dir.join("model/tiny-llama.gguf").exists();
     if !ok {
         println!(

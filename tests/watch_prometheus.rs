@@ -20,18 +20,6 @@ impl Drop for Prom {
     }
 }
 
-/// Percent-encodes a PromQL query for a URL.
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A Prometheus API answer (JSON).
 fn api(prom: &str, path: &str) -> serde_json::Value {
     let (status, body) = get(prom, path);
@@ -41,7 +29,13 @@ fn api(prom: &str, path: &str) -> serde_json::Value {
 
 /// An instant query's result vector.
 fn query(prom: &str, q: &str) -> Vec<serde_json::Value> {
-    let v = api(prom, &format!("/api/v1/query?query={}", encode(q)));
+    let v = api(
+        prom,
+        &format!(
+            "/api/v1/query?query={}",
+            percent_encoding::utf8_percent_encode(q, percent_encoding::NON_ALPHANUMERIC)
+        ),
+    );
     assert_eq!(v["status"], "success", "{q}: {v}");
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
@@ -118,12 +112,31 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
             && get(&prom, "/-/ready").0 == 200
             && query(&prom, "cadence_watch_slo_ok").len() == 2
     });
-    // The breaching target's alert is pending; the passing one has none.
+    alerts_and_rules(&prom);
+    dashboard_queries(&prom, root);
+
+    // Every watcher series the kit names is one the watcher exposes.
+    let (_, metrics) = get(&w.addr, "/metrics");
+    let exposed = common::watcher::metric_names(&metrics);
+    for name in deploy_metric_names(root) {
+        if name.starts_with("cadence_watch_vantage_") || name.starts_with("cadence_watch_shared_") {
+            continue;
+        }
+        assert!(
+            exposed.contains(&name),
+            "{name} is not in the watcher's /metrics"
+        );
+    }
+}
+
+/// The breaching target's alert is pending and the passing one has none; every rule
+/// has been evaluated, none with an error.
+fn alerts_and_rules(prom: &str) {
     until(
         "CadenceWatchSloBreached pending for strict",
         Duration::from_secs(30),
         || {
-            let alerts = api(&prom, "/api/v1/alerts");
+            let alerts = api(prom, "/api/v1/alerts");
             let alerts = alerts["data"]["alerts"].as_array().unwrap().clone();
             let breached: Vec<_> = alerts
                 .iter()
@@ -133,9 +146,8 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
             breached == [("strict".into(), "pending".into())]
         },
     );
-    // Every rule has been evaluated, none with an error.
     until("every rule evaluated", Duration::from_secs(30), || {
-        let v = api(&prom, "/api/v1/rules");
+        let v = api(prom, "/api/v1/rules");
         let groups = v["data"]["groups"].as_array().unwrap();
         let rules: Vec<_> = groups
             .iter()
@@ -147,10 +159,12 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
         }
         rules.iter().all(|r| r["health"] == "ok")
     });
+}
 
-    // Every query of the dashboard runs; the watcher's panels show data for both
-    // targets (the shared store's and the vantages' need --shared and the hub:
-    // tests/watch_shared.rs checks their names on those /metrics).
+/// Every query of the dashboard runs; the watcher's panels show data for both targets
+/// (the shared store's and the vantages' need --shared and the hub: tests/watch_shared.rs
+/// checks their names on those /metrics).
+fn dashboard_queries(prom: &str, root: &Path) {
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("deploy/grafana/cadence-watch-dashboard.json")).unwrap(),
     )
@@ -160,7 +174,7 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
         Duration::from_secs(30),
         || {
             let q = "sum by (target) (increase(cadence_watch_probes_total[1m]))";
-            query(&prom, q).len() == 2
+            query(prom, q).len() == 2
         },
     );
     let mut shown = 0;
@@ -171,7 +185,7 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
                 .replace("$__rate_interval", "1m")
                 .replace("$target", ".*")
                 .replace("$vantage", ".*");
-            let result = query(&prom, &q);
+            let result = query(prom, &q);
             if expr.contains("cadence_watch_vantage_") || expr.contains("cadence_watch_shared_") {
                 continue;
             }
@@ -188,17 +202,4 @@ fn the_watch_rules_and_dashboard_work_on_what_a_watcher_exposes() {
         }
     }
     assert!(shown >= 10, "{shown} queries with data");
-
-    // Every watcher series the kit names is one the watcher exposes.
-    let (_, metrics) = get(&w.addr, "/metrics");
-    let exposed = common::watcher::metric_names(&metrics);
-    for name in deploy_metric_names(root) {
-        if name.starts_with("cadence_watch_vantage_") || name.starts_with("cadence_watch_shared_") {
-            continue;
-        }
-        assert!(
-            exposed.contains(&name),
-            "{name} is not in the watcher's /metrics"
-        );
-    }
 }

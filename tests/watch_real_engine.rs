@@ -9,7 +9,7 @@
 mod common;
 
 use common::watcher::{get, start_watch};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What the key's variable holds: searched for in everything the watcher leaves.
@@ -39,13 +39,57 @@ fn probe_counts(addr: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Two targets on one `llama-server`: chat, and Anthropic Messages, each with the key.
+fn config(dir: &Path, port: u16) -> PathBuf {
+    let path = dir.join("watch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[probe]\nprompt_tokens = 16\nmax_tokens = 16\nrequests = 2\nconcurrency = 1\n\
+             interval = \"3s\"\njitter = \"100ms\"\ndeadline = \"60s\"\n\
+             [[target]]\nname = \"llama-chat\"\nurl = \"http://127.0.0.1:{port}/v1\"\n\
+             api = \"chat\"\nmodel = \"tiny-llama\"\nkey_env = \"CADENCE_WATCH_TEST_KEY\"\n\
+             slo = [\"itl.p99<=10s\"]\n\
+             [[target]]\nname = \"llama-messages\"\nurl = \"http://127.0.0.1:{port}/v1\"\n\
+             api = \"anthropic\"\nmodel = \"tiny-llama\"\nkey_env = \"CADENCE_WATCH_TEST_KEY\"\n\
+             slo = [\"itl.p99<=10s\"]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Waits for two probes of each target, then a quiet moment: no request in the server,
+/// and no probe written while its counters were read, so they count exactly the probes
+/// the watcher had written by then. Each target's probe count, and the server's tokens
+/// and seconds of generation.
+fn quiet_moment(addr: &str, port: u16) -> (Vec<(String, u64)>, f64, f64) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no quiet moment with 2 probes each"
+        );
+        let before = probe_counts(addr);
+        let busy = server_metric(port, "llamacpp:requests_processing");
+        let tokens = server_metric(port, "llamacpp:tokens_predicted_total");
+        let seconds = server_metric(port, "llamacpp:tokens_predicted_seconds_total");
+        std::thread::sleep(Duration::from_millis(500));
+        let after = probe_counts(addr);
+        if before.len() == 2
+            && before.iter().all(|(_, n)| *n >= 2)
+            && busy == 0.0
+            && before == after
+        {
+            break (before, tokens, seconds);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn a_watch_of_llama_server_keeps_every_token_it_generated_and_no_key() {
-    let Some(dir) = std::env::var_os("CADENCE_REAL_ENGINE").map(PathBuf::from) else {
-        eprintln!(
-            "skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh builds the engine \
-             with scripts/real-engine.sh and sets it)"
-        );
+    let Some(dir) = common::real_engine() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -61,21 +105,7 @@ fn a_watch_of_llama_server_keeps_every_token_it_generated_and_no_key() {
         "--no-webui",
     ];
     let (_server, port) = common::llama_server(&dir, &args, &tmp.path().join("llama.log"));
-    let cfg = tmp.path().join("watch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[probe]\nprompt_tokens = 16\nmax_tokens = 16\nrequests = 2\nconcurrency = 1\n\
-             interval = \"3s\"\njitter = \"100ms\"\ndeadline = \"60s\"\n\
-             [[target]]\nname = \"llama-chat\"\nurl = \"http://127.0.0.1:{port}/v1\"\n\
-             api = \"chat\"\nmodel = \"tiny-llama\"\nkey_env = \"CADENCE_WATCH_TEST_KEY\"\n\
-             slo = [\"itl.p99<=10s\"]\n\
-             [[target]]\nname = \"llama-messages\"\nurl = \"http://127.0.0.1:{port}/v1\"\n\
-             api = \"anthropic\"\nmodel = \"tiny-llama\"\nkey_env = \"CADENCE_WATCH_TEST_KEY\"\n\
-             slo = [\"itl.p99<=10s\"]\n"
-        ),
-    )
-    .unwrap();
+    let cfg = config(tmp.path(), port);
     // The watcher inherits it (this binary has this one test).
     std::env::set_var("CADENCE_WATCH_TEST_KEY", KEY);
     let tokens_at_start = server_metric(port, "llamacpp:tokens_predicted_total");
@@ -83,30 +113,7 @@ fn a_watch_of_llama_server_keeps_every_token_it_generated_and_no_key() {
     let db = tmp.path().join("w.db");
     let w = start_watch(&cfg, &db, &[]);
 
-    // Two probes of each target, then a quiet moment: no request in the server, and
-    // no probe written while its counters were read, so they count exactly the
-    // probes the watcher had written by then.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let (counts, tokens, seconds) = loop {
-        assert!(
-            Instant::now() < deadline,
-            "no quiet moment with 2 probes each"
-        );
-        let before = probe_counts(&w.addr);
-        let busy = server_metric(port, "llamacpp:requests_processing");
-        let tokens = server_metric(port, "llamacpp:tokens_predicted_total");
-        let seconds = server_metric(port, "llamacpp:tokens_predicted_seconds_total");
-        std::thread::sleep(Duration::from_millis(500));
-        let after = probe_counts(&w.addr);
-        if before.len() == 2
-            && before.iter().all(|(_, n)| *n >= 2)
-            && busy == 0.0
-            && before == after
-        {
-            break (before, tokens, seconds);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (counts, tokens, seconds) = quiet_moment(&w.addr, port);
     let page = get(&w.addr, "/").1;
     let metrics = get(&w.addr, "/metrics").1;
     for name in ["llama-chat", "llama-messages"] {
@@ -156,8 +163,16 @@ fn a_watch_of_llama_server_keeps_every_token_it_generated_and_no_key() {
     drop(store);
 
     // The key went to the server and nowhere else.
+    assert_no_key(
+        tmp.path(),
+        &[("page", &page), ("metrics", &metrics), ("log", &said)],
+    );
+}
+
+/// [`KEY`] is in none of the database's files in `dir`, nor in `texts` (what, text).
+fn assert_no_key(dir: &Path, texts: &[(&str, &String)]) {
     let leaked = |hay: &[u8]| hay.windows(KEY.len()).any(|w| w == KEY.as_bytes());
-    for entry in std::fs::read_dir(tmp.path()).unwrap() {
+    for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path
             .file_name()
@@ -169,7 +184,7 @@ fn a_watch_of_llama_server_keeps_every_token_it_generated_and_no_key() {
             assert!(!leaked(&bytes), "the key is in {}", path.display());
         }
     }
-    for (what, text) in [("page", &page), ("metrics", &metrics), ("log", &said)] {
+    for (what, text) in texts {
         assert!(!text.contains(KEY), "the key is in the {what}");
     }
 }

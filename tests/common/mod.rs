@@ -171,6 +171,21 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
     (Killed(child), url)
 }
 
+/// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
+/// engine there with scripts/real-engine.sh and sets it); `None`, said on stderr, when
+/// it is not set, and the test skips.
+#[allow(dead_code)]
+pub fn real_engine() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("CADENCE_REAL_ENGINE").map(std::path::PathBuf::from);
+    if dir.is_none() {
+        eprintln!(
+            "skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh builds the engine \
+             with scripts/real-engine.sh and sets it)"
+        );
+    }
+    dir
+}
+
 /// A `llama-server` this test started, killed when dropped.
 #[allow(dead_code)]
 pub struct LlamaServer(std::process::Child);

@@ -27,22 +27,14 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 async fn query(prom: &str, q: &str) -> serde_json::Value {
     let f = fetch(
         &client(),
         "GET",
-        &format!("{prom}/api/v1/query?query={}", encode(q)),
+        &format!(
+            "{prom}/api/v1/query?query={}",
+            percent_encoding::utf8_percent_encode(q, percent_encoding::NON_ALPHANUMERIC)
+        ),
         &[],
         "",
     )
