@@ -235,20 +235,10 @@ fn dataset_items(
 ) -> anyhow::Result<Vec<WorkItem>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read the dataset {}: {e}", path.display())))?;
-    let sharegpt = match w.dataset_format {
-        DatasetFormat::Sharegpt => true,
-        DatasetFormat::Jsonl => false,
-        DatasetFormat::Auto => {
-            text.trim_start().starts_with('[') || {
-                let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                first.contains("\"conversations\"")
-            }
-        }
-    };
-    let items = if sharegpt {
-        dataset::parse_sharegpt(&text, counter)
-    } else {
-        dataset::parse_jsonl(&text)
+    let items = match w.dataset_format {
+        DatasetFormat::Sharegpt => dataset::parse_sharegpt(&text, counter),
+        DatasetFormat::Jsonl => dataset::parse_jsonl(&text),
+        DatasetFormat::Auto => dataset::parse_auto(&text, counter),
     }
     .map_err(|e| usage(format!("dataset {}: {e}", path.display())))?;
     let opts = DatasetOptions {

@@ -295,7 +295,14 @@ fn a_hung_target_times_out_without_stalling_the_other() {
 /// A webhook receiver on 127.0.0.1:0 that answers 200 and hands over each body; its
 /// URL, with `userinfo` in it.
 fn receiver(userinfo: &str) -> (String, mpsc::Receiver<String>) {
-    // A receiver that answers 200 and hands over each body.
+    receiver_answering(
+        userinfo,
+        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    )
+}
+
+/// A server that hands over each request's body and answers `answer`, then closes.
+fn receiver_answering(userinfo: &str, answer: &'static [u8]) -> (String, mpsc::Receiver<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let hook = format!("http://{userinfo}{}/hook", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::channel::<String>();
@@ -321,9 +328,7 @@ fn receiver(userinfo: &str) -> (String, mpsc::Receiver<String>) {
                 }
                 let mut body = vec![0u8; len];
                 r.read_exact(&mut body).unwrap();
-                let _ = c.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                );
+                let _ = c.write_all(answer);
                 let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
             });
         }
@@ -551,4 +556,82 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
         "the incident closed {} ms after the start",
         end - spawned_ms
     );
+}
+
+/// A chat stream of two chunks, then the connection closes.
+const TWO_CHUNKS: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" fine\"}}]}\n\ndata: [DONE]\n\n";
+
+#[test]
+fn probes_ask_the_users_prompts_with_its_extra_body() {
+    let (hook, rx) = receiver_answering("", TWO_CHUNKS);
+    let url = hook.replace("/hook", "/v1/chat/completions");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("prompts.jsonl"),
+        "{\"prompt\": \"first question\"}\n\
+         {\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, \
+         {\"role\": \"user\", \"content\": \"second question\"}]}\n\
+         {\"prompt\": \"third question\", \"max_tokens\": 5}\n",
+    )
+    .unwrap();
+    // The dataset's path is relative to the config file, not to where cadence runs.
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[probe]\nrequests = 3\ninterval = \"300ms\"\njitter = \"0s\"\nmax_tokens = 16\n\
+             extra_body = {{ temperature = 0, ignore_eos = true }}\n\
+             [[target]]\nname = \"set\"\nurl = \"{url}\"\nmodel = \"set-model\"\n\
+             [target.probe]\ndataset = \"prompts.jsonl\"\n\
+             [[target]]\nname = \"one\"\nurl = \"{url}\"\nmodel = \"one-model\"\n\
+             [target.probe]\nprompt = \"tell me a story\"\nrequests = 1\n"
+        ),
+    )
+    .unwrap();
+    let w = start_watch(&cfg, &dir.path().join("w.db"), &["--quiet"]);
+    let (mut set, mut one) = (Vec::new(), Vec::new());
+    while set.len() < 6 || one.is_empty() {
+        let body = rx
+            .recv_timeout(Duration::from_secs(15))
+            .expect("the probes' requests arrive");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        match v["model"].as_str() {
+            Some("set-model") => set.push(v),
+            Some("one-model") => one.push(v),
+            _ => panic!("{v}"),
+        }
+    }
+    let (status, said) = w.stop();
+    assert!(status.success(), "{said}");
+    let last_user = |v: &serde_json::Value| {
+        let m = v["messages"].as_array().unwrap();
+        m.last().unwrap()["content"].as_str().unwrap().to_string()
+    };
+    // Every probe asks the file's entries in order, from the first.
+    let asked: Vec<String> = set.iter().map(last_user).collect();
+    let once = ["first question", "second question", "third question"];
+    assert_eq!(asked[..3], once);
+    assert_eq!(asked[3..6], once);
+    assert_eq!(set[1]["messages"][0]["content"], "be brief");
+    assert_eq!(set[2]["max_tokens"], 5, "{}", set[2]);
+    assert_eq!(set[0]["max_tokens"], 16, "{}", set[0]);
+    assert_eq!(last_user(&one[0]), "tell me a story");
+    for v in set.iter().chain(&one) {
+        assert_eq!(
+            (v["temperature"].as_i64(), v["ignore_eos"].as_bool()),
+            (Some(0), Some(true)),
+            "{v}"
+        );
+    }
+    // The probes measured the answers: two chunks each.
+    let store = cadence_watch::Store::open_read(&dir.path().join("w.db")).unwrap();
+    let probes = store.probes(None, 0).unwrap();
+    let kept = probes
+        .iter()
+        .find(|p| p.target == "set")
+        .expect("a probe of set");
+    assert_eq!((kept.sent, kept.succeeded), (3, 3), "{kept:?}");
 }

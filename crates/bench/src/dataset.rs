@@ -196,6 +196,17 @@ fn session_turns(ts: &Value, max_tokens: Option<u32>) -> Result<Vec<TurnSpec>, S
     Ok(turns)
 }
 
+/// Parses a dataset in the format its text shows: ShareGPT when it is a JSON array or
+/// its first entry has `conversations`, else generic JSON Lines.
+pub fn parse_auto(text: &str, counter: &Counter) -> Result<Vec<WorkItem>, DatasetError> {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if text.trim_start().starts_with('[') || first.contains("\"conversations\"") {
+        parse_sharegpt(text, counter)
+    } else {
+        parse_jsonl(text)
+    }
+}
+
 /// Applies the options: single-turn keeps only each item's first turn; the length
 /// filter looks at the first turn's prompt; then the seeded shuffle.
 pub fn prepare(
@@ -258,6 +269,19 @@ mod tests {
       {"id": "c", "conversations": [{"from": "gpt", "value": "no question"}]}
     ]"#;
 
+    #[test]
+    fn the_format_is_read_from_the_text() {
+        let c = Counter::Words;
+        let share = parse_auto(SHAREGPT, &c).unwrap();
+        assert_eq!(share[0].turns[0].user, "one two three");
+        let lines = parse_auto("{\"prompt\": \"hello there\"}\n", &c).unwrap();
+        assert_eq!(lines[0].turns[0].user, "hello there");
+        let one_share_line = r#"{"conversations": [{"from": "human", "value": "q"}]}"#;
+        assert_eq!(
+            parse_auto(one_share_line, &c).unwrap()[0].turns[0].user,
+            "q"
+        );
+    }
     #[test]
     fn sharegpt_turns_take_their_output_length_from_the_recorded_reply() {
         let items = parse_sharegpt(SHAREGPT, &Counter::Words).unwrap();

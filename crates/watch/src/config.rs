@@ -61,6 +61,9 @@ struct BuiltinFile {
 #[serde(deny_unknown_fields)]
 struct ProbeFile {
     prompt_tokens: Option<u32>,
+    prompt: Option<String>,
+    dataset: Option<std::path::PathBuf>,
+    extra_body: Option<toml::Table>,
     max_tokens: Option<u32>,
     concurrency: Option<u32>,
     requests: Option<u32>,
@@ -90,11 +93,28 @@ struct TargetFile {
     probe: ProbeFile,
 }
 
+/// What a probe's requests ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompts {
+    /// A synthetic prompt of `prompt_tokens` words.
+    Synthetic,
+    /// The user's prompt, in every request.
+    Text(String),
+    /// A file of prompts (`cadence bench --dataset`'s JSON Lines or ShareGPT): each
+    /// probe sends its entries in order from the first, so every probe asks the same.
+    Dataset(std::path::PathBuf),
+}
+
 /// What one probe sends and when.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
-    /// Prompt length in tokens (words, as the built-in simulator counts them).
+    /// Prompt length in tokens (words, as the built-in simulator counts them) of the
+    /// synthetic prompt.
     pub prompt_tokens: u32,
+    pub prompts: Prompts,
+    /// Merged into every request body, as `cadence bench --extra-body` (sampling
+    /// settings, `ignore_eos`, a provider's own fields).
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub max_tokens: u32,
     /// Requests in flight at once (closed loop).
     pub concurrency: u32,
@@ -165,6 +185,8 @@ impl Default for Probe {
     fn default() -> Self {
         Probe {
             prompt_tokens: 64,
+            prompts: Prompts::Synthetic,
+            extra_body: None,
             max_tokens: 64,
             concurrency: 1,
             requests: 4,
@@ -249,6 +271,7 @@ impl ProbeFile {
             None => Ok(()),
         };
         positive("prompt_tokens", self.prompt_tokens, &mut p.prompt_tokens)?;
+        self.resolve_prompts(&mut p, at)?;
         positive("max_tokens", self.max_tokens, &mut p.max_tokens)?;
         positive("concurrency", self.concurrency, &mut p.concurrency)?;
         positive("requests", self.requests, &mut p.requests)?;
@@ -285,6 +308,39 @@ impl ProbeFile {
             )));
         }
         Ok(p)
+    }
+}
+
+impl ProbeFile {
+    /// The table that says anything of the prompt decides it: `prompt_tokens` (the
+    /// synthetic prompt), `prompt` or `dataset`, one of them; `extra_body` replaces the
+    /// inherited one.
+    fn resolve_prompts(&self, p: &mut Probe, at: &str) -> Result<(), ConfigError> {
+        match (&self.prompt, &self.dataset, self.prompt_tokens) {
+            (Some(_), Some(_), _) => {
+                return Err(ConfigError(format!(
+                    "{at}: prompt and dataset are both given: a probe asks one prompt or a file of them"
+                )))
+            }
+            (Some(_), None, Some(_)) | (None, Some(_), Some(_)) => {
+                return Err(ConfigError(format!(
+                    "{at}.prompt_tokens sizes the synthetic prompt: with prompt or dataset the text is yours, leave it out"
+                )))
+            }
+            (Some(text), None, None) if text.trim().is_empty() => {
+                return Err(ConfigError(format!("{at}.prompt is empty")))
+            }
+            (Some(text), None, None) => p.prompts = Prompts::Text(text.clone()),
+            (None, Some(path), None) => p.prompts = Prompts::Dataset(path.clone()),
+            (None, None, Some(_)) => p.prompts = Prompts::Synthetic,
+            (None, None, None) => {}
+        }
+        if let Some(t) = &self.extra_body {
+            let v = serde_json::to_value(t)
+                .map_err(|e| ConfigError(format!("{at}.extra_body: {e}")))?;
+            p.extra_body = v.as_object().cloned();
+        }
+        Ok(())
     }
 }
 
@@ -432,7 +488,19 @@ impl Config {
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
-        Config::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+        let mut config =
+            Config::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        // A dataset's relative path is the config file's neighbour, wherever the watcher
+        // was started.
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        for t in &mut config.targets {
+            if let Prompts::Dataset(d) = &mut t.probe.prompts {
+                if d.is_relative() {
+                    *d = dir.join(&*d);
+                }
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -584,6 +652,10 @@ slow_factor = 2.5
         let text = include_str!("../../../examples/watch.toml");
         let c = Config::parse(text).unwrap();
         assert!(!c.targets.is_empty());
+        let p = |i: usize| &c.targets[i].probe;
+        assert!(matches!(p(0).prompts, Prompts::Dataset(_)));
+        assert!(matches!(p(1).prompts, Prompts::Text(_)));
+        assert!(p(0).extra_body.is_some() && p(1).extra_body.is_some());
         assert_eq!(c.vantage.as_deref(), Some("eu-west"));
         let sh = c.shared.unwrap();
         assert!(sh.url.starts_with("postgres://"));
@@ -605,5 +677,62 @@ slow_factor = 2.5
             "[shared]\nurl = \"postgres://h/d\"\npasword_env = \"X\"\n{target}"
         ));
         assert!(e.contains("pasword_env"), "{e}");
+    }
+
+    #[test]
+    fn the_table_that_names_the_prompt_decides_it() {
+        let two = |base: &str, own: &str| {
+            Config::parse(&format!(
+                "[probe]\n{base}\n[[target]]\nname=\"a\"\nurl=\"http://x\"\n\
+                 [[target]]\nname=\"b\"\nurl=\"http://x\"\n[target.probe]\n{own}\n"
+            ))
+            .map(|c| (c.targets[0].probe.clone(), c.targets[1].probe.clone()))
+        };
+        let (a, b) = two("dataset = \"p.jsonl\"", "prompt = \"hi there\"").unwrap();
+        assert_eq!(a.prompts, Prompts::Dataset("p.jsonl".into()));
+        assert_eq!(b.prompts, Prompts::Text("hi there".into()));
+        let (a, b) = two("prompt = \"hi\"", "prompt_tokens = 32").unwrap();
+        assert_eq!(a.prompts, Prompts::Text("hi".into()));
+        assert_eq!((b.prompts, b.prompt_tokens), (Prompts::Synthetic, 32));
+        // extra_body: a TOML table as the JSON object bench's --extra-body takes; a
+        // target's replaces the inherited one.
+        let (a, b) = two(
+            "extra_body = { temperature = 0.5, stop = [\"\\n\"], chat_template_kwargs = { thinking = false } }",
+            "extra_body = { seed = 7 }",
+        )
+        .unwrap();
+        let extra = serde_json::Value::Object(a.extra_body.unwrap());
+        assert_eq!(
+            extra,
+            serde_json::json!({"temperature": 0.5, "stop": ["\n"], "chat_template_kwargs": {"thinking": false}})
+        );
+        assert_eq!(
+            serde_json::Value::Object(b.extra_body.unwrap()),
+            serde_json::json!({"seed": 7})
+        );
+        let e = two("", "prompt = \"x\"\ndataset = \"p.jsonl\"").unwrap_err();
+        assert!(e.to_string().contains("prompt and dataset"), "{e}");
+        let e = two("", "prompt = \"x\"\nprompt_tokens = 8").unwrap_err();
+        assert!(e.to_string().contains("prompt_tokens"), "{e}");
+        let e = two("prompt = \"  \"", "").unwrap_err();
+        assert!(e.to_string().contains("prompt is empty"), "{e}");
+    }
+
+    #[test]
+    fn a_relative_dataset_is_the_config_files_neighbour() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        let text = "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\ndataset=\"p.jsonl\"\n\
+                    [[target]]\nname=\"b\"\nurl=\"http://x\"\n[target.probe]\ndataset=\"/abs/p.jsonl\"\n";
+        std::fs::write(&path, text).unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(
+            c.targets[0].probe.prompts,
+            Prompts::Dataset(dir.path().join("p.jsonl"))
+        );
+        assert_eq!(
+            c.targets[1].probe.prompts,
+            Prompts::Dataset("/abs/p.jsonl".into())
+        );
     }
 }

@@ -3,12 +3,13 @@
 //! `cadence bench`), summarized by core's definitions into a probe row and its request
 //! rows, and judged against the target's SLOs.
 
-use crate::config::Target;
+use crate::config::{Probe, Prompts, Target};
 use crate::store::{ProbeRow, RequestRow};
 use cadence_bench::body::BodySpec;
+use cadence_bench::dataset::{self, DatasetOptions};
 use cadence_bench::progress::Progress;
 use cadence_bench::prompts::{Counter, PromptGen};
-use cadence_bench::workload::RequestFactory;
+use cadence_bench::workload::{RequestFactory, WorkItem};
 use cadence_bench::{Load, RunContext, RunPlan, StopReason, Timeouts};
 use cadence_core::secret::Redactor;
 use cadence_core::slo::{error_ceiling, probe_passes};
@@ -42,6 +43,30 @@ impl std::fmt::Debug for Prepared {
 pub struct PrepareError {
     pub target: String,
     pub reason: String,
+}
+
+/// The prompt every request asks (synthetic, or the user's), or the dataset's entries
+/// (single-turn, in file order: dispatch `k` of every probe sends entry `k`).
+fn prompts(p: &Probe) -> Result<(Vec<String>, Vec<WorkItem>), String> {
+    match &p.prompts {
+        Prompts::Synthetic => {
+            let gen = PromptGen::builtin(Counter::Words).map_err(|e| e.to_string())?;
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(0x77a7c4);
+            Ok((
+                vec![gen.prompt(p.prompt_tokens as usize, &mut rng, false)],
+                Vec::new(),
+            ))
+        }
+        Prompts::Text(text) => Ok((vec![text.clone()], Vec::new())),
+        Prompts::Dataset(path) => {
+            let at = |e: &dyn std::fmt::Display| format!("dataset {}: {e}", path.display());
+            let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+            let items = dataset::parse_auto(&text, &Counter::Words).map_err(|e| at(&e))?;
+            let items = dataset::prepare(items, &DatasetOptions::default(), &Counter::Words)
+                .map_err(|e| at(&e))?;
+            Ok((Vec::new(), items))
+        }
+    }
 }
 
 impl Prepared {
@@ -88,12 +113,11 @@ impl Prepared {
             path: resolved.endpoint.path().to_string(),
             model,
             max_tokens: Some(t.probe.max_tokens),
-            extra: None,
+            extra: t.probe.extra_body.clone(),
         };
-        let prompts = PromptGen::builtin(Counter::Words).map_err(|e| err(e.to_string()))?;
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x77a7c4);
-        let prompt = prompts.prompt(t.probe.prompt_tokens as usize, &mut rng, false);
-        let factory = RequestFactory::new(resolved.endpoint.clone(), headers, body, vec![prompt]);
+        let (prompts, items) = prompts(&t.probe).map_err(err)?;
+        let mut factory = RequestFactory::new(resolved.endpoint.clone(), headers, body, prompts);
+        factory.items = items;
         let deadline = t.probe.deadline;
         let http = client::build_with(
             &ClientConfig {
