@@ -105,6 +105,8 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
             && b.matches("href=\"/target/sim\"").count() == 2
     });
     assert!(page.contains("vs best"), "{page}");
+    // Each vantage's own simulator is on its loopback: not a name for two endpoints.
+    assert!(!page.contains("is not one endpoint"), "{page}");
     let (status, target) = get(&hub.addr, "/target/sim");
     assert_eq!(status, 200);
     assert_eq!(target.matches("<svg").count(), 2, "ITL and TTFT by vantage");

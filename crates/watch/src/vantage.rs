@@ -206,6 +206,64 @@ pub fn incidents_by_vantage(probes: &[VantageProbe]) -> Vec<Incident> {
     out
 }
 
+/// Targets whose announced URL differs between vantages, with each vantage's URL:
+/// targets are matched by name, so their rows would compare different endpoints. A URL
+/// on a vantage's own loopback (its built-in simulator, a local proxy) names that
+/// machine alone and is not compared.
+pub fn url_mismatches(vantages: &[crate::shared::Vantage]) -> Vec<(String, Vec<(String, String)>)> {
+    let mut by_target: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for v in vantages {
+        for t in comparable(&v.targets) {
+            by_target
+                .entry(&t.name)
+                .or_default()
+                .push((v.name.clone(), t.url.clone()));
+        }
+    }
+    by_target
+        .into_iter()
+        .filter(|(_, urls)| urls.iter().any(|(_, u)| *u != urls[0].1))
+        .map(|(name, urls)| (name.to_string(), urls))
+        .collect()
+}
+
+/// The targets whose URL is not on the announcing machine's loopback.
+fn comparable(
+    targets: &[crate::board::TargetInfo],
+) -> impl Iterator<Item = &crate::board::TargetInfo> {
+    targets.iter().filter(|t| {
+        let host = t
+            .url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_string));
+        let local = host.is_some_and(|h| {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            h.eq_ignore_ascii_case("localhost")
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        !local
+    })
+}
+
+/// The hub's warning for [`url_mismatches`]; empty when every name means one URL.
+pub fn mismatch_html(vantages: &[crate::shared::Vantage]) -> String {
+    let mut s = String::new();
+    for (target, urls) in url_mismatches(vantages) {
+        let each: Vec<String> = urls
+            .iter()
+            .map(|(v, u)| format!("{} → <code>{}</code>", esc(v), esc(u)))
+            .collect();
+        s.push_str(&format!(
+            "<p class=\"bad\">{} is not one endpoint: {}. Targets are matched across vantages by name, so its rows compare different URLs; give each endpoint its own name.</p>",
+            esc(&target),
+            each.join(", ")
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +332,56 @@ mod tests {
         // Three probes, each on both charts.
         assert_eq!(html.matches("<circle").count(), 6, "{html}");
         assert!(html.contains("east") && html.contains("west"));
+    }
+
+    #[test]
+    fn a_name_that_means_two_urls_is_named() {
+        use crate::board::TargetInfo;
+        use crate::shared::Vantage;
+        let info = |name: &str, url: &str| TargetInfo {
+            name: name.into(),
+            url: url.into(),
+            slos: Vec::new(),
+            interval_s: 60.0,
+        };
+        let v = |name: &str, targets: Vec<TargetInfo>| Vantage {
+            name: name.into(),
+            targets,
+            seen_ms: 0,
+            last_probe_ms: None,
+        };
+        let vs = vec![
+            v(
+                "east",
+                vec![info("api", "https://a/v1"), info("db", "https://d/v1")],
+            ),
+            v(
+                "west",
+                vec![info("api", "https://b/v1"), info("db", "https://d/v1")],
+            ),
+            v("south", vec![info("api", "https://a/v1")]),
+            // Each machine's own simulator: nothing to compare.
+            v("north", vec![info("sim", "http://127.0.0.1:4000/v1")]),
+            v("up", vec![info("sim", "http://[::1]:5000/v1")]),
+            v("down", vec![info("sim", "http://localhost:6000/v1")]),
+        ];
+        let m = url_mismatches(&vs);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].0, "api");
+        assert_eq!(
+            m[0].1,
+            vec![
+                ("east".to_string(), "https://a/v1".to_string()),
+                ("west".into(), "https://b/v1".into()),
+                ("south".into(), "https://a/v1".into()),
+            ]
+        );
+        let html = mismatch_html(&vs);
+        assert!(
+            html.contains("api is not one endpoint") && html.contains("https://b/v1"),
+            "{html}"
+        );
+        assert!(!html.contains("db is not"), "{html}");
+        assert!(mismatch_html(&vs[..1]).is_empty());
     }
 }

@@ -259,6 +259,7 @@ async fn hub_html(shared: &Shared) -> String {
                     ));
                 }
                 s.push_str("</table>");
+                s.push_str(&crate::vantage::mismatch_html(&vs));
             }
             Err(e) => s.push_str(&format!(
                 "<p class=\"bad\">The shared store does not answer: {}</p>",
@@ -282,6 +283,7 @@ async fn api_vantages(State(shared): State<Arc<Shared>>) -> Response {
     let (vantages, probes) = tokio::join!(remote.vantages(), remote_day(&shared, None));
     match (vantages, probes) {
         (Ok(vantages), Ok(probes)) => Json(serde_json::json!({
+            "url_mismatches": crate::vantage::url_mismatches(&vantages),
             "vantages": vantages,
             "rows": crate::vantage::compare(&probes, now_ms() - DAY_MS, now_ms()),
         }))
