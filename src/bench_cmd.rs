@@ -207,7 +207,7 @@ impl Setup {
             endpoint.builtin.is_some(),
             &extra_headers,
         )?;
-        let http = http_client(args);
+        let http = http_client(args)?;
         let model = model_name(args, &endpoint, &http, &headers, &redactor).await?;
         if let Some(extra) = &extra {
             note_overridden(extra, args.quiet);
@@ -326,17 +326,20 @@ fn scrape_config(
     let Some(m) = args.server_metrics.as_deref() else {
         return Ok(None);
     };
-    let config = crate::scrape::ScrapeConfig::new(
+    let mut config = crate::scrape::ScrapeConfig::new(
         m,
         &endpoint.target.endpoint,
         args.scrape_interval,
         args.scrape_timeout,
-    );
-    Ok(Some(config.map_err(usage)?))
+    )
+    .map_err(usage)?;
+    config.ca_file = args.ca_file.clone();
+    Ok(Some(config))
 }
 
-/// The pooled client, one connection per stream of the highest level.
-fn http_client(args: &BenchArgs) -> HyperClient {
+/// The pooled client, one connection per stream of the highest level; a `--ca-file`
+/// that is no CA is a usage error.
+fn http_client(args: &BenchArgs) -> anyhow::Result<HyperClient> {
     let config = ClientConfig {
         pool_size: args
             .concurrency
@@ -347,7 +350,8 @@ fn http_client(args: &BenchArgs) -> HyperClient {
         connect_timeout: args.connect_timeout,
         http2: args.http2,
     };
-    client::build_with(&config, args.timestamps.into())
+    client::build_with_ca(&config, args.timestamps.into(), args.ca_file.as_deref())
+        .map_err(|e| usage(format!("--ca-file: {e}")))
 }
 
 /// With `--find-max`, probes above the frontier breach by design: the search itself

@@ -534,6 +534,11 @@ pub struct BenchArgs {
     #[arg(long, help_heading = TARGET)]
     pub http2: bool,
 
+    /// A PEM file of CA certificates to trust on https:// beside the public roots: an
+    /// endpoint behind a private CA (a staging cluster's). Checks stay on.
+    #[arg(long, value_name = "FILE", help_heading = TARGET)]
+    pub ca_file: Option<PathBuf>,
+
     /// Requests in flight at once (closed loop). A list or range sweeps levels:
     /// `1,2,4,8` or `1..128:x2` (×2 steps) or `4..16:+4`. Default 8.
     #[arg(short = 'c', long, value_parser = parse_counts, conflicts_with = "rate", help_heading = LOAD)]

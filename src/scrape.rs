@@ -20,6 +20,8 @@ pub struct ScrapeConfig {
     pub display: String,
     pub interval: Duration,
     pub timeout: Duration,
+    /// A private CA to trust on an https:// URL beside the public roots (`--ca-file`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl ScrapeConfig {
@@ -53,6 +55,7 @@ impl ScrapeConfig {
             url,
             interval,
             timeout,
+            ca_file: None,
         })
     }
 }
@@ -121,11 +124,22 @@ async fn scrape_loop(
     mut stop: watch::Receiver<bool>,
     ready: oneshot::Sender<()>,
 ) -> ServerScrape {
-    let http = client::build(&ClientConfig {
-        pool_size: 1,
-        connect_timeout: config.timeout,
-        http2: false,
-    });
+    let http = client::build_with_ca(
+        &ClientConfig {
+            pool_size: 1,
+            connect_timeout: config.timeout,
+            http2: false,
+        },
+        Default::default(),
+        config.ca_file.as_deref(),
+    );
+    let http = match http {
+        Ok(http) => http,
+        Err(e) => {
+            let _ = ready.send(());
+            return failed(config, e.to_string());
+        }
+    };
     let mut out = empty(config);
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

@@ -119,6 +119,7 @@ fn default_config() -> Config {
             model: None,
             key_env: None,
             headers: Vec::new(),
+            ca_file: None,
             slos: vec!["ttft.p50<=1s".parse().expect("a valid SLO")],
             probe: Probe {
                 interval: Duration::from_secs(10),

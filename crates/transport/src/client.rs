@@ -1,7 +1,7 @@
 //! The HTTP client: for plain `http://` HTTP/1.1, the lean client read in the request's
 //! own task ([`crate::h1`], keep-alive, idle connections kept up to the concurrency);
 //! otherwise hyper 1.x over HTTP/1.1 keep-alive (a pool sized to the concurrency) or
-//! HTTP/2, TLS through rustls with the webpki roots.
+//! HTTP/2, TLS through rustls with the webpki roots (and a private CA's, [`crate::tls`]).
 
 use crate::reuse::{mark_answered, Tagging};
 use crate::rxstamp::{Stamping, Timestamps};
@@ -91,12 +91,35 @@ pub fn build(config: &ClientConfig) -> HyperClient {
 /// Builds the shared client, its connections stamping reads as `timestamps` says
 /// (every response carries its connection's [`crate::RxStamps`] in its extensions).
 pub fn build_with(config: &ClientConfig, timestamps: Timestamps) -> HyperClient {
+    let tls = crate::tls::client_config(None).expect("no CA file to read");
+    build_tls(config, timestamps, tls)
+}
+
+/// [`build_with`], trusting the certificates of `ca_file` (PEM) beside the public
+/// roots on `https://`: an endpoint behind a private CA.
+pub fn build_with_ca(
+    config: &ClientConfig,
+    timestamps: Timestamps,
+    ca_file: Option<&std::path::Path>,
+) -> Result<HyperClient, crate::tls::CaError> {
+    Ok(build_tls(
+        config,
+        timestamps,
+        crate::tls::client_config(ca_file)?,
+    ))
+}
+
+fn build_tls(
+    config: &ClientConfig,
+    timestamps: Timestamps,
+    tls: rustls::ClientConfig,
+) -> HyperClient {
     let mut http = HttpConnector::new();
     http.set_connect_timeout(Some(config.connect_timeout));
     http.set_nodelay(true);
     http.enforce_http(false);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_webpki_roots()
+        .with_tls_config(tls)
         .https_or_http();
     let https = Tagging(if config.http2 {
         builder

@@ -16,6 +16,7 @@ pub mod lag;
 pub mod resend;
 mod reuse;
 pub mod rxstamp;
+pub mod tls;
 
 pub use chunk_time::Stamper;
 pub use classify::{

@@ -88,6 +88,8 @@ struct TargetFile {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default)]
+    ca_file: Option<std::path::PathBuf>,
+    #[serde(default)]
     slo: Vec<String>,
     #[serde(default)]
     probe: ProbeFile,
@@ -212,6 +214,9 @@ pub struct Target {
     /// The name of the environment variable holding the API key (never the key).
     pub key_env: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// A PEM file of CA certificates trusted beside the public roots on https:// (an
+    /// endpoint behind a private CA).
+    pub ca_file: Option<std::path::PathBuf>,
     pub slos: Vec<Slo>,
     pub probe: Probe,
 }
@@ -448,6 +453,7 @@ impl Config {
                 model: t.model,
                 key_env: t.key_env,
                 headers: t.headers.into_iter().collect(),
+                ca_file: t.ca_file,
                 slos,
                 probe,
             });
@@ -490,14 +496,20 @@ impl Config {
             .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
         let mut config =
             Config::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
-        // A dataset's relative path is the config file's neighbour, wherever the watcher
-        // was started.
+        // A dataset's or CA file's relative path is the config file's neighbour,
+        // wherever the watcher was started.
         let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        let near = |p: &mut std::path::PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
         for t in &mut config.targets {
             if let Prompts::Dataset(d) = &mut t.probe.prompts {
-                if d.is_relative() {
-                    *d = dir.join(&*d);
-                }
+                near(d);
+            }
+            if let Some(ca) = &mut t.ca_file {
+                near(ca);
             }
         }
         Ok(config)
@@ -656,6 +668,7 @@ slow_factor = 2.5
         assert!(matches!(p(0).prompts, Prompts::Dataset(_)));
         assert!(matches!(p(1).prompts, Prompts::Text(_)));
         assert!(p(0).extra_body.is_some() && p(1).extra_body.is_some());
+        assert!(c.targets[0].ca_file.is_some() && c.targets[1].ca_file.is_none());
         assert_eq!(c.vantage.as_deref(), Some("eu-west"));
         let sh = c.shared.unwrap();
         assert!(sh.url.starts_with("postgres://"));
@@ -719,10 +732,10 @@ slow_factor = 2.5
     }
 
     #[test]
-    fn a_relative_dataset_is_the_config_files_neighbour() {
+    fn a_relative_dataset_or_ca_file_is_the_config_files_neighbour() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.toml");
-        let text = "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\ndataset=\"p.jsonl\"\n\
+        let text = "[[target]]\nname=\"a\"\nurl=\"http://x\"\nca_file=\"ca.pem\"\n[target.probe]\ndataset=\"p.jsonl\"\n\
                     [[target]]\nname=\"b\"\nurl=\"http://x\"\n[target.probe]\ndataset=\"/abs/p.jsonl\"\n";
         std::fs::write(&path, text).unwrap();
         let c = Config::load(&path).unwrap();
@@ -734,5 +747,7 @@ slow_factor = 2.5
             c.targets[1].probe.prompts,
             Prompts::Dataset("/abs/p.jsonl".into())
         );
+        assert_eq!(c.targets[0].ca_file, Some(dir.path().join("ca.pem")));
+        assert_eq!(c.targets[1].ca_file, None);
     }
 }

@@ -119,14 +119,16 @@ impl Prepared {
         let mut factory = RequestFactory::new(resolved.endpoint.clone(), headers, body, prompts);
         factory.items = items;
         let deadline = t.probe.deadline;
-        let http = client::build_with(
+        let http = client::build_with_ca(
             &ClientConfig {
                 pool_size: t.probe.concurrency as usize,
                 connect_timeout: deadline.min(Duration::from_secs(10)),
                 http2: false,
             },
             Timestamps::Kernel,
-        );
+            t.ca_file.as_deref(),
+        )
+        .map_err(|e| err(format!("ca_file: {e}")))?;
         let cx = RunContext {
             client: http,
             factory,

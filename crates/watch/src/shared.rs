@@ -176,32 +176,10 @@ impl SharedConfig {
 
 /// The TLS client: ring, the webpki roots, and the certificates of `ca_file`.
 fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, SharedError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_file {
-        let ca = |detail: String| SharedError::Ca {
-            path: path.display().to_string(),
-            detail,
-        };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| ca(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ca(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(ca("no PEM certificate in it".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| ca(e.to_string()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| SharedError::Address(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    cadence_transport::tls::client_config(ca_file).map_err(|e| SharedError::Ca {
+        path: e.path,
+        detail: e.detail,
+    })
 }
 
 /// `postgres://user@host:port/db` without the password.
