@@ -1440,6 +1440,10 @@ pub struct ProxyArgs {
     /// paths are appended to the prefix.
     #[arg(long)]
     pub upstream: String,
+    /// A PEM file of CA certificates to trust for an https:// upstream beside the public
+    /// roots (an upstream behind a private CA). Checks stay on.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca_file: Option<PathBuf>,
     /// Serve /metrics (Prometheus), /stats (rolling-window JSON) and /health here.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,

@@ -35,6 +35,13 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
         None => None,
     };
     c.models = args.models.clone();
+    c.upstream_tls = match &args.upstream_ca_file {
+        Some(path) => Some(
+            cadence_transport::tls::client_config(Some(path))
+                .map_err(|e| usage(format!("--upstream-ca-file: {e}")))?,
+        ),
+        None => None,
+    };
     c.timestamps = args.timestamps.into();
     if !args.measure_routes.is_empty() {
         c.measured_routes = args.measure_routes.clone();

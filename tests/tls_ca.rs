@@ -1,7 +1,7 @@
-//! https:// endpoints behind a private CA: `cadence bench --ca-file` and a watch
-//! target's `ca_file` trust its certificates beside the public roots, with checks on.
-//! The server is a TLS listener on 127.0.0.1 whose certificate a CA made here signed
-//! (with `openssl`, which scripts/test.sh installs).
+//! https:// endpoints behind a private CA: `cadence bench --ca-file`, a watch target's
+//! `ca_file` and `cadence proxy --upstream-ca-file` trust its certificates beside the
+//! public roots, with checks on. The server is a TLS listener on 127.0.0.1 whose
+//! certificate a CA made here signed (with `openssl`, which scripts/test.sh installs).
 
 mod common;
 
@@ -268,4 +268,64 @@ fn a_watch_target_behind_a_private_ca_is_probed() {
     for p in &probes {
         assert_eq!((p.sent, p.succeeded), (2, 2), "{p:?}");
     }
+}
+
+/// A chat request to `base` (http://host:port) over HTTP/1.1: status and body.
+fn post_chat(base: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+#[test]
+fn the_proxy_forwards_to_an_upstream_behind_a_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = certificates(dir.path());
+    let url = serve_tls(&crt, &key);
+    let upstream = url.trim_end_matches("/v1/chat/completions");
+    let proxy = |extra: &[&str]| {
+        let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream];
+        args.extend(extra);
+        common::spawn_listening(&args)
+    };
+
+    // The public roots alone: the upstream is refused, and the client gets a 502.
+    let (_p, base) = proxy(&[]);
+    let (status, text) = post_chat(&base);
+    assert_eq!(status, 502, "{text}");
+
+    // With the CA, the stream comes through whole.
+    let (_p, base) = proxy(&["--upstream-ca-file", ca.to_str().unwrap()]);
+    let (status, text) = post_chat(&base);
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains(" fine") && text.contains("data: [DONE]"),
+        "{text}"
+    );
+
+    let out = common::cadence()
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .arg("--upstream-ca-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--upstream-ca-file") && err.contains("server.key"),
+        "{err}"
+    );
 }

@@ -105,6 +105,9 @@ pub struct ProxyConfig {
     pub timestamps: cadence_transport::Timestamps,
     /// What the records file's run line says of the run that only the caller knows.
     pub run: RunFacts,
+    /// TLS to an https:// upstream behind a private CA (`--upstream-ca-file`); `None`:
+    /// the public roots.
+    pub upstream_tls: Option<cadence_transport::tls::TlsConfig>,
 }
 
 /// The records file's run line as the caller gives it: the target and the command line,
@@ -169,6 +172,7 @@ impl ProxyConfig {
                 .collect(),
             timestamps: cadence_transport::Timestamps::default(),
             run: RunFacts::of_upstream(&upstream),
+            upstream_tls: None,
             upstream,
         }
     }

@@ -120,14 +120,17 @@ fn shared_state(
     // The upstream's reads keep their kernel receive time (`--timestamps`): a chunk's
     // time is when it reached the proxy, not when the proxy read it. Bytes held back by
     // a slow client are placed by `forward` (the gap that holds the wait).
-    let client = cadence_transport::client::build_with(
-        &cadence_transport::client::ClientConfig {
-            pool_size: 1024,
-            connect_timeout: Duration::from_secs(10),
-            http2: false,
-        },
-        config.timestamps,
-    );
+    let connect = cadence_transport::client::ClientConfig {
+        pool_size: 1024,
+        connect_timeout: Duration::from_secs(10),
+        http2: false,
+    };
+    let client = match &config.upstream_tls {
+        Some(tls) => {
+            cadence_transport::client::build_with_tls(&connect, config.timestamps, tls.clone())
+        }
+        None => cadence_transport::client::build_with(&connect, config.timestamps),
+    };
     // Alert bounds become bucket bounds, and the top finite bucket stays above the
     // longest TTFT the timeouts allow (upstream headers + idle).
     let longest =

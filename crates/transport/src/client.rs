@@ -92,7 +92,7 @@ pub fn build(config: &ClientConfig) -> HyperClient {
 /// (every response carries its connection's [`crate::RxStamps`] in its extensions).
 pub fn build_with(config: &ClientConfig, timestamps: Timestamps) -> HyperClient {
     let tls = crate::tls::client_config(None).expect("no CA file to read");
-    build_tls(config, timestamps, tls)
+    build_with_tls(config, timestamps, tls)
 }
 
 /// [`build_with`], trusting the certificates of `ca_file` (PEM) beside the public
@@ -102,17 +102,18 @@ pub fn build_with_ca(
     timestamps: Timestamps,
     ca_file: Option<&std::path::Path>,
 ) -> Result<HyperClient, crate::tls::CaError> {
-    Ok(build_tls(
+    Ok(build_with_tls(
         config,
         timestamps,
         crate::tls::client_config(ca_file)?,
     ))
 }
 
-fn build_tls(
+/// [`build_with`] on a TLS configuration made before ([`crate::tls::client_config`]).
+pub fn build_with_tls(
     config: &ClientConfig,
     timestamps: Timestamps,
-    tls: rustls::ClientConfig,
+    tls: crate::tls::TlsConfig,
 ) -> HyperClient {
     let mut http = HttpConnector::new();
     http.set_connect_timeout(Some(config.connect_timeout));

@@ -8,6 +8,9 @@ use rustls::pki_types::CertificateDer;
 use std::path::Path;
 use std::sync::Arc;
 
+/// A TLS client configuration (rustls'), for [`crate::client::build_with_tls`].
+pub type TlsConfig = rustls::ClientConfig;
+
 /// Why a CA file cannot be used: its path and the reason, in words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the CA file {path}: {detail}")]
