@@ -87,9 +87,14 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
-/// A chat endpoint over TLS on 127.0.0.1: each request gets a stream of two chunks and
-/// the connection closes. Its `https://` URL; it serves until the test ends.
-fn serve_tls(crt: &Path, key: &Path) -> String {
+/// A TLS listener on 127.0.0.1 presenting `crt`: each session goes to `serve` on a
+/// runtime of its own thread (a client that does not trust the certificate never gets
+/// there). Its address; it serves until the test ends.
+fn tls_listener<F, Fut>(crt: &Path, key: &Path, serve: F) -> std::net::SocketAddr
+where
+    F: Fn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(crt)
@@ -106,10 +111,7 @@ fn serve_tls(crt: &Path, key: &Path) -> String {
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "https://{}/v1/chat/completions",
-        listener.local_addr().unwrap()
-    );
+    let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -120,53 +122,73 @@ fn serve_tls(crt: &Path, key: &Path) -> String {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             loop {
                 let (tcp, _) = listener.accept().await.unwrap();
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    // A client that does not trust the certificate ends here.
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let mut seen = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    // The request: its headers, then its body (content-length).
-                    let body_end = loop {
-                        let n = tls.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        seen.extend_from_slice(&buf[..n]);
-                        let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        break end + 4 + len;
-                    };
-                    while seen.len() < body_end {
-                        let n = tls.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        seen.extend_from_slice(&buf[..n]);
-                    }
-                    let chunk = |t: &str| {
-                        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}}}}]}}\n\n")
-                    };
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{}{}data: [DONE]\n\n",
-                        chunk("ok"),
-                        chunk(" fine")
-                    );
-                    let _ = tls.write_all(reply.as_bytes()).await;
-                    let _ = tls.shutdown().await;
+                let session = acceptor.accept(tcp);
+                let serve = serve(match session.await {
+                    Ok(tls) => tls,
+                    Err(_) => continue,
                 });
+                tokio::spawn(serve);
             }
         });
     });
-    url
+    addr
+}
+
+/// A chat endpoint over TLS on 127.0.0.1: each request gets a stream of two chunks and
+/// the connection closes. Its `https://` URL.
+fn serve_tls(crt: &Path, key: &Path) -> String {
+    let addr = tls_listener(crt, key, |mut tls| async move {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The request: its headers, then its body (content-length).
+        let body_end = loop {
+            let n = tls.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            break end + 4 + len;
+        };
+        while seen.len() < body_end {
+            let n = tls.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let chunk = |t: &str| {
+            format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}}}}]}}\n\n")
+        };
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{}{}data: [DONE]\n\n",
+            chunk("ok"),
+            chunk(" fine")
+        );
+        let _ = tls.write_all(reply.as_bytes()).await;
+        let _ = tls.shutdown().await;
+    });
+    format!("https://{addr}/v1/chat/completions")
+}
+
+/// TLS in front of a plain server (`host:port`): the session ends here and its bytes
+/// go on to `plain`. Its address.
+fn tls_terminator(crt: &Path, key: &Path, plain: &str) -> std::net::SocketAddr {
+    let plain = plain.to_string();
+    tls_listener(crt, key, move |mut tls| {
+        let plain = plain.clone();
+        async move {
+            let mut tcp = tokio::net::TcpStream::connect(plain).await.unwrap();
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut tcp).await;
+        }
+    })
 }
 
 /// `cadence bench URL` of two requests with `extra` flags, its records in `dir/NAME`:
@@ -180,7 +202,7 @@ fn bench(
     let records = dir.join(name);
     let out = common::cadence()
         .args([
-            "bench", url, "--api", "chat", "--model", "m", "-n", "2", "-c", "1", "--quiet",
+            "bench", url, "--model", "m", "-n", "2", "-c", "1", "--quiet",
         ])
         .arg("--records")
         .arg(&records)
@@ -328,4 +350,34 @@ fn the_proxy_forwards_to_an_upstream_behind_a_private_ca() {
         err.contains("--upstream-ca-file") && err.contains("server.key"),
         "{err}"
     );
+}
+
+#[test]
+fn bench_speaks_wss_with_the_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = certificates(dir.path());
+    let (_sim, sim) = common::spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
+    ]);
+    let front = tls_terminator(&crt, &key, sim.trim_start_matches("http://"));
+    let url = format!("wss://{front}/v1/realtime");
+    let (_, recs, err) = bench(&url, dir.path(), "ws-public.jsonl", &[]);
+    assert_eq!(recs.len(), 2, "{err}");
+    for r in &recs {
+        assert_eq!(r["outcome"], "tls_error", "{r}");
+    }
+    let ca = ca.to_str().unwrap();
+    let (code, recs, err) = bench(&url, dir.path(), "ws-ca.jsonl", &["--ca-file", ca]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(recs.len(), 2, "{err}");
+    for r in &recs {
+        assert_eq!(r["outcome"], "succeeded", "{r}");
+        assert!(r["chunks"].as_array().unwrap().len() >= 2, "{r}");
+    }
 }

@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client, Error};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::sync::Arc;
 use std::time::Duration;
 
 type Pool = Client<Tagging<HttpsConnector<Stamping<HttpConnector>>>, Full<Bytes>>;
@@ -30,6 +31,9 @@ pub struct HyperClient {
     /// The clock its connections stamp reads with, for sockets opened beside it
     /// (the WebSocket path).
     timestamps: Timestamps,
+    /// Its TLS configuration (the roots it trusts; no ALPN), for sockets opened beside
+    /// it (`wss://`).
+    tls: Arc<crate::tls::TlsConfig>,
 }
 
 impl HyperClient {
@@ -61,6 +65,12 @@ impl HyperClient {
     /// The clock its reads are stamped with (`--timestamps`).
     pub fn timestamps(&self) -> Timestamps {
         self.timestamps
+    }
+
+    /// The TLS configuration its `https://` connections use (no ALPN set), for a
+    /// socket opened beside it (`wss://`).
+    pub fn tls(&self) -> Arc<crate::tls::TlsConfig> {
+        self.tls.clone()
     }
 
     /// Sends on a connection opened for this request alone.
@@ -119,6 +129,7 @@ pub fn build_with_tls(
     http.set_connect_timeout(Some(config.connect_timeout));
     http.set_nodelay(true);
     http.enforce_http(false);
+    let shared = Arc::new(tls.clone());
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
@@ -149,6 +160,7 @@ pub fn build_with_tls(
         }),
         http2: config.http2,
         timestamps,
+        tls: shared,
     }
 }
 

@@ -4,7 +4,8 @@
 //! tracker the HTTP streams use. A message's timestamp is when the read that completed
 //! its frame came off the socket, as for an HTTP body read: the kernel's receive time
 //! of that read ([`StampedTcp`]) unless `--timestamps user` or the platform gives none,
-//! else the client's clock when the read returned.
+//! else the client's clock when the read returned. `wss://` runs TLS over that socket
+//! with the HTTP client's trust (the public roots, `--ca-file`).
 
 use super::{
     end, new_tracker, past_ceiling, stop_at_deadline, stop_at_run_end, Cancel, Deadlines,
@@ -27,10 +28,55 @@ use tokio::time::{sleep_until, Duration, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+/// The connection under the WebSocket: the stamped TCP socket, or TLS over it
+/// (`wss://`; the kernel still stamps the socket's reads, each TLS record's).
+enum Io {
+    Plain(StampedTcp),
+    Tls(Box<tokio_rustls::client::TlsStream<StampedTcp>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// A socket that notes when its last read returned bytes (and, through its
 /// [`StampedTcp`], when the kernel received them).
 struct Stamped {
-    inner: StampedTcp,
+    inner: Io,
     clock: Clock,
     last_read_ns: Arc<AtomicU64>,
 }
@@ -78,12 +124,16 @@ async fn connect(
     stamp: Arc<AtomicU64>,
 ) -> Result<(Socket, RxStamps), (Outcome, String)> {
     let uri = req.uri();
-    if uri.scheme_str() != Some("ws") {
-        let msg = format!("only ws:// is supported for WebSocket streams, not {uri}");
-        return Err((Outcome::ProtocolMismatch, msg));
-    }
+    let tls = match uri.scheme_str() {
+        Some("ws") => false,
+        Some("wss") => true,
+        _ => {
+            let msg = format!("a WebSocket stream needs ws:// or wss://, not {uri}");
+            return Err((Outcome::ProtocolMismatch, msg));
+        }
+    };
     let host = uri.host().unwrap_or("127.0.0.1");
-    let port = uri.port_u16().unwrap_or(80);
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let tcp = tokio::time::timeout(cx.timeouts.connect, TcpStream::connect((host, port)))
         .await
         .map_err(|_| {
@@ -101,8 +151,25 @@ async fn connect(
             hs.headers_mut().insert(k.clone(), v.clone());
         }
     }
-    let inner = StampedTcp::new(tcp, cx.client.timestamps());
-    let stamps = inner.stamps();
+    let tcp = StampedTcp::new(tcp, cx.client.timestamps());
+    let stamps = tcp.stamps();
+    let inner = if tls {
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(
+            host.trim_matches(['[', ']']).to_string(),
+        )
+        .map_err(|e| (Outcome::TlsError, format!("{host}: {e}")))?;
+        let connector = tokio_rustls::TlsConnector::from(cx.client.tls());
+        let stream = tokio::time::timeout(cx.timeouts.connect, connector.connect(name, tcp))
+            .await
+            .map_err(|_| {
+                let msg = format!("no TLS session within {:?}", cx.timeouts.connect);
+                (Outcome::TlsError, msg)
+            })?
+            .map_err(|e| (Outcome::TlsError, format!("TLS: {e}")))?;
+        Io::Tls(Box::new(stream))
+    } else {
+        Io::Plain(tcp)
+    };
     let stream = Stamped {
         inner,
         clock: *cx.clock,
