@@ -459,25 +459,7 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     let w = start_watch(&cfg, &db, &["--webhook", &hook]);
     let listening_ms = wall_ms();
 
-    // /metrics every 200 ms until told to stop: each change of the SLO gauge.
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let addr = w.addr.clone();
-    let poller = std::thread::spawn(move || {
-        let mut seen: Vec<u8> = Vec::new();
-        while stop_rx.recv_timeout(Duration::from_millis(200)).is_err() {
-            let (_, text) = get(&addr, "/metrics");
-            let v = text.lines().find_map(|l| {
-                l.strip_prefix("cadence_watch_slo_ok{target=\"sim\"} ")
-                    .and_then(|v| v.trim().parse::<u8>().ok())
-            });
-            if let Some(v) = v {
-                if seen.last() != Some(&v) {
-                    seen.push(v);
-                }
-            }
-        }
-        seen
-    });
+    let (stop_tx, poller) = slo_gauge_changes(w.addr.clone());
     let first = rx.recv_timeout(Duration::from_secs(20));
     let second = rx.recv_timeout(Duration::from_secs(20));
     // A few passing probes after the incident's end.
@@ -517,13 +499,8 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     // ITL p50 inside the window is twice that outside; probes across an edge are left
     // out, and so is the simulator's start-up uncertainty.
     let (from, to) = (5_000, 10_000);
-    let median = |mut v: Vec<f64>| -> f64 {
-        assert!(v.len() >= 3, "{v:?}");
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let itl = |inside: bool| -> Vec<f64> {
-        probes
+    let itl = |inside: bool| -> f64 {
+        let v: Vec<f64> = probes
             .iter()
             .filter(|p| {
                 if inside {
@@ -533,9 +510,11 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
                 }
             })
             .map(|p| p.itl_p50_ms.unwrap())
-            .collect()
+            .collect();
+        assert!(v.len() >= 3, "{v:?}");
+        cadence_core::stats::median(v).unwrap()
     };
-    let (slow, normal) = (median(itl(true)), median(itl(false)));
+    let (slow, normal) = (itl(true), itl(false));
     let ratio = slow / normal;
     assert!(
         (1.6..2.5).contains(&ratio),
@@ -556,6 +535,29 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
         "the incident closed {} ms after the start",
         end - spawned_ms
     );
+}
+
+/// Polls the watcher's /metrics every 200 ms until told to stop: each change of the
+/// `sim` target's SLO gauge, in order.
+fn slo_gauge_changes(addr: String) -> (mpsc::Sender<()>, std::thread::JoinHandle<Vec<u8>>) {
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let poller = std::thread::spawn(move || {
+        let mut seen: Vec<u8> = Vec::new();
+        while stop_rx.recv_timeout(Duration::from_millis(200)).is_err() {
+            let (_, text) = get(&addr, "/metrics");
+            let v = text.lines().find_map(|l| {
+                l.strip_prefix("cadence_watch_slo_ok{target=\"sim\"} ")
+                    .and_then(|v| v.trim().parse::<u8>().ok())
+            });
+            if let Some(v) = v {
+                if seen.last() != Some(&v) {
+                    seen.push(v);
+                }
+            }
+        }
+        seen
+    });
+    (stop_tx, poller)
 }
 
 /// A chat stream of two chunks, then the connection closes.

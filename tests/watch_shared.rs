@@ -143,26 +143,7 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         let series = format!("cadence_watch_vantage_slo_ok{{target=\"sim\",vantage=\"{v}\"}} 1");
         assert!(m.contains(&series), "{series} in {m}");
     }
-    // The deploy kit's vantage rules and dashboard panels use the hub's names, and the
-    // shared-store ones a watcher's (tests/watch_prometheus.rs checks the rest).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (hub_names, east_names) = (
-        common::watcher::metric_names(&m),
-        common::watcher::metric_names(&get(&east.addr, "/metrics").1),
-    );
-    for name in common::watcher::deploy_metric_names(root) {
-        if name.starts_with("cadence_watch_vantage_") {
-            assert!(
-                hub_names.contains(&name),
-                "{name} is not in the hub's /metrics"
-            );
-        } else if name.starts_with("cadence_watch_shared_") {
-            assert!(
-                east_names.contains(&name),
-                "{name} is not in the watcher's /metrics"
-            );
-        }
-    }
+    kit_names_are_exposed(&m, &get(&east.addr, "/metrics").1);
     let (status, words) = get(&hub.addr, "/api/targets");
     assert_eq!(status, 404);
     assert!(words.contains("/api/vantages"), "{words}");
@@ -245,4 +226,23 @@ fn a_watcher_whose_store_is_away_keeps_its_probes_and_ships_them_later() {
         text.contains(&format!("{now_kept} probes from 1 vantages (north)")),
         "{now_kept} local probes; {text}"
     );
+}
+
+/// The deploy kit's vantage rules and dashboard panels use names the hub's /metrics
+/// has, and its shared-store ones names a watcher's has (tests/watch_prometheus.rs
+/// checks the rest against a real Prometheus).
+fn kit_names_are_exposed(hub_metrics: &str, watcher_metrics: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hub = common::watcher::metric_names(hub_metrics);
+    let watcher = common::watcher::metric_names(watcher_metrics);
+    for name in common::watcher::deploy_metric_names(root) {
+        if name.starts_with("cadence_watch_vantage_") {
+            assert!(hub.contains(&name), "{name} is not in the hub's /metrics");
+        } else if name.starts_with("cadence_watch_shared_") {
+            assert!(
+                watcher.contains(&name),
+                "{name} is not in the watcher's /metrics"
+            );
+        }
+    }
 }
