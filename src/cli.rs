@@ -119,6 +119,13 @@ pub struct WatchArgs {
     #[arg(long, short)]
     pub quiet: bool,
 
+    /// Probe every target once, now, one after another, keep the probes as usual and
+    /// exit: 0 when every probe met its SLOs, 3 when one breached (a check after a
+    /// deploy, or from cron, with the watch's own config). A target outside its
+    /// `hours` is skipped.
+    #[arg(long)]
+    pub once: bool,
+
     /// This watcher's name among several feeding one shared store (over the config's
     /// `vantage`; default: the host's name).
     #[arg(long)]

@@ -91,6 +91,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         webhook: hook,
         verbose: !args.quiet,
         written,
+        once: args.once,
     };
     let result = watcher::run(prepared, store, shared, opts, stop_rx).await;
     if let Some(task) = shipper_task {
@@ -101,7 +102,20 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
     drop(server);
     drop(sim);
     match result {
-        Ok(()) => {
+        Ok(verdicts) if args.once => {
+            let probed = verdicts.iter().flatten().count();
+            let breached = verdicts.iter().flatten().filter(|ok| !**ok).count();
+            eprintln!(
+                "cadence watch --once: {probed} of {} target(s) probed, {breached} breached their SLOs; the probes are in the database.",
+                verdicts.len()
+            );
+            Ok(if breached > 0 {
+                Exit::SloBreached
+            } else {
+                Exit::Ok
+            })
+        }
+        Ok(_) => {
             eprintln!("cadence watch: stopped; every finished probe is in the database.");
             Ok(Exit::Ok)
         }

@@ -637,3 +637,66 @@ fn probes_ask_the_users_prompts_with_its_extra_body() {
         .expect("a probe of set");
     assert_eq!((kept.sent, kept.succeeded), (3, 3), "{kept:?}");
 }
+
+#[test]
+fn once_probes_every_target_now_and_exits_with_their_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    // Long intervals: only --once makes the probes come now.
+    let target = |name: &str, slo: &str| {
+        format!(
+            "[[target]]\nname = \"{name}\"\nurl = \"builtin\"\nslo = [\"{slo}\"]\n\
+             [target.probe]\ninterval = \"1h\"\njitter = \"1s\"\nrequests = 2\nmax_tokens = 8\n"
+        )
+    };
+    let once = |text: String| {
+        let cfg = dir.path().join("watch.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let out = common::cadence()
+            .arg("watch")
+            .arg(&cfg)
+            .arg("--db")
+            .arg(&db)
+            .arg("--once")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "itl.p50<=1s"));
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("2 of 2 target(s) probed, 0 breached"),
+        "{said}"
+    );
+    let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "itl.p50<=1us"));
+    assert_eq!(code, Some(3), "{said}");
+    assert!(said.contains("1 breached"), "{said}");
+    // Each run probed each target once, and kept it.
+    let store = cadence_watch::Store::open_read(&db).unwrap();
+    for name in ["a", "b"] {
+        let probes = store.probes(Some(name), 0).unwrap();
+        assert_eq!(probes.len(), 2, "{name}: {probes:?}");
+    }
+    // A target outside its hours is said and skipped, not waited for.
+    let now = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60
+        % 1440) as u32;
+    let (start, end) = ((now + 120) % 1440, (now + 180) % 1440);
+    let hours = format!(
+        "hours = \"{:02}:{:02}-{:02}:{:02}\"\n",
+        start / 60,
+        start % 60,
+        end / 60,
+        end % 60
+    );
+    let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "itl.p50<=1s") + &hours);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("b: outside its hours, not probed"), "{said}");
+    assert!(said.contains("1 of 2 target(s) probed"), "{said}");
+}

@@ -43,6 +43,8 @@ pub struct Options {
     pub verbose: bool,
     /// Woken after each probe is written (the shared store's shipper).
     pub written: Option<Arc<tokio::sync::Notify>>,
+    /// Probe every target once, now, in order, then return (`--once`).
+    pub once: bool,
 }
 
 /// How often retention runs after the start: every hour, or every quarter of the
@@ -51,27 +53,40 @@ pub fn retention_every(retain: Duration) -> Duration {
     (retain / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600))
 }
 
-/// Runs until `stop` turns true (returns `Ok`) or the database fails (a full disk, a
-/// corrupt page): probing stops loudly and what was written stays.
+/// Runs until `stop` turns true, or with [`Options::once`] until every target had its
+/// probe, or the database fails (a full disk, a corrupt page): probing stops loudly and
+/// what was written stays. Returns each target's SLO verdict of this run's last probe
+/// (`None`: not probed in this run).
 pub async fn run(
     targets: Vec<Prepared>,
     store: Store,
     shared: Arc<Shared>,
     opts: Options,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), StoreError> {
+) -> Result<Vec<Option<bool>>, StoreError> {
     let now = Instant::now();
     let (mut next, mut last_ok) = resume(&targets, &store, &shared, now)?;
+    let mut verdicts: Vec<Option<bool>> = vec![None; targets.len()];
+    // --once: every target due now (in order), each retired after its probe.
+    let mut done = vec![false; targets.len()];
+    if opts.once {
+        next.fill(now);
+    }
+    let retire = |next: &mut Vec<Instant>, done: &mut Vec<bool>, i: usize| {
+        done[i] = true;
+        next[i] = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+        done.iter().all(|d| *d)
+    };
     let mut store = Some(store);
     let mut next_retention = now;
     let mut rng = rand::rng();
     loop {
         if *stop.borrow() {
-            return Ok(());
+            return Ok(verdicts);
         }
         let (i, due) = match next.iter().enumerate().min_by_key(|(_, d)| **d) {
             Some((i, d)) => (i, *d),
-            None => return Ok(()),
+            None => return Ok(verdicts),
         };
         let wake = due.min(next_retention);
         tokio::select! {
@@ -93,6 +108,16 @@ pub async fn run(
         let t = &targets[i];
         if let Some(h) = &t.target.probe.hours {
             let wait = h.wait_ms(now_ms());
+            if wait > 0 && opts.once {
+                eprintln!(
+                    "cadence watch: {}: outside its hours, not probed",
+                    t.target.name
+                );
+                if retire(&mut next, &mut done, i) {
+                    return Ok(verdicts);
+                }
+                continue;
+            }
             if wait > 0 {
                 // Outside its hours: due again when they open.
                 next[i] = Instant::now() + Duration::from_millis(wait as u64);
@@ -107,7 +132,7 @@ pub async fn run(
             })
             .await;
         let Some((row, reqs)) = probe else {
-            return Ok(()); // stopped mid-probe: that probe is not kept
+            return Ok(verdicts); // stopped mid-probe: that probe is not kept
         };
         let s = store.take().expect("the store is back");
         let r = row.clone();
@@ -126,6 +151,13 @@ pub async fn run(
         shared.metrics.observe(&row);
         say(&row, last_ok[i], &opts);
         last_ok[i] = Some(row.slo_ok);
+        verdicts[i] = Some(row.slo_ok);
+        if opts.once {
+            if retire(&mut next, &mut done, i) {
+                return Ok(verdicts);
+            }
+            continue;
+        }
         let p = &t.target.probe;
         let jitter = if p.jitter.is_zero() {
             0.0
