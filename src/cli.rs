@@ -204,6 +204,11 @@ pub struct WatchReportArgs {
     #[arg(long)]
     pub html: Option<PathBuf>,
 
+    /// Also write the report as JSON (the same figures as data, `schema_version` 1) to
+    /// this file ('-': stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
     /// Read every vantage's probes from this shared store instead of --db, and compare
     /// the vantages.
     #[command(flatten)]

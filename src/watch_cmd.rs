@@ -359,7 +359,11 @@ async fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
 /// Writes the report in each format asked for (the console's when none went to stdout).
 fn write_report(r: &WatchReportArgs, render: impl Fn(Format) -> String) -> anyhow::Result<Exit> {
     let mut console = true;
-    for (path, format) in [(&r.markdown, Format::Markdown), (&r.html, Format::Html)] {
+    for (path, format) in [
+        (&r.markdown, Format::Markdown),
+        (&r.html, Format::Html),
+        (&r.json, Format::Json),
+    ] {
         let Some(path) = path else { continue };
         let text = render(format);
         if path.as_os_str() == "-" {

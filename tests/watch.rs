@@ -115,6 +115,16 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.starts_with("sim ")), "{text}");
     assert!(text.contains("Incidents (0)"), "{text}");
+    // The same as data, for a script.
+    let out = Command::new(bin())
+        .args(["watch", "report", "--since", "1h", "--json", "-", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["probes"].as_u64(), Some(probes.len() as u64), "{j}");
+    assert_eq!(j["targets"][0]["target"], "sim", "{j}");
+    assert_eq!(j["targets"][0]["window"]["success_rate"], 1.0, "{j}");
 
     // Restart resumes: the old probes stay, new ones follow them.
     let before = probes.len();

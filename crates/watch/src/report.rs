@@ -1,5 +1,5 @@
 //! `cadence watch report`: the standing of every target and its incidents over a
-//! window, read offline from the database, as console text, Markdown or HTML.
+//! window, read offline from the database, as console text, Markdown, HTML or JSON.
 
 use crate::board::{cell, standing, utc};
 use crate::incident::{incidents, Incident};
@@ -12,6 +12,27 @@ pub enum Format {
     Console,
     Markdown,
     Html,
+    /// The same figures as data (`schema_version` 1): for a script, not a person.
+    Json,
+}
+
+/// The JSON report's shape version.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// The JSON report: the window, then what the tables show.
+fn json(since_ms: i64, now: i64, probes: usize, mut body: serde_json::Value) -> String {
+    let head = serde_json::json!({
+        "schema_version": JSON_SCHEMA_VERSION,
+        "since_ms": since_ms,
+        "until_ms": now,
+        "probes": probes,
+    });
+    if let (Some(b), serde_json::Value::Object(h)) = (body.as_object_mut(), head) {
+        for (k, v) in h.into_iter().rev() {
+            b.insert(k, v);
+        }
+    }
+    serde_json::to_string_pretty(&body).expect("the report serializes") + "\n"
 }
 
 /// A report's parts, laid out the same way in each format.
@@ -26,6 +47,8 @@ struct Doc<'a> {
     incidents: Vec<Incident>,
     /// The HTML body between the title and the incidents: the table and the charts.
     html_body: String,
+    /// The JSON report: the window (since, until, probes) and the tables as data.
+    json: (i64, i64, usize, serde_json::Value),
 }
 
 impl Doc<'_> {
@@ -53,6 +76,10 @@ impl Doc<'_> {
         let n = self.incidents.len();
         let note = self.note.map_or(String::new(), |t| format!("\n{t}\n"));
         match format {
+            Format::Json => {
+                let (since_ms, now, probes, body) = &self.json;
+                json(*since_ms, *now, *probes, body.clone())
+            }
             Format::Console => {
                 let mut s = format!("{}\n\n", self.title);
                 s.push_str(&text_table(self.head, &self.rows));
@@ -92,14 +119,17 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
     let mut targets: Vec<&str> = probes.iter().map(|p| p.target.as_str()).collect();
     targets.sort();
     targets.dedup();
+
     let head = [
         "target", "probes", "TTFT p50", "ITL p50", "ITL p99", "tok/s", "success", "SLO met",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut data: Vec<serde_json::Value> = Vec::new();
     let mut html_body = String::new();
     for t in &targets {
         let mine: Vec<ProbeRow> = probes.iter().filter(|p| p.target == *t).cloned().collect();
         let s = standing(&mine, since_ms);
+        data.push(serde_json::json!({"target": t, "window": s}));
         rows.push(vec![
             t.to_string(),
             s.probes.to_string(),
@@ -114,6 +144,7 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
         html_body.push_str(&crate::web::charts(&mine, now));
     }
     html_body.insert_str(0, &html_table(&head, &rows));
+    let found = incidents(probes);
     Doc {
         title: format!(
             "cadence watch report: {} to {} UTC, {} probes of {} targets",
@@ -126,7 +157,13 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
         rows,
         note: None,
         incident_of: "target",
-        incidents: incidents(probes),
+        json: (
+            since_ms,
+            now,
+            probes.len(),
+            serde_json::json!({"targets": data, "incidents": found}),
+        ),
+        incidents: found,
         html_body,
     }
     .render(format)
@@ -140,7 +177,9 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
     let mut vantages: Vec<&str> = probes.iter().map(|p| p.vantage.as_str()).collect();
     vantages.sort();
     vantages.dedup();
+
     let mut html_body = crate::vantage::table_html(&compared, false);
+    let found = crate::vantage::incidents_by_vantage(probes);
     for (target, by_vantage) in crate::vantage::group(probes) {
         let mine: Vec<VantageProbe> = by_vantage
             .into_iter()
@@ -167,7 +206,17 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
         rows: crate::vantage::cells(&compared),
         note: Some("vs best: the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it."),
         incident_of: "target @ vantage",
-        incidents: crate::vantage::incidents_by_vantage(probes),
+        json: (
+            since_ms,
+            now,
+            probes.len(),
+            serde_json::json!({
+                "vantages": vantages,
+                "rows": compared,
+                "incidents": found,
+            }),
+        ),
+        incidents: found,
         html_body,
     }
     .render(format)
@@ -262,6 +311,18 @@ mod tests {
         assert!(md.contains("| api | east | 1 |"), "{md}");
         let html = render_vantages(&probes, 0, 5_000, Format::Html);
         assert_eq!(html.matches("<svg").count(), 2, "the target's two charts");
+        let j: serde_json::Value =
+            serde_json::from_str(&render_vantages(&probes, 0, 5_000, Format::Json)).unwrap();
+        assert_eq!(j["probes"], 3);
+        assert_eq!(j["vantages"], serde_json::json!(["east", "west"]));
+        let west = j["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["vantage"] == "west")
+            .unwrap();
+        assert_eq!(west["ttft_p50_over_best_ms"], 100.0, "{west}");
+        assert_eq!(j["incidents"][0]["target"], "api @ west", "{j}");
     }
 
     #[test]
@@ -284,5 +345,21 @@ mod tests {
         assert!(m.contains("| a | 3 |"), "{m}");
         let h = render(&rows, 0, 4_000, Format::Html);
         assert!(h.contains("<svg") && h.contains("<h2>b</h2>"), "{h}");
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&rows, 0, 4_000, Format::Json)).unwrap();
+        assert_eq!(j["schema_version"], JSON_SCHEMA_VERSION);
+        assert_eq!(
+            (j["since_ms"].as_i64(), j["until_ms"].as_i64()),
+            (Some(0), Some(4_000))
+        );
+        assert_eq!(j["probes"], 4);
+        assert_eq!(j["targets"][0]["target"], "a");
+        assert_eq!(j["targets"][0]["window"]["probes"], 3);
+        let met = j["targets"][0]["window"]["slo_compliance"]
+            .as_f64()
+            .unwrap();
+        assert!((met - 2.0 / 3.0).abs() < 1e-9, "{j}");
+        assert_eq!(j["incidents"].as_array().unwrap().len(), 1, "{j}");
+        assert_eq!(j["incidents"][0]["start_ms"], 2_000, "{j}");
     }
 }
