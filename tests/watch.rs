@@ -65,6 +65,20 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let (status, target) = get(&w.addr, "/target/sim");
     assert_eq!(status, 200);
     assert!(target.contains("<svg"), "{target}");
+    // Each recent probe links to its page, which lists its requests.
+    let link = target
+        .split("href=\"")
+        .find_map(|s| {
+            s.split('"')
+                .next()
+                .filter(|h| h.starts_with("/target/sim/probe/"))
+        })
+        .expect("a link to a probe");
+    let (status, probe) = get(&w.addr, link);
+    assert_eq!(status, 200, "{probe}");
+    assert_eq!(probe.matches(">succeeded<").count(), 3, "{probe}");
+    assert_eq!(get(&w.addr, "/target/sim/probe/999999").0, 404);
+    assert_eq!(get(&w.addr, "/target/nope/probe/1").0, 404);
     let no_ns = target.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
     for external in ["https://", "src=", "<link", "<script src", "url("] {
         assert!(!no_ns.contains(external), "the page requests {external}");

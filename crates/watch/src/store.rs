@@ -413,6 +413,16 @@ impl Store {
     }
 
     /// The requests of one probe, in order.
+    /// One probe by its id; `None` when there is none (or retention deleted it).
+    pub fn probe(&self, id: i64) -> Result<Option<ProbeRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("{SELECT} WHERE id = ?1"))
+            .map_err(|e| self.err(e))?;
+        let mut rows = st.query_map([id], probe_row).map_err(|e| self.err(e))?;
+        rows.next().transpose().map_err(|e| self.err(e))
+    }
+
     pub fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, StoreError> {
         let mut st = self
             .conn

@@ -34,6 +34,7 @@ pub async fn serve(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<Ser
     let app = Router::new()
         .route("/", get(leaderboard))
         .route("/target/{name}", get(target_page))
+        .route("/target/{name}/probe/{id}", get(probe_page))
         .route("/api/targets", get(api_targets))
         .route("/api/vantages", get(api_vantages))
         .route("/metrics", get(metrics))
@@ -593,7 +594,9 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     for p in probes.iter().rev().take(20) {
         let (client_class, client) = client_check(p);
         s.push_str(&format!(
-            "<tr><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{client_class}\">{}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td><a href=\"/target/{}/probe/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{client_class}\">{}</td><td class=\"{}\">{}</td></tr>",
+            esc(&p.target),
+            p.id,
             utc(p.started_ms),
             p.succeeded,
             p.sent,
@@ -607,6 +610,81 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
         ));
     }
     s.push_str("</table><p><em>client</em>: the probe's clock self-check: which clock stamped the chunks, and the p99 of the watcher's event-loop lag and of its read delay. A lag above 5 ms (marked) means the watcher, not the target, may have been slow: its figures may be late by up to that much. Merged reads carried several chunks at once: their chunks share one time, a gap of 0 each.</p></body></html>");
+    s
+}
+
+/// One probe of a target and its requests, each as the database keeps it.
+async fn probe_page(
+    State(shared): State<Arc<Shared>>,
+    UrlPath((name, id)): UrlPath<(String, i64)>,
+) -> Response {
+    if shared.hub || !shared.targets.iter().any(|t| t.name == name) {
+        return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response();
+    }
+    let found = read(&shared, move |s| {
+        Ok(match s.probe(id)? {
+            Some(p) => Some((s.requests(id)?, p)),
+            None => None,
+        })
+    })
+    .await;
+    match found {
+        Ok(Some((reqs, p))) if p.target == name => Html(probe_html(&p, &reqs)).into_response(),
+        Ok(_) => (
+            StatusCode::NOT_FOUND,
+            format!("no probe {id} of {name:?} (retention may have deleted it)"),
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+/// A probe's page: its figures, its verdict and every request's.
+pub fn probe_html(p: &ProbeRow, reqs: &[crate::store::RequestRow]) -> String {
+    let mut s = head(
+        &format!("cadence watch · {} · probe {}", p.target, p.id),
+        false,
+    );
+    let (_, client) = client_check(p);
+    s.push_str(&format!(
+        "<p><a href=\"/target/{t}\">{t}</a></p><h1>Probe {id} of {t}</h1>\
+         <p>{start} to {end} UTC · {ok}/{sent} succeeded, {aborted} aborted · TTFT p50 {ttft} · ITL p50 {p50}, p99 {p99} · client: {client}</p>\
+         <p class=\"{class}\">SLO: {verdict}</p>",
+        t = esc(&p.target),
+        id = p.id,
+        start = utc(p.started_ms),
+        end = utc(p.ended_ms),
+        ok = p.succeeded,
+        sent = p.sent,
+        aborted = p.aborted,
+        ttft = cell(p.ttft_p50_ms, "ms"),
+        p50 = cell(p.itl_p50_ms, "ms"),
+        p99 = cell(p.itl_p99_ms, "ms"),
+        client = esc(&client),
+        class = if p.slo_ok { "ok" } else { "bad" },
+        verdict = esc(&if p.slo_detail.is_empty() {
+            if p.slo_ok { "met" } else { "breached" }.to_string()
+        } else {
+            p.slo_detail.join("; ")
+        }),
+    ));
+    s.push_str("<table><tr><th>request</th><th>outcome</th><th>TTFT</th><th>ITL p50</th><th>ITL max</th><th>chunks</th><th>output tokens</th><th>E2E</th></tr>");
+    for r in reqs {
+        let good = r.outcome == "succeeded";
+        s.push_str(&format!(
+            "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.idx,
+            if good { "ok" } else { "bad" },
+            esc(&r.outcome),
+            cell(r.ttft_ms, "ms"),
+            cell(r.itl_p50_ms, "ms"),
+            cell(r.itl_max_ms, "ms"),
+            r.chunks,
+            r.output_tokens.map_or("—".into(), |n| n.to_string()),
+            cell(r.e2e_ms, "ms"),
+        ));
+    }
+    s.push_str("</table></body></html>");
     s
 }
 
@@ -649,6 +727,41 @@ mod tests {
             slos: vec!["itl.p50<=8ms".into()],
             interval_s: 60.0,
         }
+    }
+
+    #[test]
+    fn a_probe_page_shows_its_verdict_and_each_request() {
+        let mut p = probe("a", 1_000, false);
+        p.slo_detail = vec!["itl.p99<=50ms: 81.000 ms BREACH".into()];
+        let req = |idx: u64, outcome: &str, ttft: Option<f64>| crate::store::RequestRow {
+            idx,
+            outcome: outcome.into(),
+            ttft_ms: ttft,
+            e2e_ms: ttft.map(|t| t + 100.0),
+            chunks: 4,
+            output_tokens: Some(4),
+            itl_p50_ms: Some(20.0),
+            itl_max_ms: Some(81.0),
+        };
+        let html = probe_html(
+            &p,
+            &[req(0, "succeeded", Some(30.0)), req(1, "http_5xx", None)],
+        );
+        assert!(
+            html.contains("class=\"bad\">SLO: itl.p99&lt;=50ms: 81.000 ms BREACH"),
+            "{html}"
+        );
+        assert!(html.contains("<td class=\"ok\">succeeded</td>"), "{html}");
+        assert!(html.contains("<td class=\"bad\">http_5xx</td>"), "{html}");
+        assert!(
+            html.contains("<td>30.00 ms</td><td>20.00 ms</td><td>81.00 ms</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td>—</td>"),
+            "the failed request has no TTFT: {html}"
+        );
+        assert!(html.contains("href=\"/target/a\""), "{html}");
     }
 
     #[test]
