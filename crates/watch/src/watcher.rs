@@ -65,18 +65,14 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<Option<bool>>, StoreError> {
     let now = Instant::now();
-    let (mut next, mut last_ok) = resume(&targets, &store, &shared, now)?;
+    let (due, mut last_ok) = resume(&targets, &store, &shared, now)?;
+    // Each target's next probe; `None`: none more (with --once, every target is due
+    // now, in order, and retired after its probe).
+    let mut next: Vec<Option<Instant>> = due
+        .into_iter()
+        .map(|d| Some(if opts.once { now } else { d }))
+        .collect();
     let mut verdicts: Vec<Option<bool>> = vec![None; targets.len()];
-    // --once: every target due now (in order), each retired after its probe.
-    let mut done = vec![false; targets.len()];
-    if opts.once {
-        next.fill(now);
-    }
-    let retire = |next: &mut Vec<Instant>, done: &mut Vec<bool>, i: usize| {
-        done[i] = true;
-        next[i] = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
-        done.iter().all(|d| *d)
-    };
     let mut store = Some(store);
     let mut next_retention = now;
     let mut rng = rand::rng();
@@ -84,19 +80,24 @@ pub async fn run(
         if *stop.borrow() {
             return Ok(verdicts);
         }
-        let (i, due) = match next.iter().enumerate().min_by_key(|(_, d)| **d) {
-            Some((i, d)) => (i, *d),
-            None => return Ok(verdicts),
+        let soonest = next
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.map(|d| (i, d)))
+            .min_by_key(|(_, d)| *d);
+        let Some((i, due)) = soonest else {
+            return Ok(verdicts);
         };
-        let wake = due.min(next_retention);
         tokio::select! {
-            _ = tokio::time::sleep_until(wake) => {}
+            _ = tokio::time::sleep_until(due.min(next_retention)) => {}
             _ = stop.changed() => continue,
         }
         if Instant::now() >= next_retention {
             let cutoff = now_ms() - opts.retain.as_millis() as i64;
-            let s = store.take().expect("the store is back");
-            let (s, r) = blocking(s, move |s| s.retain(cutoff)).await;
+            let (s, r) = blocking(store.take().expect("the store is back"), move |s| {
+                s.retain(cutoff)
+            })
+            .await;
             store = Some(s);
             let gone = r?;
             if gone > 0 && opts.verbose {
@@ -106,23 +107,19 @@ pub async fn run(
             continue;
         }
         let t = &targets[i];
-        if let Some(h) = &t.target.probe.hours {
-            let wait = h.wait_ms(now_ms());
-            if wait > 0 && opts.once {
+        let closed = t.target.probe.hours.map_or(0, |h| h.wait_ms(now_ms()));
+        if closed > 0 {
+            // Outside its hours: due again when they open (--once: not probed).
+            next[i] = if opts.once {
                 eprintln!(
                     "cadence watch: {}: outside its hours, not probed",
                     t.target.name
                 );
-                if retire(&mut next, &mut done, i) {
-                    return Ok(verdicts);
-                }
-                continue;
-            }
-            if wait > 0 {
-                // Outside its hours: due again when they open.
-                next[i] = Instant::now() + Duration::from_millis(wait as u64);
-                continue;
-            }
+                None
+            } else {
+                Some(Instant::now() + Duration::from_millis(closed as u64))
+            };
+            continue;
         }
         let started = Instant::now();
         let mut stop_probe = stop.clone();
@@ -134,17 +131,7 @@ pub async fn run(
         let Some((row, reqs)) = probe else {
             return Ok(verdicts); // stopped mid-probe: that probe is not kept
         };
-        let s = store.take().expect("the store is back");
-        let r = row.clone();
-        let (s, written) = blocking(s, move |s| s.insert_probe(&r, &reqs)).await;
-        store = Some(s);
-        if let Err(e) = written {
-            eprintln!(
-                "cadence watch: cannot write the probe of {}: {e}; probing stopped, every probe written before stays in the database",
-                row.target
-            );
-            return Err(e);
-        }
+        keep(&mut store, &row, reqs).await?;
         if let Some(w) = &opts.written {
             w.notify_one();
         }
@@ -152,21 +139,39 @@ pub async fn run(
         say(&row, last_ok[i], &opts);
         last_ok[i] = Some(row.slo_ok);
         verdicts[i] = Some(row.slo_ok);
-        if opts.once {
-            if retire(&mut next, &mut done, i) {
-                return Ok(verdicts);
-            }
-            continue;
-        }
-        let p = &t.target.probe;
-        let jitter = if p.jitter.is_zero() {
-            0.0
-        } else {
-            rng.random_range(-1.0..=1.0) * p.jitter.as_secs_f64()
-        };
-        let gap = (p.interval.as_secs_f64() + jitter).max(0.0);
-        next[i] = started + Duration::from_secs_f64(gap);
+        next[i] = (!opts.once).then(|| started + gap(&t.target.probe, &mut rng));
     }
+}
+
+/// Writes a finished probe and its requests in one transaction, off the async
+/// workers; a failure (a full disk) is said, and stops probing.
+async fn keep(
+    store: &mut Option<Store>,
+    row: &crate::store::ProbeRow,
+    reqs: Vec<crate::store::RequestRow>,
+) -> Result<(), StoreError> {
+    let r = row.clone();
+    let s = store.take().expect("the store is back");
+    let (s, written) = blocking(s, move |s| s.insert_probe(&r, &reqs)).await;
+    *store = Some(s);
+    written.inspect_err(|e| {
+        eprintln!(
+            "cadence watch: cannot write the probe of {}: {e}; probing stopped, every probe written before stays in the database",
+            row.target
+        )
+    })?;
+    Ok(())
+}
+
+/// From one probe's start to the next one's: the interval, moved by up to the jitter
+/// either way.
+fn gap(p: &crate::config::Probe, rng: &mut impl Rng) -> Duration {
+    let jitter = if p.jitter.is_zero() {
+        0.0
+    } else {
+        rng.random_range(-1.0..=1.0) * p.jitter.as_secs_f64()
+    };
+    Duration::from_secs_f64((p.interval.as_secs_f64() + jitter).max(0.0))
 }
 
 /// Each target's first due time and last SLO state: a target with a stored probe
