@@ -3,25 +3,13 @@
 //! records, and `cadence proxy` forwards it byte for byte while recording its ITL.
 
 mod common;
-use common::{interrupt_and_wait, spawn_listening, Killed};
+use common::{fast_sim, interrupt_and_wait, spawn_listening};
 
 use assert_cmd::Command;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
-
-fn sim() -> (Killed, String) {
-    spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        "5ms",
-        "--itl",
-        "2ms",
-    ])
-}
 
 /// Each dialect's `--api` name and the path its endpoint is given by (or the base).
 const DIALECTS: [(&str, &str); 12] = [
@@ -75,7 +63,7 @@ fn bench(url: &str, api: &str, extra: &[&str], dir: &Path) -> (Option<i32>, Vec<
 #[test]
 fn bench_measures_every_dialect_the_sim_serves_into_the_same_records() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, base) = sim();
+    let (_sim, base) = fast_sim();
     for (api, path) in DIALECTS {
         let url = url(&base, api, path);
         let (code, recs, err) = bench(&url, api, &["-n", "3"], dir.path());
@@ -106,7 +94,7 @@ fn bench_measures_every_dialect_the_sim_serves_into_the_same_records() {
 #[test]
 fn the_sims_faults_reach_every_dialect_and_bench_classifies_them() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, base) = sim();
+    let (_sim, base) = fast_sim();
     let faults = [
         ("split_bytes", "succeeded"),
         ("crlf", "succeeded"),
@@ -139,7 +127,7 @@ fn the_sims_faults_reach_every_dialect_and_bench_classifies_them() {
 #[test]
 fn bench_measures_a_non_streamed_answer_in_every_dialect_as_one_chunk() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, base) = sim();
+    let (_sim, base) = fast_sim();
     let off = r#"{"stream":false}"#;
     // KServe's `/generate` never streams; Realtime always does (not here).
     let cases = [
@@ -292,7 +280,7 @@ fn one_stream_per_dialect() -> [(&'static str, String); 10] {
 fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("live.jsonl");
-    let (_sim, sim_url) = sim();
+    let (_sim, sim_url) = fast_sim();
     let (mut proxy, proxy_url) = spawn_listening(&[
         "proxy",
         "--listen",

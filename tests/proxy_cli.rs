@@ -3,7 +3,7 @@
 //! records file before a clean exit.
 
 mod common;
-use common::{interrupt_and_wait, spawn_listening, Killed};
+use common::{fast_sim, interrupt_and_wait, spawn_listening, Killed};
 
 use assert_cmd::Command;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -61,15 +61,7 @@ fn proxy_usage_errors_exit_2_with_the_reason() {
 fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("live.jsonl");
-    let (_sim, sim_url) = spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        "5ms",
-        "--itl",
-        "2ms",
-    ]);
+    let (_sim, sim_url) = fast_sim();
     let (mut proxy, proxy_url) = spawn_listening(&[
         "proxy",
         "--listen",

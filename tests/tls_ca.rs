@@ -356,15 +356,7 @@ fn the_proxy_forwards_to_an_upstream_behind_a_private_ca() {
 fn bench_speaks_wss_with_the_private_ca() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, crt, key) = certificates(dir.path());
-    let (_sim, sim) = common::spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        "5ms",
-        "--itl",
-        "2ms",
-    ]);
+    let (_sim, sim) = common::fast_sim();
     let front = tls_terminator(&crt, &key, sim.trim_start_matches("http://"));
     let url = format!("wss://{front}/v1/realtime");
     let (_, recs, err) = bench(&url, dir.path(), "ws-public.jsonl", &[]);

@@ -65,20 +65,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let (status, target) = get(&w.addr, "/target/sim");
     assert_eq!(status, 200);
     assert!(target.contains("<svg"), "{target}");
-    // Each recent probe links to its page, which lists its requests.
-    let link = target
-        .split("href=\"")
-        .find_map(|s| {
-            s.split('"')
-                .next()
-                .filter(|h| h.starts_with("/target/sim/probe/"))
-        })
-        .expect("a link to a probe");
-    let (status, probe) = get(&w.addr, link);
-    assert_eq!(status, 200, "{probe}");
-    assert_eq!(probe.matches(">succeeded<").count(), 3, "{probe}");
-    assert_eq!(get(&w.addr, "/target/sim/probe/999999").0, 404);
-    assert_eq!(get(&w.addr, "/target/nope/probe/1").0, 404);
+    a_probe_page_lists_its_requests(&w.addr, &target);
     let no_ns = target.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
     for external in ["https://", "src=", "<link", "<script src", "url("] {
         assert!(!no_ns.contains(external), "the page requests {external}");
@@ -120,25 +107,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
     drop(store);
 
-    let out = Command::new(bin())
-        .args(["watch", "report", "--since", "1h", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.lines().any(|l| l.starts_with("sim ")), "{text}");
-    assert!(text.contains("Incidents (0)"), "{text}");
-    // The same as data, for a script.
-    let out = Command::new(bin())
-        .args(["watch", "report", "--since", "1h", "--json", "-", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(j["probes"].as_u64(), Some(probes.len() as u64), "{j}");
-    assert_eq!(j["targets"][0]["target"], "sim", "{j}");
-    assert_eq!(j["targets"][0]["window"]["success_rate"], 1.0, "{j}");
+    the_reports_show_the_probes(&db, probes.len());
 
     // Restart resumes: the old probes stay, new ones follow them.
     let before = probes.len();
@@ -150,6 +119,48 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let after = store.probes(None, 0).unwrap();
     assert!(after.len() > before, "{} then {}", before, after.len());
     assert_eq!(after[..before], probes[..]);
+}
+
+/// Each recent probe on `target` (the page) links to its own page, which lists its
+/// requests; unknown probes and targets are 404.
+fn a_probe_page_lists_its_requests(addr: &str, target: &str) {
+    let link = target
+        .split("href=\"")
+        .find_map(|s| {
+            s.split('"')
+                .next()
+                .filter(|h| h.starts_with("/target/sim/probe/"))
+        })
+        .expect("a link to a probe");
+    let (status, probe) = get(addr, link);
+    assert_eq!(status, 200, "{probe}");
+    assert_eq!(probe.matches(">succeeded<").count(), 3, "{probe}");
+    assert_eq!(get(addr, "/target/sim/probe/999999").0, 404);
+    assert_eq!(get(addr, "/target/nope/probe/1").0, 404);
+}
+
+/// `watch report` of `db` (its `probes` probes of the target `sim`, every one passing),
+/// as console text and as JSON.
+fn the_reports_show_the_probes(db: &Path, probes: usize) {
+    let out = Command::new(bin())
+        .args(["watch", "report", "--since", "1h", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("sim ")), "{text}");
+    assert!(text.contains("Incidents (0)"), "{text}");
+    // The same as data, for a script.
+    let out = Command::new(bin())
+        .args(["watch", "report", "--since", "1h", "--json", "-", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["probes"].as_u64(), Some(probes as u64), "{j}");
+    assert_eq!(j["targets"][0]["target"], "sim", "{j}");
+    assert_eq!(j["targets"][0]["window"]["success_rate"], 1.0, "{j}");
 }
 
 #[test]
@@ -523,22 +534,10 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     // ITL p50 inside the window is twice that outside; probes across an edge are left
     // out, and so is the simulator's start-up uncertainty.
     let (from, to) = (5_000, 10_000);
-    let itl = |inside: bool| -> f64 {
-        let v: Vec<f64> = probes
-            .iter()
-            .filter(|p| {
-                if inside {
-                    p.started_ms >= listening_ms + from && p.ended_ms <= spawned_ms + to
-                } else {
-                    p.ended_ms <= spawned_ms + from || p.started_ms >= listening_ms + to
-                }
-            })
-            .map(|p| p.itl_p50_ms.unwrap())
-            .collect();
-        assert!(v.len() >= 3, "{v:?}");
-        cadence_core::stats::median(v).unwrap()
-    };
-    let (slow, normal) = (itl(true), itl(false));
+    let (slow, normal) = (
+        itl_p50(&probes, (spawned_ms, listening_ms), (from, to), true),
+        itl_p50(&probes, (spawned_ms, listening_ms), (from, to), false),
+    );
     let ratio = slow / normal;
     assert!(
         (1.6..2.5).contains(&ratio),
@@ -559,6 +558,31 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
         "the incident closed {} ms after the start",
         end - spawned_ms
     );
+}
+
+/// The median ITL p50 of the probes wholly inside the window `from..to` ms after the
+/// start (`inside`), or wholly outside it; the start is known between `start.0` (the
+/// watcher spawned) and `start.1` (its page listening), so probes across an edge either
+/// way are left out.
+fn itl_p50(
+    probes: &[cadence_watch::store::ProbeRow],
+    start: (i64, i64),
+    (from, to): (i64, i64),
+    inside: bool,
+) -> f64 {
+    let v: Vec<f64> = probes
+        .iter()
+        .filter(|p| {
+            if inside {
+                p.started_ms >= start.1 + from && p.ended_ms <= start.0 + to
+            } else {
+                p.ended_ms <= start.0 + from || p.started_ms >= start.1 + to
+            }
+        })
+        .map(|p| p.itl_p50_ms.unwrap())
+        .collect();
+    assert!(v.len() >= 3, "{v:?}");
+    cadence_core::stats::median(v).unwrap()
 }
 
 /// Polls the watcher's /metrics every 200 ms until told to stop: each change of the

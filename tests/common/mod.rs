@@ -171,6 +171,21 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
     (Killed(child), url)
 }
 
+/// `cadence sim` on a free port of 127.0.0.1 with a fast, fixed cadence (TTFT 5 ms,
+/// ITL 2 ms): its process and base URL.
+#[allow(dead_code)]
+pub fn fast_sim() -> (Killed, String) {
+    spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
+    ])
+}
+
 /// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
 /// engine there with scripts/real-engine.sh and sets it); `None`, said on stderr, when
 /// it is not set, and the test skips.
