@@ -94,8 +94,17 @@ CADENCE_TEST_POSTGRES_TLS=$(cat "$pgdir/tls")
 CADENCE_TEST_POSTGRES_CA=$pgdir/ca.pem
 export CADENCE_TEST_POSTGRES CADENCE_TEST_POSTGRES_TLS CADENCE_TEST_POSTGRES_CA
 
-echo "== cargo test --workspace --locked $*"
-cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+# Tests that need a program from outside the repository (llama-server, PostgreSQL,
+# Prometheus, Chromium, tmux) are #[ignore]d, so a plain `cargo test` lists them as not
+# run; here every one of those programs is present, so they all run.
+test_args=("$@")
+if [[ " ${test_args[*]} " == *" -- "* ]]; then
+    test_args+=(--include-ignored)
+else
+    test_args+=(-- --include-ignored)
+fi
+echo "== cargo test --workspace --locked ${test_args[*]}"
+cargo test --workspace --locked "${test_args[@]}" 2>&1 | tee "$log"
 
 # The wheel that `pipx install` / `uv tool install` take (pyproject.toml, built by
 # scripts/wheel.sh), installed into a fresh venv, its `cadence` run from the venv's bin/.
@@ -112,4 +121,7 @@ fi
 
 # cargo prints one result line per test binary, the last often a crate's doc-tests with
 # nothing to run: the whole run's count, last.
-awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END {
+    printf "tests: %d passed, %d failed\n", p, f
+    if (i) { printf "error: %d tests did not run (ignored)\n", i; exit 1 }
+}' "$log"

@@ -187,15 +187,22 @@ pub fn fast_sim() -> (Killed, String) {
 }
 
 /// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
-/// engine there with scripts/real-engine.sh and sets it); `None`, said on stderr, when
-/// it is not set, and the test skips.
+/// engine there with scripts/real-engine.sh and sets it). The tests that call this are
+/// `#[ignore]`d, so a plain `cargo test` lists them as not run; asked for anyway
+/// (`--include-ignored`) without the engine, they fail saying how to get it.
 #[allow(dead_code)]
-pub fn real_engine() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("CADENCE_REAL_ENGINE").map(std::path::PathBuf::from);
-    if dir.is_none() {
-        eprintln!(
-            "skipped: CADENCE_REAL_ENGINE is not set (scripts/test.sh builds the engine \
-             with scripts/real-engine.sh and sets it)"
+pub fn real_engine() -> std::path::PathBuf {
+    let dir = std::env::var_os("CADENCE_REAL_ENGINE")
+        .map(std::path::PathBuf::from)
+        .expect(
+            "CADENCE_REAL_ENGINE is not set: this test needs llama-server; scripts/test.sh \
+             builds it with scripts/real-engine.sh and sets it",
+        );
+    for part in ["bin/llama-server", "model/tiny-llama.gguf"] {
+        assert!(
+            dir.join(part).exists(),
+            "CADENCE_REAL_ENGINE={} has no {part} (scripts/real-engine.sh builds it)",
+            dir.display()
         );
     }
     dir

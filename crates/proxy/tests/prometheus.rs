@@ -57,6 +57,7 @@ fn exact(sorted: &[f64], p: f64) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Prometheus; scripts/test.sh installs it and runs this"]
 async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     let bin = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
     let found = Command::new(&bin)

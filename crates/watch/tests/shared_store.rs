@@ -1,6 +1,7 @@
 //! The shared store against a real PostgreSQL server (scripts/postgres.sh starts one;
 //! scripts/test.sh exports its address as CADENCE_TEST_POSTGRES). Each test makes its
-//! own database. Without the variable the tests say so and skip.
+//! own database; the tests that need the server are ignored unless asked for, as
+//! scripts/test.sh does.
 
 use cadence_watch::board::TargetInfo;
 use cadence_watch::shared::ShipState;
@@ -13,12 +14,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A fresh database on the test server, as a connection string; `None` (said) without one.
-async fn database(name: &str) -> Option<String> {
-    let Ok(admin) = std::env::var("CADENCE_TEST_POSTGRES") else {
-        eprintln!("CADENCE_TEST_POSTGRES is not set (scripts/test.sh sets it): skipped");
-        return None;
-    };
+/// A fresh database on the test server (`CADENCE_TEST_POSTGRES`), as a connection
+/// string. The tests that call this are `#[ignore]`d; asked for without a server, they
+/// fail saying how to get one.
+async fn database(name: &str) -> String {
+    let admin = std::env::var("CADENCE_TEST_POSTGRES")
+        .expect("CADENCE_TEST_POSTGRES is not set: scripts/test.sh starts a server and sets it");
     let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
         .await
         .expect("the test server answers");
@@ -30,7 +31,7 @@ async fn database(name: &str) -> Option<String> {
     ] {
         client.batch_execute(&sql).await.unwrap();
     }
-    Some(format!("{admin} dbname={db}"))
+    format!("{admin} dbname={db}")
 }
 
 fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
@@ -95,10 +96,9 @@ fn target(name: &str) -> TargetInfo {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 async fn probes_of_two_vantages_are_kept_once_each_and_read_back() {
-    let Some(addr) = database("two").await else {
-        return;
-    };
+    let addr = database("two").await;
     let config = SharedConfig::new(&addr, None).unwrap();
     // Two watchers creating the schema at once: one creates it, the other finds it.
     let (a, b) = tokio::join!(config.connect(), config.connect());
@@ -168,10 +168,9 @@ async fn probes_of_two_vantages_are_kept_once_each_and_read_back() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 async fn the_hubs_retention_deletes_old_probes_of_every_vantage_and_forgets_retired_ones() {
-    let Some(addr) = database("hubretain").await else {
-        return;
-    };
+    let addr = database("hubretain").await;
     let mut s = SharedConfig::new(&addr, None)
         .unwrap()
         .connect()
@@ -211,14 +210,12 @@ async fn the_hubs_retention_deletes_old_probes_of_every_vantage_and_forgets_reti
 /// (`CADENCE_TEST_POSTGRES_TLS`, `sslmode=require`), its certificate signed by a CA of
 /// its own (`CADENCE_TEST_POSTGRES_CA`).
 #[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 async fn tls_to_the_store_checks_its_certificate_against_the_given_ca() {
-    let (Ok(tls), Ok(ca)) = (
-        std::env::var("CADENCE_TEST_POSTGRES_TLS"),
-        std::env::var("CADENCE_TEST_POSTGRES_CA"),
-    ) else {
-        eprintln!("CADENCE_TEST_POSTGRES_TLS/_CA are not set (scripts/test.sh sets them): skipped");
-        return;
-    };
+    let tls = std::env::var("CADENCE_TEST_POSTGRES_TLS")
+        .expect("CADENCE_TEST_POSTGRES_TLS is not set: scripts/test.sh sets it");
+    let ca = std::env::var("CADENCE_TEST_POSTGRES_CA")
+        .expect("CADENCE_TEST_POSTGRES_CA is not set: scripts/test.sh sets it");
     let ca = std::path::PathBuf::from(ca);
     let store = SharedConfig::with_ca(&tls, None, Some(&ca))
         .unwrap()
@@ -242,10 +239,9 @@ async fn tls_to_the_store_checks_its_certificate_against_the_given_ca() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 async fn a_newer_shared_schema_is_refused_with_both_versions() {
-    let Some(addr) = database("newer").await else {
-        return;
-    };
+    let addr = database("newer").await;
     let config = SharedConfig::new(&addr, None).unwrap();
     drop(config.connect().await.unwrap());
     let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
@@ -280,10 +276,9 @@ async fn an_unreachable_store_is_an_error_naming_it_without_the_password() {
 /// The outbox: probes written while the shared store is unreachable wait in the local
 /// file, and go when it answers; nothing is lost or doubled.
 #[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after() {
-    let Some(addr) = database("ship").await else {
-        return;
-    };
+    let addr = database("ship").await;
     let dir = tempfile::tempdir().unwrap();
     let mut local = Store::open(&dir.path().join("w.db")).unwrap();
     for i in 0..3 {
