@@ -131,7 +131,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
     report.search = search_report;
     let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
-    let source = records_path.map(|p| crate::load::RecordsSource::written(p, &metas));
+    let source = records_path.map(|p| cadence_run::RecordsSource::written(p, &metas));
     crate::output::deliver(
         &report,
         source.as_ref(),

@@ -13,7 +13,7 @@ use cadence_engine::{plan_level, Arrivals, EngineSpec, Workload};
 
 use crate::cli::PlanArgs;
 use crate::exit::{usage, Exit};
-use crate::load::RecordsSource;
+use cadence_run::RecordsSource;
 
 /// Model runs one fit may take (each replays every fitted level).
 const EVALS: u32 = 1500;
@@ -28,7 +28,7 @@ pub fn run(
     run: &Path,
     loads: Vec<(String, Arrivals)>,
 ) -> anyhow::Result<Exit> {
-    let loaded = crate::load::load(&[run.to_path_buf()], &[], None, None)?;
+    let loaded = cadence_run::load(&[run.to_path_buf()], &[], None, None)?;
     let mut notes = Vec::new();
     let levels = measured_levels(
         &loaded.report.levels,

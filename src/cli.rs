@@ -411,9 +411,7 @@ impl ApiArg {
     }
 }
 
-/// The longest duration any flag takes: a soak test runs for days, a year is a typo
-/// (and `Instant + 10⁹ s` would overflow).
-pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+pub use cadence_core::duration::MAX_DURATION;
 
 /// Most requests (`-n`) or warm-up requests a level may send.
 pub const MAX_REQUESTS: u64 = 1_000_000_000;

@@ -4,12 +4,12 @@
 
 use crate::cli::CompareArgs;
 use crate::exit::{usage, Exit};
-use crate::load::{load, Loaded};
 use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
 use cadence_core::report::LevelReport;
 use cadence_core::Convention;
+use cadence_run::{load, Loaded};
 use serde::Serialize;
 
 /// The comparison of one level.
@@ -416,8 +416,8 @@ fn load_one(
     path: &std::path::Path,
     from: Option<cadence_import::Tool>,
 ) -> anyhow::Result<(Loaded, Option<tempfile::TempDir>)> {
-    let from = from.filter(|_| !crate::import_run::is_cadence_file(path));
-    match crate::import_run::load(path, from, &[], None, None, &[])? {
+    let from = from.filter(|_| !cadence_run::is_cadence_file(path));
+    match cadence_run::import::load(path, from, &[], None, None, &[])? {
         Some(i) => Ok((i.loaded, Some(i.dir))),
         None => Ok((
             load(std::slice::from_ref(&path.to_path_buf()), &[], None, None)?,

@@ -44,6 +44,31 @@ impl From<cadence_core::Verdict> for Exit {
     }
 }
 
+impl From<cadence_run::Verdict> for Exit {
+    fn from(v: cadence_run::Verdict) -> Self {
+        match v {
+            cadence_run::Verdict::Ok => Exit::Ok,
+            cadence_run::Verdict::SloBreached => Exit::SloBreached,
+            cadence_run::Verdict::Invalid => Exit::Invalid,
+            cadence_run::Verdict::Incomplete => Exit::Incomplete,
+        }
+    }
+}
+
+/// The exit code of a fatal error: bad usage for a configuration error or an input
+/// that is no run ([`cadence_run::Error::Input`]), else an error.
+pub fn of_error(e: &anyhow::Error) -> Exit {
+    let input = matches!(
+        e.downcast_ref::<cadence_run::Error>(),
+        Some(cadence_run::Error::Input(_))
+    );
+    if input || e.downcast_ref::<UsageError>().is_some() {
+        Exit::Usage
+    } else {
+        Exit::Error
+    }
+}
+
 /// A configuration error found after clap's parsing (exit code 2).
 #[derive(Debug)]
 pub struct UsageError(pub String);

@@ -11,9 +11,6 @@ pub mod dashboard;
 pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
-pub mod fleet;
-pub mod import_run;
-pub mod load;
 pub mod output;
 pub mod plan_cmd;
 pub mod proxy_cmd;
@@ -84,9 +81,7 @@ pub fn main() -> std::process::ExitCode {
         Ok(code) => code.into(),
         Err(e) => {
             eprintln!("error: {e:#}");
-            e.downcast_ref::<exit::UsageError>()
-                .map_or(Exit::Error, |_| Exit::Usage)
-                .into()
+            exit::of_error(&e).into()
         }
     }
 }

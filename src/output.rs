@@ -6,9 +6,9 @@
 
 use crate::cli::OutputArgs;
 use crate::exit::{usage, Exit};
-use crate::load::RecordsSource;
 use anyhow::Context;
 use cadence_core::report::Report;
+use cadence_run::RecordsSource;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -161,7 +161,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
-    let source = records_path.map(|p| crate::load::RecordsSource::written(p, &planned.metas));
+    let source = records_path.map(|p| cadence_run::RecordsSource::written(p, &planned.metas));
     crate::output::deliver(
         &report,
         source.as_ref(),

@@ -2,21 +2,21 @@
 //! files (the bench's `--records`, which end with the run's metadata) or a saved JSON
 //! report, and writes it in any format. A fleet's shard directories merge into one run.
 //! Another tool's saved output (vLLM, AIPerf, GuideLLM, LLMPerf) is imported first
-//! ([`crate::import_run`]); `--llmd-benchmark` also writes the llm-d report format.
+//! ([`cadence_run::import`]); `--llmd-benchmark` also writes the llm-d report format.
 
 use crate::cli::ReportArgs;
 use crate::exit::{usage, Exit};
-use crate::load::load_with;
 use crate::output::{deliver, named, preflight};
 use anyhow::Context;
+use cadence_run::load_with;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let outputs = named(args.json.as_deref(), None, &args.outputs);
     // Directories (a fleet's shards) stand for their records files.
-    let files = crate::fleet::expand(&args.files)?;
+    let files = cadence_run::expand(&args.files)?;
     preflight(&files, &outputs)?;
     let imported = match files.as_slice() {
-        [one] => crate::import_run::load(
+        [one] => cadence_run::import::load(
             one,
             args.from,
             &args.slos,
@@ -53,7 +53,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
         loaded.records.as_ref(),
         args.json.as_deref(),
         &args.outputs,
-        loaded.exit,
+        loaded.verdict.into(),
         Vec::new(),
     )
 }

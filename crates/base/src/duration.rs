@@ -10,6 +10,10 @@
 
 use std::time::Duration;
 
+/// The longest duration any flag takes: a soak test runs for days, a year is a typo
+/// (and `Instant + 10⁹ s` would overflow).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+
 /// Why a duration was rejected; the text says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {

@@ -52,8 +52,12 @@ impl Load {
     /// A label for reports: `concurrency=8`, `rate=5/s`.
     pub fn label(&self) -> String {
         match self {
-            Load::Closed { concurrency } => format!("concurrency={concurrency}"),
-            Load::Open { rate, .. } => format!("rate={rate}/s"),
+            Load::Closed { concurrency } => {
+                cadence_core::runlog::load_name(Some(*concurrency), None).unwrap_or_default()
+            }
+            Load::Open { rate, .. } => {
+                cadence_core::runlog::load_name(None, Some(*rate)).unwrap_or_default()
+            }
             Load::Trace { offsets, .. } => format!("trace({} arrivals)", offsets.len()),
         }
     }

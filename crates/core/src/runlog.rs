@@ -40,6 +40,16 @@ pub struct LevelMeta {
     pub floor: Option<crate::pacing::TimerFloor>,
 }
 
+/// A level's name from its load, as every run names it (`concurrency=8`, `rate=5/s`),
+/// so a fleet's merged level reads as a lone run of the summed load; `None` without one.
+pub fn load_name(concurrency: Option<u32>, rate: Option<f64>) -> Option<String> {
+    match (concurrency, rate) {
+        (Some(concurrency), _) => Some(format!("concurrency={concurrency}")),
+        (None, Some(rate)) => Some(format!("rate={rate}/s")),
+        (None, None) => None,
+    }
+}
+
 /// What a run was judged against, as given on the command line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunChecks {

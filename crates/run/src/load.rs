@@ -2,8 +2,8 @@
 //! level and run lines, then the records one at a time into the level aggregators), so
 //! files of any size load in bounded memory. `report` and `compare` share it.
 
-use crate::exit::{usage, Exit};
 use crate::fleet::FleetScan;
+use crate::{input, Error};
 use cadence_core::report::{Report, RunInfo, SearchReport};
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, DEFAULT_MAX_LATE};
 use cadence_core::sessions::WhatIf;
@@ -20,15 +20,33 @@ use std::time::Duration;
 /// A loaded input: a report, and where its records can be read again when the input
 /// held them (never the records themselves: files of any size load in bounded memory).
 pub struct Loaded {
+    /// The report rebuilt from the records, or the saved one.
     pub report: Report,
+    /// Where the records can be read again; `None` for a saved JSON report.
     pub records: Option<RecordsSource>,
-    /// The exit code the rebuilt report earns (SLO breach, invalid run).
-    pub exit: Exit,
+    /// What the rebuilt report earns (SLO breach, invalid run, incomplete fleet).
+    pub verdict: Verdict,
+}
+
+/// What a loaded run earns, for the exit code: a rebuilt report of an interrupted run
+/// is a complete answer about what it holds (`Ok`), and a search's probes above its
+/// frontier breach by design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Valid, and within its SLOs.
+    Ok,
+    /// An SLO was breached.
+    SloBreached,
+    /// The run's figures are not valid.
+    Invalid,
+    /// A fleet's merged run with a shard missing, failed, interrupted or apart.
+    Incomplete,
 }
 
 /// Records files read as one stream, on one timeline, as often as a caller needs.
 #[derive(Debug, Clone)]
 pub struct RecordsSource {
+    /// The files, read in this order.
     pub files: Vec<PathBuf>,
     /// The earliest wall-clock anchor of the files (proxy runs), see `RecordsReader`.
     pub base_unix_ms: Option<u64>,
@@ -47,7 +65,7 @@ impl RecordsSource {
     }
 
     /// Every request record, in file order.
-    pub fn read(&self) -> impl Iterator<Item = anyhow::Result<RequestRecord>> {
+    pub fn read(&self) -> impl Iterator<Item = Result<RequestRecord, Error>> {
         RecordsReader::open(&self.files)
             .on_one_timeline(self.base_unix_ms)
             .records(|_| {})
@@ -61,7 +79,7 @@ impl RecordsSource {
         &self,
         report_index: usize,
         max: usize,
-    ) -> anyhow::Result<(Vec<RequestRecord>, u64)> {
+    ) -> Result<(Vec<RequestRecord>, u64), Error> {
         let Some(&lv) = self.level_ids.get(report_index) else {
             return Ok((Vec::new(), 0));
         };
@@ -94,14 +112,14 @@ impl RecordsSource {
 }
 
 /// Bad input is a usage error naming the file (and line).
-fn read_error(e: ReadError) -> anyhow::Error {
-    usage(e.to_string())
+fn read_error(e: ReadError) -> Error {
+    input(e.to_string())
 }
 
 /// Whether `path` holds a saved JSON report rather than records: a report is one JSON
 /// object (pretty-printed, so its first line is `{`); a records file's first line is a
 /// whole record or metadata line.
-fn is_json_report(path: &Path) -> anyhow::Result<bool> {
+fn is_json_report(path: &Path) -> Result<bool, Error> {
     let first = first_line(path, 1 << 20).map_err(read_error)?;
     let first = first.trim_ascii();
     if first == b"{" {
@@ -120,14 +138,14 @@ pub fn load(
     slos: &[Slo],
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
-) -> anyhow::Result<Loaded> {
+) -> Result<Loaded, Error> {
     load_with(files, slos, convention, max_error_rate, None, &[], &[])
 }
 
 /// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
 /// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]). Directories stand for
 /// their records files; a fleet's shards merge into one run, leaving out the shards
-/// `exclude_shards` names ([`crate::fleet`]).
+/// `exclude_shards` names ([`crate::fleet`]); a what-if replaces the run line's.
 pub fn load_with(
     files: &[PathBuf],
     slos: &[Slo],
@@ -136,7 +154,7 @@ pub fn load_with(
     exact_samples: Option<u64>,
     exclude_shards: &[u32],
     what_if: &[WhatIf],
-) -> anyhow::Result<Loaded> {
+) -> Result<Loaded, Error> {
     let files = &crate::fleet::expand(files)?;
     let mut json = Vec::new();
     for f in files {
@@ -146,7 +164,7 @@ pub fn load_with(
     }
     if let Some(f) = json.first() {
         if files.len() > 1 {
-            return Err(usage(
+            return Err(input(
                 "give one JSON report, or one or more records files (JSON reports cannot be merged: they hold no samples)",
             ));
         }
@@ -193,7 +211,7 @@ pub fn load_with(
     };
     warnings.extend(fed.damage.iter().cloned());
     if fed.records == 0 {
-        return Err(usage(format!(
+        return Err(input(format!(
             "{} holds no request records",
             files[0].display()
         )));
@@ -213,29 +231,29 @@ pub fn load_with(
     let levels = with_unnamed_levels(scan.levels, &fed.level_ids);
     source.level_ids = levels.iter().map(|m| m.level).collect();
     let (mut report, verdict) = cadence_core::assemble(info, &levels, &fed.aggs, &checks);
-    let mut exit = Exit::from(verdict);
+    let mut verdict = match verdict {
+        cadence_core::Verdict::SloBreached => Verdict::SloBreached,
+        cadence_core::Verdict::Invalid => Verdict::Invalid,
+        // A rebuilt report of an interrupted run is a complete answer about what it holds.
+        cadence_core::Verdict::Ok | cadence_core::Verdict::Interrupted => Verdict::Ok,
+    };
     // As in bench: with --find-max, probes above the frontier breach by design.
-    if exit == Exit::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
-        exit = Exit::Ok;
+    if verdict == Verdict::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
+        verdict = Verdict::Ok;
     }
     report.search = search;
     report.warnings.extend(warnings);
     if let Some((fleet, fleet_warnings)) = fleet {
         report.warnings.extend(fleet_warnings);
         if !fleet.complete {
-            exit = Exit::Incomplete;
+            verdict = Verdict::Incomplete;
         }
         report.fleet = Some(fleet);
     }
     Ok(Loaded {
         report,
         records: Some(source),
-        // A rebuilt report of an interrupted run is a complete answer about what it holds.
-        exit: if exit == Exit::Interrupted {
-            Exit::Ok
-        } else {
-            exit
-        },
+        verdict,
     })
 }
 
@@ -244,11 +262,11 @@ fn load_json_report(
     f: &Path,
     slos: &[Slo],
     convention: Option<Convention>,
-) -> anyhow::Result<Loaded> {
+) -> Result<Loaded, Error> {
     let text = std::fs::read_to_string(f)
-        .map_err(|e| usage(format!("cannot read {}: {e}", f.display())))?;
+        .map_err(|e| input(format!("cannot read {}: {e}", f.display())))?;
     let mut report: Report = serde_json::from_str(&text).map_err(|e| {
-        usage(format!(
+        input(format!(
             "{} looks like a JSON report but does not match this version's layout: {e}",
             f.display()
         ))
@@ -269,10 +287,10 @@ fn load_json_report(
     Ok(Loaded {
         report,
         records: None,
-        exit: if breached {
-            Exit::SloBreached
+        verdict: if breached {
+            Verdict::SloBreached
         } else {
-            Exit::Ok
+            Verdict::Ok
         },
     })
 }
@@ -288,7 +306,7 @@ struct Scan {
     anchors: u64,
 }
 
-fn scan(files: &[PathBuf]) -> anyhow::Result<Scan> {
+fn scan(files: &[PathBuf]) -> Result<Scan, Error> {
     let mut out = Scan {
         levels: Vec::new(),
         run: None,
@@ -334,7 +352,7 @@ struct Fed {
 }
 
 /// The second pass: every record, one at a time, into the level aggregators.
-fn feed(source: &RecordsSource, checks: &Checks) -> anyhow::Result<Fed> {
+fn feed(source: &RecordsSource, checks: &Checks) -> Result<Fed, Error> {
     let mut aggs = checks.aggregators();
     let mut records = 0u64;
     let mut level_ids = BTreeSet::new();
@@ -362,7 +380,7 @@ fn feed_fleet(
     levels: &[LevelMeta],
     source: &RecordsSource,
     checks: &Checks,
-) -> anyhow::Result<(Fed, (FleetReport, Vec<String>))> {
+) -> Result<(Fed, (FleetReport, Vec<String>)), Error> {
     let names: BTreeMap<u32, String> = levels.iter().map(|m| (m.level, m.name.clone())).collect();
     let mut total = Fed {
         aggs: checks.aggregators(),
@@ -421,7 +439,7 @@ fn saved_checks(
     run: Option<RunMeta>,
     exact_samples: Option<u64>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<(RunInfo, Checks, Option<SearchReport>)> {
+) -> Result<(RunInfo, Checks, Option<SearchReport>), Error> {
     Ok(match run {
         Some(meta) => {
             let stall = Duration::from_nanos(cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS);
@@ -441,7 +459,7 @@ fn saved_checks(
                     .map(|s| s.parse())
                     .collect::<Result<_, _>>()
                     .map_err(|e: cadence_core::SloParseError| {
-                        usage(format!("the run line's SLO does not parse: {e}"))
+                        input(format!("the run line's SLO does not parse: {e}"))
                     })?,
                 max_late: meta.checks.max_late,
                 time_bucket: saved_ms(
@@ -512,7 +530,7 @@ fn saved_ms(
     warnings: &mut Vec<String>,
 ) -> Duration {
     match Duration::try_from_secs_f64(ms / 1e3) {
-        Ok(d) if ms >= min_ms && d <= crate::cli::MAX_DURATION => d,
+        Ok(d) if ms >= min_ms && d <= cadence_core::duration::MAX_DURATION => d,
         _ => {
             warnings.push(format!(
                 "the run line's {what} ({ms} ms) is not one a run can use: {default:?} is used instead"

@@ -4,8 +4,8 @@
 //! then marked with what the file lacks ([`cadence_import::mark`]), so every format and
 //! every comparison treats an imported run as Cadence's own, minus the blanked figures.
 
-use crate::exit::usage;
 use crate::load::{load_with, Loaded};
+use crate::{input, Error};
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
 use cadence_core::sessions::WhatIf;
@@ -17,7 +17,9 @@ use std::path::Path;
 /// An imported run: the loaded report and records, the import itself, and the
 /// temporary directory its records file lives in (kept as long as the run is used).
 pub struct ImportedLoad {
+    /// The run loaded from the import's records file.
     pub loaded: Loaded,
+    /// The import itself (what the file lacks, its tool, its files).
     pub imported: Imported,
     /// Where the records file lives: keep it while `loaded` is used.
     pub dir: tempfile::TempDir,
@@ -56,15 +58,15 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
     what_if: &[WhatIf],
-) -> anyhow::Result<Option<ImportedLoad>> {
+) -> Result<Option<ImportedLoad>, Error> {
     let tool = match from {
         Some(t) => Some(t),
-        None => cadence_import::detect(path).map_err(|e| usage(e.to_string()))?,
+        None => cadence_import::detect(path).map_err(|e| input(e.to_string()))?,
     };
     let Some(tool) = tool else {
         return Ok(None);
     };
-    let imported = cadence_import::import(path, Some(tool)).map_err(|e| usage(e.to_string()))?;
+    let imported = cadence_import::import(path, Some(tool)).map_err(|e| input(e.to_string()))?;
     let dir = tempfile::tempdir()?;
     let file = dir.path().join(format!("imported-{tool}.jsonl"));
     write_records(&file, &imported)?;
@@ -86,7 +88,7 @@ pub fn load(
 }
 
 /// The import as a records file: its records, a level line per level, a run line.
-fn write_records(file: &Path, imp: &Imported) -> anyhow::Result<()> {
+fn write_records(file: &Path, imp: &Imported) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(file)?);
     for r in &imp.records {
         serde_json::to_writer(&mut w, r)?;

@@ -4,8 +4,7 @@
 //! A shard that never started or failed is named by its index and makes the merged run
 //! incomplete; each shard's self-checks are listed so an overloaded one can be excluded.
 
-use crate::exit::usage;
-use cadence_bench::Load;
+use crate::{input, Error};
 use cadence_core::assemble::{CPU_SHARE_WARN, LOOP_LAG_WARN};
 use cadence_core::metrics::LevelOptions;
 use cadence_core::runlog::{LevelMeta, RecordsLine, RunMeta, ShardLevel, ShardMeta};
@@ -26,9 +25,9 @@ fn is_records_name(p: &Path) -> bool {
 }
 
 /// The records files of a directory, sorted by name.
-fn records_in(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn records_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let read = std::fs::read_dir(dir)
-        .map_err(|e| usage(format!("cannot read the directory {}: {e}", dir.display())))?;
+        .map_err(|e| input(format!("cannot read the directory {}: {e}", dir.display())))?;
     let mut files: Vec<PathBuf> = read
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && is_records_name(p))
@@ -41,23 +40,23 @@ fn records_in(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// none, by those of its subdirectories (a fleet's results volume holding one
 /// directory per shard). An empty directory adds nothing: a shard that never wrote is
 /// named as missing by the merge, not here.
-pub fn expand(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::new();
-    for input in inputs {
-        if !input.is_dir() {
-            out.push(spooled_if_stream(input)?);
+    for given in inputs {
+        if !given.is_dir() {
+            out.push(spooled_if_stream(given)?);
             continue;
         }
-        let own = records_in(input)?;
+        let own = records_in(given)?;
         if !own.is_empty() {
             out.extend(own);
             continue;
         }
-        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(input)
+        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(given)
             .map_err(|e| {
-                usage(format!(
+                input(format!(
                     "cannot read the directory {}: {e}",
-                    input.display()
+                    given.display()
                 ))
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -69,7 +68,7 @@ pub fn expand(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     if out.is_empty() {
-        return Err(usage(format!(
+        return Err(input(format!(
             "{} holds no records files (*.jsonl, *.jsonl.zst)",
             inputs
                 .iter()
@@ -116,7 +115,7 @@ struct FileMeta {
     headers: u32,
 }
 
-fn file_meta(path: &Path) -> anyhow::Result<FileMeta> {
+fn file_meta(path: &Path) -> Result<FileMeta, Error> {
     let mut m = FileMeta {
         shard: None,
         run: None,
@@ -128,7 +127,7 @@ fn file_meta(path: &Path) -> anyhow::Result<FileMeta> {
     };
     for line in RecordsReader::open(&[path.to_path_buf()]).meta_only() {
         m.lines += 1;
-        match line.map_err(|e| usage(e.to_string()))? {
+        match line.map_err(|e| input(e.to_string()))? {
             RecordsLine::Shard(s) => match s.level.clone() {
                 Some(l) => m.seen.push(l),
                 None => {
@@ -151,7 +150,7 @@ impl FleetScan {
     /// The shards of `files`, or `None` when they are no fleet's (no shard lines).
     /// `exclude` names shards to leave out. Files of different fleets, a shard twice,
     /// or a file that is no shard's among shards' are usage errors.
-    pub fn scan(files: &[PathBuf], exclude: &[u32]) -> anyhow::Result<Option<FleetScan>> {
+    pub fn scan(files: &[PathBuf], exclude: &[u32]) -> Result<Option<FleetScan>, Error> {
         let mut metas = Vec::new();
         for f in files {
             let m = file_meta(f)?;
@@ -167,7 +166,7 @@ impl FleetScan {
         }
         let Some(first) = metas.iter().find_map(|(_, m)| m.shard.clone()) else {
             if let Some(i) = exclude.first() {
-                return Err(usage(format!(
+                return Err(input(format!(
                     "--exclude-shard {i}: the records are no fleet's shards (no bench --shard run wrote them)"
                 )));
             }
@@ -179,13 +178,13 @@ impl FleetScan {
                 if m.lines == 0 && m.anchor.is_none() {
                     continue; // An empty file: a shard that never wrote.
                 }
-                return Err(usage(format!(
+                return Err(input(format!(
                     "{} is not a shard's records, but the other files are: merge a fleet's shards only",
                     path.display()
                 )));
             };
             if s.count != first.count || !same_start(s.start_at_unix_ms, first.start_at_unix_ms) {
-                return Err(usage(format!(
+                return Err(input(format!(
                     "{} is shard {} of another fleet run ({} shards, start {:?} vs {} shards, start {:?}): merge one run's shards only",
                     path.display(),
                     s.index,
@@ -204,7 +203,7 @@ impl FleetScan {
                 anchor_unix_ms: m.anchor,
             });
             if entry.run.is_some() && m.run.is_some() {
-                return Err(usage(format!(
+                return Err(input(format!(
                     "shard {} appears twice ({} and {}): merge one run's shards only",
                     s.index,
                     entry.files[0].display(),
@@ -224,7 +223,7 @@ impl FleetScan {
     /// Refuses shards whose runs differ in anything but their shard's own part
     /// (FAULTS 114): target, API, model, load mode, or the command line without the
     /// flags each shard sets for itself (`--shard`, its outputs, its start).
-    fn same_configuration(&self) -> anyhow::Result<()> {
+    fn same_configuration(&self) -> Result<(), Error> {
         let runs: Vec<(u32, &RunMeta)> = self
             .merged
             .iter()
@@ -251,7 +250,7 @@ impl FleetScan {
                     .then(|| format!("`{}` vs `{}`", fleet_cmd0.join(" "), cmd.join(" ")))
             });
             if let Some(d) = differs {
-                return Err(usage(format!(
+                return Err(input(format!(
                     "shards {i0} and {i} ran different configurations ({d}): a merge holds one fleet run's shards; report them one by one"
                 )));
             }
@@ -265,9 +264,9 @@ impl FleetScan {
         count: u32,
         mut found: BTreeMap<u32, ShardFiles>,
         exclude: &[u32],
-    ) -> anyhow::Result<FleetScan> {
+    ) -> Result<FleetScan, Error> {
         if let Some(i) = exclude.iter().find(|&&i| i >= count) {
-            return Err(usage(format!(
+            return Err(input(format!(
                 "--exclude-shard {i}: the fleet has shards 0 to {}",
                 count - 1
             )));
@@ -294,7 +293,7 @@ impl FleetScan {
             }
         }
         if scan.merged.is_empty() {
-            return Err(usage(format!(
+            return Err(input(format!(
                 "no shard of the fleet's {count} finished: nothing to merge ({})",
                 scan.missing
                     .iter()
@@ -463,7 +462,7 @@ fn fleet_command(cmd: &[String]) -> Vec<String> {
 static SPOOLED: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
 /// A new unnamed temporary file, and a path it can be opened by again.
-fn unnamed_temp() -> anyhow::Result<(std::fs::File, PathBuf)> {
+fn unnamed_temp() -> Result<(std::fs::File, PathBuf), Error> {
     use std::os::fd::AsRawFd;
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -473,36 +472,42 @@ fn unnamed_temp() -> anyhow::Result<(std::fs::File, PathBuf)> {
         .write(true)
         .create_new(true)
         .open(&path)
-        .map_err(|e| anyhow::anyhow!("cannot make a temporary file {}: {e}", path.display()))?;
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot make a temporary file {}: {e}", path.display()),
+            )
+        })?;
     let _ = std::fs::remove_file(&path);
     let again = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
     Ok((file, again))
 }
 
-/// `input`, or when it is no regular file (a pipe, a FIFO, a character device) a
+/// `path`, or when it is no regular file (a pipe, a FIFO, a character device) a
 /// regular copy of all it holds.
-fn spooled_if_stream(input: &Path) -> anyhow::Result<PathBuf> {
-    let meta = std::fs::metadata(input)
-        .map_err(|e| usage(format!("cannot read {}: {e}", input.display())))?;
+fn spooled_if_stream(path: &Path) -> Result<PathBuf, Error> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     if meta.is_file() {
-        return Ok(input.to_path_buf());
+        return Ok(path.to_path_buf());
     }
-    let mut from = std::fs::File::open(input)
-        .map_err(|e| usage(format!("cannot read {}: {e}", input.display())))?;
-    let (mut to, path) = unnamed_temp()?;
-    std::io::copy(&mut from, &mut to)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", input.display()))?;
+    let mut from = std::fs::File::open(path)
+        .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+    let (mut to, copy) = unnamed_temp()?;
+    std::io::copy(&mut from, &mut to).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()))
+    })?;
     SPOOLED.lock().unwrap_or_else(|e| e.into_inner()).push(to);
-    Ok(path)
+    Ok(copy)
 }
 
 /// A file holding several shards' records one after another (`cat shard-*.jsonl`),
 /// cut into one file per shard: a part starts at a shard's header line, or at the
 /// wall-clock anchor just before it.
-fn split_shards(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn split_shards(path: &Path) -> Result<Vec<PathBuf>, Error> {
     use std::io::{BufRead, Write};
     let file = std::fs::File::open(path)
-        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     let mut parts: Vec<(std::io::BufWriter<std::fs::File>, PathBuf)> = Vec::new();
     let mut pending_anchor: Option<Vec<u8>> = None;
     let mut seen_header = false;
@@ -536,7 +541,7 @@ fn split_shards(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     let mut out = Vec::new();
     for (w, p) in parts {
-        let file = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
         let mut f = &file;
         f.flush()?;
         SPOOLED.lock().unwrap_or_else(|e| e.into_inner()).push(file);
@@ -548,7 +553,7 @@ fn split_shards(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
 fn write_part(
     parts: &mut Vec<(std::io::BufWriter<std::fs::File>, PathBuf)>,
     line: &[u8],
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     use std::io::Write;
     if parts.is_empty() {
         let (file, p) = unnamed_temp()?;
@@ -566,18 +571,8 @@ fn write_part(
 fn fleet_named(mut m: LevelMeta) -> LevelMeta {
     // Shares of a divided rate add up to the rate within float rounding.
     m.rate = m.rate.map(|r| (r * 1e6).round() / 1e6);
-    let load = match (m.concurrency, m.rate) {
-        (Some(concurrency), _) => Some(Load::Closed { concurrency }),
-        (None, Some(rate)) => Some(Load::Open {
-            rate,
-            process: cadence_bench::ArrivalProcess::Constant,
-            max_concurrency: None,
-            ramp_up: std::time::Duration::ZERO,
-        }),
-        (None, None) => None,
-    };
-    if let Some(load) = load {
-        m.name = load.label();
+    if let Some(name) = cadence_core::runlog::load_name(m.concurrency, m.rate) {
+        m.name = name;
     }
     m
 }
