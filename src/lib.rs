@@ -87,8 +87,10 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn init_tracing() {
+    // Warnings from every crate; the watch's info events too (each probe, retention,
+    // shipping: what `cadence watch` says as it goes, `--quiet` turning them off).
     let filter = tracing_subscriber::EnvFilter::try_from_env("CADENCE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,cadence_watch=info"));
     // Colour only on a terminal: a log file or a pipe gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()

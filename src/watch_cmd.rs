@@ -15,7 +15,8 @@ use cadence_watch::report::Format;
 use cadence_watch::shared::ShipState;
 use cadence_watch::shared::{Remote, SharedConfig};
 use cadence_watch::shipper::Shipper;
-use cadence_watch::watcher::{self, Shared};
+use cadence_watch::watcher;
+use cadence_watch::web::PageState;
 use cadence_watch::{web, webhook, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,12 +49,12 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
     let targets: Vec<TargetInfo> = prepared.iter().map(TargetInfo::of).collect();
     let mut metrics = Metrics::new();
     let (shipping, remote) = shipping(&args, &config, &store, &targets, &mut metrics)?;
-    let shared = Arc::new(Shared {
+    let metrics = Arc::new(metrics);
+    let shared = Arc::new(PageState::Watcher {
         db: args.db.clone(),
         targets,
-        metrics,
+        metrics: metrics.clone(),
         remote,
-        hub: false,
     });
     let server = web::serve(args.listen, shared.clone())
         .await
@@ -93,7 +94,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         written,
         once: args.once,
     };
-    let result = watcher::run(prepared, store, shared, opts, stop_rx).await;
+    let result = watcher::run(prepared, store, metrics, opts, stop_rx).await;
     if let Some(task) = shipper_task {
         // The lane has ended (stopped, or on an error): one last bounded round.
         let _ = ship_stop.send(true);
@@ -293,13 +294,7 @@ async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
     };
     // Fail early and in words when the store does not answer.
     sc.connect().await.map_err(|e| anyhow::anyhow!(e))?;
-    let shared = Arc::new(Shared {
-        db: std::path::PathBuf::new(),
-        targets: Vec::new(),
-        metrics: Metrics::new(),
-        remote: Some(Remote::new(sc.clone(), String::new(), None)),
-        hub: true,
-    });
+    let shared = Arc::new(PageState::Hub(Remote::new(sc.clone(), String::new(), None)));
     let server = web::serve(a.listen, shared)
         .await
         .map_err(|e| usage(format!("cannot listen on {}: {e}", a.listen)))?;

@@ -521,7 +521,7 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     // Every probe the watcher reported is in the database, whole.
     let reported = said
         .lines()
-        .filter(|l| l.starts_with("cadence watch: sim probe:"))
+        .filter(|l| l.contains("cadence watch: sim probe:"))
         .count();
     let store = cadence_watch::Store::open_read(&db).unwrap();
     let probes = store.probes(None, 0).unwrap();

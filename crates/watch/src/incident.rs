@@ -32,10 +32,9 @@ pub fn incidents(probes: &[ProbeRow]) -> Vec<Incident> {
         }
         match (&mut open, p.slo_ok) {
             (Some(i), false) => i.probes += 1,
-            (Some(_), true) => {
-                let mut i = open.take().expect("open");
+            (Some(i), true) => {
                 i.end_ms = Some(p.started_ms);
-                out.push(i);
+                out.extend(open.take());
             }
             (None, false) => {
                 open = Some(Incident {

@@ -233,7 +233,27 @@ pub struct ShipState {
     /// Probes this watcher added to the shared store since it started.
     pub shipped: AtomicU64,
     /// Why the last attempt failed, when it did (no password in it).
-    pub last_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl ShipState {
+    /// Why the last attempt failed, when it did.
+    pub fn last_error(&self) -> Option<String> {
+        self.error_slot().clone()
+    }
+
+    /// Records the last attempt's failure (`None`: it reached the store).
+    pub fn set_error(&self, e: Option<String>) {
+        *self.error_slot() = e;
+    }
+
+    /// The error's slot; a writer that panicked left a whole `Option`, so a poisoned
+    /// lock is still read.
+    fn error_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A probe as the shared store holds it: with the vantage that ran it.
@@ -653,31 +673,34 @@ impl Remote {
         target: Option<&str>,
         since_ms: i64,
     ) -> Result<Vec<VantageProbe>, SharedError> {
-        let mut conn = self.connected().await?;
-        let r = conn
-            .as_ref()
-            .expect("connected")
-            .probes(target, since_ms)
-            .await;
+        let mut conn = self.conn.lock().await;
+        let r = match self.connected(&mut conn).await {
+            Ok(c) => c.probes(target, since_ms).await,
+            Err(e) => Err(e),
+        };
         forget_on_error(&mut conn, r)
     }
 
     /// The vantages that announced themselves.
     pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
-        let mut conn = self.connected().await?;
-        let r = conn.as_ref().expect("connected").vantages().await;
+        let mut conn = self.conn.lock().await;
+        let r = match self.connected(&mut conn).await {
+            Ok(c) => c.vantages().await,
+            Err(e) => Err(e),
+        };
         forget_on_error(&mut conn, r)
     }
 
     /// The connection, opened first when there is none or it dropped.
-    async fn connected(
+    async fn connected<'a>(
         &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, Option<SharedStore>>, SharedError> {
-        let mut guard = self.conn.lock().await;
-        if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = Some(self.config.connect().await?);
-        }
-        Ok(guard)
+        conn: &'a mut Option<SharedStore>,
+    ) -> Result<&'a SharedStore, SharedError> {
+        let c = match conn.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => self.config.connect().await?,
+        };
+        Ok(conn.insert(c))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::board::TargetInfo;
 use crate::probe::now_ms;
 use crate::shared::ShipState;
 use crate::shared::{SharedConfig, SharedStore};
-use crate::store::Store;
+use crate::store::{Blocking, Store};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,7 @@ impl Shipper {
         wake: Arc<Notify>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        let mut outbox = Some(outbox);
+        let outbox = Blocking::new(outbox);
         let mut conn: Option<SharedStore> = None;
         let mut failures = 0u32;
         let mut next_retention = tokio::time::Instant::now();
@@ -54,7 +54,7 @@ impl Shipper {
                 // a store that does not answer gets them at the next start.
                 let flush = async {
                     while let Ok(true) = self
-                        .step(&mut outbox, &mut conn, &state, &mut next_retention)
+                        .step(&outbox, &mut conn, &state, &mut next_retention)
                         .await
                     {}
                 };
@@ -62,7 +62,7 @@ impl Shipper {
                 return;
             }
             let wait = match self
-                .step(&mut outbox, &mut conn, &state, &mut next_retention)
+                .step(&outbox, &mut conn, &state, &mut next_retention)
                 .await
             {
                 Ok(true) => continue, // more to ship
@@ -74,11 +74,11 @@ impl Shipper {
                     conn = None;
                     let first = state.up.swap(false, Ordering::Relaxed) || failures == 0;
                     if first {
-                        eprintln!(
+                        tracing::warn!(
                             "cadence watch: cannot ship to the shared store: {e}; probes wait in the local database and go when it answers"
                         );
                     }
-                    *state.last_error.lock().unwrap() = Some(e);
+                    state.set_error(Some(e));
                     failures += 1;
                     backoff(failures - 1)
                 }
@@ -95,28 +95,17 @@ impl Shipper {
     /// (ship again at once); `Ok(false)`: nothing is left.
     async fn step(
         &self,
-        outbox: &mut Option<Store>,
+        outbox: &Blocking,
         conn: &mut Option<SharedStore>,
         state: &ShipState,
         next_retention: &mut tokio::time::Instant,
     ) -> Result<bool, String> {
         let pending = on_store(outbox, |s| s.pending()).await?;
         state.pending.store(pending, Ordering::Relaxed);
-        if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let c = self.config.connect().await.map_err(|e| e.to_string())?;
-            c.announce(&self.vantage, &self.targets, now_ms())
-                .await
-                .map_err(|e| e.to_string())?;
-            if !state.up.load(Ordering::Relaxed) && self.verbose {
-                eprintln!(
-                    "cadence watch: shipping probes to the shared store {} as vantage {}",
-                    self.config.display(),
-                    self.vantage
-                );
-            }
-            *conn = Some(c);
-        }
-        let c = conn.as_mut().expect("connected above");
+        let c = match conn.take() {
+            Some(c) if !c.is_closed() => conn.insert(c),
+            _ => conn.insert(self.connect(state).await?),
+        };
         if tokio::time::Instant::now() >= *next_retention {
             let cutoff = now_ms() - self.retain.as_millis() as i64;
             c.retain(&self.vantage, cutoff)
@@ -129,7 +118,7 @@ impl Shipper {
         if batch.is_empty() {
             state.pending.store(0, Ordering::Relaxed);
             state.up.store(true, Ordering::Relaxed);
-            *state.last_error.lock().unwrap() = None;
+            state.set_error(None);
             return Ok(false);
         }
         let new = c
@@ -137,7 +126,7 @@ impl Shipper {
             .await
             .map_err(|e| e.to_string())?;
         state.up.store(true, Ordering::Relaxed);
-        *state.last_error.lock().unwrap() = None;
+        state.set_error(None);
         state.shipped.fetch_add(new, Ordering::Relaxed);
         let ids: Vec<i64> = batch.iter().map(|(p, _)| p.id).collect();
         let pending = on_store(outbox, move |s| {
@@ -148,22 +137,33 @@ impl Shipper {
         state.pending.store(pending, Ordering::Relaxed);
         Ok(batch.len() as u32 == BATCH)
     }
+
+    /// A fresh connection to the shared store, this vantage announced on it.
+    async fn connect(&self, state: &ShipState) -> Result<SharedStore, String> {
+        let c = self.config.connect().await.map_err(|e| e.to_string())?;
+        c.announce(&self.vantage, &self.targets, now_ms())
+            .await
+            .map_err(|e| e.to_string())?;
+        if !state.up.load(Ordering::Relaxed) && self.verbose {
+            tracing::info!(
+                "cadence watch: shipping probes to the shared store {} as vantage {}",
+                self.config.display(),
+                self.vantage
+            );
+        }
+        Ok(c)
+    }
 }
 
-/// Runs `f` on the outbox off the async workers, and puts the outbox back.
+/// Runs `f` on the outbox off the async workers.
 async fn on_store<T: Send + 'static>(
-    outbox: &mut Option<Store>,
+    outbox: &Blocking,
     f: impl FnOnce(&mut Store) -> Result<T, crate::StoreError> + Send + 'static,
 ) -> Result<T, String> {
-    let mut s = outbox.take().expect("the outbox is back");
-    let (s, r) = tokio::task::spawn_blocking(move || {
-        let r = f(&mut s);
-        (s, r)
-    })
-    .await
-    .expect("an outbox task does not panic");
-    *outbox = Some(s);
-    r.map_err(|e| format!("the local outbox: {e}"))
+    outbox
+        .run(f)
+        .await
+        .map_err(|e| format!("the local outbox: {e}"))
 }
 
 #[cfg(test)]

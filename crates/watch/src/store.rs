@@ -162,6 +162,51 @@ pub struct Store {
     _lock: Option<std::fs::File>,
 }
 
+/// A store the async side hands to tokio's blocking pool for each use (SQLite blocks;
+/// a slow disk must not stall the page or the probes' timing). Clones share the one
+/// connection.
+#[derive(Debug, Clone)]
+pub struct Blocking {
+    store: std::sync::Arc<std::sync::Mutex<Store>>,
+    path: String,
+}
+
+impl Blocking {
+    /// Hands `store` to the blocking pool for each [`Blocking::run`].
+    pub fn new(store: Store) -> Blocking {
+        let path = store.path.display().to_string();
+        Blocking {
+            store: std::sync::Arc::new(std::sync::Mutex::new(store)),
+            path,
+        }
+    }
+
+    /// Runs `f` on the store off the async workers. A panic in `f` is raised here; a
+    /// task the runtime cancelled (it is shutting down) is an error.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.store.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            // A use that panicked left the connection whole (SQLite rolls back an
+            // unfinished transaction), so a poisoned lock is still used.
+            let mut s = store
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut s)
+        });
+        match task.await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(StoreError::Other {
+                path: self.path.clone(),
+                detail: format!("the store's task did not finish: {e}"),
+            }),
+        }
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Store({})", self.path.display())

@@ -8,30 +8,15 @@
 //! change of SLO state, posts the webhook. Retention runs at start and every hour (more
 //! often when `--retain` is short).
 
-use crate::board::TargetInfo;
 use crate::incident::{change, Change};
 use crate::metrics::Metrics;
 use crate::probe::{now_ms, Prepared};
-use crate::store::{Store, StoreError};
+use crate::store::{Blocking, Store, StoreError};
 use crate::webhook::Webhook;
 use rand::Rng;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// What the page and `/metrics` share with the loop.
-#[derive(Debug)]
-pub struct Shared {
-    pub db: PathBuf,
-    pub targets: Vec<TargetInfo>,
-    pub metrics: Metrics,
-    /// The shared store this watcher feeds (its page then compares vantages), or the
-    /// one `watch serve` shows.
-    pub remote: Option<crate::shared::Remote>,
-    /// `watch serve`: the page of the shared store alone (no probes, no local file).
-    pub hub: bool,
-}
 
 /// How the loop keeps its history.
 #[derive(Debug, Clone)]
@@ -39,7 +24,7 @@ pub struct Options {
     /// Probes older than this are deleted.
     pub retain: Duration,
     pub webhook: Option<Webhook>,
-    /// Say each probe on stderr.
+    /// Say each probe (an info event).
     pub verbose: bool,
     /// Woken after each probe is written (the shared store's shipper).
     pub written: Option<Arc<tokio::sync::Notify>>,
@@ -60,12 +45,12 @@ pub fn retention_every(retain: Duration) -> Duration {
 pub async fn run(
     targets: Vec<Prepared>,
     store: Store,
-    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
     opts: Options,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<Option<bool>>, StoreError> {
     let now = Instant::now();
-    let (due, mut last_ok) = resume(&targets, &store, &shared, now)?;
+    let (due, mut last_ok) = resume(&targets, &store, &metrics, now)?;
     // Each target's next probe; `None`: none more (with --once, every target is due
     // now, in order, and retired after its probe).
     let mut next: Vec<Option<Instant>> = due
@@ -73,7 +58,7 @@ pub async fn run(
         .map(|d| Some(if opts.once { now } else { d }))
         .collect();
     let mut verdicts: Vec<Option<bool>> = vec![None; targets.len()];
-    let mut store = Some(store);
+    let store = Blocking::new(store);
     let mut next_retention = now;
     let mut rng = rand::rng();
     loop {
@@ -94,14 +79,9 @@ pub async fn run(
         }
         if Instant::now() >= next_retention {
             let cutoff = now_ms() - opts.retain.as_millis() as i64;
-            let (s, r) = blocking(store.take().expect("the store is back"), move |s| {
-                s.retain(cutoff)
-            })
-            .await;
-            store = Some(s);
-            let gone = r?;
+            let gone = store.run(move |s| s.retain(cutoff)).await?;
             if gone > 0 && opts.verbose {
-                eprintln!("cadence watch: retention deleted {gone} probes");
+                tracing::info!("cadence watch: retention deleted {gone} probes");
             }
             next_retention = Instant::now() + retention_every(opts.retain);
             continue;
@@ -111,7 +91,7 @@ pub async fn run(
         if closed > 0 {
             // Outside its hours: due again when they open (--once: not probed).
             next[i] = if opts.once {
-                eprintln!(
+                tracing::info!(
                     "cadence watch: {}: outside its hours, not probed",
                     t.target.name
                 );
@@ -131,11 +111,11 @@ pub async fn run(
         let Some((row, reqs)) = probe else {
             return Ok(verdicts); // stopped mid-probe: that probe is not kept
         };
-        keep(&mut store, &row, reqs).await?;
+        keep(&store, &row, reqs).await?;
         if let Some(w) = &opts.written {
             w.notify_one();
         }
-        shared.metrics.observe(&row);
+        metrics.observe(&row);
         say(&row, last_ok[i], &opts);
         last_ok[i] = Some(row.slo_ok);
         verdicts[i] = Some(row.slo_ok);
@@ -146,16 +126,14 @@ pub async fn run(
 /// Writes a finished probe and its requests in one transaction, off the async
 /// workers; a failure (a full disk) is said, and stops probing.
 async fn keep(
-    store: &mut Option<Store>,
+    store: &Blocking,
     row: &crate::store::ProbeRow,
     reqs: Vec<crate::store::RequestRow>,
 ) -> Result<(), StoreError> {
     let r = row.clone();
-    let s = store.take().expect("the store is back");
-    let (s, written) = blocking(s, move |s| s.insert_probe(&r, &reqs)).await;
-    *store = Some(s);
+    let written = store.run(move |s| s.insert_probe(&r, &reqs)).await;
     written.inspect_err(|e| {
-        eprintln!(
+        tracing::error!(
             "cadence watch: cannot write the probe of {}: {e}; probing stopped, every probe written before stays in the database",
             row.target
         )
@@ -180,7 +158,7 @@ fn gap(p: &crate::config::Probe, rng: &mut impl Rng) -> Duration {
 fn resume(
     targets: &[Prepared],
     store: &Store,
-    shared: &Shared,
+    metrics: &Metrics,
     now: Instant,
 ) -> Result<(Vec<Instant>, Vec<Option<bool>>), StoreError> {
     let wall = now_ms();
@@ -196,7 +174,7 @@ fn resume(
                     Duration::from_millis(due_ms.clamp(0, interval.as_millis() as i64) as u64);
                 next.push(now + wait);
                 last_ok.push(Some(p.slo_ok));
-                shared.metrics.set_last(&p);
+                metrics.set_last(&p);
             }
             None => {
                 next.push(now + interval / n * i as u32);
@@ -207,11 +185,11 @@ fn resume(
     Ok((next, last_ok))
 }
 
-/// Says a written probe on stderr (when verbose), and an incident's start or end
-/// (always), posting it to the webhook. `last_ok`: the target's state before it.
+/// Says a written probe (an info event, when verbose), and an incident's start or end
+/// (a warning, always), posting it to the webhook. `last_ok`: the target's state before it.
 fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
     if opts.verbose {
-        eprintln!(
+        tracing::info!(
             "cadence watch: {} probe: {}/{} ok, ITL p50 {}, TTFT p50 {}, SLO {}",
             row.target,
             row.succeeded,
@@ -226,7 +204,7 @@ fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
             Change::Opened => "incident started",
             Change::Closed => "incident ended",
         };
-        eprintln!(
+        tracing::warn!(
             "cadence watch: {}: {what} ({})",
             row.target,
             row.slo_detail.join("; ")
@@ -235,20 +213,6 @@ fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
             w.post(c, row);
         }
     }
-}
-
-/// Runs `f` on the store off the async workers, and gives the store back.
-async fn blocking<T: Send + 'static>(
-    store: Store,
-    f: impl FnOnce(&mut Store) -> T + Send + 'static,
-) -> (Store, T) {
-    tokio::task::spawn_blocking(move || {
-        let mut store = store;
-        let r = f(&mut store);
-        (store, r)
-    })
-    .await
-    .expect("a store task does not panic")
 }
 
 #[cfg(test)]

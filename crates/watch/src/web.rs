@@ -9,9 +9,10 @@
 use crate::board::TargetInfo;
 use crate::board::{cell, standing, utc, Standing, DAY_MS, HOUR_MS, WEEK_MS};
 use crate::incident::{incidents, Incident};
+use crate::metrics::Metrics;
 use crate::probe::now_ms;
+use crate::shared::Remote;
 use crate::store::{ProbeRow, Store};
-use crate::watcher::Shared;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -19,7 +20,38 @@ use axum::routing::get;
 use axum::{Json, Router};
 use cadence_report::svg::esc;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// What the page and `/metrics` read: a watcher's own (its database, targets and
+/// gauges, and the shared store it feeds, if any), or `watch serve`'s hub (the shared
+/// store alone: no probes, no local file).
+#[derive(Debug)]
+pub enum PageState {
+    /// A watcher's page.
+    Watcher {
+        /// The watcher's SQLite file (each handler opens it read-only).
+        db: PathBuf,
+        /// The targets it probes.
+        targets: Vec<TargetInfo>,
+        /// The gauges the probe loop updates.
+        metrics: Arc<Metrics>,
+        /// The shared store this watcher feeds: its page then compares vantages.
+        remote: Option<Remote>,
+    },
+    /// `watch serve`: every vantage of the shared store.
+    Hub(Remote),
+}
+
+impl PageState {
+    /// The shared store the page compares vantages from, if any.
+    fn remote(&self) -> Option<&Remote> {
+        match self {
+            PageState::Watcher { remote, .. } => remote.as_ref(),
+            PageState::Hub(remote) => Some(remote),
+        }
+    }
+}
 
 /// A served page; dropped = shut down.
 pub struct Server {
@@ -28,7 +60,7 @@ pub struct Server {
 }
 
 /// Listens on `addr` and serves in the background.
-pub async fn serve(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<Server> {
+pub async fn serve(addr: SocketAddr, state: Arc<PageState>) -> std::io::Result<Server> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let app = Router::new()
@@ -38,7 +70,7 @@ pub async fn serve(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<Ser
         .route("/api/targets", get(api_targets))
         .route("/api/vantages", get(api_vantages))
         .route("/metrics", get(metrics))
-        .with_state(shared);
+        .with_state(state);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -85,11 +117,12 @@ pub fn rows(targets: &[TargetInfo], probes: &[ProbeRow], now: i64) -> Vec<Row> {
         .collect()
 }
 
+/// Runs `f` on a read-only connection to the watcher's file, off the async workers.
 async fn read<T: Send + 'static>(
-    shared: &Arc<Shared>,
+    db: &Path,
     f: impl FnOnce(&Store) -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Result<T, Response> {
-    let db = shared.db.clone();
+    let db = db.to_path_buf();
     let r = tokio::task::spawn_blocking(move || Store::open_read(&db).and_then(|s| f(&s))).await;
     match r {
         Ok(Ok(v)) => Ok(v),
@@ -98,35 +131,34 @@ async fn read<T: Send + 'static>(
     }
 }
 
-async fn week_rows(shared: &Arc<Shared>) -> Result<Vec<Row>, Response> {
+async fn week_rows(db: &Path, targets: &[TargetInfo]) -> Result<Vec<Row>, Response> {
     let now = now_ms();
-    let probes = read(shared, move |s| s.probes(None, now - WEEK_MS)).await?;
-    Ok(rows(&shared.targets, &probes, now))
+    let probes = read(db, move |s| s.probes(None, now - WEEK_MS)).await?;
+    Ok(rows(targets, &probes, now))
 }
 
-async fn api_targets(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.hub {
+async fn api_targets(State(state): State<Arc<PageState>>) -> Response {
+    let PageState::Watcher { db, targets, .. } = &*state else {
         return (
             StatusCode::NOT_FOUND,
             "watch serve probes no targets of its own: every vantage's are at /api/vantages",
         )
             .into_response();
-    }
-    match week_rows(&shared).await {
+    };
+    match week_rows(db, targets).await {
         Ok(rows) => Json(rows).into_response(),
         Err(r) => r,
     }
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let text = if shared.hub {
+async fn metrics(State(state): State<Arc<PageState>>) -> Response {
+    let text = match &*state {
+        PageState::Watcher { metrics, .. } => metrics.encode(),
         // The hub's series come from the shared store, read at each scrape.
-        match remote_day(&shared, None).await {
+        PageState::Hub(remote) => match remote_day(remote, None).await {
             Ok(probes) => crate::metrics::encode_vantages(&probes),
             Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
-        }
-    } else {
-        shared.metrics.encode()
+        },
     };
     (
         [(
@@ -138,15 +170,21 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn leaderboard(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.hub {
-        return Html(hub_html(&shared).await).into_response();
-    }
-    match week_rows(&shared).await {
+async fn leaderboard(State(state): State<Arc<PageState>>) -> Response {
+    let (db, targets, remote) = match &*state {
+        PageState::Hub(remote) => return Html(hub_html(remote).await).into_response(),
+        PageState::Watcher {
+            db,
+            targets,
+            remote,
+            ..
+        } => (db, targets, remote),
+    };
+    match week_rows(db, targets).await {
         Ok(rows) => {
             let mut html = leaderboard_html(&rows, now_ms());
-            if shared.remote.is_some() {
-                let section = vantage_section(&shared, None).await;
+            if let Some(remote) = remote {
+                let section = vantage_section(remote, None).await;
                 html = html.replace("</body></html>", &format!("{section}</body></html>"));
             }
             Html(html).into_response()
@@ -157,12 +195,9 @@ async fn leaderboard(State(shared): State<Arc<Shared>>) -> Response {
 
 /// The day's probes of every vantage from the shared store (of one target or all).
 async fn remote_day(
-    shared: &Shared,
+    remote: &Remote,
     target: Option<&str>,
 ) -> Result<Vec<crate::shared::VantageProbe>, String> {
-    let Some(remote) = &shared.remote else {
-        return Ok(Vec::new());
-    };
     remote
         .probes(target, now_ms() - DAY_MS)
         .await
@@ -172,10 +207,7 @@ async fn remote_day(
 /// "From every vantage": the comparison (and, on a target's page, its charts) from
 /// the shared store, with this watcher's shipping state; the store's error in words
 /// when it does not answer.
-async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
-    let Some(remote) = &shared.remote else {
-        return String::new();
-    };
+async fn vantage_section(remote: &Remote, target: Option<&str>) -> String {
     let mut s = String::from("<h2>From every vantage</h2>");
     s.push_str(&format!(
         "<p>Shared store {}{}.</p>",
@@ -184,7 +216,7 @@ async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
             Some(ship) => {
                 use std::sync::atomic::Ordering;
                 let pending = ship.pending.load(Ordering::Relaxed);
-                let why = ship.last_error.lock().unwrap().clone();
+                let why = ship.last_error();
                 format!(
                     "; this watcher is vantage <b>{}</b>: {}",
                     esc(&remote.vantage),
@@ -206,12 +238,12 @@ async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
     let shipper_down = remote
         .ship
         .as_ref()
-        .is_some_and(|ship| ship.last_error.lock().unwrap().is_some());
+        .is_some_and(|ship| ship.last_error().is_some());
     if shipper_down {
         s.push_str("<p>The comparison returns when the shared store answers.</p>");
         return s;
     }
-    match remote_day(shared, target).await {
+    match remote_day(remote, target).await {
         Ok(probes) => {
             let now = now_ms();
             if target.is_some() {
@@ -237,51 +269,47 @@ async fn vantage_section(shared: &Shared, target: Option<&str>) -> String {
 }
 
 /// `watch serve`'s front page: the vantages and the comparison of every target.
-async fn hub_html(shared: &Shared) -> String {
+async fn hub_html(remote: &Remote) -> String {
     let now = now_ms();
     let mut s = head("cadence watch · every vantage", true);
     s.push_str(&format!(
         "<h1>cadence watch · every vantage</h1><p>{} UTC · <a href=\"/api/vantages\">JSON</a></p>",
         utc(now)
     ));
-    if let Some(remote) = &shared.remote {
-        match remote.vantages().await {
-            Ok(vs) => {
-                s.push_str(
-                    "<table><tr><th>vantage</th><th>targets</th><th>last probe (UTC)</th></tr>",
-                );
-                for v in &vs {
-                    let names: Vec<String> = v.targets.iter().map(|t| esc(&t.name)).collect();
-                    s.push_str(&format!(
-                        "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-                        esc(&v.name),
-                        names.join(", "),
-                        v.last_probe_ms.map_or("none yet".into(), utc)
-                    ));
-                }
-                s.push_str("</table>");
-                s.push_str(&crate::vantage::mismatch_html(&vs));
+    match remote.vantages().await {
+        Ok(vs) => {
+            s.push_str("<table><tr><th>vantage</th><th>targets</th><th>last probe (UTC)</th></tr>");
+            for v in &vs {
+                let names: Vec<String> = v.targets.iter().map(|t| esc(&t.name)).collect();
+                s.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&v.name),
+                    names.join(", "),
+                    v.last_probe_ms.map_or("none yet".into(), utc)
+                ));
             }
-            Err(e) => s.push_str(&format!(
-                "<p class=\"bad\">The shared store does not answer: {}</p>",
-                esc(&e.to_string())
-            )),
+            s.push_str("</table>");
+            s.push_str(&crate::vantage::mismatch_html(&vs));
         }
+        Err(e) => s.push_str(&format!(
+            "<p class=\"bad\">The shared store does not answer: {}</p>",
+            esc(&e.to_string())
+        )),
     }
-    s.push_str(&vantage_section(shared, None).await);
+    s.push_str(&vantage_section(remote, None).await);
     s.push_str("</body></html>");
     s
 }
 
-async fn api_vantages(State(shared): State<Arc<Shared>>) -> Response {
-    let Some(remote) = &shared.remote else {
+async fn api_vantages(State(state): State<Arc<PageState>>) -> Response {
+    let Some(remote) = state.remote() else {
         return (
             StatusCode::NOT_FOUND,
             "this watcher feeds no shared store (--shared)",
         )
             .into_response();
     };
-    let (vantages, probes) = tokio::join!(remote.vantages(), remote_day(&shared, None));
+    let (vantages, probes) = tokio::join!(remote.vantages(), remote_day(remote, None));
     match (vantages, probes) {
         (Ok(vantages), Ok(probes)) => Json(serde_json::json!({
             "url_mismatches": crate::vantage::url_mismatches(&vantages),
@@ -295,29 +323,37 @@ async fn api_vantages(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn target_page(
-    State(shared): State<Arc<Shared>>,
+    State(state): State<Arc<PageState>>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
-    if shared.hub {
-        let mut s = head(&format!("cadence watch · {name}"), true);
-        s.push_str(&format!(
-            "<p><a href=\"/\">every vantage</a></p><h1>{}</h1>",
-            esc(&name)
-        ));
-        s.push_str(&vantage_section(&shared, Some(&name)).await);
-        s.push_str("</body></html>");
-        return Html(s).into_response();
-    }
-    let Some(info) = shared.targets.iter().find(|t| t.name == name).cloned() else {
+    let (db, targets, remote) = match &*state {
+        PageState::Hub(remote) => {
+            let mut s = head(&format!("cadence watch · {name}"), true);
+            s.push_str(&format!(
+                "<p><a href=\"/\">every vantage</a></p><h1>{}</h1>",
+                esc(&name)
+            ));
+            s.push_str(&vantage_section(remote, Some(&name)).await);
+            s.push_str("</body></html>");
+            return Html(s).into_response();
+        }
+        PageState::Watcher {
+            db,
+            targets,
+            remote,
+            ..
+        } => (db, targets, remote),
+    };
+    let Some(info) = targets.iter().find(|t| t.name == name).cloned() else {
         return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response();
     };
     let now = now_ms();
     let n = name.clone();
-    match read(&shared, move |s| s.probes(Some(&n), now - WEEK_MS)).await {
+    match read(db, move |s| s.probes(Some(&n), now - WEEK_MS)).await {
         Ok(probes) => {
             let mut html = target_html(&info, &probes, now);
-            if shared.remote.is_some() {
-                let section = vantage_section(&shared, Some(&name)).await;
+            if let Some(remote) = remote {
+                let section = vantage_section(remote, Some(&name)).await;
                 html = html.replace("</body></html>", &format!("{section}</body></html>"));
             }
             Html(html).into_response()
@@ -615,13 +651,14 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
 
 /// One probe of a target and its requests, each as the database keeps it.
 async fn probe_page(
-    State(shared): State<Arc<Shared>>,
+    State(state): State<Arc<PageState>>,
     UrlPath((name, id)): UrlPath<(String, i64)>,
 ) -> Response {
-    if shared.hub || !shared.targets.iter().any(|t| t.name == name) {
-        return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response();
-    }
-    let found = read(&shared, move |s| {
+    let db = match &*state {
+        PageState::Watcher { db, targets, .. } if targets.iter().any(|t| t.name == name) => db,
+        _ => return (StatusCode::NOT_FOUND, format!("no target {name:?}")).into_response(),
+    };
+    let found = read(db, move |s| {
         Ok(match s.probe(id)? {
             Some(p) => Some((s.requests(id)?, p)),
             None => None,

@@ -304,7 +304,7 @@ async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after()
     let away = format!("host={} user=cadence dbname=x", dir.path().display());
     let (state, _wake, stop, task) = run(&away, local.companion().unwrap());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while state.last_error.lock().unwrap().is_none() {
+    while state.last_error().is_none() {
         assert!(tokio::time::Instant::now() < deadline, "no failure seen");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
