@@ -10,6 +10,8 @@ use cadence_core::report::LevelReport;
 use cadence_core::RequestRecord;
 use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
 use cadence_engine::{plan_level, Arrivals, EngineSpec, Workload};
+use cadence_report::cell::{figure, fmt_ms, Unit};
+use cadence_report::table::Table;
 
 use crate::cli::PlanArgs;
 use crate::exit::{usage, Exit};
@@ -287,21 +289,21 @@ fn holdout_index(levels: &[Level], h: &str) -> anyhow::Result<usize> {
 
 /// Each fitted parameter: the base's value, the fitted one and the bounds.
 fn parameter_table(base: &EngineSpec, fitted: &EngineSpec) -> String {
-    let mut s = format!(
-        "{:<32} {:>12} {:>12}   bounds\n",
-        "parameter", "base", "fitted"
-    );
+    let mut t = Table::new(0)
+        .left("parameter", 32)
+        .right("base", 12)
+        .right("fitted", 12)
+        .left("bounds", 0)
+        .gap(3);
     for p in PARAMS {
-        s.push_str(&format!(
-            "{:<32} {:>12} {:>12}   {}..{}\n",
-            p.name,
+        t.row([
+            p.name.to_string(),
             short((p.get)(base)),
             short((p.get)(fitted)),
-            p.lo,
-            p.hi
-        ));
+            format!("{}..{}", p.lo, p.hi),
+        ]);
     }
-    s
+    t.text()
 }
 
 /// A value with 4 significant digits.
@@ -315,31 +317,33 @@ fn short(v: f64) -> String {
 
 /// Per level, each figure: model / measured and the error; the held-out level marked.
 fn error_table(spec: &EngineSpec, levels: &[Level], held: Option<usize>) -> String {
-    let mut s = format!("{:<22}", "level (ms: model / run)");
+    let mut t = Table::new(0).left("level (model / run)", 22);
     for f in FIGURES {
-        s.push_str(&format!(" {f:>24}"));
+        t = t.right(f, 24);
     }
-    s.push('\n');
     for (i, l) in levels.iter().enumerate() {
         let name = if Some(i) == held {
             format!("{} (held out)", l.name)
         } else {
             l.name.clone()
         };
-        s.push_str(&format!("{name:<22}"));
         match fit::predict(spec, l.arrivals, &l.workload) {
             Some(p) => {
                 let (pv, mv, e) = (p.values(), l.measured.values(), p.errors(&l.measured));
-                for k in 0..4 {
-                    let cell = format!("{:.2} / {:.2} {:+.1}%", pv[k], mv[k], e[k] * 100.0);
-                    s.push_str(&format!(" {cell:>24}"));
-                }
+                let cells = (0..4).map(|k| {
+                    format!(
+                        "{} / {} {}",
+                        fmt_ms(pv[k]),
+                        fmt_ms(mv[k]),
+                        figure(e[k], Unit::Change(1))
+                    )
+                });
+                t.row(std::iter::once(name).chain(cells));
             }
-            None => s.push_str(" the model refuses every request of this level"),
+            None => t.note_row(&name, "the model refuses every request of this level"),
         }
-        s.push('\n');
     }
-    s
+    t.text()
 }
 
 /// The fitted engine at `loads` (when empty, the run's own loads), each level with the
@@ -371,24 +375,32 @@ fn prediction_table(spec: &EngineSpec, levels: &[Level], loads: Vec<(String, Arr
     } else {
         loads
     };
-    let mut s = format!(
-        "predicted ({} requests per level, the run's lengths):\n{:<22} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-        workload.requests, "level", "TTFT p50", "TTFT p90", "ITL p50", "ITL p90", "tok/s"
-    );
+    let mut t = Table::new(0)
+        .left("level", 22)
+        .right("TTFT p50", 10)
+        .right("TTFT p90", 10)
+        .right("ITL p50", 10)
+        .right("ITL p90", 10)
+        .right("tok/s", 10);
     for (name, arrivals) in loads {
         let planned = plan_level(spec, arrivals, &workload, 0, 0, 0);
-        s.push_str(&format!("{name:<22}"));
         match Figures::of_records(&planned.records) {
             Some(p) => {
-                for v in p.values() {
-                    s.push_str(&format!(" {:>7.2} ms", v));
-                }
-                s.push_str(&format!(" {:>10.1}\n", tokens_per_s(&planned.records)));
+                let tok_s = figure(tokens_per_s(&planned.records), Unit::Number);
+                t.row(
+                    std::iter::once(name.clone())
+                        .chain(p.values().map(fmt_ms))
+                        .chain([tok_s]),
+                );
             }
-            None => s.push_str(" the model refuses every request\n"),
+            None => t.note_row(&name, "the model refuses every request"),
         }
     }
-    s
+    format!(
+        "predicted ({} requests per level, the run's lengths):\n{}",
+        workload.requests,
+        t.text()
+    )
 }
 
 /// Output tokens of succeeded requests over first send to last end.

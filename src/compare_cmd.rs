@@ -1,67 +1,19 @@
 //! `cadence compare A B`: two runs (JSON reports or records files, made minutes or
 //! days apart) side by side per level and metric, with the change, whether it is
-//! beyond noise (a bootstrap over requests, from records), and `--fail-on` rules.
+//! beyond noise (a bootstrap over requests, from records), and `--fail-on` rules. The
+//! result and its renderers live in `cadence_report::compare`.
 
 use crate::cli::CompareArgs;
 use crate::exit::{usage, Exit};
 use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
-use cadence_core::compare::{self, FailOn, MetricChange, Verdict};
+use cadence_core::compare::{self, FailOn};
 use cadence_core::report::LevelReport;
 use cadence_core::Convention;
+use cadence_report::compare::{
+    change, render_markdown, render_text, Comparison, LevelComparison, ToolRow,
+};
 use cadence_run::{load, Loaded};
-use serde::Serialize;
-
-/// The comparison of one level.
-#[derive(Debug, Serialize)]
-pub struct LevelComparison {
-    pub level: String,
-    pub rows: Vec<MetricChange>,
-}
-
-/// The whole comparison, as `--json` writes it.
-#[derive(Debug, Serialize)]
-pub struct Comparison {
-    pub a: String,
-    pub b: String,
-    pub method: &'static str,
-    /// Whether noise could be judged (both inputs held per-request records).
-    pub samples: bool,
-    pub levels: Vec<LevelComparison>,
-    /// Levels found on one side only.
-    pub unmatched: Vec<String>,
-    /// `--fail-on` rules that failed, with the level.
-    pub failed_rules: Vec<String>,
-    pub notes: Vec<String>,
-    /// With an imported run on either side: one row per run, each tool's own figures
-    /// under its own definition beside Cadence's, and the definitions named.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolRow>,
-}
-
-/// One run of a comparison across tools: its first level's figures under Cadence's
-/// definitions and under the tool's own (rebuilt from the same records), in ms.
-#[derive(Debug, Serialize)]
-pub struct ToolRow {
-    /// `A` or `B`.
-    pub run: String,
-    /// `cadence`, or the tool (and version) whose output was imported.
-    pub tool: String,
-    pub ttft_p50: Option<f64>,
-    /// Cadence's ITL: gaps between chunks, pooled (blank when the file held no chunk
-    /// times).
-    pub itl_p50: Option<f64>,
-    pub itl_p99: Option<f64>,
-    /// The ITL under the tool's own definition, from the same records.
-    pub own_itl_p50: Option<f64>,
-    pub own_itl_p99: Option<f64>,
-    pub own_itl_definition: String,
-    /// The ITL p50 and p99 the tool itself saved (imports whose file holds them).
-    pub saved_itl_p50: Option<f64>,
-    pub saved_itl_p99: Option<f64>,
-    /// Where the output-token counts came from.
-    pub tokens: String,
-}
 
 /// Pairs the levels of A and B by name; two single-level runs pair whatever their names.
 fn pairs<'a>(a: &'a [LevelReport], b: &'a [LevelReport]) -> Vec<(usize, usize)> {
@@ -131,7 +83,7 @@ pub fn compare(
         for rule in rules {
             if let Some(row) = rows.iter().find(|r| r.metric == rule.key()) {
                 if rule.fails(row) {
-                    failed_rules.push(format!("{} at {name}: {}", rule.text, pct(row.change)));
+                    failed_rules.push(format!("{} at {name}: {}", rule.text, change(row.change)));
                 }
             } else if !compare::STATS.contains(&rule.stat) {
                 notes.push(format!(
@@ -269,145 +221,6 @@ pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
         }
     }
     (rows, notes)
-}
-
-fn pct(c: Option<f64>) -> String {
-    c.map_or("–".into(), |c| format!("{:+.1}%", c * 100.0))
-}
-
-fn num(v: Option<f64>, unit: &str) -> String {
-    match v {
-        None => "–".into(),
-        Some(v) if unit == "ms" && v >= 1000.0 => format!("{:.2} s", v / 1000.0),
-        Some(v) if unit == "ms" => format!("{v:.2} ms"),
-        Some(v) => format!("{v:.1} {unit}"),
-    }
-}
-
-fn verdict(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Better => "better",
-        Verdict::Worse => "WORSE",
-        Verdict::Unchanged => "within noise",
-        Verdict::Unknown => "?",
-    }
-}
-
-fn interval(r: &MetricChange) -> String {
-    r.interval.map_or("–".into(), |(lo, hi)| {
-        format!("[{:+.1}%, {:+.1}%]", lo * 100.0, hi * 100.0)
-    })
-}
-
-/// A row's cells: metric, A, B, change, interval, verdict.
-fn cells(r: &MetricChange) -> [String; 6] {
-    [
-        r.metric.clone(),
-        num(r.a, &r.unit),
-        num(r.b, &r.unit),
-        pct(r.change),
-        interval(r),
-        verdict(r.verdict).to_string(),
-    ]
-}
-
-/// The console form.
-pub fn render_text(c: &Comparison) -> String {
-    let mut s = format!("Comparing A = {}\n      with B = {}\n", c.a, c.b);
-    for l in &c.levels {
-        s.push_str(&format!(
-            "\n{}\n  {:<18} {:>12} {:>12} {:>9} {:>20}  {}\n",
-            l.level, "metric", "A", "B", "change", "95% interval", "verdict"
-        ));
-        for r in &l.rows {
-            let [m, a, b, ch, iv, v] = cells(r);
-            s.push_str(&format!(
-                "  {m:<18} {a:>12} {b:>12} {ch:>9} {iv:>20}  {v}\n"
-            ));
-        }
-    }
-    for u in &c.unmatched {
-        s.push_str(&format!("\n{u} (no counterpart)"));
-    }
-    s.push_str(&format!("\n\nMethod: {}\n", c.method));
-    if !c.tools.is_empty() {
-        s.push_str(&format!(
-            "\nAcross tools (first level)\n  {:<3} {:<18} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}  {}\n",
-            "run",
-            "tool",
-            "TTFT p50",
-            "ITL p50",
-            "ITL p99",
-            "own ITL p50",
-            "own ITL p99",
-            "saved p50",
-            "saved p99",
-            "own ITL definition"
-        ));
-        for t in &c.tools {
-            let [run, tool, ttft, itl50, itl99, own50, own99, saved50, saved99, def] =
-                tool_cells(t);
-            s.push_str(&format!(
-                "  {run:<3} {tool:<18} {ttft:>10} {itl50:>10} {itl99:>10} {own50:>12} {own99:>12} {saved50:>12} {saved99:>12}  {def}\n"
-            ));
-        }
-    }
-    for n in &c.notes {
-        s.push_str(&format!("Note: {n}\n"));
-    }
-    if !c.failed_rules.is_empty() {
-        s.push_str("\nREGRESSION (--fail-on):\n");
-        for f in &c.failed_rules {
-            s.push_str(&format!("  {f}\n"));
-        }
-    }
-    s
-}
-
-/// The cells of a tool's row of the across-tools table, in its column order.
-fn tool_cells(t: &ToolRow) -> [String; 10] {
-    [
-        t.run.to_string(),
-        t.tool.to_string(),
-        num(t.ttft_p50, "ms"),
-        num(t.itl_p50, "ms"),
-        num(t.itl_p99, "ms"),
-        num(t.own_itl_p50, "ms"),
-        num(t.own_itl_p99, "ms"),
-        num(t.saved_itl_p50, "ms"),
-        num(t.saved_itl_p99, "ms"),
-        t.own_itl_definition.to_string(),
-    ]
-}
-
-/// The Markdown form, for a PR comment.
-pub fn render_markdown(c: &Comparison) -> String {
-    let mut s = format!("### Cadence compare\n\nA = `{}`, B = `{}`\n", c.a, c.b);
-    for l in &c.levels {
-        s.push_str(&format!(
-            "\n**{}**\n\n| metric | A | B | change | 95% interval | verdict |\n|---|---:|---:|---:|---:|---|\n",
-            l.level
-        ));
-        for r in &l.rows {
-            s.push_str(&format!("| {} |\n", cells(r).join(" | ")));
-        }
-    }
-    if !c.tools.is_empty() {
-        s.push_str("\n**Across tools** (first level)\n\n| run | tool | TTFT p50 | ITL p50 | ITL p99 | own ITL p50 | own ITL p99 | saved ITL p50 | saved ITL p99 | own ITL definition |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
-        for t in &c.tools {
-            s.push_str(&format!("| {} |\n", tool_cells(t).join(" | ")));
-        }
-    }
-    for n in &c.notes {
-        s.push_str(&format!("\n> {n}\n"));
-    }
-    if !c.failed_rules.is_empty() {
-        s.push_str("\n**Regression (--fail-on):**\n\n");
-        for f in &c.failed_rules {
-            s.push_str(&format!("- {f}\n"));
-        }
-    }
-    s
 }
 
 /// A Cadence file loaded as usual, or another tool's output imported (`--from` applies

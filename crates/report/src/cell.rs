@@ -48,12 +48,21 @@ pub fn cell(v: Option<f64>, unit: Unit) -> String {
     v.map_or_else(|| ABSENT.to_string(), |x| figure(x, unit))
 }
 
-/// A figure whose unit is named at run time (`ms`, `tok/s`, `%` as a percentage
-/// value): [`cell`] with [`Unit::named`].
+/// A figure whose unit is named at run time (a report's or another tool's unit):
+/// a duration (`ms`, `s`, `sec`, `us`, `µs`, `ns`) reads as [`Unit::Ms`], a percentage
+/// value (`%`, 2.5 for 2.5 %) as the share it is, any other as [`Unit::named`].
 pub fn named(v: Option<f64>, unit: &str) -> String {
-    // A percentage value (2.5 for 2.5 %) reads as the share it is.
-    let v = if unit == "%" { v.map(|x| x / 100.0) } else { v };
-    cell(v, Unit::named(unit))
+    let ms_per = match unit {
+        "s" | "sec" => Some(1e3),
+        "us" | "µs" => Some(1e-3),
+        "ns" => Some(1e-6),
+        _ => None,
+    };
+    match (ms_per, unit) {
+        (Some(k), _) => cell(v.map(|x| x * k), Unit::Ms),
+        (None, "%") => cell(v.map(|x| x / 100.0), Unit::Share),
+        (None, _) => cell(v, Unit::named(unit)),
+    }
 }
 
 /// A present figure as its unit reads.
@@ -182,6 +191,13 @@ mod tests {
         assert_eq!(named(Some(2.5), "%"), "2.5 %", "a percentage value");
         assert_eq!(named(Some(12.0), "requests"), "12.00 requests");
         assert_eq!(named(Some(53.21), ""), "53.21");
+        assert_eq!(
+            named(Some(0.022475), "s"),
+            "22.47 ms",
+            "another tool's seconds"
+        );
+        assert_eq!(named(Some(0.89594), "sec"), "895.9 ms");
+        assert_eq!(named(Some(1500.0), "ns"), "1.5 µs");
     }
 
     #[test]

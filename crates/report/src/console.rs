@@ -39,7 +39,7 @@ pub fn render(report: &Report, color: bool) -> String {
         out.push('\n');
         fleet_block(&mut out, f, p);
     }
-    out.push_str(&crate::imported::console(report, fmt_ms));
+    out.push_str(&crate::imported::console(report));
     if !report.warnings.is_empty() {
         out.push('\n');
         for w in &report.warnings {
@@ -440,11 +440,7 @@ fn slos(out: &mut String, slos: &[SloResult], p: Painter) {
         .max()
         .unwrap_or(0);
     for r in slos {
-        let observed = match r.observed {
-            Some(v) if r.unit == "ms" => fmt_ms(v),
-            Some(v) => format!("{} {}", sig4(v), r.unit),
-            None => format!("{ABSENT} (no samples)"),
-        };
+        let observed = crate::slo_observed(r);
         let verdict = if r.pass {
             p.green("pass")
         } else {

@@ -3,7 +3,7 @@
 //! and TTFT by level, the capacity curve, ITL over time and by token position, tokens
 //! per chunk — plus the summary tables, the compatibility view and the run metadata.
 
-use crate::console::fmt_ms;
+use crate::cell::{cell, fmt_ms, Unit, ABSENT};
 use crate::figure::{chart, figure, level_color, Figure};
 use crate::svg::{esc, Series, Style, PALETTE};
 use crate::{headline, slo_observed};
@@ -304,11 +304,11 @@ fn td(v: impl std::fmt::Display) -> String {
 }
 
 fn ms_or_dash(v: Option<f64>) -> String {
-    v.map_or("–".into(), fmt_ms)
+    cell(v, Unit::Ms)
 }
 
 fn num_or_dash(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| format!("{v:.1}"))
+    cell(v, Unit::Number)
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` from Unix milliseconds (proleptic Gregorian calendar).
@@ -341,7 +341,7 @@ fn meta_table(r: &Report, out: &mut String) {
             if run.duration_s > 0.0 {
                 fmt_ms(run.duration_s * 1e3)
             } else {
-                "–".into()
+                ABSENT.into()
             },
         ),
         (
@@ -368,7 +368,7 @@ fn summary_table(r: &Report, out: &mut String) {
         let s = &l.summary;
         let (itl, tpot) = headline(r, l);
         let slo = if l.slos.is_empty() {
-            "–".to_string()
+            ABSENT.to_string()
         } else {
             let failed = l.slos.iter().filter(|x| !x.pass).count();
             if failed == 0 {
@@ -380,12 +380,11 @@ fn summary_table(r: &Report, out: &mut String) {
                 )
             }
         };
-        let good = l.goodput.map_or("–".to_string(), |g| {
+        let good = l.goodput.map_or(ABSENT.to_string(), |g| {
             format!(
                 "{} ({})",
-                g.requests_per_s.map_or("–".into(), |v| format!("{v:.2}/s")),
-                g.share
-                    .map_or("–".into(), |s| format!("{:.0} %", s * 100.0))
+                cell(g.requests_per_s, Unit::Of("req/s")),
+                cell(g.share, Unit::Share)
             )
         });
         let _ = write!(
@@ -403,9 +402,7 @@ fn summary_table(r: &Report, out: &mut String) {
             td(ms_or_dash(tpot.map(|d| d.p50))),
             td(ms_or_dash(s.e2e.map(|d| d.p99))),
             td(num_or_dash(s.throughput.output_tokens_per_s)),
-            td(s.throughput
-                .requests_per_s
-                .map_or("–".into(), |v| format!("{v:.2}"))),
+            td(num_or_dash(s.throughput.requests_per_s)),
             td(good),
             td(slo),
         );
@@ -479,7 +476,7 @@ pub fn render(r: &Report) -> String {
         conventions_table(r, &mut o);
     }
 
-    crate::imported::html(r, &mut o, crate::console::fmt_ms);
+    crate::imported::html(r, &mut o);
     clock_section(r, &mut o);
     warnings_section(r, &mut o);
 

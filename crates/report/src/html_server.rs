@@ -2,6 +2,7 @@
 //! pace, the stall causes and table, and the client's ITL p99 over time stacked over
 //! the server's batch, KV usage and prefill on one shared time axis.
 
+use crate::cell::{cell, Unit};
 use crate::figure::{chart, figure, level_color, Figure};
 use crate::svg::{esc, Series, Style};
 use cadence_core::attribution::{server_series, ServerPoint, ServerReport};
@@ -21,7 +22,7 @@ fn with_samples(r: &Report) -> Vec<(usize, &LevelReport, &ServerReport)> {
 }
 
 fn ms(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| format!("{v:.2}"))
+    cell(v, Unit::Ms)
 }
 
 /// The section, when some level has server samples to show.
@@ -32,7 +33,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
     }
     o.push_str("<h2>Server</h2>");
     o.push_str(r#"<p class="sub">The server's own metrics, scraped during each level and lined up with the client's gaps.</p>"#);
-    o.push_str("<table><tr><th>level</th><th>engine</th><th>samples</th><th>TTFT ms</th><th>server queue ms</th><th>server prefill ms</th><th>rest ms</th><th>server decode ms/token</th><th>client TPOT ms</th><th>stalls</th><th>top causes</th></tr>");
+    o.push_str("<table><tr><th>level</th><th>engine</th><th>samples</th><th>TTFT</th><th>server queue</th><th>server prefill</th><th>rest</th><th>server decode per token</th><th>client TPOT</th><th>stalls</th><th>top causes</th></tr>");
     for (_, l, s) in &levels {
         let t = s.ttft_split.as_ref();
         let d = s.decode.as_ref();

@@ -3,7 +3,7 @@
 //! and the slowest session as a waterfall of its steps (tool time, TTFT, decode), so
 //! where an agent's time goes is seen, not computed.
 
-use crate::console::fmt_ms;
+use crate::cell::{cell, fmt_ms, Unit, ABSENT};
 use crate::svg::esc;
 use cadence_core::sessions::{SessionSummary, Waterfall};
 use cadence_core::Report;
@@ -22,7 +22,7 @@ const LABEL_W: f64 = 150.0;
 const ROW_H: f64 = 22.0;
 
 fn ms_or_dash(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".into(), fmt_ms)
+    cell(v, Unit::Ms)
 }
 
 /// The section, when any level has sessions.
@@ -45,7 +45,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
             esc(name),
             s.complete,
             s.sessions,
-            s.steps.map_or("–".into(), |d| format!("{}", d.p50)),
+            s.steps.map_or(ABSENT.into(), |d| format!("{}", d.p50)),
             s.tool_calls,
             if s.mocked_tool_calls > 0 {
                 format!(" ({} injected)", s.mocked_tool_calls)
@@ -56,7 +56,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
             ms_or_dash(s.wall.map(|d| d.p90)),
             ms_or_dash(s.wall.map(|d| d.p99)),
             s.decode_share_pct
-                .map_or("–".into(), |d| format!("{:.1}%", d.p50)),
+                .map_or(ABSENT.into(), |d| format!("{:.1}%", d.p50)),
         );
     }
     o.push_str("</table>");
@@ -144,7 +144,7 @@ fn what_if_table(levels: &[(&str, &SessionSummary)], o: &mut String) {
                 ms_or_dash(w.wall.map(|d| d.p50)),
                 ms_or_dash(w.wall.map(|d| d.p99)),
                 w.decode_share_pct
-                    .map_or("–".into(), |v| format!("{v:.1}%")),
+                    .map_or(ABSENT.into(), |v| format!("{v:.1}%")),
             );
         }
     }

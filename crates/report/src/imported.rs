@@ -2,39 +2,46 @@
 //! it, what the file lacks and which figures are therefore blank, and the tool's own
 //! figures beside Cadence's rebuild under the tool's definition. One table for the
 //! console, Markdown and HTML, so what each format says about an import is the same.
-//! Times are written by the caller's millisecond format (the console's).
 
+use crate::cell::{self, Unit};
 use crate::svg::esc;
+use crate::table::Table;
 use cadence_core::{ImportedFigure, ImportedRun, Report};
 use std::fmt::Write;
 
-/// A millisecond formatter (`console::fmt_ms`).
-pub type Ms = fn(f64) -> String;
-
-fn value(v: Option<f64>, unit: &str, fmt_ms: Ms) -> String {
-    match v {
-        None => "–".into(),
-        Some(x) if unit == "ms" => fmt_ms(x),
-        Some(x) if x != 0.0 && (x.abs() >= 1e5 || x.abs() < 1e-3) => format!("{x:.4e} {unit}"),
-        Some(x) => format!("{} {unit}", sig(x)),
-    }
-    .trim_end()
-    .to_string()
+/// A saved or rebuilt figure as every command writes it.
+fn value(v: Option<f64>, unit: &str) -> String {
+    cell::named(v, unit)
 }
 
-/// Five significant digits.
-fn sig(x: f64) -> String {
-    let digits = if x == 0.0 {
-        0
-    } else {
-        (4 - x.abs().log10().floor() as i32).max(0) as usize
-    };
-    format!("{x:.digits$}")
-}
-
+/// How far Cadence's rebuild is from the saved figure (three decimals: they agree to
+/// rounding, or they do not).
 fn diff(f: &ImportedFigure) -> String {
-    f.difference()
-        .map_or("–".into(), |d| format!("{:+.3}%", d * 100.0))
+    cell::cell(f.difference(), Unit::Change(3))
+}
+
+/// Each figure: the tool's, Cadence's rebuild, the difference and the definition.
+fn figures(i: &ImportedRun) -> Table {
+    let mut t = Table::new(2)
+        .left(&format!("{}'s figure", i.tool), 20)
+        .right("saved", 14)
+        .gap(2)
+        .right("rebuilt", 14)
+        .gap(2)
+        .right("diff", 9)
+        .gap(2)
+        .left(&format!("{}'s definition", i.tool), 0)
+        .gap(2);
+    for f in &i.figures {
+        t.row([
+            f.name.clone(),
+            value(f.printed, &f.unit),
+            value(f.rebuilt, &f.unit),
+            diff(f),
+            f.definition.clone(),
+        ]);
+    }
+    t
 }
 
 fn title(i: &ImportedRun) -> String {
@@ -45,7 +52,7 @@ fn title(i: &ImportedRun) -> String {
 }
 
 /// The console form (empty for Cadence's own runs).
-pub fn console(r: &Report, ms: Ms) -> String {
+pub fn console(r: &Report) -> String {
     let Some(i) = &r.imported else {
         return String::new();
     };
@@ -57,39 +64,13 @@ pub fn console(r: &Report, ms: Ms) -> String {
         let _ = writeln!(o, "  not rebuilt  {n} (left blank)");
     }
     if !i.figures.is_empty() {
-        let w = i
-            .figures
-            .iter()
-            .map(|f| f.name.len())
-            .max()
-            .unwrap_or(0)
-            .max(20);
-        let _ = writeln!(
-            o,
-            "  {:<w$}  {:>14}  {:>14}  {:>9}  {}'s definition",
-            format!("{}'s figure", i.tool),
-            "saved",
-            "rebuilt",
-            "diff",
-            i.tool
-        );
-        for f in &i.figures {
-            let _ = writeln!(
-                o,
-                "  {:<w$}  {:>14}  {:>14}  {:>9}  {}",
-                f.name,
-                value(f.printed, &f.unit, ms),
-                value(f.rebuilt, &f.unit, ms),
-                diff(f),
-                f.definition
-            );
-        }
+        o.push_str(&figures(i).text());
     }
     o
 }
 
 /// The Markdown form.
-pub fn markdown(r: &Report, ms: Ms) -> String {
+pub fn markdown(r: &Report) -> String {
     let Some(i) = &r.imported else {
         return String::new();
     };
@@ -105,28 +86,14 @@ pub fn markdown(r: &Report, ms: Ms) -> String {
         let _ = writeln!(o, "- not rebuilt (left blank): {n}");
     }
     if !i.figures.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n| {}'s figure | saved | rebuilt | diff | definition |\n|---|---:|---:|---:|---|",
-            i.tool
-        );
-        for f in &i.figures {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} | {} |",
-                f.name,
-                value(f.printed, &f.unit, ms),
-                value(f.rebuilt, &f.unit, ms),
-                diff(f),
-                f.definition
-            );
-        }
+        o.push('\n');
+        o.push_str(&figures(i).markdown());
     }
     o
 }
 
 /// The HTML form.
-pub fn html(r: &Report, o: &mut String, ms: Ms) {
+pub fn html(r: &Report, o: &mut String) {
     let Some(i) = &r.imported else {
         return;
     };
@@ -148,23 +115,7 @@ pub fn html(r: &Report, o: &mut String, ms: Ms) {
     }
     o.push_str("</ul>");
     if !i.figures.is_empty() {
-        let _ = write!(
-            o,
-            "<table><tr><th>{}'s figure</th><th>saved</th><th>rebuilt</th><th>diff</th><th>definition</th></tr>",
-            esc(&i.tool)
-        );
-        for f in &i.figures {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&f.name),
-                esc(&value(f.printed, &f.unit, ms)),
-                esc(&value(f.rebuilt, &f.unit, ms)),
-                esc(&diff(f)),
-                esc(&f.definition)
-            );
-        }
-        o.push_str("</table>");
+        o.push_str(&figures(i).html());
     }
 }
 
@@ -174,11 +125,10 @@ mod tests {
 
     #[test]
     fn values_keep_their_unit_and_absent_ones_a_dash() {
-        let ms: Ms = |x| format!("{x:.2} ms");
-        assert_eq!(value(None, "ms", ms), "–");
-        assert_eq!(value(Some(12.5), "ms", ms), "12.50 ms");
-        assert_eq!(value(Some(14.5004), "req/s", ms), "14.500 req/s");
-        assert_eq!(value(Some(2.0), "", ms), "2.0000");
+        assert_eq!(value(None, "ms"), "–");
+        assert_eq!(value(Some(12.5), "ms"), "12.50 ms");
+        assert_eq!(value(Some(14.5004), "req/s"), "14.50 req/s");
+        assert_eq!(value(Some(2.0), ""), "2.000");
         let f = ImportedFigure {
             name: "x".into(),
             unit: "ms".into(),

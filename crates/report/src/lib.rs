@@ -2,6 +2,7 @@
 //! [`cadence_core::Report`], so what a user reads and what a file holds cannot diverge.
 
 pub mod cell;
+pub mod compare;
 pub mod console;
 pub mod csv;
 pub mod escape;
@@ -13,6 +14,7 @@ mod imported;
 pub mod json;
 pub mod markdown;
 pub mod svg;
+pub mod table;
 
 use cadence_core::{Distribution, LevelReport, Report, SloResult};
 
@@ -29,11 +31,10 @@ pub fn headline(r: &Report, l: &LevelReport) -> (Option<Distribution>, Option<Di
     }
 }
 
-/// An SLO's observed value as the HTML and Markdown reports write it.
+/// An SLO's observed value as every format writes it.
 pub(crate) fn slo_observed(s: &SloResult) -> String {
     match s.observed {
-        Some(v) if s.unit == "ms" => console::fmt_ms(v),
-        Some(v) => format!("{v:.1} {}", s.unit),
-        None => "– (no samples)".into(),
+        Some(_) => cell::named(s.observed, &s.unit),
+        None => format!("{} (no samples)", cell::ABSENT),
     }
 }

@@ -1,13 +1,13 @@
 //! A Markdown summary for a pull-request comment: the table by level, SLO verdicts,
 //! the compatibility view and the warnings, short enough to read in a review.
 
-use crate::console::fmt_ms;
+use crate::cell::{cell, Unit, ABSENT};
 use crate::{headline, slo_observed};
 use cadence_core::Report;
 use std::fmt::Write;
 
 fn ms(v: Option<f64>) -> String {
-    v.map_or("–".into(), fmt_ms)
+    cell(v, Unit::Ms)
 }
 
 /// The Markdown text.
@@ -48,7 +48,7 @@ pub fn render(r: &Report) -> String {
     sessions_table(r, &mut o);
     clock_checks(r, &mut o);
     conventions_details(r, &mut o);
-    o.push_str(&crate::imported::markdown(r, crate::console::fmt_ms));
+    o.push_str(&crate::imported::markdown(r));
     let warnings: Vec<&String> = r
         .warnings
         .iter()
@@ -72,7 +72,7 @@ fn level_table(r: &Report, o: &mut String) {
         let (itl, tpot) = headline(r, l);
         let failed = l.slos.iter().filter(|x| !x.pass).count();
         let slo = match (l.slos.len(), failed) {
-            (0, _) => "–".to_string(),
+            (0, _) => ABSENT.to_string(),
             (_, 0) => "pass".into(),
             (n, f) => format!("**FAIL {f}/{n}**"),
         };
@@ -88,9 +88,7 @@ fn level_table(r: &Report, o: &mut String) {
             ms(itl.map(|d| d.p99)),
             ms(tpot.map(|d| d.p50)),
             ms(s.e2e.map(|d| d.p99)),
-            s.throughput
-                .output_tokens_per_s
-                .map_or("–".into(), |v| format!("{v:.1}")),
+            cell(s.throughput.output_tokens_per_s, Unit::Number),
             slo
         );
     }
@@ -108,7 +106,7 @@ fn sessions_table(r: &Report, o: &mut String) {
         return;
     }
     o.push_str("\n**Sessions**\n\n| level | complete | wall p50 | wall p99 | TTFT | decode (ITL) | tool | rest |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}%"));
+    let pct = |v: Option<f64>| v.map_or(ABSENT.into(), |v| format!("{v:.1}%"));
     for (l, s) in &levels {
         let sp = s.split;
         let _ = writeln!(

@@ -1,0 +1,249 @@
+//! `cadence compare`'s result and its renderers: two runs side by side per level and
+//! metric, with the change, its interval and the verdict, and across tools when either
+//! run was imported. One table per block for the console and Markdown, its figures
+//! written by [`crate::cell`] as every other command writes them.
+
+use crate::cell::{self, Unit};
+use crate::table::Table;
+use cadence_core::compare::{MetricChange, Verdict};
+use serde::Serialize;
+
+/// The comparison of one level.
+#[derive(Debug, Serialize)]
+pub struct LevelComparison {
+    /// The level's name (`A vs B` when the two differ).
+    pub level: String,
+    /// One row per metric and statistic.
+    pub rows: Vec<MetricChange>,
+}
+
+/// The whole comparison, as `--json` writes it.
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    /// Run A's path.
+    pub a: String,
+    /// Run B's path.
+    pub b: String,
+    /// How changes are judged against noise, in words.
+    pub method: &'static str,
+    /// Whether noise could be judged (both inputs held per-request records).
+    pub samples: bool,
+    /// The matched levels.
+    pub levels: Vec<LevelComparison>,
+    /// Levels found on one side only.
+    pub unmatched: Vec<String>,
+    /// `--fail-on` rules that failed, with the level.
+    pub failed_rules: Vec<String>,
+    /// What the reader should know about the inputs.
+    pub notes: Vec<String>,
+    /// With an imported run on either side: one row per run, each tool's own figures
+    /// under its own definition beside Cadence's, and the definitions named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolRow>,
+}
+
+/// One run of a comparison across tools: its first level's figures under Cadence's
+/// definitions and under the tool's own (rebuilt from the same records), in ms.
+#[derive(Debug, Serialize)]
+pub struct ToolRow {
+    /// `A` or `B`.
+    pub run: String,
+    /// `cadence`, or the tool (and version) whose output was imported.
+    pub tool: String,
+    /// Cadence's TTFT p50.
+    pub ttft_p50: Option<f64>,
+    /// Cadence's ITL: gaps between chunks, pooled (blank when the file held no chunk
+    /// times).
+    pub itl_p50: Option<f64>,
+    /// Cadence's ITL p99.
+    pub itl_p99: Option<f64>,
+    /// The ITL under the tool's own definition, from the same records.
+    pub own_itl_p50: Option<f64>,
+    /// The ITL p99 under the tool's own definition.
+    pub own_itl_p99: Option<f64>,
+    /// The tool's ITL definition in words.
+    pub own_itl_definition: String,
+    /// The ITL p50 and p99 the tool itself saved (imports whose file holds them).
+    pub saved_itl_p50: Option<f64>,
+    /// The ITL p99 the tool itself saved.
+    pub saved_itl_p99: Option<f64>,
+    /// Where the output-token counts came from.
+    pub tokens: String,
+}
+
+/// A change (B / A - 1) as the comparison writes it: `+5.0%`.
+pub fn change(c: Option<f64>) -> String {
+    cell::cell(c, Unit::Change(1))
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Better => "better",
+        Verdict::Worse => "WORSE",
+        Verdict::Unchanged => "within noise",
+        Verdict::Unknown => "?",
+    }
+}
+
+fn interval(r: &MetricChange) -> String {
+    r.interval.map_or(cell::ABSENT.into(), |(lo, hi)| {
+        format!("[{:+.1}%, {:+.1}%]", lo * 100.0, hi * 100.0)
+    })
+}
+
+/// A level's table: metric, A, B, change, interval, verdict.
+fn level_table(l: &LevelComparison) -> Table {
+    let mut t = Table::new(2)
+        .left("metric", 18)
+        .right("A", 12)
+        .right("B", 12)
+        .right("change", 9)
+        .right("95% interval", 20)
+        .left("verdict", 0)
+        .gap(2);
+    for r in &l.rows {
+        t.row([
+            r.metric.clone(),
+            cell::named(r.a, &r.unit),
+            cell::named(r.b, &r.unit),
+            change(r.change),
+            interval(r),
+            verdict(r.verdict).to_string(),
+        ]);
+    }
+    t
+}
+
+/// The across-tools table: each run's first level under each definition.
+fn tools_table(tools: &[ToolRow]) -> Table {
+    let mut t = Table::new(2)
+        .left("run", 3)
+        .left("tool", 18)
+        .right("TTFT p50", 10)
+        .right("ITL p50", 10)
+        .right("ITL p99", 10)
+        .right("own ITL p50", 12)
+        .right("own ITL p99", 12)
+        .right("saved ITL p50", 12)
+        .right("saved ITL p99", 12)
+        .left("own ITL definition", 0)
+        .gap(2);
+    let ms = |v: Option<f64>| cell::cell(v, Unit::Ms);
+    for r in tools {
+        t.row([
+            r.run.clone(),
+            r.tool.clone(),
+            ms(r.ttft_p50),
+            ms(r.itl_p50),
+            ms(r.itl_p99),
+            ms(r.own_itl_p50),
+            ms(r.own_itl_p99),
+            ms(r.saved_itl_p50),
+            ms(r.saved_itl_p99),
+            r.own_itl_definition.clone(),
+        ]);
+    }
+    t
+}
+
+/// The console form.
+pub fn render_text(c: &Comparison) -> String {
+    let mut s = format!("Comparing A = {}\n      with B = {}\n", c.a, c.b);
+    for l in &c.levels {
+        s.push_str(&format!("\n{}\n", l.level));
+        s.push_str(&level_table(l).text());
+    }
+    for u in &c.unmatched {
+        s.push_str(&format!("\n{u} (no counterpart)"));
+    }
+    s.push_str(&format!("\n\nMethod: {}\n", c.method));
+    if !c.tools.is_empty() {
+        s.push_str("\nAcross tools (first level)\n");
+        s.push_str(&tools_table(&c.tools).text());
+    }
+    for n in &c.notes {
+        s.push_str(&format!("Note: {n}\n"));
+    }
+    if !c.failed_rules.is_empty() {
+        s.push_str("\nREGRESSION (--fail-on):\n");
+        for f in &c.failed_rules {
+            s.push_str(&format!("  {f}\n"));
+        }
+    }
+    s
+}
+
+/// The Markdown form, for a PR comment.
+pub fn render_markdown(c: &Comparison) -> String {
+    let mut s = format!("### Cadence compare\n\nA = `{}`, B = `{}`\n", c.a, c.b);
+    for l in &c.levels {
+        s.push_str(&format!("\n**{}**\n\n", l.level));
+        s.push_str(&level_table(l).markdown());
+    }
+    if !c.tools.is_empty() {
+        s.push_str("\n**Across tools** (first level)\n\n");
+        s.push_str(&tools_table(&c.tools).markdown());
+    }
+    for n in &c.notes {
+        s.push_str(&format!("\n> {n}\n"));
+    }
+    if !c.failed_rules.is_empty() {
+        s.push_str("\n**Regression (--fail-on):**\n\n");
+        for f in &c.failed_rules {
+            s.push_str(&format!("- {f}\n"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(metric: &str, unit: &str, a: Option<f64>, b: Option<f64>) -> MetricChange {
+        MetricChange {
+            metric: metric.into(),
+            unit: unit.into(),
+            a,
+            b,
+            change: a.zip(b).map(|(a, b)| b / a - 1.0),
+            interval: None,
+            verdict: Verdict::Unknown,
+        }
+    }
+
+    #[test]
+    fn figures_read_as_the_report_writes_them_and_absent_ones_a_dash() {
+        let c = Comparison {
+            a: "a.json".into(),
+            b: "b.json".into(),
+            method: "m",
+            samples: false,
+            levels: vec![LevelComparison {
+                level: "c=1".into(),
+                rows: vec![
+                    row("itl.p50", "ms", Some(7.8), Some(0.8123)),
+                    row("output_speed.p50", "tok/s", Some(110.21), None),
+                ],
+            }],
+            unmatched: vec![],
+            failed_rules: vec![],
+            notes: vec![],
+            tools: vec![],
+        };
+        let text = render_text(&c);
+        assert!(
+            text.contains("  itl.p50                7.800 ms     812.3 µs    -89.6%                    –  ?\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("110.2 tok/s            –         –"),
+            "{text}"
+        );
+        let md = render_markdown(&c);
+        assert!(
+            md.contains("| itl.p50 | 7.800 ms | 812.3 µs | -89.6% | – | ? |"),
+            "{md}"
+        );
+    }
+}
