@@ -2,6 +2,7 @@
 //! the compatibility view and the warnings, short enough to read in a review.
 
 use crate::cell::{cell, Unit, ABSENT};
+use crate::table::Table;
 use crate::{headline, slo_observed};
 use cadence_core::Report;
 use std::fmt::Write;
@@ -65,8 +66,13 @@ pub fn render(r: &Report) -> String {
 
 /// One row per level: counts, the headline latencies, throughput, SLO verdict.
 fn level_table(r: &Report, o: &mut String) {
-    o.push_str("| level | ok/sent | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | TPOT p50 | E2E p99 | tok/s | SLOs |\n");
-    o.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let mut t = Table::new(0).left("level", 0).right("ok/sent", 0);
+    for h in [
+        "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50", "E2E p99", "tok/s",
+    ] {
+        t = t.right(h, 0);
+    }
+    t = t.left("SLOs", 0);
     for l in &r.levels {
         let s = &l.summary;
         let (itl, tpot) = headline(r, l);
@@ -76,12 +82,9 @@ fn level_table(r: &Report, o: &mut String) {
             (_, 0) => "pass".into(),
             (n, f) => format!("**FAIL {f}/{n}**"),
         };
-        let _ = writeln!(
-            o,
-            "| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            l.name.replace('|', "\\|"),
-            s.requests.succeeded,
-            s.requests.sent,
+        t.row([
+            l.name.clone(),
+            format!("{}/{}", s.requests.succeeded, s.requests.sent),
             ms(s.ttft.map(|d| d.p50)),
             ms(s.ttft.map(|d| d.p99)),
             ms(itl.map(|d| d.p50)),
@@ -89,9 +92,10 @@ fn level_table(r: &Report, o: &mut String) {
             ms(tpot.map(|d| d.p50)),
             ms(s.e2e.map(|d| d.p99)),
             cell(s.throughput.output_tokens_per_s, Unit::Number),
-            slo
-        );
+            slo,
+        ]);
     }
+    o.push_str(&t.markdown());
 }
 
 /// Whole sessions by level (agent loops, multi-turn chats): wall time, its split and
@@ -105,24 +109,34 @@ fn sessions_table(r: &Report, o: &mut String) {
     if levels.is_empty() {
         return;
     }
-    o.push_str("\n**Sessions**\n\n| level | complete | wall p50 | wall p99 | TTFT | decode (ITL) | tool | rest |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut t = Table::new(0).left("level", 0);
+    for h in [
+        "complete",
+        "wall p50",
+        "wall p99",
+        "TTFT",
+        "decode (ITL)",
+        "tool",
+        "rest",
+    ] {
+        t = t.right(h, 0);
+    }
     let pct = |v: Option<f64>| v.map_or(ABSENT.into(), |v| format!("{v:.1}%"));
     for (l, s) in &levels {
         let sp = s.split;
-        let _ = writeln!(
-            o,
-            "| {} | {}/{} | {} | {} | {} | {} | {} | {} |",
-            l.name.replace('|', "\\|"),
-            s.complete,
-            s.sessions,
+        t.row([
+            l.name.clone(),
+            format!("{}/{}", s.complete, s.sessions),
             ms(s.wall.map(|d| d.p50)),
             ms(s.wall.map(|d| d.p99)),
             pct(sp.map(|x| x.ttft_pct)),
             pct(sp.map(|x| x.decode_pct)),
             pct(sp.map(|x| x.tool_pct)),
             pct(sp.map(|x| x.rest_pct)),
-        );
+        ]);
     }
+    o.push_str("\n**Sessions**\n\n");
+    o.push_str(&t.markdown());
     for (l, s) in &levels {
         for w in &s.what_if {
             let _ = writeln!(
@@ -166,18 +180,20 @@ fn conventions_details(r: &Report, o: &mut String) {
         "\n<details><summary>ITL/TPOT as other tools define them ({})</summary>\n",
         l.name
     );
-    o.push_str("| convention | ITL mean | ITL p50 | ITL p99 | TPOT mean | TPOT p50 |\n|---|---:|---:|---:|---:|---:|\n");
+    let mut t = Table::new(0).left("convention", 0);
+    for h in ["ITL mean", "ITL p50", "ITL p99", "TPOT mean", "TPOT p50"] {
+        t = t.right(h, 0);
+    }
     for c in &l.conventions {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            c.tools,
+        t.row([
+            c.tools.to_string(),
             ms(c.itl.map(|d| d.mean)),
             ms(c.itl.map(|d| d.p50)),
             ms(c.itl.map(|d| d.p99)),
             ms(c.tpot.map(|d| d.mean)),
             ms(c.tpot.map(|d| d.p50)),
-        );
+        ]);
     }
+    o.push_str(&t.markdown());
     o.push_str("\n</details>\n");
 }
