@@ -8,8 +8,8 @@ use cadence_core::sessions::SessionSummary;
 use cadence_core::{Distribution, LevelReport, Pacing, Report, SloResult};
 use std::fmt::Write;
 
+use crate::cell::{cell, fmt_pct, fmt_rate, sig4, Unit};
 pub use crate::cell::{fmt_ms, fmt_seconds, ABSENT};
-use crate::cell::{fmt_pct, fmt_rate, sig4};
 
 const LABEL_W: usize = 16;
 const COUNT_W: usize = 7;
@@ -96,7 +96,7 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
         "  {:>5}  {:<18} {:>8} {:>8} {:>11} {:>11} {:>7} {:>11} {:>5}  notes",
         "shard", "level", "sent", "ok", "start skew", "pacing p99", "late", "loop p99", "CPU"
     );
-    let ms = |v: Option<f64>| v.map_or(ABSENT.to_string(), fmt_ms);
+    let ms = |v: Option<f64>| cell(v, Unit::Ms);
     let pct = |v: Option<f64>| v.map_or(ABSENT.to_string(), |v| format!("{:.0}%", v * 100.0));
     let count = |v: Option<u64>| v.map_or(ABSENT.to_string(), |v| v.to_string());
     for c in &f.checks {
@@ -238,7 +238,7 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
             "{}{} requests met every SLO{share}, {} req/s",
             label("Goodput"),
             g.good_requests,
-            opt(g.requests_per_s, sig4)
+            cell(g.requests_per_s, Unit::Number)
         );
     }
     if let Some(sv) = &l.server {
@@ -279,9 +279,9 @@ fn server(out: &mut String, sv: &ServerReport) {
             "{}mean {} = server queue {} + server prefill {} + rest (network, client) {}",
             label("TTFT split"),
             fmt_ms(t.client_ms),
-            opt(t.server_queue_ms, fmt_ms),
-            opt(t.server_prefill_ms, fmt_ms),
-            opt(t.rest_ms, fmt_ms)
+            cell(t.server_queue_ms, Unit::Ms),
+            cell(t.server_prefill_ms, Unit::Ms),
+            cell(t.rest_ms, Unit::Ms)
         );
     }
     if let Some(d) = &sv.decode {
@@ -289,10 +289,10 @@ fn server(out: &mut String, sv: &ServerReport) {
             out,
             "{}server {}/token decode, ITL {}; client TPOT {}, ITL {}; tokens: server {}, client {}",
             label("Decode"),
-            opt(d.server_decode_per_token_ms, fmt_ms),
-            opt(d.server_itl_ms, fmt_ms),
-            opt(d.client_tpot_ms, fmt_ms),
-            opt(d.client_itl_ms, fmt_ms),
+            cell(d.server_decode_per_token_ms, Unit::Ms),
+            cell(d.server_itl_ms, Unit::Ms),
+            cell(d.client_tpot_ms, Unit::Ms),
+            cell(d.client_itl_ms, Unit::Ms),
             opt(d.server_generated_tokens, |v| format!("{v:.0}")),
             d.client_output_tokens
         );
@@ -477,9 +477,9 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         out,
         "{}{} output tok/s, {} req/s over a {} window",
         label("Throughput"),
-        opt(t.output_tokens_per_s, sig4),
-        opt(t.requests_per_s, sig4),
-        opt(t.window_s, fmt_seconds)
+        cell(t.output_tokens_per_s, Unit::Number),
+        cell(t.requests_per_s, Unit::Number),
+        cell(t.window_s.map(|s| s * 1e3), Unit::Ms)
     );
 
     let o = &s.output_tokens;
@@ -546,10 +546,10 @@ fn token_facts(out: &mut String, s: &LevelSummary) {
             "{}{} requests, TTFT p50 {} p99 {}, ITL p50 {} p99 {}",
             label(&format!("Turn {}", t.turn)),
             t.requests,
-            opt(t.ttft.map(|d| d.p50), fmt_ms),
-            opt(t.ttft.map(|d| d.p99), fmt_ms),
-            opt(t.itl.map(|d| d.p50), fmt_ms),
-            opt(t.itl.map(|d| d.p99), fmt_ms)
+            cell(t.ttft.map(|d| d.p50), Unit::Ms),
+            cell(t.ttft.map(|d| d.p99), Unit::Ms),
+            cell(t.itl.map(|d| d.p50), Unit::Ms),
+            cell(t.itl.map(|d| d.p99), Unit::Ms)
         );
     }
 }
@@ -574,7 +574,7 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
         label("Sessions"),
         ss.complete,
         ss.sessions,
-        opt(ss.steps.map(|d| d.p50), sig4),
+        cell(ss.steps.map(|d| d.p50), Unit::Number),
         ss.tool_calls,
     );
     if let Some(w) = ss.wall {
@@ -685,8 +685,8 @@ fn pricing_lines(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
             "{}{}: session wall p50 {} → {}; decode share {} → {}",
             label("What if"),
             wi.label,
-            opt(measured, fmt_ms),
-            opt(wi.wall.map(|d| d.p50), fmt_ms),
+            cell(measured, Unit::Ms),
+            cell(wi.wall.map(|d| d.p50), Unit::Ms),
             opt(ss.split.map(|s| s.decode_pct), |v| format!("{v:.1}%")),
             opt(wi.decode_share_pct, |v| format!("{v:.1}%")),
         );
@@ -819,8 +819,9 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
         "TPOT p99"
     );
     for c in &l.conventions {
-        let t =
-            |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
+        let t = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
+            cell(d.as_ref().map(f), Unit::Ms)
+        };
         let mark = if r.convention.as_deref() == Some(c.convention.as_str()) {
             " *"
         } else {
@@ -925,7 +926,8 @@ fn sweep_cells(
 ) -> Vec<(String, bool)> {
     let s = &l.summary;
     let (itl, tpot) = crate::headline(report, l);
-    let t = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| opt(d.as_ref().map(f), fmt_ms);
+    let t =
+        |d: &Option<Distribution>, f: fn(&Distribution) -> f64| cell(d.as_ref().map(f), Unit::Ms);
     let errors = s.requests.failed_total();
     let mut cells = vec![
         (load(l), false),
@@ -938,11 +940,14 @@ fn sweep_cells(
         (t(&itl, |d| d.p99), false),
         (t(&tpot, |d| d.p50), false),
         (t(&s.e2e, |d| d.p99), false),
-        (opt(s.throughput.output_tokens_per_s, sig4), false),
-        (opt(s.throughput.requests_per_s, sig4), false),
+        (cell(s.throughput.output_tokens_per_s, Unit::Number), false),
+        (cell(s.throughput.requests_per_s, Unit::Number), false),
     ];
     if any_goodput {
-        cells.push((opt(l.goodput.and_then(|g| g.requests_per_s), sig4), false));
+        cells.push((
+            cell(l.goodput.and_then(|g| g.requests_per_s), Unit::Number),
+            false,
+        ));
     }
     if any_slo {
         let failed = l.slos.iter().filter(|r| !r.pass).count();

@@ -162,11 +162,21 @@ impl Table {
         o
     }
 
-    /// The HTML form: a `<table>` whose heads and cells are escaped text.
+    /// The HTML form: a `<table>` whose heads and cells are escaped text, text columns
+    /// of class `l` (left-aligned in the report's style).
     pub fn html(&self) -> String {
+        // Figures sit right (the report's style); text columns carry class "l".
+        let class: Vec<&str> = self
+            .cols
+            .iter()
+            .map(|c| match c.align {
+                Align::Left => r#" class="l""#,
+                Align::Right => "",
+            })
+            .collect();
         let mut o = String::from("<table><tr>");
-        for c in &self.cols {
-            let _ = write!(o, "<th>{}</th>", esc(&c.head));
+        for (c, class) in self.cols.iter().zip(&class) {
+            let _ = write!(o, "<th{class}>{}</th>", esc(&c.head));
         }
         o.push_str("</tr>");
         for (k, r) in self.rows.iter().enumerate() {
@@ -175,13 +185,14 @@ impl Table {
                 let span = self.cols.len().saturating_sub(1);
                 let _ = write!(
                     o,
-                    r#"<td>{}</td><td colspan="{span}">{}</td>"#,
+                    r#"<td{}>{}</td><td class="l" colspan="{span}">{}</td>"#,
+                    class[0],
                     esc(&r[0]),
                     esc(&r[1])
                 );
             } else {
-                for cell in r {
-                    let _ = write!(o, "<td>{}</td>", esc(cell));
+                for (cell, class) in r.iter().zip(&class) {
+                    let _ = write!(o, "<td{class}>{}</td>", esc(cell));
                 }
             }
             o.push_str("</tr>");
@@ -220,7 +231,7 @@ mod tests {
             .markdown()
             .ends_with("| e2e | no request succeeded |  |\n"));
         assert!(t.html().ends_with(
-            r#"<tr><td>e2e</td><td colspan="2">no request succeeded</td></tr></table>"#
+            r#"<tr><td class="l">e2e</td><td class="l" colspan="2">no request succeeded</td></tr></table>"#
         ));
     }
 
@@ -246,7 +257,7 @@ mod tests {
         t.row(["a & b"]);
         assert_eq!(
             t.html(),
-            "<table><tr><th>&lt;x&gt;</th></tr><tr><td>a &amp; b</td></tr></table>"
+            r#"<table><tr><th class="l">&lt;x&gt;</th></tr><tr><td class="l">a &amp; b</td></tr></table>"#
         );
         assert!(!t.is_empty());
     }
