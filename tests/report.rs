@@ -277,6 +277,35 @@ fn compare_flags_a_planted_itl_regression_and_not_a_rerun() {
         .stdout(predicate::str::contains(
             "significance needs per-request samples",
         ));
+    e2e_p50_reads_the_same_in_report_and_compare(&ja, &jb);
+}
+
+/// One cell formatter: the E2E p50 that `report` prints for A is, character for
+/// character, the A figure `compare` prints (compare once wrote "241.23 ms" where the
+/// report wrote "241.2 ms").
+fn e2e_p50_reads_the_same_in_report_and_compare(a: &Path, b: &Path) {
+    let stdout = |args: &[&std::ffi::OsStr]| {
+        let out = cadence().args(args).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let report = stdout(&["report".as_ref(), a.as_os_str()]);
+    let compare = stdout(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    let words = |text: &str, first: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(first))
+            .unwrap_or_else(|| panic!("no {first} line in {text}"));
+        line.split_whitespace().map(String::from).collect()
+    };
+    // E2E  count  mean (value unit)  p50 (value unit) ...
+    let r = words(&report, "E2E");
+    // e2e.p50  A (value unit)  B (value unit) ...
+    let c = words(&compare, "e2e.p50");
+    assert_eq!(
+        format!("{} {}", r[4], r[5]),
+        format!("{} {}", c[1], c[2]),
+        "{report}\n{compare}"
+    );
 }
 
 #[test]
