@@ -162,7 +162,7 @@ struct Setup {
     /// The temporary records file behind the per-request CSV, removed when dropped.
     _spill: Option<tempfile::TempPath>,
     /// `--server-metrics`: where each level scrapes the server's own metrics.
-    scrape: Option<crate::scrape::ScrapeConfig>,
+    scrape: Option<cadence_bench::scrape::ScrapeConfig>,
     /// Wake-up coalescing for the run: kernel stamps time each chunk, so the runtime's
     /// workers may let reads gather (`cadence_bench::coalesce`).
     _coalesce: Option<cadence_bench::coalesce::Enabled>,
@@ -322,11 +322,11 @@ fn coalescing_allowed(args: &BenchArgs) -> Result<(), String> {
 fn scrape_config(
     args: &BenchArgs,
     endpoint: &Endpoint,
-) -> anyhow::Result<Option<crate::scrape::ScrapeConfig>> {
+) -> anyhow::Result<Option<cadence_bench::scrape::ScrapeConfig>> {
     let Some(m) = args.server_metrics.as_deref() else {
         return Ok(None);
     };
-    let mut config = crate::scrape::ScrapeConfig::new(
+    let mut config = cadence_bench::scrape::ScrapeConfig::new(
         m,
         &endpoint.target.endpoint,
         args.scrape_interval,
@@ -733,7 +733,7 @@ struct Levels<'a> {
     planned: Vec<Load>,
     requests: Option<u64>,
     clock: Clock,
-    scrape: Option<crate::scrape::ScrapeConfig>,
+    scrape: Option<cadence_bench::scrape::ScrapeConfig>,
     /// The dashboard's state, told when each level begins and ends.
     live: Option<LiveState>,
 }
@@ -812,9 +812,9 @@ impl Levels<'_> {
 
     /// The level's `--server-metrics` scraper, started now (a thread that cannot be
     /// started is a note, and the level runs without it).
-    async fn start_scraper(&self) -> Option<crate::scrape::Scraper> {
+    async fn start_scraper(&self) -> Option<cadence_bench::scrape::Scraper> {
         let config = self.scrape.clone()?;
-        crate::scrape::Scraper::start(config, self.clock)
+        cadence_bench::scrape::Scraper::start(config, self.clock)
             .await
             .map_err(|e| eprintln!("cadence: cannot start the metrics scraper: {e}"))
             .ok()

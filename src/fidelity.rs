@@ -253,14 +253,14 @@ async fn level(
     let (sender, sink) = RecordThread::start(sinks)?;
     let scraper = match args.scrape_interval {
         Some(every) => {
-            let config = crate::scrape::ScrapeConfig::new(
+            let config = cadence_bench::scrape::ScrapeConfig::new(
                 "auto",
                 &target.endpoint,
                 every,
                 Duration::from_secs(2),
             )
             .map_err(anyhow::Error::msg)?;
-            Some(crate::scrape::Scraper::start(config, clock).await?)
+            Some(cadence_bench::scrape::Scraper::start(config, clock).await?)
         }
         None => None,
     };

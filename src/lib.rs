@@ -16,7 +16,6 @@ pub mod plan_cmd;
 pub mod proxy_cmd;
 pub mod report_cmd;
 pub mod run_meta;
-pub mod scrape;
 pub mod shard;
 pub mod signal;
 pub mod sim_cmd;

@@ -15,6 +15,7 @@ pub mod floor;
 pub mod progress;
 pub mod prompts;
 pub mod runner;
+pub mod scrape;
 pub mod search;
 pub mod sink;
 mod stoppable;

@@ -1,7 +1,9 @@
 //! The server's own metrics as a run saves them: the common figures every engine's
-//! metric families map to, and the samples of a level's scraping. Pure data; the
-//! scraper (`src/scrape.rs`, which owns the socket, the clock and the text parser)
-//! fills them in.
+//! metric families map to, and the samples of a level's scraping. Pure data, and the
+//! Prometheus text parser that maps each engine's names to them ([`prometheus`]); the
+//! scraper (`cadence_bench::scrape`, which owns the socket and the clock) fills them in.
+
+pub mod prometheus;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

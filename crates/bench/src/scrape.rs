@@ -1,11 +1,10 @@
 //! `--server-metrics`: scrapes the server's Prometheus endpoint every
 //! `--scrape-interval` during a level, on a thread and runtime of its own so the
 //! measuring threads never wait on it. Each answer is parsed and mapped to the common
-//! figures by `prometheus`; a failed scrape is counted and named, never fatal.
+//! figures by [`cadence_core::server::prometheus`]; a failed scrape is counted and
+//! named, never fatal.
 
-mod prometheus;
-
-use cadence_core::server::ServerScrape;
+use cadence_core::server::{prometheus, ServerScrape};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_transport::Clock;
 use http::Uri;
@@ -15,10 +14,13 @@ use tokio::sync::{oneshot, watch};
 /// Where and how often to scrape.
 #[derive(Debug, Clone)]
 pub struct ScrapeConfig {
+    /// The metrics page.
     pub url: Uri,
     /// The URL as reports show it (secrets removed).
     pub display: String,
+    /// How often to scrape (`--scrape-interval`).
     pub interval: Duration,
+    /// How long one scrape may take.
     pub timeout: Duration,
     /// A private CA to trust on an https:// URL beside the public roots (`--ca-file`).
     pub ca_file: Option<std::path::PathBuf>,
@@ -47,11 +49,11 @@ impl ScrapeConfig {
         if !matches!(url.scheme_str(), Some("http" | "https")) {
             return Err(format!(
                 "--server-metrics '{}' needs an http:// or https:// URL, or auto",
-                cadence_bench::target::redact_url(arg)
+                crate::target::redact_url(arg)
             ));
         }
         Ok(ScrapeConfig {
-            display: cadence_bench::target::redact_url(&url.to_string()),
+            display: crate::target::redact_url(&url.to_string()),
             url,
             interval,
             timeout,

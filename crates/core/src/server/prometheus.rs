@@ -1,23 +1,29 @@
 //! The Prometheus/OpenMetrics text parser and the mapping of each engine's metric
 //! families (vLLM, SGLang, TGI, llama.cpp, TensorRT-LLM, Cadence's simulator) to the
-//! common figures in `cadence_core::server`. Only the scraper reads metrics text, so
-//! the parser lives beside it.
+//! common figures of [`crate::server`]: pure text in, figures out, beside the model it
+//! fills, so each engine's names are tested with hand-written pages. The scraper
+//! (`cadence_bench::scrape`) owns the socket and the clock.
 
-use cadence_core::server::{ServerFigures, ServerSample, SumCount, MAX_RAW_SERIES};
+use super::{ServerFigures, ServerSample, SumCount, MAX_RAW_SERIES};
 use std::collections::BTreeMap;
 
 /// One parsed series line: name, labels and value (a timestamp, if any, is dropped).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// The metric name (a histogram's `_sum`/`_count`/`_bucket` suffix kept).
     pub name: String,
+    /// The labels, in the order written.
     pub labels: Vec<(String, String)>,
+    /// The sample's value.
     pub value: f64,
 }
 
 /// A line that is neither a comment, blank, nor `name{labels} value [timestamp]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
+    /// The line, from 1.
     pub line: usize,
+    /// What is wrong with it.
     pub why: String,
 }
 
