@@ -34,12 +34,7 @@ use std::time::Duration;
 use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
-    // FAULTS 122: a terminal that cannot draw (`TERM=dumb`) gets the plain progress
-    // line instead of the dashboard's escape sequences.
-    if args.tui && std::env::var("TERM").is_ok_and(|t| t == "dumb") {
-        eprintln!("cadence: TERM=dumb, so --tui cannot draw: the progress line and the report print as usual");
-        args.tui = false;
-    }
+    no_tui_on_a_dumb_terminal(&mut args);
     // A shard of a fleet runs its share of the load: the flags become the share.
     let fleet = crate::shard::Fleet::take(&mut args)?;
     // The dashboard's live state, when one may show: a sink of the run from the start.
@@ -69,15 +64,8 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         sender.with(move |s| s.write_line(&line));
     }
     let dashboard = delay.zip(live.clone()).map(|(delay, live)| {
-        Dashboard::start(crate::dashboard::Setup {
-            progress: progress.clone(),
-            live,
-            clock,
-            stop: stop_tx,
-            title: format!("cadence bench · {} · {model}", endpoint.target.display()),
-            delay,
-            headless: false,
-        })
+        let title = format!("cadence bench · {} · {model}", endpoint.target.display());
+        start_dashboard(&progress, live, clock, stop_tx, title, delay)
     });
     let levels = Levels {
         args: &args,
@@ -118,14 +106,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     progress.finish();
     // A failed records file keeps the report: it is still made and written.
     let (aggs, written) = sink.finish()?.finish();
-    let failures: Vec<String> = written
-        .err()
-        .into_iter()
-        .map(|e| {
-            let path = records_path.as_deref().unwrap_or(std::path::Path::new("-"));
-            format!("cannot write the records to {}: {e}", path.display())
-        })
-        .collect();
+    let failures = records_failures(written, records_path.as_deref());
     drop(endpoint);
 
     let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
@@ -140,6 +121,50 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         exit,
         failures,
     )
+}
+
+/// FAULTS 122: a terminal that cannot draw (`TERM=dumb`) gets the plain progress line
+/// instead of the dashboard's escape sequences.
+fn no_tui_on_a_dumb_terminal(args: &mut BenchArgs) {
+    if args.tui && std::env::var("TERM").is_ok_and(|t| t == "dumb") {
+        eprintln!("cadence: TERM=dumb, so --tui cannot draw: the progress line and the report print as usual");
+        args.tui = false;
+    }
+}
+
+/// The dashboard over the run, drawn after `delay`; it stops the run through `stop`.
+fn start_dashboard(
+    progress: &Progress,
+    live: LiveState,
+    clock: Clock,
+    stop: Arc<tokio::sync::watch::Sender<bool>>,
+    title: String,
+    delay: Duration,
+) -> Dashboard {
+    Dashboard::start(crate::dashboard::Setup {
+        progress: progress.clone(),
+        live,
+        clock,
+        stop,
+        title,
+        delay,
+        headless: false,
+    })
+}
+
+/// A records file that failed, in words (the report is still made and written).
+fn records_failures<T, E: std::fmt::Display>(
+    written: Result<T, E>,
+    path: Option<&std::path::Path>,
+) -> Vec<String> {
+    written
+        .err()
+        .into_iter()
+        .map(|e| {
+            let path = path.unwrap_or(std::path::Path::new("-"));
+            format!("cannot write the records to {}: {e}", path.display())
+        })
+        .collect()
 }
 
 /// Where each finished record goes: the records file, the progress view, the dashboard's
@@ -214,34 +239,14 @@ impl Setup {
         }
         let body = body_spec(args, &endpoint.target, &model, extra);
         let mut factory = request_factory(args, &endpoint, headers, body, &trace, &mut workload);
-        let loads = match (&trace, agent_trace) {
-            (Some(entries), _) => vec![Load::Trace {
-                offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
-                max_concurrency: args.max_concurrency,
-            }],
-            (None, Some(sessions)) => {
-                if !cadence_bench::agent::supports(endpoint.target.api) {
-                    return Err(usage(format!(
-                        "--agent-trace needs an API whose requests carry tools: chat, \
-                         responses or anthropic (this run uses {})",
-                        endpoint.target.api.name()
-                    )));
-                }
-                if !args.quiet {
-                    let note = crate::agent_replay::note(&sessions, workload.tokenizer.as_ref());
-                    eprintln!("Note: {note}.");
-                }
-                let offsets = sessions.iter().map(|s| s.at).collect();
-                let replay =
-                    crate::agent_replay::replay(args, sessions, workload.tokenizer.clone())?;
-                factory.replay = Some(replay);
-                vec![Load::Trace {
-                    offsets: Arc::new(offsets),
-                    max_concurrency: args.max_concurrency,
-                }]
-            }
-            (None, None) => loads(args),
-        };
+        let loads = planned_loads(
+            args,
+            &endpoint,
+            &trace,
+            agent_trace,
+            &workload,
+            &mut factory,
+        )?;
         let visible = !args.quiet && !args.tui && std::io::stderr().is_terminal();
         // Sessions send one request per turn; the bar counts requests.
         let progress = Progress::new(
@@ -250,19 +255,7 @@ impl Setup {
         );
         let (records_path, _spill) =
             crate::output::records_path(args.records.as_deref(), &args.outputs)?;
-        let mut sinks = BenchSinks::new(
-            records_path.clone().map(RecordsConfig::new),
-            progress.clone(),
-            checks(args).aggregators(),
-        )?;
-        if let Some(live) = live {
-            sinks = sinks.with_live(live);
-        }
-        if let Some(status) = sinks.status() {
-            // A full disk is named the moment it happens; the run goes on.
-            tokio::spawn(async move { eprintln!("cadence: {}", status.failed().await) });
-        }
-        let (sender, sink) = RecordThread::start(sinks)?;
+        let (sender, sink) = record_thread(args, records_path.clone(), &progress, live)?;
         let cx = Arc::new(RunContext {
             client: http,
             factory,
@@ -289,6 +282,68 @@ impl Setup {
                 .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes)),
         })
     }
+}
+
+/// The levels' loads: a trace's or an agent trace's arrivals (the sessions' replay put
+/// in `factory`), else the flags' levels.
+fn planned_loads(
+    args: &BenchArgs,
+    endpoint: &Endpoint,
+    trace: &Option<Vec<TraceEntry>>,
+    agent_trace: Option<Vec<cadence_bench::agent_trace::TraceSession>>,
+    workload: &Workload,
+    factory: &mut RequestFactory,
+) -> anyhow::Result<Vec<Load>> {
+    Ok(match (trace, agent_trace) {
+        (Some(entries), _) => vec![Load::Trace {
+            offsets: Arc::new(entries.iter().map(|e| e.at).collect()),
+            max_concurrency: args.max_concurrency,
+        }],
+        (None, Some(sessions)) => {
+            if !cadence_bench::agent::supports(endpoint.target.api) {
+                return Err(usage(format!(
+                    "--agent-trace needs an API whose requests carry tools: chat, \
+                     responses or anthropic (this run uses {})",
+                    endpoint.target.api.name()
+                )));
+            }
+            if !args.quiet {
+                let note = crate::agent_replay::note(&sessions, workload.tokenizer.as_ref());
+                eprintln!("Note: {note}.");
+            }
+            let offsets = sessions.iter().map(|s| s.at).collect();
+            let replay = crate::agent_replay::replay(args, sessions, workload.tokenizer.clone())?;
+            factory.replay = Some(replay);
+            vec![Load::Trace {
+                offsets: Arc::new(offsets),
+                max_concurrency: args.max_concurrency,
+            }]
+        }
+        (None, None) => loads(args),
+    })
+}
+
+/// The record thread and its sinks: the records file (when one is written), the
+/// progress view, the dashboard's live state and the level aggregators.
+fn record_thread(
+    args: &BenchArgs,
+    records_path: Option<std::path::PathBuf>,
+    progress: &Progress,
+    live: Option<LiveState>,
+) -> anyhow::Result<(RecordSender<Sinks>, RecordThread<Sinks>)> {
+    let mut sinks = BenchSinks::new(
+        records_path.map(RecordsConfig::new),
+        progress.clone(),
+        checks(args).aggregators(),
+    )?;
+    if let Some(live) = live {
+        sinks = sinks.with_live(live);
+    }
+    if let Some(status) = sinks.status() {
+        // A full disk is named the moment it happens; the run goes on.
+        tokio::spawn(async move { eprintln!("cadence: {}", status.failed().await) });
+    }
+    Ok(RecordThread::start(sinks)?)
 }
 
 /// Whether `--coalesce-wakes` may be on: a waiting worker holds whatever is handed to it
