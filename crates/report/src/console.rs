@@ -10,6 +10,7 @@ use std::fmt::Write;
 
 use crate::cell::{cell, fmt_pct, fmt_rate, sig4, Unit};
 pub use crate::cell::{fmt_ms, fmt_seconds, ABSENT};
+use crate::table::Table;
 
 const LABEL_W: usize = 16;
 const COUNT_W: usize = 7;
@@ -807,19 +808,19 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
     if l.conventions.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
-        "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
-        p.bold(&label("Convention")),
+    let mut t = Table::new(0).left("Convention", LABEL_W);
+    for h in [
         "ITL mean",
         "ITL p50",
         "ITL p99",
         "TPOT mean",
         "TPOT p50",
-        "TPOT p99"
-    );
+        "TPOT p99",
+    ] {
+        t = t.right(h, VALUE_W).gap(0);
+    }
     for c in &l.conventions {
-        let t = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
+        let d = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
             cell(d.as_ref().map(f), Unit::Ms)
         };
         let mark = if r.convention.as_deref() == Some(c.convention.as_str()) {
@@ -827,18 +828,20 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
         } else {
             ""
         };
-        let _ = writeln!(
-            out,
-            "{}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}",
-            label(&format!("  {}{mark}", c.convention)),
-            t(&c.itl, |d| d.mean),
-            t(&c.itl, |d| d.p50),
-            t(&c.itl, |d| d.p99),
-            t(&c.tpot, |d| d.mean),
-            t(&c.tpot, |d| d.p50),
-            t(&c.tpot, |d| d.p99),
-        );
+        t.row([
+            format!("  {}{mark}", c.convention),
+            d(&c.itl, |d| d.mean),
+            d(&c.itl, |d| d.p50),
+            d(&c.itl, |d| d.p99),
+            d(&c.tpot, |d| d.mean),
+            d(&c.tpot, |d| d.p50),
+            d(&c.tpot, |d| d.p99),
+        ]);
     }
+    out.push_str(&t.text_painted(|row, col, cell| match (row, col) {
+        (None, 0) => p.bold(&cell),
+        _ => cell,
+    }));
     if let Some(c) = &r.convention {
         let _ = writeln!(
             out,
@@ -882,21 +885,27 @@ fn sweep_table(out: &mut String, report: &Report, p: Painter) {
     if any_slo {
         heads.push(("SLOs", 10));
     }
-    let _ = writeln!(out, "{}", p.bold("Summary by level"));
-    let _ = write!(out, "{:<name_w$}", "level");
+    let mut t = Table::new(0).left("level", name_w);
     for (h, w) in &heads {
-        let _ = write!(out, "{h:>w$}");
+        t = t.right(h, *w).gap(0);
     }
-    out.push('\n');
+    let mut alarms = Vec::new();
     for l in levels {
         let cells = sweep_cells(report, l, load, any_goodput, any_slo);
-        let _ = write!(out, "{:<name_w$}", l.name);
-        for ((c, alarm), (_, w)) in cells.into_iter().zip(&heads) {
-            let padded = format!("{c:>w$}");
-            let _ = write!(out, "{}", if alarm { p.red(&padded) } else { padded });
-        }
-        out.push('\n');
+        alarms.push(cells.iter().map(|(_, alarm)| *alarm).collect::<Vec<_>>());
+        t.row(std::iter::once(l.name.clone()).chain(cells.into_iter().map(|(c, _)| c)));
     }
+    let _ = writeln!(out, "{}", p.bold("Summary by level"));
+    out.push_str(&t.text_painted(|row, col, cell| {
+        let alarm = row
+            .zip(col.checked_sub(1))
+            .is_some_and(|(r, c)| alarms[r][c]);
+        if alarm {
+            p.red(&cell)
+        } else {
+            cell
+        }
+    }));
 }
 
 /// The load column of the sweep table: its heading and each level's cell.

@@ -95,6 +95,12 @@ impl Table {
     /// The console form: the heads, then each row, every column as wide as its widest
     /// cell (at least its minimum), lines ending with no spaces.
     pub fn text(&self) -> String {
+        self.text_painted(|_, _, cell| cell)
+    }
+
+    /// [`Table::text`] with each padded cell passed through `paint(row, column, cell)`
+    /// (`row` is `None` for the heads), so a terminal's colours leave the widths alone.
+    pub fn text_painted(&self, paint: impl Fn(Option<usize>, usize, String) -> String) -> String {
         let widths: Vec<usize> = self
             .cols
             .iter()
@@ -110,21 +116,22 @@ impl Table {
                     .unwrap_or(0)
             })
             .collect();
-        let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let line = |row: Option<usize>, cells: &mut dyn Iterator<Item = &str>| {
             let mut l = " ".repeat(self.indent);
-            for ((c, w), cell) in self.cols.iter().zip(&widths).zip(cells) {
+            for (i, ((c, w), cell)) in self.cols.iter().zip(&widths).zip(cells).enumerate() {
                 l.push_str(&" ".repeat(c.gap));
-                let _ = match c.align {
-                    Align::Left => write!(l, "{cell:<w$}"),
-                    Align::Right => write!(l, "{cell:>w$}"),
+                let padded = match c.align {
+                    Align::Left => format!("{cell:<w$}"),
+                    Align::Right => format!("{cell:>w$}"),
                 };
+                l.push_str(&paint(row, i, padded));
             }
             l.trim_end().to_string() + "\n"
         };
-        let mut o = line(&mut self.cols.iter().map(|c| c.head.as_str()));
+        let mut o = line(None, &mut self.cols.iter().map(|c| c.head.as_str()));
         for (k, r) in self.rows.iter().enumerate() {
             if self.notes.contains(&k) {
-                let first = line(&mut r.iter().take(1).map(String::as_str));
+                let first = line(Some(k), &mut r.iter().take(1).map(String::as_str));
                 let pad = widths[0].saturating_sub(r[0].chars().count());
                 let gap = self.cols.get(1).map_or(1, |c| c.gap);
                 let _ = writeln!(
@@ -136,7 +143,7 @@ impl Table {
                     r[1]
                 );
             } else {
-                o.push_str(&line(&mut r.iter().map(String::as_str)));
+                o.push_str(&line(Some(k), &mut r.iter().map(String::as_str)));
             }
         }
         o
@@ -241,6 +248,16 @@ mod tests {
             sample().text(),
             "  metric          A  verdict\n  ttft.p50 12.00 ms  better\n  a|b             –  ?\n"
         );
+    }
+
+    #[test]
+    fn painting_wraps_padded_cells_and_keeps_the_widths() {
+        let t = sample().text_painted(|row, col, cell| match (row, col) {
+            (Some(0), 1) => format!("<{cell}>"),
+            _ => cell,
+        });
+        assert!(t.contains("\n  ttft.p50 <12.00 ms>  better\n"), "{t}");
+        assert!(t.contains("\n  a|b             –  ?\n"), "{t}");
     }
 
     #[test]
