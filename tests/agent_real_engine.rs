@@ -19,6 +19,74 @@ fn ttft_ms(r: &Value) -> f64 {
     (r["chunks"][0][0].as_u64().unwrap() - r["sent_ns"].as_u64().unwrap()) as f64 / 1e6
 }
 
+/// Each session's steps: every prompt is the last one, its reply and the tool result
+/// (the engine's own count, template tokens on top). Returns the last steps' TTFTs
+/// and the longest prompt.
+fn check_grown_prompts(records: &std::path::Path) -> (Vec<f64>, u64) {
+    let recs = common::read_records(records);
+    assert_eq!(recs.len() as u64, 2 * STEPS);
+    let mut late_ttft = Vec::new();
+    let mut longest = 0;
+    for s in 0..2u64 {
+        let mut steps: Vec<&Value> = recs.iter().filter(|r| r["session"] == s).collect();
+        steps.sort_by_key(|r| r["turn"].as_u64());
+        assert_eq!(steps.len() as u64, STEPS);
+        for pair in steps.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert_eq!(b["outcome"], "succeeded");
+            // The next prompt is this one, the reply and the result (the engine's
+            // own count, template tokens on top).
+            let grown = b["input_tokens"].as_u64().unwrap() - a["input_tokens"].as_u64().unwrap();
+            let reply = a["output_tokens"]["count"].as_u64().unwrap();
+            assert_eq!(reply, REPLY);
+            assert!(
+                grown > reply + RESULT / 2 && grown < reply + 3 * RESULT,
+                "prompt grew by {grown} tokens for a {reply}-token reply and a {RESULT}-word result"
+            );
+        }
+        let last = steps.last().unwrap();
+        late_ttft.push(ttft_ms(last));
+        longest = longest.max(last["input_tokens"].as_u64().unwrap());
+    }
+    (late_ttft, longest)
+}
+
+/// A cold prompt about as long as `longest` tokens (words are scaled to the engine's
+/// tokens by a first, shorter probe), prefilled whole: its TTFT (ms) and its tokens.
+fn cold_prompt(url: &str, tmp: &std::path::Path, longest: u64) -> (f64, u64) {
+    let cold = |words: u64, name: &str| {
+        let path = tmp.join(name);
+        common::cadence()
+            .args(["bench", url, "--api", "chat", "--model", "tiny-llama"])
+            .args([
+                "--input-tokens",
+                &words.to_string(),
+                "-n",
+                "1",
+                "--max-tokens",
+                "4",
+            ])
+            .args(["--quiet", "--records"])
+            .arg(&path)
+            .timeout(Duration::from_secs(600))
+            .assert()
+            .code(0);
+        common::read_records(&path).remove(0)
+    };
+    let probe = cold(200, "probe.jsonl");
+    let per_word = probe["input_tokens"].as_u64().unwrap() as f64 / 200.0;
+    let c = &cold(
+        (longest as f64 / per_word * 1.1).ceil() as u64,
+        "cold.jsonl",
+    );
+    let tokens = c["input_tokens"].as_u64().unwrap();
+    assert!(
+        tokens >= longest && tokens <= longest + longest / 4,
+        "the cold prompt has {tokens} tokens against {longest}"
+    );
+    (ttft_ms(c), tokens)
+}
+
 #[test]
 #[ignore = "needs llama-server (CADENCE_REAL_ENGINE); scripts/test.sh builds it and runs this"]
 fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
@@ -89,67 +157,10 @@ fn forced_agent_sessions_grow_their_prompt_and_hit_the_prefix_cache() {
         console.contains("Sessions        2 of 2 complete"),
         "{console}"
     );
-    let recs = common::read_records(&records);
-    assert_eq!(recs.len() as u64, 2 * STEPS);
-    let mut late_ttft = Vec::new();
-    let mut longest = 0;
-    for s in 0..2u64 {
-        let mut steps: Vec<&Value> = recs.iter().filter(|r| r["session"] == s).collect();
-        steps.sort_by_key(|r| r["turn"].as_u64());
-        assert_eq!(steps.len() as u64, STEPS);
-        for pair in steps.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            assert_eq!(b["outcome"], "succeeded");
-            // The next prompt is this one, the reply and the result (the engine's
-            // own count, template tokens on top).
-            let grown = b["input_tokens"].as_u64().unwrap() - a["input_tokens"].as_u64().unwrap();
-            let reply = a["output_tokens"]["count"].as_u64().unwrap();
-            assert_eq!(reply, REPLY);
-            assert!(
-                grown > reply + RESULT / 2 && grown < reply + 3 * RESULT,
-                "prompt grew by {grown} tokens for a {reply}-token reply and a {RESULT}-word result"
-            );
-        }
-        let last = steps.last().unwrap();
-        late_ttft.push(ttft_ms(last));
-        longest = longest.max(last["input_tokens"].as_u64().unwrap());
-    }
-    // A cold prompt about as long as the last step's (words are scaled to the
-    // engine's tokens by a first, shorter probe), prefilled whole.
-    let cold = |words: u64, name: &str| {
-        let path = tmp.path().join(name);
-        common::cadence()
-            .args(["bench", &url, "--api", "chat", "--model", "tiny-llama"])
-            .args([
-                "--input-tokens",
-                &words.to_string(),
-                "-n",
-                "1",
-                "--max-tokens",
-                "4",
-            ])
-            .args(["--quiet", "--records"])
-            .arg(&path)
-            .timeout(Duration::from_secs(600))
-            .assert()
-            .code(0);
-        common::read_records(&path).remove(0)
-    };
-    let probe = cold(200, "probe.jsonl");
-    let per_word = probe["input_tokens"].as_u64().unwrap() as f64 / 200.0;
-    let c = &cold(
-        (longest as f64 / per_word * 1.1).ceil() as u64,
-        "cold.jsonl",
-    );
-    let tokens = c["input_tokens"].as_u64().unwrap();
-    assert!(
-        tokens >= longest && tokens <= longest + longest / 4,
-        "the cold prompt has {tokens} tokens against {longest}"
-    );
-    let cold_ttft = ttft_ms(c);
+    let (late_ttft, longest) = check_grown_prompts(&records);
+    let (cold_ttft, cold_tokens) = cold_prompt(&url, tmp.path(), longest);
     eprintln!(
-        "last steps' TTFT {late_ttft:?} ms at up to {longest} tokens; a cold {} tokens: {cold_ttft} ms",
-        c["input_tokens"]
+        "last steps' TTFT {late_ttft:?} ms at up to {longest} tokens; a cold {cold_tokens} tokens: {cold_ttft} ms"
     );
     for t in late_ttft {
         assert!(

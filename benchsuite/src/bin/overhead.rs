@@ -202,6 +202,107 @@ async fn relay(upstream: std::net::SocketAddr) -> std::net::SocketAddr {
     addr
 }
 
+/// What one path measured over the repeats.
+#[derive(Default)]
+struct Tally {
+    /// Per chunk: client arrival minus simulator write, ms.
+    lat: Vec<f64>,
+    /// Per repeat: chunks per second.
+    rate: Vec<f64>,
+    /// Per repeat: CPU of the proxy runtime per chunk, µs.
+    cpu_per_chunk: Vec<f64>,
+    failed: u64,
+}
+
+/// Clocks and the simulator's send log, to pair each chunk with its write.
+struct Clocks<'a> {
+    log: &'a SendLog,
+    origin: Instant,
+    epoch: Instant,
+}
+
+impl Tally {
+    /// Adds one phase's arrivals; returns the chunks paired with their writes. With
+    /// `dump`, each chunk's latency is written as a line.
+    fn add(
+        &mut self,
+        arrivals: &[(u64, RequestRecord)],
+        clocks: &Clocks,
+        mut dump: Option<(&mut dyn std::io::Write, u32, &str)>,
+    ) -> u64 {
+        let sent: HashMap<u64, cadence_sim::SentStream> = clocks
+            .log
+            .snapshot()
+            .into_iter()
+            .map(|s| (s.request, s))
+            .collect();
+        let mut chunks = 0u64;
+        for (id, rec) in arrivals {
+            if rec.outcome != Outcome::Succeeded {
+                self.failed += 1;
+                continue;
+            }
+            let Some(s) = sent.get(id) else { continue };
+            for (c, &w) in rec.chunks.iter().zip(&s.chunks_ns) {
+                // Both as instants: the client's origin + t, the log's epoch + w.
+                let arrive = clocks.origin + Duration::from_nanos(c.t_ns());
+                let wrote = clocks.epoch + Duration::from_nanos(w);
+                let l = arrive.saturating_duration_since(wrote).as_secs_f64() * 1e3
+                    - wrote.saturating_duration_since(arrive).as_secs_f64() * 1e3;
+                self.lat.push(l);
+                if let Some((f, rep, name)) = dump.as_mut() {
+                    let _ = writeln!(f, "{rep} {name} {id} {w} {l:.4}");
+                }
+                chunks += 1;
+            }
+        }
+        chunks
+    }
+}
+
+/// The two tables: per-chunk latency per path, then each path over the direct one.
+fn print_tables(paths: &[(&str, String)], tallies: &mut [Tally]) {
+    for t in tallies.iter_mut() {
+        t.lat.sort_by(f64::total_cmp);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    println!("\nper-chunk latency, client arrival - simulator write (ms):");
+    println!(
+        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "path", "chunks", "p50", "p90", "p99", "p99.9", "failed"
+    );
+    for ((name, _), t) in paths.iter().zip(tallies.iter()) {
+        let s = &t.lat;
+        println!(
+            "{name:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9}",
+            s.len(),
+            pct(s, 0.5),
+            pct(s, 0.9),
+            pct(s, 0.99),
+            pct(s, 0.999),
+            t.failed
+        );
+    }
+    println!("\nadded over direct (ms), throughput ratio, CPU of the proxy runtime per chunk:");
+    println!(
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9}",
+        "path", "p50", "p90", "p99", "p99.9", "ratio", "cpu us"
+    );
+    let direct = &tallies[0];
+    for ((name, _), t) in paths.iter().zip(tallies.iter()).skip(1) {
+        let d = |p: f64| pct(&t.lat, p) - pct(&direct.lat, p);
+        println!(
+            "{name:>8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3} {:>9.1}",
+            d(0.5),
+            d(0.9),
+            d(0.99),
+            d(0.999),
+            mean(&t.rate) / mean(&direct.rate),
+            mean(&t.cpu_per_chunk)
+        );
+    }
+}
+
 fn main() {
     let a = args();
     let sim_rt = runtime(a.sim_threads, "sim");
@@ -229,8 +330,11 @@ fn main() {
     let proxy = proxy_rt.block_on(cadence_proxy::spawn(pc)).unwrap();
     let proxy_url = proxy.url();
     let relay_url = format!("http://{}", proxy_rt.block_on(relay(sim.addr)));
-    let origin = Instant::now();
-    let epoch = log.epoch();
+    let clocks = Clocks {
+        log: &log,
+        origin: Instant::now(),
+        epoch: log.epoch(),
+    };
 
     println!(
         "{} streams x {} rounds, {} tokens, sim ITL {} ms; threads: sim {}, proxy {}, client {}",
@@ -245,47 +349,25 @@ fn main() {
     if !a.relay {
         paths.remove(1);
     }
-    let mut lat: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
-    let mut rate: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
-    let mut cpu_per_chunk: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
-    let mut failed = vec![0u64; paths.len()];
+    let mut tallies: Vec<Tally> = paths.iter().map(|_| Tally::default()).collect();
     let mut next_id = 0u64;
     let mut dump = std::env::var("OVERHEAD_DUMP")
         .ok()
         .map(|p| std::io::BufWriter::new(std::fs::File::create(p).unwrap()));
     for rep in 0..a.repeats {
-        for (k, (name, url)) in paths.iter().enumerate() {
+        for ((name, url), t) in paths.iter().zip(tallies.iter_mut()) {
             let cpu0 = thread_cpu_s("proxy");
             let (arrivals, wall) =
-                client_rt.block_on(phase(url.clone(), next_id, a.clone(), origin));
+                client_rt.block_on(phase(url.clone(), next_id, a.clone(), clocks.origin));
             let proxy_cpu = thread_cpu_s("proxy") - cpu0;
             next_id += a.streams * a.rounds;
-            let sent: HashMap<u64, cadence_sim::SentStream> =
-                log.snapshot().into_iter().map(|s| (s.request, s)).collect();
-            let mut chunks = 0u64;
-            for (id, rec) in &arrivals {
-                if rec.outcome != Outcome::Succeeded {
-                    failed[k] += 1;
-                    continue;
-                }
-                let Some(s) = sent.get(id) else { continue };
-                for (c, &w) in rec.chunks.iter().zip(&s.chunks_ns) {
-                    // Both as instants: the client's origin + t, the log's epoch + w.
-                    let arrive = origin + Duration::from_nanos(c.t_ns());
-                    let wrote = epoch + Duration::from_nanos(w);
-                    let l = arrive.saturating_duration_since(wrote).as_secs_f64() * 1e3
-                        - wrote.saturating_duration_since(arrive).as_secs_f64() * 1e3;
-                    lat[k].push(l);
-                    if let Some(f) = dump.as_mut() {
-                        use std::io::Write;
-                        let _ = writeln!(f, "{rep} {name} {id} {w} {l:.4}");
-                    }
-                    chunks += 1;
-                }
-            }
+            let out = dump
+                .as_mut()
+                .map(|f| (f as &mut dyn std::io::Write, rep, *name));
+            let chunks = t.add(&arrivals, &clocks, out);
             let r = chunks as f64 / wall.as_secs_f64();
-            rate[k].push(r);
-            cpu_per_chunk[k].push(proxy_cpu / chunks.max(1) as f64 * 1e6);
+            t.rate.push(r);
+            t.cpu_per_chunk.push(proxy_cpu / chunks.max(1) as f64 * 1e6);
             println!(
                 "  repeat {rep} {name:>6}: {} requests, {chunks} chunks in {:.2} s = {r:.0} chunks/s",
                 arrivals.len(),
@@ -293,44 +375,7 @@ fn main() {
             );
         }
     }
-    for l in &mut lat {
-        l.sort_by(f64::total_cmp);
-    }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    println!("\nper-chunk latency, client arrival - simulator write (ms):");
-    println!(
-        "{:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "path", "chunks", "p50", "p90", "p99", "p99.9", "failed"
-    );
-    for (k, (name, _)) in paths.iter().enumerate() {
-        let s = &lat[k];
-        println!(
-            "{name:>8} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9}",
-            s.len(),
-            pct(s, 0.5),
-            pct(s, 0.9),
-            pct(s, 0.99),
-            pct(s, 0.999),
-            failed[k]
-        );
-    }
-    println!("\nadded over direct (ms), throughput ratio, CPU of the proxy runtime per chunk:");
-    println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9}",
-        "path", "p50", "p90", "p99", "p99.9", "ratio", "cpu us"
-    );
-    for (k, (name, _)) in paths.iter().enumerate().skip(1) {
-        let d = |p: f64| pct(&lat[k], p) - pct(&lat[0], p);
-        println!(
-            "{name:>8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3} {:>9.1}",
-            d(0.5),
-            d(0.9),
-            d(0.99),
-            d(0.999),
-            mean(&rate[k]) / mean(&rate[0]),
-            mean(&cpu_per_chunk[k])
-        );
-    }
+    print_tables(&paths, &mut tallies);
     drop(proxy);
     drop(sim);
 }

@@ -58,16 +58,8 @@ async fn raw(addr: std::net::SocketAddr, bytes: String, read_for: Duration) -> S
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn f46_secret_canary_appears_nowhere() {
-    let logs = Logs::default();
-    let l2 = logs.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || l2.clone())
-        .init();
-
+/// A webhook receiver on loopback: its URL and the bodies posted to it.
+async fn webhook_receiver() -> (String, Arc<Mutex<Vec<String>>>) {
     let posts: Arc<Mutex<Vec<String>>> = Arc::default();
     let ps = posts.clone();
     let hook_app = axum::Router::new().route(
@@ -83,8 +75,11 @@ async fn f46_secret_canary_appears_nowhere() {
     let hl = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
     let hook = format!("http://{}/hook", hl.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(hl, hook_app).await });
+    (hook, posts)
+}
 
-    // An upstream that echoes the caller's Authorization into an error event.
+/// An upstream that echoes the caller's Authorization into an error event: its URL.
+async fn echoing_upstream() -> String {
     let echo_app = axum::Router::new().route(
         "/v1/chat/completions",
         post(|h: http::HeaderMap| async move {
@@ -102,6 +97,115 @@ async fn f46_secret_canary_appears_nowhere() {
     let el = tokio::net::TcpListener::bind(LOCAL).await.unwrap();
     let echo_url = format!("http://{}", el.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(el, echo_app).await });
+    echo_url
+}
+
+/// Proxy faults on raw connections, each request carrying the canary: 431, 400 (CL +
+/// TE), slowloris, disconnect. Returns what the proxy wrote back.
+async fn raw_faults(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut responses = Vec::new();
+    let auth = format!("Authorization: Bearer {CANARY}\r\nx-api-key: {CANARY}\r\n");
+    let big = format!(
+        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}X-Big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let r = raw(addr, big, Duration::from_secs(3)).await;
+    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
+    responses.push(r);
+    let body = chat_body(2, true);
+    let smuggle = format!(
+        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let r = raw(addr, smuggle, Duration::from_secs(3)).await;
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    responses.push(r);
+    let slow = format!("POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\n{auth}");
+    responses.push(raw(addr, slow, Duration::from_secs(2)).await);
+    {
+        let long = chat_body(2000, true);
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\n\r\n{long}",
+            long.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 2048];
+        let _ = s.read(&mut buf).await.unwrap();
+    }
+    responses
+}
+
+/// Requests carrying the canary through the proxies in front of the sim (`main`, and
+/// `strict` with short timeouts), a refused upstream and an echoing one: every sim
+/// fault, the upstream header timeout (504), the idle timeout and the refusal (502).
+/// Returns each response's headers, body and error.
+async fn fetch_faults(c: &TestClient, [main, strict, refused, echo]: [&str; 4]) -> Vec<String> {
+    let mut responses: Vec<String> = Vec::new();
+    let mut keep = |f: &Fetched| {
+        responses.push(format!("{:?}\n{}\n{:?}", f.headers, f.text(), f.error));
+    };
+    // Every sim fault, through the proxy.
+    for (_, name) in cadence_sim::Fault::ALL {
+        let f = secret_fetch(
+            c,
+            main,
+            &[("x-cadence-fault", name), ("x-cadence-stall-ms", "20")],
+            &chat_body(5, true),
+        )
+        .await;
+        keep(&f);
+    }
+    // Upstream header timeout (504), idle timeout, refused upstream (502).
+    let f = secret_fetch(
+        c,
+        strict,
+        &[
+            ("x-cadence-fault", "header_delay"),
+            ("x-cadence-stall-ms", "400"),
+        ],
+        &chat_body(5, true),
+    )
+    .await;
+    assert_eq!(f.status, 504);
+    keep(&f);
+    let f = secret_fetch(
+        c,
+        strict,
+        &[
+            ("x-cadence-fault", "no_tokens"),
+            ("x-cadence-stall-ms", "400"),
+        ],
+        &chat_body(5, true),
+    )
+    .await;
+    assert!(f.error.is_some());
+    keep(&f);
+    let f = secret_fetch(c, refused, &[], &chat_body(5, true)).await;
+    assert_eq!(f.status, 502);
+    keep(&f);
+    // The echoing upstream: its body reaches the client unchanged (the proxy is
+    // transparent), but the record's error is redacted.
+    let f = secret_fetch(c, echo, &[], &chat_body(5, true)).await;
+    assert!(
+        f.text().contains(CANARY),
+        "the upstream's own body passes through"
+    );
+    responses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f46_secret_canary_appears_nowhere() {
+    let logs = Logs::default();
+    let l2 = logs.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || l2.clone())
+        .init();
+
+    let (hook, posts) = webhook_receiver().await;
+    let echo_url = echoing_upstream().await;
 
     let s = sim(fast_sim_config()).await;
     let dir = tempfile::tempdir().unwrap();
@@ -134,87 +238,12 @@ async fn f46_secret_canary_appears_nowhere() {
     // header timeout, and a pooled client on a loaded machine can send into that close
     // (the reset is the client's race, not what this test is about).
     let c = client_without_pool();
-    let mut responses: Vec<String> = Vec::new();
-    let mut keep = |f: &Fetched| {
-        responses.push(format!("{:?}\n{}\n{:?}", f.headers, f.text(), f.error));
-    };
-    // Every sim fault, through the proxy.
-    for (_, name) in cadence_sim::Fault::ALL {
-        let f = secret_fetch(
-            &c,
-            &main.url(),
-            &[("x-cadence-fault", name), ("x-cadence-stall-ms", "20")],
-            &chat_body(5, true),
-        )
-        .await;
-        keep(&f);
-    }
-    // Upstream header timeout (504), idle timeout, refused upstream (502).
-    let f = secret_fetch(
+    let mut responses = fetch_faults(
         &c,
-        &strict.url(),
-        &[
-            ("x-cadence-fault", "header_delay"),
-            ("x-cadence-stall-ms", "400"),
-        ],
-        &chat_body(5, true),
+        [&main.url(), &strict.url(), &refused.url(), &echo.url()],
     )
     .await;
-    assert_eq!(f.status, 504);
-    keep(&f);
-    let f = secret_fetch(
-        &c,
-        &strict.url(),
-        &[
-            ("x-cadence-fault", "no_tokens"),
-            ("x-cadence-stall-ms", "400"),
-        ],
-        &chat_body(5, true),
-    )
-    .await;
-    assert!(f.error.is_some());
-    keep(&f);
-    let f = secret_fetch(&c, &refused.url(), &[], &chat_body(5, true)).await;
-    assert_eq!(f.status, 502);
-    keep(&f);
-    // The echoing upstream: its body reaches the client unchanged (the proxy is
-    // transparent), but the record's error is redacted.
-    let f = secret_fetch(&c, &echo.url(), &[], &chat_body(5, true)).await;
-    assert!(
-        f.text().contains(CANARY),
-        "the upstream's own body passes through"
-    );
-
-    // Proxy faults on raw connections: 431, 400 (CL + TE), slowloris, disconnect.
-    let auth = format!("Authorization: Bearer {CANARY}\r\nx-api-key: {CANARY}\r\n");
-    let big = format!(
-        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}X-Big: {}\r\n\r\n",
-        "a".repeat(100_000)
-    );
-    let r = raw(main.addr, big, Duration::from_secs(3)).await;
-    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
-    responses.push(r);
-    let body = chat_body(2, true);
-    let smuggle = format!(
-        "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
-        body.len()
-    );
-    let r = raw(main.addr, smuggle, Duration::from_secs(3)).await;
-    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
-    responses.push(r);
-    let slow = format!("POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\n{auth}");
-    responses.push(raw(main.addr, slow, Duration::from_secs(2)).await);
-    {
-        let long = chat_body(2000, true);
-        let mut s = TcpStream::connect(main.addr).await.unwrap();
-        let req = format!(
-            "POST /v1/chat/completions?key={CANARY} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\n\r\n{long}",
-            long.len()
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut buf = [0u8; 2048];
-        let _ = s.read(&mut buf).await.unwrap();
-    }
+    responses.extend(raw_faults(main.addr).await);
 
     // The alert fired while the sim faults streamed; wait for its post, which a loaded
     // machine may deliver late, before shutting the proxies down.

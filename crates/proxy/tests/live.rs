@@ -18,6 +18,44 @@ fn the_default_run_target_is_the_upstream_without_credentials() {
     assert!(c.run.command.is_empty(), "no process arguments are read");
 }
 
+/// 20 records, one per request and indexed 0..20: 16 succeeded with 8 chunks each,
+/// keep-alives counted and their instants in order; 4 stream errors.
+fn check_twenty_records(recs: &[RequestRecord]) {
+    assert_eq!(recs.len(), 20);
+    let ok: Vec<_> = recs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Succeeded)
+        .collect();
+    assert_eq!(ok.len(), 16);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.outcome == Outcome::StreamError)
+            .count(),
+        4
+    );
+    for r in &ok {
+        assert_eq!(r.source, RecordSource::Proxy);
+        assert_eq!(r.chunks.len(), 8);
+        assert_eq!(r.output_token_count().count, 8);
+        assert!(r.counters.keepalives > 0);
+        let (s, h, f, e) = (
+            r.sent_ns.unwrap(),
+            r.headers_ns.unwrap(),
+            r.first_chunk_ns().unwrap(),
+            r.end_ns.unwrap(),
+        );
+        assert!(s <= h && h <= f && f <= e, "{r:?}");
+        assert_eq!(r.http_status, Some(200));
+    }
+    let mut idx: Vec<u64> = recs.iter().map(|r| r.index).collect();
+    idx.sort();
+    assert_eq!(
+        idx,
+        (0..20).collect::<Vec<_>>(),
+        "one record per request, indexed"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_stats_agree_with_core_on_the_same_requests() {
     let s = sim(fast_sim_config()).await;
@@ -80,39 +118,7 @@ async fn records_and_stats_agree_with_core_on_the_same_requests() {
     assert_eq!(run.run.command, command);
     assert_eq!(file.levels.len(), 1);
     let recs: Vec<RequestRecord> = file.records;
-    assert_eq!(recs.len(), 20);
-    let ok: Vec<_> = recs
-        .iter()
-        .filter(|r| r.outcome == Outcome::Succeeded)
-        .collect();
-    assert_eq!(ok.len(), 16);
-    assert_eq!(
-        recs.iter()
-            .filter(|r| r.outcome == Outcome::StreamError)
-            .count(),
-        4
-    );
-    for r in &ok {
-        assert_eq!(r.source, RecordSource::Proxy);
-        assert_eq!(r.chunks.len(), 8);
-        assert_eq!(r.output_token_count().count, 8);
-        assert!(r.counters.keepalives > 0);
-        let (s, h, f, e) = (
-            r.sent_ns.unwrap(),
-            r.headers_ns.unwrap(),
-            r.first_chunk_ns().unwrap(),
-            r.end_ns.unwrap(),
-        );
-        assert!(s <= h && h <= f && f <= e, "{r:?}");
-        assert_eq!(r.http_status, Some(200));
-    }
-    let mut idx: Vec<u64> = recs.iter().map(|r| r.index).collect();
-    idx.sort();
-    assert_eq!(
-        idx,
-        (0..20).collect::<Vec<_>>(),
-        "one record per request, indexed"
-    );
+    check_twenty_records(&recs);
 
     // /stats' 1-minute window holds all 20 (they ended within it): exactly core's
     // summary of the same records.

@@ -56,9 +56,9 @@ fn exact(sorted: &[f64], p: f64) -> f64 {
     cadence_core::stats::quantile_sorted(sorted, p).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs Prometheus; scripts/test.sh installs it and runs this"]
-async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
+/// The Prometheus binary (`PROMETHEUS`, else `prometheus` on PATH); a clear failure
+/// without one.
+fn prometheus_binary() -> String {
     let bin = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
     let found = Command::new(&bin)
         .arg("--version")
@@ -71,6 +71,98 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
          Debian package (`apt-get install -y --no-install-recommends prometheus`, as scripts/test.sh \
          does) or set PROMETHEUS=/path/to/prometheus"
     );
+    bin
+}
+
+/// A Prometheus scraping `metrics_addr` every second, its data in `dir`: the process
+/// (stopped when dropped) and its URL.
+fn start_prometheus(
+    bin: &str,
+    dir: &std::path::Path,
+    metrics_addr: std::net::SocketAddr,
+) -> (Prom, String) {
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cadence\n    static_configs:\n      - targets: ['{metrics_addr}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let child = Command::new(bin)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(prom_log)
+        .spawn()
+        .expect("start prometheus");
+    (Prom(child), format!("http://127.0.0.1:{port}"))
+}
+
+/// `histogram_quantile` over the proxy's ITL histogram, asked of Prometheus, lands in
+/// the bucket of the exact quantile of the records' gaps (`sorted`, seconds), or the next.
+async fn check_itl_quantiles(prom: &str, sorted: &[f64]) {
+    let bounds = buckets_with(&[]);
+    let bucket = |x: f64| bounds.iter().position(|b| x <= *b).unwrap_or(bounds.len());
+    for q in [0.5, 0.9, 0.99] {
+        let v = query(
+            prom,
+            &format!("histogram_quantile({q}, sum by (le) (cadence_itl_seconds_bucket))"),
+        )
+        .await;
+        let estimate = scalar(&v).unwrap_or_else(|| panic!("no answer for q={q}: {v}"));
+        let truth = exact(sorted, q);
+        let (bi, bt) = (bucket(estimate), bucket(truth));
+        assert!(
+            bi.abs_diff(bt) <= 1 && bi.min(bt) > 0,
+            "q={q}: Prometheus {estimate:.4} s (bucket {bi}) vs records {truth:.4} s (bucket {bt})"
+        );
+        // Within a bucket: no further apart than the wider of the two buckets.
+        let width = |i: usize| bounds[i.min(bounds.len() - 1)] - bounds[i.saturating_sub(1)];
+        assert!(
+            (estimate - truth).abs() <= width(bi).max(width(bt)),
+            "q={q}: Prometheus {estimate:.4} s vs records {truth:.4} s"
+        );
+    }
+}
+
+/// Every query of the Grafana dashboard runs against this Prometheus.
+async fn check_dashboard_queries(prom: &str) {
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/cadence-dashboard.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut n = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace("$model", ".*")
+                .replace("$route", ".*");
+            let v = query(prom, &expr).await;
+            assert_eq!(v["status"], "success", "{expr}: {v}");
+            n += 1;
+        }
+    }
+    assert!(n >= 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Prometheus; scripts/test.sh installs it and runs this"]
+async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
+    let bin = prometheus_binary();
 
     // A spread of ITLs (2–60 ms) so the quantiles fall in different buckets.
     let s = sim(cadence_sim::SimConfig {
@@ -89,29 +181,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     .await;
     let metrics_addr = p.metrics_addr.unwrap();
 
-    let port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cadence\n    static_configs:\n      - targets: ['{metrics_addr}']\n"
-        ),
-    )
-    .unwrap();
-    let prom_log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let child = Command::new(&bin)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(prom_log)
-        .spawn()
-        .expect("start prometheus");
-    let _prom = Prom(child);
-    let prom = format!("http://127.0.0.1:{port}");
+    let (_prom, prom) = start_prometheus(&bin, dir.path(), metrics_addr);
 
     // Traffic: 40 streams of 30 tokens, 10 at a time.
     let c = client();
@@ -188,28 +258,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     gaps.sort_by(f64::total_cmp);
     assert_eq!((gaps.len() as f64, bad), (want, 0));
 
-    let bounds = buckets_with(&[]);
-    let bucket = |x: f64| bounds.iter().position(|b| x <= *b).unwrap_or(bounds.len());
-    for q in [0.5, 0.9, 0.99] {
-        let v = query(
-            &prom,
-            &format!("histogram_quantile({q}, sum by (le) (cadence_itl_seconds_bucket))"),
-        )
-        .await;
-        let estimate = scalar(&v).unwrap_or_else(|| panic!("no answer for q={q}: {v}"));
-        let truth = exact(&gaps, q);
-        let (bi, bt) = (bucket(estimate), bucket(truth));
-        assert!(
-            bi.abs_diff(bt) <= 1 && bi.min(bt) > 0,
-            "q={q}: Prometheus {estimate:.4} s (bucket {bi}) vs records {truth:.4} s (bucket {bt})"
-        );
-        // Within a bucket: no further apart than the wider of the two buckets.
-        let width = |i: usize| bounds[i.min(bounds.len() - 1)] - bounds[i.saturating_sub(1)];
-        assert!(
-            (estimate - truth).abs() <= width(bi).max(width(bt)),
-            "q={q}: Prometheus {estimate:.4} s vs records {truth:.4} s"
-        );
-    }
+    check_itl_quantiles(&prom, &gaps).await;
     // Labels made it through: the allow-listed model and the route.
     let v = query(
         &prom,
@@ -218,28 +267,5 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
     .await;
     assert_eq!(scalar(&v), Some(40.0));
 
-    // Every query of the Grafana dashboard runs against this Prometheus.
-    let dash: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/grafana/cadence-dashboard.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let mut n = 0;
-    for panel in dash["panels"].as_array().unwrap() {
-        for t in panel["targets"].as_array().unwrap() {
-            let expr = t["expr"]
-                .as_str()
-                .unwrap()
-                .replace("$__rate_interval", "1m")
-                .replace("$model", ".*")
-                .replace("$route", ".*");
-            let v = query(&prom, &expr).await;
-            assert_eq!(v["status"], "success", "{expr}: {v}");
-            n += 1;
-        }
-    }
-    assert!(n >= 10);
+    check_dashboard_queries(&prom).await;
 }

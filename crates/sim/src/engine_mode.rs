@@ -555,37 +555,89 @@ impl BodyState {
         bytes::Bytes::from(out)
     }
 
-    async fn next(mut self) -> Option<(Result<bytes::Bytes, std::io::Error>, Self)> {
+    /// The stream's opening frames: chat's role chunk, or the dialect's opening events
+    /// (none for dialects that open with their first token).
+    fn opening(&self) -> Option<bytes::Bytes> {
+        use crate::openai::{Dialect, Piece};
+        if self.s.dialect == Dialect::Chat {
+            let role = self.writer().chunk(
+                Piece::Role {
+                    null_content: self.s.calls.is_some(),
+                },
+                None,
+                None,
+                self.usage(),
+            );
+            return Some(sse(&role));
+        }
+        let opening = if self.s.calls.is_some() {
+            crate::dialects::opening_calls(&self.writer(), self.s.prompt_tokens)
+        } else {
+            crate::dialects::opening(&self.writer(), self.s.prompt_tokens, false)
+        };
+        (!opening.is_empty()).then(|| {
+            opening
+                .iter()
+                .map(|e| crate::dialects::frame(self.s.dialect, e))
+                .collect::<String>()
+                .into()
+        })
+    }
+
+    /// The frame of one engine emission of `n` tokens: tool-call deltas when the stream
+    /// calls tools, else content (SGLang's carries the whole text so far).
+    fn tokens(&mut self, n: u32) -> bytes::Bytes {
         use crate::openai::{Dialect, Piece};
         use rand::Rng;
+        let ids: Vec<u32> = (0..n)
+            .map(|_| {
+                self.s
+                    .text_rng
+                    .random_range(0..crate::text::VOCAB.len() as u32)
+            })
+            .collect();
+        if let Some(mut calls) = self.s.calls.take() {
+            self.produced += n;
+            let last = self.produced >= self.s.max_tokens;
+            let (prompt, continuous) = (self.s.prompt_tokens, self.s.continuous_usage);
+            let usage = |k: u32| continuous.then(|| crate::openai::Usage::new(prompt, k));
+            let out: String = calls
+                .chunk(&self.writer(), &ids, last, usage)
+                .iter()
+                .map(|(e, _)| crate::dialects::frame(self.s.dialect, e))
+                .collect();
+            self.s.calls = Some(calls);
+            self.s.recorder.sent(&[n]);
+            return bytes::Bytes::from(out);
+        }
+        let mut text = std::mem::take(&mut self.so_far);
+        if self.s.dialect != Dialect::Sglang {
+            text.clear();
+        }
+        crate::text::Vocabulary::Plain.push_text(&ids, &mut text);
+        self.produced += n;
+        let last = self.produced >= self.s.max_tokens;
+        let chunk = crate::dialects::chunk(
+            &self.writer(),
+            Piece::Content(Some(&text)),
+            last.then_some("length"),
+            None,
+            self.usage(),
+        );
+        self.s.recorder.sent(&[n]);
+        self.so_far = text;
+        self.frame(&chunk)
+    }
+
+    async fn next(mut self) -> Option<(Result<bytes::Bytes, std::io::Error>, Self)> {
         match self.phase {
             Phase::Done => None,
             Phase::Start => {
                 self.phase = Phase::Tokens;
-                if self.s.dialect == Dialect::Chat {
-                    let role = self.writer().chunk(
-                        Piece::Role {
-                            null_content: self.s.calls.is_some(),
-                        },
-                        None,
-                        None,
-                        self.usage(),
-                    );
-                    return Some((Ok(sse(&role)), self));
+                match self.opening() {
+                    Some(frame) => Some((Ok(frame), self)),
+                    None => Box::pin(self.next()).await,
                 }
-                let opening = if self.s.calls.is_some() {
-                    crate::dialects::opening_calls(&self.writer(), self.s.prompt_tokens)
-                } else {
-                    crate::dialects::opening(&self.writer(), self.s.prompt_tokens, false)
-                };
-                if !opening.is_empty() {
-                    let out: String = opening
-                        .iter()
-                        .map(|e| crate::dialects::frame(self.s.dialect, e))
-                        .collect();
-                    return Some((Ok(bytes::Bytes::from(out)), self));
-                }
-                Box::pin(self.next()).await
             }
             Phase::Tokens => {
                 let msg = tokio::select! {
@@ -604,46 +656,7 @@ impl BodyState {
                         Some((Err(e), self))
                     }
                     Some(Some(Emit::Tokens(n))) => {
-                        let ids: Vec<u32> = (0..n)
-                            .map(|_| {
-                                self.s
-                                    .text_rng
-                                    .random_range(0..crate::text::VOCAB.len() as u32)
-                            })
-                            .collect();
-                        if let Some(mut calls) = self.s.calls.take() {
-                            self.produced += n;
-                            let last = self.produced >= self.s.max_tokens;
-                            let (prompt, continuous) =
-                                (self.s.prompt_tokens, self.s.continuous_usage);
-                            let usage =
-                                |k: u32| continuous.then(|| crate::openai::Usage::new(prompt, k));
-                            let out: String = calls
-                                .chunk(&self.writer(), &ids, last, usage)
-                                .iter()
-                                .map(|(e, _)| crate::dialects::frame(self.s.dialect, e))
-                                .collect();
-                            self.s.calls = Some(calls);
-                            self.s.recorder.sent(&[n]);
-                            return Some((Ok(bytes::Bytes::from(out)), self));
-                        }
-                        let mut text = std::mem::take(&mut self.so_far);
-                        if self.s.dialect != Dialect::Sglang {
-                            text.clear();
-                        }
-                        crate::text::Vocabulary::Plain.push_text(&ids, &mut text);
-                        self.produced += n;
-                        let last = self.produced >= self.s.max_tokens;
-                        let chunk = crate::dialects::chunk(
-                            &self.writer(),
-                            Piece::Content(Some(&text)),
-                            last.then_some("length"),
-                            None,
-                            self.usage(),
-                        );
-                        self.s.recorder.sent(&[n]);
-                        self.so_far = text;
-                        let frame = self.frame(&chunk);
+                        let frame = self.tokens(n);
                         Some((Ok(frame), self))
                     }
                     Some(Some(Emit::Finished)) | Some(None) => {

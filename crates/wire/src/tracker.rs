@@ -1229,10 +1229,9 @@ mod whole_event_tests {
     /// A stream's name, configuration and reads.
     type Stream = (&'static str, TrackerConfig, Vec<(u64, Vec<u8>)>);
 
-    /// Hand-built streams, each as the reads it arrives in, with its configuration.
-    fn streams() -> Vec<Stream> {
-        let chat = cfg(Api::Chat, false);
-        let strict = cfg(Api::Chat, true);
+    /// A typical chat stream, an event a string: role, words with escapes and
+    /// multi-byte characters, a finish, usage and `[DONE]`.
+    fn typical() -> Vec<String> {
         let words = [
             "Hel",
             "lo",
@@ -1246,8 +1245,15 @@ mod whole_event_tests {
         let mut typical = vec![role()];
         typical.extend(words.iter().map(|w| content(w)));
         typical.extend([finish(" end"), usage(10), DONE.to_owned()]);
+        typical
+    }
 
-        let mut streams = vec![
+    /// How events are framed: events per read, line endings.
+    fn framing_streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        let strict = cfg(Api::Chat, true);
+        let typical = typical();
+        vec![
             ("one event per read", chat, reads(&typical)),
             ("one event per read, strict", strict, reads(&typical)),
             ("several events per read", chat, {
@@ -1262,123 +1268,249 @@ mod whole_event_tests {
                 let cr: Vec<String> = typical.iter().map(|e| e.replace('\n', "\r")).collect();
                 reads(&cr)
             }),
-            ("a CR at a read's end, its LF in the next", chat, reads(&[
-                content("a").replace("\n\n", "\r\n\r"),
-                "\n".to_owned() + &content("b"),
-                content("c"),
-                DONE.to_owned(),
-            ])),
-            ("a bare CR ending a read, then [DONE] whole", chat, reads(&[
-                content("a").replace("\n\n", "\r\r"),
-                DONE.into(),
-                "\nxyz".into(),
-            ])),
-            ("comments and keep-alives", chat, reads(&[
-                role(),
-                ": ping\n\n".into(),
-                content("a"),
-                "event: ping\ndata: {}\n\n".into(),
-                content("b"),
-                "event: ping\n\n".into(),
-                ":\n\n".into(),
-                content("c"),
-                "data: : keepalive\n\n".into(),
-                content("d"),
-                DONE.into(),
-            ])),
-            ("no space, two spaces, bare data field", chat, reads(&[
-                content("a").replacen("data: ", "data:", 1),
-                content("b").replacen("data: ", "data:  ", 1),
-                content("c"),
-                "data\n\n".into(),
-                "data:\n\n".into(),
-                content("d"),
-                DONE.into(),
-            ])),
-            ("data on several lines", chat, reads(&[
-                content("a"),
-                content("b").replacen(",\"model\"", "\ndata: ,\"model\"", 1),
-                content("c"),
-                content("d").replacen("{", "\n{", 1),
-                DONE.into(),
-            ])),
-            ("an event type or id before the data", chat, reads(&[
-                content("a"),
-                "event: message\n".to_owned() + &content("b"),
-                "id: 7\n".to_owned() + &content("c"),
-                content("d"),
-                "retry: 10\n".to_owned() + &content("e"),
-                DONE.into(),
-            ])),
-            ("[DONE] with bytes after it", chat, reads(&[
-                content("a"),
-                DONE.to_owned() + &content("late"),
-                content("later"),
-            ])),
-            ("[DONE] alone, then more", chat, reads(&[content("a"), DONE.into(), content("b")])),
+            (
+                "a CR at a read's end, its LF in the next",
+                chat,
+                reads(&[
+                    content("a").replace("\n\n", "\r\n\r"),
+                    "\n".to_owned() + &content("b"),
+                    content("c"),
+                    DONE.to_owned(),
+                ]),
+            ),
+            (
+                "a bare CR ending a read, then [DONE] whole",
+                chat,
+                reads(&[
+                    content("a").replace("\n\n", "\r\r"),
+                    DONE.into(),
+                    "\nxyz".into(),
+                ]),
+            ),
+        ]
+    }
+
+    /// Comments, keep-alives and the fields around `data`; the end marker.
+    fn field_streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        vec![
+            (
+                "comments and keep-alives",
+                chat,
+                reads(&[
+                    role(),
+                    ": ping\n\n".into(),
+                    content("a"),
+                    "event: ping\ndata: {}\n\n".into(),
+                    content("b"),
+                    "event: ping\n\n".into(),
+                    ":\n\n".into(),
+                    content("c"),
+                    "data: : keepalive\n\n".into(),
+                    content("d"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "no space, two spaces, bare data field",
+                chat,
+                reads(&[
+                    content("a").replacen("data: ", "data:", 1),
+                    content("b").replacen("data: ", "data:  ", 1),
+                    content("c"),
+                    "data\n\n".into(),
+                    "data:\n\n".into(),
+                    content("d"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "data on several lines",
+                chat,
+                reads(&[
+                    content("a"),
+                    content("b").replacen(",\"model\"", "\ndata: ,\"model\"", 1),
+                    content("c"),
+                    content("d").replacen("{", "\n{", 1),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "an event type or id before the data",
+                chat,
+                reads(&[
+                    content("a"),
+                    "event: message\n".to_owned() + &content("b"),
+                    "id: 7\n".to_owned() + &content("c"),
+                    content("d"),
+                    "retry: 10\n".to_owned() + &content("e"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "[DONE] with bytes after it",
+                chat,
+                reads(&[
+                    content("a"),
+                    DONE.to_owned() + &content("late"),
+                    content("later"),
+                ]),
+            ),
+            (
+                "[DONE] alone, then more",
+                chat,
+                reads(&[content("a"), DONE.into(), content("b")]),
+            ),
+        ]
+    }
+
+    /// Usage and token ids.
+    fn payload_streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        vec![
             ("usage on every chunk", chat, {
                 let with_usage = |t: &str, n: u64| {
-                    format!("data: {}\n\n", serde_json::json!({"id":"c","choices":[{"index":0,"delta":{"content":t},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":n}}))
+                    format!(
+                        "data: {}\n\n",
+                        serde_json::json!({"id":"c","choices":[{"index":0,"delta":{"content":t},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":n}})
+                    )
                 };
-                reads(&[with_usage("a", 1), with_usage("b", 2), with_usage("c", 2), with_usage("d", 4), usage(4), DONE.into()])
+                reads(&[
+                    with_usage("a", 1),
+                    with_usage("b", 2),
+                    with_usage("c", 2),
+                    with_usage("d", 4),
+                    usage(4),
+                    DONE.into(),
+                ])
             }),
-            ("a usage-only chunk and token ids", cfg(Api::Completions, false), {
-                let text = |t: &str, ids: &str| {
-                    format!("data: {{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\"{t}\",\"token_ids\":[{ids}],\"finish_reason\":null}}]}}\n\n")
-                };
-                reads(&[text("a", "1"), text("b", "2"), text("c", "3,4"), text("d", "5"), usage(5), DONE.into()])
-            }),
-            ("an error object after tokens", chat, reads(&[
-                role(),
-                content("a"),
-                content("b"),
-                "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n".into(),
-                content("c"),
-                DONE.into(),
-            ])),
-            ("an error event", chat, reads(&[
-                content("a"),
-                "event: error\ndata: {\"message\":\"overloaded\"}\n\n".into(),
-                content("b"),
-            ])),
-            ("vLLM's error object alone", chat, reads(&[
-                "data: {\"object\":\"error\",\"message\":\"bad request\",\"code\":400}\n\n".into(),
-            ])),
-            ("a bare JSON error body", chat, reads(&["{\"error\":{\"message\":\"no\"}}".into()])),
-            ("malformed data", chat, reads(&[
-                content("a"),
-                "data: {bad json}\n\n".into(),
-                "data: 42\n\n".into(),
-                content("b"),
-                DONE.into(),
-            ])),
-            ("malformed data, strict", strict, reads(&[
-                content("a"),
-                content("b"),
-                "data: {bad json}\n\n".into(),
-                content("c"),
-            ])),
-            ("no finish reason, no [DONE]", chat, reads(&[content("a"), content("b")])),
-            ("a finish reason, no [DONE]", chat, reads(&[content("a"), finish("b"), content("c")])),
-            ("a stream start with a BOM", chat, reads(&[
-                "\u{FEFF}".to_owned() + &content("a"),
-                content("b"),
-                DONE.into(),
-            ])),
-            ("an incomplete event at EOF", chat, reads(&[
-                content("a"),
-                content("b"),
-                content("c").trim_end().to_owned(),
-            ])),
-            ("text with escapes, controls and quotes", chat, reads(&[
-                content("plain"),
-                content("tab\there"),
-                content("line\nbreak"),
-                content("quote\"d"),
-                content("more plain"),
-                content("\u{7f}\u{80}\u{ffff}"),
-                DONE.into(),
-            ])),
+            (
+                "a usage-only chunk and token ids",
+                cfg(Api::Completions, false),
+                {
+                    let text = |t: &str, ids: &str| {
+                        format!("data: {{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\"{t}\",\"token_ids\":[{ids}],\"finish_reason\":null}}]}}\n\n")
+                    };
+                    reads(&[
+                        text("a", "1"),
+                        text("b", "2"),
+                        text("c", "3,4"),
+                        text("d", "5"),
+                        usage(5),
+                        DONE.into(),
+                    ])
+                },
+            ),
+        ]
+    }
+
+    /// Errors in the stream, malformed data, odd endings and text.
+    fn error_streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        let strict = cfg(Api::Chat, true);
+        vec![
+            (
+                "an error object after tokens",
+                chat,
+                reads(&[
+                    role(),
+                    content("a"),
+                    content("b"),
+                    "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n".into(),
+                    content("c"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "an error event",
+                chat,
+                reads(&[
+                    content("a"),
+                    "event: error\ndata: {\"message\":\"overloaded\"}\n\n".into(),
+                    content("b"),
+                ]),
+            ),
+            (
+                "vLLM's error object alone",
+                chat,
+                reads(&[
+                    "data: {\"object\":\"error\",\"message\":\"bad request\",\"code\":400}\n\n"
+                        .into(),
+                ]),
+            ),
+            (
+                "a bare JSON error body",
+                chat,
+                reads(&["{\"error\":{\"message\":\"no\"}}".into()]),
+            ),
+            (
+                "malformed data",
+                chat,
+                reads(&[
+                    content("a"),
+                    "data: {bad json}\n\n".into(),
+                    "data: 42\n\n".into(),
+                    content("b"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "malformed data, strict",
+                strict,
+                reads(&[
+                    content("a"),
+                    content("b"),
+                    "data: {bad json}\n\n".into(),
+                    content("c"),
+                ]),
+            ),
+            (
+                "no finish reason, no [DONE]",
+                chat,
+                reads(&[content("a"), content("b")]),
+            ),
+            (
+                "a finish reason, no [DONE]",
+                chat,
+                reads(&[content("a"), finish("b"), content("c")]),
+            ),
+            (
+                "a stream start with a BOM",
+                chat,
+                reads(&[
+                    "\u{FEFF}".to_owned() + &content("a"),
+                    content("b"),
+                    DONE.into(),
+                ]),
+            ),
+            (
+                "an incomplete event at EOF",
+                chat,
+                reads(&[
+                    content("a"),
+                    content("b"),
+                    content("c").trim_end().to_owned(),
+                ]),
+            ),
+            (
+                "text with escapes, controls and quotes",
+                chat,
+                reads(&[
+                    content("plain"),
+                    content("tab\there"),
+                    content("line\nbreak"),
+                    content("quote\"d"),
+                    content("more plain"),
+                    content("\u{7f}\u{80}\u{ffff}"),
+                    DONE.into(),
+                ]),
+            ),
+        ]
+    }
+
+    /// The other dialects' event shapes.
+    fn dialect_streams() -> Vec<Stream> {
+        vec![
             ("KServe: no end marker", cfg(Api::Kserve, false), reads(&[
                 "data: {\"model_name\":\"m\",\"model_version\":\"1\",\"text_output\":\"a\"}\n\n".into(),
                 "data: {\"model_name\":\"m\",\"model_version\":\"1\",\"text_output\":\"b\"}\n\n".into(),
@@ -1399,7 +1531,18 @@ mod whole_event_tests {
                 "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"c\"}\n\n".into(),
                 "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":4,\"output_tokens\":4}}}\n\n".into(),
             ])),
-        ];
+        ]
+    }
+
+    /// Hand-built streams, each as the reads it arrives in, with its configuration.
+    fn streams() -> Vec<Stream> {
+        let chat = cfg(Api::Chat, false);
+        let strict = cfg(Api::Chat, true);
+        let mut streams = framing_streams();
+        streams.extend(field_streams());
+        streams.extend(payload_streams());
+        streams.extend(error_streams());
+        streams.extend(dialect_streams());
 
         // An event over the cap in one read, after the template was learned.
         let big = content(&"x".repeat(MAX_EVENT_BYTES));
