@@ -80,7 +80,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
     if let Some(w) = &args.alert_webhook {
         eprintln!(
             "cadence proxy: alerts posted to {}",
-            cadence_proxy::shown_url(w)
+            cadence_core::secret::redact_url(w)
         );
     }
     if let Some(m) = proxy.metrics_addr {

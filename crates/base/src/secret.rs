@@ -92,6 +92,50 @@ pub fn redact_patterns(text: &str) -> String {
     out
 }
 
+/// A URL as it may be shown or stored (a report's target, a command line, an error):
+/// the userinfo masked (`scheme://[REDACTED]@host`, and `user:PASS@host` without a
+/// scheme too: a mistyped URL is not a safe one), every query value masked (`?a=[REDACTED]`:
+/// the names stay, so a user still sees which parameters were given), a fragment masked,
+/// and the rest through [`redact_patterns`].
+pub fn redact_url(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let (head, tail) = url.split_at(cut);
+    let mut out = redact_patterns(&mask_userinfo(head));
+    let (query, fragment) = match tail.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (tail, None),
+    };
+    if let Some(q) = query.strip_prefix('?') {
+        out.push('?');
+        let pairs: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) => format!("{k}={MASK}"),
+                None => kv.to_string(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    match fragment {
+        Some("") => out.push('#'),
+        Some(_) => {
+            out.push('#');
+            out.push_str(MASK);
+        }
+        None => {}
+    }
+    out
+}
+
+/// `head` (a URL before its query) with the userinfo, up to the last `@`, masked.
+fn mask_userinfo(head: &str) -> String {
+    let start = head.find("://").map_or(0, |i| i + 3);
+    match head.rfind('@') {
+        Some(at) if at > start => format!("{}{MASK}{}", &head[..start], &head[at..]),
+        _ => head.to_string(),
+    }
+}
+
 /// Words in a JSON field's name that say its value is a secret (FAULTS 117).
 const SECRET_NAMES: [&str; 8] = [
     "key",
@@ -258,6 +302,26 @@ mod tests {
         assert_eq!(got, "see http://h:8000/v1/models?q=keep and a@b");
         let got = redact_patterns("http://u:p@h/x?q=1");
         assert_eq!(got, "http://[REDACTED]@h/x?q=1");
+    }
+
+    #[test]
+    fn urls_lose_userinfo_every_query_value_and_the_fragment() {
+        for (url, shown) in [
+            ("http://u:pw@h:1/v1", "http://[REDACTED]@h:1/v1"),
+            ("user:PASS1234@127.0.0.1:9", "[REDACTED]@127.0.0.1:9"),
+            ("http://u:PA/S@W@h:9/v1", "http://[REDACTED]@h:9/v1"),
+            (
+                "https://h/v1?key=s3cret&api-version=2024&flag",
+                "https://h/v1?key=[REDACTED]&api-version=[REDACTED]&flag",
+            ),
+            ("https://h/x#access_token=T", "https://h/x#[REDACTED]"),
+            ("https://h/x?a=1#", "https://h/x?a=[REDACTED]#"),
+            ("https://h/sk-ABCDEFGHIJKL/v1", "https://h/[REDACTED]"),
+            ("http://h:9/v1", "http://h:9/v1"),
+            ("http://@h/v1", "http://@h/v1"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 
     #[test]

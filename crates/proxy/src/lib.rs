@@ -21,6 +21,7 @@ pub use alert::{AlertRule, Alerts, Transition};
 pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};
 pub use server::{spawn, Proxy};
 
+use cadence_core::secret::redact_url;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -215,7 +216,7 @@ pub enum ProxyError {
 pub fn parse_upstream(s: &str) -> Result<http::Uri, ProxyError> {
     let uri = parse_http_url(s)?;
     if uri.query().is_some() {
-        return Err(ProxyError::Upstream(shown_url(s)));
+        return Err(ProxyError::Upstream(redact_url(s)));
     }
     Ok(uri)
 }
@@ -228,7 +229,7 @@ pub fn parse_webhook(s: &str) -> Result<http::Uri, ProxyError> {
 }
 
 fn parse_http_url(s: &str) -> Result<http::Uri, ProxyError> {
-    let bad = || ProxyError::Upstream(shown_url(s));
+    let bad = || ProxyError::Upstream(redact_url(s));
     let uri: http::Uri = s.parse().map_err(|_| bad())?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
@@ -238,28 +239,6 @@ fn parse_http_url(s: &str) -> Result<http::Uri, ProxyError> {
         return Err(bad());
     }
     Ok(uri)
-}
-
-/// A URL as it may be shown on stderr or in a log: no userinfo (with or without a
-/// scheme: `user:PASS@host` is a mistyped URL, not a safe one) and no secret-named
-/// query value (FAULTS 101).
-pub fn shown_url(s: &str) -> String {
-    let (head, query) = match s.split_once(['?', '#']) {
-        Some((h, _)) => (h, &s[h.len()..]),
-        None => (s, ""),
-    };
-    let head = match head.rfind('@') {
-        Some(at) => {
-            let start = head.find("://").map_or(0, |i| i + 3);
-            if at >= start {
-                format!("{}[REDACTED]{}", &head[..start], &head[at..])
-            } else {
-                head.to_string()
-            }
-        }
-        None => head.to_string(),
-    };
-    cadence_core::secret::redact_patterns(&format!("{head}{query}"))
 }
 
 #[cfg(test)]
@@ -274,11 +253,14 @@ mod tests {
             ("https://h/x?token=TOK5678&a=1", "TOK5678"),
             ("http://u:P@W@h/x?client_secret=CS99", "CS99"),
         ] {
-            let shown = shown_url(url);
+            let shown = redact_url(url);
             assert!(!shown.contains(secret), "{shown}");
         }
-        assert_eq!(shown_url("http://u:p@h:9/v1"), "http://[REDACTED]@h:9/v1");
-        assert_eq!(shown_url("http://h:9/v1?a=1"), "http://h:9/v1?a=1");
+        assert_eq!(redact_url("http://u:p@h:9/v1"), "http://[REDACTED]@h:9/v1");
+        assert_eq!(
+            redact_url("http://h:9/v1?a=1"),
+            "http://h:9/v1?a=[REDACTED]"
+        );
         let e = parse_upstream("user:PASS1234@127.0.0.1:9").unwrap_err();
         assert!(!e.to_string().contains("PASS1234"), "{e}");
         let e = parse_upstream("http://u:PASS1234@h/v1?x=1").unwrap_err();

@@ -93,7 +93,7 @@ async fn bind(
     })?;
     if points_at(&config.upstream, addr).await {
         return Err(ProxyError::Loop {
-            upstream: crate::shown_url(&config.upstream.to_string()),
+            upstream: cadence_core::secret::redact_url(&config.upstream.to_string()),
             listen: addr,
         });
     }
