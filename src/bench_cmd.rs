@@ -652,9 +652,9 @@ impl Endpoint {
             (None, Some(sim)) => format!("http://{}/v1", sim.addr),
             (None, None) => unreachable!("a built-in sim is started when no URL is given"),
         };
-        let asked = args.api.and_then(crate::cli::ApiArg::api);
+        let asked = args.api.and_then(|a| a.0);
         let target = Target::resolve(&url, asked).map_err(|e| usage(e.to_string()))?;
-        if args.api == Some(crate::cli::ApiArg::Auto) && !args.quiet {
+        if args.api == Some(crate::cli::ApiFlag(None)) && !args.quiet {
             eprintln!(
                 "API auto: {} (from the path {}; the stream's framing follows its content type).",
                 target.api.name(),

@@ -367,48 +367,18 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApiArg {
-    /// Pick from the URL path (and say what was picked); the stream's framing follows
-    /// the response's content type.
-    Auto,
-    /// OpenAI chat completions (`/v1/chat/completions`).
-    Chat,
-    /// OpenAI completions (`/v1/completions`).
-    Completions,
-    /// OpenAI Responses (`/v1/responses`).
-    Responses,
-    /// Anthropic Messages (`/v1/messages`), with `x-api-key` and `anthropic-version`.
-    Anthropic,
-    /// Ollama's native `/api/chat` or `/api/generate` (NDJSON).
-    Ollama,
-    /// TGI `/generate_stream` or SGLang `/generate`.
-    Generate,
-    /// KServe v2 / Triton `/v2/models/NAME/generate_stream` (give the full URL).
-    Kserve,
-    /// llama.cpp's native `/completion`.
-    Llamacpp,
-    /// OpenAI Realtime text events over WebSocket (`ws://…/v1/realtime`).
-    Websocket,
-}
+/// `--api`'s value: a dialect, or `None` for `auto` (from the URL's path). Read by
+/// [`cadence_wire::Api::parse_or_auto`], the one table of names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiFlag(pub Option<cadence_wire::Api>);
 
-impl ApiArg {
-    /// The dialect asked for; `None` for `auto` (inferred from the URL).
-    pub fn api(self) -> Option<cadence_wire::Api> {
-        use cadence_wire::Api;
-        Some(match self {
-            ApiArg::Auto => return None,
-            ApiArg::Chat => Api::Chat,
-            ApiArg::Completions => Api::Completions,
-            ApiArg::Responses => Api::Responses,
-            ApiArg::Anthropic => Api::Anthropic,
-            ApiArg::Ollama => Api::Ollama,
-            ApiArg::Generate => Api::Generate,
-            ApiArg::Kserve => Api::Kserve,
-            ApiArg::Llamacpp => Api::Llamacpp,
-            ApiArg::Websocket => Api::Websocket,
-        })
-    }
+/// `--api`'s parser: the names `auto` and every dialect's (listed in the help and in
+/// the error for another name).
+fn api_flag() -> impl clap::builder::TypedValueParser<Value = ApiFlag> {
+    use clap::builder::TypedValueParser;
+    let names = std::iter::once("auto").chain(cadence_wire::Api::ALL.map(|a| a.name()));
+    clap::builder::PossibleValuesParser::new(names)
+        .try_map(|s: String| cadence_wire::Api::parse_or_auto(&s).map(ApiFlag))
 }
 
 pub use cadence_core::duration::MAX_DURATION;
@@ -525,8 +495,8 @@ pub struct BenchArgs {
 
     /// API dialect. Without it (or with `auto`), inferred from a URL naming an endpoint
     /// (/chat/completions, /responses, /messages, /api/chat, /generate_stream, ...), else chat.
-    #[arg(long, value_enum, help_heading = TARGET)]
-    pub api: Option<ApiArg>,
+    #[arg(long, value_parser = api_flag(), help_heading = TARGET)]
+    pub api: Option<ApiFlag>,
 
     /// Model name sent in each request. Default: the first model the server lists.
     #[arg(long, help_heading = TARGET)]

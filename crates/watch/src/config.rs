@@ -420,15 +420,8 @@ impl Config {
             let at = format!("target {:?}", t.name);
             let api = match &t.api {
                 None => None,
-                Some(a) if a == "auto" => None,
-                Some(a) => Some(
-                    cadence_wire::Api::ALL
-                        .into_iter()
-                        .find(|x| x.name() == a)
-                        .ok_or_else(|| {
-                            ConfigError(format!("{at}: api = {a:?} is not an API cadence speaks"))
-                        })?,
-                ),
+                Some(a) => cadence_wire::Api::parse_or_auto(a)
+                    .map_err(|e| ConfigError(format!("{at}: api: {e}")))?,
             };
             let slos = t
                 .slo

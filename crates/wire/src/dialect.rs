@@ -51,6 +51,37 @@ pub enum Api {
     Websocket,
 }
 
+/// A name that is no dialect's: its message lists the names that are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownApi(pub String);
+
+impl fmt::Display for UnknownApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Api::ALL.iter().map(|a| a.name()).collect();
+        write!(
+            f,
+            "'{}' is not an API cadence speaks (one of: auto, {})",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownApi {}
+
+/// A dialect by the name `--api`, a watch target's `api` and records use
+/// ([`Api::name`]): the one table from names to dialects.
+impl std::str::FromStr for Api {
+    type Err = UnknownApi;
+
+    fn from_str(s: &str) -> Result<Api, UnknownApi> {
+        Api::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| UnknownApi(s.to_string()))
+    }
+}
+
 impl Api {
     /// Every dialect, in the order docs/src/apis.md lists them.
     pub const ALL: [Api; 9] = [
@@ -78,6 +109,15 @@ impl Api {
             Api::Llamacpp => "llamacpp",
             Api::Websocket => "websocket",
         }
+    }
+
+    /// `auto` (`None`: the dialect follows the URL's path, see [`Api::from_path`]) or
+    /// a dialect by its name.
+    pub fn parse_or_auto(s: &str) -> Result<Option<Api>, UnknownApi> {
+        if s == "auto" {
+            return Ok(None);
+        }
+        s.parse().map(Some)
     }
 
     /// The dialect a URL path names (its endpoint suffix), if any: the rule
@@ -761,6 +801,22 @@ mod tests {
             StreamEvent::Chunk(c) => c,
             other => panic!("not a chunk: {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_dialect_is_found_by_its_name_and_an_unknown_name_lists_them() {
+        for api in Api::ALL {
+            assert_eq!(api.name().parse::<Api>(), Ok(api));
+            assert_eq!(Api::parse_or_auto(api.name()), Ok(Some(api)));
+        }
+        assert_eq!(Api::parse_or_auto("auto"), Ok(None));
+        assert!("auto".parse::<Api>().is_err());
+        assert!("Chat".parse::<Api>().is_err());
+        let e = "smoke".parse::<Api>().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "'smoke' is not an API cadence speaks (one of: auto, chat, completions, responses, anthropic, ollama, generate, kserve, llamacpp, websocket)"
+        );
     }
 
     const SAMPLE: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" hello"},"finish_reason":null}]}"#;

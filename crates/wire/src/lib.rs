@@ -10,7 +10,7 @@ pub mod tool_calls;
 pub mod tracker;
 
 pub use content_type::stream_framing;
-pub use dialect::Api;
+pub use dialect::{Api, UnknownApi};
 pub use tool_calls::ToolCall;
 pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
 
