@@ -3,6 +3,8 @@
 //! interpolated percentile (numpy's default, pandas' `quantile`, R's type 7) and the
 //! standard deviation with either divisor. Exact arithmetic over plain slices.
 
+use cadence_core::stats::{quantile_sorted, sorted_total};
+
 /// The arithmetic mean; `None` for no values.
 pub fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
@@ -20,18 +22,13 @@ pub fn std(xs: &[f64], ddof: usize) -> Option<f64> {
 }
 
 /// The `p`-th percentile (0..=100) by linear interpolation between the closest ranks:
-/// rank `p/100 * (n - 1)` of the sorted values. `None` for no values.
+/// rank `p/100 * (n - 1)` of the sorted values, numpy's arithmetic exactly (Cadence's
+/// own [`quantile_sorted`]). `None` for no values or `p` outside 0..=100.
 pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
-    if xs.is_empty() || !(0.0..=100.0).contains(&p) {
+    if !(0.0..=100.0).contains(&p) {
         return None;
     }
-    let mut s = xs.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = p / 100.0 * (s.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    let frac = rank - lo as f64;
-    Some(s[lo] + (s[hi] - s[lo]) * frac)
+    quantile_sorted(&sorted_total(xs), p / 100.0)
 }
 
 /// The median (the 50th percentile).
@@ -157,6 +154,12 @@ mod tests {
         close(percentile(&[7.0], 90.0), 7.0);
         assert_eq!(percentile(&[], 50.0), None);
         assert_eq!(percentile(&xs, 101.0), None);
+        // numpy interpolates from the upper rank past the midpoint (b - (b - a)(1 - t)):
+        // np.percentile([0.1, 2.3], 90) is 2.3 - 2.2 * 0.1 = 2.08 and
+        // np.percentile([0.1, 0.3], 90) is 0.3 - 0.2 * 0.1 = 0.27999999999999997 in f64,
+        // where a + (b - a)t gives 2.0799999999999996 and 0.28.
+        assert_eq!(percentile(&[2.3, 0.1], 90.0), Some(2.08));
+        assert_eq!(percentile(&[0.1, 0.3], 90.0), Some(0.27999999999999997));
     }
 
     #[test]
