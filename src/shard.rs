@@ -97,10 +97,8 @@ pub fn shard_seed(seed: u64, i: u32, n: u32) -> u64 {
     if n <= 1 {
         return seed;
     }
-    cadence_core::rng::SplitMix64::new(
-        seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-    )
-    .next_u64()
+    cadence_core::rng::SplitMix64::new(cadence_core::rng::stream_seed(seed, u64::from(i) + 1))
+        .next_u64()
 }
 
 impl Fleet {

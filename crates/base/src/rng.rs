@@ -32,9 +32,24 @@ impl SplitMix64 {
     }
 }
 
+/// The seed of stream `i` (a request, a session, a shard) of a run seeded `seed`: the
+/// run seed XOR `i` times 2^64/φ, the constant SplitMix64 steps by, so neighbouring
+/// streams start far apart. The one rule every per-stream seed is derived by.
+pub fn stream_seed(seed: u64, i: u64) -> u64 {
+    seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_seeds_are_the_run_seed_for_stream_zero_and_apart_for_the_others() {
+        assert_eq!(stream_seed(42, 0), 42);
+        assert_eq!(stream_seed(0, 1), 0x9E37_79B9_7F4A_7C15);
+        // 2 × 0x9E37_79B9_7F4A_7C15 wraps to 0x3C6E_F372_FE94_F82A.
+        assert_eq!(stream_seed(1, 2), 0x3C6E_F372_FE94_F82B);
+    }
 
     #[test]
     fn splitmix_is_the_reference_sequence() {

@@ -12,6 +12,7 @@ use crate::floor::FloorProbe;
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
 use crate::workload::RequestFactory;
+use cadence_core::rng::stream_seed;
 use cadence_core::secret::Redactor;
 use cadence_core::{InputTokenSource, Outcome, RequestRecord};
 use cadence_records::{RecordSender, Sinks};
@@ -710,8 +711,7 @@ impl<S: Sinks> RequestTask<S> {
     ) {
         let factory = &self.cx.factory;
         let (mut transcript, max_tokens) = factory.agent_transcript(dispatch);
-        let mut rng =
-            SmallRng::seed_from_u64(agent.seed ^ dispatch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = SmallRng::seed_from_u64(stream_seed(agent.seed, dispatch));
         let mut prev_end_ns: u64 = 0;
         for step in 0..agent.max_steps.max(1) {
             if step > 0 {
@@ -765,9 +765,7 @@ impl<S: Sinks> RequestTask<S> {
         };
         let arrived_ns = rec.scheduled_ns.unwrap_or_else(|| self.clock.now_ns());
         let gen = &replay.agent.results;
-        let mut rng = SmallRng::seed_from_u64(
-            replay.agent.seed ^ dispatch.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        );
+        let mut rng = SmallRng::seed_from_u64(stream_seed(replay.agent.seed, dispatch));
         let mut state = crate::agent_trace::ReplayState::new(self.cx.api);
         let mut prev_end_ns: u64 = 0;
         for (step, call) in session.calls.iter().enumerate() {

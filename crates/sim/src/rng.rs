@@ -18,7 +18,7 @@ impl SimRng {
     /// run seed so that requests and purposes never share a sequence.
     pub fn for_request(seed: u64, request: u64, stream: u64) -> Self {
         let a = SimRng::new(seed ^ 0x5EED_CADE_0000_0000).next_u64();
-        let b = SimRng::new(a ^ request.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64();
+        let b = SimRng::new(cadence_base::rng::stream_seed(a, request)).next_u64();
         SimRng::new(b ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03))
     }
 }
