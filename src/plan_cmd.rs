@@ -285,17 +285,11 @@ pub fn plan_levels(
         planned.end_ns = level.end_ns;
         index += level.records.len() as u64;
         planned.metas.push(LevelMeta {
-            level: i as u32,
-            name: l.name.clone(),
             concurrency: l.concurrency,
             rate: l.rate,
             intended: Some(level.records.len() as u64),
-            stopped_early: None,
             warnings: engine_warnings(&level),
-            invalid: false,
-            interrupted: false,
-            server: None,
-            floor: None,
+            ..LevelMeta::new(i as u32, l.name.clone())
         });
         for r in &level.records {
             aggs.accept(r);

@@ -150,8 +150,6 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         ));
     }
     LevelMeta {
-        level: f.level,
-        name: f.name.clone(),
         concurrency: f.concurrency,
         rate: f.rate,
         intended: Some(f.intended),
@@ -159,8 +157,8 @@ pub fn level_meta(f: &LevelFacts) -> LevelMeta {
         warnings,
         invalid: f.watchdog_fired,
         interrupted: f.interrupted,
-        server: None,
         floor: f.floor,
+        ..LevelMeta::new(f.level, f.name.clone())
     }
 }
 

@@ -40,6 +40,26 @@ pub struct LevelMeta {
     pub floor: Option<crate::pacing::TimerFloor>,
 }
 
+impl LevelMeta {
+    /// Level `level` named `name` with nothing else known: no load figures, no
+    /// warnings, valid, not interrupted (fill the rest by struct update).
+    pub fn new(level: u32, name: impl Into<String>) -> LevelMeta {
+        LevelMeta {
+            level,
+            name: name.into(),
+            concurrency: None,
+            rate: None,
+            intended: None,
+            stopped_early: None,
+            warnings: Vec::new(),
+            invalid: false,
+            interrupted: false,
+            server: None,
+            floor: None,
+        }
+    }
+}
+
 /// A level's name from its load, as every run names it (`concurrency=8`, `rate=5/s`),
 /// so a fleet's merged level reads as a lone run of the summed load; `None` without one.
 pub fn load_name(concurrency: Option<u32>, rate: Option<f64>) -> Option<String> {

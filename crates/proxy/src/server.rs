@@ -486,19 +486,7 @@ fn count_refused_head(shared: &Shared, ended: Result<(), hyper::Error>) {
 /// are the caller's ([`crate::RunFacts`]).
 fn meta_lines(s: &Shared, started_unix_ms: u64) -> (String, String) {
     use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
-    let level = LevelMeta {
-        level: 0,
-        name: "live traffic".into(),
-        concurrency: None,
-        rate: None,
-        intended: None,
-        stopped_early: None,
-        warnings: Vec::new(),
-        invalid: false,
-        interrupted: false,
-        server: None,
-        floor: None,
-    };
+    let level = LevelMeta::new(0, "live traffic");
     let models = if s.config.models.is_empty() {
         "any (no --model allow-list)".to_string()
     } else {

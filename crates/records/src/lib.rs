@@ -32,19 +32,7 @@ mod tests {
     }
 
     fn meta(level: u32) -> LevelMeta {
-        LevelMeta {
-            level,
-            name: format!("level {level}"),
-            concurrency: None,
-            rate: None,
-            intended: None,
-            stopped_early: None,
-            warnings: Vec::new(),
-            invalid: false,
-            interrupted: false,
-            server: None,
-            floor: None,
-        }
+        LevelMeta::new(level, format!("level {level}"))
     }
 
     fn indices(files: &[PathBuf]) -> (Vec<u64>, Damage) {

@@ -97,17 +97,10 @@ fn write_records(file: &Path, imp: &Imported) -> std::io::Result<()> {
     for (i, l) in imp.levels.iter().enumerate() {
         let n = imp.records.iter().filter(|r| r.level == i as u32).count() as u64;
         let meta = LevelMeta {
-            level: i as u32,
-            name: l.name.clone(),
             concurrency: l.concurrency,
             rate: l.rate,
             intended: Some(n),
-            stopped_early: None,
-            warnings: Vec::new(),
-            invalid: false,
-            interrupted: false,
-            server: None,
-            floor: None,
+            ..LevelMeta::new(i as u32, l.name.clone())
         };
         writeln!(w, "{}", level_line(&meta))?;
     }

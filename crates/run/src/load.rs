@@ -415,17 +415,8 @@ fn with_unnamed_levels(mut levels: Vec<LevelMeta>, seen: &BTreeSet<u32>) -> Vec<
     for &lv in seen {
         if !levels.iter().any(|m| m.level == lv) {
             levels.push(LevelMeta {
-                level: lv,
-                name: format!("level {lv}"),
-                concurrency: None,
-                rate: None,
-                intended: None,
-                stopped_early: None,
                 warnings: vec!["no level line in the records file: the intended load is unknown, so intended = sent + dropped".into()],
-                invalid: false,
-                interrupted: false,
-                server: None,
-                floor: None,
+                ..LevelMeta::new(lv, format!("level {lv}"))
             });
         }
     }
