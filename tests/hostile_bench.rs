@@ -242,17 +242,10 @@ impl Shard {
             lines.push(serde_json::to_string(&r).unwrap());
         }
         lines.push(level_line(&LevelMeta {
-            level: 0,
-            name: format!("concurrency={}", self.concurrency),
             concurrency: Some(self.concurrency),
-            rate: None,
             intended: Some(self.requests.max(8)),
-            stopped_early: None,
-            warnings: Vec::new(),
-            invalid: false,
             interrupted: self.interrupted,
-            server: None,
-            floor: None,
+            ..LevelMeta::new(0, format!("concurrency={}", self.concurrency))
         }));
         lines.push(shard_line(&ShardMeta {
             level: Some(ShardLevel {

@@ -28,17 +28,9 @@ fn rec(index: u64, level: u32, at_ns: u64) -> RequestRecord {
 
 fn meta(level: u32, intended: u64) -> LevelMeta {
     LevelMeta {
-        level,
-        name: format!("concurrency={}", level + 1),
         concurrency: Some(level + 1),
-        rate: None,
         intended: Some(intended),
-        stopped_early: None,
-        warnings: Vec::new(),
-        invalid: false,
-        interrupted: false,
-        server: None,
-        floor: None,
+        ..LevelMeta::new(level, format!("concurrency={}", level + 1))
     }
 }
 

@@ -59,17 +59,9 @@ fn main() {
         }
     }
     w.write_line(&level_line(&LevelMeta {
-        level: 0,
-        name: format!("concurrency={CONCURRENCY}"),
         concurrency: Some(CONCURRENCY as u32),
-        rate: None,
         intended: Some(n),
-        stopped_early: None,
-        warnings: Vec::new(),
-        invalid: false,
-        interrupted: false,
-        server: None,
-        floor: None,
+        ..LevelMeta::new(0, format!("concurrency={CONCURRENCY}"))
     }));
     let written = w.finish().expect("write the records");
     eprintln!("{written} records written to {out}");

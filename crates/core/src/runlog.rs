@@ -307,17 +307,10 @@ mod tests {
 
     fn meta() -> LevelMeta {
         LevelMeta {
-            level: 1,
-            name: "concurrency=4".into(),
             concurrency: Some(4),
-            rate: None,
             intended: Some(10),
-            stopped_early: None,
             warnings: vec!["lag".into()],
-            invalid: false,
-            interrupted: false,
-            server: None,
-            floor: None,
+            ..LevelMeta::new(1, "concurrency=4")
         }
     }
 

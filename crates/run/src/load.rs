@@ -596,17 +596,10 @@ mod fleet_tests {
 
     fn level(concurrency: u32, intended: u64, warnings: &[&str]) -> LevelMeta {
         LevelMeta {
-            level: 0,
-            name: format!("concurrency={concurrency}"),
             concurrency: Some(concurrency),
-            rate: None,
             intended: Some(intended),
-            stopped_early: None,
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
-            invalid: false,
-            interrupted: false,
-            server: None,
-            floor: None,
+            ..LevelMeta::new(0, format!("concurrency={concurrency}"))
         }
     }
 
