@@ -92,11 +92,19 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
         )
     };
     let _ = writeln!(out, "{} {merged}{state}", p.bold("Fleet"));
-    let _ = writeln!(
-        out,
-        "  {:>5}  {:<18} {:>8} {:>8} {:>11} {:>11} {:>7} {:>11} {:>5}  notes",
-        "shard", "level", "sent", "ok", "start skew", "pacing p99", "late", "loop p99", "CPU"
-    );
+    let mut t = Table::new(2).right("shard", 5).left("level", 18).gap(2);
+    for (h, w) in [
+        ("sent", 8),
+        ("ok", 8),
+        ("start skew", 11),
+        ("pacing p99", 11),
+        ("late", 7),
+        ("loop p99", 11),
+        ("CPU", 5),
+    ] {
+        t = t.right(h, w);
+    }
+    t = t.left("notes", 0).gap(2);
     let ms = |v: Option<f64>| cell(v, Unit::Ms);
     let pct = |v: Option<f64>| v.map_or(ABSENT.to_string(), |v| format!("{:.0}%", v * 100.0));
     let count = |v: Option<u64>| v.map_or(ABSENT.to_string(), |v| v.to_string());
@@ -108,11 +116,9 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
                 if notes.is_empty() { "" } else { "; " }
             );
         }
-        let _ = writeln!(
-            out,
-            "  {:>5}  {:<18} {:>8} {:>8} {:>11} {:>11} {:>7} {:>11} {:>5}  {}",
-            c.shard,
-            c.level,
+        t.row([
+            c.shard.to_string(),
+            c.level.clone(),
             count(c.sent),
             count(c.succeeded),
             ms(c.start_skew_ms),
@@ -121,21 +127,20 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
                 .map_or(ABSENT.to_string(), |v| format!("{:.1}%", v * 100.0)),
             ms(c.loop_lag_p99_ms),
             pct(c.cpu_share),
-            if notes.is_empty() {
-                notes
-            } else {
-                p.yellow(&notes)
-            }
-        );
+            notes,
+        ]);
     }
     for m in &f.missing {
-        let _ = writeln!(
-            out,
-            "  {:>5}  {}",
-            m.index,
-            p.red(&format!("missing: {}", m.why))
-        );
+        t.note_row(&m.index.to_string(), &p.red(&format!("missing: {}", m.why)));
     }
+    let notes_col = 9;
+    out.push_str(&t.text_painted(|row, col, cell| {
+        if row.is_some() && col == notes_col && !cell.trim().is_empty() {
+            p.yellow(cell.trim_end()) + &" ".repeat(cell.len() - cell.trim_end().len())
+        } else {
+            cell
+        }
+    }));
 }
 
 #[derive(Clone, Copy)]

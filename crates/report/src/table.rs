@@ -131,17 +131,13 @@ impl Table {
         let mut o = line(None, &mut self.cols.iter().map(|c| c.head.as_str()));
         for (k, r) in self.rows.iter().enumerate() {
             if self.notes.contains(&k) {
+                // The first cell as its column holds it, then the note unpadded.
                 let first = line(Some(k), &mut r.iter().take(1).map(String::as_str));
-                let pad = widths[0].saturating_sub(r[0].chars().count());
+                let first = first.trim_end_matches('\n');
+                let shown = first.chars().count().saturating_sub(self.indent);
+                let pad = widths[0].saturating_sub(shown);
                 let gap = self.cols.get(1).map_or(1, |c| c.gap);
-                let _ = writeln!(
-                    o,
-                    "{}{}{}{}",
-                    first.trim_end(),
-                    " ".repeat(pad),
-                    " ".repeat(gap),
-                    r[1]
-                );
+                let _ = writeln!(o, "{first}{}{}", " ".repeat(pad + gap), r[1]);
             } else {
                 o.push_str(&line(Some(k), &mut r.iter().map(String::as_str)));
             }
@@ -247,6 +243,17 @@ mod tests {
         assert_eq!(
             sample().text(),
             "  metric          A  verdict\n  ttft.p50 12.00 ms  better\n  a|b             –  ?\n"
+        );
+    }
+
+    #[test]
+    fn a_note_after_a_right_aligned_first_cell_keeps_its_padding_in_front() {
+        let mut t = Table::new(2).right("shard", 5).left("level", 4).gap(2);
+        t.row(["0", "c=1"]);
+        t.note_row("3", "missing: no records");
+        assert_eq!(
+            t.text(),
+            "  shard  level\n      0  c=1\n      3  missing: no records\n"
         );
     }
 
