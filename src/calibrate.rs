@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use cadence_core::report::LevelReport;
-use cadence_core::RequestRecord;
 use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
 use cadence_engine::{plan_level, Arrivals, EngineSpec, Workload};
 use cadence_report::cell::{figure, fmt_ms, Unit};
@@ -154,7 +153,15 @@ fn measured_levels(
                     notes.push(format!("{}: {} levels of the run pooled", l.name, g.len()));
                 }
                 let measured = Figures::of_records(&recs).ok_or_else(no_streams)?;
-                (measured, workload_of(recs, fallback_input, args, notes))
+                (
+                    measured,
+                    cadence_engine::measured::workload_of(
+                        recs,
+                        fallback_input,
+                        args.client_turnaround.as_nanos() as u64,
+                        notes,
+                    ),
+                )
             }
             None => {
                 let s = &l.summary;
@@ -201,65 +208,6 @@ fn json_workload(
         max_tokens: out as u32,
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
         lengths: Vec::new(),
-        prefix_tokens: 0,
-        prefix_groups: 1,
-        sessions: None,
-    }
-}
-
-/// A level's workload from its records: every succeeded request in send order
-/// (warm-up first), with its prompt (usage, else --input-tokens) and output length,
-/// and the clients' median turnaround (a worker's next send − its last end, within a
-/// level of the run; --client-turnaround when no worker sent twice).
-fn workload_of(
-    mut recs: Vec<RequestRecord>,
-    fallback_input: u32,
-    args: &PlanArgs,
-    notes: &mut Vec<String>,
-) -> Workload {
-    recs.retain(|r| r.outcome == cadence_core::Outcome::Succeeded);
-    recs.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
-    let mut unknown = false;
-    let lengths: Vec<(u32, u32)> = recs
-        .iter()
-        .map(|r| {
-            let input = r.input_tokens.map(|t| t.clamp(1, u32::MAX as u64) as u32);
-            unknown |= input.is_none();
-            let out = r.output_token_count().count.clamp(1, u32::MAX as u64) as u32;
-            (input.unwrap_or(fallback_input), out)
-        })
-        .collect();
-    if unknown && !notes.iter().any(|n| n.contains("prompt length")) {
-        notes.push(format!(
-            "some records carry no prompt length: those taken as {fallback_input} tokens (--input-tokens)"
-        ));
-    }
-    let mut by_time = recs.clone();
-    by_time.sort_by_key(|r| r.sent_ns);
-    let mut last_end = std::collections::HashMap::new();
-    let mut gaps = Vec::new();
-    for r in &by_time {
-        // Within one level of the run: pooled levels are apart by other levels.
-        let client = (r.level, r.worker);
-        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&client)) {
-            gaps.push(sent.saturating_sub(end));
-        }
-        if let Some(end) = r.end_ns {
-            last_end.insert(client, end);
-        }
-    }
-    gaps.sort_unstable();
-    let turnaround_ns = gaps
-        .get(gaps.len() / 2)
-        .copied()
-        .unwrap_or(args.client_turnaround.as_nanos() as u64);
-    Workload {
-        requests: recs.iter().filter(|r| !r.warmup).count() as u64,
-        warmup: recs.iter().filter(|r| r.warmup).count() as u64,
-        input_tokens: fallback_input,
-        max_tokens: 1,
-        turnaround_ns,
-        lengths,
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
@@ -386,7 +334,10 @@ fn prediction_table(spec: &EngineSpec, levels: &[Level], loads: Vec<(String, Arr
         let planned = plan_level(spec, arrivals, &workload, 0, 0, 0);
         match Figures::of_records(&planned.records) {
             Some(p) => {
-                let tok_s = figure(tokens_per_s(&planned.records), Unit::Number);
+                let tok_s = figure(
+                    cadence_engine::measured::tokens_per_s(&planned.records),
+                    Unit::Number,
+                );
                 t.row(
                     std::iter::once(name.clone())
                         .chain(p.values().map(fmt_ms))
@@ -401,19 +352,4 @@ fn prediction_table(spec: &EngineSpec, levels: &[Level], loads: Vec<(String, Arr
         workload.requests,
         t.text()
     )
-}
-
-/// Output tokens of succeeded requests over first send to last end.
-fn tokens_per_s(records: &[RequestRecord]) -> f64 {
-    let ok = records
-        .iter()
-        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded);
-    let tokens: u64 = ok.clone().map(|r| r.output_token_count().count).sum();
-    let start = records.iter().filter_map(|r| r.sent_ns).min().unwrap_or(0);
-    let end = ok.filter_map(|r| r.end_ns).max().unwrap_or(start);
-    if end > start {
-        tokens as f64 * 1e9 / (end - start) as f64
-    } else {
-        0.0
-    }
 }

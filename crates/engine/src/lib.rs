@@ -29,6 +29,7 @@ pub mod drive;
 pub mod engine;
 pub mod fit;
 pub mod inject;
+pub mod measured;
 mod prefix_cache;
 pub mod presets;
 pub mod rng;

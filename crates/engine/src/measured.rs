@@ -1,0 +1,132 @@
+//! A run's records as the model's inputs: each level's workload (lengths in send order,
+//! the clients' turnaround) and the throughput it measured, so `plan --calibrate` fits
+//! the engine to what a run saw. Pure: records in, workload out.
+
+use crate::Workload;
+use cadence_core::RequestRecord;
+
+/// A level's workload from its records: every succeeded request in send order
+/// (warm-up first), with its prompt (usage, else --input-tokens) and output length,
+/// and the clients' median turnaround (a worker's next send − its last end, within a
+/// level of the run; `fallback_turnaround_ns` when no worker sent twice). A note
+/// says when some prompt lengths were taken as `fallback_input`.
+pub fn workload_of(
+    mut recs: Vec<RequestRecord>,
+    fallback_input: u32,
+    fallback_turnaround_ns: u64,
+    notes: &mut Vec<String>,
+) -> Workload {
+    recs.retain(|r| r.outcome == cadence_core::Outcome::Succeeded);
+    recs.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
+    let mut unknown = false;
+    let lengths: Vec<(u32, u32)> = recs
+        .iter()
+        .map(|r| {
+            let input = r.input_tokens.map(|t| t.clamp(1, u32::MAX as u64) as u32);
+            unknown |= input.is_none();
+            let out = r.output_token_count().count.clamp(1, u32::MAX as u64) as u32;
+            (input.unwrap_or(fallback_input), out)
+        })
+        .collect();
+    if unknown && !notes.iter().any(|n| n.contains("prompt length")) {
+        notes.push(format!(
+            "some records carry no prompt length: those taken as {fallback_input} tokens (--input-tokens)"
+        ));
+    }
+    let mut by_time = recs.clone();
+    by_time.sort_by_key(|r| r.sent_ns);
+    let mut last_end = std::collections::HashMap::new();
+    let mut gaps = Vec::new();
+    for r in &by_time {
+        // Within one level of the run: pooled levels are apart by other levels.
+        let client = (r.level, r.worker);
+        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&client)) {
+            gaps.push(sent.saturating_sub(end));
+        }
+        if let Some(end) = r.end_ns {
+            last_end.insert(client, end);
+        }
+    }
+    gaps.sort_unstable();
+    let turnaround_ns = gaps
+        .get(gaps.len() / 2)
+        .copied()
+        .unwrap_or(fallback_turnaround_ns);
+    Workload {
+        requests: recs.iter().filter(|r| !r.warmup).count() as u64,
+        warmup: recs.iter().filter(|r| r.warmup).count() as u64,
+        input_tokens: fallback_input,
+        max_tokens: 1,
+        turnaround_ns,
+        lengths,
+        prefix_tokens: 0,
+        prefix_groups: 1,
+        sessions: None,
+    }
+}
+
+/// Output tokens of succeeded requests over first send to last end.
+pub fn tokens_per_s(records: &[RequestRecord]) -> f64 {
+    let ok = records
+        .iter()
+        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded);
+    let tokens: u64 = ok.clone().map(|r| r.output_token_count().count).sum();
+    let start = records.iter().filter_map(|r| r.sent_ns).min().unwrap_or(0);
+    let end = ok.filter_map(|r| r.end_ns).max().unwrap_or(start);
+    if end > start {
+        tokens as f64 * 1e9 / (end - start) as f64
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadence_core::{Chunk, Outcome};
+
+    const MS: u64 = 1_000_000;
+
+    /// Request `index` of `worker`, sent at `sent` ms and ended at `end` ms, 10 chunks.
+    fn rec(index: u64, worker: u32, sent: u64, end: u64) -> RequestRecord {
+        let mut r = RequestRecord::new(index, Outcome::Succeeded);
+        r.worker = worker;
+        r.sent_ns = Some(sent * MS);
+        r.end_ns = Some(end * MS);
+        r.chunks = (0..10).map(|_| Chunk(end * MS, Some(1))).collect();
+        r.input_tokens = Some(100 + index);
+        r
+    }
+
+    #[test]
+    fn a_levels_workload_is_its_lengths_in_send_order_and_the_median_turnaround() {
+        // Worker 0 sends again 2 ms after its end, worker 1 after 4 ms and 6 ms.
+        let recs = vec![
+            rec(2, 1, 14, 20),
+            rec(0, 0, 0, 10),
+            rec(1, 1, 0, 10),
+            rec(3, 0, 12, 30),
+            rec(4, 1, 26, 40),
+        ];
+        let mut notes = Vec::new();
+        let w = workload_of(recs.clone(), 7, 99, &mut notes);
+        assert_eq!(w.requests, 5);
+        assert_eq!(w.turnaround_ns, 4 * MS, "the median of 2, 4 and 6 ms");
+        let inputs: Vec<u32> = w.lengths.iter().map(|l| l.0).collect();
+        assert_eq!(
+            inputs,
+            [100, 101, 103, 102, 104],
+            "by send time, then index"
+        );
+        assert!(w.lengths.iter().all(|l| l.1 == 10));
+        assert!(notes.is_empty());
+        // No worker sent twice: the fallback; a record without a prompt length: noted.
+        let mut lone = rec(0, 0, 0, 10);
+        lone.input_tokens = None;
+        let w = workload_of(vec![lone], 7, 99, &mut notes);
+        assert_eq!((w.turnaround_ns, w.lengths[0].0), (99, 7));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        // 50 tokens from the first send (0 ms) to the last end (40 ms).
+        assert_eq!(tokens_per_s(&recs), 1_250.0);
+    }
+}
