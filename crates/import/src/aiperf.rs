@@ -28,6 +28,21 @@ fn to_ms(x: f64, unit: Option<&str>) -> f64 {
     }
 }
 
+/// One `profile_export.jsonl` line, read.
+struct Line {
+    req: Req,
+    start_ns: Option<u64>,
+    warmup: bool,
+    /// AIPerf's own output-token count (its tokenizer's), for its ITL; `None` unless
+    /// the request succeeded.
+    osl: Option<u64>,
+    /// The server sent its own count (`usage_completion_tokens`).
+    server_count: bool,
+    /// A succeeded request without its chunk gaps.
+    lacks_gaps: bool,
+}
+
+/// Reads AIPerf's per-request file and, when given, the summary beside it.
 pub fn import(
     file: &str,
     text: &str,
@@ -42,104 +57,181 @@ pub fn import(
             "AIPerf's summary holds no per-request values: give the profile_export.jsonl beside it (the summary is read from there too)",
         ));
     }
-    let mut reqs = Vec::new();
-    let mut warmup = Vec::new();
-    let mut starts = Vec::new();
-    // AIPerf's own output-token count per request (its tokenizer's), for its ITL.
-    let mut osl = Vec::new();
-    let mut lacks = Vec::new();
-    let mut server_counts = 0usize;
-    let mut first_start_ns: Option<u64> = None;
+    let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+        if !line.trim().is_empty() {
+            lines.push(read_line(file, &format!("line {}", i + 1), line)?);
         }
-        let at = format!("line {}", i + 1);
-        let v =
-            parse(file, line).map_err(|e| ImportError::new(file, format!("{at}: {}", e.msg)))?;
-        let o = Obj::new(file, at.clone(), &v)?;
-        let Some(meta) = o.obj("metadata")? else {
-            return Err(ImportError::new(
-                file,
-                format!("{at}: no metadata: not an AIPerf record"),
-            ));
-        };
-        let start_ns = meta.u64("request_start_ns")?;
-        let end_ns = meta.u64("request_end_ns")?;
-        if let Some(s) = start_ns {
-            first_start_ns = Some(first_start_ns.map_or(s, |f| f.min(s)));
+    }
+    if lines.is_empty() {
+        return Err(ImportError::new(file, "holds no AIPerf records"));
+    }
+    let mut lacks = Vec::new();
+    if lines.iter().any(|l| l.lacks_gaps) {
+        lacks.push(Lack::ChunkTimes);
+    }
+    let first_start_ns = lines.iter().filter_map(|l| l.start_ns).min();
+    let reqs: Vec<Req> = lines
+        .iter()
+        .map(|l| Req {
+            // From the earliest start, in whole nanoseconds (epoch times lose them in
+            // an f64).
+            sent_s: l
+                .start_ns
+                .map(|ns| (ns - first_start_ns.unwrap_or(0)) as f64 / 1e9),
+            ..l.req.clone()
+        })
+        .collect();
+    if reqs.iter().all(|r| r.sent_s.is_none()) {
+        lacks.push(Lack::SendTimes);
+    }
+    if !lines.iter().any(|l| l.server_count) {
+        lacks.push(Lack::ServerTokens);
+    }
+    let mut records = build::records(Tool::Aiperf, &reqs);
+    let osl: Vec<Option<u64>> = lines.iter().map(|l| l.osl).collect();
+    for (r, l) in records.iter_mut().zip(&lines) {
+        r.warmup = l.warmup;
+        // Keep AIPerf's own count beside the server's, as a token source.
+        if let Some(n) = l.osl {
+            r.token_sources.tokenizer = Some(n);
         }
-        let metrics = o.obj("metrics")?;
-        let m = |k: &str| -> Result<Option<f64>, ImportError> {
-            let Some(ms) = &metrics else { return Ok(None) };
-            let Some(x) = ms.obj(k)? else { return Ok(None) };
-            Ok(x.nonneg("value")?.map(|v| to_ms(v, x.str("unit"))))
+    }
+    let mut imported = Imported {
+        tool: Tool::Aiperf,
+        version: None,
+        files: vec![file.to_string()],
+        model: None,
+        target: None,
+        levels: vec![crate::Level::new(Tool::Aiperf, None, None)],
+        duration_s: None,
+        started_at_unix_ms: first_start_ns.map(|ns| ns / 1_000_000),
+        records,
+        lacks,
+        figures: Vec::new(),
+        notes: Vec::new(),
+    };
+    read_summary(&mut imported, summary, &osl)?;
+    Ok(imported)
+}
+
+/// AIPerf's summary (`profile_export_aiperf.json`): its version, concurrency and
+/// figures rebuilt from `imported`'s records; a note when there is none.
+fn read_summary(
+    imported: &mut Imported,
+    summary: Option<(&str, &str)>,
+    osl: &[Option<u64>],
+) -> Result<(), ImportError> {
+    let Some((sf, st)) = summary else {
+        imported.notes.push(
+            "no profile_export_aiperf.json beside the file: AIPerf's own figures are not shown"
+                .into(),
+        );
+        return Ok(());
+    };
+    imported.files.push(sf.to_string());
+    let sv = parse(sf, st)?;
+    let top = Obj::new(sf, "", &sv)?;
+    imported.version = top.str("aiperf_version").map(str::to_string);
+    let concurrency = top
+        .obj("effective_concurrency")?
+        .and_then(|c| c.num("max").ok().flatten())
+        .filter(|c| *c >= 1.0 && c.fract() == 0.0)
+        .map(|c| c as u32);
+    imported.levels = vec![crate::Level::new(Tool::Aiperf, concurrency, None)];
+    imported.figures = figures(&top, &imported.records, osl)?;
+    Ok(())
+}
+
+/// A metric's `value` in milliseconds (`unit` converted), a count, or the chunk gaps
+/// in seconds, from a record's `metrics`.
+struct Metrics<'a>(Option<Obj<'a>>);
+
+impl Metrics<'_> {
+    fn ms(&self, k: &str) -> Result<Option<f64>, ImportError> {
+        let Some(ms) = &self.0 else { return Ok(None) };
+        let Some(x) = ms.obj(k)? else { return Ok(None) };
+        Ok(x.nonneg("value")?.map(|v| to_ms(v, x.str("unit"))))
+    }
+
+    fn count(&self, k: &str) -> Result<Option<u64>, ImportError> {
+        let Some(ms) = &self.0 else { return Ok(None) };
+        let Some(x) = ms.obj(k)? else { return Ok(None) };
+        x.count("value")
+    }
+
+    fn gaps_s(&self, file: &str) -> Result<Option<Vec<f64>>, ImportError> {
+        let Some(ms) = &self.0 else { return Ok(None) };
+        let Some(x) = ms.obj("inter_chunk_latency")? else {
+            return Ok(None);
         };
-        let count = |k: &str| -> Result<Option<u64>, ImportError> {
-            let Some(ms) = &metrics else { return Ok(None) };
-            let Some(x) = ms.obj(k)? else { return Ok(None) };
-            x.count("value")
+        let Some(a) = x.arr("value")? else {
+            return Ok(None);
         };
-        let gaps = match &metrics {
-            Some(ms) => match ms.obj("inter_chunk_latency")? {
-                Some(x) => match x.arr("value")? {
-                    Some(a) => {
-                        let unit = x.str("unit");
-                        Some(
-                            numbers(file, &x.path("value"), a)?
-                                .into_iter()
-                                .map(|g| to_ms(g, unit) / 1e3)
-                                .collect::<Vec<f64>>(),
-                        )
-                    }
-                    None => None,
-                },
-                None => None,
-            },
-            None => None,
-        };
-        let error = o.obj("error")?.map(|e| {
-            format!(
-                "{} {}",
-                e.str("type").unwrap_or("error"),
-                e.str("message").unwrap_or("")
-            )
-        });
-        let http_status = match o.obj("error")? {
-            Some(e) => e
-                .count("code")?
-                .filter(|c| (100..600).contains(c))
-                .map(|c| c as u16),
-            None => None,
-        };
-        let cancelled = meta.get("was_cancelled").and_then(|v| v.as_bool()) == Some(true);
-        let ok = error.is_none() && !cancelled;
-        let tokenizer_count = count("output_sequence_length")?.or(count("output_token_count")?);
-        let usage = count("usage_completion_tokens")?;
-        if usage.is_some() {
-            server_counts += 1;
-        }
-        if ok && gaps.is_none() {
-            lacks.push(Lack::ChunkTimes);
-        }
-        let (output_tokens, token_source) = match (usage, tokenizer_count) {
-            (Some(u), _) => (Some(u), Some(TokenSource::Usage)),
-            (None, Some(t)) => (Some(t), Some(TokenSource::Tokenizer)),
-            (None, None) => (None, None),
-        };
-        let e2e_ms = match (start_ns, end_ns) {
-            (Some(s), Some(e)) if e >= s => Some((e - s) as f64 / 1e6),
-            _ => m("request_latency")?,
-        };
-        starts.push(start_ns);
-        warmup.push(meta.str("benchmark_phase").is_some_and(|p| p == "warmup"));
-        osl.push(if ok { tokenizer_count } else { None });
-        reqs.push(Req {
-            // Set below, from the earliest start, in whole nanoseconds (epoch times
-            // lose them in an f64).
+        let unit = x.str("unit");
+        Ok(Some(
+            numbers(file, &x.path("value"), a)?
+                .into_iter()
+                .map(|g| to_ms(g, unit) / 1e3)
+                .collect(),
+        ))
+    }
+}
+
+/// One line of the per-request file: its request, send time, phase and counts.
+fn read_line(file: &str, at: &str, line: &str) -> Result<Line, ImportError> {
+    let v = parse(file, line).map_err(|e| ImportError::new(file, format!("{at}: {}", e.msg)))?;
+    let o = Obj::new(file, at, &v)?;
+    let Some(meta) = o.obj("metadata")? else {
+        return Err(ImportError::new(
+            file,
+            format!("{at}: no metadata: not an AIPerf record"),
+        ));
+    };
+    let start_ns = meta.u64("request_start_ns")?;
+    let end_ns = meta.u64("request_end_ns")?;
+    let m = Metrics(o.obj("metrics")?);
+    let gaps = m.gaps_s(file)?;
+    let error_obj = o.obj("error")?;
+    let error = error_obj.as_ref().map(|e| {
+        format!(
+            "{} {}",
+            e.str("type").unwrap_or("error"),
+            e.str("message").unwrap_or("")
+        )
+    });
+    let http_status = match &error_obj {
+        Some(e) => e
+            .count("code")?
+            .filter(|c| (100..600).contains(c))
+            .map(|c| c as u16),
+        None => None,
+    };
+    let cancelled = meta.get("was_cancelled").and_then(|v| v.as_bool()) == Some(true);
+    let ok = error.is_none() && !cancelled;
+    let tokenizer_count = m
+        .count("output_sequence_length")?
+        .or(m.count("output_token_count")?);
+    let usage = m.count("usage_completion_tokens")?;
+    let (output_tokens, token_source) = match (usage, tokenizer_count) {
+        (Some(u), _) => (Some(u), Some(TokenSource::Usage)),
+        (None, Some(t)) => (Some(t), Some(TokenSource::Tokenizer)),
+        (None, None) => (None, None),
+    };
+    let e2e_ms = match (start_ns, end_ns) {
+        (Some(s), Some(e)) if e >= s => Some((e - s) as f64 / 1e6),
+        _ => m.ms("request_latency")?,
+    };
+    Ok(Line {
+        start_ns,
+        warmup: meta.str("benchmark_phase").is_some_and(|p| p == "warmup"),
+        osl: if ok { tokenizer_count } else { None },
+        server_count: usage.is_some(),
+        lacks_gaps: ok && gaps.is_none(),
+        req: Req {
             sent_s: None,
             ttft_s: if ok {
-                m("time_to_first_token")?.map(|x| x / 1e3)
+                m.ms("time_to_first_token")?.map(|x| x / 1e3)
             } else {
                 None
             },
@@ -147,72 +239,13 @@ pub fn import(
             e2e_s: e2e_ms.map(|x| x / 1e3),
             output_tokens: if ok { output_tokens } else { None },
             token_source,
-            input_tokens: count("input_sequence_length")?,
+            input_tokens: m.count("input_sequence_length")?,
             input_source: Some(InputTokenSource::Tokenizer),
             error,
             http_status,
             cancelled,
             ..Req::default()
-        });
-    }
-    if reqs.is_empty() {
-        return Err(ImportError::new(file, "holds no AIPerf records"));
-    }
-    for (r, s) in reqs.iter_mut().zip(&starts) {
-        r.sent_s = s.map(|ns| (ns - first_start_ns.unwrap_or(0)) as f64 / 1e9);
-    }
-    if reqs.iter().all(|r| r.sent_s.is_none()) {
-        lacks.push(Lack::SendTimes);
-    }
-    if server_counts == 0 {
-        lacks.push(Lack::ServerTokens);
-    }
-    let mut records = build::records(Tool::Aiperf, &reqs);
-    for ((r, w), n) in records.iter_mut().zip(&warmup).zip(&osl) {
-        r.warmup = *w;
-        // Keep AIPerf's own count beside the server's, as a token source.
-        if let Some(n) = n {
-            r.token_sources.tokenizer = Some(*n);
-        }
-    }
-    let mut files = vec![file.to_string()];
-    let mut notes = Vec::new();
-    let mut version = None;
-    let mut concurrency = None;
-    let figures = match summary {
-        Some((sf, st)) => {
-            files.push(sf.to_string());
-            let sv = parse(sf, st)?;
-            let top = Obj::new(sf, "", &sv)?;
-            version = top.str("aiperf_version").map(str::to_string);
-            concurrency = top
-                .obj("effective_concurrency")?
-                .and_then(|c| c.num("max").ok().flatten())
-                .filter(|c| *c >= 1.0 && c.fract() == 0.0)
-                .map(|c| c as u32);
-            figures(&top, &records, &osl)?
-        }
-        None => {
-            notes.push(
-                "no profile_export_aiperf.json beside the file: AIPerf's own figures are not shown"
-                    .into(),
-            );
-            Vec::new()
-        }
-    };
-    Ok(Imported {
-        tool: Tool::Aiperf,
-        version,
-        files,
-        model: None,
-        target: None,
-        levels: vec![crate::Level::new(Tool::Aiperf, concurrency, None)],
-        duration_s: None,
-        started_at_unix_ms: first_start_ns.map(|ns| ns / 1_000_000),
-        records,
-        lacks,
-        figures,
-        notes,
+        },
     })
 }
 
