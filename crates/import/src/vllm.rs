@@ -22,30 +22,43 @@ const DEFS: [(&str, &str); 4] = [
     ("e2el", "last chunk - send, per succeeded request"),
 ];
 
-pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
-    let v = parse(file, text)?;
-    let top = Obj::new(file, "", &v)?;
-    let list = |k: &str| -> Result<Option<&Vec<Value>>, ImportError> { top.arr(k) };
-    let (Some(ttfts), Some(itls)) = (list("ttfts")?, list("itls")?) else {
-        return Err(ImportError::new(
+/// The per-request lists of a detailed result, checked to pair up with `ttfts`.
+struct Lists<'a> {
+    file: &'a str,
+    ttfts: &'a Vec<Value>,
+    itls: &'a Vec<Value>,
+    errors: Option<&'a Vec<Value>>,
+    output_lens: Option<&'a Vec<Value>>,
+    input_lens: Option<&'a Vec<Value>>,
+    start_times: Option<&'a Vec<Value>>,
+}
+
+impl<'a> Lists<'a> {
+    fn new(file: &'a str, top: &Obj<'a>) -> Result<Lists<'a>, ImportError> {
+        let (Some(ttfts), Some(itls)) = (top.arr("ttfts")?, top.arr("itls")?) else {
+            return Err(ImportError::new(
+                file,
+                "no per-request lists (ttfts, itls): save the run with --save-result --save-detailed",
+            ));
+        };
+        let lists = Lists {
             file,
-            "no per-request lists (ttfts, itls): save the run with --save-result --save-detailed",
-        ));
-    };
-    let n = ttfts.len();
-    let errors = list("errors")?;
-    let output_lens = list("output_lens")?;
-    let input_lens = list("input_lens")?;
-    let start_times = list("start_times")?;
-    for (k, l) in [
-        ("itls", Some(itls)),
-        ("errors", errors),
-        ("output_lens", output_lens),
-        ("input_lens", input_lens),
-        ("start_times", start_times),
-    ] {
-        if let Some(l) = l {
-            if l.len() != n {
+            ttfts,
+            itls,
+            errors: top.arr("errors")?,
+            output_lens: top.arr("output_lens")?,
+            input_lens: top.arr("input_lens")?,
+            start_times: top.arr("start_times")?,
+        };
+        let n = ttfts.len();
+        for (k, l) in [
+            ("itls", Some(itls)),
+            ("errors", lists.errors),
+            ("output_lens", lists.output_lens),
+            ("input_lens", lists.input_lens),
+            ("start_times", lists.start_times),
+        ] {
+            if let Some(l) = l.filter(|l| l.len() != n) {
                 return Err(ImportError::new(
                     file,
                     format!(
@@ -55,8 +68,16 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
                 ));
             }
         }
+        Ok(lists)
     }
-    let num_at = |l: Option<&Vec<Value>>, k: &str, i: usize| -> Result<Option<f64>, ImportError> {
+
+    /// Entry `i` of list `l` (named `k`): absent, `null` or a number >= 0.
+    fn num_at(
+        &self,
+        l: Option<&Vec<Value>>,
+        k: &str,
+        i: usize,
+    ) -> Result<Option<f64>, ImportError> {
         match l.and_then(|l| l.get(i)) {
             None | Some(Value::Null) => Ok(None),
             Some(x) => x
@@ -64,49 +85,68 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
                 .filter(|x| x.is_finite() && *x >= 0.0)
                 .map(Some)
                 .ok_or_else(|| {
-                    ImportError::new(file, format!("{k}[{i}]: expected a number >= 0, got {x}"))
+                    ImportError::new(
+                        self.file,
+                        format!("{k}[{i}]: expected a number >= 0, got {x}"),
+                    )
                 }),
         }
-    };
-    let mut reqs = Vec::with_capacity(n);
-    for (i, itl) in itls.iter().enumerate() {
-        let error = match errors.and_then(|e| e.get(i)) {
+    }
+
+    /// Request `i`, from its entry in each list.
+    fn request(&self, i: usize, itl: &Value) -> Result<Req, ImportError> {
+        let error = match self.errors.and_then(|e| e.get(i)) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => Some(other.to_string()),
         };
         let gaps = match itl {
-            Value::Array(a) => numbers(file, &format!("itls[{i}]"), a)?,
+            Value::Array(a) => numbers(self.file, &format!("itls[{i}]"), a)?,
             Value::Null => Vec::new(),
             x => {
                 return Err(ImportError::new(
-                    file,
+                    self.file,
                     format!("itls[{i}]: expected a list of gaps, got {x}"),
                 ))
             }
         };
-        let out = num_at(output_lens, "output_lens", i)?;
+        let out = self.num_at(self.output_lens, "output_lens", i)?;
         let ok = error.is_none();
-        reqs.push(Req {
-            sent_s: num_at(start_times, "start_times", i)?,
+        Ok(Req {
+            sent_s: self.num_at(self.start_times, "start_times", i)?,
             ttft_s: if ok {
-                num_at(Some(ttfts), "ttfts", i)?
+                self.num_at(Some(self.ttfts), "ttfts", i)?
             } else {
                 None
             },
             gaps_s: ok.then_some(gaps),
             output_tokens: if ok { out.map(|x| x as u64) } else { None },
             token_source: Some(TokenSource::Usage),
-            input_tokens: num_at(input_lens, "input_lens", i)?.map(|x| x as u64),
+            input_tokens: self
+                .num_at(self.input_lens, "input_lens", i)?
+                .map(|x| x as u64),
             input_source: Some(InputTokenSource::Tokenizer),
             error,
             ..Req::default()
-        });
+        })
     }
+}
+
+/// Reads a `vllm bench serve --save-result --save-detailed` file.
+pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
+    let v = parse(file, text)?;
+    let top = Obj::new(file, "", &v)?;
+    let lists = Lists::new(file, &top)?;
+    let reqs = lists
+        .itls
+        .iter()
+        .enumerate()
+        .map(|(i, itl)| lists.request(i, itl))
+        .collect::<Result<Vec<Req>, ImportError>>()?;
     let records = build::records(Tool::Vllm, &reqs);
     let mut lacks = vec![Lack::TokenSourceUnsaid];
-    if start_times.is_none() {
+    if lists.start_times.is_none() {
         lacks.push(Lack::SendTimes);
     }
     let duration_s = top.nonneg("duration")?;
