@@ -11,6 +11,7 @@ use crate::json::{numbers, parse, Obj};
 use crate::{ImportError, Imported, Level, Tool};
 use cadence_core::{InputTokenSource, TokenSource};
 
+/// Reads inference-perf's per-request lifecycle metrics.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
     let Some(items) = v.as_array() else {
@@ -22,82 +23,11 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let mut reqs = Vec::with_capacity(items.len());
     let mut lacks = vec![Lack::TokenSourceUnsaid];
     for (i, item) in items.iter().enumerate() {
-        let o = Obj::new(file, format!("[{i}]"), item)?;
-        let start = o.nonneg("start_time")?;
-        let end = o.nonneg("end_time")?;
-        let info = o.obj("info")?;
-        let resp = match &info {
-            Some(info) => info.obj("response_metrics")?,
-            None => None,
-        };
-        let times = |o: &Option<Obj>, k: &str| -> Result<Option<Vec<f64>>, ImportError> {
-            match o {
-                Some(o) => match o.arr(k)? {
-                    Some(a) => numbers(file, &o.path(k), a).map(Some),
-                    None => Ok(None),
-                },
-                None => Ok(None),
-            }
-        };
-        // Content chunk times when kept; else SSE line times (only the first is used).
-        let chunk_times = times(&resp, "chunk_times")?.filter(|t| !t.is_empty());
-        let line_times = match times(&resp, "output_token_times")? {
-            Some(t) => Some(t),
-            None => times(&info, "output_token_times")?,
-        };
-        let output_tokens = match &resp {
-            Some(r) => r.count("output_tokens")?,
-            None => None,
+        let (req, lacks_chunks) = request(file, i, item)?;
+        if lacks_chunks {
+            lacks.push(Lack::ChunkTimes);
         }
-        .or(match &info {
-            Some(i) => i.count("output_tokens")?,
-            None => None,
-        });
-        let input_tokens = match &info {
-            Some(i) => i.count("input_tokens")?,
-            None => None,
-        };
-        let error = o.obj("error")?.map(|e| {
-            format!(
-                "{} {}",
-                e.str("error_type").unwrap_or("error"),
-                e.str("error_msg").unwrap_or("")
-            )
-        });
-        let rel = |t: f64| start.filter(|s| t >= *s).map(|s| t - s);
-        let ok = error.is_none();
-        let (ttft, gaps, last) = match (&chunk_times, &line_times) {
-            (Some(c), _) => (
-                rel(c[0]),
-                Some(c.windows(2).map(|w| (w[1] - w[0]).max(0.0)).collect()),
-                None,
-            ),
-            (None, Some(l)) if !l.is_empty() => {
-                if ok {
-                    lacks.push(Lack::ChunkTimes);
-                }
-                (rel(l[0]), None, None)
-            }
-            _ => {
-                if ok {
-                    lacks.push(Lack::ChunkTimes);
-                }
-                (None, None, None)
-            }
-        };
-        reqs.push(Req {
-            sent_s: start,
-            ttft_s: if ok { ttft } else { None },
-            gaps_s: if ok { gaps } else { None },
-            last_s: last,
-            e2e_s: end.and_then(rel),
-            output_tokens: if ok { output_tokens } else { None },
-            token_source: Some(TokenSource::Usage),
-            input_tokens,
-            input_source: Some(InputTokenSource::Tokenizer),
-            error,
-            ..Req::default()
-        });
+        reqs.push(req);
     }
     if reqs.iter().all(|r| r.sent_s.is_none()) {
         lacks.push(Lack::SendTimes);
@@ -119,6 +49,78 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
             "inference-perf's stage summaries are not read: no saved figures to set beside the rebuild".into(),
         ],
     })
+}
+
+/// Request `i` of the list, and whether it succeeded without its chunk times.
+fn request(file: &str, i: usize, item: &serde_json::Value) -> Result<(Req, bool), ImportError> {
+    let o = Obj::new(file, format!("[{i}]"), item)?;
+    let start = o.nonneg("start_time")?;
+    let end = o.nonneg("end_time")?;
+    let info = o.obj("info")?;
+    let resp = match &info {
+        Some(info) => info.obj("response_metrics")?,
+        None => None,
+    };
+    let times = |o: &Option<Obj>, k: &str| -> Result<Option<Vec<f64>>, ImportError> {
+        match o {
+            Some(o) => match o.arr(k)? {
+                Some(a) => numbers(file, &o.path(k), a).map(Some),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    };
+    // Content chunk times when kept; else SSE line times (only the first is used).
+    let chunk_times = times(&resp, "chunk_times")?.filter(|t| !t.is_empty());
+    let line_times = match times(&resp, "output_token_times")? {
+        Some(t) => Some(t),
+        None => times(&info, "output_token_times")?,
+    };
+    let output_tokens = match &resp {
+        Some(r) => r.count("output_tokens")?,
+        None => None,
+    }
+    .or(match &info {
+        Some(i) => i.count("output_tokens")?,
+        None => None,
+    });
+    let input_tokens = match &info {
+        Some(i) => i.count("input_tokens")?,
+        None => None,
+    };
+    let error = o.obj("error")?.map(|e| {
+        format!(
+            "{} {}",
+            e.str("error_type").unwrap_or("error"),
+            e.str("error_msg").unwrap_or("")
+        )
+    });
+    let rel = |t: f64| start.filter(|s| t >= *s).map(|s| t - s);
+    let ok = error.is_none();
+    let (ttft, gaps, last) = match (&chunk_times, &line_times) {
+        (Some(c), _) => (
+            rel(c[0]),
+            Some(c.windows(2).map(|w| (w[1] - w[0]).max(0.0)).collect()),
+            None,
+        ),
+        (None, Some(l)) if !l.is_empty() => (rel(l[0]), None, None),
+        _ => (None, None, None),
+    };
+    let req = Req {
+        sent_s: start,
+        ttft_s: if ok { ttft } else { None },
+        gaps_s: if ok { gaps } else { None },
+        last_s: last,
+        e2e_s: end.and_then(rel),
+        output_tokens: if ok { output_tokens } else { None },
+        token_source: Some(TokenSource::Usage),
+        input_tokens,
+        input_source: Some(InputTokenSource::Tokenizer),
+        error,
+        ..Req::default()
+    };
+    // Line times are no chunk times: a succeeded request lacks them.
+    Ok((req, ok && chunk_times.is_none()))
 }
 
 #[cfg(test)]
