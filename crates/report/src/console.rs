@@ -322,11 +322,6 @@ fn server(out: &mut String, sv: &ServerReport) {
 /// ITL and TPOT right under Cadence's own.
 fn distribution_table(out: &mut String, l: &LevelReport, convention: Option<&str>, p: Painter) {
     let s = &l.summary;
-    let _ = writeln!(
-        out,
-        "{:<LABEL_W$}{:>COUNT_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}{:>VALUE_W$}",
-        "", "count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
-    );
     let time = |d: &Option<Distribution>| d.map(|d| row(&d, fmt_ms));
     let mut rows: Vec<(&str, Option<Vec<String>>)> = vec![
         ("TTFT", time(&s.ttft)),
@@ -364,15 +359,21 @@ fn distribution_table(out: &mut String, l: &LevelReport, convention: Option<&str
     if s.tokens_per_chunk.is_some() {
         rows.push(("Tokens/chunk", s.tokens_per_chunk.map(|d| row(&d, sig4))));
     }
+    let mut t = Table::new(0)
+        .left("", LABEL_W)
+        .right("count", COUNT_W)
+        .gap(0);
+    for h in ["mean", "p50", "p90", "p95", "p99", "p99.9", "max"] {
+        t = t.right(h, VALUE_W).gap(0);
+    }
     for (label, cells) in rows {
         let cells = cells.unwrap_or_else(|| vec![ABSENT.to_string(); 8]);
-        let _ = write!(out, "{}", p.bold(&format!("{label:<LABEL_W$}")));
-        let _ = write!(out, "{:>COUNT_W$}", cells[0]);
-        for c in &cells[1..] {
-            let _ = write!(out, "{c:>VALUE_W$}");
-        }
-        out.push('\n');
+        t.row(std::iter::once(label.to_string()).chain(cells));
     }
+    out.push_str(&t.text_painted(|row, col, cell| match (row, col) {
+        (Some(_), 0) => p.bold(&cell),
+        _ => cell,
+    }));
 }
 
 fn pacing(out: &mut String, pc: &Pacing, p: Painter) {
