@@ -3,7 +3,8 @@
 //! names an anchor in a Markdown file, at a heading that file has (anchors derived as
 //! GitHub and mdBook derive them: lowercase, spaces to `-`, other punctuation dropped,
 //! `-1`, `-2` … for repeats). Every page of the book (docs/src) is listed in its
-//! SUMMARY.md and every SUMMARY entry exists. And the pages hold no lab-notebook
+//! SUMMARY.md and every SUMMARY entry exists; the introduction's guide names SUMMARY's
+//! parts and pages, in its order. And the pages hold no lab-notebook
 //! references: no dated notes, no issue or item numbers (another project's
 //! `name#123` is a citation and fine).
 //!
@@ -359,6 +360,86 @@ fn every_book_page_is_in_the_summary_and_every_entry_exists() {
         .collect();
     assert!(pages.len() > 10, "{} pages in docs/src", pages.len());
     assert!(unlisted.is_empty(), "pages not in SUMMARY.md: {unlisted:?}");
+}
+
+/// The book's parts as SUMMARY.md lays them out: each `# Part` heading with the pages
+/// listed under it, in order (the pages before the first part, such as the
+/// introduction, have part "").
+fn summary_parts(summary: &str) -> Vec<(String, Vec<String>)> {
+    let mut parts = vec![(String::new(), Vec::new())];
+    // The first heading is the title (`# Summary`), not a part.
+    for line in summary.lines().skip_while(|l| !l.starts_with("# ")).skip(1) {
+        if let Some(h) = line.strip_prefix("# ") {
+            parts.push((h.trim().to_string(), Vec::new()));
+        } else if line.trim_start().starts_with("- [") || line.starts_with('[') {
+            for (_, dest) in links(line) {
+                parts.last_mut().unwrap().1.push(dest);
+            }
+        }
+    }
+    parts.retain(|(h, pages)| !h.is_empty() || !pages.is_empty());
+    parts
+}
+
+/// The introduction's guide to the book: each `- **Part**: …` bullet with the book's
+/// pages it links (links out of docs/src, like the README, are not pages).
+fn introduction_parts(intro: &str) -> Vec<(String, Vec<String>)> {
+    let mut parts: Vec<(String, Vec<String>)> = Vec::new();
+    for para in intro.split("\n- ").skip(1) {
+        let Some(rest) = para.strip_prefix("**") else {
+            continue;
+        };
+        let Some((name, _)) = rest.split_once("**") else {
+            continue;
+        };
+        let pages = links(para)
+            .into_iter()
+            .map(|(_, dest)| dest)
+            .filter(|d| !d.starts_with("../") && !d.contains("://"))
+            .collect();
+        parts.push((name.to_string(), pages));
+    }
+    parts
+}
+
+#[test]
+fn the_introduction_guides_to_every_part_and_page_of_the_summary() {
+    let src = root().join("docs/src");
+    let summary = fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let intro = fs::read_to_string(src.join("introduction.md")).unwrap();
+    let mut want = summary_parts(&summary);
+    // The introduction itself stands before the first part.
+    assert_eq!(
+        want.remove(0),
+        (String::new(), vec!["introduction.md".to_string()])
+    );
+    let have = introduction_parts(&intro);
+    assert!(want.len() >= 4, "{want:?}");
+    assert_eq!(
+        have, want,
+        "docs/src/introduction.md's bullets (part, pages) differ from SUMMARY.md's parts"
+    );
+}
+
+#[test]
+fn the_guide_check_reads_parts_and_pages() {
+    let summary = "# Summary\n\n[Intro](introduction.md)\n\n# One\n\n- [A](a.md)\n- [B](b.md)\n\n# Two\n\n- [C](c.md)\n";
+    assert_eq!(
+        summary_parts(summary),
+        [
+            (String::new(), vec!["introduction.md".to_string()]),
+            ("One".into(), vec!["a.md".into(), "b.md".into()]),
+            ("Two".into(), vec!["c.md".into()]),
+        ]
+    );
+    let intro = "Text [README](../../README.md).\n\n- **One**: [a](a.md), [the\n  b](b.md).\n- **Two**: [c](c.md) and [x](https://x.org).\n\nMore.";
+    assert_eq!(
+        introduction_parts(intro),
+        [
+            ("One".to_string(), vec!["a.md".to_string(), "b.md".into()]),
+            ("Two".into(), vec!["c.md".into()]),
+        ]
+    );
 }
 
 /// The words that give a page away as a lab notebook: an issue or item number
