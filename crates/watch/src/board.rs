@@ -67,14 +67,11 @@ pub const HOUR_MS: i64 = 3_600_000;
 pub const DAY_MS: i64 = 24 * HOUR_MS;
 pub const WEEK_MS: i64 = 7 * DAY_MS;
 
-/// A figure for a table cell: `—` when absent.
+/// A figure for a table cell, as every command writes one (cadence-report's cell: the
+/// one dash when absent, four significant digits): `ms` a duration, `%` a share (0.25
+/// reads `25 %`), none a plain number.
 pub fn cell(v: Option<f64>, unit: &str) -> String {
-    match v {
-        None => "—".into(),
-        Some(x) if unit == "%" => format!("{:.1} %", x * 100.0),
-        Some(x) if x >= 100.0 => format!("{x:.0} {unit}"),
-        Some(x) => format!("{x:.2} {unit}"),
-    }
+    cadence_report::cell::cell(v, cadence_report::cell::Unit::named(unit))
 }
 
 /// The series' names in their colours.

@@ -306,7 +306,7 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("api") && l.contains("west"))
             .unwrap();
-        assert!(west.contains("+100 ms"), "{west}");
+        assert!(west.contains("+100.0 ms"), "{west}");
         assert!(text.contains("api @ west"), "{text}");
         let md = render_vantages(&probes, 0, 5_000, Format::Markdown);
         assert!(md.contains("| api | east | 1 |"), "{md}");

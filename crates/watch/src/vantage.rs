@@ -81,7 +81,7 @@ pub fn compare(probes: &[VantageProbe], since_ms: i64, now: i64) -> Vec<VantageR
 
 fn over(v: Option<f64>) -> String {
     match v {
-        None => "—".into(),
+        None => cadence_report::cell::ABSENT.into(),
         Some(x) if x.abs() < 0.005 => "best".into(),
         Some(x) => format!("+{}", cell(Some(x), "ms")),
     }

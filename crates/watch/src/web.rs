@@ -54,6 +54,7 @@ impl PageState {
 }
 
 /// A served page; dropped = shut down.
+#[derive(Debug)]
 pub struct Server {
     pub addr: SocketAddr,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -717,7 +718,8 @@ pub fn probe_html(p: &ProbeRow, reqs: &[crate::store::RequestRow]) -> String {
             cell(r.itl_p50_ms, "ms"),
             cell(r.itl_max_ms, "ms"),
             r.chunks,
-            r.output_tokens.map_or("—".into(), |n| n.to_string()),
+            r.output_tokens
+                .map_or(cadence_report::cell::ABSENT.into(), |n| n.to_string()),
             cell(r.e2e_ms, "ms"),
         ));
     }
@@ -744,7 +746,7 @@ pub fn client_check(p: &ProbeRow) -> (&'static str, String) {
     }
     let late = p.loop_lag_p99_ms.is_some_and(|l| l > warn);
     let text = if parts.is_empty() {
-        "—".to_string()
+        cadence_report::cell::ABSENT.to_string()
     } else {
         parts.join(" · ")
     };
@@ -795,7 +797,7 @@ mod tests {
             "{html}"
         );
         assert!(
-            html.contains("<td>—</td>"),
+            html.contains("<td>–</td>"),
             "the failed request has no TTFT: {html}"
         );
         assert!(html.contains("href=\"/target/a\""), "{html}");
