@@ -7,17 +7,13 @@ use crate::cli::{
     EngineOpts, SharedStoreArgs, WatchArgs, WatchCommand, WatchReportArgs, WatchServeArgs,
 };
 use crate::exit::{usage, Exit};
-use cadence_watch::board::TargetInfo;
 use cadence_watch::config::{Config, Probe, SharedSpec, Target};
-use cadence_watch::metrics::Metrics;
 use cadence_watch::probe::{now_ms, Prepared};
 use cadence_watch::report::Format;
-use cadence_watch::shared::ShipState;
 use cadence_watch::shared::{Remote, SharedConfig};
-use cadence_watch::shipper::Shipper;
 use cadence_watch::watcher;
 use cadence_watch::web::PageState;
-use cadence_watch::{web, webhook, Store, StoreError};
+use cadence_watch::{web, webhook, Store, StoreError, WatchError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,82 +42,60 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(e.to_string()))?;
     let store = Store::open(&args.db).map_err(store_error)?;
-    let targets: Vec<TargetInfo> = prepared.iter().map(TargetInfo::of).collect();
-    let mut metrics = Metrics::new();
-    let (shipping, remote) = shipping(&args, &config, &store, &targets, &mut metrics)?;
-    let metrics = Arc::new(metrics);
-    let shared = Arc::new(PageState::Watcher {
+    let shared = shared_store(&args, &config)?;
+    let setup = cadence_watch::Setup {
+        targets: prepared,
+        store,
         db: args.db.clone(),
-        targets,
-        metrics: metrics.clone(),
-        remote,
-    });
-    let server = web::serve(args.listen, shared.clone())
-        .await
-        .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
+        listen: args.listen,
+        options: watcher::Options {
+            retain: args.retain,
+            webhook: hook.clone(),
+            verbose: !args.quiet,
+            written: None,
+            once: args.once,
+        },
+        shared: shared.clone(),
+    };
+    let n = setup.targets.len();
+    let watch = cadence_watch::spawn(setup).await.map_err(watch_error)?;
+    if let Some((sc, vantage)) = &shared {
+        eprintln!(
+            "cadence watch: vantage {vantage}, feeding the shared store {}",
+            sc.display()
+        );
+    }
     eprintln!(
-        "cadence watch: {} target(s), probes kept in {}; page at http://{}/",
-        prepared.len(),
+        "cadence watch: {n} target(s), probes kept in {}; page at http://{}/",
         args.db.display(),
-        server.addr
+        watch.addr
     );
     if let Some(h) = &hook {
         eprintln!("cadence watch: incidents are posted to {}", h.display());
     }
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        crate::signal::stop_signal().await;
-        let _ = stop_tx.send(true);
-    });
-    // The shipper stops after the probe lane has (its own signal, sent below), so its
-    // last round sees the last probe written.
-    let (ship_stop, ship_stop_rx) = tokio::sync::watch::channel(false);
-    let mut shipper_task = None;
-    let written = shipping.map(|(shipper, outbox, state)| {
-        let wake = Arc::new(tokio::sync::Notify::new());
-        shipper_task = Some(tokio::spawn(shipper.run(
-            outbox,
-            state,
-            wake.clone(),
-            ship_stop_rx,
-        )));
-        wake
-    });
-    let opts = watcher::Options {
-        retain: args.retain,
-        webhook: hook,
-        verbose: !args.quiet,
-        written,
-        once: args.once,
-    };
-    let result = watcher::run(prepared, store, metrics, opts, stop_rx).await;
-    if let Some(task) = shipper_task {
-        // The lane has ended (stopped, or on an error): one last bounded round.
-        let _ = ship_stop.send(true);
-        let _ = task.await;
-    }
-    drop(server);
+    let result = watch.until(crate::signal::stop_signal()).await;
     drop(sim);
-    match result {
-        Ok(verdicts) if args.once => {
-            let probed = verdicts.iter().flatten().count();
-            let breached = verdicts.iter().flatten().filter(|ok| !**ok).count();
-            eprintln!(
-                "cadence watch --once: {probed} of {} target(s) probed, {breached} breached their SLOs; the probes are in the database.",
-                verdicts.len()
-            );
-            Ok(if breached > 0 {
-                Exit::SloBreached
-            } else {
-                Exit::Ok
-            })
-        }
-        Ok(_) => {
-            eprintln!("cadence watch: stopped; every finished probe is in the database.");
-            Ok(Exit::Ok)
-        }
-        Err(e) => Err(anyhow::anyhow!(e)),
+    ended(result?, args.once)
+}
+
+/// What the watcher's end says, and its exit: with `--once`, 3 when a target breached
+/// its SLOs.
+fn ended(verdicts: Vec<Option<bool>>, once: bool) -> anyhow::Result<Exit> {
+    if !once {
+        eprintln!("cadence watch: stopped; every finished probe is in the database.");
+        return Ok(Exit::Ok);
     }
+    let probed = verdicts.iter().flatten().count();
+    let breached = verdicts.iter().flatten().filter(|ok| !**ok).count();
+    eprintln!(
+        "cadence watch --once: {probed} of {} target(s) probed, {breached} breached their SLOs; the probes are in the database.",
+        verdicts.len()
+    );
+    Ok(if breached > 0 {
+        Exit::SloBreached
+    } else {
+        Exit::Ok
+    })
 }
 
 /// With no CONFIG: the built-in simulator, probed every 10 s.
@@ -188,20 +162,14 @@ fn start_builtin(
     Ok((Some(s), Some(model)))
 }
 
-/// What `--shared` starts: the shipper (with its outbox connection and state) that
-/// copies each written probe to the shared store off the probe lane, and the page's
-/// view of that store. `(None, None)` without a shared store.
-type Shipping = Option<(Shipper, Store, Arc<ShipState>)>;
-
-fn shipping(
+/// The shared store `--shared` (or the config) names, and this watcher's vantage
+/// there; `None` without one.
+fn shared_store(
     args: &WatchArgs,
     config: &Config,
-    store: &Store,
-    targets: &[TargetInfo],
-    metrics: &mut Metrics,
-) -> anyhow::Result<(Shipping, Option<Remote>)> {
+) -> anyhow::Result<Option<(SharedConfig, String)>> {
     let Some(sc) = shared_config(&args.shared, config.shared.as_ref())? else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let vantage = match args.vantage.clone().or(config.vantage.clone()) {
         Some(v) if cadence_watch::config::valid_name(&v) => v,
@@ -212,22 +180,17 @@ fn shipping(
         }
         None => host_name(),
     };
-    let state = Arc::new(ShipState::default());
-    metrics.track_shipping(state.clone());
-    let outbox = store.companion().map_err(store_error)?;
-    let shipper = Shipper {
-        config: sc.clone(),
-        vantage: vantage.clone(),
-        targets: targets.to_vec(),
-        retain: args.retain,
-        verbose: !args.quiet,
-    };
-    eprintln!(
-        "cadence watch: vantage {vantage}, feeding the shared store {}",
-        sc.display()
-    );
-    let remote = Remote::new(sc, vantage, Some(state.clone()));
-    Ok((Some((shipper, outbox, state)), Some(remote)))
+    Ok(Some((sc, vantage)))
+}
+
+/// A page address that cannot be bound is a usage error (exit 2), as is a database
+/// that cannot be used as given.
+fn watch_error(e: WatchError) -> anyhow::Error {
+    match e {
+        WatchError::Listen { .. } => usage(e.to_string()),
+        WatchError::Store(e) => store_error(e),
+        e => anyhow::anyhow!(e),
+    }
 }
 
 /// A database that cannot be used as given is a usage error (exit 2: another watcher

@@ -5,6 +5,7 @@
 pub mod board;
 pub mod config;
 pub mod incident;
+pub mod lifecycle;
 pub mod metrics;
 pub mod probe;
 pub mod report;
@@ -17,4 +18,5 @@ pub mod web;
 pub mod webhook;
 
 pub use config::{Config, ConfigError, Probe, Target};
+pub use lifecycle::{spawn, Setup, Watch, WatchError};
 pub use store::{Store, StoreError, SCHEMA_VERSION};

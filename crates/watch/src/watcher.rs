@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 use crate::probe::{now_ms, Prepared};
 use crate::store::{Blocking, Store, StoreError};
 use crate::webhook::Webhook;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -60,7 +60,7 @@ pub async fn run(
     let mut verdicts: Vec<Option<bool>> = vec![None; targets.len()];
     let store = Blocking::new(store);
     let mut next_retention = now;
-    let mut rng = rand::rng();
+    let mut rng = rand::rngs::StdRng::from_rng(&mut rand::rng());
     loop {
         if *stop.borrow() {
             return Ok(verdicts);
