@@ -6,7 +6,7 @@
 mod common;
 
 use common::chromium;
-use common::watcher::{get, render, start_watch};
+use common::watcher::{get, render, start_watch, wait_for_probes};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -52,7 +52,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
     let w = start_watch(&cfg, &db, &[]);
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_probes(&db, None, 3, Duration::from_secs(30));
 
     // A second watcher of the same database is refused, in words, with exit 2.
     let (code, said) = watch_to_the_end(&cfg, &db);
@@ -112,7 +112,7 @@ fn a_watch_of_the_builtin_simulator_keeps_its_probes_and_serves_them() {
     // Restart resumes: the old probes stay, new ones follow them.
     let before = probes.len();
     let w = start_watch(&cfg, &db, &["--quiet"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_probes(&db, None, before + 1, Duration::from_secs(30));
     let (status, _) = w.stop();
     assert!(status.success());
     let store = cadence_watch::Store::open_read(&db).unwrap();
@@ -169,7 +169,7 @@ fn kill_9_loses_at_most_the_probe_in_flight() {
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
     let mut w = start_watch(&cfg, &db, &["--quiet"]);
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_for_probes(&db, None, 2, Duration::from_secs(30));
     w.child.kill().unwrap(); // SIGKILL
     w.child.wait().unwrap();
     let store = cadence_watch::Store::open_read(&db).unwrap();
@@ -183,7 +183,7 @@ fn kill_9_loses_at_most_the_probe_in_flight() {
     drop(store);
     // The lock died with the process: a new watcher takes the database over.
     let w = start_watch(&cfg, &db, &["--quiet"]);
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_for_probes(&db, None, probes.len() + 1, Duration::from_secs(30));
     let (status, said) = w.stop();
     assert!(status.success(), "{said}");
     let store = cadence_watch::Store::open_read(&db).unwrap();
@@ -298,7 +298,8 @@ fn a_hung_target_times_out_without_stalling_the_other() {
     .unwrap();
     let db = dir.path().join("w.db");
     let w = start_watch(&cfg, &db, &["--quiet"]);
-    std::thread::sleep(Duration::from_secs(4));
+    wait_for_probes(&db, Some("hung"), 1, Duration::from_secs(30));
+    wait_for_probes(&db, Some("sim"), 2, Duration::from_secs(30));
     let (status, said) = w.stop();
     assert!(status.success(), "{said}");
     let store = cadence_watch::Store::open_read(&db).unwrap();
@@ -417,7 +418,7 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
     let cfg = config(dir.path(), "itl.p50<=1s");
     let db = dir.path().join("w.db");
     let w = start_watch(&cfg, &db, &["--quiet"]);
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for_probes(&db, None, 3, Duration::from_secs(30));
     let origin = format!("http://{}/", w.addr);
     let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for (page, shot) in [
@@ -499,7 +500,8 @@ fn a_slow_down_of_the_simulator_is_one_incident_seen_by_the_database_the_webhook
     let first = rx.recv_timeout(Duration::from_secs(20));
     let second = rx.recv_timeout(Duration::from_secs(20));
     // A few passing probes after the incident's end.
-    std::thread::sleep(Duration::from_millis(1500));
+    let held = wait_for_probes(&db, None, 0, Duration::from_secs(30));
+    wait_for_probes(&db, None, held + 3, Duration::from_secs(30));
     stop_tx.send(()).unwrap();
     let gauge = poller.join().unwrap();
     let (status, said) = w.stop();

@@ -110,6 +110,27 @@ impl Watcher {
     }
 }
 
+/// Polls the database at `db` until it holds at least `n` probes (of `target`, or of
+/// any), and gives how many it holds then; panics after `within`. A database not yet
+/// made, or busy, counts as none.
+pub fn wait_for_probes(db: &Path, target: Option<&str>, n: usize, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let held = cadence_watch::Store::open_read(db)
+            .and_then(|s| s.probes(target, 0))
+            .map_or(0, |p| p.len());
+        if held >= n {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} held {held} probes of {target:?} after {within:?}, {n} expected",
+            db.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// GET over HTTP/1.0: (status, body).
 pub fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
