@@ -189,7 +189,6 @@ fn watch_error(e: WatchError) -> anyhow::Error {
     match e {
         WatchError::Listen { .. } => usage(e.to_string()),
         WatchError::Store(e) => store_error(e),
-        e => anyhow::anyhow!(e),
     }
 }
 

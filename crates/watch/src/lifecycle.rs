@@ -1,6 +1,7 @@
-//! A running watcher, in the proxy's shape: [`spawn`] starts the page, the probe lane
-//! and (with a shared store) the shipper; [`Watch::until`] stops them in order, so the
-//! shipper's last round sees the last probe written and the page answers to the end.
+//! A running watcher, in the proxy's shape: [`spawn`] starts the page and (with a
+//! shared store) the shipper and readies the probe lane; [`Watch::until`] runs the lane
+//! and stops them all in order, so the shipper's last round sees the last probe written
+//! and the page answers to the end.
 
 use crate::board::TargetInfo;
 use crate::metrics::Metrics;
@@ -13,9 +14,13 @@ use crate::web::{self, PageState};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+
+/// The probe lane, run by [`Watch::until`].
+type Lane = Pin<Box<dyn Future<Output = Result<Vec<Option<bool>>, StoreError>> + Send>>;
 
 /// What a watcher is started with.
 #[derive(Debug)]
@@ -48,23 +53,25 @@ pub enum WatchError {
     /// The database failed (at start: the shipper's connection; later: a write).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The probe lane's task ended without finishing (the runtime shut down).
-    #[error("the probe lane did not finish: {0}")]
-    Lane(String),
 }
 
-/// A running watcher; [`Watch::until`] stops it.
-#[derive(Debug)]
+/// A running watcher; [`Watch::until`] probes, then stops it.
 pub struct Watch {
     /// Where the page is served (the real port when bound to port 0).
     pub addr: SocketAddr,
     server: web::Server,
     stop: watch::Sender<bool>,
-    lane: JoinHandle<Result<Vec<Option<bool>>, StoreError>>,
+    lane: Lane,
     shipper: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
-/// Starts the page, the probe lane and, with a shared store, the shipper.
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch").field("addr", &self.addr).finish()
+    }
+}
+
+/// Starts the page and, with a shared store, the shipper; readies the probe lane.
 pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
     let Setup {
         targets,
@@ -118,7 +125,7 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
         (tx, tokio::spawn(s.run(outbox, state, wake, rx)))
     });
     let (stop, stopped) = watch::channel(false);
-    let lane = tokio::spawn(watcher::run(targets, store, metrics, options, stopped));
+    let lane = Box::pin(watcher::run(targets, store, metrics, options, stopped));
     Ok(Watch {
         addr: server.addr,
         server,
@@ -129,10 +136,12 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
 }
 
 impl Watch {
-    /// Runs until `stop` completes (then stops the lane, which drops a probe in flight),
-    /// or the lane ends by itself (`--once`, or the database failed); then the shipper's
-    /// last bounded round, then the page. Gives each target's last SLO verdict of this
-    /// run (`None`: not probed).
+    /// Probes until `stop` completes (then stops the lane, which drops a probe in
+    /// flight), or the lane ends by itself (`--once`, or the database failed); then the
+    /// shipper's last bounded round, then the page. Gives each target's last SLO verdict
+    /// of this run (`None`: not probed). The lane runs in the awaiting task (the
+    /// binary's main task), not on a worker beside the page and the shipper: a probe's
+    /// timing never waits for them.
     pub async fn until(
         mut self,
         stop: impl Future<Output = ()>,
@@ -150,10 +159,6 @@ impl Watch {
             let _ = task.await;
         }
         drop(self.server);
-        match ended {
-            Ok(r) => Ok(r?),
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(WatchError::Lane(e.to_string())),
-        }
+        Ok(ended?)
     }
 }
