@@ -76,6 +76,7 @@ pub fn is_own_limit(e: &(dyn std::error::Error + 'static)) -> bool {
 pub struct Unreachable {
     /// `host:port` as the client dialled it.
     pub address: String,
+    /// Why the connection failed, in words a user can act on (refused, no such host, timed out).
     pub cause: String,
 }
 

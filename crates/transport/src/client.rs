@@ -87,6 +87,7 @@ impl HyperClient {
 pub struct ClientConfig {
     /// Idle connections kept per host; the run's concurrency.
     pub pool_size: usize,
+    /// How long establishing a TCP connection may take before it fails.
     pub connect_timeout: Duration,
     /// Speak HTTP/2 only (h2c prior knowledge on http://, ALPN on https://).
     pub http2: bool,

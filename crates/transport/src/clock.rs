@@ -10,12 +10,14 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// A clock whose origin is now: call once, when the run starts.
     pub fn start() -> Self {
         Clock {
             start: Instant::now(),
         }
     }
 
+    /// The instant the clock started, which every `*_ns` time counts from.
     pub fn origin(&self) -> Instant {
         self.start
     }

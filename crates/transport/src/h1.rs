@@ -215,7 +215,9 @@ impl PoolInner {
 /// A response's status and headers.
 #[derive(Debug)]
 pub struct Head {
+    /// The response's HTTP status.
     pub status: StatusCode,
+    /// The response's headers, as received.
     pub headers: HeaderMap,
 }
 

@@ -6,6 +6,8 @@
 //! GET of a run's side requests. Kept apart so the proxy needs none of the load
 //! generator.
 
+#![warn(missing_docs)]
+
 pub mod chunk_time;
 pub mod classify;
 pub mod client;

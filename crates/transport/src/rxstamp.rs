@@ -413,6 +413,7 @@ pub struct Stamping<C> {
 }
 
 impl<C> Stamping<C> {
+    /// Wraps `inner`, stamping its connections' reads as `mode` says.
     pub fn new(inner: C, mode: Timestamps) -> Self {
         Stamping { inner, mode }
     }

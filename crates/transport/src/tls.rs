@@ -15,7 +15,9 @@ pub type TlsConfig = rustls::ClientConfig;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the CA file {path}: {detail}")]
 pub struct CaError {
+    /// The CA file's path, as given.
     pub path: String,
+    /// What is wrong with it: unreadable, not PEM, no certificate, or a certificate rustls rejects.
     pub detail: String,
 }
 
