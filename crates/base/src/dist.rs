@@ -233,6 +233,7 @@ fn select_ranks(keys: &mut [u64], base: u64, ks: &[u64], out: &mut [u64]) {
 }
 
 impl DistAcc {
+    /// An empty accumulator, in the exact state.
     pub fn new() -> DistAcc {
         DistAcc::default()
     }

@@ -17,16 +17,22 @@ pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
 /// Why a duration was rejected; the text says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
+    /// The input was empty or only whitespace.
     #[error("empty duration")]
     Empty,
+    /// A term does not start with a non-negative number (a bare unit, a word, a minus sign); holds the text from there on.
     #[error("missing number before `{0}`")]
     MissingNumber(String),
+    /// The number of a term does not parse (`1.2.3`, `.`); holds that number's text.
     #[error("`{0}` is not a number")]
     NotANumber(String),
+    /// A number has no unit after it (only a bare `0` may go without); holds the number.
     #[error("missing unit after {0} (ns, us, ms, s, m or h)")]
     MissingUnit(String),
+    /// The unit is none of the accepted spellings; holds the unit as written.
     #[error("unknown unit `{0}` (use ns, us, ms, s, m or h)")]
     UnknownUnit(String),
+    /// The total overflows: more than a `Duration` holds.
     #[error("too large")]
     TooLarge,
 }

@@ -4,6 +4,8 @@
 //! wire parser, the transport, the simulator) stand on this alone, apart from the
 //! analysis in `cadence-core`. Pure: no socket, clock, file or async runtime.
 
+#![warn(missing_docs)]
+
 pub mod dist;
 pub mod duration;
 pub mod outcome;

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 pub struct Chunk(pub u64, pub Option<u32>);
 
 impl Chunk {
+    /// When the chunk's bytes were read: ns since the run's start.
     pub fn t_ns(&self) -> u64 {
         self.0
     }
+    /// The tokens the chunk carried; `None` when the stream did not say.
     pub fn tokens(&self) -> Option<u32> {
         self.1
     }
@@ -35,6 +37,7 @@ pub enum TokenSource {
 }
 
 impl TokenSource {
+    /// The source's name as serialized and printed (`usage`, `token_ids`, `tokenizer`, `chunks`).
     pub fn name(self) -> &'static str {
         match self {
             TokenSource::Usage => "usage",
@@ -60,6 +63,7 @@ pub enum InputTokenSource {
 }
 
 impl InputTokenSource {
+    /// The source's name as serialized and printed (`usage`, `tokenizer`, `words`).
     pub fn name(self) -> &'static str {
         match self {
             InputTokenSource::Usage => "usage",
@@ -72,7 +76,9 @@ impl InputTokenSource {
 /// A token count and the source it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCount {
+    /// Output tokens counted.
     pub count: u64,
+    /// Which source gave `count`.
     pub source: TokenSource,
 }
 
@@ -88,6 +94,7 @@ pub enum StampClock {
 }
 
 impl StampClock {
+    /// The clock's name as serialized and as `--timestamps` takes it (`kernel`, `user`).
     pub fn name(self) -> &'static str {
         match self {
             StampClock::Kernel => "kernel",
@@ -129,6 +136,7 @@ pub struct TokenSources {
 }
 
 impl TokenSources {
+    /// True when no source gave a count (nothing to serialize).
     pub fn is_empty(&self) -> bool {
         *self == TokenSources::default()
     }
@@ -268,14 +276,18 @@ pub struct RequestRecord {
     /// Output tokens and their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<TokenCount>,
+    /// How the request ended: its outcome class.
     pub outcome: Outcome,
+    /// The response's HTTP status; `None` when no response head arrived (e.g. the connection failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
+    /// The server's `finish_reason` for the stream (`stop`, `length`, …); `None` when it sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// What went wrong, in plain words, secrets redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Counters of the stream's irregularities (keep-alives, malformed or coalesced events, …).
     #[serde(default)]
     pub counters: StreamCounters,
     /// Who measured the request; omitted for `bench` so older readers see no change.
@@ -333,6 +345,7 @@ pub struct RequestRecord {
 pub struct ProxyInfo {
     /// The client's `x-request-id` (cut to 128 bytes), else one the proxy made up.
     pub request_id: String,
+    /// The request's HTTP method.
     pub method: String,
     /// The request path, without the query (which may carry secrets).
     pub path: String,

@@ -13,6 +13,7 @@ impl SplitMix64 {
         SplitMix64(seed)
     }
 
+    /// The next 64 pseudo-random bits; advances the state.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -21,16 +21,25 @@ pub const QUANTILES: [f64; 5] = [0.50, 0.90, 0.95, 0.99, 0.999];
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Distribution {
+    /// Number of samples (at least 1).
     pub count: u64,
+    /// Arithmetic mean of the samples.
     pub mean: f64,
     /// Sample standard deviation (n − 1 divisor); `None` when `count < 2`.
     pub stddev: Option<f64>,
+    /// Smallest sample.
     pub min: f64,
+    /// Median (type-7 quantile 0.5).
     pub p50: f64,
+    /// 90th percentile (type-7).
     pub p90: f64,
+    /// 95th percentile (type-7).
     pub p95: f64,
+    /// 99th percentile (type-7).
     pub p99: f64,
+    /// 99.9th percentile (type-7).
     pub p999: f64,
+    /// Largest sample.
     pub max: f64,
     /// Present when the percentiles come from a log-bucketed histogram (the level's
     /// samples outgrew `--exact-samples`), with their error bound; absent when exact.
@@ -44,7 +53,9 @@ pub struct Distribution {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bucketing {
+    /// Relative bound on a percentile's error, as a fraction of the value.
     pub relative_error: f64,
+    /// Bucket width near zero, in the distribution's unit; half of it is the absolute error bound added to the relative one.
     pub resolution: f64,
 }
 
@@ -295,6 +306,7 @@ pub mod as_ms {
         bucketed: Option<Bucketing>,
     }
 
+    /// Writes `v` as the report's millisecond time object, or `null` for `None`.
     pub fn serialize<S: Serializer>(v: &Option<Distribution>, s: S) -> Result<S::Ok, S::Error> {
         v.map(|d| Ms {
             count: d.count,
@@ -312,6 +324,7 @@ pub mod as_ms {
         .serialize(s)
     }
 
+    /// Reads the report's millisecond time object back, `null` as `None`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Distribution>, D::Error> {
         Ok(Option::<Ms>::deserialize(d)?.map(|m| Distribution {
             count: m.count,
