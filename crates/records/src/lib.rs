@@ -4,6 +4,8 @@
 //! and the proxy hand records to. A crate of its own so the proxy shares them without
 //! depending on the bench (its tokenizer, its progress bars).
 
+#![warn(missing_docs)]
+
 pub mod reader;
 pub mod thread;
 pub mod writer;

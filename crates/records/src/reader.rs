@@ -15,19 +15,29 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// How many damaged places are named one by one (the rest are counted).
 const NAMED_DAMAGE: usize = 5;
 
+/// Why records could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// A file could not be opened or read (missing, unreadable, or its zstd stream is
+    /// broken).
     #[error("cannot read {path}: {source}")]
     Open {
+        /// The file that failed.
         path: PathBuf,
+        /// The I/O error the read gave.
         source: std::io::Error,
     },
+    /// A whole line (not a torn one) is neither a request record nor a metadata line: not
+    /// UTF-8, or JSON that is not one of Cadence's lines.
     #[error(
         "{path} line {line} is neither a request record nor a Cadence metadata line: {reason}"
     )]
     Line {
+        /// The file holding the line.
         path: PathBuf,
+        /// The line's number in that file (1-based).
         line: u64,
+        /// What is wrong with it, in words.
         reason: String,
     },
 }

@@ -36,6 +36,8 @@ impl<S> Clone for RecordSender<S> {
 }
 
 impl<S: Sinks> RecordSender<S> {
+    /// Hands `rec` to the record thread without waiting; dropped silently if the thread is
+    /// gone.
     pub fn send(&self, rec: RequestRecord) {
         // The receiver lives until `RecordThread::finish`, after every task has ended.
         let _ = self.0.send(Msg::Record(Box::new(rec)));
@@ -66,17 +68,23 @@ pub struct RecordThread<S> {
     handle: JoinHandle<S>,
 }
 
+/// Why the record thread could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// The records writer failed to open or write its file.
     #[error(transparent)]
     Records(#[from] RecordsError),
+    /// The OS would not spawn the thread.
     #[error("cannot start the record thread: {0}")]
     Spawn(std::io::Error),
+    /// The thread panicked; its sinks are lost.
     #[error("the record thread panicked")]
     Panicked,
 }
 
 impl<S: Sinks> RecordThread<S> {
+    /// Spawns the record thread owning `sinks`: returns the sender to clone into request
+    /// tasks and the handle to [`RecordThread::finish`] with.
     pub fn start(mut sinks: S) -> Result<(RecordSender<S>, RecordThread<S>), SinkError> {
         let (tx, rx) = mpsc::channel::<Msg<S>>();
         let handle = std::thread::Builder::new()

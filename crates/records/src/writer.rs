@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 /// Where and how much.
 #[derive(Debug, Clone)]
 pub struct RecordsConfig {
+    /// The records file written (`.zst`: zstd-compressed); rotated files sit beside it as
+    /// `FILE.1` … `FILE.K`.
     pub path: PathBuf,
     /// Rotate when the current file would pass this size (`u64::MAX`: never). With
     /// compression, what the encoder holds unflushed (at most a flush period's worth)
@@ -40,18 +42,28 @@ impl RecordsConfig {
     }
 }
 
+/// Why the records file could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordsError {
+    /// The file could not be created or opened (or the zstd encoder set up on it).
     #[error("cannot open the records file {path}: {source}")]
     Open {
+        /// The records file.
         path: PathBuf,
+        /// The I/O error opening gave.
         source: std::io::Error,
     },
+    /// A write, flush, rotation or the final close failed (a full disk, say); the first
+    /// such error.
     #[error("writing records to {path} failed: {source}")]
     Write {
+        /// The records file.
         path: PathBuf,
+        /// The first I/O error writing gave.
         source: std::io::Error,
     },
+    /// The thread owning the writer panicked or could not be started, so the outcome is
+    /// unknown.
     #[error("the record writer thread panicked")]
     Panicked,
 }
