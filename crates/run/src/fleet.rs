@@ -83,10 +83,17 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
 /// What the first pass found in one shard's files.
 #[derive(Debug, Clone)]
 pub struct ShardFiles {
+    /// The shard's index in the fleet (0-based, from its shard line).
     pub index: u32,
+    /// The shard's records files (a `cat`-joined file's part for this shard counts as one).
     pub files: Vec<PathBuf>,
+    /// The shard's run line; `None` when its records end without one (it failed or was
+    /// stopped).
     pub run: Option<RunMeta>,
+    /// The shard's level lines, in file order.
     pub levels: Vec<LevelMeta>,
+    /// How the shard ran each level it started (start skew, loop lag, CPU share), from its
+    /// per-level shard lines.
     pub seen: Vec<ShardLevel>,
     /// The wall-clock anchor of the shard's clock.
     pub anchor_unix_ms: Option<u64>,
@@ -95,9 +102,12 @@ pub struct ShardFiles {
 /// A fleet's records, shard by shard.
 #[derive(Debug, Clone)]
 pub struct FleetScan {
+    /// How many shards the fleet was run with (`--shard I/N`'s N).
     pub count: u32,
     /// Shards that finished (a run line), to merge, by index.
     pub merged: Vec<ShardFiles>,
+    /// Shards without a finished run (no records, or no run line), by index, with why; the
+    /// merge is incomplete without them.
     pub missing: Vec<MissingShard>,
     /// Shards left out on purpose, with what their records said (not read).
     pub excluded: Vec<ShardFiles>,
@@ -644,9 +654,13 @@ fn flags(row: &ShardCheck, fell_behind: bool) -> Vec<String> {
 /// One shard's stretch of the fleet's clock.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShardWindow {
+    /// The shard's index.
     pub shard: u32,
+    /// The shard's first send, in s on the fleet's common clock.
     pub start_s: f64,
+    /// The shard's last request end, in s on the fleet's common clock.
     pub end_s: f64,
+    /// Requests the shard sent (warm-up left out).
     pub sent: u64,
 }
 

@@ -3,6 +3,8 @@
 //! tool's saved output imported as records. `report`, `compare` and `plan --calibrate`
 //! load runs through it; the binary only maps its answers to exit codes.
 
+#![warn(missing_docs)]
+
 pub mod fleet;
 pub mod import;
 pub mod load;
