@@ -1,6 +1,8 @@
 //! Renderers of Cadence's report model: each format is a pure function of a
 //! [`cadence_core::Report`], so what a user reads and what a file holds cannot diverge.
 
+#![warn(missing_docs)]
+
 pub mod cell;
 pub mod compare;
 pub mod console;

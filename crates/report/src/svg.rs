@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
+/// The chart's width in SVG user units (its `viewBox`; it scales to the page).
 pub const WIDTH: f64 = 560.0;
+/// The chart's height in SVG user units (its `viewBox`).
 pub const HEIGHT: f64 = 300.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 16.0;
@@ -14,8 +16,11 @@ const BOTTOM: f64 = 46.0;
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
+    /// A polyline through the points, in order (a lone point is drawn as a dot).
     Line,
+    /// A polyline with a dot at each point.
     LinePoints,
+    /// Dots only, unconnected.
     Points,
     /// Points are (lo, hi, height) triples flattened as (lo, height) and (hi, height):
     /// consecutive pairs form horizontal steps.
@@ -28,18 +33,26 @@ pub enum Style {
     Stacked,
 }
 
+/// One set of points drawn in one colour and style.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// Shown as the tooltip (`<title>`) of its marks; escaped.
     pub name: String,
+    /// A CSS colour for its stroke or fill (one of [`PALETTE`], usually).
     pub color: String,
+    /// (x, y) points in data units, drawn in order; on a log axis, points at or below 0 are
+    /// left out.
     pub points: Vec<(f64, f64)>,
+    /// How the points are drawn.
     pub style: Style,
+    /// Draw lines dashed (line styles only), to tell a series apart from a solid one.
     pub dashed: bool,
     /// Text beside each point (e.g. the level), same length as `points` or empty.
     pub labels: Vec<String>,
 }
 
 impl Series {
+    /// A series with no points or labels yet, drawn solid.
     pub fn new(name: impl Into<String>, color: &str, style: Style) -> Series {
         Series {
             name: name.into(),
@@ -52,14 +65,20 @@ impl Series {
     }
 }
 
+/// One chart: its axes and the series drawn on them, rendered by [`render`].
 #[derive(Debug, Clone)]
 pub struct Chart {
+    /// The x axis' title, below it.
     pub x_label: String,
+    /// The y axis' title, beside it.
     pub y_label: String,
+    /// A logarithmic x axis (only positive x values are drawn).
     pub x_log: bool,
+    /// A logarithmic y axis (only positive y values are drawn).
     pub y_log: bool,
     /// Start the y axis at 0 (linear axes only).
     pub y_zero: bool,
+    /// The series, drawn in order (later ones on top).
     pub series: Vec<Series>,
     /// A fixed x range (charts sharing a time axis); `None`: the data's.
     pub x_range: Option<(f64, f64)>,
