@@ -178,7 +178,9 @@ pub enum DeltaKind {
 /// One piece of output in a chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta<'a> {
+    /// Which output the text is: content, reasoning or a tool-call fragment.
     pub kind: DeltaKind,
+    /// The delta's text, as the chunk carried it (never empty).
     pub text: Cow<'a, str>,
     /// Tokens the chunk says it carries (token-id array length). Reported on the first
     /// delta of the chunk only, so summing over deltas never counts twice.
@@ -188,8 +190,10 @@ pub struct Delta<'a> {
 /// Token usage as the server reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
+    /// Tokens of the prompt; `None` when the usage object omits it.
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
+    /// Tokens generated so far (the last value reported is the total); `None` when omitted.
     #[serde(default)]
     pub completion_tokens: Option<u64>,
 }
@@ -199,12 +203,19 @@ pub struct Usage {
 /// choices are concatenated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedChunk<'a> {
+    /// Visible output text (chat `content` or `refusal`, completions `text`, and each
+    /// dialect's equivalent).
     pub content: Option<Cow<'a, str>>,
+    /// Reasoning text (`reasoning_content` or `reasoning`, thinking deltas).
     pub reasoning: Option<Cow<'a, str>>,
+    /// Tool-call name and argument fragments, as streamed.
     pub tool_call: Option<Cow<'a, str>>,
     /// Total length of the choices' `token_ids` / `tokens` arrays, when present.
     pub tokens: Option<u32>,
+    /// Token usage, when the chunk carried a usage object.
     pub usage: Option<Usage>,
+    /// Why generation stopped (`stop`, `length`, `tool_calls`, …), on the chunk that says
+    /// so.
     pub finish_reason: Option<Cow<'a, str>>,
     /// The event ends the stream, as `[DONE]` does (`response.completed`,
     /// `message_stop`, Ollama's `done: true`, TGI's `details`, llama.cpp's `stop`).
@@ -247,7 +258,10 @@ pub enum StreamEvent<'a> {
     Chunk(ParsedChunk<'a>),
     /// The server reported an error (`{"error": {...}}`, `{"error": "..."}` or vLLM's
     /// `{"object": "error", "message": ...}`).
-    Error { message: Cow<'a, str> },
+    Error {
+        /// The server's error message, as it sent it.
+        message: Cow<'a, str>,
+    },
     /// The `[DONE]` marker.
     Done,
     /// Invalid JSON, JSON that is not an object, or no recognised shape.

@@ -2,6 +2,8 @@
 //! dialects, turned into timestamped chunks on a `RequestRecord`. Pure: no I/O, no
 //! clocks, no async runtime, so the client, the proxy and replay share one parser.
 
+#![warn(missing_docs)]
+
 pub mod content_type;
 pub mod dialect;
 pub mod ndjson;

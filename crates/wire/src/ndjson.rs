@@ -15,6 +15,7 @@ const SHRINK_ABOVE: usize = 64 * 1024;
 pub enum NdjsonItem<'a> {
     /// One non-blank line, surrounding ASCII whitespace trimmed.
     Line {
+        /// The line, without its line ending and surrounding ASCII whitespace.
         text: &'a str,
         /// Some bytes were not UTF-8 and were replaced by U+FFFD.
         lossy: bool,

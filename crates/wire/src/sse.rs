@@ -35,13 +35,19 @@ pub enum SseItem<'a> {
     /// A block ended by a blank line that set `event:` but had no `data` field. WHATWG
     /// dispatches nothing for it; it is reported so keep-alives such as a bare
     /// `event: ping` can be counted.
-    Dataless { event: &'a str },
+    Dataless {
+        /// The block's `event:` field value (`ping`, say).
+        event: &'a str,
+    },
     /// One event's buffered bytes (or one line) exceeded the cap. The decoder discards
     /// input until the next blank line; memory stays bounded.
     TooLarge,
     /// At EOF, an event (or line) had started but was never ended by a blank line; per
     /// WHATWG it is discarded. `bytes` is roughly how much was pending.
-    Incomplete { bytes: usize },
+    Incomplete {
+        /// Roughly how many bytes were pending and dropped.
+        bytes: usize,
+    },
 }
 
 /// Incremental WHATWG event-stream decoder.

@@ -14,6 +14,7 @@ pub struct ToolCall {
     /// The id the tool's result must name (`call_…`, `toolu_…`); empty when the
     /// server sent none (Ollama).
     pub id: String,
+    /// The function the model called; empty when the server sent none.
     pub name: String,
     /// The arguments as JSON text, exactly as streamed (not re-serialized).
     pub arguments: String,

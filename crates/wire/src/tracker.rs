@@ -53,7 +53,9 @@ pub enum Framing {
 /// What the tracker needs to know about a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrackerConfig {
+    /// The dialect whose events the stream carries.
     pub api: Api,
+    /// How events are framed in the body (SSE or NDJSON).
     pub framing: Framing,
     /// A malformed event fails the request (`malformed_event`) instead of being counted.
     pub strict: bool,
@@ -78,6 +80,7 @@ pub struct StreamText {
 /// Whether the caller should keep reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
+    /// Nothing terminal yet: keep feeding reads.
     Continue,
     /// The stream has a terminal failure (`event_too_large`, strict `malformed_event`);
     /// stop reading and call [`StreamTracker::finish`].
@@ -161,6 +164,9 @@ struct State {
 }
 
 impl StreamTracker {
+    /// A tracker for a new stream, with `config.framing`'s decoder; it keeps the output
+    /// text and every chunk, and no tool-call events until
+    /// [`StreamTracker::keep_tool_events`].
     pub fn new(config: TrackerConfig) -> Self {
         StreamTracker {
             config,
@@ -205,6 +211,7 @@ impl StreamTracker {
         }
     }
 
+    /// The configuration the tracker was made with.
     pub fn config(&self) -> TrackerConfig {
         self.config
     }
