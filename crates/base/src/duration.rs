@@ -20,7 +20,8 @@ pub enum DurationError {
     /// The input was empty or only whitespace.
     #[error("empty duration")]
     Empty,
-    /// A term does not start with a non-negative number (a bare unit, a word, a minus sign); holds the text from there on.
+    /// A term does not start with a non-negative number (a bare unit, a word, a minus
+    /// sign); holds the text from there on.
     #[error("missing number before `{0}`")]
     MissingNumber(String),
     /// The number of a term does not parse (`1.2.3`, `.`); holds that number's text.

@@ -37,7 +37,8 @@ pub enum TokenSource {
 }
 
 impl TokenSource {
-    /// The source's name as serialized and printed (`usage`, `token_ids`, `tokenizer`, `chunks`).
+    /// The source's name as serialized and printed (`usage`, `token_ids`, `tokenizer`,
+    /// `chunks`).
     pub fn name(self) -> &'static str {
         match self {
             TokenSource::Usage => "usage",
@@ -278,16 +279,18 @@ pub struct RequestRecord {
     pub output_tokens: Option<TokenCount>,
     /// How the request ended: its outcome class.
     pub outcome: Outcome,
-    /// The response's HTTP status; `None` when no response head arrived (e.g. the connection failed).
+    /// The response's HTTP status; `None` when no response head arrived (e.g. the
+    /// connection failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
-    /// The server's `finish_reason` for the stream (`stop`, `length`, …); `None` when it sent none.
+    /// The server's `finish_reason` for the stream (`stop`, `length`, …); `None` when it
+    /// sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// What went wrong, in plain words, secrets redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Counters of the stream's irregularities (keep-alives, malformed or coalesced events, …).
+    /// Counters of how clean the stream was (keep-alives, malformed or coalesced events).
     #[serde(default)]
     pub counters: StreamCounters,
     /// Who measured the request; omitted for `bench` so older readers see no change.

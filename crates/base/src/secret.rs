@@ -18,7 +18,8 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    /// `text` with every known secret value and every secret-shaped substring (keys, bearer tokens, key-like query parameters) replaced by `[REDACTED]`.
+    /// `text` with every known secret value and every secret-shaped substring (keys, bearer
+    /// tokens, key-like query parameters) replaced by `[REDACTED]`.
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {

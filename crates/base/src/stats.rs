@@ -55,7 +55,8 @@ pub struct Distribution {
 pub struct Bucketing {
     /// Relative bound on a percentile's error, as a fraction of the value.
     pub relative_error: f64,
-    /// Bucket width near zero, in the distribution's unit; half of it is the absolute error bound added to the relative one.
+    /// The histogram's recording unit, in the distribution's unit (values are rounded to
+    /// it); half of it is the absolute error added to the relative bound.
     pub resolution: f64,
 }
 

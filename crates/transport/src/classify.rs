@@ -76,7 +76,8 @@ pub fn is_own_limit(e: &(dyn std::error::Error + 'static)) -> bool {
 pub struct Unreachable {
     /// `host:port` as the client dialled it.
     pub address: String,
-    /// Why the connection failed, in words a user can act on (refused, no such host, timed out).
+    /// Why the connection failed, in words a user can act on (refused, timed out, no
+    /// such host, no route), else the error chain.
     pub cause: String,
 }
 

@@ -17,7 +17,8 @@ pub type TlsConfig = rustls::ClientConfig;
 pub struct CaError {
     /// The CA file's path, as given.
     pub path: String,
-    /// What is wrong with it: unreadable, not PEM, no certificate, or a certificate rustls rejects.
+    /// What is wrong with it: unreadable, not PEM, no certificate, or a certificate rustls
+    /// rejects.
     pub detail: String,
 }
 
