@@ -61,7 +61,9 @@ impl Lack {
 /// (any origin), the others from the request's send.
 #[derive(Debug, Clone, Default)]
 pub struct Req {
+    /// When the request was sent (`None`: the file holds no send times).
     pub sent_s: Option<f64>,
+    /// Send to the first chunk (`None`: not saved).
     pub ttft_s: Option<f64>,
     /// Every gap between consecutive chunks, when the file holds them.
     pub gaps_s: Option<Vec<f64>>,
@@ -69,12 +71,18 @@ pub struct Req {
     pub last_s: Option<f64>,
     /// Send to the end of the response.
     pub e2e_s: Option<f64>,
+    /// Output tokens the file counts (`None`: no count saved).
     pub output_tokens: Option<u64>,
+    /// Who counted `output_tokens`; a count without a source is left out of the record.
     pub token_source: Option<TokenSource>,
+    /// Prompt tokens the file counts (`None`: no count saved).
     pub input_tokens: Option<u64>,
+    /// Who counted `input_tokens` (`None`: the file does not say).
     pub input_source: Option<InputTokenSource>,
     /// The failure, in the tool's words (`None`: succeeded).
     pub error: Option<String>,
+    /// The response's HTTP status, when the file holds it; a failure with a non-2xx
+    /// status is recorded under that status, else as a stream error.
     pub http_status: Option<u16>,
     /// The tool cancelled the request on purpose.
     pub cancelled: bool,

@@ -12,6 +12,8 @@ use crate::numpy;
 use crate::{figure, ImportError, Imported, Level, Tool};
 use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, TokenSource};
 
+/// Reads a genai-bench per-run metrics file; an error when it is not JSON, holds no
+/// `individual_request_metrics`, or its `_time_unit` is neither s nor ms.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
     let top = Obj::new(file, "", &v)?;

@@ -11,6 +11,8 @@ use crate::numpy::Pdf;
 use crate::{figure, ImportError, Imported, Level, Tool};
 use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, TokenSource};
 
+/// Reads a GuideLLM benchmarks report; an error when it is not JSON, holds no
+/// benchmarks, or a benchmark saved no requests.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
     let top = Obj::new(file, "", &v)?;

@@ -7,6 +7,8 @@
 //! of them under the tool's definition. The crate also writes Cadence runs in the
 //! llm-d benchmark report format ([`llmd`]).
 
+#![warn(missing_docs)]
+
 pub mod aiperf;
 mod build;
 pub mod genai_bench;
@@ -42,6 +44,7 @@ pub enum Tool {
 }
 
 impl Tool {
+    /// Every tool Cadence reads.
     pub const ALL: [Tool; 6] = [
         Tool::Vllm,
         Tool::Aiperf,
@@ -51,6 +54,7 @@ impl Tool {
         Tool::GenaiBench,
     ];
 
+    /// The tool's name as `FromStr` accepts it and the report shows it.
     pub fn name(self) -> &'static str {
         match self {
             Tool::Vllm => "vllm",
@@ -89,11 +93,14 @@ impl std::str::FromStr for Tool {
 /// A file that cannot be imported, and why, naming the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportError {
+    /// The file's path as given.
     pub file: String,
+    /// What is wrong with it, in plain words.
     pub msg: String,
 }
 
 impl ImportError {
+    /// An error about `file` saying `msg`.
     pub fn new(file: impl Into<String>, msg: impl Into<String>) -> ImportError {
         ImportError {
             file: file.into(),
@@ -113,21 +120,26 @@ impl std::error::Error for ImportError {}
 /// Another tool's run as read: Cadence records and what the file said about itself.
 #[derive(Debug, Clone)]
 pub struct Imported {
+    /// The tool that wrote the file.
     pub tool: Tool,
+    /// The tool's version, when the file says (`None`: it does not).
     pub version: Option<String>,
     /// The files read (the main one first).
     pub files: Vec<String>,
+    /// The model benchmarked, when the file names it.
     pub model: Option<String>,
+    /// What was benchmarked (a server URL, or the tool's backend), when the file says.
     pub target: Option<String>,
     /// The load levels (one per benchmark of the file; most files hold one), in the
     /// order of the records' `level`.
     pub levels: Vec<Level>,
-    /// The run's duration as the tool measured it.
+    /// The run's duration in seconds as the tool measured it (`None`: not saved).
     pub duration_s: Option<f64>,
     /// Wall-clock start, ms since the Unix epoch, when the file holds one.
     pub started_at_unix_ms: Option<u64>,
     /// One per request, times on one timeline from the run's first send.
     pub records: Vec<RequestRecord>,
+    /// What the file does not hold, which blanks the figures that need it.
     pub lacks: Vec<Lack>,
     /// The tool's headline figures: what it saved and Cadence's rebuild.
     pub figures: Vec<ImportedFigure>,
@@ -138,8 +150,12 @@ pub struct Imported {
 /// One load level of an imported run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Level {
+    /// The level's label in the report (`concurrency=4`, `rate=2/s`, or `<tool> run`).
     pub name: String,
+    /// The tool's cap on requests in flight (`None`: not capped, or not saved).
     pub concurrency: Option<u32>,
+    /// The request rate the tool aimed at, requests per second (`None`: as fast as it
+    /// could, or not saved).
     pub rate: Option<f64>,
 }
 
@@ -160,6 +176,7 @@ impl Level {
 }
 
 impl Imported {
+    /// Whether the file lacks `l`.
     pub fn lacks(&self, l: Lack) -> bool {
         self.lacks.contains(&l)
     }

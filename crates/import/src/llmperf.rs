@@ -19,6 +19,9 @@ pub fn summary_beside(path: &Path) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// Reads LLMPerf's per-request file and, when given as (path, text), the summary beside
+/// it (`None`: the tool's own figures are not shown); an error when either is not JSON
+/// or the responses are not a list.
 pub fn import(
     file: &str,
     text: &str,

@@ -85,6 +85,7 @@ impl Pdf {
         Some(Pdf { values, probs })
     }
 
+    /// The probability-weighted mean.
     pub fn mean(&self) -> f64 {
         self.values
             .iter()
@@ -93,6 +94,7 @@ impl Pdf {
             .sum()
     }
 
+    /// The probability-weighted standard deviation (population divisor).
     pub fn std(&self) -> f64 {
         let m = self.mean();
         self.values

@@ -180,12 +180,19 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
 
 /// The per-request values vLLM summarizes, from the imported records.
 pub struct Values {
+    /// Time to first token per request, ms.
     pub ttft: Vec<f64>,
+    /// Time per output token after the first, per request with two or more tokens, ms.
     pub tpot: Vec<f64>,
+    /// Every gap between consecutive chunks, all requests together, ms.
     pub itl: Vec<f64>,
+    /// Send to the last chunk per request, ms.
     pub e2el: Vec<f64>,
+    /// How many requests succeeded.
     pub completed: u64,
+    /// Output tokens summed over the succeeded requests.
     pub output_tokens: u64,
+    /// Prompt tokens summed over the succeeded requests.
     pub input_tokens: u64,
 }
 
