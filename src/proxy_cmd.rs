@@ -130,7 +130,8 @@ mod tests {
             "sk-proj-ABCDEFGHIJKLMNOP",
         ];
         let run = parsed_argv(&argv).run;
-        assert_eq!(run.target, "http://10.0.0.1:8000/v1");
+        // The one URL redaction (cadence_base::secret::redact_url): userinfo masked.
+        assert_eq!(run.target, "http://[REDACTED]@10.0.0.1:8000/v1");
         let line = run.command.join(" ");
         for secret in ["PASS1234", "TOK5678", "ABCDEFGHIJKLMNOP"] {
             assert!(!line.contains(secret), "{secret} leaked: {line}");
@@ -142,7 +143,7 @@ mod tests {
         }
         assert_eq!(
             &run.command[..4],
-            ["cadence", "proxy", "--upstream", "http://10.0.0.1:8000/v1"],
+            ["cadence", "proxy", "--upstream", "http://[REDACTED]@10.0.0.1:8000/v1"],
             "{line}"
         );
         assert!(line.contains("--model"), "the rest is kept: {line}");
