@@ -143,7 +143,12 @@ mod tests {
         }
         assert_eq!(
             &run.command[..4],
-            ["cadence", "proxy", "--upstream", "http://[REDACTED]@10.0.0.1:8000/v1"],
+            [
+                "cadence",
+                "proxy",
+                "--upstream",
+                "http://[REDACTED]@10.0.0.1:8000/v1"
+            ],
             "{line}"
         );
         assert!(line.contains("--model"), "the rest is kept: {line}");

@@ -22,7 +22,7 @@ fn a_healthy_client_on_a_stalling_machine_stays_valid() {
             "--model",
             "m",
             "--rate",
-            "200",
+            "100",
         ])
         .args(["-d", "3s", "--quiet", "--json"])
         .arg(&report)
