@@ -60,13 +60,14 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
     Ok(c)
 }
 
-/// The records' run line as bench's is made: the upstream without its credentials and
-/// query values, and the command line with the secrets `run_meta` removes (header
-/// values, URL credentials and query values, anything key-shaped).
+/// The records' run line as bench's is made: the upstream with its credentials and
+/// query values masked (the proxy's own default), and the command line with the
+/// secrets `run_meta` removes (header values, URL credentials and query values,
+/// anything key-shaped).
 fn run_facts(upstream: &http::Uri, argv: impl IntoIterator<Item = String>) -> RunFacts {
     RunFacts {
-        target: cadence_bench::target::redact_url(&upstream.to_string()),
         command: crate::run_meta::redacted_command(argv),
+        ..RunFacts::of_upstream(upstream)
     }
 }
 

@@ -122,17 +122,11 @@ pub struct RunFacts {
 }
 
 impl RunFacts {
-    /// The upstream by scheme, host, port and path (no user, no password), and no
-    /// command line.
+    /// The upstream as every Cadence output shows a URL ([`redact_url`]: userinfo and
+    /// query values masked), and no command line.
     pub fn of_upstream(upstream: &http::Uri) -> RunFacts {
-        let authority = upstream.authority().map_or("", |a| a.as_str());
-        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         RunFacts {
-            target: format!(
-                "{}://{host}{}",
-                upstream.scheme_str().unwrap_or("http"),
-                upstream.path()
-            ),
+            target: redact_url(&upstream.to_string()),
             command: Vec::new(),
         }
     }

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[test]
-fn the_default_run_target_is_the_upstream_without_credentials() {
+fn the_default_run_target_is_the_upstream_with_its_credentials_masked() {
     let up = cadence_proxy::parse_upstream("https://user:PASS1234@h.example:8443/v1").unwrap();
     let c = cadence_proxy::ProxyConfig::new(LOCAL.parse().unwrap(), up);
-    assert_eq!(c.run.target, "https://h.example:8443/v1");
+    assert_eq!(c.run.target, "https://[REDACTED]@h.example:8443/v1");
     assert!(c.run.command.is_empty(), "no process arguments are read");
 }
 
