@@ -38,8 +38,11 @@ pub enum GapKind {
 /// One client gap over the stall threshold, on the run clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gap {
+    /// When the wait began (the send, or the earlier chunk), ns since the run's start.
     pub start_ns: u64,
+    /// When the chunk that ended the wait arrived, ns since the run's start.
     pub end_ns: u64,
+    /// Whether the wait was for the first token or between chunks.
     pub kind: GapKind,
 }
 
@@ -53,6 +56,7 @@ pub struct GapsAcc {
 }
 
 impl GapsAcc {
+    /// An empty collector of the gaps strictly longer than `threshold_ns`.
     pub fn new(threshold_ns: u64) -> GapsAcc {
         GapsAcc {
             threshold_ns,
@@ -60,6 +64,7 @@ impl GapsAcc {
         }
     }
 
+    /// Takes the long gaps of a succeeded, non-warm-up record; other records are skipped.
     pub fn push(&mut self, r: &RequestRecord) {
         if r.warmup || r.outcome != crate::Outcome::Succeeded {
             return;
@@ -91,6 +96,7 @@ impl GapsAcc {
         }
     }
 
+    /// Adds another collector's gaps and count, keeping at most [`MAX_GAPS`].
     pub fn merge(&mut self, o: &GapsAcc) {
         for g in &o.gaps {
             self.add(*g);
@@ -98,6 +104,7 @@ impl GapsAcc {
         self.over += o.over;
     }
 
+    /// The gaps kept, in the order they were pushed.
     pub fn gaps(&self) -> &[Gap] {
         &self.gaps
     }
@@ -107,6 +114,7 @@ impl GapsAcc {
         self.over
     }
 
+    /// Heap bytes held by the kept gaps.
     pub fn approx_bytes(&self) -> usize {
         self.gaps.capacity() * std::mem::size_of::<Gap>()
     }
@@ -116,9 +124,14 @@ impl GapsAcc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
+    /// The server pre-empted a request during the gap (its KV cache filled).
     KvPreemption,
+    /// A first-token gap while requests waited in the server's queue.
     Queueing,
+    /// Prompt tokens prefilled during the gap were at least twice the usual rate and more
+    /// than the tokens generated.
     PrefillInterference,
+    /// The running batch grew to 1.5 times its median (and by at least 2).
     BatchGrowth,
     /// The server looked as usual.
     None,
@@ -127,6 +140,7 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// The cause's name as serialized and printed (`kv_preemption`, `no_server_data`, …).
     pub fn name(self) -> &'static str {
         match self {
             Cause::KvPreemption => "kv_preemption",
@@ -157,17 +171,25 @@ impl Cause {
 pub struct StallRow {
     /// Gap start, seconds since the run's start.
     pub start_s: f64,
+    /// The gap's length, ms.
     pub gap_ms: f64,
+    /// Whether it waited for the first token or between chunks.
     pub kind: GapKind,
+    /// Its likeliest cause by [`RULE`].
     pub cause: Cause,
+    /// The largest running batch the samples around the gap read; absent when none read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_max: Option<f64>,
+    /// The most requests waiting that those samples read; absent when none read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_max: Option<f64>,
+    /// The highest KV-cache usage (1 = full) those samples read; absent when none read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_usage_max: Option<f64>,
+    /// Pre-emptions the server counted across those samples; absent when not exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<f64>,
+    /// Prompt tokens the server prefilled across those samples; absent when not exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_tokens: Option<f64>,
 }
@@ -176,8 +198,11 @@ pub struct StallRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CauseCount {
+    /// The cause counted.
     pub cause: Cause,
+    /// Stalls it explains (the gaps not kept count as [`Cause::NoServerData`]).
     pub gaps: u64,
+    /// Its share of all the level's stalls, 0 to 1.
     pub share: f64,
 }
 
@@ -186,8 +211,13 @@ pub struct CauseCount {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TtftSplit {
+    /// The client's mean TTFT, ms.
     pub client_ms: f64,
+    /// The server's mean queue time over the level, ms; absent without a queue histogram or
+    /// an observation.
     pub server_queue_ms: Option<f64>,
+    /// The server's mean prefill time over the level, ms; absent without a prefill
+    /// histogram or an observation.
     pub server_prefill_ms: Option<f64>,
     /// Client − queue − prefill (what the server's figures do not hold).
     pub rest_ms: Option<f64>,
@@ -205,7 +235,9 @@ pub struct DecodeCompare {
     pub server_decode_per_token_ms: Option<f64>,
     /// The server's mean gap between a request's tokens, ms.
     pub server_itl_ms: Option<f64>,
+    /// The client's mean TPOT, ms; absent when the level has none.
     pub client_tpot_ms: Option<f64>,
+    /// The client's mean pooled ITL, ms; absent when the level has none.
     pub client_itl_ms: Option<f64>,
 }
 
@@ -214,9 +246,13 @@ pub struct DecodeCompare {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerReport {
+    /// The level's scraping: where from, how it went, the samples.
     pub scrape: ServerScrape,
+    /// Mean TTFT split into the server's queue and prefill and the rest; absent when the
+    /// level has no TTFT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_split: Option<TtftSplit>,
+    /// The client's decode pace beside the server's; absent without samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<DecodeCompare>,
     /// Stalls (gaps over the threshold) seen, every one with a cause counted.
@@ -225,12 +261,14 @@ pub struct ServerReport {
     pub causes: Vec<CauseCount>,
     /// The longest stalls with the server's state ([`MAX_STALL_ROWS`]).
     pub stalls: Vec<StallRow>,
+    /// The rule the causes were named by ([`RULE`]).
     pub rule: String,
 }
 
 /// The level's typical server state: median running batch and prefill rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Baseline {
+    /// The median running batch over the samples; absent when none read it.
     pub running: Option<f64>,
     /// Prompt tokens per second.
     pub prefill_rate: Option<f64>,
@@ -441,14 +479,22 @@ pub fn scrape_warning(s: &ServerScrape) -> Option<String> {
 /// pre-emptions since the earlier one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerPoint {
+    /// The later sample's time, seconds since the run's start.
     pub t_s: f64,
+    /// Requests in the running batch at that sample; absent when not exported.
     pub running: Option<f64>,
+    /// Requests waiting at that sample; absent when not exported.
     pub waiting: Option<f64>,
+    /// KV-cache usage at that sample (1 = full); absent when not exported.
     pub kv_usage: Option<f64>,
+    /// Prompt tokens prefilled since the earlier sample; absent when not exported.
     pub prefill_tokens: Option<f64>,
+    /// Pre-emptions since the earlier sample; absent when not exported.
     pub preemptions: Option<f64>,
 }
 
+/// The chart points of a level's samples, one per consecutive pair (none under two
+/// samples).
 pub fn server_series(samples: &[ServerSample]) -> Vec<ServerPoint> {
     samples
         .windows(2)

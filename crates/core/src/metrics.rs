@@ -23,61 +23,85 @@ pub(crate) use crate::per_request::{
 /// The formulas in words, one constant per metric: [`crate::report::definitions`]
 /// gathers them so `--help`, the console and the JSON report say the same thing.
 pub mod formula {
+    /// Defines `ttft`: the first content-bearing chunk minus the send time.
     pub const TTFT: &str = "time to first token: arrival of the first content-bearing chunk \
 (content, reasoning or tool-call delta) minus the time the request was sent; succeeded \
 requests only";
+    /// Defines `ttft_content`: the first chunk of visible content (not reasoning, not tool
+    /// calls) minus the send time.
     pub const TTFT_CONTENT: &str = "time to first visible content: arrival of the first chunk \
 carrying visible content (not reasoning, not tool calls) minus the send time; succeeded \
 requests that produced visible content only";
+    /// Defines `ttft_response`: TTFT from the time the schedule wanted the request sent,
+    /// client-side queueing included.
     pub const TTFT_RESPONSE: &str = "TTFT as response time: arrival of the first \
 content-bearing chunk minus the time an open-loop schedule wanted the request sent, so \
 client-side queueing is included (coordinated omission made visible); succeeded requests \
 with a schedule only";
+    /// Defines `itl`: the gaps between consecutive content-bearing chunks, pooled over
+    /// requests.
     pub const ITL: &str = "inter-token latency: the gaps between consecutive content-bearing \
 chunks of a request, one sample per gap, pooled over all succeeded requests of the level";
+    /// Defines `itl_per_token`: each ITL gap spread over the tokens of its later chunk.
     pub const ITL_PER_TOKEN: &str = "per-token ITL: each ITL gap divided by the number of tokens \
 in the later chunk and entered once per token; a chunk whose token count is unknown (or 0) \
 counts as 1 token";
+    /// Defines `tpot`: one decode time per output token for each request.
     pub const TPOT: &str = "time per output token, per request: (last chunk - first chunk) / \
 (output tokens - 1), over succeeded requests with at least 2 output tokens in at least 2 \
 chunks; a distribution over requests whose mean is the 'average ITL' of some tools";
+    /// Defines `e2e`: the end of the request minus its send time.
     pub const E2E: &str = "end-to-end latency: the end of the request minus the time it was \
 sent; succeeded requests only";
+    /// Defines `output_speed_tok_s`: each request's decode speed in tokens/s.
     pub const OUTPUT_SPEED: &str = "output speed, per request: (output tokens - 1) / (last \
 chunk - first chunk) in tokens/s, over the requests TPOT uses whose last chunk arrived after \
 the first";
+    /// Defines `tokens_per_chunk`: the tokens each chunk carried and where that count came
+    /// from.
     pub const TOKENS_PER_CHUNK: &str = "tokens carried by each content-bearing chunk of \
 succeeded requests, where the count is known: from per-chunk usage or token ids the server \
 sent, else from the run's tokenizer (each token of the joined text attributed to the chunk \
 that completed it, then scaled by largest remainder to the server's usage count when that \
 differs, so chunk counts add up to the count used) (burstiness)";
+    /// Defines `throughput`: tokens/s and requests/s over the measured window.
     pub const THROUGHPUT: &str = "output tokens of succeeded requests per second of the \
 measured window, and succeeded requests per second; the window runs from the first send to \
 the last end among the level's non-warm-up requests unless the run sets it; absent when the \
 window has zero length";
+    /// Defines `output_tokens`: the sources of a request's count in order of trust, and the
+    /// totals.
     pub const OUTPUT_TOKENS: &str = "output tokens per request: the server's usage count, else \
 counted token ids, else the tokenizer over the text, else one per content-bearing chunk; \
 'source' names the weakest of these any succeeded request needed; 'total' counts succeeded \
 requests, 'received_total' every request including the partial output of failed ones";
+    /// Defines `token_agreement`: how far the other token sources are from the count used.
     pub const TOKEN_AGREEMENT: &str = "how far each other output-token source disagrees \
 with the count each succeeded request used: over the requests where both are known, \
 diff_pct = (sum of the other source - sum of the used count) / sum of the used count x 100, \
 max_abs_diff the largest per-request difference and requests_differing how many differ; \
 'chunks' is the content-bearing chunk count";
+    /// Defines `by_turn`: TTFT and ITL per turn index of multi-turn sessions.
     pub const BY_TURN: &str = "multi-turn sessions: TTFT and ITL (as defined above) over the \
 succeeded requests of each turn index (0 = the first turn), so growing history shows";
+    /// Defines `clock`: kernel or user stamps, reads carrying several chunks, the client's
+    /// read delay.
     pub const CLOCK: &str = "which clock stamped the chunks: kernel (the kernel's receive time \
 of the socket read that carried them, SO_TIMESTAMPNS, moved to the monotonic clock) or user (the \
 client's clock when the read reached it); kernel_requests and user_requests count sent requests; \
 multi_event_reads counts socket reads that carried more than one chunk (those share one time); \
 read_delay is user read time - kernel receive time per chunk of succeeded kernel-stamped requests: \
 how late the client read";
+    /// Defines `stalls`: ITL gaps over the threshold and the requests that had one.
     pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
 requests with at least one";
+    /// Defines `requests`: the accounting identities between intended, sent, dropped and
+    /// the outcomes.
     pub const REQUESTS: &str = "intended = sent + dropped; sent = succeeded + failed (by \
 outcome) + aborted. A request is sent once it has a send time or ended in a connect, TLS or \
 transport error; a request that never left the client is dropped; warm-up requests are \
 counted apart and excluded from every statistic";
+    /// The units of the report's figures: milliseconds, tokens/s, per second.
     pub const UNITS: &str = "times are in milliseconds (keys ending in _ms), speeds in \
 tokens/s, rates per second of the measured window";
     /// One console line naming the formulas that differ most between tools.
@@ -115,9 +139,12 @@ impl Default for LevelOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestCounts {
+    /// Requests the load shape meant to send: `sent + dropped` unless the run knows the
+    /// number ([`LevelOptions::intended`]).
     pub intended: u64,
     /// Requests an attempt was made for (see [`RequestRecord::was_sent`]).
     pub sent: u64,
+    /// Sent requests whose outcome is [`Outcome::Succeeded`].
     pub succeeded: u64,
     /// Requests intended but never sent: the runner's count plus records that never
     /// left the client.
@@ -160,6 +187,7 @@ impl RequestCounts {
 /// A broken accounting invariant: a request was lost or counted twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AccountingError {
+    /// `intended` differs from `sent + dropped`.
     #[error(
         "request accounting broken: intended = sent + dropped fails: intended {intended}, \
          sent {sent} + dropped {dropped} = {}; {}",
@@ -167,10 +195,14 @@ pub enum AccountingError {
         gap(*.intended, .sent + .dropped, "intended")
     )]
     Intended {
+        /// Requests the level intended to send.
         intended: u64,
+        /// Requests sent.
         sent: u64,
+        /// Requests dropped before they were sent.
         dropped: u64,
     },
+    /// `sent` differs from `succeeded + failed + aborted`.
     #[error(
         "request accounting broken: sent = succeeded + failed + aborted fails: sent {sent}, \
          succeeded {succeeded} + failed {failed} + aborted {aborted} = {}; {}",
@@ -178,9 +210,13 @@ pub enum AccountingError {
         gap(*.sent, .succeeded + .failed + .aborted, "sent")
     )]
     Sent {
+        /// Requests sent.
         sent: u64,
+        /// Sent requests that succeeded.
         succeeded: u64,
+        /// Sent requests that failed, over every failure class.
         failed: u64,
+        /// Sent requests aborted by the deadline, Ctrl-C or the client hanging up.
         aborted: u64,
     },
 }
@@ -220,7 +256,11 @@ pub struct OutputTokens {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throughput {
+    /// Output tokens of succeeded requests per second of the window; absent when the window
+    /// is unknown or zero long.
     pub output_tokens_per_s: Option<f64>,
+    /// Succeeded requests per second of the window; absent when the window is unknown or
+    /// zero long.
     pub requests_per_s: Option<f64>,
     /// Length of the measured window; absent when there is no window (no records).
     pub window_s: Option<f64>,
@@ -230,6 +270,7 @@ pub struct Throughput {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stalls {
+    /// The stall threshold in ms: gaps strictly longer than this count.
     pub threshold_ms: f64,
     /// Gaps longer than the threshold, over succeeded requests.
     pub gaps: u64,
@@ -241,12 +282,17 @@ pub struct Stalls {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Counters {
+    /// SSE keep-alive comments and ping events (FAULTS 6).
     pub keepalives: u64,
+    /// Events whose data was not valid for the dialect (FAULTS 7, 24).
     pub malformed: u64,
+    /// Events that arrived in the same socket read as an earlier event (FAULTS 2).
     pub coalesced: u64,
+    /// Bytes received after `[DONE]` (FAULTS 12).
     pub bytes_after_done: u64,
     /// Requests whose stream ended with a finish reason but no `[DONE]`.
     pub no_done_marker: u64,
+    /// Socket reads that delivered body bytes; counted, not a sign of an unclean stream.
     pub reads: u64,
     /// Succeeded requests with fewer output tokens than the workload demanded in full
     /// ([`RequestRecord::is_short_answer`]); left out of the report when 0.
@@ -284,30 +330,48 @@ impl Counters {
 /// level in the JSON report (time distributions with `_ms` keys, `null` when empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelSummary {
+    /// Where every non-warm-up request of the level went.
     pub requests: RequestCounts,
     /// Warm-up requests, excluded from everything else.
     pub warmup: u64,
+    /// Time to first token in ms over succeeded requests ([`formula::TTFT`]); `None` when
+    /// none had one.
     #[serde(with = "stats::as_ms")]
     pub ttft: Option<Distribution>,
+    /// Time to first visible content in ms ([`formula::TTFT_CONTENT`]); `None` when no
+    /// succeeded request showed content.
     #[serde(with = "stats::as_ms")]
     pub ttft_content: Option<Distribution>,
+    /// TTFT from the scheduled send time in ms ([`formula::TTFT_RESPONSE`]); `None` without
+    /// an open-loop schedule.
     #[serde(with = "stats::as_ms")]
     pub ttft_response: Option<Distribution>,
+    /// Inter-token gaps in ms pooled over succeeded requests ([`formula::ITL`]); `None`
+    /// when no request had two content-bearing chunks.
     #[serde(with = "stats::as_ms")]
     pub itl: Option<Distribution>,
+    /// Per-token ITL in ms ([`formula::ITL_PER_TOKEN`]); `None` when `itl` is.
     #[serde(with = "stats::as_ms")]
     pub itl_per_token: Option<Distribution>,
+    /// Time per output token in ms, one sample per request ([`formula::TPOT`]); `None` when
+    /// no request had 2 tokens in 2 chunks.
     #[serde(with = "stats::as_ms")]
     pub tpot: Option<Distribution>,
+    /// End-to-end latency in ms ([`formula::E2E`]); `None` when no succeeded request has
+    /// both a send and an end time.
     #[serde(with = "stats::as_ms")]
     pub e2e: Option<Distribution>,
     /// Per-request output speed in tokens/s.
     pub output_speed_tok_s: Option<Distribution>,
     /// Tokens per chunk, where known.
     pub tokens_per_chunk: Option<Distribution>,
+    /// Output-token totals and the sources of the counts.
     pub output_tokens: OutputTokens,
+    /// Tokens/s and requests/s over the measured window.
     pub throughput: Throughput,
+    /// ITL gaps over the stall threshold.
     pub stalls: Stalls,
+    /// Stream-cleanliness counters over every non-warm-up request.
     pub counters: Counters,
     /// Inconsistencies found in the records, in plain words.
     pub warnings: Vec<String>,
@@ -339,6 +403,8 @@ pub struct ClockCheck {
     pub user_requests: u64,
     /// Socket reads that carried more than one chunk (they share one time).
     pub multi_event_reads: u64,
+    /// User read time minus kernel receive time per chunk, in ms; `None` when no succeeded
+    /// kernel-stamped request had a chunk.
     #[serde(with = "stats::as_ms")]
     pub read_delay: Option<Distribution>,
 }
@@ -395,6 +461,7 @@ impl ClockAcc {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceAgreement {
+    /// The alternative source compared with the used count.
     pub source: TokenSource,
     /// Succeeded requests where this source and the used count (from another
     /// source) are both known.
@@ -415,10 +482,14 @@ pub struct SourceAgreement {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnSummary {
+    /// The turn index (0 = a session's first turn).
     pub turn: u32,
+    /// Succeeded requests at this turn index.
     pub requests: u64,
+    /// TTFT in ms over those requests; `None` when none had one.
     #[serde(with = "stats::as_ms")]
     pub ttft: Option<Distribution>,
+    /// Pooled ITL in ms over those requests; `None` when none had a gap.
     #[serde(with = "stats::as_ms")]
     pub itl: Option<Distribution>,
 }
@@ -852,7 +923,7 @@ impl SummaryAcc {
     /// [`Self::finish`], given the level's pooled ITL already sorted (the time series'
     /// gaps): when every chunk carried one token, the per-token ITL holds the same gaps
     /// and is summarized from that sort instead of its own (see
-    /// [`Self::per_token_is_pooled`]).
+    /// `SummaryAcc::per_token_is_pooled`).
     pub fn finish_with(&self, opts: &LevelOptions, pooled: Option<&Sorted<'_>>) -> LevelSummary {
         let mut counts = self.counts.clone();
         counts.dropped += opts.dropped;

@@ -14,7 +14,9 @@ pub const MAX_RAW_SERIES: usize = 256;
 /// A histogram's (or summary's) cumulative sum and count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct SumCount {
+    /// The cumulative sum of the observations (seconds, for the time histograms here).
     pub sum: f64,
+    /// The cumulative number of observations (tokens, for [`ServerFigures::decode`]).
     pub count: f64,
 }
 
@@ -33,13 +35,16 @@ pub struct ServerFigures {
     /// KV-cache usage, 1 = full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_usage: Option<f64>,
+    /// Requests pre-empted (evicted for KV room), cumulative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<f64>,
+    /// Prefix-cache hits as the engine counts them (vLLM: tokens), cumulative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_hits: Option<f64>,
     /// Prompt tokens processed (prefilled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<f64>,
+    /// Output tokens generated, cumulative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation_tokens: Option<f64>,
     /// Arrival to first scheduling, seconds.
@@ -52,13 +57,16 @@ pub struct ServerFigures {
     /// requests): the server's own time per output token is Δsum / Δcount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<SumCount>,
-    /// The server's TTFT, ITL (per token), TPOT (per request) and E2E, seconds.
+    /// The server's time to first token, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft: Option<SumCount>,
+    /// The server's inter-token latency, seconds, one observation per token gap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl: Option<SumCount>,
+    /// The server's time per output token, seconds, one observation per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpot: Option<SumCount>,
+    /// The server's end-to-end request latency, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e: Option<SumCount>,
 }
@@ -70,8 +78,10 @@ pub struct ServerFigures {
 pub struct ServerSample {
     /// ns since the run's start.
     pub t_ns: u64,
+    /// The common figures this scrape read.
     #[serde(flatten)]
     pub figures: ServerFigures,
+    /// Series no mapping knew, by name, summed over their labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub raw: BTreeMap<String, f64>,
 }
@@ -83,13 +93,17 @@ pub struct ServerScrape {
     /// The metrics URL (secrets removed).
     pub url: String,
     /// The engine family the names belong to: `vllm`, `sglang`, `tgi`, `llamacpp`,
-    /// `cadence-sim` or `unknown`.
+    /// `tensorrt-llm`, `cadence-sim` or `unknown`.
     pub engine: String,
+    /// The time between scrapes, ms.
     pub interval_ms: f64,
+    /// Scrapes tried.
     pub attempts: u64,
+    /// Scrapes that gave no sample.
     pub failures: u64,
     /// The first failure in plain words (the rest are counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The samples, in the order they arrived.
     pub samples: Vec<ServerSample>,
 }

@@ -67,15 +67,19 @@ struct Partial {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Price {
+    /// A fixed time in ms: per step for TTFT, per gap between chunks for ITL.
     Ms(f64),
+    /// The measured time times this factor (`x0.5`).
     Scale(f64),
 }
 
 /// A what-if: the sessions re-priced at another TTFT and/or ITL (`ttft=200ms,itl=x0.5`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WhatIf {
+    /// TTFT's price; `None` keeps the measured TTFT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft: Option<Price>,
+    /// ITL's price; `None` keeps the measured decode time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl: Option<Price>,
 }
@@ -446,21 +450,30 @@ pub struct SessionSummary {
     pub sessions: u64,
     /// Of those, sessions whose every step succeeded: the ones summarized below.
     pub complete: u64,
-    /// Tool calls the replies made, and calls the client injected (`--agent-force mock`).
+    /// Tool calls the replies made, over every session (complete or not).
     pub tool_calls: u64,
+    /// Steps where the client injected a call because the reply made none
+    /// (`--agent-force mock`), over every session.
     pub mocked_tool_calls: u64,
     /// Steps per complete session.
     pub steps: Option<Distribution>,
     /// Output tokens per complete session.
     pub output_tokens: Option<Distribution>,
+    /// Wall time per complete session, ms: the last step's end minus the first step's
+    /// scheduled send.
     #[serde(with = "stats::as_ms")]
     pub wall: Option<Distribution>,
+    /// The steps' TTFT summed per complete session, ms.
     #[serde(with = "stats::as_ms")]
     pub ttft: Option<Distribution>,
+    /// The steps' E2E − TTFT summed per complete session, ms: the time ITL adds up to.
     #[serde(with = "stats::as_ms")]
     pub decode: Option<Distribution>,
+    /// The tool time summed per complete session, ms.
     #[serde(with = "stats::as_ms")]
     pub tool: Option<Distribution>,
+    /// Wall − TTFT − decode − tool per complete session, ms (client work, queueing before
+    /// sends).
     #[serde(with = "stats::as_ms")]
     pub rest: Option<Distribution>,
     /// The summed wall time split into its parts, in %.
@@ -472,6 +485,7 @@ pub struct SessionSummary {
     pub by_context: Vec<ContextRow>,
     /// The complete session with the longest wall time, step by step.
     pub slowest: Option<Waterfall>,
+    /// The sessions re-priced at each `--what-if`, in the order given; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIfResult>,
 }
@@ -480,9 +494,13 @@ pub struct SessionSummary {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Split {
+    /// TTFT's share, %.
     pub ttft_pct: f64,
+    /// Decode's share (the ITL's sum), %.
     pub decode_pct: f64,
+    /// Tool time's share, %.
     pub tool_pct: f64,
+    /// The rest's share, %.
     pub rest_pct: f64,
 }
 
@@ -491,8 +509,11 @@ pub struct Split {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRow {
+    /// The row's upper edge in prompt tokens, inclusive; `None`: past the largest edge.
     pub up_to_tokens: Option<u64>,
+    /// TTFT in ms of sessions' first steps in this row; `None` when there were none.
     pub first_steps: Option<Distribution>,
+    /// TTFT in ms of later steps in this row; `None` when there were none.
     pub later_steps: Option<Distribution>,
 }
 
@@ -500,21 +521,31 @@ pub struct ContextRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Waterfall {
+    /// The session's id (the records' `session`).
     pub session: u64,
+    /// The session's wall time, ms.
     pub wall_ms: f64,
+    /// Its steps in step order.
     pub steps: Vec<WaterfallStep>,
 }
 
+/// One step of a [`Waterfall`], times in ms from the session's start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaterfallStep {
+    /// The step's index in the session (its turn; 0 = the first).
     pub step: u32,
     /// The tool time before this step.
     pub tool_ms: f64,
+    /// When the step was sent.
     pub sent_ms: f64,
+    /// The step's TTFT.
     pub ttft_ms: f64,
+    /// First chunk to the step's end.
     pub decode_ms: f64,
+    /// Prompt tokens the step sent (0 when unknown).
     pub input_tokens: u64,
+    /// Output tokens of the step's reply.
     pub output_tokens: u64,
 }
 
@@ -522,10 +553,14 @@ pub struct WaterfallStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WhatIfResult {
+    /// The prices applied.
     pub what_if: WhatIf,
+    /// The what-if as written back (`ttft=200ms,itl=x0.5`).
     pub label: String,
+    /// Re-priced wall time per complete session, ms; `None` without a complete session.
     #[serde(with = "stats::as_ms")]
     pub wall: Option<Distribution>,
+    /// Re-priced decode as a share of the summed wall time, %; `None` when that sum is 0.
     pub decode_share_pct: Option<f64>,
 }
 

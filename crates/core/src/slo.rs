@@ -27,12 +27,20 @@ good / measured window";
 /// What an SLO constrains: one of the level's distributions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SloMetric {
+    /// Time to first token, ms (`ttft`).
     Ttft,
+    /// Time to first visible content, ms (`ttft_content`).
     TtftContent,
+    /// TTFT from the scheduled send time, ms (`ttft_response`).
     TtftResponse,
+    /// Pooled inter-token latency, ms (`itl`); per request, the statistic over its own
+    /// gaps.
     Itl,
+    /// Per-token ITL, ms (`itl_per_token`).
     ItlPerToken,
+    /// Time per output token, ms (`tpot`).
     Tpot,
+    /// End-to-end latency, ms (`e2e`).
     E2e,
     /// Per-request output speed, tokens/s.
     OutputSpeed,
@@ -46,6 +54,8 @@ pub enum SloMetric {
 }
 
 impl SloMetric {
+    /// Every metric with a distribution (all but the error rate), matched by name when
+    /// parsing.
     pub const ALL: [SloMetric; 9] = [
         SloMetric::Ttft,
         SloMetric::TtftContent,
@@ -167,17 +177,26 @@ impl FromStr for SloMetric {
 /// Which figure of the distribution an SLO constrains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SloStat {
+    /// The arithmetic mean.
     Mean,
+    /// The smallest sample.
     Min,
+    /// The largest sample.
     Max,
+    /// The median (type-7).
     P50,
+    /// The 90th percentile (type-7).
     P90,
+    /// The 95th percentile (type-7).
     P95,
+    /// The 99th percentile (type-7).
     P99,
+    /// The 99.9th percentile (type-7), written `p999` or `p99.9`.
     P999,
 }
 
 impl SloStat {
+    /// Every statistic, from the mean to p99.9 (matched by name when parsing).
     pub const ALL: [SloStat; 8] = [
         SloStat::Mean,
         SloStat::Min,
@@ -231,13 +250,18 @@ impl FromStr for SloStat {
 /// The comparison an observed value must satisfy against the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SloOp {
+    /// `<=`: at most the bound.
     Le,
+    /// `<`: below the bound.
     Lt,
+    /// `>=`: at least the bound.
     Ge,
+    /// `>`: above the bound.
     Gt,
 }
 
 impl SloOp {
+    /// The operator as written in an SLO (`<=`, `<`, `>=`, `>`).
     pub fn symbol(self) -> &'static str {
         match self {
             SloOp::Le => "<=",
@@ -261,8 +285,11 @@ impl SloOp {
 /// One SLO, e.g. `itl.p99<=50ms`: `metric.stat`, an operator, and a bound.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Slo {
+    /// The figure's distribution (or the error rate).
     pub metric: SloMetric,
+    /// Which figure of that distribution.
     pub stat: SloStat,
+    /// How the figure must compare with `bound`.
     pub op: SloOp,
     /// In milliseconds for times, tokens/s for output speed.
     pub bound: f64,
@@ -277,7 +304,9 @@ pub struct Slo {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid SLO {input:?}: {reason}; write it like 'itl.p99<=50ms', 'ttft.p90<=2s' or 'output_speed.p50>=20'")]
 pub struct SloParseError {
+    /// The expression as given.
     pub input: String,
+    /// What is wrong with it, in words.
     pub reason: String,
 }
 
@@ -599,6 +628,8 @@ pub struct GoodputAcc {
 }
 
 impl GoodputAcc {
+    /// Counts a sent, non-warm-up record, and counts it good when it succeeded and met
+    /// every SLO in `slos`; others are skipped.
     pub fn push(&mut self, r: &RequestRecord, slos: &[Slo]) {
         if r.warmup || !r.was_sent() {
             return;
@@ -609,6 +640,7 @@ impl GoodputAcc {
         }
     }
 
+    /// Adds the counts of another part of the same level.
     pub fn merge(&mut self, o: &GoodputAcc) {
         self.sent += o.sent;
         self.good += o.good;
