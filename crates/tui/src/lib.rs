@@ -2,6 +2,8 @@
 //! function of a [`View`] (snapshot-tested as text with ratatui's `TestBackend`), and
 //! [`term`] owns the real terminal, restoring it when the dashboard ends or panics.
 
+#![warn(missing_docs)]
+
 pub mod live;
 pub mod render;
 pub mod term;

@@ -319,8 +319,12 @@ fn histogram(d: &DistAcc) -> Vec<Bin> {
 /// This process's figures the dashboard adds to the records' (read at frame time).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Client {
+    /// Requests in flight now.
     pub in_flight: u64,
+    /// This process's CPU use over the last second, as a share of all cores; `None` until
+    /// two readings a second apart exist (or where CPU time cannot be read).
     pub cpu_share: Option<f64>,
+    /// The machine's cores.
     pub cores: usize,
 }
 

@@ -34,9 +34,13 @@ pub trait Feed {
 /// A key's meaning on the dashboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// Leave the dashboard (`q`, Ctrl-C).
     Quit,
+    /// End the current level early (`s`).
     Skip,
+    /// Toggle the formulas overlay (`?`, `h`).
     Help,
+    /// A key the dashboard ignores, or a release.
     None,
 }
 
@@ -78,6 +82,7 @@ impl Session {
         }
     }
 
+    /// Draws one frame of `view`.
     pub fn draw(&mut self, view: &View) -> io::Result<()> {
         self.terminal.draw(|f| crate::render(f, view))?;
         Ok(())
