@@ -225,6 +225,161 @@ fn a_watcher_whose_store_is_away_keeps_its_probes_and_ships_them_later() {
     );
 }
 
+/// The shared store's tables as its first version wrote them: the stores watchers
+/// already feed.
+const SCHEMA_V1: &str = "
+CREATE TABLE watch_schema (version INTEGER NOT NULL);
+INSERT INTO watch_schema (version) VALUES (1);
+CREATE TABLE watch_targets (
+    vantage TEXT NOT NULL,
+    name TEXT NOT NULL,
+    url TEXT NOT NULL,
+    slos TEXT NOT NULL,
+    interval_s DOUBLE PRECISION NOT NULL,
+    seen_ms BIGINT NOT NULL,
+    PRIMARY KEY (vantage, name)
+);
+CREATE TABLE watch_probes (
+    id BIGSERIAL PRIMARY KEY,
+    vantage TEXT NOT NULL,
+    target TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    ended_ms BIGINT NOT NULL,
+    sent BIGINT NOT NULL,
+    succeeded BIGINT NOT NULL,
+    failed BIGINT NOT NULL,
+    aborted BIGINT NOT NULL,
+    failed_by_class TEXT NOT NULL,
+    ttft_p50_ms DOUBLE PRECISION,
+    ttft_p99_ms DOUBLE PRECISION,
+    itl_p50_ms DOUBLE PRECISION,
+    itl_p99_ms DOUBLE PRECISION,
+    output_tok_s DOUBLE PRECISION,
+    slo_ok BOOLEAN NOT NULL,
+    slo_detail TEXT NOT NULL,
+    clock TEXT,
+    read_delay_p99_ms DOUBLE PRECISION,
+    loop_lag_p99_ms DOUBLE PRECISION,
+    merged_reads BIGINT,
+    UNIQUE (vantage, target, started_ms)
+);
+CREATE INDEX watch_probes_by_target_time ON watch_probes (target, started_ms);
+CREATE INDEX watch_probes_by_time ON watch_probes (started_ms);
+CREATE TABLE watch_requests (
+    probe_id BIGINT NOT NULL REFERENCES watch_probes (id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    ttft_ms DOUBLE PRECISION,
+    e2e_ms DOUBLE PRECISION,
+    chunks BIGINT NOT NULL,
+    output_tokens BIGINT,
+    itl_p50_ms DOUBLE PRECISION,
+    itl_max_ms DOUBLE PRECISION,
+    PRIMARY KEY (probe_id, idx)
+);
+";
+
+/// What `sql` prints in `database`, one row a line.
+fn psql(database: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([database, "-v", "ON_ERROR_STOP=1", "-Atqc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every column (table, name, type, null, default) and index of a store.
+fn layout(database: &str) -> String {
+    psql(
+        database,
+        "SELECT table_name, column_name, data_type, is_nullable, column_default
+           FROM information_schema.columns WHERE table_schema = 'public'
+           ORDER BY table_name, ordinal_position",
+    ) + &psql(
+        database,
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+           ORDER BY indexname",
+    )
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
+fn a_store_the_first_version_made_is_laid_out_as_a_new_one_and_takes_probes() {
+    use cadence_watch::shared::SharedConfig;
+    use cadence_watch::store::{ProbeRow, RequestRow};
+    let old = database("v1");
+    psql(&old, SCHEMA_V1);
+    let new = database("new");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let probe = ProbeRow {
+        id: 0,
+        target: "sim".into(),
+        started_ms: 1_000,
+        ended_ms: 1_500,
+        sent: 2,
+        succeeded: 1,
+        failed: 1,
+        aborted: 0,
+        failed_by_class: [("http_error".to_string(), 1)].into(),
+        ttft_p50_ms: Some(20.5),
+        ttft_p99_ms: None,
+        itl_p50_ms: Some(5.0),
+        itl_p99_ms: Some(9.0),
+        output_tok_s: Some(150.0),
+        slo_ok: false,
+        slo_detail: vec!["ttft.p50<=10ms: 20.5 ms".into()],
+        clock: Some("kernel".into()),
+        read_delay_p99_ms: Some(0.05),
+        loop_lag_p99_ms: None,
+        merged_reads: Some(3),
+    };
+    let request = RequestRow {
+        idx: 1,
+        outcome: "success".into(),
+        ttft_ms: Some(20.5),
+        e2e_ms: Some(80.0),
+        chunks: 8,
+        output_tokens: None,
+        itl_p50_ms: Some(5.0),
+        itl_max_ms: Some(9.0),
+    };
+    for db in [&old, &new] {
+        let back = rt.block_on(async {
+            let mut store = SharedConfig::new(db, None)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let batch = [(probe.clone(), vec![request.clone()])];
+            assert_eq!(store.push("east", &batch).await.unwrap(), 1);
+            assert_eq!(store.push("east", &batch).await.unwrap(), 0, "stored once");
+            let probes = store.probes(None, 0).await.unwrap();
+            let reqs = store.requests(probes[0].probe.id).await.unwrap();
+            (probes, reqs)
+        });
+        let (probes, reqs) = back;
+        assert_eq!(probes.len(), 1, "{db}");
+        assert_eq!(probes[0].vantage, "east");
+        assert_eq!(
+            probes[0].probe,
+            ProbeRow {
+                id: probes[0].probe.id,
+                ..probe.clone()
+            }
+        );
+        assert_eq!(reqs, vec![request.clone()]);
+    }
+    let (old, new) = (layout(&old), layout(&new));
+    assert_eq!(new, old);
+    assert!(new.contains("watch_requests|idx|integer|NO|"), "{new}");
+    assert!(new.contains("watch_probes|slo_ok|boolean|NO|"), "{new}");
+}
+
 /// The deploy kit's vantage rules and dashboard panels use names the hub's /metrics
 /// has, and its shared-store ones names a watcher's has (tests/watch_prometheus.rs
 /// checks the rest against a real Prometheus).

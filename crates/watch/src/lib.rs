@@ -3,6 +3,7 @@
 //! charts, Prometheus metrics and incident webhooks, and reported offline.
 
 pub mod board;
+mod columns;
 pub mod config;
 pub mod incident;
 pub mod lifecycle;

@@ -5,24 +5,27 @@
 //! delay, and a probe shipped twice (a crash between the two commits) is stored once.
 
 use crate::board::TargetInfo;
+use crate::columns::{definitions, names, placeholders, Cells, Kind, Value};
 use crate::store::{ProbeRow, RequestRow};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio_postgres::config::Host;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The shared store's schema version (table `watch_schema`).
 pub const SHARED_SCHEMA_VERSION: i32 = 1;
 
-/// Version 1 of the shared store's tables. Times are Unix milliseconds, latencies
+/// The shared store's tables, for a new database: the columns of `columns`, each
+/// probe's key and vantage before them. Times are Unix milliseconds, latencies
 /// milliseconds, as in the SQLite file; a probe is keyed by its vantage, target and
 /// start, so a re-shipped probe is recognised.
-const SCHEMA_V1: &str = "
-CREATE TABLE watch_targets (
+fn schema() -> String {
+    format!(
+        "CREATE TABLE watch_targets (
     vantage TEXT NOT NULL,
     name TEXT NOT NULL,
     url TEXT NOT NULL,
@@ -34,42 +37,19 @@ CREATE TABLE watch_targets (
 CREATE TABLE watch_probes (
     id BIGSERIAL PRIMARY KEY,
     vantage TEXT NOT NULL,
-    target TEXT NOT NULL,
-    started_ms BIGINT NOT NULL,
-    ended_ms BIGINT NOT NULL,
-    sent BIGINT NOT NULL,
-    succeeded BIGINT NOT NULL,
-    failed BIGINT NOT NULL,
-    aborted BIGINT NOT NULL,
-    failed_by_class TEXT NOT NULL,
-    ttft_p50_ms DOUBLE PRECISION,
-    ttft_p99_ms DOUBLE PRECISION,
-    itl_p50_ms DOUBLE PRECISION,
-    itl_p99_ms DOUBLE PRECISION,
-    output_tok_s DOUBLE PRECISION,
-    slo_ok BOOLEAN NOT NULL,
-    slo_detail TEXT NOT NULL,
-    clock TEXT,
-    read_delay_p99_ms DOUBLE PRECISION,
-    loop_lag_p99_ms DOUBLE PRECISION,
-    merged_reads BIGINT,
-    UNIQUE (vantage, target, started_ms)
+{probes}    UNIQUE (vantage, target, started_ms)
 );
 CREATE INDEX watch_probes_by_target_time ON watch_probes (target, started_ms);
 CREATE INDEX watch_probes_by_time ON watch_probes (started_ms);
 CREATE TABLE watch_requests (
     probe_id BIGINT NOT NULL REFERENCES watch_probes (id) ON DELETE CASCADE,
-    idx INTEGER NOT NULL,
-    outcome TEXT NOT NULL,
-    ttft_ms DOUBLE PRECISION,
-    e2e_ms DOUBLE PRECISION,
-    chunks BIGINT NOT NULL,
-    output_tokens BIGINT,
-    itl_p50_ms DOUBLE PRECISION,
-    itl_max_ms DOUBLE PRECISION,
-    PRIMARY KEY (probe_id, idx)
+{requests}    PRIMARY KEY (probe_id, idx)
 );
-";
+",
+        probes = definitions(ProbeRow::COLUMNS, Kind::postgres),
+        requests = definitions(RequestRow::COLUMNS, Kind::postgres),
+    )
+}
 
 /// Serializes watchers creating the schema at once (any constant; "cadence").
 const MIGRATION_LOCK: i64 = 0x0063_6164_656e_6365;
@@ -328,7 +308,7 @@ impl SharedStore {
             .and_then(|r| r.get(0));
         match found {
             None => {
-                tx.batch_execute(SCHEMA_V1).await.map_err(err)?;
+                tx.batch_execute(&schema()).await.map_err(err)?;
                 tx.execute(
                     "INSERT INTO watch_schema (version) VALUES ($1)",
                     &[&SHARED_SCHEMA_VERSION],
@@ -392,78 +372,40 @@ impl SharedStore {
         };
         let tx = self.client.transaction().await.map_err(err)?;
         let insert_probe = tx
-            .prepare(
-                "INSERT INTO watch_probes (vantage, target, started_ms, ended_ms, sent, succeeded,
-                    failed, aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms,
-                    itl_p99_ms, output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms,
-                    loop_lag_p99_ms, merged_reads)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                    $17, $18, $19, $20)
+            .prepare(&format!(
+                "INSERT INTO watch_probes (vantage, {}) VALUES ({})
                  ON CONFLICT (vantage, target, started_ms) DO NOTHING
                  RETURNING id",
-            )
+                names(ProbeRow::COLUMNS),
+                placeholders('$', 1, ProbeRow::COLUMNS.len() + 1)
+            ))
             .await
             .map_err(err)?;
         let insert_request = tx
-            .prepare(
-                "INSERT INTO watch_requests (probe_id, idx, outcome, ttft_ms, e2e_ms, chunks,
-                    output_tokens, itl_p50_ms, itl_max_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
+            .prepare(&format!(
+                "INSERT INTO watch_requests (probe_id, {}) VALUES ({})",
+                names(RequestRow::COLUMNS),
+                placeholders('$', 1, RequestRow::COLUMNS.len() + 1)
+            ))
             .await
             .map_err(err)?;
         let mut new = 0;
         for (p, reqs) in batch {
-            let classes = serde_json::to_string(&p.failed_by_class).unwrap_or_default();
-            let detail = serde_json::to_string(&p.slo_detail).unwrap_or_default();
+            let values = std::iter::once(Value::Text(vantage.to_string())).chain(p.values());
+            let params = bound(values, insert_probe.params());
             let row = tx
-                .query_opt(
-                    &insert_probe,
-                    &[
-                        &vantage,
-                        &p.target,
-                        &p.started_ms,
-                        &p.ended_ms,
-                        &(p.sent as i64),
-                        &(p.succeeded as i64),
-                        &(p.failed as i64),
-                        &(p.aborted as i64),
-                        &classes,
-                        &p.ttft_p50_ms,
-                        &p.ttft_p99_ms,
-                        &p.itl_p50_ms,
-                        &p.itl_p99_ms,
-                        &p.output_tok_s,
-                        &p.slo_ok,
-                        &detail,
-                        &p.clock,
-                        &p.read_delay_p99_ms,
-                        &p.loop_lag_p99_ms,
-                        &p.merged_reads.map(|n| n as i64),
-                    ],
-                )
+                .query_opt(&insert_probe, &refs(&params))
                 .await
                 .map_err(err)?;
             let Some(row) = row else { continue };
             new += 1;
-            let id: i64 = row.get(0);
+            let id: i64 = row.try_get(0).map_err(err)?;
             for r in reqs {
-                tx.execute(
-                    &insert_request,
-                    &[
-                        &id,
-                        &(r.idx as i32),
-                        &r.outcome,
-                        &r.ttft_ms,
-                        &r.e2e_ms,
-                        &(r.chunks as i64),
-                        &r.output_tokens.map(|n| n as i64),
-                        &r.itl_p50_ms,
-                        &r.itl_max_ms,
-                    ],
-                )
-                .await
-                .map_err(err)?;
+                let values = std::iter::once(Value::Int(id)).chain(r.values());
+                let params = bound(values, insert_request.params());
+                tx.execute(&insert_request, &refs(&params))
+                    .await
+                    .map_err(err)?;
             }
         }
         tx.commit().await.map_err(err)?;
@@ -512,10 +454,10 @@ impl SharedStore {
         target: Option<&str>,
         since_ms: i64,
     ) -> Result<Vec<VantageProbe>, SharedError> {
-        let select = "SELECT id, vantage, target, started_ms, ended_ms, sent, succeeded, failed,
-            aborted, failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms,
-            output_tok_s, slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms,
-            merged_reads FROM watch_probes";
+        let select = format!(
+            "SELECT id, vantage, {} FROM watch_probes",
+            names(ProbeRow::COLUMNS)
+        );
         let rows = match target {
             Some(t) => {
                 self.client
@@ -537,37 +479,15 @@ impl SharedStore {
             }
         }
         .map_err(|e| self.err(e))?;
-        Ok(rows
-            .iter()
-            .map(|r| VantageProbe {
-                vantage: r.get(1),
-                probe: ProbeRow {
-                    id: r.get(0),
-                    target: r.get(2),
-                    started_ms: r.get(3),
-                    ended_ms: r.get(4),
-                    sent: r.get::<_, i64>(5) as u64,
-                    succeeded: r.get::<_, i64>(6) as u64,
-                    failed: r.get::<_, i64>(7) as u64,
-                    aborted: r.get::<_, i64>(8) as u64,
-                    failed_by_class: serde_json::from_str::<BTreeMap<String, u64>>(
-                        r.get::<_, &str>(9),
-                    )
-                    .unwrap_or_default(),
-                    ttft_p50_ms: r.get(10),
-                    ttft_p99_ms: r.get(11),
-                    itl_p50_ms: r.get(12),
-                    itl_p99_ms: r.get(13),
-                    output_tok_s: r.get(14),
-                    slo_ok: r.get(15),
-                    slo_detail: serde_json::from_str(r.get::<_, &str>(16)).unwrap_or_default(),
-                    clock: r.get(17),
-                    read_delay_p99_ms: r.get(18),
-                    loop_lag_p99_ms: r.get(19),
-                    merged_reads: r.get::<_, Option<i64>>(20).map(|n| n as u64),
-                },
+        rows.iter()
+            .map(|r| {
+                Ok(VantageProbe {
+                    vantage: r.try_get(1)?,
+                    probe: ProbeRow::read(r.try_get(0)?, &mut Row { row: r, at: 2 })?,
+                })
             })
-            .collect())
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.err(e))
     }
 
     /// Request rows of one stored probe (by its shared-store id).
@@ -575,25 +495,18 @@ impl SharedStore {
         let rows = self
             .client
             .query(
-                "SELECT idx, outcome, ttft_ms, e2e_ms, chunks, output_tokens, itl_p50_ms, itl_max_ms
-                 FROM watch_requests WHERE probe_id = $1 ORDER BY idx",
+                &format!(
+                    "SELECT {} FROM watch_requests WHERE probe_id = $1 ORDER BY idx",
+                    names(RequestRow::COLUMNS)
+                ),
                 &[&probe_id],
             )
             .await
             .map_err(|e| self.err(e))?;
-        Ok(rows
-            .iter()
-            .map(|r| RequestRow {
-                idx: r.get::<_, i32>(0) as u64,
-                outcome: r.get(1),
-                ttft_ms: r.get(2),
-                e2e_ms: r.get(3),
-                chunks: r.get::<_, i64>(4) as u64,
-                output_tokens: r.get::<_, Option<i64>>(5).map(|n| n as u64),
-                itl_p50_ms: r.get(6),
-                itl_max_ms: r.get(7),
-            })
-            .collect())
+        rows.iter()
+            .map(|r| RequestRow::read(&mut Row { row: r, at: 0 }))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.err(e))
     }
 
     /// Every vantage that announced itself, with its targets and its latest probe.
@@ -633,6 +546,86 @@ impl SharedStore {
             }
         }
         Ok(out)
+    }
+}
+
+/// `values` as the parameters of a statement whose parameter types are `types`: an
+/// integer bound to an `INTEGER` (a request's index) as the 32 bits it holds.
+fn bound(values: impl Iterator<Item = Value>, types: &[Type]) -> Vec<Box<dyn ToSql + Sync + Send>> {
+    values
+        .zip(types)
+        .map(|(v, t)| -> Box<dyn ToSql + Sync + Send> {
+            match v {
+                Value::Int(n) if *t == Type::INT4 => Box::new(n as i32),
+                Value::Int(n) => Box::new(n),
+                Value::OptInt(n) => Box::new(n),
+                Value::Text(s) => Box::new(s),
+                Value::OptText(s) => Box::new(s),
+                Value::Real(x) => Box::new(x),
+                Value::Flag(b) => Box::new(b),
+            }
+        })
+        .collect()
+}
+
+/// The parameters as a statement takes them.
+fn refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// A result row read column after column.
+struct Row<'a> {
+    row: &'a tokio_postgres::Row,
+    at: usize,
+}
+
+impl Row<'_> {
+    fn next<'r, T: tokio_postgres::types::FromSql<'r>>(
+        &'r mut self,
+    ) -> Result<T, tokio_postgres::Error> {
+        self.at += 1;
+        self.row.try_get(self.at - 1)
+    }
+
+    /// Whether the next column is a 32-bit integer (a request's index), not 64 bits.
+    fn small(&self) -> bool {
+        self.row
+            .columns()
+            .get(self.at)
+            .is_some_and(|c| *c.type_() == Type::INT4)
+    }
+}
+
+impl Cells for Row<'_> {
+    type Error = tokio_postgres::Error;
+    fn text(&mut self) -> Result<String, Self::Error> {
+        self.next()
+    }
+    fn opt_text(&mut self) -> Result<Option<String>, Self::Error> {
+        self.next()
+    }
+    fn int(&mut self) -> Result<i64, Self::Error> {
+        if self.small() {
+            self.next::<i32>().map(i64::from)
+        } else {
+            self.next()
+        }
+    }
+    fn opt_int(&mut self) -> Result<Option<i64>, Self::Error> {
+        if self.small() {
+            Ok(self.next::<Option<i32>>()?.map(i64::from))
+        } else {
+            self.next()
+        }
+    }
+    fn real(&mut self) -> Result<Option<f64>, Self::Error> {
+        self.next()
+    }
+    fn flag(&mut self) -> Result<bool, Self::Error> {
+        self.next()
     }
 }
 

@@ -4,6 +4,7 @@
 //! (a crash loses at most the probe in flight), retention by age, and one writer per
 //! file (a lock file beside it).
 
+use crate::columns::{definitions, names, placeholders, Cells, Kind, Value};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,48 +12,34 @@ use std::path::{Path, PathBuf};
 /// The schema this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 2;
 
-/// Version 1. Times are Unix milliseconds; latencies milliseconds; `NULL` where a probe
-/// had no sample (no request succeeded).
-const SCHEMA_V1: &str = "
-CREATE TABLE probes (
+/// The current schema, for a new database: the columns of `columns`, each probe's key
+/// before them and its outbox flag (`shipped`: 1 once the probe is in the shared store;
+/// a partial index finds the rest) after them. Times are Unix milliseconds; latencies
+/// milliseconds; `NULL` where a probe had no sample (no request succeeded).
+fn schema() -> String {
+    format!(
+        "CREATE TABLE probes (
     id INTEGER PRIMARY KEY,
-    target TEXT NOT NULL,
-    started_ms INTEGER NOT NULL,
-    ended_ms INTEGER NOT NULL,
-    sent INTEGER NOT NULL,
-    succeeded INTEGER NOT NULL,
-    failed INTEGER NOT NULL,
-    aborted INTEGER NOT NULL,
-    failed_by_class TEXT NOT NULL,
-    ttft_p50_ms REAL,
-    ttft_p99_ms REAL,
-    itl_p50_ms REAL,
-    itl_p99_ms REAL,
-    output_tok_s REAL,
-    slo_ok INTEGER NOT NULL,
-    slo_detail TEXT NOT NULL
+{probes}    shipped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX probes_by_target_time ON probes(target, started_ms);
 CREATE INDEX probes_by_time ON probes(started_ms);
+CREATE INDEX probes_unshipped ON probes(id) WHERE shipped = 0;
 CREATE TABLE requests (
     probe_id INTEGER NOT NULL REFERENCES probes(id) ON DELETE CASCADE,
-    idx INTEGER NOT NULL,
-    outcome TEXT NOT NULL,
-    ttft_ms REAL,
-    e2e_ms REAL,
-    chunks INTEGER NOT NULL,
-    output_tokens INTEGER,
-    itl_p50_ms REAL,
-    itl_max_ms REAL,
-    PRIMARY KEY (probe_id, idx)
+{requests}    PRIMARY KEY (probe_id, idx)
 ) WITHOUT ROWID;
-";
+",
+        probes = definitions(ProbeRow::COLUMNS, Kind::sqlite),
+        requests = definitions(RequestRow::COLUMNS, Kind::sqlite),
+    )
+}
 
-/// Version 2: each probe's clock self-check (which clock stamped its chunks, the
-/// client's read delay and event-loop lag, socket reads that carried more than one
-/// chunk), and the shared store's outbox (`shipped`:
-/// 1 once the probe is in the shared store; a partial index finds the rest).
-const SCHEMA_V2: &str = "
+/// Version 2's step from version 1, frozen as it was (a later column is another
+/// step): each probe's clock self-check (which clock stamped its chunks, the client's
+/// read delay and event-loop lag, socket reads that carried more than one chunk), and
+/// the shared store's outbox.
+const SCHEMA_V1_TO_V2: &str = "
 ALTER TABLE probes ADD COLUMN clock TEXT;
 ALTER TABLE probes ADD COLUMN read_delay_p99_ms REAL;
 ALTER TABLE probes ADD COLUMN loop_lag_p99_ms REAL;
@@ -252,16 +239,16 @@ impl Store {
             .map_err(err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err)?;
-        // Each migration in one transaction: a crash leaves the old version or the new.
-        let steps: &[&str] = match version {
-            0 => &[SCHEMA_V1, SCHEMA_V2],
-            1 => &[SCHEMA_V2],
-            _ => &[],
+        // A new database gets the current schema, an older one its migration steps;
+        // each in one transaction: a crash leaves the old version or the new.
+        let steps = match version {
+            0 => schema(),
+            1 => SCHEMA_V1_TO_V2.to_string(),
+            _ => String::new(),
         };
         if !steps.is_empty() {
             conn.execute_batch(&format!(
-                "BEGIN; {} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;",
-                steps.concat()
+                "BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             ))
             .map_err(err)?;
         }
@@ -338,57 +325,15 @@ impl Store {
         let path = self.path.clone();
         let err = |e| StoreError::from_sqlite(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
-        tx.execute(
-            "INSERT INTO probes (target, started_ms, ended_ms, sent, succeeded, failed, aborted,
-                failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s,
-                slo_ok, slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms, merged_reads)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19)",
-            params![
-                p.target,
-                p.started_ms,
-                p.ended_ms,
-                p.sent as i64,
-                p.succeeded as i64,
-                p.failed as i64,
-                p.aborted as i64,
-                serde_json::to_string(&p.failed_by_class).unwrap_or_default(),
-                p.ttft_p50_ms,
-                p.ttft_p99_ms,
-                p.itl_p50_ms,
-                p.itl_p99_ms,
-                p.output_tok_s,
-                p.slo_ok,
-                serde_json::to_string(&p.slo_detail).unwrap_or_default(),
-                p.clock,
-                p.read_delay_p99_ms,
-                p.loop_lag_p99_ms,
-                p.merged_reads.map(|n| n as i64),
-            ],
-        )
-        .map_err(err)?;
+        tx.execute(&insert_probe(), rusqlite::params_from_iter(p.values()))
+            .map_err(err)?;
         let id = tx.last_insert_rowid();
         {
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT INTO requests (probe_id, idx, outcome, ttft_ms, e2e_ms, chunks,
-                        output_tokens, itl_p50_ms, itl_max_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(err)?;
+            let mut st = tx.prepare_cached(&insert_request()).map_err(err)?;
             for r in reqs {
-                st.execute(params![
-                    id,
-                    r.idx as i64,
-                    r.outcome,
-                    r.ttft_ms,
-                    r.e2e_ms,
-                    r.chunks as i64,
-                    r.output_tokens.map(|n| n as i64),
-                    r.itl_p50_ms,
-                    r.itl_max_ms,
-                ])
-                .map_err(err)?;
+                let values = std::iter::once(Value::Int(id)).chain(r.values());
+                st.execute(rusqlite::params_from_iter(values))
+                    .map_err(err)?;
             }
         }
         tx.commit().map_err(err)?;
@@ -417,7 +362,10 @@ impl Store {
     pub fn last_probe(&self, target: &str) -> Result<Option<ProbeRow>, StoreError> {
         self.conn
             .query_row(
-                &format!("{SELECT} WHERE target = ?1 ORDER BY started_ms DESC, id DESC LIMIT 1"),
+                &format!(
+                    "{} WHERE target = ?1 ORDER BY started_ms DESC, id DESC LIMIT 1",
+                    select()
+                ),
                 [target],
                 probe_row,
             )
@@ -433,7 +381,8 @@ impl Store {
                 let mut st = self
                     .conn
                     .prepare_cached(&format!(
-                        "{SELECT} WHERE target = ?1 AND started_ms >= ?2 ORDER BY started_ms, id"
+                        "{} WHERE target = ?1 AND started_ms >= ?2 ORDER BY started_ms, id",
+                        select()
                     ))
                     .map_err(|e| self.err(e))?;
                 let it = st
@@ -445,7 +394,8 @@ impl Store {
                 let mut st = self
                     .conn
                     .prepare_cached(&format!(
-                        "{SELECT} WHERE started_ms >= ?1 ORDER BY target, started_ms, id"
+                        "{} WHERE started_ms >= ?1 ORDER BY target, started_ms, id",
+                        select()
                     ))
                     .map_err(|e| self.err(e))?;
                 let it = st
@@ -462,7 +412,7 @@ impl Store {
     pub fn probe(&self, id: i64) -> Result<Option<ProbeRow>, StoreError> {
         let mut st = self
             .conn
-            .prepare_cached(&format!("{SELECT} WHERE id = ?1"))
+            .prepare_cached(&format!("{} WHERE id = ?1", select()))
             .map_err(|e| self.err(e))?;
         let mut rows = st.query_map([id], probe_row).map_err(|e| self.err(e))?;
         rows.next().transpose().map_err(|e| self.err(e))
@@ -471,24 +421,13 @@ impl Store {
     pub fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, StoreError> {
         let mut st = self
             .conn
-            .prepare_cached(
-                "SELECT idx, outcome, ttft_ms, e2e_ms, chunks, output_tokens, itl_p50_ms, itl_max_ms
-                 FROM requests WHERE probe_id = ?1 ORDER BY idx",
-            )
+            .prepare_cached(&format!(
+                "SELECT {} FROM requests WHERE probe_id = ?1 ORDER BY idx",
+                names(RequestRow::COLUMNS)
+            ))
             .map_err(|e| self.err(e))?;
         let it = st
-            .query_map([probe_id], |r| {
-                Ok(RequestRow {
-                    idx: r.get::<_, i64>(0)? as u64,
-                    outcome: r.get(1)?,
-                    ttft_ms: r.get(2)?,
-                    e2e_ms: r.get(3)?,
-                    chunks: r.get::<_, i64>(4)? as u64,
-                    output_tokens: r.get::<_, Option<i64>>(5)?.map(|n| n as u64),
-                    itl_p50_ms: r.get(6)?,
-                    itl_max_ms: r.get(7)?,
-                })
-            })
+            .query_map([probe_id], |r| RequestRow::read(&mut Row { row: r, at: 0 }))
             .map_err(|e| self.err(e))?;
         it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
@@ -499,7 +438,10 @@ impl Store {
         let rows = {
             let mut st = self
                 .conn
-                .prepare_cached(&format!("{SELECT} WHERE shipped = 0 ORDER BY id LIMIT ?1"))
+                .prepare_cached(&format!(
+                    "{} WHERE shipped = 0 ORDER BY id LIMIT ?1",
+                    select()
+                ))
                 .map_err(|e| self.err(e))?;
             let it = st.query_map([limit], probe_row).map_err(|e| self.err(e))?;
             it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))?
@@ -556,35 +498,79 @@ impl Store {
     }
 }
 
-const SELECT: &str = "SELECT id, target, started_ms, ended_ms, sent, succeeded, failed, aborted,
-    failed_by_class, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, output_tok_s, slo_ok,
-    slo_detail, clock, read_delay_p99_ms, loop_lag_p99_ms, merged_reads FROM probes";
+/// Every probe column, its key first.
+fn select() -> String {
+    format!("SELECT id, {} FROM probes", names(ProbeRow::COLUMNS))
+}
+
+fn insert_probe() -> String {
+    let n = ProbeRow::COLUMNS.len();
+    format!(
+        "INSERT INTO probes ({}) VALUES ({})",
+        names(ProbeRow::COLUMNS),
+        placeholders('?', 1, n)
+    )
+}
+
+fn insert_request() -> String {
+    let n = RequestRow::COLUMNS.len();
+    format!(
+        "INSERT INTO requests (probe_id, {}) VALUES ({})",
+        names(RequestRow::COLUMNS),
+        placeholders('?', 1, n + 1)
+    )
+}
 
 fn probe_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProbeRow> {
-    let classes: String = r.get(8)?;
-    let detail: String = r.get(15)?;
-    Ok(ProbeRow {
-        id: r.get(0)?,
-        target: r.get(1)?,
-        started_ms: r.get(2)?,
-        ended_ms: r.get(3)?,
-        sent: r.get::<_, i64>(4)? as u64,
-        succeeded: r.get::<_, i64>(5)? as u64,
-        failed: r.get::<_, i64>(6)? as u64,
-        aborted: r.get::<_, i64>(7)? as u64,
-        failed_by_class: serde_json::from_str(&classes).unwrap_or_default(),
-        ttft_p50_ms: r.get(9)?,
-        ttft_p99_ms: r.get(10)?,
-        itl_p50_ms: r.get(11)?,
-        itl_p99_ms: r.get(12)?,
-        output_tok_s: r.get(13)?,
-        slo_ok: r.get(14)?,
-        slo_detail: serde_json::from_str(&detail).unwrap_or_default(),
-        clock: r.get(16)?,
-        read_delay_p99_ms: r.get(17)?,
-        loop_lag_p99_ms: r.get(18)?,
-        merged_reads: r.get::<_, Option<i64>>(19)?.map(|n| n as u64),
-    })
+    ProbeRow::read(r.get(0)?, &mut Row { row: r, at: 1 })
+}
+
+/// A result row read column after column.
+struct Row<'a, 'b> {
+    row: &'a rusqlite::Row<'b>,
+    at: usize,
+}
+
+impl Row<'_, '_> {
+    fn next<T: rusqlite::types::FromSql>(&mut self) -> rusqlite::Result<T> {
+        self.at += 1;
+        self.row.get(self.at - 1)
+    }
+}
+
+impl Cells for Row<'_, '_> {
+    type Error = rusqlite::Error;
+    fn text(&mut self) -> rusqlite::Result<String> {
+        self.next()
+    }
+    fn opt_text(&mut self) -> rusqlite::Result<Option<String>> {
+        self.next()
+    }
+    fn int(&mut self) -> rusqlite::Result<i64> {
+        self.next()
+    }
+    fn opt_int(&mut self) -> rusqlite::Result<Option<i64>> {
+        self.next()
+    }
+    fn real(&mut self) -> rusqlite::Result<Option<f64>> {
+        self.next()
+    }
+    fn flag(&mut self) -> rusqlite::Result<bool> {
+        self.next()
+    }
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Value::Text(s) => s.to_sql(),
+            Value::OptText(s) => s.to_sql(),
+            Value::Int(n) => n.to_sql(),
+            Value::OptInt(n) => n.to_sql(),
+            Value::Real(x) => x.to_sql(),
+            Value::Flag(b) => b.to_sql(),
+        }
+    }
 }
 
 /// The schema version of an open database: 0 for a new (empty) file; an error for a
@@ -611,6 +597,99 @@ fn read_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Version 1's schema as that version wrote it: the databases it left behind.
+    const SCHEMA_V1: &str = "
+CREATE TABLE probes (
+    id INTEGER PRIMARY KEY,
+    target TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    ended_ms INTEGER NOT NULL,
+    sent INTEGER NOT NULL,
+    succeeded INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    aborted INTEGER NOT NULL,
+    failed_by_class TEXT NOT NULL,
+    ttft_p50_ms REAL,
+    ttft_p99_ms REAL,
+    itl_p50_ms REAL,
+    itl_p99_ms REAL,
+    output_tok_s REAL,
+    slo_ok INTEGER NOT NULL,
+    slo_detail TEXT NOT NULL
+);
+CREATE INDEX probes_by_target_time ON probes(target, started_ms);
+CREATE INDEX probes_by_time ON probes(started_ms);
+CREATE TABLE requests (
+    probe_id INTEGER NOT NULL REFERENCES probes(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    ttft_ms REAL,
+    e2e_ms REAL,
+    chunks INTEGER NOT NULL,
+    output_tokens INTEGER,
+    itl_p50_ms REAL,
+    itl_max_ms REAL,
+    PRIMARY KEY (probe_id, idx)
+) WITHOUT ROWID;
+";
+
+    /// Every table's columns (name, type, not null, default, key) and every index's
+    /// name and table, in order: the schema as SQLite holds it.
+    fn layout(c: &Connection) -> Vec<String> {
+        let mut out = Vec::new();
+        for table in ["probes", "requests"] {
+            let mut st = c.prepare(&format!("PRAGMA table_info({table})")).unwrap();
+            let rows = st
+                .query_map([], |r| {
+                    Ok(format!(
+                        "{table}.{} {} notnull={} default={:?} pk={}",
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, i64>(5)?
+                    ))
+                })
+                .unwrap();
+            out.extend(rows.map(Result::unwrap));
+        }
+        let mut st = c
+            .prepare("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+            .unwrap();
+        let rows = st
+            .query_map([], |r| {
+                Ok(format!(
+                    "index {} on {}",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?
+                ))
+            })
+            .unwrap();
+        out.extend(rows.map(Result::unwrap));
+        out
+    }
+
+    #[test]
+    fn a_new_database_is_laid_out_as_a_version_1_database_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.db");
+        let c = Connection::open(&old).unwrap();
+        c.execute_batch(&format!("{SCHEMA_V1} PRAGMA user_version = 1;"))
+            .unwrap();
+        drop(c);
+        drop(Store::open(&old).unwrap());
+        let new = dir.path().join("new.db");
+        drop(Store::open(&new).unwrap());
+        let old = layout(&Connection::open(&old).unwrap());
+        let new = layout(&Connection::open(&new).unwrap());
+        assert_eq!(new, old);
+        assert_eq!(new.len(), (1 + 19 + 1) + (1 + 8) + 3, "{new:#?}");
+        assert!(new.contains(&"probes.slo_ok INTEGER notnull=1 default=None pk=0".to_string()));
+        assert!(
+            new.contains(&"probes.shipped INTEGER notnull=1 default=Some(\"0\") pk=0".to_string())
+        );
+    }
 
     pub(crate) fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
         ProbeRow {
