@@ -19,20 +19,8 @@ fn database(name: &str) -> String {
     let admin = std::env::var("CADENCE_TEST_POSTGRES")
         .expect("CADENCE_TEST_POSTGRES is not set: scripts/test.sh starts a server and sets it");
     let db = format!("watchx_{}_{name}", std::process::id());
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {db}"),
-        format!("CREATE DATABASE {db}"),
-    ] {
-        let out = Command::new("psql")
-            .args([admin.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &sql])
-            .output()
-            .expect("psql runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    psql(&admin, &format!("DROP DATABASE IF EXISTS {db}"));
+    psql(&admin, &format!("CREATE DATABASE {db}"));
     format!("{admin} dbname={db}")
 }
 
@@ -225,20 +213,10 @@ fn a_watcher_whose_store_is_away_keeps_its_probes_and_ships_them_later() {
     );
 }
 
-/// The shared store's tables as its first version wrote them: the stores watchers
-/// already feed.
-const SCHEMA_V1: &str = "
-CREATE TABLE watch_schema (version INTEGER NOT NULL);
-INSERT INTO watch_schema (version) VALUES (1);
-CREATE TABLE watch_targets (
-    vantage TEXT NOT NULL,
-    name TEXT NOT NULL,
-    url TEXT NOT NULL,
-    slos TEXT NOT NULL,
-    interval_s DOUBLE PRECISION NOT NULL,
-    seen_ms BIGINT NOT NULL,
-    PRIMARY KEY (vantage, name)
-);
+/// The shared store's probe and request tables as its first version wrote them: the
+/// stores watchers already feed (the rest of its schema is as it was).
+const PROBES_V1: &str = "
+DROP TABLE watch_requests, watch_probes;
 CREATE TABLE watch_probes (
     id BIGSERIAL PRIMARY KEY,
     vantage TEXT NOT NULL,
@@ -313,9 +291,14 @@ fn a_store_the_first_version_made_is_laid_out_as_a_new_one_and_takes_probes() {
     use cadence_watch::shared::SharedConfig;
     use cadence_watch::store::{ProbeRow, RequestRow};
     let old = database("v1");
-    psql(&old, SCHEMA_V1);
     let new = database("new");
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let connect = |db: &str| {
+        let config = SharedConfig::new(db, None).unwrap();
+        rt.block_on(async move { config.connect().await.unwrap() })
+    };
+    drop(connect(&old));
+    psql(&old, PROBES_V1);
     let probe = ProbeRow {
         id: 0,
         target: "sim".into(),
@@ -349,12 +332,8 @@ fn a_store_the_first_version_made_is_laid_out_as_a_new_one_and_takes_probes() {
         itl_max_ms: Some(9.0),
     };
     for db in [&old, &new] {
+        let mut store = connect(db);
         let back = rt.block_on(async {
-            let mut store = SharedConfig::new(db, None)
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
             let batch = [(probe.clone(), vec![request.clone()])];
             assert_eq!(store.push("east", &batch).await.unwrap(), 1);
             assert_eq!(store.push("east", &batch).await.unwrap(), 0, "stored once");
