@@ -16,7 +16,10 @@ pub enum ArrivalProcess {
     /// Evenly spaced, 1/rate apart.
     Constant,
     /// Exponential gaps with mean 1/rate, seeded.
-    Poisson { seed: u64 },
+    Poisson {
+        /// Draws the gaps (salted, so the seed's other streams stay apart).
+        seed: u64,
+    },
 }
 
 /// The send offsets of an open-loop level, generated lazily.

@@ -12,10 +12,13 @@ use std::time::Duration;
 /// What each level is judged against.
 #[derive(Debug, Clone)]
 pub struct Checks {
+    /// ITL gaps longer than this are stalls (`--stall-threshold`).
     pub stall_threshold: Duration,
+    /// The SLOs each level is held to (`--slo`).
     pub slos: Vec<Slo>,
     /// Share of late sends (open loop) above which a level is invalid.
     pub max_late: f64,
+    /// The width of the time series' buckets (`--time-bucket`).
     pub time_bucket: Duration,
     /// The convention the summary tables lead with (`--convention`).
     pub convention: Option<Convention>,
@@ -67,6 +70,7 @@ impl Checks {
 /// What the run amounts to, in the order a caller maps it to an exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// Nothing to flag: every level valid, every SLO met, not interrupted.
     Ok,
     /// Some level missed an SLO.
     SloBreached,
@@ -81,13 +85,19 @@ pub enum Verdict {
 /// the clocks and CPU time; this turns them into the level's metadata and warnings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelFacts {
+    /// The records' `level` field.
     pub level: u32,
+    /// The level's name as printed (`concurrency=8`, `rate=5/s`).
     pub name: String,
+    /// Closed loop: the clients kept in flight; `None` when paced by rate.
     pub concurrency: Option<u32>,
+    /// Open loop: the arrival rate, requests/s; `None` for a closed loop.
     pub rate: Option<f64>,
     /// Requests the load intended, warm-up included.
     pub intended: u64,
+    /// Why the level ended before its plan, in words; `None` when it ran its course.
     pub stopped_early: Option<String>,
+    /// The watchdog had to end requests that did not stop when cancelled.
     pub watchdog_fired: bool,
     /// Event-loop lag p99 and max.
     pub loop_lag: (Duration, Duration),
@@ -97,7 +107,9 @@ pub struct LevelFacts {
     pub wall: Duration,
     /// Cores of the machine.
     pub cores: usize,
+    /// Requests still streaming after the grace period, aborted.
     pub aborted_in_flight: u64,
+    /// Ctrl-C cut the level short.
     pub interrupted: bool,
     /// The machine's timer floor while the level sent on a schedule.
     pub floor: Option<crate::pacing::TimerFloor>,

@@ -49,37 +49,53 @@ pub struct ChartData {
     pub tokens_per_chunk_basis: String,
 }
 
+/// One point of the ITL CDF.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CdfPoint {
+    /// The percentile, 0 to 100.
     pub percent: f64,
+    /// The pooled ITL at that percentile, ms.
     pub ms: f64,
 }
 
+/// One bin of a log-spaced histogram (the ITL's, in ms).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistogramBin {
+    /// The bin's lower edge, ms; the first bin also holds every smaller value.
     pub lo_ms: f64,
+    /// The bin's upper edge, ms.
     pub hi_ms: f64,
+    /// Values in the bin.
     pub count: u64,
 }
 
+/// ITL percentiles over a run of chunk positions.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PositionBin {
-    /// First and last chunk position in the bin (inclusive).
+    /// The first chunk position in the bin (1 = the gap after the first chunk).
     pub from: u64,
+    /// The last chunk position in the bin (inclusive).
     pub to: u64,
+    /// ITL gaps whose later chunk sits at these positions.
     pub count: u64,
+    /// Their median, ms.
     pub p50_ms: f64,
+    /// Their 90th percentile, ms.
     pub p90_ms: f64,
+    /// Their 99th percentile, ms.
     pub p99_ms: f64,
 }
 
+/// How many chunks carried one token count (see [`ChartData::tokens_per_chunk_basis`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokensBin {
+    /// Tokens in a chunk.
     pub tokens: u32,
+    /// Chunks that carried that many.
     pub chunks: u64,
 }
 
@@ -206,6 +222,7 @@ impl ChartsAcc {
             .for_each(DistAcc::to_bucketed);
     }
 
+    /// Heap bytes held by the position groups and the token counts.
     pub fn approx_bytes(&self) -> usize {
         self.groups()
             .map(|(_, d)| d.approx_bytes() + std::mem::size_of::<(u64, DistAcc)>())
@@ -244,6 +261,8 @@ impl ChartsAcc {
         }
     }
 
+    /// The level's chart data ([`chart_data`]'s answer); `None` when no succeeded request
+    /// has an ITL gap or a chunk with a known token count.
     pub fn finish(&self) -> Option<ChartData> {
         self.finish_with(None)
     }

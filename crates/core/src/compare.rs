@@ -41,7 +41,7 @@ pub const BLOCK_WINDOWS: usize = 2;
 /// A run spans at most this many windows: windows are at least 1/100 of the run.
 pub const MAX_WINDOWS: u64 = 100;
 
-/// The metrics and statistics compared.
+/// The metrics compared.
 pub const METRICS: [SloMetric; 5] = [
     SloMetric::Ttft,
     SloMetric::Itl,
@@ -49,6 +49,7 @@ pub const METRICS: [SloMetric; 5] = [
     SloMetric::E2e,
     SloMetric::OutputSpeed,
 ];
+/// The statistics compared of each metric.
 pub const STATS: [SloStat; 4] = [SloStat::Mean, SloStat::P50, SloStat::P90, SloStat::P99];
 
 /// The bootstrap's generator: the same answer for the same inputs on every machine.
@@ -288,13 +289,17 @@ pub enum Verdict {
 pub struct MetricChange {
     /// `metric.stat`, e.g. `itl.p99`.
     pub metric: String,
+    /// The figures' unit: `ms`, `tok/s` or `%`.
     pub unit: String,
+    /// Run A's figure; `None` when its level has no such distribution.
     pub a: Option<f64>,
+    /// Run B's figure; `None` when its level has no such distribution.
     pub b: Option<f64>,
     /// `b / a - 1`.
     pub change: Option<f64>,
     /// The bootstrap interval of `change`, when both runs' records were given.
     pub interval: Option<(f64, f64)>,
+    /// Better, worse or unchanged beyond noise; unknown without both runs' records.
     pub verdict: Verdict,
 }
 
@@ -369,10 +374,13 @@ pub fn compare_level(
 /// A's; `output_speed.p50:-5%` when more than 5 % below.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailOn {
+    /// The metric watched.
     pub metric: SloMetric,
+    /// Which statistic of it.
     pub stat: SloStat,
     /// Signed fraction: +0.10 is "an increase of more than 10 %".
     pub threshold: f64,
+    /// The rule normalized (`itl.p99:+10%`), for messages.
     pub text: String,
 }
 

@@ -33,6 +33,7 @@ pub enum Convention {
 }
 
 impl Convention {
+    /// Every convention, Cadence's own first.
     pub const ALL: [Convention; 5] = [
         Convention::Cadence,
         Convention::Vllm,
@@ -128,10 +129,14 @@ pub struct ConventionView {
     pub convention: String,
     /// The tools that use it.
     pub tools: String,
+    /// ITL as this convention defines it, ms; `None` when no request gave a sample.
     #[serde(with = "stats::as_ms")]
     pub itl: Option<Distribution>,
+    /// TPOT as this convention defines it, ms; `None` when the tool reports none or no
+    /// request gave a sample.
     #[serde(with = "stats::as_ms")]
     pub tpot: Option<Distribution>,
+    /// How the convention computes ITL, in words.
     pub itl_formula: String,
     /// `null` when the tool reports no TPOT.
     pub tpot_formula: Option<String>,
@@ -220,6 +225,7 @@ impl ConventionsAcc {
         kept
     }
 
+    /// Adds another part of the same level.
     pub fn merge(&mut self, o: &ConventionsAcc) {
         for (a, b) in self.dists_mut().zip(o.dists()) {
             a.merge(b);
@@ -252,6 +258,7 @@ impl ConventionsAcc {
         .into_iter()
     }
 
+    /// Heap bytes held by the distributions.
     pub fn approx_bytes(&self) -> usize {
         self.dists().iter().map(|d| d.approx_bytes()).sum()
     }

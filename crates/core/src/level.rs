@@ -97,6 +97,7 @@ pub struct LevelAggregator {
 }
 
 impl LevelAggregator {
+    /// An empty aggregator for one level under `config`.
     pub fn new(config: LevelConfig) -> LevelAggregator {
         LevelAggregator {
             // Pooled ITL comes from the time series, which holds the same gaps.
@@ -118,6 +119,7 @@ impl LevelAggregator {
         }
     }
 
+    /// What this level is aggregated under.
     pub fn config(&self) -> &LevelConfig {
         &self.config
     }
@@ -291,6 +293,7 @@ impl LevelAggregators {
         a
     }
 
+    /// What every level is aggregated under.
     pub fn config(&self) -> &LevelConfig {
         &self.config
     }
@@ -310,6 +313,7 @@ impl LevelAggregators {
         self.any_sent
     }
 
+    /// Heap bytes held over every level.
     pub fn approx_bytes(&self) -> usize {
         self.levels
             .values()

@@ -4,6 +4,8 @@
 //! re-exported here under the same paths. Nothing here touches a socket, a clock, a
 //! file or an async runtime.
 
+#![warn(missing_docs)]
+
 pub use cadence_base::{dist, duration, outcome, record, rng, secret, sink, stats, wallclock};
 
 pub mod arrivals;

@@ -35,7 +35,9 @@ pub struct TimerFloor {
     pub deadlines: u64,
     /// Of them, the ones it woke more than 1 ms ([`LATE_THRESHOLD_NS`]) after.
     pub late: u64,
+    /// The 99th percentile of how late it woke, ms (0 when it slept to none).
     pub lag_p99_ms: f64,
+    /// The latest it woke, ms (0 when it slept to none).
     pub lag_max_ms: f64,
 }
 
@@ -90,6 +92,7 @@ impl TimerFloorAcc {
         self.lags.push(ms(lag_ns));
     }
 
+    /// The floor over the wake-ups pushed so far.
     pub fn finish(&self) -> TimerFloor {
         let d = self.lags.summary();
         TimerFloor {
@@ -125,8 +128,11 @@ pub struct Pacing {
     pub late: u64,
     /// Arrivals never sent: the runner's count plus scheduled records with no send.
     pub dropped: u64,
+    /// The median of sent − scheduled, ms (0 when nothing scheduled was sent).
     pub lag_p50_ms: f64,
+    /// The 99th percentile of sent − scheduled, ms (0 likewise).
     pub lag_p99_ms: f64,
+    /// The largest sent − scheduled, ms (0 likewise).
     pub lag_max_ms: f64,
     /// The `--max-late` threshold, as a fraction of sends (0.001 = 0.1 %).
     pub max_late_share: f64,
@@ -212,6 +218,7 @@ impl PacingAcc {
         0
     }
 
+    /// Adds another part of the same level.
     pub fn merge(&mut self, o: &PacingAcc) {
         self.any |= o.any;
         self.unsent += o.unsent;
@@ -224,10 +231,14 @@ impl PacingAcc {
         &mut self.lags
     }
 
+    /// Heap bytes held by the lag distribution.
     pub fn approx_bytes(&self) -> usize {
         self.lags.approx_bytes()
     }
 
+    /// The level's pacing, judged without a timer floor ([`Pacing::judge`] adds one);
+    /// `None` when no record carried a schedule. `dropped` and `max_late_share` as for
+    /// [`pacing()`].
     pub fn finish(&self, dropped: u64, max_late_share: f64) -> Option<Pacing> {
         if !self.any {
             return None;

@@ -4,8 +4,9 @@
 
 use crate::{Chunk, RequestRecord};
 
-/// Nanoseconds per millisecond and per second.
+/// Nanoseconds per millisecond.
 pub const NS_PER_MS: f64 = 1e6;
+/// Nanoseconds per second.
 pub const NS_PER_S: f64 = 1e9;
 
 /// `to − from` in ns, or `None` (and one more inconsistency) when `to < from`.

@@ -19,9 +19,13 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
+    /// The layout's version ([`SCHEMA_VERSION`] when written).
     pub schema_version: u32,
+    /// The version of Cadence that wrote the report.
     pub cadence_version: String,
+    /// What was run: target, model, load shape, command line.
     pub run: RunInfo,
+    /// Each level's figures, in the order they ran.
     pub levels: Vec<LevelReport>,
     /// Metric name → formula in words ([`definitions`]).
     pub definitions: BTreeMap<String, String>,
@@ -67,7 +71,9 @@ pub struct FleetReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MissingShard {
+    /// The shard's index, from 0.
     pub index: u32,
+    /// Why its records are not in the merge, in words.
     pub why: String,
 }
 
@@ -75,17 +81,22 @@ pub struct MissingShard {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardCheck {
+    /// The shard's index, from 0.
     pub shard: u32,
     /// The merged level's name.
     pub level: String,
-    /// Requests the shard sent and those that succeeded (absent for an excluded shard,
-    /// whose records were not read).
+    /// Requests the shard sent (absent for an excluded shard, whose records were not
+    /// read).
     pub sent: Option<u64>,
+    /// Of those, the requests that succeeded (absent likewise).
     pub succeeded: Option<u64>,
     /// How late the shard started the level.
     pub start_skew_ms: Option<f64>,
-    /// Open loop: the p99 of sent - scheduled, and the share of sends over 1 ms late.
+    /// Open loop: the p99 of sent − scheduled, ms; absent for a closed loop or an
+    /// excluded shard.
     pub pacing_lag_p99_ms: Option<f64>,
+    /// Open loop: the share (0 to 1) of the shard's sends more than 1 ms behind schedule;
+    /// absent for a closed loop, an excluded shard, or when it sent nothing.
     pub late_share: Option<f64>,
     /// The client's event-loop lag p99 during the level.
     pub loop_lag_p99_ms: Option<f64>,
@@ -104,12 +115,17 @@ pub struct SearchReport {
     pub best: Option<f64>,
     /// The lowest probed level that failed (`null`: none did; the frontier is higher).
     pub first_fail: Option<f64>,
+    /// Every probe, in the order it ran.
     pub probes: Vec<SearchProbe>,
 }
 
+/// One level the search probed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchProbe {
+    /// The probed load: requests/s or clients, per the search's `axis`.
     pub level: f64,
+    /// The level was valid and met every SLO and the error ceiling
+    /// ([`crate::slo::probe_passes`]).
     pub pass: bool,
 }
 
@@ -140,6 +156,7 @@ pub struct RunInfo {
     pub target: String,
     /// The API dialect (e.g. `openai-chat`).
     pub api: String,
+    /// The model the requests named.
     pub model: String,
     /// The load shape, e.g. `closed_loop`.
     pub mode: String,

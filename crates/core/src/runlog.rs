@@ -12,14 +12,18 @@ use serde::{Deserialize, Serialize};
 pub struct LevelMeta {
     /// The records' `level` field.
     pub level: u32,
+    /// The level's name as printed (`concurrency=8`, `rate=5/s`).
     pub name: String,
+    /// Closed loop: the clients kept in flight; `None` when the level was paced by rate.
     #[serde(default)]
     pub concurrency: Option<u32>,
+    /// Open loop: the arrival rate, requests/s; `None` for a closed loop.
     #[serde(default)]
     pub rate: Option<f64>,
     /// Requests the load intended, warm-up excluded (`None`: sent + dropped).
     #[serde(default)]
     pub intended: Option<u64>,
+    /// Why the level ended before its plan, in words; `None` when it ran its course.
     #[serde(default)]
     pub stopped_early: Option<String>,
     /// Warnings from the run itself (event-loop lag, CPU, watchdog, aborted streams).
@@ -73,12 +77,14 @@ pub fn load_name(concurrency: Option<u32>, rate: Option<f64>) -> Option<String> 
 /// What a run was judged against, as given on the command line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunChecks {
+    /// `--stall-threshold`, ms: ITL gaps longer than this are stalls.
     pub stall_threshold_ms: f64,
     /// The `--slo` expressions.
     #[serde(default)]
     pub slos: Vec<String>,
     /// `--max-late` as a fraction.
     pub max_late: f64,
+    /// `--time-bucket`: the width of the time series' buckets, ms.
     pub time_bucket_ms: f64,
     /// `--convention`, when given.
     #[serde(default)]
@@ -119,8 +125,11 @@ impl Default for RunChecks {
 /// The run line, written when the run ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunMeta {
+    /// What was run.
     pub run: RunInfo,
+    /// What the levels were judged against.
     pub checks: RunChecks,
+    /// The `--find-max` search's answer; `None` when the run did not search.
     #[serde(default)]
     pub search: Option<SearchReport>,
 }
@@ -163,8 +172,9 @@ pub struct ShardLevel {
     pub planned_start_unix_ms: Option<u64>,
     /// How late the shard started the level (0: on time).
     pub start_skew_ms: f64,
-    /// Event-loop lag p99 and max during the level.
+    /// The client's event-loop lag p99 during the level, ms.
     pub loop_lag_p99_ms: f64,
+    /// The largest event-loop lag during the level, ms.
     pub loop_lag_max_ms: f64,
     /// CPU time / wall time / cores during the level, when known.
     #[serde(default)]
@@ -174,8 +184,11 @@ pub struct ShardLevel {
 /// One line of a records file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordsLine {
+    /// A request record.
     Record(Box<RequestRecord>),
+    /// A level's line, written as the level ends.
     Level(LevelMeta),
+    /// The run line, written as the run ends.
     Run(Box<RunMeta>),
     /// Records after it (until the next anchor) count from this wall-clock time.
     Anchor(Anchor),
@@ -270,8 +283,11 @@ pub fn parse_line(line: &str) -> Result<RecordsLine, serde_json::Error> {
 /// A whole records file, parsed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RecordsFile {
+    /// The run line; `None` when the file has none (an older file, or a crashed run).
     pub run: Option<RunMeta>,
+    /// The level lines, in file order.
     pub levels: Vec<LevelMeta>,
+    /// The request records, in file order.
     pub records: Vec<RequestRecord>,
 }
 

@@ -23,11 +23,15 @@ pub struct TimeBucket {
     pub output_tokens: u64,
     /// `output_tokens` per second of the bucket's length.
     pub output_tokens_per_s: f64,
-    /// TTFT of succeeded requests whose first chunk arrived in the bucket.
+    /// TTFT p50 (ms) of the succeeded requests whose first chunk arrived in the bucket;
+    /// `None` when none did.
     pub ttft_p50_ms: Option<f64>,
+    /// Their TTFT p99, ms; `None` when none did.
     pub ttft_p99_ms: Option<f64>,
-    /// ITL gaps of succeeded requests whose later chunk arrived in the bucket.
+    /// ITL p50 (ms) of the gaps of succeeded requests whose later chunk arrived in the
+    /// bucket; `None` when none did.
     pub itl_p50_ms: Option<f64>,
+    /// Their ITL p99, ms; `None` when none did.
     pub itl_p99_ms: Option<f64>,
 }
 
@@ -276,6 +280,7 @@ impl TimeSeriesAcc {
             .flat_map(|a| [&mut a.ttft, &mut a.itl])
     }
 
+    /// Heap bytes held by the buckets and their distributions.
     pub fn approx_bytes(&self) -> usize {
         self.buckets.capacity() * std::mem::size_of::<Acc>() + self.bucketed_bytes()
     }
