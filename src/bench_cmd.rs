@@ -36,7 +36,7 @@ use crate::cli::{DEFAULT_CONCURRENCY, DEFAULT_REQUESTS};
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     no_tui_on_a_dumb_terminal(&mut args);
     // A shard of a fleet runs its share of the load: the flags become the share.
-    let fleet = crate::shard::Fleet::take(&mut args)?;
+    let fleet = crate::shard::take(&mut args)?;
     // The dashboard's live state, when one may show: a sink of the run from the start.
     let delay = dashboard_delay(&args);
     let live = delay.map(|_| LiveState::new(args.stall_threshold, args.max_late));
@@ -782,7 +782,7 @@ fn dashboard_delay(args: &BenchArgs) -> Option<Duration> {
 /// The levels of a run: the planned list in order, or the `--find-max` search's probes.
 struct Levels<'a> {
     args: &'a BenchArgs,
-    fleet: &'a crate::shard::Fleet,
+    fleet: &'a cadence_bench::shard::Fleet,
     cx: Arc<RunContext>,
     sender: RecordSender<Sinks>,
     planned: Vec<Load>,

@@ -400,8 +400,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Most shards a fleet may have (`bench --shards`).
-pub const MAX_SHARDS: u32 = 10_000;
+pub use cadence_bench::shard::MAX_SHARDS;
 
 /// `bench`'s measured requests per level when neither -n nor -d is given.
 pub const DEFAULT_REQUESTS: u64 = 64;

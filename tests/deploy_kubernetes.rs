@@ -108,7 +108,7 @@ fn the_shards_are_an_indexed_job_of_n_pods_that_know_n() {
             .contains(&format!("shard-{index}.")));
         let shards: u32 = env_value(c, "CADENCE_SHARDS").unwrap().parse().unwrap();
         assert_eq!(
-            cadence::shard::resolve_shard(b.shard.as_deref(), Some(shards), Some(&i)),
+            cadence_bench::shard::resolve_shard(b.shard.as_deref(), Some(shards), Some(&i)),
             Ok(Some((index as u32, n as u32)))
         );
     }
