@@ -1,6 +1,7 @@
 //! `cadence fidelity`: the end-to-end check that the client measures what the server
 //! did. A `cadence sim` child process streams on a fixed schedule and logs the moment it
-//! wrote each chunk; the real client benchmarks it; the pooled gaps of both are compared.
+//! wrote each chunk; the real client benchmarks it; the pooled gaps of both are
+//! compared ([`cadence_core::fidelity`]).
 
 use crate::cli::FidelityArgs;
 use crate::exit::{usage, Exit};
@@ -12,55 +13,18 @@ use cadence_bench::sink::{BenchSinks, KeepAll};
 use cadence_bench::target::Target;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{Load, RunContext, RunPlan, Timeouts};
-use cadence_core::metrics::{summarize_level, LevelOptions};
+use cadence_core::fidelity::{judge, LevelResult};
 use cadence_core::secret::Redactor;
-use cadence_core::{Chunk, Outcome, RequestRecord};
+use cadence_core::RequestRecord;
 use cadence_records::RecordThread;
 use cadence_transport::client::{self, ClientConfig};
 use cadence_transport::Clock;
 use cadence_wire::Api;
-use serde::Serialize;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The acceptance bounds of the core issue: (streams up to, p50 relative, p99 absolute ms).
-const BOUNDS: [(u32, f64, f64); 2] = [(100, 0.02, 0.5), (u32::MAX, 0.05, 2.0)];
-
-#[derive(Debug, Serialize)]
-pub struct LevelResult {
-    pub concurrency: u32,
-    pub requests: u64,
-    pub succeeded: u64,
-    pub gaps: u64,
-    pub true_p50_ms: f64,
-    pub measured_p50_ms: f64,
-    pub p50_error_pct: f64,
-    pub true_p99_ms: f64,
-    pub measured_p99_ms: f64,
-    pub p99_error_ms: f64,
-    pub bound_p50_pct: f64,
-    pub bound_p99_ms: f64,
-    /// The verdict, on the measured (kernel where available) clock.
-    pub pass: bool,
-    /// Requests whose chunks carry the kernel's receive time (the rest: the user clock).
-    pub kernel_requests: u64,
-    /// The same run on the user clock (each chunk at its read time).
-    pub user_p50_ms: f64,
-    pub user_p50_error_pct: f64,
-    pub user_p99_ms: f64,
-    pub user_p99_error_ms: f64,
-    /// The client's read delay (user read − kernel receive), p50/p99/max.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_delay_ms: Option<[f64; 3]>,
-    /// Socket reads that carried more than one chunk.
-    pub multi_event_reads: u64,
-    /// Scrapes of the simulator's /metrics that answered (`--scrape-interval`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scrapes: Option<u64>,
-}
 
 pub async fn run(args: FidelityArgs) -> anyhow::Result<Exit> {
     if args.concurrency.contains(&0) || args.rounds == 0 || args.tokens < 2 {
@@ -274,66 +238,11 @@ async fn level(
         d.finish();
     }
     sim.stop()?;
-    judge(log, concurrency, requests, &records, scrapes)
-}
-
-/// One level's verdict: the records' ITL on both clocks against the simulator's send
-/// log at `log`, within the bounds for `concurrency` streams.
-fn judge(
-    log: &Path,
-    concurrency: u32,
-    requests: u64,
-    records: &[RequestRecord],
-    scrapes: Option<u64>,
-) -> anyhow::Result<LevelResult> {
-    let streams = read_send_log(log)?;
-    // Both sides go through core's own ITL (pooled gaps of succeeded requests), so the
-    // check compares measurements, not two formulas.
-    let itl = |recs: &[RequestRecord]| summarize_level(recs, &LevelOptions::default()).itl;
-    let m =
-        itl(records).ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
-    let on_user: Vec<RequestRecord> = records.iter().map(RequestRecord::on_user_clock).collect();
-    let u = itl(&on_user)
-        .ok_or_else(|| anyhow::anyhow!("no gaps measured at {concurrency} streams"))?;
-    let check = summarize_level(records, &LevelOptions::default()).clock;
-    let t = itl(&streams.iter().map(sent_stream_record).collect::<Vec<_>>())
-        .ok_or_else(|| anyhow::anyhow!("the send log has no gaps"))?;
-    let gaps = m.count;
-    let (_, b50, b99) = *BOUNDS
+    let truth: Vec<RequestRecord> = read_send_log(log)?
         .iter()
-        .find(|(n, _, _)| concurrency <= *n)
-        .expect("last bound is open");
-    let p50_err = (m.p50 - t.p50).abs() / t.p50;
-    let p99_err = (m.p99 - t.p99).abs();
-    Ok(LevelResult {
-        concurrency,
-        requests,
-        succeeded: records
-            .iter()
-            .filter(|r| r.outcome == Outcome::Succeeded)
-            .count() as u64,
-        gaps,
-        true_p50_ms: t.p50,
-        measured_p50_ms: m.p50,
-        p50_error_pct: p50_err * 100.0,
-        true_p99_ms: t.p99,
-        measured_p99_ms: m.p99,
-        p99_error_ms: p99_err,
-        bound_p50_pct: b50 * 100.0,
-        bound_p99_ms: b99,
-        pass: p50_err <= b50 && p99_err <= b99 && records.len() as u64 == requests,
-        scrapes,
-        kernel_requests: check.as_ref().map_or(0, |c| c.kernel_requests),
-        user_p50_ms: u.p50,
-        user_p50_error_pct: (u.p50 - t.p50).abs() / t.p50 * 100.0,
-        user_p99_ms: u.p99,
-        user_p99_error_ms: (u.p99 - t.p99).abs(),
-        read_delay_ms: check
-            .as_ref()
-            .and_then(|c| c.read_delay)
-            .map(|d| [d.p50, d.p99, d.max]),
-        multi_event_reads: check.map_or(0, |c| c.multi_event_reads),
-    })
+        .map(cadence_sim::SentStream::record)
+        .collect();
+    Ok(judge(concurrency, requests, &records, &truth, scrapes)?)
 }
 
 /// The real client, set up to benchmark the simulator at `target` with `concurrency`
@@ -381,29 +290,4 @@ fn read_send_log(log: &Path) -> anyhow::Result<Vec<cadence_sim::SentStream>> {
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .context("the send log is not JSON lines of sent streams")
-}
-
-/// The simulator's view of one stream as a record: its chunks at the times it wrote
-/// them. Streams it could not finish count as failed, like the client's.
-fn sent_stream_record(s: &cadence_sim::SentStream) -> RequestRecord {
-    let outcome = if s.finished {
-        Outcome::Succeeded
-    } else {
-        Outcome::Truncated
-    };
-    let mut rec = RequestRecord::new(s.request, outcome);
-    rec.sent_ns = Some(s.received_ns);
-    rec.chunks = s
-        .chunks_ns
-        .iter()
-        .zip(
-            s.tokens
-                .iter()
-                .map(|&t| Some(t))
-                .chain(std::iter::repeat(None)),
-        )
-        .map(|(&t, tokens)| Chunk(t, tokens))
-        .collect();
-    rec.end_ns = rec.last_chunk_ns().or(Some(s.received_ns));
-    rec
 }

@@ -8,6 +8,7 @@ use std::io::{self, LineWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use cadence_base::{Chunk, Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -30,6 +31,33 @@ pub struct SentStream {
     /// or cut at shutdown).
     #[serde(default)]
     pub finished: bool,
+}
+
+impl SentStream {
+    /// The sim's view of this stream as a record: its chunks at the times it wrote
+    /// them. A stream it could not finish counts as failed, like the client's.
+    pub fn record(&self) -> RequestRecord {
+        let outcome = if self.finished {
+            Outcome::Succeeded
+        } else {
+            Outcome::Truncated
+        };
+        let mut rec = RequestRecord::new(self.request, outcome);
+        rec.sent_ns = Some(self.received_ns);
+        rec.chunks = self
+            .chunks_ns
+            .iter()
+            .zip(
+                self.tokens
+                    .iter()
+                    .map(|&t| Some(t))
+                    .chain(std::iter::repeat(None)),
+            )
+            .map(|(&t, tokens)| Chunk(t, tokens))
+            .collect();
+        rec.end_ns = rec.last_chunk_ns().or(Some(self.received_ns));
+        rec
+    }
 }
 
 /// Default number of streams kept in memory (the oldest are evicted first).
@@ -239,6 +267,21 @@ mod tests {
             received_ns: 0,
             finished: true,
         }
+    }
+
+    #[test]
+    fn a_sent_stream_reads_as_the_record_of_its_writes() {
+        let mut s = entry(5);
+        s.received_ns = 1;
+        s.tokens = vec![3];
+        let r = s.record();
+        assert_eq!((r.index, r.outcome), (5, Outcome::Succeeded));
+        assert_eq!(r.chunks, [Chunk(1, Some(3)), Chunk(2, None)]);
+        assert_eq!((r.sent_ns, r.end_ns), (Some(1), Some(2)));
+        s.finished = false;
+        s.chunks_ns.clear();
+        let r = s.record();
+        assert_eq!((r.outcome, r.end_ns), (Outcome::Truncated, Some(1)));
     }
 
     #[test]
