@@ -6,15 +6,14 @@
 use std::path::Path;
 use std::time::Instant;
 
-use cadence_core::report::LevelReport;
+use cadence_engine::calibrate::{holdout_index, measured_levels, Fallbacks};
 use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
-use cadence_engine::{plan_level, Arrivals, EngineSpec, Workload};
+use cadence_engine::{plan_level, Arrivals, EngineSpec};
 use cadence_report::cell::{figure, fmt_ms, Unit};
 use cadence_report::table::Table;
 
 use crate::cli::PlanArgs;
 use crate::exit::{usage, Exit};
-use cadence_run::RecordsSource;
 
 /// Model runs one fit may take (each replays every fitted level).
 const EVALS: u32 = 1500;
@@ -31,13 +30,20 @@ pub fn run(
 ) -> anyhow::Result<Exit> {
     let loaded = cadence_run::load(&[run.to_path_buf()], &[], None, None)?;
     let mut notes = Vec::new();
-    let levels = measured_levels(
-        &loaded.report.levels,
-        loaded.records.as_ref(),
-        args,
-        &mut notes,
-    )
-    .map_err(|e| usage(format!("{}: {e}", run.display())))?;
+    let fallbacks = Fallbacks {
+        input_tokens: args.input_tokens.fixed().unwrap_or(512).max(1),
+        turnaround_ns: args.client_turnaround.as_nanos() as u64,
+        seed: args.seed,
+    };
+    let records = loaded.records.as_ref().map(|src| {
+        move |i: usize| {
+            src.level_sample(i, usize::MAX)
+                .map(|(recs, _)| recs)
+                .map_err(|e| e.to_string())
+        }
+    });
+    let levels = measured_levels(&loaded.report.levels, records, fallbacks, &mut notes)
+        .map_err(|e| usage(format!("{}: {e}", run.display())))?;
     if levels.len() < MIN_LEVELS {
         return Err(usage(format!(
             "{}: {} level(s); calibration needs a sweep of at least {MIN_LEVELS} (e.g. cadence bench -c 1,2,4,8)",
@@ -49,7 +55,8 @@ pub fn run(
         .holdout
         .as_deref()
         .map(|h| holdout_index(&levels, h))
-        .transpose()?;
+        .transpose()
+        .map_err(|e| usage(e.to_string()))?;
     let fitted: Vec<&Level> = (0..levels.len())
         .filter(|&i| Some(i) != held)
         .map(|i| &levels[i])
@@ -96,143 +103,6 @@ pub fn run(
     }
     crate::output::print_stdout(&out)?;
     Ok(Exit::Ok)
-}
-
-/// Each load of the run as the fit sees it: its arrivals, its requests' lengths and
-/// its measured percentiles. With records, levels of the same load (a sweep run twice
-/// over, `-c 1,2,4,8,1,2,4,8`, so a burst of load from elsewhere on the machine is
-/// shared by every level) are pooled into one, and the percentiles are taken over
-/// their records by the report's formulas; a JSON report gives each level's own
-/// percentiles, its mean output length and no prompt lengths (--input-tokens).
-fn measured_levels(
-    report: &[LevelReport],
-    records: Option<&RecordsSource>,
-    args: &PlanArgs,
-    notes: &mut Vec<String>,
-) -> anyhow::Result<Vec<Level>> {
-    let fallback_input = args.input_tokens.fixed().unwrap_or(512).max(1);
-    // Report indices grouped by load, in order of first appearance.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, l) in report.iter().enumerate() {
-        let same = |g: &Vec<usize>| {
-            let f = &report[g[0]];
-            records.is_some() && f.concurrency == l.concurrency && f.rate == l.rate
-        };
-        match groups.iter_mut().find(|g| same(g)) {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
-    let mut levels = Vec::new();
-    for g in groups {
-        let l = &report[g[0]];
-        let arrivals = match (l.concurrency, l.rate) {
-            (Some(c), _) => Arrivals::Closed { concurrency: c },
-            (None, Some(rate)) => Arrivals::Poisson {
-                rate,
-                seed: args.seed,
-            },
-            (None, None) => anyhow::bail!(
-                "level {} has neither a concurrency nor a rate to replay",
-                l.name
-            ),
-        };
-        let no_streams = || {
-            anyhow::anyhow!(
-                "level {} has no streamed responses (no TTFT or ITL): calibration needs succeeded streams of at least 2 chunks",
-                l.name
-            )
-        };
-        let (measured, workload) = match records {
-            Some(src) => {
-                let mut recs = Vec::new();
-                for &i in &g {
-                    recs.extend(src.level_sample(i, usize::MAX)?.0);
-                }
-                if g.len() > 1 {
-                    notes.push(format!("{}: {} levels of the run pooled", l.name, g.len()));
-                }
-                let measured = Figures::of_records(&recs).ok_or_else(no_streams)?;
-                (
-                    measured,
-                    cadence_engine::measured::workload_of(
-                        recs,
-                        fallback_input,
-                        args.client_turnaround.as_nanos() as u64,
-                        notes,
-                    ),
-                )
-            }
-            None => {
-                let s = &l.summary;
-                let (Some(ttft), Some(itl)) = (&s.ttft, &s.itl) else {
-                    return Err(no_streams());
-                };
-                let measured = Figures {
-                    ttft: [ttft.p50, ttft.p90],
-                    itl: [itl.p50, itl.p90],
-                };
-                (measured, json_workload(l, fallback_input, args, notes))
-            }
-        };
-        levels.push(Level {
-            name: l.name.clone(),
-            arrivals,
-            workload,
-            measured,
-        });
-    }
-    Ok(levels)
-}
-
-/// A level's workload from a JSON report: its succeeded requests, each with the mean
-/// output length and --input-tokens.
-fn json_workload(
-    l: &LevelReport,
-    fallback_input: u32,
-    args: &PlanArgs,
-    notes: &mut Vec<String>,
-) -> Workload {
-    let s = &l.summary;
-    let ok = s.requests.succeeded.max(1);
-    let out = (s.output_tokens.total as f64 / ok as f64).round().max(1.0);
-    if notes.is_empty() {
-        notes.push(format!(
-            "a JSON report holds no prompt lengths: every prompt taken as {fallback_input} tokens (--input-tokens); records give the real ones"
-        ));
-    }
-    Workload {
-        requests: ok,
-        warmup: 0,
-        input_tokens: fallback_input,
-        max_tokens: out as u32,
-        turnaround_ns: args.client_turnaround.as_nanos() as u64,
-        lengths: Vec::new(),
-        prefix_tokens: 0,
-        prefix_groups: 1,
-        sessions: None,
-    }
-}
-
-/// The level `--holdout` names: by its name, or by its concurrency or rate.
-fn holdout_index(levels: &[Level], h: &str) -> anyhow::Result<usize> {
-    let number: Option<f64> = h.trim().parse().ok();
-    levels
-        .iter()
-        .position(|l| {
-            l.name == h
-                || number.is_some_and(|n| match l.arrivals {
-                    Arrivals::Closed { concurrency } => concurrency as f64 == n,
-                    Arrivals::Poisson { rate, .. } | Arrivals::Constant { rate } => rate == n,
-                })
-        })
-        .ok_or_else(|| {
-            let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
-            usage(format!(
-                "--holdout {h}: no such level; the run's levels are {}",
-                names.join(", ")
-            ))
-        })
 }
 
 /// Each fitted parameter: the base's value, the fitted one and the bounds.

@@ -25,6 +25,7 @@
 //! [`presets`] for real ones and docs/src/CALIBRATION.md for how they compare with
 //! published measurements.
 
+pub mod calibrate;
 pub mod drive;
 pub mod engine;
 pub mod fit;
