@@ -721,15 +721,17 @@ fn arguments_depend_on_nothing_and_subcommands_not_on_each_other() {
     assert!(subcommands >= 7, "{g:?}");
 }
 
-/// Lines a `src/` module other than `cli.rs` may have. The subcommands that remain after
-/// the domain code moved to the crates (loading a run, the fleet merge, the import, the
-/// Prometheus parser, the scraper) wire flags to crates in 80 to 470 lines with their
-/// tests; 500 leaves room for a flag or two, not for a new domain module.
+/// Lines a `src/` module other than `cli.rs` may have. What remains once the domain
+/// code moved to the crates (loading a run, the fleet merge, the import, the Prometheus
+/// parser, the scraper, the shard plan, the fidelity judge, the calibration's levels)
+/// wires flags to crates in 80 to 390 lines with its tests; 500 leaves room for a flag
+/// or two, not for a new domain module.
 const MAX_MODULE_LINES: usize = 500;
 
-/// Lines `src/` may have in all, `cli.rs` left out (5,548 when the rule was set, from
-/// 8,012 before the moves).
-const MAX_SRC_LINES: usize = 6_000;
+/// Lines `src/` may have in all, `cli.rs` left out: 4,912 when the shard plan, the
+/// fidelity judge and the calibration's levels had moved out (5,548 when the rule was
+/// first set, 8,012 before the moves); 5,000 leaves a flag's room, not a module's.
+const MAX_SRC_LINES: usize = 5_000;
 
 /// Modules over [`MAX_MODULE_LINES`] today, each with its own ceiling: a ratchet, to be
 /// lowered as they are split, never raised. `bench_cmd.rs` still validates the flags,
@@ -771,10 +773,10 @@ fn the_size_rule_names_a_module_over_its_ceiling_and_a_src_too_big() {
             "src/bench_cmd.rs has 1151 lines (at most 1150)"
         ]
     );
-    let many = sizes(&[("a.rs", 400); 16]);
+    let many = sizes(&[("a.rs", 400); 13]);
     assert_eq!(
         too_big(&many),
-        ["src/ has 6400 lines besides cli.rs (at most 6000)"]
+        ["src/ has 5200 lines besides cli.rs (at most 5000)"]
     );
 }
 
