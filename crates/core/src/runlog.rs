@@ -12,12 +12,13 @@ use serde::{Deserialize, Serialize};
 pub struct LevelMeta {
     /// The records' `level` field.
     pub level: u32,
-    /// The level's name as printed (`concurrency=8`, `rate=5/s`).
+    /// The level's name as printed (e.g. `concurrency=8`, `rate=5/s`).
     pub name: String,
-    /// Closed loop: the clients kept in flight; `None` when the level was paced by rate.
+    /// Closed loop: the clients kept in flight; `None` for an open loop or when unknown
+    /// (a proxy's live traffic, an import whose tool does not say).
     #[serde(default)]
     pub concurrency: Option<u32>,
-    /// Open loop: the arrival rate, requests/s; `None` for a closed loop.
+    /// Open loop: the arrival rate, requests/s; `None` for a closed loop or when unknown.
     #[serde(default)]
     pub rate: Option<f64>,
     /// Requests the load intended, warm-up excluded (`None`: sent + dropped).
