@@ -10,11 +10,9 @@ use crate::exit::{usage, Exit};
 use cadence_watch::config::{Config, Probe, SharedSpec, Target};
 use cadence_watch::probe::{now_ms, Prepared};
 use cadence_watch::report::Format;
-use cadence_watch::shared::{Remote, SharedConfig};
+use cadence_watch::shared::SharedConfig;
 use cadence_watch::watcher;
-use cadence_watch::web::PageState;
-use cadence_watch::{web, webhook, Store, StoreError, WatchError};
-use std::sync::Arc;
+use cadence_watch::{webhook, HubError, Store, StoreError, WatchError};
 use std::time::Duration;
 
 /// A target's `url` that stands for the built-in simulator (started in-process).
@@ -254,42 +252,21 @@ async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
             "cadence watch serve needs --shared URL (the store the watchers feed)",
         ));
     };
-    // Fail early and in words when the store does not answer.
-    sc.connect().await.map_err(|e| anyhow::anyhow!(e))?;
-    let shared = Arc::new(PageState::Hub(Remote::new(sc.clone(), String::new(), None)));
-    let server = web::serve(a.listen, shared)
-        .await
-        .map_err(|e| usage(format!("cannot listen on {}: {e}", a.listen)))?;
+    let setup = cadence_watch::HubSetup {
+        shared: sc.clone(),
+        listen: a.listen,
+        retain: a.retain,
+    };
+    let hub = cadence_watch::spawn_hub(setup).await.map_err(|e| match e {
+        HubError::Listen { .. } => usage(e.to_string()),
+        HubError::Store(e) => anyhow::anyhow!(e),
+    })?;
     eprintln!(
         "cadence watch serve: every vantage of {}; page at http://{}/",
         sc.display(),
-        server.addr
+        hub.addr
     );
-    let retention = a.retain.map(|retain| {
-        let sc = sc.clone();
-        tokio::spawn(async move {
-            loop {
-                let cutoff = now_ms() - retain.as_millis() as i64;
-                let r = match sc.connect().await {
-                    Ok(store) => store.retain_all(cutoff).await,
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(n) if n > 0 => {
-                        eprintln!("cadence watch serve: retention deleted {n} probes")
-                    }
-                    Ok(_) => {}
-                    Err(e) => eprintln!("cadence watch serve: retention failed: {e}"),
-                }
-                tokio::time::sleep(watcher::retention_every(retain)).await;
-            }
-        })
-    });
-    crate::signal::stop_signal().await;
-    if let Some(t) = retention {
-        t.abort();
-    }
-    drop(server);
+    hub.until(crate::signal::stop_signal()).await;
     Ok(Exit::Ok)
 }
 

@@ -5,6 +5,7 @@
 pub mod board;
 mod columns;
 pub mod config;
+pub mod hub;
 pub mod incident;
 pub mod lifecycle;
 pub mod metrics;
@@ -19,5 +20,6 @@ pub mod web;
 pub mod webhook;
 
 pub use config::{Config, ConfigError, Probe, Target};
+pub use hub::{spawn_hub, Hub, HubError, HubSetup};
 pub use lifecycle::{spawn, Setup, Watch, WatchError};
 pub use store::{Store, StoreError, SCHEMA_VERSION};

@@ -355,3 +355,52 @@ async fn the_shipper_holds_probes_while_the_store_is_away_and_ships_them_after()
     let v = shared.vantages().await.unwrap();
     assert_eq!(v[0].targets, vec![target("api")]);
 }
+
+/// The status line and body of `GET path` on `addr`.
+async fn get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
+async fn the_hub_serves_every_vantages_page_until_stopped() {
+    let url = database("hub").await;
+    let config = SharedConfig::new(&url, None).unwrap();
+    let mut s = config.connect().await.unwrap();
+    s.push("east", &[(probe("chat", 5_000, true), vec![])])
+        .await
+        .unwrap();
+    let hub = cadence_watch::spawn_hub(cadence_watch::HubSetup {
+        shared: config,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        retain: Some(Duration::from_secs(3600)),
+    })
+    .await
+    .unwrap();
+    let addr = hub.addr;
+    let page = get(addr, "/api/vantages").await.unwrap();
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let stopped = tokio::spawn(hub.until(async move {
+        let _ = rx.await;
+    }));
+    assert!(get(addr, "/").await.unwrap().starts_with("HTTP/1.0 200"));
+    tx.send(()).unwrap();
+    stopped.await.unwrap();
+    // The page is gone once until returns (its server shuts down).
+    let mut gone = false;
+    for _ in 0..50 {
+        if get(addr, "/").await.is_err() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the page still answers after until");
+}
