@@ -2,8 +2,9 @@
 //! which `scripts/test.sh` runs and exports as `CADENCE_REAL_ENGINE`) serves chat,
 //! completions, Responses, Messages and its native `/completion` on one port.
 //! `cadence bench --api NAME` must count the same output tokens as the server's own
-//! counter and measure a TPOT within 10 % of the server's own time per token (both
-//! from its `/metrics`, read before and after each dialect's run). Without
+//! counter, measure a TPOT within 10 % of the server's own time per token (both
+//! from its `/metrics`, read before and after each dialect's run), and record what of
+//! each prompt the server took from its cache. Without
 //! `CADENCE_REAL_ENGINE` set by scripts/test.sh, which runs it: ignored otherwise.
 
 mod common;
@@ -119,6 +120,25 @@ fn five_dialects_against_llama_server_match_its_own_token_count_and_time_per_tok
     }
 }
 
+/// Every dialect says what of the prompt llama-server took from its slot's cache, and
+/// counts the whole prompt either way (Anthropic's `input_tokens` leaves cached tokens
+/// out: they are added back). The run sends the same prompt twice on one slot, so the
+/// second is all but its last token a cache hit.
+fn prompt_cache_said(api: &str, recs: &[RequestRecord]) {
+    let said: Vec<_> = recs
+        .iter()
+        .map(|r| (r.input_tokens, r.cached_input_tokens))
+        .collect();
+    let (Some(prompt), Some(cached)) = said[1] else {
+        panic!("{api}: no prompt or cache figure: {said:?}");
+    };
+    assert_eq!(said[0].0, Some(prompt), "{api}: {said:?}");
+    assert!(
+        cached < prompt && cached + 2 >= prompt,
+        "{api}: the repeated prompt should be a cache hit: {said:?}"
+    );
+}
+
 /// One run of `api`: checks the token count against the server's and returns how far
 /// (as a fraction) TPOT is from the server's time per token.
 fn compare(port: u16, url: &str, api: &str, records: &Path) -> f64 {
@@ -142,6 +162,7 @@ fn compare(port: u16, url: &str, api: &str, records: &Path) -> f64 {
     }
     assert_eq!(recs.len(), 2, "{api}");
     assert_eq!(ours, server_tokens, "{api}: our count vs the server's");
+    prompt_cache_said(api, &recs);
     let tpot = span_ms / (tokens - recs.len() as u64) as f64;
     let off = tpot / server_ms_per_token - 1.0;
     // TPOT spreads the first-to-last-token span over n - 1 gaps, llama-server its

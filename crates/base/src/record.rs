@@ -274,6 +274,11 @@ pub struct RequestRecord {
     /// only usage set `input_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens_source: Option<InputTokenSource>,
+    /// Of `input_tokens`, those the server says it served from its prompt (prefix)
+    /// cache rather than computed; absent when it did not say (usage without the
+    /// figure, or servers that never report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
     /// Output tokens and their source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<TokenCount>,
@@ -379,6 +384,7 @@ impl RequestRecord {
             end_ns: None,
             input_tokens: None,
             input_tokens_source: None,
+            cached_input_tokens: None,
             output_tokens: None,
             outcome,
             http_status: None,

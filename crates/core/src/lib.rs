@@ -38,7 +38,8 @@ pub use level::{
 };
 pub use metrics::{
     summarize_level, AccountingError, ClockCheck, Counters, LevelOptions, LevelSummary,
-    OutputTokens, RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput, TurnSummary,
+    OutputTokens, PromptCache, RequestCounts, SourceAgreement, Stalls, SummaryAcc, Throughput,
+    TurnSummary,
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc, TimerFloor, TimerFloorAcc};

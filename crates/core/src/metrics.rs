@@ -92,6 +92,12 @@ client's clock when the read reached it); kernel_requests and user_requests coun
 multi_event_reads counts socket reads that carried more than one chunk (those share one time); \
 read_delay is user read time - kernel receive time per chunk of succeeded kernel-stamped requests: \
 how late the client read";
+    /// Defines `prompt_cache`: the share of prompt tokens served from the server's cache.
+    pub const PROMPT_CACHE: &str = "prompt tokens the server took from its prompt (prefix) \
+cache: cached_tokens / prompt_tokens over the succeeded requests whose usage reported both \
+(prompt_tokens_details.cached_tokens, input_tokens_details.cached_tokens, Anthropic's \
+cache_read_input_tokens, llama.cpp's timings.cache_n); a cached prompt skips prefill, so at 10 % \
+or more a warning says TTFT measures cache hits";
     /// Defines `stalls`: ITL gaps over the threshold and the requests that had one.
     pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
 requests with at least one";
@@ -373,7 +379,8 @@ pub struct LevelSummary {
     pub stalls: Stalls,
     /// Stream-cleanliness counters over every non-warm-up request.
     pub counters: Counters,
-    /// Inconsistencies found in the records, in plain words.
+    /// Inconsistencies found in the records, and conclusions the records put in doubt
+    /// (a prompt cache that made TTFT a cache hit's), in plain words.
     pub warnings: Vec<String>,
     /// How far the other output-token sources disagree with the one used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -388,6 +395,65 @@ pub struct LevelSummary {
     /// no record says (records of older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockCheck>,
+    /// How much of the prompts the server served from its prefix cache; absent when no
+    /// succeeded request's usage said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<PromptCache>,
+}
+
+/// Share of a level's prompt tokens the server took from its prompt (prefix) cache, over
+/// the succeeded requests whose usage reported both the prompt and its cached part. A
+/// cached prompt skips prefill: its TTFT measures a cache hit, not the prompt's
+/// computation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptCache {
+    /// Succeeded requests whose usage reported cached prompt tokens.
+    pub requests: u64,
+    /// Their prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Of those, the tokens served from the cache.
+    pub cached_tokens: u64,
+}
+
+impl PromptCache {
+    /// A cached share at or above this (percent) is warned about: the level's TTFT is
+    /// mostly a cache hit's.
+    pub const MATERIAL_PCT: f64 = 10.0;
+
+    /// Cached tokens over prompt tokens, in percent; absent without prompt tokens.
+    pub fn share_pct(&self) -> Option<f64> {
+        (self.prompt_tokens > 0)
+            .then(|| self.cached_tokens as f64 / self.prompt_tokens as f64 * 100.0)
+    }
+
+    fn push(&mut self, r: &RequestRecord) {
+        if let (Some(cached), Some(prompt)) = (r.cached_input_tokens, r.input_tokens) {
+            self.requests += 1;
+            self.prompt_tokens = self.prompt_tokens.saturating_add(prompt);
+            // A server cannot have cached more of a prompt than it had.
+            self.cached_tokens = self.cached_tokens.saturating_add(cached.min(prompt));
+        }
+    }
+
+    fn merge(&mut self, o: &PromptCache) {
+        self.requests += o.requests;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(o.prompt_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(o.cached_tokens);
+    }
+
+    /// The warning a material share deserves, in plain words (counts, not the share,
+    /// which the report writes in its own format).
+    fn warning(&self) -> Option<String> {
+        self.share_pct().filter(|&p| p >= Self::MATERIAL_PCT)?;
+        Some(format!(
+            "the server took {} of {} prompt tokens from its prompt cache ({} request(s) \
+             reporting): TTFT here measures cache hits as well as prefill; for cold \
+             prefill send prompts it has not seen (--input-tokens N draws new ones for each \
+             --seed) or turn its cache off",
+            self.cached_tokens, self.prompt_tokens, self.requests
+        ))
+    }
 }
 
 /// The self-check of the two clocks: requests stamped by the kernel's receive time or
@@ -595,6 +661,9 @@ pub struct SummaryAcc {
     agree: BTreeMap<TokenSource, Agree>,
     turns: BTreeMap<u32, TurnAcc>,
     clock: Option<Box<ClockAcc>>,
+    /// Created by the first record that says its cached prompt tokens (boxed, as
+    /// `sessions`: the proxy's live window keeps hundreds of these).
+    cache: Option<Box<PromptCache>>,
     /// Created by the first record of a session (boxed: levels without sessions stay
     /// as small as before, which the proxy's live window counts on).
     sessions: Option<Box<SessionAcc>>,
@@ -632,6 +701,7 @@ impl SummaryAcc {
             agree: BTreeMap::new(),
             turns: BTreeMap::new(),
             clock: None,
+            cache: None,
             sessions: None,
         }
     }
@@ -729,6 +799,9 @@ impl SummaryAcc {
 
     /// Output-token totals and source agreement of a succeeded record.
     fn push_tokens(&mut self, r: &RequestRecord) {
+        if r.cached_input_tokens.is_some() {
+            self.cache.get_or_insert_with(Box::default).push(r);
+        }
         let tc = r.output_token_count();
         let tokens = &mut self.tokens;
         tokens.total = tokens.total.saturating_add(tc.count);
@@ -905,6 +978,9 @@ impl SummaryAcc {
         if let Some(c) = &o.clock {
             self.clock.get_or_insert_with(Box::default).merge(c);
         }
+        if let Some(c) = &o.cache {
+            self.cache.get_or_insert_with(Box::default).merge(c);
+        }
         if let Some(s) = &o.sessions {
             self.sessions_mut().merge(s);
         }
@@ -976,6 +1052,7 @@ impl SummaryAcc {
                 })
                 .collect(),
             clock: self.clock.as_ref().map(|c| c.finish()),
+            prompt_cache: self.cache.as_deref().filter(|c| c.requests > 0).copied(),
             sessions: self.sessions.as_ref().and_then(|s| s.finish()),
         }
     }
@@ -1003,6 +1080,7 @@ impl SummaryAcc {
         if window_ns == Some(0) && sent > 0 {
             warnings.push("the measured window has zero length; throughput is absent".into());
         }
+        warnings.extend(self.cache.as_ref().and_then(|c| c.warning()));
         warnings
     }
 }

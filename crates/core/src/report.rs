@@ -285,6 +285,7 @@ pub fn definitions() -> BTreeMap<String, String> {
         ("by_turn", formula::BY_TURN),
         ("sessions", crate::sessions::FORMULA),
         ("clock", formula::CLOCK),
+        ("prompt_cache", formula::PROMPT_CACHE),
         ("requests", formula::REQUESTS),
         ("slos", slo::FORMULA),
         ("goodput", slo::GOODPUT_FORMULA),

@@ -692,3 +692,69 @@ fn the_clock_check_counts_clocks_and_pools_read_delays_of_succeeded_requests() {
         .clock
         .is_none());
 }
+
+/// The prompt-cache share: cached tokens over the prompt tokens of the succeeded
+/// requests that reported both; a material share is warned about once per level.
+#[test]
+fn the_prompt_cache_share_counts_succeeded_requests_that_reported_it() {
+    let with = |index, outcome, prompt: Option<u64>, cached: Option<u64>| {
+        let mut r = record(index, outcome, 0, &[(10, None), (20, None)], 30);
+        r.input_tokens = prompt;
+        r.cached_input_tokens = cached;
+        r
+    };
+    let records = [
+        with(0, Outcome::Succeeded, Some(100), Some(90)),
+        with(1, Outcome::Succeeded, Some(100), Some(0)),
+        // No cache figure, a failed request, or a figure without the prompt: left out.
+        with(2, Outcome::Succeeded, Some(100), None),
+        with(3, Outcome::Truncated, Some(100), Some(100)),
+        with(4, Outcome::Succeeded, None, Some(50)),
+        // More cached than the prompt had counts as all of it.
+        with(5, Outcome::Succeeded, Some(40), Some(60)),
+    ];
+    let s = summarize_level(&records, &LevelOptions::default());
+    let pc = s.prompt_cache.expect("usage said");
+    assert_eq!(
+        (pc.requests, pc.prompt_tokens, pc.cached_tokens),
+        (3, 240, 130)
+    );
+    close(pc.share_pct().unwrap(), 130.0 / 240.0 * 100.0);
+    let warned: Vec<_> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("prompt cache"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", s.warnings);
+    assert!(
+        warned[0].starts_with("the server took 130 of 240 prompt tokens"),
+        "{}",
+        warned[0]
+    );
+    // Below the material share: the figure, no warning; no figure at all: none.
+    let cold = [
+        with(0, Outcome::Succeeded, Some(100), Some(9)),
+        with(1, Outcome::Succeeded, Some(100), Some(0)),
+    ];
+    let s = summarize_level(&cold, &LevelOptions::default());
+    assert_eq!(s.prompt_cache.map(|p| p.cached_tokens), Some(9));
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let s = summarize_level(&records[2..3], &LevelOptions::default());
+    assert!(s.prompt_cache.is_none());
+    // Two halves merged are the whole.
+    let (mut a, mut b) = (
+        cadence_core::SummaryAcc::new(u64::MAX),
+        cadence_core::SummaryAcc::new(u64::MAX),
+    );
+    records[..3].iter().for_each(|r| {
+        a.push(r);
+    });
+    records[3..].iter().for_each(|r| {
+        b.push(r);
+    });
+    a.merge(&b);
+    assert_eq!(
+        a.finish(&LevelOptions::default()).prompt_cache,
+        summarize_level(&records, &LevelOptions::default()).prompt_cache
+    );
+}

@@ -681,55 +681,45 @@ fn is_json(content_type: Option<&str>) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Token usage of a non-streaming answer (OpenAI's names, or Anthropic's).
-#[derive(serde::Deserialize)]
-struct PlainAnswer {
-    usage: Option<PlainUsage>,
-}
-
-#[derive(serde::Deserialize)]
-struct PlainUsage {
-    #[serde(alias = "output_tokens")]
-    completion_tokens: Option<u64>,
-    #[serde(alias = "input_tokens")]
-    prompt_tokens: Option<u64>,
-}
-
 /// Counts the usage a non-streaming answer reports, as a stream's final usage would:
-/// OpenAI's or Anthropic's `usage`, else what the route's dialect reads in its whole
-/// answer (Ollama's `eval_count`, TGI's `details`, llama.cpp's `tokens_predicted`,
-/// with the server's own timing where it gives one).
+/// what the route's dialect reads in its whole answer (OpenAI's or Anthropic's `usage`,
+/// Ollama's `eval_count`, TGI's `details`, llama.cpp's `tokens_predicted`, with the
+/// server's own timing and cached prompt tokens where it gives them), else OpenAI's or
+/// Anthropic's `usage` for a route of no known dialect.
 fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut RequestRecord) {
-    let usage = match serde_json::from_slice::<PlainAnswer>(body) {
-        Ok(PlainAnswer { usage: Some(u) }) => Some((u.completion_tokens, u.prompt_tokens)),
-        _ => None,
-    };
-    let usage = usage.or_else(|| {
-        let text = std::str::from_utf8(body).ok()?;
-        match cadence_wire::dialect::parse_data(api?, text) {
-            cadence_wire::dialect::StreamEvent::Chunk(c) => {
-                if let Some(t) = c.server_timing {
-                    rec.counters.server_timing = Some(t);
-                }
-                c.usage.map(|u| (u.completion_tokens, u.prompt_tokens))
-            }
-            _ => None,
-        }
-    });
-    let Some((completion, prompt)) = usage else {
+    use cadence_wire::dialect::{parse_data, StreamEvent};
+    use cadence_wire::Api;
+    let Ok(text) = std::str::from_utf8(body) else {
         return;
     };
-    if let Some(ct) = completion {
+    let usage =
+        api.into_iter()
+            .chain([Api::Chat, Api::Anthropic])
+            .find_map(|api| match parse_data(api, text) {
+                StreamEvent::Chunk(c) => {
+                    if let Some(t) = c.server_timing {
+                        rec.counters.server_timing = Some(t);
+                    }
+                    c.usage
+                        .filter(|u| u.prompt_tokens.is_some() || u.completion_tokens.is_some())
+                }
+                _ => None,
+            });
+    let Some(u) = usage else {
+        return;
+    };
+    if let Some(ct) = u.completion_tokens {
         rec.token_sources.usage = Some(ct);
         rec.output_tokens = Some(cadence_core::TokenCount {
             count: ct,
             source: cadence_core::TokenSource::Usage,
         });
     }
-    if let Some(pt) = prompt {
+    if let Some(pt) = u.prompt_tokens {
         rec.input_tokens = Some(pt);
         rec.input_tokens_source = Some(cadence_core::InputTokenSource::Usage);
     }
+    rec.cached_input_tokens = u.cached_prompt_tokens.or(rec.cached_input_tokens);
 }
 
 /// The tracker of one measured stream: lenient (a malformed event is counted, never

@@ -522,9 +522,9 @@ mod tests {
     #[test]
     fn spread_out_values_widen_the_slots_to_stay_within_the_bytes() {
         // Gaps spread over two decades make every second's histograms large; with a
-        // 256 KiB bound the slots widen instead of growing, counts stay exact, and once
+        // 384 KiB bound the slots widen instead of growing, counts stay exact, and once
         // the spread calms down new slots are one second wide again.
-        let cap = 256 << 10;
+        let cap = 384 << 10;
         let mut w = LiveWindow::new(
             300 * S,
             WindowBudget {

@@ -513,6 +513,18 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         o.total,
         o.received_total
     );
+    if let Some(pc) = &s.prompt_cache {
+        let _ = writeln!(
+            out,
+            "{}{} of prompt tokens served from the server's cache ({} of {} tokens, {} \
+             requests reporting)",
+            label("Prompt cache"),
+            cell(pc.share_pct().map(|p| p / 100.0), Unit::Share),
+            pc.cached_tokens,
+            pc.prompt_tokens,
+            pc.requests
+        );
+    }
     token_facts(out, s);
     if let Some(ss) = &s.sessions {
         session_facts(out, ss, s.itl.map(|d| d.p50));

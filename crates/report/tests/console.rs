@@ -574,3 +574,21 @@ fn the_clock_line_says_which_clock_and_the_client_read_delay() {
     // Without a clock check (older records) there is no line.
     assert!(!render(&common::full_report(), false).contains("\nClock "));
 }
+
+#[test]
+fn the_prompt_cache_line_gives_the_share_and_its_counts() {
+    let mut report = common::full_report();
+    report.levels[1].summary.prompt_cache = Some(cadence_core::PromptCache {
+        requests: 4,
+        prompt_tokens: 200,
+        cached_tokens: 147,
+    });
+    let out = render(&report, false);
+    let many = &out[out.find("── concurrency=64 ──").unwrap()..];
+    assert_eq!(
+        line_starting(many, "Prompt cache"),
+        "Prompt cache    73.5 % of prompt tokens served from the server's cache (147 of 200 tokens, 4 requests reporting)"
+    );
+    // No request reported a cache figure: no line.
+    assert!(!render(&common::full_report(), false).contains("\nPrompt cache"));
+}

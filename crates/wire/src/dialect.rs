@@ -189,13 +189,55 @@ pub struct Delta<'a> {
 
 /// Token usage as the server reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "RawUsage")]
 pub struct Usage {
-    /// Tokens of the prompt; `None` when the usage object omits it.
-    #[serde(default)]
+    /// Tokens of the prompt, cached ones included; `None` when the usage object omits it.
     pub prompt_tokens: Option<u64>,
     /// Tokens generated so far (the last value reported is the total); `None` when omitted.
-    #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// Of `prompt_tokens`, those the server took from its prefix cache instead of
+    /// computing them (`prompt_tokens_details.cached_tokens`, Responses'
+    /// `input_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`,
+    /// llama.cpp's `timings.cache_n`); `None` when the server did not say.
+    pub cached_prompt_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Prompt and completion counts, when either is known (no cache figure).
+    pub fn of(prompt: Option<u64>, completion: Option<u64>) -> Option<Usage> {
+        (prompt.is_some() || completion.is_some()).then_some(Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_prompt_tokens: None,
+        })
+    }
+}
+
+/// The OpenAI usage object as sent: the cache figure sits one object down, and that
+/// object is read loosely (a details field of another shape is no cache figure, not a
+/// malformed event).
+#[derive(Deserialize)]
+struct RawUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<serde_json::Value>,
+}
+
+impl From<RawUsage> for Usage {
+    fn from(r: RawUsage) -> Usage {
+        Usage {
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            cached_prompt_tokens: r
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(serde_json::Value::as_u64),
+        }
+    }
 }
 
 /// Everything one data chunk said. A chunk can carry output, usage and a finish reason
@@ -817,6 +859,79 @@ mod tests {
         }
     }
 
+    /// (prompt, cached) of the usage an event carried.
+    fn cache_of(api: Api, data: &str) -> (Option<u64>, Option<u64>) {
+        let u = chunk(api, data).usage.expect("usage");
+        (u.prompt_tokens, u.cached_prompt_tokens)
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_read_from_every_dialect_that_reports_them() {
+        // Chat and completions (vLLM, SGLang, llama.cpp, OpenAI): inside the prompt count.
+        let chat = r#"{"choices":[],"usage":{"prompt_tokens":31,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":30}}}"#;
+        assert_eq!(cache_of(Api::Chat, chat), (Some(31), Some(30)));
+        let mut fast_read = ParsedChunk::default();
+        assert!(fast::parse(Api::Chat, chat, &mut fast_read, None).is_some());
+        assert_eq!(fast_read.usage.unwrap().cached_prompt_tokens, Some(30));
+        let typed: Usage = serde_json::from_str(
+            r#"{"prompt_tokens":31,"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":30}}"#,
+        )
+        .unwrap();
+        assert_eq!(typed.cached_prompt_tokens, Some(30));
+        assert_eq!(
+            cache_of(
+                Api::Completions,
+                r#"{"choices":[],"usage":{"prompt_tokens":8,"prompt_tokens_details":{"cached_tokens":0}}}"#
+            ),
+            (Some(8), Some(0))
+        );
+        // A details field of another shape, or none, is no figure and no malformed event.
+        for odd in [r#""n/a""#, "null", "{}", r#"{"cached_tokens":"30"}"#] {
+            let d = format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":31,"prompt_tokens_details":{odd}}}}}"#
+            );
+            assert_eq!(cache_of(Api::Chat, &d), (Some(31), None), "{odd}");
+        }
+        for (api, data, want) in [
+            // Responses: inside `input_tokens`.
+            (
+                Api::Responses,
+                r#"{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":31,"output_tokens":3,"input_tokens_details":{"cached_tokens":30}}}}"#,
+                (Some(31), Some(30)),
+            ),
+            // Anthropic: beside `input_tokens`, which counts only what was computed.
+            (
+                Api::Anthropic,
+                r#"{"type":"message_start","message":{"usage":{"cache_read_input_tokens":30,"input_tokens":1,"output_tokens":0}}}"#,
+                (Some(31), Some(30)),
+            ),
+            (
+                Api::Anthropic,
+                r#"{"type":"message_start","message":{"usage":{"cache_creation_input_tokens":20,"cache_read_input_tokens":10,"input_tokens":4}}}"#,
+                (Some(34), Some(10)),
+            ),
+            (
+                Api::Anthropic,
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":12}}}"#,
+                (Some(12), None),
+            ),
+            // llama.cpp's native /completion: its timings' cache_n.
+            (
+                Api::Llamacpp,
+                r#"{"content":"","stop":true,"tokens_evaluated":10,"tokens_predicted":3,"timings":{"cache_n":9,"prompt_n":1,"prompt_ms":4.1,"predicted_n":3,"predicted_ms":19.2}}"#,
+                (Some(10), Some(9)),
+            ),
+            // SGLang's /generate: meta_info.cached_tokens.
+            (
+                Api::Generate,
+                r#"{"text":"hi","meta_info":{"prompt_tokens":40,"completion_tokens":2,"cached_tokens":32,"finish_reason":null}}"#,
+                (Some(40), Some(32)),
+            ),
+        ] {
+            assert_eq!(cache_of(api, data), want, "{api:?}: {data}");
+        }
+    }
+
     #[test]
     fn every_dialect_is_found_by_its_name_and_an_unknown_name_lists_them() {
         for api in Api::ALL {
@@ -916,13 +1031,7 @@ mod tests {
             r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#,
         );
         assert!(!c.has_output());
-        assert_eq!(
-            c.usage,
-            Some(Usage {
-                prompt_tokens: Some(5),
-                completion_tokens: Some(7)
-            })
-        );
+        assert_eq!(c.usage, Usage::of(Some(5), Some(7)));
         let c = chunk(Api::Chat, r#"{"usage":{"completion_tokens":3}}"#);
         assert_eq!(c.usage.unwrap().completion_tokens, Some(3));
         let c = chunk(Api::Chat, r#"{"choices":[],"usage":null}"#);

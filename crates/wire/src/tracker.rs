@@ -687,7 +687,11 @@ impl State {
         if let Some(mut u) = usage {
             // FAULTS 121: a count no response can reach is no count; the event is
             // counted as malformed and the next source counts the tokens.
-            for n in [&mut u.completion_tokens, &mut u.prompt_tokens] {
+            for n in [
+                &mut u.completion_tokens,
+                &mut u.prompt_tokens,
+                &mut u.cached_prompt_tokens,
+            ] {
                 if n.is_some_and(|n| n > MAX_PLAUSIBLE_TOKENS) {
                     *n = None;
                     rec.counters.malformed = rec.counters.malformed.saturating_add(1);
@@ -706,6 +710,9 @@ impl State {
             if let Some(pt) = u.prompt_tokens {
                 rec.input_tokens = Some(pt);
                 rec.input_tokens_source = Some(cadence_base::InputTokenSource::Usage);
+            }
+            if let Some(cached) = u.cached_prompt_tokens {
+                rec.cached_input_tokens = Some(cached);
             }
         }
         if let Some(n) = tokens {
@@ -1044,6 +1051,41 @@ mod tests {
 
     /// A shape past the inline room (a long model name) is kept whole all the same, and
     /// matches only chunks with that shape.
+    #[test]
+    fn the_record_keeps_the_cached_prompt_tokens_the_usage_reported() {
+        let feed = |usages: &[&str]| {
+            let mut rec = RequestRecord::new(0, Outcome::TransportError);
+            let mut tracker = StreamTracker::new(TrackerConfig {
+                api: Api::Chat,
+                framing: Framing::Sse,
+                strict: true,
+            });
+            let mut events = vec![event("\"Hi\"", "null", "")];
+            for u in usages {
+                events.push(format!("data: {{\"choices\":[],\"usage\":{u}}}\n\n"));
+            }
+            events.push("data: [DONE]\n\n".to_string());
+            for (i, e) in events.iter().enumerate() {
+                tracker.feed(i as u64, e.as_bytes(), &mut rec);
+            }
+            tracker.end_stream(99, &mut rec);
+            (
+                rec.input_tokens,
+                rec.cached_input_tokens,
+                rec.counters.malformed,
+            )
+        };
+        let full = r#"{"prompt_tokens":31,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":30}}"#;
+        assert_eq!(feed(&[full]), (Some(31), Some(30), 0));
+        // A later usage without the figure keeps the one said; none said is none.
+        let later = r#"{"prompt_tokens":31,"completion_tokens":1}"#;
+        assert_eq!(feed(&[full, later]), (Some(31), Some(30), 0));
+        assert_eq!(feed(&[later]), (Some(31), None, 0));
+        // An impossible figure is no figure, and the event is counted malformed.
+        let absurd = r#"{"prompt_tokens":31,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":99999999999}}"#;
+        assert_eq!(feed(&[absurd]), (Some(31), None, 1));
+    }
+
     #[test]
     fn a_template_longer_than_its_inline_room_is_kept_whole() {
         let model = "m".repeat(INLINE_SHAPE);

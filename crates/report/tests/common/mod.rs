@@ -115,6 +115,7 @@ pub fn full_level() -> LevelSummary {
             itl: None,
         }],
         clock: None,
+        prompt_cache: None,
         sessions: None,
     }
 }

@@ -490,9 +490,33 @@ impl<'a> Cur<'a> {
                 u.completion_tokens = c.opt_u64()?;
                 Some(())
             }
+            "prompt_tokens_details" => {
+                once(&mut seen, 4)?;
+                u.cached_prompt_tokens = c.cached_tokens()?;
+                Some(())
+            }
             _ => c.skip(1),
         })?;
         Some(u)
+    }
+
+    /// `prompt_tokens_details`: its `cached_tokens`, or null; any other shape is left
+    /// to serde.
+    fn cached_tokens(&mut self) -> Option<Option<u64>> {
+        if self.null() {
+            return Some(None);
+        }
+        let mut cached = None;
+        let mut seen = 0u8;
+        self.object(|c, key| match key {
+            "cached_tokens" => {
+                once(&mut seen, 1)?;
+                cached = c.opt_u64()?;
+                Some(())
+            }
+            _ => c.skip(2),
+        })?;
+        Some(cached)
     }
 
     /// A u64 or null; anything else is left to serde.

@@ -74,9 +74,14 @@ has_timings!(
 );
 
 fn usage(prompt: Option<u64>, completion: Option<u64>) -> Option<Usage> {
-    (prompt.is_some() || completion.is_some()).then_some(Usage {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
+    Usage::of(prompt, completion)
+}
+
+/// `usage` with the prompt tokens the server says it took from its cache.
+fn cached_usage(u: Option<Usage>, cached: Option<u64>) -> Option<Usage> {
+    u.map(|u| Usage {
+        cached_prompt_tokens: cached,
+        ..u
     })
 }
 
@@ -126,8 +131,7 @@ fn responses<'a>(v: ResponsesEvent<'a>, data: &'a str) -> StreamEvent<'a> {
         }
         "response.completed" | "response.done" | "response.incomplete" => {
             let r = v.response.0.unwrap_or_default();
-            let u = r.usage.0.unwrap_or_default();
-            c.usage = usage(u.input_tokens.u64(), u.output_tokens.u64());
+            c.usage = r.usage.0.unwrap_or_default().usage(true);
             c.finish_reason = r
                 .incomplete_details
                 .0
@@ -173,8 +177,7 @@ fn responses_whole(v: ResponsesEvent<'_>) -> StreamEvent<'_> {
             _ => {}
         }
     }
-    let u = v.usage.0.unwrap_or_default();
-    c.usage = usage(u.input_tokens.u64(), u.output_tokens.u64());
+    c.usage = v.usage.0.unwrap_or_default().usage(true);
     c.finish_reason = v
         .incomplete_details
         .0
@@ -196,7 +199,7 @@ fn anthropic<'a>(v: AnthropicEvent<'a>, data: &'a str) -> StreamEvent<'a> {
     match kind {
         "message_start" => {
             let m = v.message.0.unwrap_or_default();
-            c.usage = usage(m.usage.0.unwrap_or_default().input_tokens.u64(), None);
+            c.usage = m.usage.0.unwrap_or_default().usage(false);
         }
         "content_block_start" => {
             if let Some(block) = v.content_block.0 {
@@ -215,8 +218,7 @@ fn anthropic<'a>(v: AnthropicEvent<'a>, data: &'a str) -> StreamEvent<'a> {
             }
         }
         "message_delta" => {
-            let u = v.usage.0.unwrap_or_default();
-            c.usage = usage(u.input_tokens.u64(), u.output_tokens.u64());
+            c.usage = v.usage.0.unwrap_or_default().usage(true);
             c.finish_reason = v.delta.0.and_then(|d| d.stop_reason.text());
         }
         "message_stop" => c.end = true,
@@ -229,8 +231,7 @@ fn anthropic<'a>(v: AnthropicEvent<'a>, data: &'a str) -> StreamEvent<'a> {
                     _ => {}
                 }
             }
-            let u = v.usage.0.unwrap_or_default();
-            c.usage = usage(u.input_tokens.u64(), u.output_tokens.u64());
+            c.usage = v.usage.0.unwrap_or_default().usage(true);
             c.finish_reason = v.stop_reason.text();
             c.end = true;
         }
@@ -314,7 +315,10 @@ fn generate<'a>(v: GenerateEvent<'a>, data: &'a str) -> StreamEvent<'a> {
     };
     c.content = v.text.text();
     c.cumulative = true;
-    c.usage = usage(meta.prompt_tokens.u64(), meta.completion_tokens.u64());
+    c.usage = cached_usage(
+        usage(meta.prompt_tokens.u64(), meta.completion_tokens.u64()),
+        meta.cached_tokens.u64(),
+    );
     c.finish_reason = meta.finish_reason.0;
     chunk(c)
 }
@@ -350,7 +354,11 @@ fn llamacpp<'a>(v: LlamacppEvent<'a>, data: &'a str) -> StreamEvent<'a> {
     if v.stop.value == Some(true) {
         c.end = true;
         c.finish_reason = v.stop_type.text().or(Some(Cow::Borrowed("stop")));
-        c.usage = usage(v.tokens_evaluated.u64(), v.tokens_predicted.u64());
+        let cached = v.timings.0.as_ref().and_then(|t| t.cache_n.u64());
+        c.usage = cached_usage(
+            usage(v.tokens_evaluated.u64(), v.tokens_predicted.u64()),
+            cached,
+        );
         c.server_timing = v.timings.0.as_ref().and_then(Timings::server_timing);
     }
     chunk(c)
@@ -437,13 +445,53 @@ struct Message<'a> {
     message: Str<'a>,
 }
 
-/// `input_tokens` / `output_tokens` (Responses, Realtime, Anthropic).
+/// `input_tokens` / `output_tokens` (Responses, Realtime, Anthropic), and what of the
+/// input came from the server's cache: Responses counts cached tokens inside
+/// `input_tokens` (`input_tokens_details.cached_tokens`); Anthropic counts them beside
+/// it (`cache_read_input_tokens`, `cache_creation_input_tokens`).
 #[derive(Deserialize, Default)]
 struct TokenUsage {
     #[serde(default)]
     input_tokens: Num,
     #[serde(default)]
     output_tokens: Num,
+    #[serde(default)]
+    input_tokens_details: Obj<CachedTokens>,
+    #[serde(default)]
+    cache_read_input_tokens: Num,
+    #[serde(default)]
+    cache_creation_input_tokens: Num,
+}
+
+impl TokenUsage {
+    /// As [`Usage`]: the prompt is every input token, cached or not (Anthropic's
+    /// three counts summed); the output count only when `output` (Anthropic's
+    /// `message_start` reports a placeholder there).
+    fn usage(&self, output: bool) -> Option<Usage> {
+        let read = self.cache_read_input_tokens.u64();
+        let written = self.cache_creation_input_tokens.u64();
+        let prompt = self.input_tokens.u64().map(|n| {
+            n.saturating_add(read.unwrap_or(0))
+                .saturating_add(written.unwrap_or(0))
+        });
+        let completion = if output {
+            self.output_tokens.u64()
+        } else {
+            None
+        };
+        let details = self.input_tokens_details.0.as_ref();
+        cached_usage(
+            usage(prompt, completion),
+            read.or_else(|| details.and_then(|d| d.cached_tokens.u64())),
+        )
+    }
+}
+
+/// `{"cached_tokens": N}`.
+#[derive(Deserialize, Default)]
+struct CachedTokens {
+    #[serde(default)]
+    cached_tokens: Num,
 }
 
 #[derive(Deserialize)]
@@ -592,6 +640,9 @@ struct Meta<'a> {
     prompt_tokens: Num,
     #[serde(default)]
     completion_tokens: Num,
+    /// SGLang: prompt tokens served from its radix cache.
+    #[serde(default)]
+    cached_tokens: Num,
     #[serde(borrow, default)]
     finish_reason: FinishReason<'a>,
 }
@@ -631,6 +682,9 @@ struct LlamacppEvent<'a> {
 /// llama.cpp's `timings` (ms).
 #[derive(Deserialize, Default)]
 struct Timings {
+    /// Prompt tokens reused from the slot's cache.
+    #[serde(default)]
+    cache_n: Num,
     #[serde(default)]
     prompt_ms: Num,
     #[serde(default)]
@@ -1073,10 +1127,20 @@ mod tests {
     fn typed_structs_read_every_event_as_the_value_reading_did() {
         let inputs = inputs();
         assert!(inputs.len() > 80);
+        // The first reading predates the cached-prompt figure, which is compared
+        // without (its reading is tested in `cached_prompt_tokens_are_read_…`).
+        fn uncached(mut e: StreamEvent<'_>) -> StreamEvent<'_> {
+            if let StreamEvent::Chunk(c) = &mut e {
+                if let Some(u) = &mut c.usage {
+                    u.cached_prompt_tokens = None;
+                }
+            }
+            e
+        }
         for api in APIS {
             for d in &inputs {
                 assert_eq!(
-                    super::parse(api, d),
+                    uncached(super::parse(api, d)),
                     typed_value::parse(api, d),
                     "{api:?}: {d}"
                 );
@@ -1102,12 +1166,7 @@ mod tests {
 
     #[test]
     fn whole_answers_are_one_event_with_all_the_text_and_the_end() {
-        let usage = |p, c| {
-            Some(Usage {
-                prompt_tokens: p,
-                completion_tokens: c,
-            })
-        };
+        let usage = Usage::of;
         let c = chunk(
             Api::Responses,
             r#"{"id":"r","object":"response","status":"completed","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"hm"}]},{"type":"message","content":[{"type":"output_text","text":"Caf\u00e9 ","annotations":[]},{"type":"output_text","text":"au lait"}]}],"usage":{"input_tokens":3,"output_tokens":5}}"#,

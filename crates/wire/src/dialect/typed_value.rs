@@ -61,10 +61,7 @@ fn ms_as_ns(v: &Value, ptr: &str) -> Option<u64> {
 }
 
 fn usage(prompt: Option<u64>, completion: Option<u64>) -> Option<Usage> {
-    (prompt.is_some() || completion.is_some()).then_some(Usage {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-    })
+    Usage::of(prompt, completion)
 }
 
 /// A top-level `error` (a string, or an object with a `message`, else a `type`): the
