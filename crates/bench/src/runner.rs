@@ -243,6 +243,35 @@ pub struct RunSummary {
     pub floor: Option<cadence_core::pacing::TimerFloor>,
 }
 
+impl RunSummary {
+    /// What the run knew about the level of `plan` beyond its records, read off this
+    /// summary and this machine ([`cadence_core::level_meta`] turns it into the
+    /// level's metadata).
+    pub fn facts(&self, plan: &RunPlan) -> cadence_core::LevelFacts {
+        let (concurrency, rate) = match plan.load {
+            Load::Closed { concurrency } => (Some(concurrency), None),
+            Load::Open { rate, .. } => (None, Some(rate)),
+            Load::Trace { .. } => (None, None),
+        };
+        cadence_core::LevelFacts {
+            level: plan.level,
+            name: plan.load.label(),
+            concurrency,
+            rate,
+            intended: self.intended,
+            stopped_early: self.stopped_early.clone(),
+            watchdog_fired: self.watchdog_fired,
+            loop_lag: self.loop_lag,
+            cpu: self.cpu,
+            wall: self.wall,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            aborted_in_flight: self.aborted_in_flight,
+            interrupted: self.stop == StopReason::Interrupted,
+            floor: self.floor,
+        }
+    }
+}
+
 /// What the runner remembers of a request while it is in flight.
 #[derive(Debug, Clone, Copy)]
 struct InFlight {

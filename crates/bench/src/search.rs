@@ -92,6 +92,24 @@ impl Search {
     pub fn probes(&self) -> &[Probe] {
         &self.probes
     }
+
+    /// The search's answer as the report holds it: its axis (`concurrency` for a
+    /// search of whole levels, else `rate`), the frontier and every probe.
+    pub fn report(&self) -> cadence_core::report::SearchReport {
+        cadence_core::report::SearchReport {
+            axis: if self.integer { "concurrency" } else { "rate" }.into(),
+            best: self.best(),
+            first_fail: self.first_fail(),
+            probes: self
+                .probes()
+                .iter()
+                .map(|p| cadence_core::report::SearchProbe {
+                    level: p.level,
+                    pass: p.pass,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +134,17 @@ mod tests {
             &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
             "doubling first"
         );
+        let r = s.report();
+        assert_eq!(
+            (r.axis.as_str(), r.best, r.first_fail),
+            ("concurrency", Some(37.0), Some(38.0))
+        );
+        assert_eq!(r.probes.len(), s.probes().len());
+        assert!(r
+            .probes
+            .iter()
+            .zip(s.probes())
+            .all(|(a, b)| a.level == b.level && a.pass == b.pass));
     }
 
     #[test]
@@ -126,6 +155,7 @@ mod tests {
             lo <= 23.3 && hi > 23.3 && hi / lo <= RATE_RESOLUTION,
             "{lo}..{hi}"
         );
+        assert_eq!(s.report().axis, "rate");
     }
 
     #[test]
