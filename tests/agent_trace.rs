@@ -205,7 +205,7 @@ fn bad_traces_and_flags_are_usage_errors() {
     let b = bad.to_str().unwrap();
     common::usage_error(
         &["bench", "--agent-trace", b],
-        "line 2: call 1: no output_tokens",
+        "line 2: field `calls[0].output_tokens`: missing",
     );
     common::usage_error(
         &[
@@ -215,7 +215,7 @@ fn bad_traces_and_flags_are_usage_errors() {
             "--agent-trace-format",
             "mooncake",
         ],
-        "line 1: no timestamp",
+        "line 1: field `timestamp`: missing",
     );
     let f = fixture("sessions.jsonl");
     let f = f.to_str().unwrap();
@@ -248,6 +248,6 @@ fn bad_traces_and_flags_are_usage_errors() {
     .unwrap();
     common::usage_error(
         &["bench", "--agent-trace", huge.to_str().unwrap()],
-        "line 1: input_length 4000000000 is too large",
+        "line 1: field `input_length`: 4000000000 is too large",
     );
 }

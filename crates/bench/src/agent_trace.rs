@@ -7,9 +7,10 @@
 
 use crate::agent::{AgentSpec, Transcript};
 use crate::prompts::PromptGen;
+use cadence_core::json::{kind, Field, JsonError, Obj};
 use cadence_wire::{Api, ToolCall};
 use rand::Rng;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
@@ -92,6 +93,12 @@ impl std::fmt::Display for AgentTraceError {
 }
 
 impl std::error::Error for AgentTraceError {}
+
+impl From<JsonError> for AgentTraceError {
+    fn from(e: JsonError) -> AgentTraceError {
+        AgentTraceError(e.to_string())
+    }
+}
 
 fn at_line(line: usize, what: impl std::fmt::Display) -> AgentTraceError {
     AgentTraceError(format!("line {line}: {what}"))
@@ -196,54 +203,24 @@ pub fn retime(sessions: &mut [TraceSession], speed: f64, max_gap: Duration) {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// A whole number in `min..=max` (52.0 counts as whole).
-fn whole(v: &Value, key: &str, min: u64, max: u64) -> Result<u64, String> {
-    let n = v.as_u64().or_else(|| {
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-            .map(|f| f as u64)
-    });
-    match n {
-        Some(n) if n >= min && n <= max => Ok(n),
-        Some(n) if n < min => Err(format!("{key} must be at least {min}, got {n}")),
-        Some(n) => Err(format!("{key} {n} is too large (at most {max})")),
-        None => Err(format!("{key} must be a whole number >= {min}, got {v}")),
-    }
-}
-
 /// Milliseconds, finite and at least zero, as a duration (absolute Unix times fit).
-fn millis(v: &Value, key: &str) -> Result<Duration, String> {
-    let ms = v
-        .as_f64()
-        .ok_or_else(|| format!("{key} must be a number of milliseconds, got {}", kind(v)))?;
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(format!("{key} must be a finite number >= 0, got {ms}"));
-    }
+fn millis(f: Field) -> Result<Duration, JsonError> {
+    let ms = f.nonneg()?;
     if ms > 1e13 {
-        return Err(format!("{key} {v} is too large"));
+        return Err(f.error(format!("{} is too large", f.value)));
     }
     Ok(Duration::from_nanos((ms * 1e6).round() as u64))
 }
 
-fn id_of(v: &Value, key: &str) -> Result<String, String> {
-    match v {
+/// A session's name: a non-empty string or a number.
+fn id_of(f: Field) -> Result<String, JsonError> {
+    match f.value {
         Value::String(s) if !s.is_empty() => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        other => Err(format!(
-            "{key} must be a non-empty string or a number, got {}",
+        other => Err(f.error(format!(
+            "expected a non-empty string or a number, got {}",
             kind(other)
-        )),
+        ))),
     }
 }
 
@@ -269,13 +246,7 @@ pub fn parse_cadence(text: &str) -> Result<Vec<TraceSession>, AgentTraceError> {
     for (line, t) in lines(text) {
         let v: Value =
             serde_json::from_str(t).map_err(|e| at_line(line, format!("not valid JSON ({e})")))?;
-        let Value::Object(obj) = v else {
-            return Err(at_line(
-                line,
-                format!("expected a session object, got {}", kind(&v)),
-            ));
-        };
-        let s = cadence_session(&obj, line).map_err(|e| at_line(line, e))?;
+        let s = cadence_session(&Obj::new(format!("line {line}"), &v)?, line)?;
         if let Some(first) = seen.insert(s.id.clone(), line) {
             return Err(at_line(
                 line,
@@ -287,85 +258,64 @@ pub fn parse_cadence(text: &str) -> Result<Vec<TraceSession>, AgentTraceError> {
     Ok(out)
 }
 
-fn unknown_key(obj: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
-    match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "unknown field '{k}' (expected {})",
-            known.join(", ")
-        )),
-        None => Ok(()),
-    }
-}
-
-fn cadence_session(obj: &Map<String, Value>, line: usize) -> Result<TraceSession, String> {
-    unknown_key(obj, &SESSION_KEYS)?;
-    let id = match obj.get("session") {
-        None | Some(Value::Null) => format!("line-{line}"),
-        Some(v) => id_of(v, "session")?,
-    };
-    let at = millis(
-        obj.get("at_ms").ok_or("no at_ms (the session's arrival)")?,
-        "at_ms",
-    )?;
-    let calls = obj
-        .get("calls")
-        .ok_or("no calls")?
-        .as_array()
-        .ok_or("calls must be an array of calls")?;
+fn cadence_session(obj: &Obj, line: usize) -> Result<TraceSession, JsonError> {
+    obj.only(&SESSION_KEYS)?;
+    let id = obj
+        .opt("session", id_of)?
+        .unwrap_or_else(|| format!("line-{line}"));
+    let at = obj.req("at_ms", millis)?;
+    let calls = obj.req("calls", |f| f.arr())?;
     if calls.is_empty() {
-        return Err("calls is empty: a session makes at least one call".into());
+        return Err(obj.error("calls", "empty: a session makes at least one call"));
     }
     let calls = calls
         .iter()
         .enumerate()
-        .map(|(i, c)| cadence_call(c, i).map_err(|e| format!("call {}: {e}", i + 1)))
+        .map(|(i, c)| {
+            let c = Obj::at(obj.place.clone(), obj.path(&format!("calls[{i}]")), c)?;
+            cadence_call(&c, i)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(TraceSession { id, at, calls })
 }
 
-fn cadence_call(v: &Value, i: usize) -> Result<TraceCall, String> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| format!("expected an object, got {}", kind(v)))?;
-    unknown_key(obj, &CALL_KEYS)?;
-    let req = |k: &str| obj.get(k).ok_or_else(|| format!("no {k}"));
-    let input_tokens = whole(req("input_tokens")?, "input_tokens", 1, MAX_TOKENS)? as u32;
-    let output_tokens = whole(req("output_tokens")?, "output_tokens", 1, MAX_TOKENS)? as u32;
+fn cadence_call(obj: &Obj, i: usize) -> Result<TraceCall, JsonError> {
+    obj.only(&CALL_KEYS)?;
+    let tokens = |k: &str| obj.req(k, |f| f.int(1..=MAX_TOKENS)).map(|n| n as u32);
+    let input_tokens = tokens("input_tokens")?;
+    let output_tokens = tokens("output_tokens")?;
     let reuse = match obj.get("reuse") {
-        None | Some(Value::Null) if i == 0 => Reuse::Tokens(0),
-        None | Some(Value::Null) => Reuse::Previous,
+        None if i == 0 => Reuse::Tokens(0),
+        None => Reuse::Previous,
         Some(Value::String(s)) if s == "previous" => Reuse::Previous,
-        Some(v @ Value::Number(_)) => Reuse::Tokens(whole(v, "reuse", 0, MAX_TOKENS)?),
+        Some(Value::Number(_)) => Reuse::Tokens(obj.req("reuse", |f| f.int(0..=MAX_TOKENS))?),
         Some(other) => {
-            return Err(format!(
-                "reuse must be \"previous\" or a number of tokens, got {other}"
+            return Err(obj.error(
+                "reuse",
+                format!("expected \"previous\" or a number of tokens, got {other}"),
             ))
         }
     };
     if i == 0 && reuse != Reuse::Tokens(0) {
-        return Err("the first call has no earlier context to reuse (reuse 0 or none)".into());
+        return Err(obj.error(
+            "reuse",
+            "the first call has no earlier context to reuse (0 or none)",
+        ));
     }
     if let Reuse::Tokens(n) = reuse {
         if n >= u64::from(input_tokens) {
-            return Err(format!(
-                "reuse {n} leaves no new tokens of the call's {input_tokens}"
+            return Err(obj.error(
+                "reuse",
+                format!("{n} leaves no new tokens of the call's {input_tokens}"),
             ));
         }
     }
-    let tool_wait = match obj.get("tool_wait_ms") {
-        None | Some(Value::Null) => Duration::ZERO,
-        Some(v) => millis(v, "tool_wait_ms")?,
-    };
-    let at = match obj.get("at_ms") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(millis(v, "at_ms")?),
-    };
     Ok(TraceCall {
         input_tokens,
         output_tokens,
         reuse,
-        tool_wait,
-        at,
+        tool_wait: obj.opt("tool_wait_ms", millis)?.unwrap_or(Duration::ZERO),
+        at: obj.opt("at_ms", millis)?,
     })
 }
 
@@ -403,13 +353,7 @@ pub fn parse_mooncake(text: &str, block_size: u32) -> Result<Vec<TraceSession>, 
     for (line, t) in lines(text) {
         let v: Value =
             serde_json::from_str(t).map_err(|e| at_line(line, format!("not valid JSON ({e})")))?;
-        let Value::Object(obj) = v else {
-            return Err(at_line(
-                line,
-                format!("expected a call object, got {}", kind(&v)),
-            ));
-        };
-        calls.push(moon_call(&obj, line).map_err(|e| at_line(line, e))?);
+        calls.push(moon_call(&Obj::new(format!("line {line}"), &v)?, line)?);
     }
     calls.sort_by_key(|c| c.at); // stable
     let groups = if calls.iter().any(|c| c.session.is_some()) {
@@ -423,36 +367,19 @@ pub fn parse_mooncake(text: &str, block_size: u32) -> Result<Vec<TraceSession>, 
         .collect())
 }
 
-fn moon_call(obj: &Map<String, Value>, line: usize) -> Result<MoonCall, String> {
-    let req = |k: &str| obj.get(k).ok_or_else(|| format!("no {k}"));
-    let at = millis(req("timestamp")?, "timestamp")?;
-    let input = whole(req("input_length")?, "input_length", 1, MAX_TOKENS)? as u32;
-    let output = whole(req("output_length")?, "output_length", 1, MAX_TOKENS)? as u32;
-    let hashes = match obj.get("hash_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .enumerate()
-            .map(|(i, h)| whole(h, &format!("hash_ids[{i}]"), 0, u64::MAX))
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(format!(
-                "hash_ids must be an array of integers, got {}",
-                kind(other)
-            ))
-        }
+fn moon_call(obj: &Obj, line: usize) -> Result<MoonCall, JsonError> {
+    let tokens = |k: &str| obj.req(k, |f| f.int(1..=MAX_TOKENS)).map(|n| n as u32);
+    let hashes = obj.opt("hash_ids", |f| f.each(|h| h.int(0..=u64::MAX)))?;
+    let session = match SESSION_FIELDS.iter().find(|k| obj.has(k)) {
+        Some(k) => Some(obj.req(k, id_of)?),
+        None => None,
     };
-    let session = SESSION_FIELDS
-        .iter()
-        .find_map(|k| obj.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v)))
-        .map(|(k, v)| id_of(v, k))
-        .transpose()?;
     Ok(MoonCall {
         line,
-        at,
-        input,
-        output,
-        hashes,
+        at: obj.req("timestamp", millis)?,
+        input: tokens("input_length")?,
+        output: tokens("output_length")?,
+        hashes: hashes.unwrap_or_default(),
         session,
     })
 }
@@ -582,8 +509,9 @@ struct Span {
     end: u64,
     input: Option<u32>,
     output: Option<u32>,
-    /// Where it is, for errors.
+    /// Where it is, for errors: the document or line, and the span's path in it.
     place: String,
+    path: String,
 }
 
 /// OTLP JSON span exports (a `{"resourceSpans": [...]}` document, a JSON array of
@@ -637,11 +565,15 @@ pub fn parse_otel(text: &str) -> Result<Vec<TraceSession>, AgentTraceError> {
             continue;
         }
         if s.output.is_none() {
-            return Err(AgentTraceError(format!(
-                "{}: an input token count but no output count ({})",
-                s.place,
-                OUTPUT_ATTRS.join(", ")
-            )));
+            return Err(JsonError::new(
+                &s.place,
+                &s.path,
+                format!(
+                    "an input token count but no output count ({})",
+                    OUTPUT_ATTRS.join(", ")
+                ),
+            )
+            .into());
         }
         by_trace
             .entry(s.trace.as_str())
@@ -710,39 +642,27 @@ fn otel_session(trace: &str, spans: &[&Span], first: u64) -> TraceSession {
     }
 }
 
-/// The array under `key`, or none; anything else there is an error at `place`.
-fn array<'a>(v: &'a Value, key: &str, place: &str) -> Result<&'a [Value], AgentTraceError> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) => Ok(a),
-        Some(other) => Err(AgentTraceError(format!(
-            "{place}: {key} must be an array, got {}",
-            kind(other)
-        ))),
-    }
+/// The array under `key` of `obj`, or none.
+fn array<'a>(obj: &Obj<'a>, key: &str) -> Result<&'a [Value], JsonError> {
+    Ok(obj.arr(key)?.unwrap_or(&[]))
 }
 
-fn otel_doc(doc: &Value, place: &str, out: &mut Vec<Span>) -> Result<(), AgentTraceError> {
-    if !doc.is_object() {
-        return Err(AgentTraceError(format!(
-            "{place}: expected an OTLP object with resourceSpans, got {}",
-            kind(doc)
-        )));
-    }
-    for (r, rs) in array(doc, "resourceSpans", place)?.iter().enumerate() {
-        let rplace = format!("{place}: resourceSpans[{r}]");
-        let mut scopes = array(rs, "scopeSpans", &rplace)?;
+fn otel_doc(doc: &Value, place: &str, out: &mut Vec<Span>) -> Result<(), JsonError> {
+    let doc = Obj::new(place, doc)?;
+    for (r, rs) in array(&doc, "resourceSpans")?.iter().enumerate() {
+        let rs = Obj::at(place, format!("resourceSpans[{r}]"), rs)?;
+        let mut scopes = array(&rs, "scopeSpans")?;
         if scopes.is_empty() {
-            scopes = array(rs, "instrumentationLibrarySpans", &rplace)?;
+            scopes = array(&rs, "instrumentationLibrarySpans")?;
         }
         for (s, ss) in scopes.iter().enumerate() {
-            let splace = format!("{rplace}.scopeSpans[{s}]");
-            for (k, span) in array(ss, "spans", &splace)?.iter().enumerate() {
-                let place = format!("{splace}.spans[{k}]");
-                out.push(
-                    otel_span(span, &place)
-                        .map_err(|e| AgentTraceError(format!("{place}: {e}")))?,
-                );
+            let ss = Obj::at(place, rs.path(&format!("scopeSpans[{s}]")), ss)?;
+            for (k, span) in array(&ss, "spans")?.iter().enumerate() {
+                out.push(otel_span(&Obj::at(
+                    place,
+                    ss.path(&format!("spans[{k}]")),
+                    span,
+                )?)?);
             }
         }
     }
@@ -750,7 +670,8 @@ fn otel_doc(doc: &Value, place: &str, out: &mut Vec<Span>) -> Result<(), AgentTr
 }
 
 /// An OTLP `AnyValue` as a whole number (`intValue` is a string in OTLP JSON).
-fn any_int(v: &Value, key: &str) -> Result<u64, String> {
+fn any_int(f: Field, key: &str) -> Result<u64, JsonError> {
+    let v = f.value;
     let inner = v
         .get("intValue")
         .or_else(|| v.get("doubleValue"))
@@ -760,70 +681,74 @@ fn any_int(v: &Value, key: &str) -> Result<u64, String> {
         Value::String(s) => s
             .trim()
             .parse::<u64>()
-            .map_err(|_| format!("{key} must be a whole number, got \"{s}\"")),
-        other => whole(other, key, 0, u64::MAX),
+            .map_err(|_| f.error(format!("{key}: expected a whole number, got \"{s}\""))),
+        other => Field { value: other, ..f }
+            .int(0..=u64::MAX)
+            .map_err(|e| f.error(format!("{key}: {}", e.what))),
     }
 }
 
-fn nanos(span: &Value, key: &str) -> Result<u64, String> {
-    let v = span.get(key).ok_or_else(|| format!("no {key}"))?;
-    match v {
-        Value::String(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| format!("{key} must be a whole number of nanoseconds, got \"{s}\"")),
-        other => whole(other, key, 0, u64::MAX),
+/// A time in nanoseconds, a whole number or a string of one (OTLP JSON's int64).
+fn nanos(f: Field) -> Result<u64, JsonError> {
+    match f.value {
+        Value::String(s) => s.trim().parse::<u64>().map_err(|_| {
+            f.error(format!(
+                "expected a whole number of nanoseconds, got \"{s}\""
+            ))
+        }),
+        _ => f.int(0..=u64::MAX),
     }
 }
 
-fn otel_span(span: &Value, place: &str) -> Result<Span, String> {
-    let text = |k: &str| span.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+/// A span's token count attribute, kept when it is the first of its kind.
+fn count(slot: &mut Option<u32>, f: Field, key: &str) -> Result<(), JsonError> {
+    let n = any_int(f, key)?;
+    if n > MAX_TOKENS {
+        return Err(f.error(format!("{key}: {n} is too large (at most {MAX_TOKENS})")));
+    }
+    if slot.is_none() {
+        *slot = Some(n as u32);
+    }
+    Ok(())
+}
+
+fn otel_span(span: &Obj) -> Result<Span, JsonError> {
     let mut input = None;
     let mut output = None;
-    let attrs = match span.get("attributes") {
-        None | Some(Value::Null) => &[][..],
-        Some(Value::Array(a)) => a,
-        Some(other) => return Err(format!("attributes must be an array, got {}", kind(other))),
-    };
-    for a in attrs {
+    for (i, a) in array(span, "attributes")?.iter().enumerate() {
         let Some(key) = a.get("key").and_then(Value::as_str) else {
             continue;
         };
-        let value = a.get("value").unwrap_or(&Value::Null);
-        let count = |slot: &mut Option<u32>| -> Result<(), String> {
-            let n = any_int(value, key)?;
-            if n > MAX_TOKENS {
-                return Err(format!("{key} {n} is too large (at most {MAX_TOKENS})"));
-            }
-            let n = n as u32;
-            if slot.is_none() {
-                *slot = Some(n);
-            }
-            Ok(())
+        let path = span.path(&format!("attributes[{i}].value"));
+        let f = Field {
+            place: &span.place,
+            path: &path,
+            value: a.get("value").unwrap_or(&Value::Null),
         };
         if INPUT_ATTRS.contains(&key) {
-            count(&mut input)?;
+            count(&mut input, f, key)?;
         } else if OUTPUT_ATTRS.contains(&key) {
-            count(&mut output)?;
+            count(&mut output, f, key)?;
         }
     }
     if input == Some(0) {
-        return Err("an LLM span with 0 input tokens".into());
+        return Err(span.error_here("an LLM span with 0 input tokens"));
     }
     if output == Some(0) {
         // A call that produced nothing still asks for one token.
         output = Some(1);
     }
-    let trace = text("traceId");
+    let trace = span.str("traceId")?.unwrap_or("").to_owned();
     if input.is_some() && trace.is_empty() {
-        return Err("an LLM span without a traceId".into());
+        return Err(span.error_here("an LLM span without a traceId"));
     }
     let (start, end) = if input.is_some() {
-        let start = nanos(span, "startTimeUnixNano")?;
-        let end = nanos(span, "endTimeUnixNano")?;
+        let start = span.req("startTimeUnixNano", nanos)?;
+        let end = span.req("endTimeUnixNano", nanos)?;
         if end < start {
-            return Err(format!(
-                "endTimeUnixNano {end} is before startTimeUnixNano {start}"
+            return Err(span.error(
+                "endTimeUnixNano",
+                format!("{end} is before startTimeUnixNano {start}"),
             ));
         }
         (start, end)
@@ -832,13 +757,14 @@ fn otel_span(span: &Value, place: &str) -> Result<Span, String> {
     };
     Ok(Span {
         trace,
-        id: text("spanId"),
-        parent: text("parentSpanId"),
+        id: span.str("spanId")?.unwrap_or("").to_owned(),
+        parent: span.str("parentSpanId")?.unwrap_or("").to_owned(),
         start,
         end,
         input,
         output,
-        place: place.to_owned(),
+        place: span.place.clone(),
+        path: span.path.clone(),
     })
 }
 
@@ -1182,57 +1108,57 @@ mod tests {
         let ok =
             r#"{"session": "a", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1}]}"#;
         let cases = [
-            (r#"{"at_ms": 0}"#, "no calls"),
-            (r#"{"session": "x", "calls": []}"#, "no at_ms"),
+            (r#"{"at_ms": 0}"#, "field `calls`: missing"),
+            (r#"{"session": "x", "calls": []}"#, "field `at_ms`: missing"),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": []}"#,
-                "calls is empty",
+                "field `calls`: empty: a session makes at least one call",
             ),
             (
                 r#"{"session": "x", "at_ms": -1, "calls": [{}]}"#,
-                "at_ms must be a finite number >= 0",
+                "field `at_ms`: expected a number >= 0, got -1",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"output_tokens": 1}]}"#,
-                "call 1: no input_tokens",
+                "field `calls[0].input_tokens`: missing",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 0, "output_tokens": 1}]}"#,
-                "call 1: input_tokens must be at least 1",
+                "field `calls[0].input_tokens`: expected at least 1, got 0",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 2.5, "output_tokens": 1}]}"#,
-                "call 1: input_tokens must be a whole number",
+                "field `calls[0].input_tokens`: expected a whole number >= 1, got 2.5",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 9999999999, "output_tokens": 1}]}"#,
-                "call 1: input_tokens 9999999999 is too large (at most 16777216)",
+                "field `calls[0].input_tokens`: 9999999999 is too large (at most 16777216)",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1, "reuse": "previous"}]}"#,
-                "call 1: the first call has no earlier context",
+                "field `calls[0].reuse`: the first call has no earlier context",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1}, {"input_tokens": 5, "output_tokens": 1, "reuse": 5}]}"#,
-                "call 2: reuse 5 leaves no new tokens",
+                "field `calls[1].reuse`: 5 leaves no new tokens",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1}, {"input_tokens": 5, "output_tokens": 1, "reuse": "all"}]}"#,
-                "call 2: reuse must be \"previous\" or a number",
+                "field `calls[1].reuse`: expected \"previous\" or a number",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_token": 1}]}"#,
-                "call 1: unknown field 'output_token'",
+                "field `calls[0].output_token`: unknown (expected input_tokens",
             ),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1, "tool_wait_ms": "1s"}]}"#,
-                "call 1: tool_wait_ms must be a number of milliseconds",
+                "field `calls[0].tool_wait_ms`: expected a number, got a string",
             ),
             (
                 r#"{"session": "a", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1}]}"#,
                 "session 'a' was already given on line 1",
             ),
-            (r#"[1]"#, "expected a session object, got an array"),
+            (r#"[1]"#, "expected an object, got an array"),
             (
                 r#"{"session": "x", "at_ms": 0, "calls": [{"input_tokens": 5, "output_tokens": 1}"#,
                 "not valid JSON",
@@ -1314,27 +1240,33 @@ mod tests {
         );
         assert_eq!(s[1].id, "line-2");
         let bad = [
-            (r#"{"input_length": 5, "output_length": 1}"#, "no timestamp"),
-            (r#"{"timestamp": 0, "output_length": 1}"#, "no input_length"),
+            (
+                r#"{"input_length": 5, "output_length": 1}"#,
+                "field `timestamp`: missing",
+            ),
+            (
+                r#"{"timestamp": 0, "output_length": 1}"#,
+                "field `input_length`: missing",
+            ),
             (
                 r#"{"timestamp": 0, "input_length": 5, "output_length": 0}"#,
-                "output_length must be at least 1",
+                "field `output_length`: expected at least 1, got 0",
             ),
             (
                 r#"{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": 3}"#,
-                "hash_ids must be an array",
+                "field `hash_ids`: expected an array, got a number",
             ),
             (
                 r#"{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, -2]}"#,
-                "hash_ids[1] must be a whole number",
+                "field `hash_ids[1]`: expected a whole number >= 0, got -2",
             ),
             (
                 r#"{"timestamp": 0, "input_length": 5, "output_length": 1, "session_id": []}"#,
-                "session_id must be a non-empty string",
+                "field `session_id`: expected a non-empty string or a number, got an array",
             ),
             (
                 r#"{"timestamp": 1e300, "input_length": 5, "output_length": 1}"#,
-                "timestamp 1e+300 is too large",
+                "field `timestamp`: 1e+300 is too large",
             ),
         ];
         for (b, what) in bad {
@@ -1421,7 +1353,7 @@ mod tests {
         fails(
             &doc.to_string(),
             Format::Otel,
-            "resourceSpans[0].scopeSpans[0].spans[0]: an input token count but no output count",
+            "the export: field `resourceSpans[0].scopeSpans[0].spans[0]`: an input token count but no output count",
         );
         let mut sp = span(
             "t",
@@ -1432,18 +1364,22 @@ mod tests {
             Some(("llm.token_count.prompt", 5, "llm.token_count.completion", 1)),
         );
         let doc = serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [sp.clone()]}]}]});
-        fails(&doc.to_string(), Format::Otel, "spans[0]: endTimeUnixNano");
+        fails(
+            &doc.to_string(),
+            Format::Otel,
+            "field `resourceSpans[0].scopeSpans[0].spans[0].endTimeUnixNano`: 1700000000001000000 is before",
+        );
         sp["startTimeUnixNano"] = "soon".into();
         let doc = serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [sp]}]}]});
         fails(
             &doc.to_string(),
             Format::Otel,
-            "startTimeUnixNano must be a whole number of nanoseconds",
+            "spans[0].startTimeUnixNano`: expected a whole number of nanoseconds, got \"soon\"",
         );
         fails(
             r#"{"resourceSpans": [{"scopeSpans": 3}]}"#,
             Format::Otel,
-            "scopeSpans must be an array",
+            "the export: field `resourceSpans[0].scopeSpans`: expected an array, got a number",
         );
         fails(
             r#"{"resourceSpans": []}"#,

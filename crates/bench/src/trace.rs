@@ -2,7 +2,8 @@
 //! prompt or token counts (the Mooncake layout included), turned into offsets the
 //! open-loop runner can schedule against.
 
-use serde_json::{Map, Value};
+use cadence_core::json::{JsonError, Obj};
+use serde_json::Value;
 use std::time::Duration;
 
 /// One recorded arrival.
@@ -67,13 +68,8 @@ pub fn parse_trace(text: &str) -> Result<Vec<TraceEntry>, TraceError> {
             what,
         };
         let v: Value = serde_json::from_str(t).map_err(|e| err(format!("not valid JSON ({e})")))?;
-        let Value::Object(obj) = v else {
-            return Err(err(format!(
-                "expected a JSON object with an arrival time, got {}",
-                kind(&v)
-            )));
-        };
-        raw.push(entry(&obj).map_err(err)?);
+        let read = Obj::new("", &v).and_then(|obj| entry(&obj));
+        raw.push(read.map_err(|e| err(e.detail()))?);
     }
     let first = raw.iter().map(|(t, _)| *t).min().ok_or(TraceError::Empty)?;
     raw.sort_by_key(|(t, _)| *t); // stable
@@ -106,44 +102,36 @@ pub fn scale(entries: &mut [TraceEntry], speed: f64) {
     }
 }
 
-fn entry(obj: &Map<String, Value>) -> Result<(u64, TraceEntry), String> {
+fn entry(obj: &Obj) -> Result<(u64, TraceEntry), JsonError> {
     let times: Vec<(&str, f64)> = TIME_KEYS
         .iter()
-        .filter(|(k, _)| obj.contains_key(*k))
+        .filter(|(k, _)| obj.has(k))
         .copied()
         .collect();
     let (key, ns_per_unit) = match times.as_slice() {
-        [] => return Err(format!("no arrival time ({TIME_KEY_LIST})")),
+        [] => return Err(obj.error_here(format!("no arrival time ({TIME_KEY_LIST})"))),
         [one] => *one,
         many => {
             let names: Vec<&str> = many.iter().map(|(k, _)| *k).collect();
-            return Err(format!(
+            return Err(obj.error_here(format!(
                 "more than one arrival time ({}); keep one",
                 names.join(", ")
-            ));
+            )));
         }
     };
-    let value = &obj[key];
-    let t = value
-        .as_f64()
-        .ok_or_else(|| format!("{key} must be a number, got {}", kind(value)))?;
-    if !t.is_finite() || t < 0.0 {
-        return Err(format!("{key} must be a finite number >= 0, got {t}"));
-    }
+    let t = obj.req(key, |f| f.nonneg())?;
     let ns = (t * ns_per_unit).round();
     if ns >= u64::MAX as f64 {
-        return Err(format!("{key} {t} is too far in the future"));
+        let given = obj.get(key).unwrap_or(&Value::Null);
+        return Err(obj.error(key, format!("{given} is too far in the future")));
     }
-
-    let prompt = match obj.get("prompt") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => return Err(format!("prompt must be a string, got {}", kind(other))),
-    };
+    let prompt = obj.str("prompt")?.map(str::to_owned);
     let input_tokens = length(obj, &INPUT_KEYS)?;
     let output_tokens = length(obj, &OUTPUT_KEYS)?;
     if prompt.is_none() && input_tokens.is_none() {
-        return Err("no prompt and no input length (prompt, input_tokens or input_length)".into());
+        return Err(
+            obj.error_here("no prompt and no input length (prompt, input_tokens or input_length)")
+        );
     }
     Ok((
         ns as u64,
@@ -157,42 +145,14 @@ fn entry(obj: &Map<String, Value>) -> Result<(u64, TraceEntry), String> {
 }
 
 /// The one length given under any of `keys`, a whole number in `1..=u32::MAX`.
-fn length(obj: &Map<String, Value>, keys: &[&str]) -> Result<Option<u32>, String> {
-    let given: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
-        .collect();
+fn length(obj: &Obj, keys: &[&str]) -> Result<Option<u32>, JsonError> {
+    let given: Vec<&str> = keys.iter().copied().filter(|k| obj.has(k)).collect();
     let key = match given.as_slice() {
         [] => return Ok(None),
         [one] => *one,
-        many => return Err(format!("both {} given; keep one", many.join(" and "))),
+        many => return Err(obj.error_here(format!("both {} given; keep one", many.join(" and ")))),
     };
-    let v = &obj[key];
-    let n = v.as_u64().or_else(|| {
-        // 52.0 is a whole number too.
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-            .map(|f| f as u64)
-    });
-    match n {
-        Some(n) if n >= 1 => u32::try_from(n)
-            .map(Some)
-            .map_err(|_| format!("{key} {n} is too large")),
-        Some(_) => Err(format!("{key} must be at least 1, got 0")),
-        None => Err(format!("{key} must be a whole number >= 1, got {v}")),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    Ok(obj.int(key, 1..=u64::from(u32::MAX))?.map(|n| n as u32))
 }
 
 #[cfg(test)]
@@ -324,16 +284,16 @@ mod tests {
             ),
             (
                 r#"{"time_s": -1, "prompt": "x"}"#,
-                "time_s must be a finite number >= 0, got -1",
+                "field `time_s`: expected a number >= 0, got -1",
             ),
             (
                 r#"{"offset_ms": "5", "prompt": "x"}"#,
-                "offset_ms must be a number, got a string",
+                "field `offset_ms`: expected a number, got a string",
             ),
             (r#"{"time_s": 1e400, "prompt": "x"}"#, "not valid JSON"),
             (
                 r#"{"arrival_s": 1e300, "prompt": "x"}"#,
-                "too far in the future",
+                "field `arrival_s`: 1e+300 is too far in the future",
             ),
             (
                 r#"{"time_s": 1, "timestamp": 5, "prompt": "x"}"#,
@@ -342,20 +302,23 @@ mod tests {
             (r#"{"time_s": 1}"#, "no prompt and no input length"),
             (
                 r#"{"time_s": 1, "prompt": 5}"#,
-                "prompt must be a string, got a number",
+                "field `prompt`: expected a string, got a number",
             ),
             (
                 r#"{"time_s": 1, "input_tokens": 0}"#,
-                "input_tokens must be at least 1",
+                "field `input_tokens`: expected at least 1, got 0",
             ),
             (
                 r#"{"time_s": 1, "input_tokens": -3}"#,
-                "input_tokens must be a whole number >= 1, got -3",
+                "field `input_tokens`: expected a whole number >= 1, got -3",
             ),
-            (r#"{"time_s": 1, "input_tokens": 2.5}"#, "whole number"),
+            (
+                r#"{"time_s": 1, "input_tokens": 2.5}"#,
+                "field `input_tokens`: expected a whole number >= 1, got 2.5",
+            ),
             (
                 r#"{"time_s": 1, "input_tokens": 5000000000}"#,
-                "input_tokens 5000000000 is too large",
+                "field `input_tokens`: 5000000000 is too large (at most 4294967295)",
             ),
             (
                 r#"{"time_s": 1, "input_tokens": 3, "input_length": 3}"#,
@@ -365,14 +328,11 @@ mod tests {
                 r#"{"time_s": 1, "prompt": "x", "output_length": 4, "max_tokens": 4}"#,
                 "both output_length and max_tokens",
             ),
-            (
-                r#"[1, 2]"#,
-                "expected a JSON object with an arrival time, got an array",
-            ),
+            (r#"[1, 2]"#, "expected an object, got an array"),
             (r#"{"time_s": 1, "prompt": "x""#, "not valid JSON"),
             (
                 r#"{"time_s": 1, "prompt": "x", "output_tokens": "many"}"#,
-                "output_tokens must be a whole number",
+                "field `output_tokens`: expected a whole number >= 1, got a string",
             ),
         ];
         for (bad, what) in cases {

@@ -16,6 +16,7 @@ pub mod compare;
 pub mod conventions;
 pub mod fidelity;
 pub mod imported;
+pub mod json;
 pub mod level;
 pub mod metrics;
 pub mod pacing;

@@ -10,6 +10,7 @@ use crate::json::{numbers, parse, Obj};
 use crate::numpy;
 use crate::{figure, ImportError, Imported, Tool};
 use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, TokenSource};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// `profile_export_aiperf.json` in the same directory, when it exists.
@@ -131,8 +132,8 @@ fn read_summary(
     };
     imported.files.push(sf.to_string());
     let sv = parse(sf, st)?;
-    let top = Obj::new(sf, "", &sv)?;
-    imported.version = top.str("aiperf_version").map(str::to_string);
+    let top = Obj::new(sf, &sv)?;
+    imported.version = top.str("aiperf_version")?.map(str::to_string);
     let concurrency = top
         .obj("effective_concurrency")?
         .and_then(|c| c.num("max").ok().flatten())
@@ -151,13 +152,14 @@ impl Metrics<'_> {
     fn ms(&self, k: &str) -> Result<Option<f64>, ImportError> {
         let Some(ms) = &self.0 else { return Ok(None) };
         let Some(x) = ms.obj(k)? else { return Ok(None) };
-        Ok(x.nonneg("value")?.map(|v| to_ms(v, x.str("unit"))))
+        let unit = x.str("unit")?;
+        Ok(x.nonneg("value")?.map(|v| to_ms(v, unit)))
     }
 
     fn count(&self, k: &str) -> Result<Option<u64>, ImportError> {
         let Some(ms) = &self.0 else { return Ok(None) };
         let Some(x) = ms.obj(k)? else { return Ok(None) };
-        x.count("value")
+        Ok(x.count("value")?)
     }
 
     fn gaps_s(&self, file: &str) -> Result<Option<Vec<f64>>, ImportError> {
@@ -168,7 +170,7 @@ impl Metrics<'_> {
         let Some(a) = x.arr("value")? else {
             return Ok(None);
         };
-        let unit = x.str("unit");
+        let unit = x.str("unit")?;
         Ok(Some(
             numbers(file, &x.path("value"), a)?
                 .into_iter()
@@ -180,26 +182,30 @@ impl Metrics<'_> {
 
 /// One line of the per-request file: its request, send time, phase and counts.
 fn read_line(file: &str, at: &str, line: &str) -> Result<Line, ImportError> {
-    let v = parse(file, line).map_err(|e| ImportError::new(file, format!("{at}: {}", e.msg)))?;
-    let o = Obj::new(file, at, &v)?;
+    let in_line = |e: ImportError| ImportError::new(file, format!("{at}: {}", e.msg));
+    let v = parse(file, line).map_err(in_line)?;
+    record(file, &v).map_err(in_line)
+}
+
+/// One record of the per-request file, its fields read.
+fn record(file: &str, v: &Value) -> Result<Line, ImportError> {
+    let o = Obj::new(file, v)?;
     let Some(meta) = o.obj("metadata")? else {
-        return Err(ImportError::new(
-            file,
-            format!("{at}: no metadata: not an AIPerf record"),
-        ));
+        return Err(ImportError::new(file, "no metadata: not an AIPerf record"));
     };
-    let start_ns = meta.u64("request_start_ns")?;
-    let end_ns = meta.u64("request_end_ns")?;
+    let start_ns = meta.count("request_start_ns")?;
+    let end_ns = meta.count("request_end_ns")?;
     let m = Metrics(o.obj("metrics")?);
     let gaps = m.gaps_s(file)?;
     let error_obj = o.obj("error")?;
-    let error = error_obj.as_ref().map(|e| {
-        format!(
+    let error = match &error_obj {
+        Some(e) => Some(format!(
             "{} {}",
-            e.str("type").unwrap_or("error"),
-            e.str("message").unwrap_or("")
-        )
-    });
+            e.str("type")?.unwrap_or("error"),
+            e.str("message")?.unwrap_or("")
+        )),
+        None => None,
+    };
     let http_status = match &error_obj {
         Some(e) => e
             .count("code")?
@@ -224,7 +230,7 @@ fn read_line(file: &str, at: &str, line: &str) -> Result<Line, ImportError> {
     };
     Ok(Line {
         start_ns,
-        warmup: meta.str("benchmark_phase").is_some_and(|p| p == "warmup"),
+        warmup: meta.str("benchmark_phase")? == Some("warmup"),
         osl: if ok { tokenizer_count } else { None },
         server_count: usage.is_some(),
         lacks_gaps: ok && gaps.is_none(),
@@ -331,7 +337,7 @@ fn figures(
         let Some(m) = top.obj(metric)? else { continue };
         for stat in ["avg", "p50", "p90", "p99", "std"] {
             if let Some(printed) = m.num(stat)? {
-                let unit = m.str("unit").unwrap_or("").to_string();
+                let unit = m.str("unit")?.unwrap_or("").to_string();
                 out.push(figure(
                     &format!("{metric} {stat}"),
                     &unit,
@@ -351,7 +357,7 @@ fn figures(
         let e = records.iter().filter_map(|r| r.end_ns).max();
         s.zip(e).map(|(s, e)| (e - s) as f64 / 1e9)
     };
-    let window = match (top.str("start_time"), top.str("end_time")) {
+    let window = match (top.str("start_time")?, top.str("end_time")?) {
         (Some(a), Some(b)) => iso_seconds(a).zip(iso_seconds(b)).map(|(a, b)| b - a),
         _ => None,
     }
@@ -374,7 +380,7 @@ fn figures(
         if let Some(printed) = m.num("avg")? {
             out.push(figure(
                 metric,
-                m.str("unit").unwrap_or(""),
+                m.str("unit")?.unwrap_or(""),
                 Some(printed),
                 rebuilt,
                 d,

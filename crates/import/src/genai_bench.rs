@@ -16,7 +16,7 @@ use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, Tok
 /// `individual_request_metrics`, or its `_time_unit` is neither s nor ms.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
-    let top = Obj::new(file, "", &v)?;
+    let top = Obj::new(file, &v)?;
     let Some(items) = top.arr("individual_request_metrics")? else {
         return Err(ImportError::new(
             file,
@@ -24,7 +24,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         ));
     };
     // Seconds per unit of the file's times.
-    let scale = match top.str("_time_unit").unwrap_or("s") {
+    let scale = match top.str("_time_unit")?.unwrap_or("s") {
         "ms" => 1e-3,
         "s" => 1.0,
         other => {
@@ -36,9 +36,10 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     };
     let mut reqs = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let o = Obj::new(file, format!("individual_request_metrics[{i}]"), item)?;
+        let o = Obj::at(file, format!("individual_request_metrics[{i}]"), item)?;
         let code = o.num("error_code")?.filter(|c| *c != 0.0);
-        let error = code.map(|c| format!("error {c}: {}", o.str("error_message").unwrap_or("")));
+        let message = o.str("error_message")?.unwrap_or("");
+        let error = code.map(|c| format!("error {c}: {message}"));
         let ok = error.is_none();
         let s =
             |k: &str| -> Result<Option<f64>, ImportError> { Ok(o.nonneg(k)?.map(|x| x * scale)) };

@@ -15,7 +15,7 @@ use cadence_core::{ImportedFigure, InputTokenSource, Outcome, RequestRecord, Tok
 /// benchmarks, or a benchmark saved no requests.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
-    let top = Obj::new(file, "", &v)?;
+    let top = Obj::new(file, &v)?;
     let Some(benchmarks) = top.arr("benchmarks")? else {
         return Err(ImportError::new(
             file,
@@ -25,16 +25,17 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     if benchmarks.is_empty() {
         return Err(ImportError::new(file, "the report holds no benchmarks"));
     }
-    let version = top
-        .obj("metadata")?
-        .and_then(|m| m.str("guidellm_version").map(str::to_string));
+    let version = match top.obj("metadata")? {
+        Some(m) => m.str("guidellm_version")?.map(str::to_string),
+        None => None,
+    };
     let mut reqs = Vec::new();
     let mut level_of = Vec::new();
     let mut levels = Vec::new();
     let mut model = None;
     let mut target = None;
     for (i, b) in benchmarks.iter().enumerate() {
-        let b = Obj::new(file, format!("benchmarks[{i}]"), b)?;
+        let b = Obj::at(file, format!("benchmarks[{i}]"), b)?;
         levels.push(level(&b)?);
         if let Some(backend) = b
             .obj("config")?
@@ -42,8 +43,8 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
             .transpose()?
             .flatten()
         {
-            model = model.or(backend.str("model").map(str::to_string));
-            target = target.or(backend.str("target").map(str::to_string));
+            model = model.or(backend.str("model")?.map(str::to_string));
+            target = target.or(backend.str("target")?.map(str::to_string));
         }
         let Some(requests) = b.obj("requests")? else {
             return Err(ImportError::new(file, format!("benchmarks[{i}]: no requests (GuideLLM saves them unless sampling is set to 0)")));
@@ -53,7 +54,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
                 continue;
             };
             for (j, r) in list.iter().enumerate() {
-                let r = Obj::new(file, format!("{}[{j}]", requests.path(kind)), r)?;
+                let r = Obj::at(file, format!("{}[{j}]", requests.path(kind)), r)?;
                 reqs.push(request(&r, status)?);
                 level_of.push(i as u32);
             }
@@ -65,7 +66,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     }
     let mut figures = Vec::new();
     for (i, b) in benchmarks.iter().enumerate() {
-        let b = Obj::new(file, format!("benchmarks[{i}]"), b)?;
+        let b = Obj::at(file, format!("benchmarks[{i}]"), b)?;
         let Some(metrics) = b.obj("metrics")? else {
             continue;
         };
@@ -106,7 +107,7 @@ fn level(b: &Obj) -> Result<Level, ImportError> {
     let Some(s) = strategy else {
         return Ok(Level::new(Tool::Guidellm, None, None));
     };
-    let kind = s.str("type_").unwrap_or("benchmark").to_string();
+    let kind = s.str("type_")?.unwrap_or("benchmark").to_string();
     let streams = s.count("streams")?.map(|c| c.min(u32::MAX as u64) as u32);
     let rate = s.num("rate")?.filter(|r| *r > 0.0);
     Ok(match (kind.as_str(), streams, rate) {
@@ -130,7 +131,7 @@ fn request(r: &Obj, status: u8) -> Result<Req, ImportError> {
     };
     let t = |k: &str| -> Result<Option<f64>, ImportError> {
         match &timings {
-            Some(t) => t.nonneg(k),
+            Some(t) => Ok(t.nonneg(k)?),
             None => Ok(None),
         }
     };
@@ -144,12 +145,14 @@ fn request(r: &Obj, status: u8) -> Result<Req, ImportError> {
             _ => None,
         }
     };
+    let said = match &info {
+        Some(i) => i.str("error")?,
+        None => None,
+    };
     let error = match status {
         0 => None,
         _ => Some(
-            info.as_ref()
-                .and_then(|i| i.str("error"))
-                .unwrap_or(if status == 1 { "errored" } else { "incomplete" })
+            said.unwrap_or(if status == 1 { "errored" } else { "incomplete" })
                 .to_string(),
         ),
     };

@@ -53,7 +53,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
 
 /// Request `i` of the list, and whether it succeeded without its chunk times.
 fn request(file: &str, i: usize, item: &serde_json::Value) -> Result<(Req, bool), ImportError> {
-    let o = Obj::new(file, format!("[{i}]"), item)?;
+    let o = Obj::at(file, format!("[{i}]"), item)?;
     let start = o.nonneg("start_time")?;
     let end = o.nonneg("end_time")?;
     let info = o.obj("info")?;
@@ -88,13 +88,14 @@ fn request(file: &str, i: usize, item: &serde_json::Value) -> Result<(Req, bool)
         Some(i) => i.count("input_tokens")?,
         None => None,
     };
-    let error = o.obj("error")?.map(|e| {
-        format!(
+    let error = match o.obj("error")? {
+        Some(e) => Some(format!(
             "{} {}",
-            e.str("error_type").unwrap_or("error"),
-            e.str("error_msg").unwrap_or("")
-        )
-    });
+            e.str("error_type")?.unwrap_or("error"),
+            e.str("error_msg")?.unwrap_or("")
+        )),
+        None => None,
+    };
     let rel = |t: f64| start.filter(|s| t >= *s).map(|s| t - s);
     let ok = error.is_none();
     let (ttft, gaps, last) = match (&chunk_times, &line_times) {

@@ -3,7 +3,9 @@
 //! naming the file and field, never a panic and never a made-up value.
 
 use crate::ImportError;
-use serde_json::{Map, Value};
+pub use cadence_core::json::Obj;
+use cadence_core::json::{Field, JsonError};
+use serde_json::Value;
 
 /// Files larger than this are refused rather than read whole into memory.
 pub const MAX_BYTES: u64 = 1 << 30;
@@ -64,123 +66,27 @@ pub fn parse(file: &str, text: &str) -> Result<Value, ImportError> {
     })
 }
 
-/// A field of an object, for error messages.
-pub struct Obj<'a> {
-    pub file: &'a str,
-    /// Where the object is, e.g. `line 3` or `benchmarks[0].requests.successful[2]`.
-    pub at: String,
-    pub map: &'a Map<String, Value>,
-}
-
-impl<'a> Obj<'a> {
-    pub fn new(file: &'a str, at: impl Into<String>, v: &'a Value) -> Result<Obj<'a>, ImportError> {
-        let at = at.into();
-        match v.as_object() {
-            Some(map) => Ok(Obj { file, at, map }),
-            None => Err(ImportError::new(
-                file,
-                format!("{at}: expected a JSON object"),
-            )),
-        }
-    }
-
-    fn err(&self, key: &str, what: &str) -> ImportError {
-        let at = if self.at.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.at)
-        };
-        ImportError::new(self.file, format!("{at}: {what}"))
-    }
-
-    pub fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|v| !v.is_null())
-    }
-
-    /// An optional number: absent or `null` is `None`; anything else must be a finite
-    /// number.
-    pub fn num(&self, key: &str) -> Result<Option<f64>, ImportError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|x| x.is_finite())
-                .map(Some)
-                .ok_or_else(|| self.err(key, "expected a number")),
-        }
-    }
-
-    /// An optional number that must not be negative (a time or a count).
-    pub fn nonneg(&self, key: &str) -> Result<Option<f64>, ImportError> {
-        match self.num(key)? {
-            Some(x) if x < 0.0 => Err(self.err(key, &format!("negative value {x}"))),
-            x => Ok(x),
-        }
-    }
-
-    /// An optional whole count.
-    pub fn count(&self, key: &str) -> Result<Option<u64>, ImportError> {
-        match self.nonneg(key)? {
-            Some(x) if x.fract() != 0.0 || x > 1e15 => {
-                Err(self.err(key, &format!("expected a whole count, got {x}")))
-            }
-            x => Ok(x.map(|x| x as u64)),
-        }
-    }
-
-    /// An optional whole number read exactly (epoch nanoseconds do not fit an f64).
-    pub fn u64(&self, key: &str) -> Result<Option<u64>, ImportError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => match v.as_u64() {
-                Some(x) => Ok(Some(x)),
-                None => self.count(key),
-            },
-        }
-    }
-
-    pub fn str(&self, key: &str) -> Option<&'a str> {
-        self.get(key).and_then(Value::as_str)
-    }
-
-    pub fn obj(&self, key: &str) -> Result<Option<Obj<'a>>, ImportError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => Obj::new(self.file, self.path(key), v).map(Some),
-        }
-    }
-
-    pub fn arr(&self, key: &str) -> Result<Option<&'a Vec<Value>>, ImportError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_array()
-                .map(Some)
-                .ok_or_else(|| self.err(key, "expected a list")),
-        }
-    }
-
-    pub fn path(&self, key: &str) -> String {
-        if self.at.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.at)
-        }
-    }
-}
-
-/// A list of non-negative finite numbers (`null` entries refused).
-pub fn numbers(file: &str, at: &str, v: &[Value]) -> Result<Vec<f64>, ImportError> {
+/// A list of non-negative finite numbers at `path` in `file` (`null` entries refused).
+pub fn numbers(file: &str, path: &str, v: &[Value]) -> Result<Vec<f64>, ImportError> {
     v.iter()
         .enumerate()
-        .map(|(i, x)| {
-            x.as_f64()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| {
-                    ImportError::new(file, format!("{at}[{i}]: expected a number >= 0, got {x}"))
-                })
+        .map(|(i, value)| {
+            let path = format!("{path}[{i}]");
+            let f = Field {
+                place: file,
+                path: &path,
+                value,
+            };
+            Ok(f.nonneg()?)
         })
         .collect()
+}
+
+impl From<JsonError> for ImportError {
+    /// The reader's place is the file; the field and what is wrong are the message.
+    fn from(e: JsonError) -> ImportError {
+        ImportError::new(&e.place, e.detail())
+    }
 }
 
 #[cfg(test)]
@@ -207,12 +113,21 @@ mod tests {
     #[test]
     fn fields_are_checked_and_named() {
         let v = parse("f", r#"{"x": -1, "y": "s", "z": 2.5, "n": null}"#).unwrap();
-        let o = Obj::new("f", "top", &v).unwrap();
-        assert!(o.nonneg("x").unwrap_err().to_string().contains("top.x"));
+        let o = Obj::at("f", "top", &v).unwrap();
+        let e = ImportError::from(o.nonneg("x").unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "f: field `top.x`: expected a number >= 0, got -1"
+        );
         assert!(o.num("y").is_err());
         assert!(o.count("z").is_err());
         assert_eq!(o.num("n").unwrap(), None);
         assert_eq!(o.num("missing").unwrap(), None);
-        assert!(numbers("f", "l", &[1.into(), Value::Null]).is_err());
+        assert_eq!(
+            numbers("f", "l", &[1.into(), Value::Null])
+                .unwrap_err()
+                .to_string(),
+            "f: field `l[1]`: expected a number, got null"
+        );
     }
 }

@@ -34,13 +34,11 @@ pub fn import(
     let mut reqs = Vec::with_capacity(items.len());
     let mut itl_s = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let o = Obj::new(file, format!("[{i}]"), item)?;
+        let o = Obj::at(file, format!("[{i}]"), item)?;
         // LLMPerf marks a failure by an error code; a success leaves it null.
         let code = o.num("error_code")?;
-        let error = code.map(|c| {
-            let msg = o.str("error_msg").unwrap_or("");
-            format!("error {c}: {msg}")
-        });
+        let msg = o.str("error_msg")?.unwrap_or("");
+        let error = code.map(|c| format!("error {c}: {msg}"));
         let ok = error.is_none();
         let out = o.count("number_output_tokens")?;
         if ok {
@@ -68,7 +66,7 @@ pub fn import(
         Some((sf, st)) => {
             files.push(sf.to_string());
             let sv = parse(sf, st)?;
-            figures(&Obj::new(sf, "", &sv)?, &records, &itl_s)?
+            figures(&Obj::new(sf, &sv)?, &records, &itl_s)?
         }
         None => {
             notes.push(
@@ -140,13 +138,13 @@ fn summary_value(top: &Obj, metric: &str, stat: &str) -> Result<Option<f64>, Imp
     let Some(m) = results.obj(metric)? else {
         return Ok(None);
     };
-    match stat {
-        "mean" | "min" | "max" | "stddev" => m.num(stat),
+    Ok(match stat {
+        "mean" | "min" | "max" | "stddev" => m.num(stat)?,
         p => match m.obj("quantiles")? {
-            Some(q) => q.num(p),
-            None => Ok(None),
+            Some(q) => q.num(p)?,
+            None => None,
         },
-    }
+    })
 }
 
 fn figures(

@@ -25,12 +25,12 @@ const DEFS: [(&str, &str); 4] = [
 /// The per-request lists of a detailed result, checked to pair up with `ttfts`.
 struct Lists<'a> {
     file: &'a str,
-    ttfts: &'a Vec<Value>,
-    itls: &'a Vec<Value>,
-    errors: Option<&'a Vec<Value>>,
-    output_lens: Option<&'a Vec<Value>>,
-    input_lens: Option<&'a Vec<Value>>,
-    start_times: Option<&'a Vec<Value>>,
+    ttfts: &'a [Value],
+    itls: &'a [Value],
+    errors: Option<&'a [Value]>,
+    output_lens: Option<&'a [Value]>,
+    input_lens: Option<&'a [Value]>,
+    start_times: Option<&'a [Value]>,
 }
 
 impl<'a> Lists<'a> {
@@ -72,12 +72,7 @@ impl<'a> Lists<'a> {
     }
 
     /// Entry `i` of list `l` (named `k`): absent, `null` or a number >= 0.
-    fn num_at(
-        &self,
-        l: Option<&Vec<Value>>,
-        k: &str,
-        i: usize,
-    ) -> Result<Option<f64>, ImportError> {
+    fn num_at(&self, l: Option<&[Value]>, k: &str, i: usize) -> Result<Option<f64>, ImportError> {
         match l.and_then(|l| l.get(i)) {
             None | Some(Value::Null) => Ok(None),
             Some(x) => x
@@ -136,7 +131,7 @@ impl<'a> Lists<'a> {
 /// Reads a `vllm bench serve --save-result --save-detailed` file.
 pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let v = parse(file, text)?;
-    let top = Obj::new(file, "", &v)?;
+    let top = Obj::new(file, &v)?;
     let lists = Lists::new(file, &top)?;
     let reqs = lists
         .itls
@@ -159,9 +154,9 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         tool: Tool::Vllm,
         version: None,
         files: vec![file.to_string()],
-        model: top.str("model_id").map(str::to_string),
+        model: top.str("model_id")?.map(str::to_string),
         target: top
-            .str("backend")
+            .str("backend")?
             .map(|b| format!("vllm bench serve --backend {b}")),
         levels: vec![crate::Level::new(
             Tool::Vllm,
