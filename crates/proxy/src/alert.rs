@@ -26,12 +26,21 @@ pub struct AlertRule {
     pub text: String,
 }
 
+/// Why an `--alert` rule did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AlertParseError {
+    /// The condition (before `for`/`over`) is not a valid SLO expression.
     #[error(transparent)]
     Condition(#[from] SloParseError),
+    /// The words around the condition are wrong: a missing condition, a bad duration, a
+    /// repeated or unknown keyword, a window out of range.
     #[error("invalid alert {input:?}: {reason}; write it like 'itl.p50>50ms for 1m' or 'ttft.p99>2s for 30s over 5m'")]
-    Syntax { input: String, reason: String },
+    Syntax {
+        /// The rule as given.
+        input: String,
+        /// What is wrong with it, in words.
+        reason: String,
+    },
 }
 
 fn human(d: Duration) -> String {
@@ -131,12 +140,16 @@ impl AlertRule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum AlertState {
+    /// The condition does not hold (or the window has no samples).
     Inactive,
     /// The condition holds since `since_ns`, not yet for long enough.
     Pending {
+        /// When it began to hold (ns on the proxy's clock).
         since_ns: u64,
     },
+    /// The condition has held for the rule's hold time: the alert is firing.
     Firing {
+        /// When it fired (ns on the proxy's clock).
         since_ns: u64,
     },
 }
@@ -144,13 +157,17 @@ pub enum AlertState {
 /// A change worth telling someone about.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Transition {
+    /// The rule as normalized text, e.g. `itl.p50>50ms for 1m`.
     pub alert: String,
     /// `firing` or `resolved`.
     pub status: &'static str,
     /// The statistic when it changed; `null` when the window had no samples.
     pub value: Option<f64>,
+    /// The rule's bound, in `unit`.
     pub bound: f64,
+    /// The unit of `value` and `bound`: `ms`, `tok/s` or `%`.
     pub unit: &'static str,
+    /// The rolling window the statistic was computed over, in seconds.
     pub window_s: f64,
     /// When (ns since the proxy started).
     pub at_ns: u64,
@@ -159,9 +176,13 @@ pub struct Transition {
 /// A rule's state, for `/stats`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlertStatus {
+    /// The rule as normalized text.
     pub alert: String,
+    /// Inactive, pending or firing, with since when.
     #[serde(flatten)]
     pub state: AlertState,
+    /// The statistic at the last evaluation, in the rule's unit; `None` before the first
+    /// or when the window had no samples.
     pub value: Option<f64>,
 }
 
@@ -172,6 +193,7 @@ pub struct Alerts {
 }
 
 impl Alerts {
+    /// Every rule inactive, none evaluated yet.
     pub fn new(rules: Vec<AlertRule>) -> Self {
         Alerts {
             rules: rules
@@ -181,10 +203,12 @@ impl Alerts {
         }
     }
 
+    /// The rules, in the order given.
     pub fn rules(&self) -> impl Iterator<Item = &AlertRule> {
         self.rules.iter().map(|(r, _, _)| r)
     }
 
+    /// Whether there are no rules.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
@@ -236,6 +260,7 @@ impl Alerts {
         out
     }
 
+    /// Each rule's state and last value, in the order given (for `/stats`).
     pub fn status(&self) -> Vec<AlertStatus> {
         self.rules
             .iter()

@@ -55,6 +55,7 @@ pub struct Scanner {
 }
 
 impl Scanner {
+    /// A scanner at the start of a connection, handing its verdicts to `verdicts`.
     pub fn new(verdicts: Verdicts) -> Self {
         Scanner {
             state: State::Head,
@@ -194,6 +195,7 @@ pub struct GuardedIo<T> {
 }
 
 impl<T> GuardedIo<T> {
+    /// Wraps the client connection `inner`; its scanner's verdicts go to `verdicts`.
     pub fn new(inner: T, verdicts: Verdicts) -> Self {
         GuardedIo {
             inner,

@@ -5,6 +5,8 @@
 //! Bytes pass through unchanged and each frame is forwarded the moment it arrives;
 //! the tap only reads a copy. See docs/src/proxy.md.
 
+#![warn(missing_docs)]
+
 pub mod alert;
 mod body;
 mod forward;
@@ -80,13 +82,17 @@ impl Default for Limits {
 /// Everything `spawn` needs.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
+    /// Where clients connect (port 0: any free port; [`Proxy`] says which).
     pub listen: SocketAddr,
     /// `http[s]://host[:port][/prefix]`; request paths are appended to the prefix.
     pub upstream: http::Uri,
     /// Where `/metrics`, `/stats` and `/health` are served (none: not served).
     pub metrics_listen: Option<SocketAddr>,
+    /// The records file and its rotation; `None`: no records are written.
     pub records: Option<RecordsConfig>,
+    /// Alert rules evaluated on the rolling windows (`--alert`); empty: no alert loop.
     pub alerts: Vec<AlertRule>,
+    /// Where each alert transition is POSTed as JSON; `None`: transitions are only logged.
     pub alert_webhook: Option<http::Uri>,
     /// How often alert rules are evaluated.
     pub alert_interval: Duration,
@@ -95,6 +101,7 @@ pub struct ProxyConfig {
     /// Values the rolling windows keep exactly, per second and per merged window
     /// (the memory and CPU bound of `/stats` and the alert rules).
     pub stats_budget: live::WindowBudget,
+    /// Sizes and timeouts for clients and the upstream.
     pub limits: Limits,
     /// Path suffixes of the inference routes that are measured (records, `/stats`,
     /// latency metrics); every other request (`/health`, `/v1/models`, …) is forwarded
@@ -117,7 +124,9 @@ pub struct ProxyConfig {
 /// arguments itself, so a library user's run line says only what it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFacts {
+    /// The upstream as shown, secrets masked.
     pub target: String,
+    /// The command line that started the proxy, secrets masked; empty for a library user.
     pub command: Vec<String>,
 }
 
@@ -150,6 +159,8 @@ pub const DEFAULT_MEASURED_ROUTES: &[&str] = &[
 ];
 
 impl ProxyConfig {
+    /// The defaults for a proxy on `listen` in front of `upstream`: no metrics listener, no
+    /// records, no alerts, the default limits and measured routes.
     pub fn new(listen: SocketAddr, upstream: http::Uri) -> Self {
         ProxyConfig {
             listen,
@@ -187,21 +198,30 @@ impl ProxyConfig {
 /// Why the proxy could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// A listener (the client's or the metrics') could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// The I/O error binding gave.
         source: std::io::Error,
     },
+    /// An upstream or webhook URL is not `http[s]://host…` (or an upstream has a query); the
+    /// URL as given, secrets masked.
     #[error("invalid upstream URL {0:?}: use http://host:port or https://host[/prefix]")]
     Upstream(String),
+    /// The records file could not be opened.
     #[error(transparent)]
     Records(#[from] RecordsError),
     #[error(
         "the upstream {upstream} is this proxy itself (listening on {listen}): every \
          request would loop until file descriptors run out; point --upstream at the server"
     )]
+    /// The upstream resolves to the proxy's own listener.
     Loop {
+        /// The upstream URL, secrets masked.
         upstream: String,
+        /// The address the proxy listens on.
         listen: SocketAddr,
     },
 }

@@ -84,6 +84,7 @@ pub struct LiveWindow {
 /// One window's figures, as `/stats` shows them.
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowStats {
+    /// The window's length in seconds (60 for the last minute).
     pub window_s: f64,
     /// Whether the window's distributions continue in log-bucketed histograms (more
     /// values than the budget); each bucketed distribution states its error bound.
@@ -91,6 +92,8 @@ pub struct WindowStats {
     /// The widest slot the window merged, in seconds (1 unless memory widened them):
     /// the window's start is exact to this.
     pub resolution_s: u64,
+    /// The window's records summarized as a bench level is (counts, latency
+    /// distributions, throughput).
     #[serde(flatten)]
     pub summary: LevelSummary,
 }
@@ -309,15 +312,20 @@ pub struct LagWindow {
 /// One window of lag samples, as `/stats` shows it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LagStats {
+    /// The window's length in seconds.
     pub window_s: f64,
+    /// Timer ticks that fired in the window (about 100 a second).
     pub ticks: u64,
+    /// The ticks' lateness p99 (ms); 0 without ticks.
     pub p99_ms: f64,
+    /// The worst tick's lateness (ms); 0 without ticks.
     pub max_ms: f64,
     /// Ticks more than 10 ms late: stalls long enough to bend an ITL measurement.
     pub over_10ms: u64,
 }
 
 impl LagWindow {
+    /// An empty window keeping samples for `max_age_ns` (ns) behind the newest.
     pub fn new(max_age_ns: u64) -> Self {
         LagWindow {
             samples: VecDeque::new(),
@@ -325,6 +333,8 @@ impl LagWindow {
         }
     }
 
+    /// Adds a tick that fired at `at_ns` `lag_ns` late (both ns), dropping samples older
+    /// than the window keeps.
     pub fn push(&mut self, at_ns: u64, lag_ns: u64) {
         self.samples.push_back((at_ns, lag_ns));
         let cutoff = at_ns.saturating_sub(self.max_age_ns);

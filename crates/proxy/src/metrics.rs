@@ -25,7 +25,9 @@ pub const DEFAULT_BUCKETS: &[f64] = &[
 /// path names, or other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
+    /// A path one of the dialects serves (named `chat`, `anthropic`, …).
     Api(cadence_wire::Api),
+    /// Any other path.
     Other,
 }
 
@@ -38,6 +40,7 @@ impl Route {
         }
     }
 
+    /// The `route` label value: the dialect's name, or `other`.
     pub fn name(self) -> &'static str {
         match self {
             Route::Api(api) => api.name(),
@@ -63,10 +66,12 @@ pub struct ModelLabels {
 }
 
 impl ModelLabels {
+    /// Labels the `allowed` names as themselves (`--model`, repeatable).
     pub fn new(allowed: Vec<String>) -> Self {
         ModelLabels { allowed }
     }
 
+    /// The label value of a request's model: itself when allowed, else `other`.
     pub fn label(&self, model: Option<&str>) -> String {
         match model {
             Some(m) if self.allowed.iter().any(|a| a == m) => m.to_string(),
@@ -75,16 +80,23 @@ impl ModelLabels {
     }
 }
 
+/// The labels of the per-stream series: latency, tokens, streams in flight.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StreamLabels {
+    /// The model label ([`ModelLabels::label`]).
     pub model: String,
+    /// The route label ([`Route::name`]).
     pub route: String,
 }
 
+/// The labels of the per-request series: request counts and durations.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
+    /// The model label ([`ModelLabels::label`]).
     pub model: String,
+    /// The route label ([`Route::name`]).
     pub route: String,
+    /// The outcome class (`succeeded`, `http_5xx`, …).
     pub outcome: String,
 }
 
@@ -118,8 +130,11 @@ pub struct Metrics {
     truncated: Family<StreamLabels, Counter>,
 }
 
+/// The label of `rejected_requests`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectLabels {
+    /// Why the proxy answered itself: `connection_limit`, `head_too_large`, `body_too_large`,
+    /// `conflicting_length`, `loop`, ….
     pub reason: String,
 }
 
@@ -262,6 +277,7 @@ impl Metrics {
         );
     }
 
+    /// A request was sent upstream a second time (its pooled connection was found closed).
     pub fn upstream_resent(&self) {
         self.upstream_resends.inc();
     }
@@ -291,10 +307,12 @@ impl Metrics {
         ActiveGuard(g)
     }
 
+    /// A client went away mid-response.
     pub fn client_disconnected(&self) {
         self.client_disconnects.inc();
     }
 
+    /// The proxy answered a request itself, for `reason` (a fixed word).
     pub fn rejected(&self, reason: &str) {
         self.rejected
             .get_or_create(&RejectLabels {

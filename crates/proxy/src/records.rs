@@ -41,6 +41,7 @@ impl RecordWriter {
         })
     }
 
+    /// Hands a finished request's record to the record thread without waiting.
     pub fn send(&self, rec: RequestRecord) {
         if let Some(tx) = &self.tx {
             tx.send(rec);
