@@ -20,7 +20,10 @@ pub struct Workload {
     pub requests: u64,
     /// Requests sent first and marked warm-up.
     pub warmup: u64,
+    /// Each request's own prompt tokens, before a shared prefix or a session's history
+    /// (when `lengths` is empty; each session turn's own input).
     pub input_tokens: u32,
+    /// Output tokens each request asks for (when `lengths` is empty).
     pub max_tokens: u32,
     /// Closed loop: mean time from a response's end to the client's next request
     /// reaching the engine (client and network), drawn uniformly in [½, 1½] × this,
@@ -35,6 +38,7 @@ pub struct Workload {
     /// `i % prefix_groups`, so with the engine's prefix cache each group's prefix is
     /// computed once. 0: no shared prefix.
     pub prefix_tokens: u32,
+    /// How many distinct shared prefixes there are (0 counts as 1).
     pub prefix_groups: u32,
     /// Multi-turn sessions (as `cadence bench --turns` sends them); `None`: every
     /// request stands alone.
@@ -94,11 +98,22 @@ impl Workload {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Arrivals {
     /// `concurrency` clients, each sending its next request when the last ends.
-    Closed { concurrency: u32 },
+    Closed {
+        /// Clients, each with one request in flight.
+        concurrency: u32,
+    },
     /// Open loop, evenly spaced at `rate` per second.
-    Constant { rate: f64 },
+    Constant {
+        /// Requests per second.
+        rate: f64,
+    },
     /// Open loop, exponential gaps with mean 1/`rate` s, seeded.
-    Poisson { rate: f64, seed: u64 },
+    Poisson {
+        /// Mean requests per second.
+        rate: f64,
+        /// Seeds the gaps: the same seed, the same arrival times.
+        seed: u64,
+    },
 }
 
 impl Arrivals {
@@ -118,7 +133,9 @@ impl Arrivals {
 /// One level's outcome: the records and the engine's steps.
 #[derive(Debug, Clone)]
 pub struct PlanLevel {
+    /// One record per request sent, in send order, as a real run would write them.
     pub records: Vec<RequestRecord>,
+    /// Every decode-loop step the engine ran during the level, in order.
     pub steps: Vec<StepInfo>,
     /// Sequences pre-empted for KV-cache room (and recomputed).
     pub preemptions: u64,

@@ -12,15 +12,44 @@ use crate::spec::{EngineSpec, KvPolicy, Prefill, Speculation, StepWork, RECOMPUT
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// The request got a batch slot (or a prefill worker) for the first time.
-    Scheduled { id: u64, t: u64 },
+    Scheduled {
+        /// The request's id, as submitted.
+        id: u64,
+        /// When it was admitted (virtual ns).
+        t: u64,
+    },
     /// The request's stream gained `n` tokens at `t` (one chunk).
-    Tokens { id: u64, t: u64, n: u32 },
+    Tokens {
+        /// The request's id, as submitted.
+        id: u64,
+        /// When the chunk left the engine (virtual ns).
+        t: u64,
+        /// Tokens in the chunk (more than 1 with speculation).
+        n: u32,
+    },
     /// The request produced its last token.
-    Finished { id: u64, t: u64 },
+    Finished {
+        /// The request's id, as submitted.
+        id: u64,
+        /// When its last token left (virtual ns).
+        t: u64,
+    },
     /// The KV cache ran out: the request lost its cache and waits to be recomputed.
-    Preempted { id: u64, t: u64 },
+    Preempted {
+        /// The request's id, as submitted.
+        id: u64,
+        /// When it was pre-empted (virtual ns).
+        t: u64,
+    },
     /// The request can never be served (it would not fit in the KV cache alone).
-    Rejected { id: u64, t: u64, reason: String },
+    Rejected {
+        /// The request's id, as submitted.
+        id: u64,
+        /// When it was turned away (virtual ns).
+        t: u64,
+        /// Why, in words.
+        reason: String,
+    },
     /// One decode-loop step finished.
     Step(StepInfo),
 }
@@ -28,7 +57,9 @@ pub enum Event {
 /// The shape of one step, for server-side metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepInfo {
+    /// When the step began (virtual ns).
     pub start: u64,
+    /// When it ended (virtual ns): its tokens leave at this time.
     pub end: u64,
     /// Sequences that decoded in this step.
     pub decoding: u32,
@@ -38,19 +69,24 @@ pub struct StepInfo {
     pub emitted: u32,
     /// Positions fed through the model: (k + 1) per decoding sequence + prefill tokens.
     pub tokens: u32,
-    /// Sequences holding a batch slot and waiting for one, after the step.
+    /// Sequences holding a batch slot after the step.
     pub running: u32,
+    /// Requests waiting for a slot (or a prefill worker) after the step.
     pub waiting: u32,
-    /// KV-cache tokens in use after the step, and the capacity.
+    /// KV-cache tokens in use after the step.
     pub kv_used: u64,
+    /// The KV cache's capacity in tokens.
     pub kv_capacity: u64,
 }
 
 /// A request as the engine sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
+    /// The caller's id for the request, echoed in every [`Event`] about it.
     pub id: u64,
+    /// Prompt tokens, a named prefix included (its cached part is not prefilled again).
     pub prompt_tokens: u32,
+    /// Output tokens the request produces before it finishes (0 is rejected).
     pub max_tokens: u32,
 }
 
@@ -59,7 +95,9 @@ pub struct Request {
 /// group, or a session whose history this turn repeats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefix {
+    /// Which prefix: a shared prompt's group, or a session's history.
     pub key: u64,
+    /// Its length: the prompt's first `tokens` tokens.
     pub tokens: u32,
 }
 
@@ -184,6 +222,7 @@ impl Engine {
         self.prefixes.held()
     }
 
+    /// The spec the engine runs.
     pub fn spec(&self) -> &EngineSpec {
         &self.spec
     }
@@ -202,10 +241,12 @@ impl Engine {
             + self.workers.iter().flatten().count()
     }
 
+    /// KV-cache tokens in use now.
     pub fn kv_used(&self) -> u64 {
         self.kv_used
     }
 
+    /// KV-cache capacity in tokens.
     pub fn kv_capacity(&self) -> u64 {
         self.capacity
     }

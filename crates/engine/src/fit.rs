@@ -17,7 +17,9 @@ pub const QUANTILES: [f64; 2] = [0.5, 0.9];
 /// TTFT and ITL in ms at each of [`QUANTILES`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Figures {
+    /// TTFT p50 and p90 (ms).
     pub ttft: [f64; 2],
+    /// ITL p50 and p90 (ms), over the gaps of every request pooled.
     pub itl: [f64; 2],
 }
 
@@ -68,9 +70,13 @@ impl Figures {
 /// first), and the figures the run measured.
 #[derive(Debug, Clone)]
 pub struct Level {
+    /// The level's name in the measured run (`concurrency=8`).
     pub name: String,
+    /// How its requests arrived.
     pub arrivals: Arrivals,
+    /// What its requests asked for, lengths in send order.
     pub workload: Workload,
+    /// The figures the run measured.
     pub measured: Figures,
 }
 
@@ -116,11 +122,17 @@ pub enum Scale {
 /// read and write it. Adding one to [`PARAMS`] is all a new parameter needs.
 #[derive(Clone, Copy)]
 pub struct Param {
+    /// Its key in the engine TOML (`serving.jitter`, say).
     pub name: &'static str,
+    /// Its lowest allowed value.
     pub lo: f64,
+    /// Its highest allowed value.
     pub hi: f64,
+    /// How the range maps onto the optimizer's unit interval.
     pub scale: Scale,
+    /// Reads the parameter from a spec.
     pub get: fn(&EngineSpec) -> f64,
+    /// Writes the parameter into a spec.
     pub set: fn(&mut EngineSpec, f64),
 }
 
@@ -206,6 +218,7 @@ pub const PARAMS: &[Param] = &[
 /// A fitted engine.
 #[derive(Debug, Clone)]
 pub struct Fit {
+    /// The engine with the fitted values set.
     pub spec: EngineSpec,
     /// The least-squares cost at the fitted values ([`cost`]).
     pub cost: f64,
@@ -380,8 +393,11 @@ pub fn to_toml(spec: &EngineSpec) -> String {
 /// The best point a search found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Minimum {
+    /// The point, in the unit cube.
     pub x: Vec<f64>,
+    /// `f` at `x`.
     pub f: f64,
+    /// Evaluations of `f` the search took.
     pub evals: u32,
 }
 

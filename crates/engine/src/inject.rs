@@ -23,13 +23,16 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// The names `CAUSE@TIME` accepts, in variant order.
     pub const NAMES: &'static [&'static str] = &["batch", "long-prompt", "kv", "queue"];
 }
 
 /// `CAUSE@TIME`: the cause, from the engine's start (its first request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Injection {
+    /// What the injected requests drive the engine into.
     pub cause: Cause,
+    /// When they are submitted, from the engine's start.
     pub at: Duration,
 }
 

@@ -25,6 +25,8 @@
 //! [`presets`] for real ones and docs/src/CALIBRATION.md for how they compare with
 //! published measurements.
 
+#![warn(missing_docs)]
+
 pub mod calibrate;
 pub mod drive;
 pub mod engine;

@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 pub struct EngineSpec {
     /// `model@hardware`, e.g. `llama-3.1-8b@h100-bf16`.
     pub name: String,
+    /// The model's shape and precision.
     pub model: ModelSpec,
+    /// The GPUs it is served on.
     pub hardware: HardwareSpec,
+    /// How the engine schedules and batches (defaults: vLLM-like).
     #[serde(default)]
     pub serving: ServingSpec,
 }
@@ -132,8 +135,11 @@ pub struct ServingSpec {
     /// Fixed cost between a request's arrival and its entry into the engine's queue
     /// (HTTP, tokenization, the API server's hand-off), ms: adds to every TTFT.
     pub request_overhead_ms: f64,
+    /// Where prompts are processed: chunked in the decode loop, or on prefill workers.
     pub prefill: Prefill,
+    /// What happens when the KV cache is full.
     pub kv_policy: KvPolicy,
+    /// Speculative decoding; `None`: one token per sequence per step.
     pub speculation: Option<Speculation>,
     /// Automatic prefix caching (vLLM's default since V1, SGLang's radix cache): a
     /// request that names a prefix (a shared system prompt, or a session's history)
@@ -144,6 +150,8 @@ pub struct ServingSpec {
     pub prefix_cache: bool,
     /// Each step's time is multiplied by `1 + jitter · u`, `u` uniform in [-1, 1).
     pub jitter: f64,
+    /// Seeds the step jitter and speculation's acceptances (and `plan`'s client
+    /// turnarounds): the same seed, the same timings.
     pub seed: u64,
 }
 
@@ -173,13 +181,19 @@ impl Default for ServingSpec {
 pub enum Prefill {
     /// Prompts are cut into chunks that ride along in decode steps (vLLM chunked
     /// prefill): each step carries at most `chunk_tokens` tokens, decodes first.
-    Chunked { chunk_tokens: u32 },
+    Chunked {
+        /// The step's token budget: decode tokens first, prompt chunks in the rest.
+        chunk_tokens: u32,
+    },
     /// Prompts run on `workers` separate prefill instances (same hardware), one
     /// prompt at a time each; the first token comes from there, and the sequence
     /// joins the decode loop `transfer_ms` + KV bytes / `link_gbs` later.
     Disaggregated {
+        /// Prefill instances, each processing one prompt at a time.
         workers: u32,
+        /// Fixed delay of the KV transfer to the decode loop, ms.
         transfer_ms: f64,
+        /// The KV transfer link's bandwidth, GB/s (default 50: a 400 Gb/s RDMA NIC).
         #[serde(default = "default_link")]
         link_gbs: f64,
     },
@@ -212,7 +226,9 @@ pub enum KvPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Speculation {
+    /// Draft tokens proposed per step, at least 1.
     pub k: u32,
+    /// Chance each draft token is accepted, in [0, 1].
     pub alpha: f64,
     /// A fixed cost per step of the draft model (launches, its sampling), µs.
     #[serde(default)]
@@ -246,16 +262,34 @@ impl Speculation {
 /// An engine spec that cannot be simulated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SpecError {
+    /// A parameter (named by its TOML key) is not a positive number (or, for an
+    /// overhead, is negative or not finite).
     #[error("{0} must be a positive number")]
     NotPositive(&'static str),
+    /// A parameter (named by its TOML key) is outside its range within [0, 1].
     #[error("{0} must be between 0 and 1")]
     NotAShare(&'static str),
+    /// The weights fill the usable GPU memory: no room for a KV cache.
     #[error("the weights ({weights_gb:.1} GB) leave no room for a KV cache in {usable_gb:.1} GB of usable GPU memory; add GPUs or give serving.kv_capacity_tokens")]
-    NoKvRoom { weights_gb: f64, usable_gb: f64 },
+    NoKvRoom {
+        /// The weights' size, GB.
+        weights_gb: f64,
+        /// The GPU memory the engine may use (`memory_utilization` of it), GB.
+        usable_gb: f64,
+    },
+    /// An MoE's expert counts or active parameters are inconsistent.
     #[error("MoE needs 0 < experts_per_token < experts and active_params_b < params_b")]
     Moe,
+    /// A step's prefill chunk leaves no room beyond the decoding sequences' tokens.
     #[error("chunk_tokens ({chunk}) must exceed max_batch × tokens verified per step ({need}), or prompts could starve")]
-    ChunkBudget { chunk: u32, need: u64 },
+    ChunkBudget {
+        /// The step's token budget (`chunk_tokens`; disaggregated, the recompute chunk).
+        chunk: u32,
+        /// What a full batch verifies per step: `max_batch` × (k + 1 with speculation,
+        /// else 1).
+        need: u64,
+    },
+    /// The TOML is malformed or its fields wrong (the parser's message).
     #[error("cannot read the engine file: {0}")]
     Toml(String),
 }
@@ -288,6 +322,8 @@ impl EngineSpec {
         Ok(spec)
     }
 
+    /// Checks the spec can be simulated: sizes positive, shares in [0, 1], a chunk
+    /// budget that cannot starve prompts, room for a KV cache.
     pub fn validate(&self) -> Result<(), SpecError> {
         self.check_sizes()?;
         self.check_shares()?;
