@@ -234,17 +234,9 @@ fn credentials(
             .ok()
             .filter(|k| !k.is_empty())
     };
-    let mut secrets: Vec<String> = api_key.iter().cloned().collect();
-    secrets.extend(
-        extra_headers
-            .iter()
-            .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
-    );
-    let mut headers = client::base_headers(api_key.as_deref(), extra_headers).map_err(usage)?;
-    if api == cadence_wire::Api::Anthropic {
-        client::anthropic_headers(&mut headers, api_key.as_deref(), extra_headers);
-    }
-    Ok((Redactor::new(secrets), headers))
+    let c = cadence_bench::target::Credentials::new(api, api_key.as_deref(), extra_headers)
+        .map_err(usage)?;
+    Ok((c.redactor, c.headers))
 }
 
 /// Says which flags `--extra-body` overrides, unless `quiet`.

@@ -138,9 +138,72 @@ impl Target {
 /// One URL redaction for every crate (kept here under its old path for bench's callers).
 pub use cadence_core::secret::redact_url;
 
+/// What every request to a target carries, and what must never be shown: the headers
+/// (the key as a bearer token, or the Messages API's `x-api-key`, beside the user's
+/// own) and the redactor that knows the key and every header value. The one assembly
+/// for `cadence bench` and the watch's probes.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    /// The headers every request carries.
+    pub headers: http::HeaderMap,
+    /// Masks the key and the user's header values wherever text is kept or shown.
+    pub redactor: cadence_core::secret::Redactor,
+}
+
+impl Credentials {
+    /// For `api`, with the key `api_key` (`None`: no key) and the user's own `extra`
+    /// headers (which win over the defaults). An error in words when the key cannot be
+    /// a header value.
+    pub fn new(
+        api: Api,
+        api_key: Option<&str>,
+        extra: &[(http::HeaderName, http::HeaderValue)],
+    ) -> Result<Credentials, String> {
+        use cadence_transport::client;
+        let mut secrets: Vec<String> = api_key.iter().map(|k| k.to_string()).collect();
+        secrets.extend(
+            extra
+                .iter()
+                .filter_map(|(_, v)| v.to_str().ok().map(str::to_string)),
+        );
+        let mut headers = client::base_headers(api_key, extra)?;
+        if api == Api::Anthropic {
+            client::anthropic_headers(&mut headers, api_key, extra);
+        }
+        Ok(Credentials {
+            headers,
+            redactor: cadence_core::secret::Redactor::new(secrets),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_carry_the_key_for_the_api_and_mask_every_secret() {
+        let extra = [cadence_transport::client::parse_header("X-Team:  t-secret-9 ").unwrap()];
+        let c = Credentials::new(Api::Chat, Some("k-secret-1"), &extra).unwrap();
+        assert_eq!(c.headers["authorization"], "Bearer k-secret-1");
+        assert_eq!(c.headers["x-team"], "t-secret-9");
+        let shown = c.redactor.redact("key k-secret-1, team t-secret-9");
+        assert!(
+            !shown.contains("k-secret-1") && !shown.contains("t-secret-9"),
+            "{shown}"
+        );
+        // The Messages API takes the key in x-api-key, with its version header.
+        let c = Credentials::new(Api::Anthropic, Some("k-secret-1"), &[]).unwrap();
+        assert_eq!(c.headers["x-api-key"], "k-secret-1");
+        assert!(c.headers.get("authorization").is_none());
+        assert!(c.headers.contains_key("anthropic-version"));
+        // No key: no authorization, and nothing to mask but what was given.
+        let c = Credentials::new(Api::Chat, None, &[]).unwrap();
+        assert!(c.headers.get("authorization").is_none());
+        assert_eq!(c.redactor.redact("plain words"), "plain words");
+        // A key that cannot be a header value is refused in words.
+        assert!(Credentials::new(Api::Chat, Some("bad\nkey"), &[]).is_err());
+    }
 
     #[test]
     fn base_url_gets_endpoint_for_api() {

@@ -11,7 +11,6 @@ use cadence_bench::progress::Progress;
 use cadence_bench::prompts::{Counter, PromptGen};
 use cadence_bench::workload::{RequestFactory, WorkItem};
 use cadence_bench::{Load, RunContext, RunPlan, StopReason, Timeouts};
-use cadence_core::secret::Redactor;
 use cadence_core::slo::{error_ceiling, probe_passes};
 use cadence_core::{per_request, summarize_level, Distribution, LevelOptions, RecordSink};
 use cadence_core::{LevelSummary, RequestRecord};
@@ -97,12 +96,9 @@ impl Prepared {
                     .map_err(|e| err(format!("headers: {e}")))?,
             );
         }
-        let mut secrets: Vec<String> = api_key.iter().cloned().collect();
-        secrets.extend(t.headers.iter().map(|(_, v)| v.clone()));
-        let mut headers = client::base_headers(api_key.as_deref(), &extra).map_err(err)?;
-        if resolved.api == cadence_wire::Api::Anthropic {
-            client::anthropic_headers(&mut headers, api_key.as_deref(), &extra);
-        }
+        let credentials =
+            cadence_bench::target::Credentials::new(resolved.api, api_key.as_deref(), &extra)
+                .map_err(err)?;
         let model = t
             .model
             .clone()
@@ -116,7 +112,12 @@ impl Prepared {
             extra: t.probe.extra_body.clone(),
         };
         let (prompts, items) = prompts(&t.probe).map_err(err)?;
-        let mut factory = RequestFactory::new(resolved.endpoint.clone(), headers, body, prompts);
+        let mut factory = RequestFactory::new(
+            resolved.endpoint.clone(),
+            credentials.headers,
+            body,
+            prompts,
+        );
         factory.items = items;
         let deadline = t.probe.deadline;
         let http = client::build_with_ca(
@@ -143,7 +144,7 @@ impl Prepared {
             },
             api: resolved.api,
             strict: false,
-            redactor: Redactor::new(secrets),
+            redactor: credentials.redactor,
             progress: Progress::new(None, false),
             tokenizer: None,
         };
