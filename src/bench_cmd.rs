@@ -22,7 +22,6 @@ use cadence_core::report::RunInfo;
 use cadence_core::runlog::{self, LevelMeta, RunMeta};
 use cadence_core::secret::Redactor;
 use cadence_core::{assemble, Checks, LevelAggregators};
-use cadence_transport::client;
 use cadence_transport::Clock;
 use endpoint::Endpoint;
 use levels::Levels;
