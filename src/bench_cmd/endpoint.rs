@@ -115,21 +115,7 @@ async fn first_model(
                 GetError::Unreachable(u) => anyhow::Error::new(u),
                 e => anyhow::Error::new(e),
             })?;
-        let v: serde_json::Value =
-            serde_json::from_slice(&body).context("the model list is not JSON")?;
-        // OpenAI and Anthropic `data[0].id`, Ollama `models[0].name`, TGI `model_id`,
-        // KServe `name`.
-        let names = [
-            &v["data"][0]["id"],
-            &v["models"][0]["name"],
-            &v["model_id"],
-            &v["name"],
-        ];
-        let name = names
-            .into_iter()
-            .find_map(|m| m.as_str())
-            .map(str::to_string);
-        name.ok_or_else(|| anyhow::anyhow!("the model list is empty"))
+        Ok::<_, anyhow::Error>(cadence_wire::models::first_model(&body)?)
     };
     fetch.await.with_context(|| {
         format!(

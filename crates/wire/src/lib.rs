@@ -6,6 +6,7 @@
 
 pub mod content_type;
 pub mod dialect;
+pub mod models;
 pub mod ndjson;
 pub mod sse;
 pub mod tool_calls;
