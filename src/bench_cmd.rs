@@ -199,7 +199,7 @@ fn planned_loads(
             }
             let offsets = sessions.iter().map(|s| s.at).collect();
             let replay = crate::agent_replay::replay(args, sessions, workload.tokenizer.clone())?;
-            factory.replay = Some(replay);
+            factory.session = cadence_bench::session::SessionKind::Replay(replay);
             vec![Load::Trace {
                 offsets: Arc::new(offsets),
                 max_concurrency: args.max_concurrency,

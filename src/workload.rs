@@ -7,6 +7,7 @@ use crate::exit::usage;
 use cadence_bench::agent::{self as agent, AgentSpec, DurationDist};
 use cadence_bench::dataset::{self, DatasetOptions};
 use cadence_bench::prompts::{Counter, LengthDist, PromptGen};
+use cadence_bench::session::SessionKind;
 use cadence_bench::tokenizer::Tokenizer;
 use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, TurnSpec, WorkItem};
@@ -43,7 +44,9 @@ impl Workload {
         factory.items = std::mem::take(&mut self.items);
         factory.prefixes = std::mem::take(&mut self.prefixes);
         factory.think_time = self.think_time;
-        factory.agent = self.agent.take();
+        if let Some(agent) = self.agent.take() {
+            factory.session = SessionKind::Agent(agent);
+        }
     }
 }
 

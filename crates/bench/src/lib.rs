@@ -17,6 +17,7 @@ pub mod prompts;
 pub mod runner;
 pub mod scrape;
 pub mod search;
+pub mod session;
 pub mod shard;
 pub mod sink;
 mod stoppable;

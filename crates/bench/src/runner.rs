@@ -5,12 +5,12 @@
 //! duration, saturation or a stop signal (Ctrl-C), then drains in-flight requests
 //! within a grace period and aborts the rest.
 
-use crate::agent::{AgentSpec, Force};
 use crate::arrivals::{ArrivalProcess, Pacer, Schedule, Ticket};
 use crate::floor::FloorProbe;
 
 use crate::exec::{execute, Cancel, ExecContext, Timeouts};
 use crate::progress::Progress;
+use crate::session::{SessionKind, Steps};
 use crate::workload::RequestFactory;
 use cadence_core::rng::stream_seed;
 use cadence_core::secret::Redactor;
@@ -719,125 +719,61 @@ struct RequestTask<S> {
 
 impl<S: Sinks> RequestTask<S> {
     async fn run(self, dispatch: u64, index: u64, rec: RequestRecord) {
-        if let Some(replay) = self.cx.factory.replay.clone() {
-            return self.run_replay(&replay, dispatch, index, rec).await;
-        }
-        match self.cx.factory.agent.clone() {
-            Some(agent) => self.run_agent(&agent, dispatch, index, rec).await,
+        let cx = self.cx.clone();
+        let arrived_ns = || rec.scheduled_ns.unwrap_or_else(|| self.clock.now_ns());
+        match Steps::new(&cx.factory.session, &cx.factory, dispatch, arrived_ns) {
+            Some(steps) => self.run_steps(steps, dispatch, index, rec).await,
+            None if matches!(cx.factory.session, SessionKind::Replay(_)) => {}
             None => self.run_turns(dispatch, index, rec).await,
         }
     }
 
-    /// An agent session: steps until a reply makes no tool call (or the step cap),
-    /// each after the tools of the step before ran for their tool time, counted from
-    /// that step's last byte.
-    async fn run_agent(
+    /// An agent session or a recorded one replayed: steps until the session ends (an
+    /// agent's reply without tool calls, the step cap, the recording's last call) or a
+    /// step fails. Each step after the first waits for its due time, counted from the
+    /// previous step's last byte (an agent's tool time; a replay's recorded tool wait,
+    /// and not before the call's recorded offset from the session's arrival).
+    async fn run_steps(
         mut self,
-        agent: &AgentSpec,
+        mut steps: Steps<'_>,
         dispatch: u64,
         mut index: u64,
         mut rec: RequestRecord,
     ) {
-        let factory = &self.cx.factory;
-        let (mut transcript, max_tokens) = factory.agent_transcript(dispatch);
-        let mut rng = SmallRng::seed_from_u64(stream_seed(agent.seed, dispatch));
+        let cx = self.cx.clone();
+        let mut rng = SmallRng::seed_from_u64(stream_seed(steps.spec().seed, dispatch));
         let mut prev_end_ns: u64 = 0;
-        for step in 0..agent.max_steps.max(1) {
+        for step in 0..steps.len() {
             if step > 0 {
-                let tool_time = agent.tool_time.sample(&mut rng).as_nanos() as u64;
-                if !self.wait_until(prev_end_ns.saturating_add(tool_time)).await {
-                    break;
-                }
-                index = self.issued.fetch_add(1, Ordering::Relaxed);
-                rec = self.who.start(index, None, &self.in_flight, &self.clock);
-                rec.tool_wait_ns = Some(tool_time);
-            }
-            let mut built =
-                self.cx
-                    .factory
-                    .build_agent_step(dispatch, agent, &transcript, max_tokens);
-            rec.prompt_id = Some(std::mem::take(&mut built.prompt_id));
-            rec.prefix_group = built.prefix_group;
-            let (text, mut calls, parts) = self.send_step(built, dispatch, step, &mut rec).await;
-            let ok = rec.outcome == Outcome::Succeeded;
-            let last = step + 1 == agent.max_steps.max(1);
-            if ok && calls.is_empty() && agent.force == Force::Mock && !last {
-                calls.push(agent.mock_call(dispatch, step));
-                rec.tool_call_mocked = true;
-            }
-            let reply = text.content.clone();
-            rec = self.count_tokens(rec, text, parts).await;
-            prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
-            self.finish_record(index, &mut rec);
-            if !ok || calls.is_empty() || last {
-                break;
-            }
-            let results: Vec<String> = calls.iter().map(|_| agent.result_text(&mut rng)).collect();
-            transcript.push_reply(&reply, &calls);
-            transcript.push_results(&calls, &results);
-        }
-    }
-
-    /// A recorded agent session (`--agent-trace`): each call's prompt is the context
-    /// the recording reuses (with the live replies) and new text of exactly the tokens
-    /// it adds; it is sent after its tool wait, counted from the previous call's last
-    /// byte, and not before its recorded offset from the session's arrival.
-    async fn run_replay(
-        mut self,
-        replay: &crate::agent_trace::Replay,
-        dispatch: u64,
-        mut index: u64,
-        mut rec: RequestRecord,
-    ) {
-        let Some(session) = replay.session(dispatch) else {
-            return;
-        };
-        let arrived_ns = rec.scheduled_ns.unwrap_or_else(|| self.clock.now_ns());
-        let gen = &replay.agent.results;
-        let mut rng = SmallRng::seed_from_u64(stream_seed(replay.agent.seed, dispatch));
-        let mut state = crate::agent_trace::ReplayState::new(self.cx.api);
-        let mut prev_end_ns: u64 = 0;
-        for (step, call) in session.calls.iter().enumerate() {
-            if step > 0 {
-                let after_tools = prev_end_ns.saturating_add(call.tool_wait.as_nanos() as u64);
-                let not_before = call
-                    .at
-                    .map_or(0, |a| arrived_ns.saturating_add(a.as_nanos() as u64));
-                let due = after_tools.max(not_before);
+                let (due, tool_wait) = steps.due(step, prev_end_ns, &mut rng);
                 if !self.wait_until(due).await {
                     break;
                 }
                 index = self.issued.fetch_add(1, Ordering::Relaxed);
                 rec = self.who.start(index, None, &self.in_flight, &self.clock);
-                rec.tool_wait_ns = Some(due.saturating_sub(prev_end_ns));
+                rec.tool_wait_ns = Some(tool_wait);
             }
-            state.prepare(call, gen, &mut rng);
-            let max_tokens = Some(call.output_tokens);
-            let built = self.cx.factory.build_agent_step(
-                dispatch,
-                &replay.agent,
-                state.transcript(),
-                max_tokens,
-            );
-            rec.prompt_id = Some(session.id.clone());
-            rec.prefix_group = None;
-            let (text, calls, parts) = self.send_step(built, dispatch, step as u32, &mut rec).await;
+            let built = steps.build(&cx.factory, dispatch, step, &mut rng, &mut rec);
+            let (text, mut calls, parts) =
+                self.send_step(built, dispatch, step as u32, &mut rec).await;
             let ok = rec.outcome == Outcome::Succeeded;
+            let last = step + 1 == steps.len();
+            steps.mock(ok, last, (dispatch, step), &mut calls, &mut rec);
             let reply = text.content.clone();
             rec = self.count_tokens(rec, text, parts).await;
             // What the reply adds to the next prompt: re-tokenized by the tokenizer when
             // there is one (what the server will count when it is sent back), else the
             // server's count of what it generated.
-            let reply_len = match (&self.cx.tokenizer, rec.output_tokens) {
-                (None, Some(t)) => t.count,
-                _ => crate::agent_trace::reply_tokens(gen, &reply, &calls),
+            let server_tokens = match (&cx.tokenizer, rec.output_tokens) {
+                (None, Some(t)) => Some(t.count),
+                _ => None,
             };
             prev_end_ns = rec.end_ns.unwrap_or_else(|| self.clock.now_ns());
             self.finish_record(index, &mut rec);
-            if !ok {
+            if !ok || last || !steps.goes_on(&calls) {
                 break;
             }
-            state.push_reply(&reply, &calls, reply_len);
+            steps.push_reply(&reply, &calls, server_tokens, &mut rng);
         }
     }
 

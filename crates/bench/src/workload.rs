@@ -4,11 +4,12 @@
 
 use crate::agent::{AgentSpec, Transcript};
 use crate::body::{BodySpec, Message};
+use crate::session::SessionKind;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// The built-in prompt when the user gives none.
@@ -35,10 +36,9 @@ pub struct RequestFactory {
     pub think_time: Duration,
     /// Bodies of listed prompts already built (see [`BodyCache`]).
     pub bodies: BodyCache,
-    /// Agent sessions: every dispatch is a session of tool-calling steps.
-    pub agent: Option<Arc<AgentSpec>>,
-    /// Agent trace replay: dispatch `k` replays recorded session `k`.
-    pub replay: Option<Arc<crate::agent_trace::Replay>>,
+    /// What every dispatch is: a plain request or session, an agent session of
+    /// tool-calling steps, or recorded session `k` replayed.
+    pub session: SessionKind,
 }
 
 /// The most bytes of prompts and bodies [`BodyCache`] keeps.
@@ -148,33 +148,33 @@ impl RequestFactory {
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
-            agent: None,
-            replay: None,
+            session: SessionKind::Plain,
         }
     }
 
     /// Turns that dispatch number `k` sends (1 unless the workload has sessions); an
     /// agent session's step cap.
     pub fn turns(&self, k: u64) -> usize {
-        if let Some(r) = &self.replay {
-            return r.calls(k);
+        match &self.session {
+            SessionKind::Replay(r) => r.calls(k),
+            SessionKind::Agent(a) => a.max_steps.max(1) as usize,
+            SessionKind::Plain => self.item(k).map_or(1, |it| it.turns.len().max(1)),
         }
-        if let Some(a) = &self.agent {
-            return a.max_steps.max(1) as usize;
-        }
-        self.item(k).map_or(1, |it| it.turns.len().max(1))
     }
 
     /// Requests (turns) that dispatches `0..dispatches` send in all: what a progress
     /// bar counts to. Sessions cycle over the items, so whole cycles are multiplied.
     pub fn total_turns(&self, dispatches: u64) -> u64 {
-        if let Some(r) = &self.replay {
-            let len = r.sessions.len().max(1) as u64;
-            let calls = |n: u64| (0..n).map(|k| r.calls(k) as u64).sum::<u64>();
-            return (dispatches / len).saturating_mul(calls(len)) + calls(dispatches % len);
-        }
-        if let Some(a) = &self.agent {
-            return dispatches.saturating_mul(u64::from(a.max_steps.max(1)));
+        match &self.session {
+            SessionKind::Replay(r) => {
+                let len = r.sessions.len().max(1) as u64;
+                let calls = |n: u64| (0..n).map(|k| r.calls(k) as u64).sum::<u64>();
+                return (dispatches / len).saturating_mul(calls(len)) + calls(dispatches % len);
+            }
+            SessionKind::Agent(a) => {
+                return dispatches.saturating_mul(u64::from(a.max_steps.max(1)));
+            }
+            SessionKind::Plain => {}
         }
         if self.items.is_empty() {
             return dispatches;
@@ -374,8 +374,7 @@ mod tests {
             prefixes: Vec::new(),
             think_time: Duration::ZERO,
             bodies: BodyCache::default(),
-            agent: None,
-            replay: None,
+            session: SessionKind::Plain,
         }
     }
 
