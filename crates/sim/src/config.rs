@@ -57,7 +57,9 @@ pub struct SimConfig {
 /// arrive during it start when it ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Freeze {
+    /// When the freeze begins, from the sim's start.
     pub at: Duration,
+    /// How long no token leaves.
     pub duration: Duration,
 }
 
@@ -68,7 +70,9 @@ pub struct Freeze {
 /// down alike.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Slow {
+    /// When the slow-down begins, from the sim's start.
     pub at: Duration,
+    /// How long it lasts.
     pub duration: Duration,
     /// Above zero and finite; 2.0 doubles the gaps, 0.5 halves them.
     pub factor: f64,
@@ -102,20 +106,28 @@ impl Default for SimConfig {
 /// A configuration the server refuses to start with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// `burst` is 0 (the value given).
     #[error("burst must be at least 1 token per chunk (got {0})")]
     Burst(u32),
+    /// `stall_probability` is outside [0, 1] (the value given).
     #[error("stall probability must be between 0 and 1 (got {0})")]
     StallProbability(f64),
+    /// `default_max_tokens` is 0.
     #[error("default max tokens must be at least 1")]
     MaxTokens,
+    /// `model` is empty or blank.
     #[error("model name must not be empty")]
     Model,
+    /// `tool_call_probability` is outside [0, 1] (the value given).
     #[error("tool-call probability must be between 0 and 1 (got {0})")]
     ToolCallProbability(f64),
+    /// `parallel_tool_calls` is 0.
     #[error("parallel tool calls must be at least 1")]
     ParallelToolCalls,
+    /// `slow.factor` is zero, negative or not finite (the value given).
     #[error("slow-down factor must be above zero and finite (got {0})")]
     SlowFactor(f64),
+    /// The engine spec cannot be simulated.
     #[error("engine: {0}")]
     Engine(#[from] cadence_engine::SpecError),
 }

@@ -153,7 +153,9 @@ pub fn opening_calls(w: &Writer<'_>, prompt_tokens: u32) -> Vec<String> {
 /// The server's own timing of a finished stream, for the dialects that report one.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timing {
+    /// From the request's start to its first token (the prefill, as the server tells it).
     pub prompt: Duration,
+    /// From the first token to the last.
     pub decode: Duration,
 }
 

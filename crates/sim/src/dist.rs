@@ -24,10 +24,20 @@ pub enum Dist {
     /// Uniform between the two bounds, both inclusive (`lo <= hi`).
     Uniform(Duration, Duration),
     /// Normal with this mean and standard deviation, clamped at zero.
-    Normal { mean: Duration, stddev: Duration },
+    Normal {
+        /// The mean.
+        mean: Duration,
+        /// The standard deviation (0: always the mean).
+        stddev: Duration,
+    },
     /// Log-normal whose samples have this mean and standard deviation:
     /// a right-skewed shape like real decode latencies.
-    LogNormal { mean: Duration, stddev: Duration },
+    LogNormal {
+        /// The samples' mean.
+        mean: Duration,
+        /// The samples' standard deviation (0: always the mean).
+        stddev: Duration,
+    },
 }
 
 impl Dist {
@@ -91,20 +101,29 @@ fn from_f64_nanos(x: f64) -> Duration {
 /// Why a distribution or duration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DistParseError {
+    /// The text is empty or blank.
     #[error("empty distribution; {HINT}")]
     Empty,
+    /// The part before `:` names no distribution (the kind given).
     #[error("unknown distribution kind `{0}`; {HINT}")]
     UnknownKind(String),
+    /// A kind's parameters are not in its form (`uniform` without `..`, `normal` without `,`).
     #[error("`{input}` needs {expected}; {HINT}")]
     Shape {
+        /// The distribution as given.
         input: String,
+        /// The form the kind needs, in words.
         expected: &'static str,
     },
+    /// A duration does not parse.
     #[error("bad duration `{input}`: {reason} (write e.g. `10ms`, `1.5s`, `250us`)")]
     Duration {
+        /// The duration as given.
         input: String,
+        /// Why it does not parse.
         reason: cadence_base::DurationError,
     },
+    /// A `uniform` range whose lower bound is above its upper (the range as given).
     #[error("uniform range `{0}` has its lower bound above its upper bound")]
     Reversed(String),
 }

@@ -77,6 +77,7 @@ impl EngineHandle {
         }
     }
 
+    /// The engine spec the streams are timed by.
     pub fn spec(&self) -> &EngineSpec {
         &self.spec
     }
@@ -298,6 +299,8 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
 /// `model_name` label) so dashboards and scrapers built for vLLM read the sim.
 pub struct EngineMetrics {
     registry: Registry,
+    /// Requests received, every mode and fault included
+    /// (`cadence_sim_requests_received`).
     pub requests: Counter,
     aborted: Counter,
     running: Gauge,

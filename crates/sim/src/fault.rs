@@ -165,6 +165,7 @@ impl fmt::Display for Fault {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown fault `{name}`; valid faults: {}", Fault::names())]
 pub struct UnknownFault {
+    /// The name as given.
     pub name: String,
 }
 

@@ -23,7 +23,9 @@ use crate::tools::{content_words, tool_words, CallPlan};
 /// One message boundary: the hash of the messages so far and their prompt tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Boundary {
+    /// The running hash of the messages up to the boundary.
     pub hash: u64,
+    /// Their prompt tokens.
     pub tokens: u32,
 }
 
@@ -264,6 +266,7 @@ impl SeenChains {
         seen.newer.len() + seen.older.len()
     }
 
+    /// Whether no boundary is remembered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

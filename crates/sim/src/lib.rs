@@ -71,6 +71,8 @@
 //! `status_429`, `status_503`, `html_200` and `header_delay`; the other
 //! faults shape streams.
 
+#![warn(missing_docs)]
+
 pub mod closing;
 pub mod config;
 pub mod dialects;

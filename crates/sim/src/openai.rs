@@ -64,14 +64,19 @@ impl Dialect {
     }
 }
 
+/// Token counts of a reply, in OpenAI's `usage` shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// Prompt tokens counted (see [`crate::request::prompt_tokens`]).
     pub prompt_tokens: u32,
+    /// Output tokens sent so far (all of them in the final usage).
     pub completion_tokens: u32,
+    /// Prompt plus completion tokens.
     pub total_tokens: u32,
 }
 
 impl Usage {
+    /// The usage of `prompt_tokens` in and `completion_tokens` out, with their total.
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
         Usage {
             prompt_tokens,
@@ -145,7 +150,10 @@ struct TextChoice<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum Piece<'a> {
     /// The chat role chunk: `{"role":"assistant","content":""}` (or `null`).
-    Role { null_content: bool },
+    Role {
+        /// Write `"content": null` rather than `""`.
+        null_content: bool,
+    },
     /// Visible text; `None` writes `null`.
     Content(Option<&'a str>),
     /// `reasoning_content` text.
@@ -153,8 +161,11 @@ pub enum Piece<'a> {
     /// A delta of tool call `index`; its first one names the call and function
     /// (`head`: the call's id and the function's name).
     Tool {
+        /// Which of the reply's calls the delta belongs to (0-based).
         index: u32,
+        /// The call's id and function name, on its first delta only.
         head: Option<(&'a str, &'a str)>,
+        /// A fragment of the call's JSON arguments.
         arguments: &'a str,
     },
 }
@@ -162,15 +173,21 @@ pub enum Piece<'a> {
 /// Serializes chunks for one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {
+    /// The wire shape the chunks take.
     pub dialect: Dialect,
+    /// The response id every chunk repeats (`chatcmpl-…` in chat).
     pub id: &'a str,
+    /// The `created` field: wall-clock Unix seconds when the response began.
     pub created: u64,
+    /// The model name every chunk repeats (the request's, else the sim's).
     pub model: &'a str,
     /// Pretty-print (multi-line JSON, for the `multiline_data` fault).
     pub pretty: bool,
 }
 
+/// The id of the `tool_calls` fault's one fixed call.
 pub const TOOL_CALL_ID: &str = "call_cadence_0";
+/// The function the `tool_calls` fault's call names.
 pub const TOOL_NAME: &str = "lookup";
 
 impl Writer<'_> {

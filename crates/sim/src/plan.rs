@@ -27,7 +27,9 @@ pub struct Overrides {
 /// (`after = 0` delays the first content chunk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
+    /// Content chunks sent before the pause.
     pub after: u32,
+    /// How long the pause lasts, on top of the usual gap.
     pub duration: Duration,
 }
 
@@ -35,14 +37,18 @@ pub struct Stall {
 /// was received, and the token ids it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedChunk {
+    /// When the chunk is due, from the request's receipt.
     pub at: Duration,
+    /// The ids of the tokens it carries (indices into [`crate::text::VOCAB`]).
     pub tokens: Vec<u32>,
 }
 
 /// Every content chunk of one stream, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamPlan {
+    /// The request's index, which seeded the plan.
     pub request: u64,
+    /// The content chunks in send order.
     pub chunks: Vec<PlannedChunk>,
 }
 

@@ -28,11 +28,17 @@ pub const MULTI_TOKEN_BURST: u32 = 4;
 
 /// Header names of the per-request controls.
 pub mod headers {
+    /// A fault by name for this request (see [`crate::Fault`]).
     pub const FAULT: &str = "x-cadence-fault";
+    /// The first content chunk's delay in ms, replacing the configured distribution.
     pub const TTFT_MS: &str = "x-cadence-ttft-ms";
+    /// The gap between content chunks in ms, replacing the configured distribution.
     pub const ITL_MS: &str = "x-cadence-itl-ms";
+    /// Tokens per content chunk, at least 1.
     pub const BURST: &str = "x-cadence-burst";
+    /// One pause of this many ms (the wait of `header_delay`, the silence of `no_tokens`).
     pub const STALL_MS: &str = "x-cadence-stall-ms";
+    /// Content chunks sent before the pause (default [`super::DEFAULT_STALL_AFTER`]).
     pub const STALL_AFTER: &str = "x-cadence-stall-after";
     /// Chunks sent before a truncating fault cuts the stream
     /// (`error_after_tokens`, `eof_no_done`, `reset`, `huge_event`,
@@ -49,33 +55,55 @@ pub const FAULT_MODEL_PREFIX: &str = "fault/";
 /// Parsed `x-cadence-*` headers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Controls {
+    /// `x-cadence-fault`: the fault to apply; `None`: none by header (a `fault/NAME`
+    /// model may still name one).
     pub fault: Option<Fault>,
+    /// `x-cadence-ttft-ms`: a fixed first-chunk delay; `None`: the config's distribution.
     pub ttft: Option<Duration>,
+    /// `x-cadence-itl-ms`: a fixed gap between chunks; `None`: the config's distribution.
     pub itl: Option<Duration>,
+    /// `x-cadence-burst`: tokens per chunk (at least 1); `None`: the config's.
     pub burst: Option<u32>,
+    /// `x-cadence-stall-ms`: one pause (or the `header_delay` / `no_tokens` wait).
     pub stall: Option<Duration>,
+    /// `x-cadence-stall-after`: content chunks before the pause.
     pub stall_after: Option<u32>,
+    /// `x-cadence-fault-after`: chunks before a truncating fault cuts the stream.
     pub fault_after: Option<u32>,
+    /// `x-cadence-request`: the request's index; `None`: the arrival counter's.
     pub request: Option<u64>,
 }
 
 /// Why a request was refused with 400.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
+    /// A control header is not a whole number.
     #[error("header {name} must be a whole number, got `{value}`")]
-    Header { name: &'static str, value: String },
+    Header {
+        /// The header's name.
+        name: &'static str,
+        /// Its value as sent.
+        value: String,
+    },
+    /// `x-cadence-burst` is 0.
     #[error("header x-cadence-burst must be at least 1")]
     ZeroBurst,
+    /// The fault named (by header or model) is not one the sim knows.
     #[error(transparent)]
     UnknownFault(#[from] UnknownFault),
+    /// The body is not JSON of the endpoint's shape (the parser's message).
     #[error("the request body is not valid JSON for this endpoint: {0}")]
     Body(String),
+    /// The request asks for 0 output tokens.
     #[error("max_tokens must be at least 1")]
     ZeroMaxTokens,
+    /// The fault shapes chat streams only, and the request is not chat.
     #[error("fault `{0}` only applies to /v1/chat/completions")]
     ChatOnlyFault(Fault),
+    /// The fault shapes OpenAI chat and completions streams only.
     #[error("fault `{0}` only applies to the OpenAI chat and completions endpoints")]
     OpenAiOnlyFault(Fault),
+    /// The declared tools, `tool_choice` or the history's tool traffic make no sense (why).
     #[error("tools: {0}")]
     Tools(String),
 }
@@ -119,6 +147,8 @@ fn millis(map: &HeaderMap, name: &'static str) -> Result<Option<Duration>, Reque
 }
 
 impl Controls {
+    /// Reads the `x-cadence-*` headers; refused when a number is malformed, the burst is 0
+    /// or the fault unknown.
     pub fn from_headers(map: &HeaderMap) -> Result<Self, RequestError> {
         let fault = match map.get(headers::FAULT) {
             Some(v) => Some(String::from_utf8_lossy(v.as_bytes()).parse::<Fault>()?),
@@ -228,13 +258,18 @@ struct RawStreamOptions {
 /// The parts of a chat or completions request the sim honours.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiRequest {
+    /// The `model` the body names (`fault/NAME` selects a fault); `None` when absent.
     pub model: Option<String>,
+    /// Whether to stream the reply (`stream`, or the dialect's parameters' `stream`; false
+    /// when not given).
     pub stream: bool,
     /// The body said whether to stream (Ollama streams unless told not to).
     pub stream_given: bool,
     /// `max_completion_tokens`, else `max_tokens`.
     pub max_tokens: Option<u32>,
+    /// `stream_options.include_usage`: a usage chunk before `[DONE]`.
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (vLLM): running usage on every chunk.
     pub continuous_usage: bool,
     /// `return_token_ids: true` (vLLM): each chunk carries its `token_ids`.
     pub token_ids: bool,
@@ -254,6 +289,8 @@ pub struct ApiRequest {
 }
 
 impl ApiRequest {
+    /// Reads a request body of any dialect (an empty body is an empty request); refused
+    /// when it is not JSON of the expected shape or asks for 0 tokens.
     pub fn parse(body: &[u8]) -> Result<Self, RequestError> {
         let raw: RawBody = if body.iter().all(u8::is_ascii_whitespace) {
             RawBody::default()

@@ -22,14 +22,23 @@ pub const COALESCE_GROUP: usize = 3;
 /// Everything the script needs to know about one streamed request.
 #[derive(Debug, Clone)]
 pub struct StreamSpec<'a> {
+    /// The wire shape of the stream.
     pub dialect: Dialect,
+    /// The fault that shapes the bytes; `None`: a well-formed stream.
     pub fault: Option<Fault>,
+    /// When each content chunk is due and its tokens.
     pub plan: &'a StreamPlan,
+    /// The response id the chunks repeat.
     pub id: &'a str,
+    /// The `created` field: wall-clock Unix seconds.
     pub created: u64,
+    /// The model name the chunks repeat.
     pub model: &'a str,
+    /// Prompt tokens, for the usage.
     pub prompt_tokens: u32,
+    /// `stream_options.include_usage`: a usage chunk before the end.
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats`: running usage on every chunk.
     pub continuous_usage: bool,
     /// Send each content chunk's `token_ids` (`return_token_ids: true`).
     pub token_ids: bool,
@@ -47,8 +56,12 @@ pub struct StreamSpec<'a> {
 /// content chunks with these token counts (the send log stamps them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// When the frame is written, from the request's start.
     pub at: Duration,
+    /// The frame's bytes, exactly as written.
     pub bytes: Bytes,
+    /// The token count of each whole content chunk in the frame (empty for role, usage
+    /// and end frames).
     pub tokens: Vec<u32>,
     /// Let the connection flush before this frame (used when splitting an
     /// event, so the pieces leave as separate writes).
@@ -58,11 +71,13 @@ pub struct Frame {
 /// The frames of one response body and how it ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
+    /// The body's frames in write order.
     pub frames: Vec<Frame>,
     /// Wait until then after the last frame before ending the body.
     pub end_at: Option<Duration>,
     /// End with a body error (the connection is cut) instead of cleanly.
     pub reset: bool,
+    /// The response's `Content-Type`: `text/event-stream`, or `application/x-ndjson`.
     pub content_type: &'static str,
 }
 

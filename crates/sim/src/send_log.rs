@@ -152,6 +152,7 @@ impl SendLog {
         lock(&self.inner.memory).streams.len()
     }
 
+    /// Whether no stream is in memory.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -673,6 +673,7 @@ impl SimServer {
         format!("http://{}", self.addr)
     }
 
+    /// The running sim's shared state: its config, send log and request count.
     pub fn state(&self) -> &SimState {
         &self.state
     }

@@ -64,10 +64,12 @@ impl SimState {
         }
     }
 
+    /// The configuration the sim serves with.
     pub fn config(&self) -> &SimConfig {
         &self.inner.config
     }
 
+    /// The log of what was sent and when: the fidelity check's ground truth.
     pub fn send_log(&self) -> &SendLog {
         &self.inner.log
     }

@@ -46,8 +46,12 @@ pub const SSE_LOOKALIKE_VOCAB: &[&str] = &[
 /// Which word list a stream draws its text from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vocabulary {
+    /// [`VOCAB`]: plain ASCII words.
     Plain,
+    /// [`UTF8_VOCAB`]: every word multi-byte (the `split_utf8` fault).
     Utf8,
+    /// [`SSE_LOOKALIKE_VOCAB`]: words that look like SSE lines (the `data_prefix_text`
+    /// fault).
     SseLookalike,
 }
 

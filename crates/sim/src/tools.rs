@@ -25,6 +25,7 @@ pub const DEFAULT_FIELD: &str = "query";
 /// One declared tool: its name and the argument fields the sim fills.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tool {
+    /// The function's name as declared.
     pub name: String,
     /// `parameters.properties` (`input_schema.properties`) names, else `query`.
     pub fields: Vec<String>,
@@ -47,7 +48,9 @@ pub enum ToolChoice {
 /// The tools a request declares and how it wants them used.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tools {
+    /// The declared tools, in order.
     pub tools: Vec<Tool>,
+    /// What `tool_choice` asks for (auto when absent).
     pub choice: ToolChoice,
     /// `parallel_tool_calls: false` (OpenAI) or `disable_parallel_tool_use`
     /// (Anthropic) caps a step at one call.
@@ -314,6 +317,7 @@ pub struct Call {
     pub id: String,
     /// The Responses item id, `fc_…`.
     pub item_id: String,
+    /// The function called.
     pub name: String,
     /// The fields its arguments fill (at most one per token).
     pub fields: Vec<String>,
@@ -324,6 +328,7 @@ pub struct Call {
 /// The calls of one reply; their tokens add up to the reply's length.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPlan {
+    /// The calls in the reply's order.
     pub calls: Vec<Call>,
 }
 
@@ -337,6 +342,7 @@ pub struct ToolPolicy {
 }
 
 impl ToolPolicy {
+    /// The sim config's tool-call probability and calls per tool step.
     pub fn of(config: &crate::config::SimConfig) -> ToolPolicy {
         ToolPolicy {
             probability: config.tool_call_probability,
@@ -415,6 +421,7 @@ fn escaped(s: &str) -> String {
 }
 
 impl ToolStream {
+    /// A stream at the reply's start, writing argument words from `vocab`.
     pub fn new(plan: CallPlan, vocab: Vocabulary) -> ToolStream {
         let args = vec![String::new(); plan.calls.len()];
         ToolStream {
@@ -425,6 +432,7 @@ impl ToolStream {
         }
     }
 
+    /// The calls it streams.
     pub fn plan(&self) -> &CallPlan {
         &self.plan
     }
