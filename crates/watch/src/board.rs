@@ -2,6 +2,7 @@
 //! of the probes' own figures, the success rate over all their requests, and the share
 //! of probes that met the SLOs. Shared by the page, `/api/targets` and `watch report`.
 
+use crate::incident::{incidents, Incident};
 use crate::probe::Prepared;
 use crate::store::ProbeRow;
 use cadence_core::stats::median;
@@ -74,57 +75,44 @@ pub fn cell(v: Option<f64>, unit: &str) -> String {
     cadence_report::cell::cell(v, cadence_report::cell::Unit::named(unit))
 }
 
-/// The series' names in their colours.
-pub fn legend(series: &[cadence_report::svg::Series]) -> String {
-    let items: Vec<String> = series
-        .iter()
-        .map(|s| {
-            format!(
-                "<span style=\"color:{}\">&#9679; {}</span>",
-                cadence_report::svg::esc(&s.color),
-                cadence_report::svg::esc(&s.name)
-            )
-        })
-        .collect();
-    format!("<p>{}</p>", items.join(" &nbsp; "))
-}
-
-/// A chart over time with `y` from zero; the series' x are hours from now (negative:
-/// the past). Spans under two hours are drawn in minutes, so a watch that started a
-/// minute ago reads "-1", not "-0.017".
-pub fn hours_chart(
-    y: &str,
-    mut series: Vec<cadence_report::svg::Series>,
-) -> cadence_report::svg::Chart {
-    let span = series
-        .iter()
-        .flat_map(|s| s.points.iter())
-        .map(|p| p.0.abs())
-        .fold(0.0, f64::max);
-    let x_label = if span < 2.0 {
-        for s in &mut series {
-            for p in &mut s.points {
-                p.0 *= 60.0;
-            }
-        }
-        "minutes from now"
-    } else {
-        "hours from now"
-    };
-    cadence_report::svg::Chart {
-        x_label: x_label.into(),
-        y_label: y.into(),
-        x_log: false,
-        y_log: false,
-        y_zero: true,
-        series,
-        x_range: None,
-    }
-}
-
 /// Unix ms as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc(ms: i64) -> String {
     cadence_core::wallclock::format_utc(ms)
+}
+
+/// One target's row of the leaderboard and of `/api/targets`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub target: TargetInfo,
+    pub last_probe: Option<ProbeRow>,
+    pub hour: Standing,
+    pub day: Standing,
+    pub week: Standing,
+    pub open_incident: Option<Incident>,
+}
+
+/// The rows of every target from the last week of probes.
+pub fn rows(targets: &[TargetInfo], probes: &[ProbeRow], now: i64) -> Vec<Row> {
+    targets
+        .iter()
+        .map(|t| {
+            let mine: Vec<ProbeRow> = probes
+                .iter()
+                .filter(|p| p.target == t.name)
+                .cloned()
+                .collect();
+            let open = incidents(&mine).into_iter().find(|i| i.end_ms.is_none());
+            Row {
+                target: t.clone(),
+                last_probe: mine.last().cloned(),
+                hour: standing(&mine, now - HOUR_MS),
+                day: standing(&mine, now - DAY_MS),
+                week: standing(&mine, now - WEEK_MS),
+                open_incident: open,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -146,22 +134,6 @@ mod tests {
         assert_eq!(s.success_rate, Some(11.0 / 12.0));
         assert_eq!(s.slo_compliance, Some(2.0 / 3.0));
         assert_eq!(standing(&rows, 1_000), Standing::default());
-    }
-
-    #[test]
-    fn a_short_span_is_drawn_in_minutes_and_a_long_one_in_hours() {
-        use cadence_report::svg::{Series, Style};
-        let series = |xs: &[f64]| {
-            let mut s = Series::new("a", "#000", Style::LinePoints);
-            s.points = xs.iter().map(|x| (*x, 1.0)).collect();
-            vec![s]
-        };
-        let c = hours_chart("y", series(&[-0.5, -0.25]));
-        assert_eq!(c.x_label, "minutes from now");
-        assert_eq!(c.series[0].points, vec![(-30.0, 1.0), (-15.0, 1.0)]);
-        let c = hours_chart("y", series(&[-5.0, -1.0]));
-        assert_eq!(c.x_label, "hours from now");
-        assert_eq!(c.series[0].points, vec![(-5.0, 1.0), (-1.0, 1.0)]);
     }
 
     #[test]

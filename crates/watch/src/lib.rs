@@ -9,6 +9,7 @@ pub mod hub;
 pub mod incident;
 pub mod lifecycle;
 pub mod metrics;
+pub mod page;
 pub mod probe;
 pub mod report;
 pub mod shared;

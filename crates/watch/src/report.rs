@@ -103,11 +103,11 @@ impl Doc<'_> {
             }
             Format::Html => {
                 let esc = cadence_report::svg::esc;
-                let mut s = crate::web::head(&self.title, false);
+                let mut s = crate::page::head(&self.title, false);
                 s.push_str(&format!("<h1>{}</h1>", esc(&self.title)));
                 s.push_str(&self.html_body);
                 s.push_str(&format!("<h2>Incidents ({n})</h2>"));
-                s.push_str(&crate::web::incidents_table(&self.incidents));
+                s.push_str(&crate::page::incidents_table(&self.incidents));
                 s.push_str("</body></html>\n");
                 s
             }
@@ -142,7 +142,7 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
             cell(s.slo_compliance, "%"),
         ]);
         html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(t)));
-        html_body.push_str(&crate::web::charts(&mine, now));
+        html_body.push_str(&crate::page::board::charts(&mine, now));
     }
     html_body.insert_str(0, &html_table(&head, &rows));
     let found = incidents(probes);
@@ -179,7 +179,7 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
     vantages.sort();
     vantages.dedup();
 
-    let mut html_body = crate::vantage::table_html(&compared, false);
+    let mut html_body = crate::page::vantage::table_html(&compared, false);
     let found = crate::vantage::incidents_by_vantage(probes);
     for (target, by_vantage) in crate::vantage::group(probes) {
         let mine: Vec<VantageProbe> = by_vantage
@@ -192,7 +192,7 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
             })
             .collect();
         html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(&target)));
-        html_body.push_str(&crate::vantage::charts(&mine, since_ms, now));
+        html_body.push_str(&crate::page::vantage::charts(&mine, since_ms, now));
     }
     Doc {
         title: format!(

@@ -4,11 +4,10 @@
 //! provider or the path to it" has an answer: a server-side slowdown moves every
 //! vantage's ITL together; a network or regional one moves one vantage's TTFT alone.
 
-use crate::board::{cell, standing, utc, Standing, HOUR_MS};
+use crate::board::{cell, standing, Standing, HOUR_MS};
 use crate::incident::{incidents, Incident};
 use crate::shared::VantageProbe;
 use crate::store::ProbeRow;
-use cadence_report::svg::esc;
 use std::collections::BTreeMap;
 
 /// One target as seen from one vantage.
@@ -87,7 +86,7 @@ fn over(v: Option<f64>) -> String {
     }
 }
 
-const HEAD: [&str; 10] = [
+pub(crate) const HEAD: [&str; 10] = [
     "target", "vantage", "probes", "TTFT p50", "vs best", "ITL p50", "vs best", "ITL p99",
     "success", "SLO met",
 ];
@@ -114,81 +113,6 @@ pub fn cells(rows: &[VantageRow]) -> Vec<Vec<String>> {
 
 pub fn head() -> &'static [&'static str] {
     &HEAD
-}
-
-/// The comparison as an HTML table; `link`: target names link to their pages.
-pub fn table_html(rows: &[VantageRow], link: bool) -> String {
-    if rows.is_empty() {
-        return "<p>No probe in the shared store yet.</p>".into();
-    }
-    let mut s = String::from("<table class=\"vantages\"><tr>");
-    for h in HEAD {
-        s.push_str(&format!("<th>{h}</th>"));
-    }
-    s.push_str("<th>state</th></tr>");
-    for (r, c) in rows.iter().zip(cells(rows)) {
-        s.push_str("<tr>");
-        for (i, v) in c.iter().enumerate() {
-            let v = esc(v);
-            if i == 0 && link {
-                s.push_str(&format!("<td><a href=\"/target/{v}\">{v}</a></td>"));
-            } else {
-                s.push_str(&format!("<td>{v}</td>"));
-            }
-        }
-        let state = match (&r.open_incident, r.last_probe_ms) {
-            (Some(i), _) => format!(
-                "<span class=\"bad\">incident since {}</span>",
-                utc(i.start_ms)
-            ),
-            (None, Some(t)) => format!("<span class=\"ok\">ok</span>, last {}", utc(t)),
-            (None, None) => "no probe".into(),
-        };
-        s.push_str(&format!("<td>{state}</td></tr>"));
-    }
-    s.push_str("</table><p>Each vantage's figures are medians over its probes of the window; <em>vs best</em> is the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it.</p>");
-    s
-}
-
-/// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
-/// `since_ms` to `now`. `probes`: that target's, of every vantage.
-pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
-    use cadence_report::svg::{render, Series, Style, PALETTE};
-    let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
-        group(probes).into_values().next().unwrap_or_default();
-    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
-    let mut s = String::new();
-    for (title, y, f) in [
-        (
-            "ITL p50 per probe, by vantage",
-            "ITL p50 (ms)",
-            (|p: &ProbeRow| p.itl_p50_ms) as fn(&ProbeRow) -> Option<f64>,
-        ),
-        ("TTFT p50 per probe, by vantage", "TTFT p50 (ms)", |p| {
-            p.ttft_p50_ms
-        }),
-    ] {
-        let series: Vec<Series> = by_vantage
-            .iter()
-            .enumerate()
-            .map(|(i, (v, list))| {
-                let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
-                sr.points = list
-                    .iter()
-                    .filter(|p| p.started_ms >= since_ms)
-                    .filter_map(|p| Some((x(p), f(p)?)))
-                    .collect();
-                sr
-            })
-            .collect();
-        s.push_str(&format!(
-            "<h3>{title}</h3>{}",
-            crate::board::legend(&series)
-        ));
-        let chart = crate::board::hours_chart(y, series);
-        s.push_str(&render(&chart).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
-    }
-    s
 }
 
 /// Each vantage's incidents of one target (the target column names the vantage).
@@ -247,30 +171,21 @@ fn comparable(
     })
 }
 
-/// The hub's warning for [`url_mismatches`]; empty when every name means one URL.
-pub fn mismatch_html(vantages: &[crate::shared::Vantage]) -> String {
-    let mut s = String::new();
-    for (target, urls) in url_mismatches(vantages) {
-        let each: Vec<String> = urls
-            .iter()
-            .map(|(v, u)| format!("{} → <code>{}</code>", esc(v), esc(u)))
-            .collect();
-        s.push_str(&format!(
-            "<p class=\"bad\">{} is not one endpoint: {}. Targets are matched across vantages by name, so its rows compare different URLs; give each endpoint its own name.</p>",
-            esc(&target),
-            each.join(", ")
-        ));
-    }
-    s
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::board::DAY_MS;
+    use crate::page::vantage::{mismatch_html, table_html};
     use crate::store::tests::probe;
 
-    fn at(vantage: &str, target: &str, t: i64, ttft: f64, itl: f64, ok: bool) -> VantageProbe {
+    pub(crate) fn at(
+        vantage: &str,
+        target: &str,
+        t: i64,
+        ttft: f64,
+        itl: f64,
+        ok: bool,
+    ) -> VantageProbe {
         let mut p = probe(target, t, ok);
         p.ttft_p50_ms = Some(ttft);
         p.itl_p50_ms = Some(itl);
@@ -317,21 +232,6 @@ mod tests {
         let inc = incidents_by_vantage(&probes);
         let names: Vec<&str> = inc.iter().map(|i| i.target.as_str()).collect();
         assert_eq!(names, vec!["api @ east", "api @ west"]);
-    }
-
-    #[test]
-    fn the_charts_draw_one_line_per_vantage() {
-        let now = 10 * HOUR_MS;
-        let probes = vec![
-            at("east", "api", now - 3_000, 20.0, 10.0, true),
-            at("east", "api", now - 2_000, 22.0, 10.0, true),
-            at("west", "api", now - 2_500, 95.0, 10.5, true),
-        ];
-        let html = charts(&probes, now - DAY_MS, now);
-        assert_eq!(html.matches("<svg").count(), 2);
-        // Three probes, each on both charts.
-        assert_eq!(html.matches("<circle").count(), 6, "{html}");
-        assert!(html.contains("east") && html.contains("west"));
     }
 
     #[test]

@@ -1,0 +1,230 @@
+//! The vantages' markup: the comparison table, a target's charts with a line per
+//! vantage, the hub's warning for a name that means two URLs, and the "From every
+//! vantage" section a watcher's and the hub's pages carry.
+
+use super::{head, hours_chart, incidents_table, legend};
+use crate::board::{utc, DAY_MS, HOUR_MS};
+use crate::shared::{Remote, Vantage, VantageProbe};
+use crate::store::ProbeRow;
+use crate::vantage::{cells, group, url_mismatches, VantageRow, HEAD};
+use cadence_report::svg::esc;
+use std::collections::BTreeMap;
+
+/// The comparison as an HTML table; `link`: target names link to their pages.
+pub fn table_html(rows: &[VantageRow], link: bool) -> String {
+    if rows.is_empty() {
+        return "<p>No probe in the shared store yet.</p>".into();
+    }
+    let mut s = String::from("<table class=\"vantages\"><tr>");
+    for h in HEAD {
+        s.push_str(&format!("<th>{h}</th>"));
+    }
+    s.push_str("<th>state</th></tr>");
+    for (r, c) in rows.iter().zip(cells(rows)) {
+        s.push_str("<tr>");
+        for (i, v) in c.iter().enumerate() {
+            let v = esc(v);
+            if i == 0 && link {
+                s.push_str(&format!("<td><a href=\"/target/{v}\">{v}</a></td>"));
+            } else {
+                s.push_str(&format!("<td>{v}</td>"));
+            }
+        }
+        let state = match (&r.open_incident, r.last_probe_ms) {
+            (Some(i), _) => format!(
+                "<span class=\"bad\">incident since {}</span>",
+                utc(i.start_ms)
+            ),
+            (None, Some(t)) => format!("<span class=\"ok\">ok</span>, last {}", utc(t)),
+            (None, None) => "no probe".into(),
+        };
+        s.push_str(&format!("<td>{state}</td></tr>"));
+    }
+    s.push_str("</table><p>Each vantage's figures are medians over its probes of the window; <em>vs best</em> is the gap to the vantage with the lowest median for that target. ITL that moves at every vantage together is the server; TTFT that moves at one vantage alone is the path to it.</p>");
+    s
+}
+
+/// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
+/// `since_ms` to `now`. `probes`: that target's, of every vantage.
+pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
+    use cadence_report::svg::{render, Series, Style, PALETTE};
+    let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
+        group(probes).into_values().next().unwrap_or_default();
+    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
+    let mut s = String::new();
+    for (title, y, f) in [
+        (
+            "ITL p50 per probe, by vantage",
+            "ITL p50 (ms)",
+            (|p: &ProbeRow| p.itl_p50_ms) as fn(&ProbeRow) -> Option<f64>,
+        ),
+        ("TTFT p50 per probe, by vantage", "TTFT p50 (ms)", |p| {
+            p.ttft_p50_ms
+        }),
+    ] {
+        let series: Vec<Series> = by_vantage
+            .iter()
+            .enumerate()
+            .map(|(i, (v, list))| {
+                let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
+                sr.points = list
+                    .iter()
+                    .filter(|p| p.started_ms >= since_ms)
+                    .filter_map(|p| Some((x(p), f(p)?)))
+                    .collect();
+                sr
+            })
+            .collect();
+        s.push_str(&format!("<h3>{title}</h3>{}", legend(&series)));
+        let chart = hours_chart(y, series);
+        s.push_str(&render(&chart).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
+    }
+    s
+}
+
+/// The hub's warning for [`url_mismatches`]; empty when every name means one URL.
+pub fn mismatch_html(vantages: &[crate::shared::Vantage]) -> String {
+    let mut s = String::new();
+    for (target, urls) in url_mismatches(vantages) {
+        let each: Vec<String> = urls
+            .iter()
+            .map(|(v, u)| format!("{} → <code>{}</code>", esc(v), esc(u)))
+            .collect();
+        s.push_str(&format!(
+            "<p class=\"bad\">{} is not one endpoint: {}. Targets are matched across vantages by name, so its rows compare different URLs; give each endpoint its own name.</p>",
+            esc(&target),
+            each.join(", ")
+        ));
+    }
+    s
+}
+
+/// "From every vantage": the shared store and, for a watcher that ships, its vantage
+/// and shipping state; then the day's comparison (on a target's page, its charts and
+/// incidents too) from `day`, the day's probes of every vantage, or the store's error
+/// in words. `day` is `None` while the shipper fails: the comparison waits for the store.
+pub fn section(
+    remote: &Remote,
+    day: Option<Result<&[VantageProbe], &str>>,
+    target: Option<&str>,
+    now: i64,
+) -> String {
+    let mut s = String::from("<h2>From every vantage</h2>");
+    s.push_str(&format!(
+        "<p>Shared store {}{}.</p>",
+        esc(remote.config.display()),
+        match &remote.ship {
+            Some(ship) => {
+                use std::sync::atomic::Ordering;
+                let pending = ship.pending.load(Ordering::Relaxed);
+                let why = ship.last_error();
+                format!(
+                    "; this watcher is vantage <b>{}</b>: {}",
+                    esc(&remote.vantage),
+                    match why {
+                        Some(e) => format!(
+                            "<span class=\"bad\">shipping fails ({}); {pending} probes wait here</span>",
+                            esc(&e)
+                        ),
+                        None if pending > 0 => format!("{pending} probes to ship"),
+                        None => "every probe shipped".into(),
+                    }
+                )
+            }
+            None => String::new(),
+        }
+    ));
+    let Some(day) = day else {
+        s.push_str("<p>The comparison returns when the shared store answers.</p>");
+        return s;
+    };
+    match day {
+        Ok(probes) => {
+            if target.is_some() {
+                s.push_str(&charts(probes, now - DAY_MS, now));
+            }
+            s.push_str(&table_html(
+                &crate::vantage::compare(probes, now - DAY_MS, now),
+                target.is_none(),
+            ));
+            if target.is_some() {
+                s.push_str("<h3>Incidents of the last day, by vantage</h3>");
+                s.push_str(&incidents_table(&crate::vantage::incidents_by_vantage(
+                    probes,
+                )));
+            }
+        }
+        Err(e) => s.push_str(&format!(
+            "<p class=\"bad\">The shared store does not answer: {}</p>",
+            esc(e)
+        )),
+    }
+    s
+}
+
+/// `watch serve`'s front page: the vantages (or the store's error in words), then
+/// `section`, the comparison of every target.
+pub fn hub(now: i64, vantages: Result<&[Vantage], &str>, section: &str) -> String {
+    let mut s = head("cadence watch · every vantage", true);
+    s.push_str(&format!(
+        "<h1>cadence watch · every vantage</h1><p>{} UTC · <a href=\"/api/vantages\">JSON</a></p>",
+        utc(now)
+    ));
+    match vantages {
+        Ok(vs) => {
+            s.push_str("<table><tr><th>vantage</th><th>targets</th><th>last probe (UTC)</th></tr>");
+            for v in vs {
+                let names: Vec<String> = v.targets.iter().map(|t| esc(&t.name)).collect();
+                s.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&v.name),
+                    names.join(", "),
+                    v.last_probe_ms.map_or("none yet".into(), utc)
+                ));
+            }
+            s.push_str("</table>");
+            s.push_str(&mismatch_html(vs));
+        }
+        Err(e) => s.push_str(&format!(
+            "<p class=\"bad\">The shared store does not answer: {}</p>",
+            esc(e)
+        )),
+    }
+    s.push_str(section);
+    s.push_str("</body></html>");
+    s
+}
+
+/// `watch serve`'s page of one target: the comparison `section` under its name.
+pub fn hub_target(name: &str, section: &str) -> String {
+    let mut s = head(&format!("cadence watch · {name}"), true);
+    s.push_str(&format!(
+        "<p><a href=\"/\">every vantage</a></p><h1>{}</h1>",
+        esc(name)
+    ));
+    s.push_str(section);
+    s.push_str("</body></html>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::DAY_MS;
+    use crate::vantage::tests::at;
+
+    #[test]
+    fn the_charts_draw_one_line_per_vantage() {
+        let now = 10 * HOUR_MS;
+        let probes = vec![
+            at("east", "api", now - 3_000, 20.0, 10.0, true),
+            at("east", "api", now - 2_000, 22.0, 10.0, true),
+            at("west", "api", now - 2_500, 95.0, 10.5, true),
+        ];
+        let html = charts(&probes, now - DAY_MS, now);
+        assert_eq!(html.matches("<svg").count(), 2);
+        // Three probes, each on both charts.
+        assert_eq!(html.matches("<circle").count(), 6, "{html}");
+        assert!(html.contains("east") && html.contains("west"));
+    }
+}
