@@ -22,8 +22,11 @@ pub const DEFAULT_MAX_STEPS: u32 = 8;
 /// One tool the steps declare: its name, what it does, and its arguments' JSON Schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
+    /// The name the model calls it by.
     pub name: String,
+    /// What the tool does, in words the model reads.
     pub description: String,
+    /// The JSON Schema of its arguments.
     pub parameters: Value,
 }
 
@@ -149,13 +152,26 @@ impl FromStr for Force {
 /// `normal:1s,200ms` (at least zero) or `exp:500ms` (exponential with that mean).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum DurationDist {
+    /// Always this long (`200ms`, `fixed:200ms`).
     Fixed(Duration),
+    /// Uniform between the two bounds, inclusive (`uniform:50ms..2s`).
     Uniform(Duration, Duration),
-    Normal { mean: Duration, stddev: Duration },
-    Exp { mean: Duration },
+    /// Normal, cut at zero (`normal:1s,200ms`).
+    Normal {
+        /// The distribution's mean.
+        mean: Duration,
+        /// Its standard deviation.
+        stddev: Duration,
+    },
+    /// Exponential (`exp:500ms`).
+    Exp {
+        /// The distribution's mean.
+        mean: Duration,
+    },
 }
 
 impl DurationDist {
+    /// One draw from `rng`, at least zero and at most a day.
     pub fn sample(&self, rng: &mut impl Rng) -> Duration {
         let secs = |d: Duration| d.as_secs_f64();
         let x = match *self {
@@ -219,7 +235,9 @@ impl FromStr for DurationDist {
 /// What an agent run's sessions do, besides the first prompt (the workload's).
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
+    /// The tools every step declares.
     pub tools: Vec<ToolDef>,
+    /// Whether a step must call a tool, and how a reply that calls none is handled.
     pub force: Force,
     /// How long the client runs the tools of one reply.
     pub tool_time: DurationDist,
@@ -287,7 +305,9 @@ impl AgentSpec {
 #[derive(Debug, Clone)]
 pub struct Transcript {
     api: Api,
+    /// The system prompt when the dialect sends it apart from the messages (Anthropic).
     pub system: Option<String>,
+    /// The messages so far (or the Responses API's input items), as the dialect sends them.
     pub items: Vec<Value>,
     /// The text of every message and call, for counting the prompt's tokens when the
     /// server gives no usage.

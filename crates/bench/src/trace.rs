@@ -25,8 +25,15 @@ pub struct TraceEntry {
 /// comment lines included.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TraceError {
+    /// A line that cannot be read.
     #[error("line {line}: {what}")]
-    Line { line: usize, what: String },
+    Line {
+        /// The line's number, from 1.
+        line: usize,
+        /// What is wrong with it (the field and what was found).
+        what: String,
+    },
+    /// No line holds an entry.
     #[error("the trace has no entries (every line is blank or a # comment)")]
     Empty,
 }

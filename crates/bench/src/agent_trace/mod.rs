@@ -45,8 +45,11 @@ pub enum Reuse {
 /// One recorded LLM call of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceCall {
+    /// The prompt's recorded length: the replayed prompt has exactly these tokens.
     pub input_tokens: u32,
+    /// The reply's recorded length, asked for as the call's output limit.
     pub output_tokens: u32,
+    /// How much of the session's context the prompt sends again.
     pub reuse: Reuse,
     /// The client's time between the previous call's last byte and this send.
     pub tool_wait: Duration,
@@ -58,9 +61,11 @@ pub struct TraceCall {
 /// One recorded session: when it arrived and its calls in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceSession {
+    /// The session's name in the trace (or `line-N`), written as each call's prompt id.
     pub id: String,
     /// Arrival offset from the trace's first session.
     pub at: Duration,
+    /// The recorded calls, in the order they are replayed.
     pub calls: Vec<TraceCall>,
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 /// text the new parts are cut from.
 #[derive(Debug)]
 pub struct Replay {
+    /// The recorded sessions, in arrival order; dispatch `k` replays `k` modulo their count.
     pub sessions: Vec<TraceSession>,
     /// The tools (declared on every call; `tool_choice` left to the model) and the
     /// generator of exact-length text (`results`).
@@ -62,6 +63,8 @@ pub struct ReplayState {
 }
 
 impl ReplayState {
+    /// An empty context for a session replayed over `api` (the dialect shapes its
+    /// messages).
     pub fn new(api: Api) -> ReplayState {
         ReplayState {
             api,
