@@ -10,14 +10,18 @@ use cadence_core::stats::median;
 /// A target as the page shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TargetInfo {
+    /// The target's name, unique among the watcher's.
     pub name: String,
     /// Without credentials or query values.
     pub url: String,
+    /// Its SLOs as written (`itl.p50<=8ms`).
     pub slos: Vec<String>,
+    /// Seconds from one probe's start to the next.
     pub interval_s: f64,
 }
 
 impl TargetInfo {
+    /// A prepared target as the page shows it.
     pub fn of(p: &Prepared) -> TargetInfo {
         TargetInfo {
             name: p.target.name.clone(),
@@ -31,10 +35,13 @@ impl TargetInfo {
 /// One target over one window.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Standing {
+    /// Probes that started in the window.
     pub probes: u64,
     /// Medians over the window's probes of each probe's figure.
     pub ttft_p50_ms: Option<f64>,
+    /// The median of the probes' ITL p50 (ms).
     pub itl_p50_ms: Option<f64>,
+    /// The median of the probes' ITL p99 (ms).
     pub itl_p99_ms: Option<f64>,
     /// Median per-request output speed.
     pub output_tok_s: Option<f64>,
@@ -64,8 +71,11 @@ pub fn standing(probes: &[ProbeRow], since_ms: i64) -> Standing {
     }
 }
 
+/// An hour in milliseconds.
 pub const HOUR_MS: i64 = 3_600_000;
+/// A day in milliseconds.
 pub const DAY_MS: i64 = 24 * HOUR_MS;
+/// A week in milliseconds.
 pub const WEEK_MS: i64 = 7 * DAY_MS;
 
 /// A figure for a table cell, as every command writes one (cadence-report's cell: the
@@ -83,12 +93,18 @@ pub fn utc(ms: i64) -> String {
 /// One target's row of the leaderboard and of `/api/targets`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Row {
+    /// The target.
     #[serde(flatten)]
     pub target: TargetInfo,
+    /// Its latest probe, if any.
     pub last_probe: Option<ProbeRow>,
+    /// Its standing over the last hour.
     pub hour: Standing,
+    /// Its standing over the last day.
     pub day: Standing,
+    /// Its standing over the last week.
     pub week: Standing,
+    /// The incident still open, if any.
     pub open_incident: Option<Incident>,
 }
 

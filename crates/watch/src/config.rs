@@ -40,8 +40,11 @@ struct SharedFile {
 /// `key=value` string), the variable holding its password, a private CA's PEM file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SharedSpec {
+    /// The address: a `postgres://` URL or a libpq `key=value` string.
     pub url: String,
+    /// The environment variable holding the password (never the password).
     pub password_env: Option<String>,
+    /// A PEM file of a private CA trusted beside the public roots.
     pub ca_file: Option<std::path::PathBuf>,
 }
 
@@ -113,10 +116,12 @@ pub struct Probe {
     /// Prompt length in tokens (words, as the built-in simulator counts them) of the
     /// synthetic prompt.
     pub prompt_tokens: u32,
+    /// What the requests ask: the synthetic prompt, the user's text, or a dataset.
     pub prompts: Prompts,
     /// Merged into every request body, as `cadence bench --extra-body` (sampling
     /// settings, `ignore_eos`, a provider's own fields).
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The output tokens each request asks for at most.
     pub max_tokens: u32,
     /// Requests in flight at once (closed loop).
     pub concurrency: u32,
@@ -124,6 +129,7 @@ pub struct Probe {
     pub requests: u32,
     /// From one probe's start to the next one's, give or take `jitter`.
     pub interval: Duration,
+    /// How far a probe's start may move from its interval, either way.
     pub jitter: Duration,
     /// A probe still running after this is stopped; its unfinished requests count as
     /// aborted (a hung target cannot stall the watcher).
@@ -138,11 +144,14 @@ pub struct Probe {
 /// midnight when `end < start` (`22:00-06:00`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hours {
+    /// The window's start, in minutes from midnight UTC.
     pub start_min: u32,
+    /// The window's end, in minutes from midnight UTC.
     pub end_min: u32,
 }
 
 impl Hours {
+    /// Parses `HH:MM-HH:MM`; an error in words.
     pub fn parse(s: &str) -> Result<Hours, String> {
         let hm = |t: &str| -> Option<u32> {
             let (h, m) = t.trim().split_once(':')?;
@@ -206,6 +215,7 @@ impl Default for Probe {
 pub struct Target {
     /// Unique; the label of its rows, series and page.
     pub name: String,
+    /// The endpoint: a base URL or a full one (or `builtin`).
     pub url: String,
     /// `--api`'s names (`chat`, `completions`, `anthropic`, …); `None`: from the path.
     pub api: Option<cadence_wire::Api>,
@@ -213,18 +223,23 @@ pub struct Target {
     pub model: Option<String>,
     /// The name of the environment variable holding the API key (never the key).
     pub key_env: Option<String>,
+    /// The user's own headers, name and value (the values are secrets).
     pub headers: Vec<(String, String)>,
     /// A PEM file of CA certificates trusted beside the public roots on https:// (an
     /// endpoint behind a private CA).
     pub ca_file: Option<std::path::PathBuf>,
+    /// The SLOs each probe is judged by.
     pub slos: Vec<Slo>,
+    /// What each probe sends and when.
     pub probe: Probe,
 }
 
 /// The whole watch: its targets and where incidents are posted.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The endpoints to watch.
     pub targets: Vec<Target>,
+    /// Where incidents are posted (a URL), if anywhere.
     pub webhook: Option<String>,
     /// `[builtin]`: the built-in simulator stops producing tokens from `.0` after the
     /// watcher starts, for `.1` (a fault to watch an incident open and close).
@@ -249,8 +264,11 @@ pub fn valid_name(name: &str) -> bool {
 /// `factor` times as long) from `at` after the watcher starts, for `duration`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BuiltinSlow {
+    /// When the slowdown starts, after the watcher does.
     pub at: Duration,
+    /// How long it lasts.
     pub duration: Duration,
+    /// How many times slower each gap is.
     pub factor: f64,
 }
 

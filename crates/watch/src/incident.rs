@@ -5,8 +5,10 @@
 
 use crate::store::ProbeRow;
 
+/// A run of probes of one target that breached its SLOs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Incident {
+    /// The target's name.
     pub target: String,
     /// The first breaching probe's start (Unix ms).
     pub start_ms: i64,
@@ -55,7 +57,9 @@ pub fn incidents(probes: &[ProbeRow]) -> Vec<Incident> {
 /// What a new probe does to its target's incident state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
+    /// The target breached after passing: an incident opened.
     Opened,
+    /// The target passed after breaching: its incident closed.
     Closed,
 }
 

@@ -2,6 +2,8 @@
 //! probes on a schedule through the bench runner, kept in SQLite, served as a page with
 //! charts, Prometheus metrics and incident webhooks, and reported offline.
 
+#![warn(missing_docs)]
+
 pub mod board;
 mod columns;
 pub mod config;

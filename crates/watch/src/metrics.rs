@@ -14,39 +14,57 @@ use std::sync::Arc;
 
 type F64Gauge = Gauge<f64, AtomicU64>;
 
+/// The labels of a per-target series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TargetLabels {
+    /// The target's name.
     pub target: String,
 }
 
+/// The labels of a per-target quantile.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QuantileLabels {
+    /// The target's name.
     pub target: String,
+    /// The quantile (`0.5`, `0.99`).
     pub quantile: String,
 }
 
+/// The labels of a per-target count by result.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
+    /// The target's name.
     pub target: String,
+    /// The result (`pass`, `breach`).
     pub result: String,
 }
 
+/// The labels of a per-target count by outcome class.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
+    /// The target's name.
     pub target: String,
+    /// The outcome class (`success`, `http_error`, …).
     pub outcome: String,
 }
 
+/// The labels of the hub's per-vantage series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VantageLabels {
+    /// The target's name.
     pub target: String,
+    /// The vantage's name.
     pub vantage: String,
 }
 
+/// The labels of the hub's per-vantage quantile.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VantageQuantileLabels {
+    /// The target's name.
     pub target: String,
+    /// The vantage's name.
     pub vantage: String,
+    /// The quantile (`0.5`, `0.99`).
     pub quantile: String,
 }
 
@@ -142,6 +160,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The gauges, registered under `cadence_watch`, with no series yet.
     pub fn new() -> Metrics {
         let mut m = Metrics {
             registry: Registry::with_prefix("cadence_watch"),

@@ -24,6 +24,7 @@ use std::time::Duration;
 /// A target made ready to probe: its client, request factory and credentials, built
 /// once at start.
 pub struct Prepared {
+    /// The target as configured.
     pub target: Target,
     /// The endpoint as it may be shown (no credentials, no query values).
     pub display: String,
@@ -40,7 +41,9 @@ impl std::fmt::Debug for Prepared {
 #[derive(Debug, thiserror::Error)]
 #[error("target {target:?}: {reason}")]
 pub struct PrepareError {
+    /// The target's name.
     pub target: String,
+    /// What is wrong, in words.
     pub reason: String,
 }
 

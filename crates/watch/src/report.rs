@@ -9,8 +9,11 @@ use crate::store::ProbeRow;
 /// How the report is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// Text for a terminal.
     Console,
+    /// Markdown.
     Markdown,
+    /// One self-contained HTML page.
     Html,
     /// The same figures as data (`schema_version` 1): for a script, not a person.
     Json,

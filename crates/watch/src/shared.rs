@@ -54,20 +54,39 @@ CREATE TABLE watch_requests (
 /// Serializes watchers creating the schema at once (any constant; "cadence").
 const MIGRATION_LOCK: i64 = 0x0063_6164_656e_6365;
 
+/// Why the shared store cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
+    /// The address does not parse.
     #[error("the shared store's address is not a PostgreSQL connection string (`postgres://user@host/db` or `host=... dbname=...`): {0}")]
     Address(String),
+    /// The password variable is not set.
     #[error("the variable {0} named by the shared store's password_env is not set")]
     Password(String),
     #[error("the shared store's CA file {path}: {detail}")]
-    Ca { path: String, detail: String },
+    /// The CA file cannot be read or holds no certificate.
+    Ca {
+        /// The CA file.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     #[error("the shared store {at}: {detail}")]
-    Server { at: String, detail: String },
+    /// The store refused or failed a request, or does not answer.
+    Server {
+        /// The store, without its password.
+        at: String,
+        /// The server's or the connection's words.
+        detail: String,
+    },
+    /// The store's schema is newer than this build's.
     #[error("the shared store {at} has schema version {found}, newer than this cadence's {supported}: upgrade this watcher")]
     Newer {
+        /// The store, without its password.
         at: String,
+        /// Its schema version.
         found: i32,
+        /// This build's.
         supported: i32,
     },
 }
@@ -239,7 +258,9 @@ impl ShipState {
 /// A probe as the shared store holds it: with the vantage that ran it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VantageProbe {
+    /// The vantage that ran the probe.
     pub vantage: String,
+    /// The probe as the vantage stored it.
     #[serde(flatten)]
     pub probe: ProbeRow,
 }
@@ -247,10 +268,13 @@ pub struct VantageProbe {
 /// A vantage point as the shared store knows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Vantage {
+    /// The vantage's name.
     pub name: String,
     /// The targets it announced, and when it last started.
     pub targets: Vec<TargetInfo>,
+    /// When it last announced itself (Unix ms).
     pub seen_ms: i64,
+    /// Its latest probe's start (Unix ms), if any.
     pub last_probe_ms: Option<i64>,
 }
 
@@ -632,6 +656,7 @@ impl Cells for Row<'_> {
 /// The shared store as the page reads it: one connection, opened on first use and
 /// again after it drops (a server restart shows as an error on one page, not forever).
 pub struct Remote {
+    /// Where the store is and how to log in.
     pub config: SharedConfig,
     /// This watcher's vantage (empty for `watch serve`, which has none).
     pub vantage: String,
@@ -647,6 +672,7 @@ impl std::fmt::Debug for Remote {
 }
 
 impl Remote {
+    /// Reads `config` for `vantage` (empty for the hub); `ship`: the shipper's state, when this watcher ships.
     pub fn new(
         config: SharedConfig,
         vantage: String,

@@ -20,11 +20,15 @@ const BATCH: u32 = 50;
 /// The shipper's settings.
 #[derive(Debug, Clone)]
 pub struct Shipper {
+    /// The shared store.
     pub config: SharedConfig,
+    /// This watcher's vantage name there.
     pub vantage: String,
+    /// The targets announced there.
     pub targets: Vec<TargetInfo>,
     /// This watcher's `--retain`, applied to its own rows in the shared store.
     pub retain: Duration,
+    /// Say each shipped batch (an info event).
     pub verbose: bool,
 }
 

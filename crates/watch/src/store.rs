@@ -53,21 +53,33 @@ CREATE INDEX probes_unshipped ON probes(id) WHERE shipped = 0;
 pub struct ProbeRow {
     /// Assigned on insert (0 before).
     pub id: i64,
+    /// The target's name.
     pub target: String,
+    /// When the probe started (Unix ms).
     pub started_ms: i64,
+    /// When it ended (Unix ms).
     pub ended_ms: i64,
+    /// Requests sent.
     pub sent: u64,
+    /// Requests that succeeded.
     pub succeeded: u64,
     /// Failed requests over every class (`failed_by_class` sums to it).
     pub failed: u64,
     /// Ended by the probe's deadline.
     pub aborted: u64,
+    /// Failed requests by outcome class.
     pub failed_by_class: BTreeMap<String, u64>,
+    /// TTFT p50 over the probe's requests (ms).
     pub ttft_p50_ms: Option<f64>,
+    /// TTFT p99 (ms).
     pub ttft_p99_ms: Option<f64>,
+    /// ITL p50 over every gap of the probe (ms).
     pub itl_p50_ms: Option<f64>,
+    /// ITL p99 (ms).
     pub itl_p99_ms: Option<f64>,
+    /// The median of its requests' output speed (tokens/s).
     pub output_tok_s: Option<f64>,
+    /// Whether the probe met every SLO and the error ceiling.
     pub slo_ok: bool,
     /// Each SLO and error check with its observed value, in words (JSON list).
     pub slo_detail: Vec<String>,
@@ -75,7 +87,9 @@ pub struct ProbeRow {
     /// `mixed`), the p99 of the client's read delay (user read time − kernel receive
     /// time) and of its event loop's lag during the probe. `None`: not measured.
     pub clock: Option<String>,
+    /// The p99 of the client's read delay (ms).
     pub read_delay_p99_ms: Option<f64>,
+    /// The p99 of the client's event-loop lag during the probe (ms).
     pub loop_lag_p99_ms: Option<f64>,
     /// Socket reads that carried more than one chunk: those chunks share one
     /// timestamp, so each such read adds a gap of 0 to the ITL.
@@ -85,34 +99,77 @@ pub struct ProbeRow {
 /// One request of a probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRow {
+    /// The request's index in its probe.
     pub idx: u64,
+    /// Its outcome class (`success`, `http_error`, …).
     pub outcome: String,
+    /// Its time to first token (ms).
     pub ttft_ms: Option<f64>,
+    /// Its end-to-end time (ms).
     pub e2e_ms: Option<f64>,
+    /// The chunks it received.
     pub chunks: u64,
+    /// Its output tokens, when the server said.
     pub output_tokens: Option<u64>,
+    /// The median of its inter-token gaps (ms).
     pub itl_p50_ms: Option<f64>,
+    /// Its longest inter-token gap (ms).
     pub itl_max_ms: Option<f64>,
 }
 
+/// Why the database cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{path} is in use by another `cadence watch` (its lock file {lock} is held): one watcher writes a database; give this one its own --db")]
-    Locked { path: String, lock: String },
+    /// Another watcher holds the database's lock.
+    Locked {
+        /// The database.
+        path: String,
+        /// Its lock file.
+        lock: String,
+    },
     #[error("{path} is locked by another process that is writing it (SQLite: {detail})")]
-    Busy { path: String, detail: String },
+    /// Another process is writing the database.
+    Busy {
+        /// The database.
+        path: String,
+        /// SQLite's words.
+        detail: String,
+    },
     #[error("{path} is not a readable cadence watch database (corrupt, or not SQLite): {detail}")]
-    Corrupt { path: String, detail: String },
+    /// The file is not a readable watch database.
+    Corrupt {
+        /// The file.
+        path: String,
+        /// SQLite's words.
+        detail: String,
+    },
+    /// The database's schema is newer than this build's.
     #[error("{path} has schema version {found}, newer than this cadence's {supported}: upgrade cadence, or use another --db")]
     Newer {
+        /// The database.
         path: String,
+        /// Its schema version.
         found: i64,
+        /// This build's.
         supported: i64,
     },
     #[error("{path}: the disk is full: {detail}")]
-    Full { path: String, detail: String },
+    /// The disk is full.
+    Full {
+        /// The database.
+        path: String,
+        /// SQLite's words.
+        detail: String,
+    },
     #[error("{path}: {detail}")]
-    Other { path: String, detail: String },
+    /// Any other failure.
+    Other {
+        /// The database.
+        path: String,
+        /// What failed, in words.
+        detail: String,
+    },
 }
 
 impl StoreError {
@@ -312,6 +369,7 @@ impl Store {
         })
     }
 
+    /// Where the database is.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -418,6 +476,7 @@ impl Store {
         rows.next().transpose().map_err(|e| self.err(e))
     }
 
+    /// The requests of one probe, in order.
     pub fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, StoreError> {
         let mut st = self
             .conn

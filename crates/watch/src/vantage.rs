@@ -13,16 +13,22 @@ use std::collections::BTreeMap;
 /// One target as seen from one vantage.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VantageRow {
+    /// The target's name.
     pub target: String,
+    /// The vantage's name.
     pub vantage: String,
+    /// Its standing over the last hour.
     pub hour: Standing,
     /// Over the window (the last day on the page; `--since` in a report).
     pub window: Standing,
     /// The window's TTFT p50 and ITL p50 above the best vantage's for this target
     /// (0 for the best; `None` without figures).
     pub ttft_p50_over_best_ms: Option<f64>,
+    /// The window's ITL p50 above the best vantage's (ms).
     pub itl_p50_over_best_ms: Option<f64>,
+    /// Its latest probe's start (Unix ms), if any.
     pub last_probe_ms: Option<i64>,
+    /// Its open incident, if any.
     pub open_incident: Option<Incident>,
 }
 
@@ -111,6 +117,7 @@ pub fn cells(rows: &[VantageRow]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The comparison's column heads, in [`cells`]' order.
 pub fn head() -> &'static [&'static str] {
     &HEAD
 }

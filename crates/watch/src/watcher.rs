@@ -23,6 +23,7 @@ use tokio::time::Instant;
 pub struct Options {
     /// Probes older than this are deleted.
     pub retain: Duration,
+    /// Where incidents are posted, if anywhere.
     pub webhook: Option<Webhook>,
     /// Say each probe (an info event).
     pub verbose: bool,

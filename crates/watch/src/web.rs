@@ -52,6 +52,7 @@ impl PageState {
 /// A served page; dropped = shut down.
 #[derive(Debug)]
 pub struct Server {
+    /// Where the page is served (the real port when bound to port 0).
     pub addr: SocketAddr,
     _stop: tokio::sync::oneshot::Sender<()>,
 }

@@ -13,9 +13,11 @@ use std::time::Duration;
 pub struct Event<'a> {
     /// `incident_start` or `incident_end`.
     pub event: &'static str,
+    /// The target's name.
     pub target: &'a str,
     /// The probe that opened or closed it (Unix ms).
     pub at_ms: i64,
+    /// The probe as stored.
     pub probe: &'a ProbeRow,
 }
 
@@ -41,6 +43,7 @@ pub struct Webhook {
 }
 
 impl Webhook {
+    /// Posts to `url`.
     pub fn new(url: http::Uri) -> Webhook {
         let client = client::build(&ClientConfig {
             pool_size: 1,

@@ -58,6 +58,7 @@ pub fn leaderboard_table(rows: &[Row], link: bool) -> String {
     s
 }
 
+/// The leaderboard page of `rows` at `now` (Unix ms).
 pub fn leaderboard_html(rows: &[Row], now: i64) -> String {
     let mut s = head("cadence watch", true);
     s.push_str(&format!(
