@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 /// One arrival handed to the dispatcher.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticket {
+    /// The arrival's number in the schedule, from 0.
     pub index: u64,
     /// When the schedule wanted it sent.
     pub scheduled: tokio::time::Instant,

@@ -12,11 +12,14 @@ pub const ANTHROPIC_MAX_TOKENS: u32 = 4096;
 /// turns and replies).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// `system`, `user` or `assistant`.
     pub role: String,
+    /// The message's text.
     pub content: String,
 }
 
 impl Message {
+    /// A message from `role` saying `content`.
     pub fn new(role: &str, content: &str) -> Message {
         Message {
             role: role.to_owned(),
@@ -28,8 +31,11 @@ impl Message {
 /// What every request of a run carries.
 #[derive(Debug, Clone)]
 pub struct BodySpec {
+    /// The dialect the body is written in.
     pub api: Api,
+    /// The model named in every body.
     pub model: String,
+    /// The output limit sent when a prompt gives none (`--max-tokens`).
     pub max_tokens: Option<u32>,
     /// Merged last, so it overrides anything above (objects merge key by key).
     pub extra: Option<Map<String, Value>>,

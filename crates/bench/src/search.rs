@@ -6,7 +6,9 @@
 /// One probe and its verdict.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Probe {
+    /// The load probed: a concurrency or a rate.
     pub level: f64,
+    /// Whether the level met every SLO.
     pub pass: bool,
 }
 
@@ -26,6 +28,8 @@ pub struct Search {
 const RATE_RESOLUTION: f64 = 1.05;
 
 impl Search {
+    /// A search starting at `start` (rounded to a whole level of at least 1 when
+    /// `integer`), allowed `max_probes` probes.
     pub fn new(start: f64, integer: bool, max_probes: usize) -> Search {
         let start = if integer {
             start.round().max(1.0)
@@ -89,6 +93,7 @@ impl Search {
         self.first_fail
     }
 
+    /// Every probe so far, in the order run.
     pub fn probes(&self) -> &[Probe] {
         &self.probes
     }

@@ -10,11 +10,14 @@ use cadence_records::{RecordsConfig, RecordsError, RecordsWriter, SinkError, Sin
 /// live view of the caller's (when it adds one), and the level aggregators `L` the
 /// report is assembled from.
 pub struct BenchSinks<L> {
+    /// The records file's writer, when the run writes one.
     pub records: Option<RecordsWriter>,
+    /// The progress bar and its counts.
     pub progress: Progress,
     /// What a dashboard draws from, fed here like the rest: the bench does not know how
     /// it is drawn, so the terminal's crates stay out of its build.
     pub live: Option<Box<dyn RecordSink + Send>>,
+    /// The level aggregators the report is assembled from.
     pub levels: L,
 }
 

@@ -105,7 +105,9 @@ impl BodyCache {
 /// One user turn and its output length (`None`: the run's `max_tokens`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnSpec {
+    /// The user message the turn sends.
     pub user: String,
+    /// The turn's output length, when the item gives one.
     pub max_tokens: Option<u32>,
 }
 
@@ -113,16 +115,22 @@ pub struct TurnSpec {
 /// request per turn, each carrying the turns and live replies before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkItem {
+    /// The item's name, written as each of its requests' prompt id.
     pub id: String,
+    /// The messages sent before the first turn (a system prompt, an earlier exchange).
     pub history: Vec<Message>,
+    /// The turns, one request each, in order.
     pub turns: Vec<TurnSpec>,
 }
 
 /// A request ready to send, with what the record should say about it.
 #[derive(Debug)]
 pub struct BuiltTurn {
+    /// The HTTP request: the endpoint, the headers and the body.
     pub request: Request<Full<Bytes>>,
+    /// Which prompt or work item it sends, for the record.
     pub prompt_id: String,
+    /// The shared prefix group its prompt starts with, if any.
     pub prefix_group: Option<u32>,
     /// The prompt text sent: one entry per message (history, turns and replies), or
     /// the one prompt. Empty when `--extra-body` replaces the prompt or messages, so
