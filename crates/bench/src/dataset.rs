@@ -13,10 +13,18 @@ use serde_json::Value;
 /// Why a dataset could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DatasetError {
+    /// A line of a JSON Lines dataset that cannot be read.
     #[error("line {line}: {why}")]
-    Line { line: usize, why: String },
+    Line {
+        /// The line's number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A file that is not ShareGPT's layout, and why.
     #[error("not a ShareGPT file: {0}")]
     ShareGpt(String),
+    /// No entry is left to send (the text says which filter dropped them, if any).
     #[error("the dataset has no usable entry{0}")]
     Empty(String),
 }
@@ -29,6 +37,7 @@ pub struct DatasetOptions {
     pub multi_turn: bool,
     /// Keep entries whose first prompt has at least / at most this many tokens.
     pub min_prompt_tokens: Option<usize>,
+    /// The upper bound of the same filter.
     pub max_prompt_tokens: Option<usize>,
     /// Shuffle with this seed (None keeps file order).
     pub seed: Option<u64>,

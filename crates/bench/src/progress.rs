@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 const WINDOW_ITL: usize = 20_000;
 const WINDOW_TTFT: usize = 2_000;
 
+/// The progress line and the counts behind it, shared by the runner, the sink and a
+/// dashboard (clones share one state).
 #[derive(Clone)]
 pub struct Progress {
     bar: ProgressBar,
@@ -33,6 +35,7 @@ struct Inner {
 pub struct SkipWatch(tokio::sync::watch::Receiver<u64>);
 
 impl SkipWatch {
+    /// Waits for the next skip request (forever, once the progress is gone).
     pub async fn requested(&mut self) {
         if self.0.changed().await.is_err() {
             std::future::pending::<()>().await;
@@ -84,6 +87,7 @@ impl Progress {
         }
     }
 
+    /// Requests sent and not yet ended.
     pub fn in_flight(&self) -> u64 {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
@@ -104,10 +108,12 @@ impl Progress {
         self.bar.set_draw_target(ProgressDrawTarget::hidden());
     }
 
+    /// A request went out (one more in flight).
     pub fn started(&self) {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A request ended (one fewer in flight).
     pub fn ended(&self) {
         self.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -139,6 +145,7 @@ impl Progress {
         }
     }
 
+    /// Clears the line at the run's end.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -23,9 +23,22 @@ pub const CORPUS: &str = include_str!("../corpus/public-domain.txt");
 /// `uniform:100..1000` (both ends included).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LengthDist {
+    /// Always this many tokens.
     Fixed(u32),
-    Normal { mean: f64, stddev: f64 },
-    Uniform { lo: u32, hi: u32 },
+    /// Normal, rounded and at least 1.
+    Normal {
+        /// The mean length.
+        mean: f64,
+        /// Its standard deviation.
+        stddev: f64,
+    },
+    /// Uniform over `lo..=hi`.
+    Uniform {
+        /// The shortest length.
+        lo: u32,
+        /// The longest length.
+        hi: u32,
+    },
 }
 
 impl LengthDist {
@@ -97,12 +110,14 @@ impl FromStr for LengthDist {
 /// Why a corpus cannot make prompts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CorpusError {
+    /// The corpus holds no words at all.
     #[error("the corpus has no words")]
     Empty,
     #[error(
         "the corpus has no word that is a single token, so not every length can be met \
          exactly; use a corpus of ordinary prose"
     )]
+    /// No word of the corpus is one token, so lengths cannot be met exactly.
     NoSingleToken,
 }
 
@@ -116,6 +131,7 @@ pub enum Counter {
 }
 
 impl Counter {
+    /// The tokens (or words) in `text`.
     pub fn count(&self, text: &str) -> usize {
         match self {
             Counter::Tokenizer(t) => t.count(text),

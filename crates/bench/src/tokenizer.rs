@@ -10,17 +10,27 @@ use std::sync::Arc;
 /// Why a tokenizer could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// The path given does not exist.
     #[error("tokenizer '{0}': no such file or folder")]
     NotFound(String),
+    /// A folder without a `tokenizer.json`.
     #[error("tokenizer folder '{}' has no tokenizer.json", .0.display())]
     NoJson(PathBuf),
+    /// A hub model id where a path was wanted (nothing is downloaded).
     #[error(
         "tokenizer '{0}' looks like a model id on a hub; cadence does not download \
          tokenizers (offline): pass the path of its tokenizer.json or of a folder holding one"
     )]
     HubId(String),
+    /// The file could not be read or parsed as a tokenizer.
     #[error("tokenizer '{}' could not be read: {msg}", .path.display())]
-    Load { path: PathBuf, msg: String },
+    Load {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// The tokenizers library's reason.
+        msg: String,
+    },
+    /// A tokenizer could not be made (from a `tokenizer.json` text, or trained).
     #[error("could not build the tokenizer: {0}")]
     Build(String),
 }

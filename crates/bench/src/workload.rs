@@ -19,8 +19,11 @@ pub const DEFAULT_PROMPT: &str =
 /// Makes the HTTP request for request number `index`.
 #[derive(Debug, Clone)]
 pub struct RequestFactory {
+    /// The URL every request goes to.
     pub endpoint: Uri,
+    /// The headers every request carries (credentials, `-H`).
     pub headers: HeaderMap,
+    /// What every body carries: dialect, model, output limit, extra fields.
     pub body: BodySpec,
     /// Prompts, used in turn.
     pub prompts: Vec<String>,
