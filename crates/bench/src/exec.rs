@@ -45,6 +45,7 @@ pub struct Timeouts {
     /// (`--max-response-bytes`) and content-bearing chunks kept (`--max-chunks`). A
     /// stream past either ends `response_too_large`, its record cut at the ceiling.
     pub max_response_bytes: u64,
+    /// The most content-bearing chunks kept (`--max-chunks`).
     pub max_chunks: usize,
 }
 
@@ -169,15 +170,18 @@ impl Clone for Cancel {
 }
 
 impl Cancel {
+    /// A signal and its first receiver (clone it for more).
     pub fn new() -> (CancelSender, Cancel) {
         let shared = Arc::new(CancelShared::default());
         (CancelSender(shared.clone()), shared.register())
     }
 
+    /// Whether the signal has fired.
     pub fn is_cancelled(&self) -> bool {
         self.shared.fired.load(Ordering::Acquire)
     }
 
+    /// Waits until the signal fires.
     pub async fn cancelled(&mut self) {
         std::future::poll_fn(|cx| self.poll_cancelled(cx)).await
     }
@@ -208,11 +212,17 @@ impl Cancel {
 
 /// What the executor needs besides the request.
 pub struct ExecContext<'a> {
+    /// The HTTP client the request goes through.
     pub client: &'a HyperClient,
+    /// The run clock the record's times are read on.
     pub clock: &'a Clock,
+    /// The request's time limits.
     pub timeouts: &'a Timeouts,
+    /// The dialect the response is read in.
     pub api: Api,
+    /// A malformed event fails the request instead of being counted (`--strict`).
     pub strict: bool,
+    /// What secrets are masked in the record's error.
     pub redactor: &'a Redactor,
     /// The request's `max_tokens`, when it sends one: the tracker makes room for that
     /// many chunks at the first one ([`StreamTracker::expect_chunks`]).

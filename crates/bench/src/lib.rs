@@ -2,6 +2,8 @@
 //! a runner that drives load shapes and accounts for every request, and a sink that
 //! writes records as the run goes.
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod agent_trace;
 pub mod arrivals;

@@ -33,18 +33,27 @@ use tokio::time::{sleep_until, Instant};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Load {
     /// A fixed number of requests in flight; each slot sends again when its request ends.
-    Closed { concurrency: u32 },
+    Closed {
+        /// Requests in flight at once.
+        concurrency: u32,
+    },
     /// Requests sent at scheduled times whatever the server does (coordinated omission
     /// stays visible); arrivals beyond `max_concurrency` in flight are dropped.
     Open {
+        /// Arrivals per second.
         rate: f64,
+        /// How the gaps between arrivals are drawn (Poisson, constant, ...).
         process: ArrivalProcess,
+        /// The most requests in flight; an arrival past it is dropped and recorded.
         max_concurrency: Option<u32>,
+        /// The time over which the rate grows from 0 to `rate`.
         ramp_up: Duration,
     },
     /// Requests sent at recorded arrival offsets (trace replay), open loop.
     Trace {
+        /// Each arrival's offset from the level's start, in send order.
         offsets: Arc<Vec<Duration>>,
+        /// The most requests in flight; an arrival past it is dropped and recorded.
         max_concurrency: Option<u32>,
     },
 }
@@ -99,6 +108,7 @@ impl Load {
 /// How much load, for how long.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
+    /// The shape of the load: closed, open or a trace's arrivals.
     pub load: Load,
     /// Measured requests to send (warm-up requests come on top).
     pub requests: Option<u64>,
@@ -156,12 +166,19 @@ impl Placement {
 
 /// Everything the request tasks share.
 pub struct RunContext {
+    /// The HTTP client every request goes through.
     pub client: HyperClient,
+    /// What each dispatch sends.
     pub factory: RequestFactory,
+    /// The per-request time limits.
     pub timeouts: Timeouts,
+    /// The dialect responses are read in.
     pub api: Api,
+    /// A malformed event fails the request instead of being counted (`--strict`).
     pub strict: bool,
+    /// What secrets are masked in a record's error text.
     pub redactor: Redactor,
+    /// The live progress line and in-flight count.
     pub progress: Progress,
     /// Counts output tokens after each stream (off the read loop, on a blocking
     /// thread) and attributes them to chunks.
@@ -225,6 +242,7 @@ pub struct RunSummary {
     pub dropped: u64,
     /// Why the level ended before its plan, in plain words.
     pub stopped_early: Option<String>,
+    /// Why the level stopped issuing requests.
     pub stop: StopReason,
     /// In-flight requests had to be cancelled after the grace period.
     pub aborted_in_flight: u64,

@@ -12,15 +12,20 @@ pub struct Target {
     pub endpoint: Uri,
     /// The URI of the model list (`…/v1/models`).
     pub models: Uri,
+    /// The dialect the endpoint speaks.
     pub api: Api,
 }
 
+/// Why a URL cannot be a target.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
+    /// Not a URL: the text and the parser's reason.
     #[error("'{0}' is not a URL: {1} (expected something like http://127.0.0.1:8000/v1)")]
     Invalid(String, String),
+    /// A URL without an http:// or https:// scheme.
     #[error("'{0}' has no http:// or https:// scheme (ws:// and wss:// are for --api websocket)")]
     Scheme(String),
+    /// A dialect whose path cannot be guessed from a base URL: the URL and the dialect.
     #[error("'{0}': --api {1} needs the full endpoint URL, e.g. http://127.0.0.1:8000/v2/models/NAME/generate_stream")]
     NeedsEndpoint(String, &'static str),
 }
