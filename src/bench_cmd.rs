@@ -34,6 +34,11 @@ use crate::cli::DEFAULT_CONCURRENCY;
 
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     no_tui_on_a_dumb_terminal(&mut args);
+    if let (Some(seed), false) = (args.resolve_seed(), args.quiet) {
+        eprintln!(
+            "Seed {seed} (drawn for this run: new prompts and draws; --seed {seed} repeats them)."
+        );
+    }
     // A shard of a fleet runs its share of the load: the flags become the share.
     let fleet = crate::shard::take(&mut args)?;
     // The dashboard's live state, when one may show: a sink of the run from the start.
@@ -308,6 +313,7 @@ fn run_info(
     info.builtin_sim = args.url.is_none();
     info.interrupted = levels.iter().any(|m| m.interrupted);
     info.machine = Some(crate::run_meta::machine());
+    info.seed = args.seed_given;
     info
 }
 

@@ -613,8 +613,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "JSON", help_heading = WORKLOAD)]
     pub extra_body: Option<String>,
 
-    /// Seed for the built-in simulator (and later workloads).
-    #[arg(long, default_value_t = 0, help_heading = WORKLOAD)]
+    /// Seed of every draw: prompts and their lengths, dataset order, Poisson arrivals,
+    /// the built-in simulator. Default: a new one each run, printed and recorded, so a
+    /// rerun sends prompts the server's prompt cache has not seen; give it to repeat a
+    /// run exactly.
+    #[arg(long = "seed", value_name = "N", help_heading = WORKLOAD)]
+    pub seed_given: Option<u64>,
+
+    /// The seed the run uses: `--seed`, else one drawn when the run starts
+    /// ([`BenchArgs::resolve_seed`]).
+    #[arg(skip)]
     pub seed: u64,
 
     #[command(flatten, next_help_heading = WORKLOAD)]
@@ -768,6 +776,35 @@ pub struct BenchArgs {
     /// engine flags of `cadence plan`. Default: the tiny@cpu preset.
     #[command(flatten, next_help_heading = SIMULATOR)]
     pub engine: EngineOpts,
+}
+
+impl BenchArgs {
+    /// Fixes the run's seed: `--seed` when given, else a fresh draw (returned, so the
+    /// run can say it, and kept in `seed_given`). Before anything draws, and before a
+    /// shard derives its own.
+    pub fn resolve_seed(&mut self) -> Option<u64> {
+        match self.seed_given {
+            Some(s) => {
+                self.seed = s;
+                None
+            }
+            None => {
+                // The clock and the process id, mixed: a new seed each run, short enough
+                // (32 bits) to read back and retype.
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                let mut mix = cadence_core::rng::SplitMix64::new(
+                    nanos ^ (u64::from(std::process::id()) << 32),
+                );
+                self.seed = mix.next_u64() >> 32;
+                // Kept as if given: a shard derives its own seed from `seed`, the run
+                // records this one (what `--seed` must be given to repeat it).
+                self.seed_given = Some(self.seed);
+                Some(self.seed)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -11,9 +11,11 @@ const N: usize = 200;
 /// The send offsets (ns from the level's start) `cadence bench ARGS` paces its first
 /// level by.
 fn bench_offsets(args: &[&str]) -> Vec<u64> {
-    let Command::Bench(b) = Cli::try_parse_from(args).unwrap().command else {
+    let Command::Bench(mut b) = Cli::try_parse_from(args).unwrap().command else {
         panic!("bench")
     };
+    // As `bench` does first: the seed given, or one drawn (constant arrivals use none).
+    b.resolve_seed();
     let loads = cadence::bench_cmd::loads(&b);
     loads[0]
         .schedule()

@@ -86,6 +86,79 @@ fn synthetic_prompts_have_the_exact_length_the_server_counts() {
     assert_eq!(report["levels"][0]["output_tokens"]["source"], "usage");
 }
 
+/// (the seed a run without `--seed` said it drew, the seed its report recorded, its
+/// drawn prompt lengths in request order).
+fn unseeded_run(dir: &Path, name: &str) -> (u64, u64, Vec<u64>) {
+    let (json, recs) = (
+        dir.join(format!("{name}.json")),
+        dir.join(format!("{name}.jsonl")),
+    );
+    let out = cadence()
+        .arg("bench")
+        .args(FAST)
+        .args(["-n", "6", "-c", "1", "--input-tokens", "uniform:5..50"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--records")
+        .arg(&recs)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Seed ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no seed said: {stderr}"));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (
+        said,
+        report["run"]["seed"].as_u64().unwrap(),
+        lengths(&read_records(&recs)),
+    )
+}
+
+/// Prompt lengths by request index.
+fn lengths(recs: &[Value]) -> Vec<u64> {
+    let mut v: Vec<(u64, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["index"].as_u64().unwrap(),
+                r["input_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, n)| n).collect()
+}
+
+#[test]
+fn without_a_seed_each_run_draws_new_prompts_and_says_how_to_repeat_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (said_a, kept_a, a) = unseeded_run(dir.path(), "a");
+    let (said_b, kept_b, b) = unseeded_run(dir.path(), "b");
+    assert_eq!(
+        (said_a, said_b),
+        (kept_a, kept_b),
+        "said and recorded agree"
+    );
+    assert_ne!(said_a, said_b);
+    // Six lengths drawn from 46 values: the same six by chance is ~1e-10.
+    assert_ne!(a, b, "a rerun sends new prompts");
+    // The seed said repeats the run's draws, and is what that run records.
+    let (_, report, recs, _) = bench(&[
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--input-tokens",
+        "uniform:5..50",
+        "--seed",
+        &said_a.to_string(),
+    ]);
+    assert_eq!(lengths(&recs), a);
+    assert_eq!(report["run"]["seed"].as_u64(), Some(said_a));
+}
+
 #[test]
 fn varying_lengths_follow_the_seed() {
     let run = |seed: &str| {

@@ -449,8 +449,8 @@ impl PromptCache {
         Some(format!(
             "the server took {} of {} prompt tokens from its prompt cache ({} request(s) \
              reporting): TTFT here measures cache hits as well as prefill; for cold \
-             prefill send prompts it has not seen (--input-tokens N draws new ones for each \
-             --seed) or turn its cache off",
+             prefill send prompts it has not seen (--input-tokens N draws new ones each run \
+             unless --seed repeats them) or turn its cache off",
             self.cached_tokens, self.prompt_tokens, self.requests
         ))
     }

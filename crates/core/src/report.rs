@@ -173,6 +173,11 @@ pub struct RunInfo {
     /// The machine the client ran on (OS, architecture, cores, CPU model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// The seed of the run's draws (prompts, lengths, arrivals), drawn when not given:
+    /// `--seed` with it repeats them. Absent where no seed applies (the proxy, an
+    /// import) and in reports written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl RunInfo {
@@ -198,6 +203,7 @@ impl RunInfo {
             builtin_sim: false,
             interrupted: false,
             machine: None,
+            seed: None,
         }
     }
 
@@ -318,6 +324,7 @@ mod tests {
             builtin_sim: true,
             interrupted: false,
             machine: None,
+            seed: None,
         }
     }
 

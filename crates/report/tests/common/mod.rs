@@ -27,6 +27,7 @@ pub fn run_info() -> RunInfo {
         builtin_sim: false,
         interrupted: false,
         machine: None,
+        seed: None,
     }
 }
 
