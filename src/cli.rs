@@ -1237,6 +1237,11 @@ pub struct ReportArgs {
     /// Also write the run in the llm-d benchmark report format (v0.2.1) here.
     #[arg(long = "llmd-benchmark", value_name = "FILE")]
     pub llmd_benchmark: Option<PathBuf>,
+
+    /// The most an input that is a stream (a pipe, `/dev/stdin`, a FIFO, a device) is
+    /// copied to a temporary file in `$TMPDIR` before it is read; more is refused.
+    #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
+    pub max_spool: u64,
 }
 
 fn parse_fail_on(s: &str) -> Result<cadence_core::compare::FailOn, String> {
@@ -1282,6 +1287,11 @@ pub struct CompareArgs {
     /// differences of one machine that resampling one run cannot see ('5%' or 0.05).
     #[arg(long, default_value = "5%", value_parser = parse_share)]
     pub min_change: f64,
+
+    /// The most an input that is a stream (a pipe, `/dev/stdin`, a FIFO, a device) is
+    /// copied to a temporary file in `$TMPDIR` before it is read; more is refused.
+    #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
+    pub max_spool: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -224,11 +224,14 @@ pub fn tool_rows(a: &Loaded, b: &Loaded) -> (Vec<ToolRow>, Vec<String>) {
 }
 
 /// A Cadence file loaded as usual, or another tool's output imported (`--from` applies
-/// to inputs that are not Cadence's own files).
+/// to inputs that are not Cadence's own files). A stream is spooled first, at most
+/// `max_spool` bytes, so detection and loading read the same bytes.
 fn load_one(
     path: &std::path::Path,
     from: Option<cadence_import::Tool>,
+    max_spool: u64,
 ) -> anyhow::Result<(Loaded, Option<tempfile::TempDir>)> {
+    let path = &cadence_run::spooled(path, max_spool)?;
     let from = from.filter(|_| !cadence_run::is_cadence_file(path));
     match cadence_run::import::load(path, from, &[], None, None, &[])? {
         Some(i) => Ok((i.loaded, Some(i.dir))),
@@ -241,8 +244,8 @@ fn load_one(
 
 pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
     // An imported run's records file lives in its directory, kept to the end.
-    let (a, _dir_a) = load_one(&args.a, args.from)?;
-    let (b, _dir_b) = load_one(&args.b, args.from)?;
+    let (a, _dir_a) = load_one(&args.a, args.from, args.max_spool)?;
+    let (b, _dir_b) = load_one(&args.b, args.from, args.max_spool)?;
     let mut c = compare(&a, &b, &args.fail_on, args.seed, args.min_change)?;
     if a.report.imported.is_some() || b.report.imported.is_some() {
         let (rows, notes) = tool_rows(&a, &b);

@@ -13,7 +13,7 @@ use cadence_run::load_with;
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let outputs = named(args.json.as_deref(), None, &args.outputs);
     // Directories (a fleet's shards) stand for their records files.
-    let files = cadence_run::expand(&args.files)?;
+    let files = cadence_run::expand_within(&args.files, args.max_spool)?;
     preflight(&files, &outputs)?;
     let imported = match files.as_slice() {
         [one] => cadence_run::import::load(

@@ -835,3 +835,84 @@ fn f123_a_records_line_over_the_cap_is_skipped_and_named() {
         "{stdout}"
     );
 }
+
+/// `cadence report ARGS… INPUT` with `TMPDIR` at `tmp`, fed `stdin` from a thread that
+/// stops when the reader goes away: its exit code and stderr.
+fn report_spooling(args: &[&str], tmp: &Path, stdin: Option<Vec<u8>>) -> (Option<i32>, String) {
+    use std::process::Stdio;
+    let started = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cadence"))
+        .arg("report")
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = stdin.map(|bytes| {
+        let mut pipe = child.stdin.take().unwrap();
+        // A broken pipe is the point: the reader stopped at its ceiling.
+        std::thread::spawn(move || while pipe.write_all(&bytes).is_ok() {})
+    });
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    if let Some(w) = writer {
+        w.join().unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "{err}");
+    (status.code(), err)
+}
+
+#[test]
+fn f130_a_stream_over_the_spool_ceiling_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A device without end, and `yes | cadence report /dev/stdin`.
+    for (input, stdin) in [
+        ("/dev/zero", None),
+        ("/dev/stdin", Some(b"y\n".repeat(1 << 15))),
+    ] {
+        let (code, err) = report_spooling(&["--max-spool", "64KiB", input], tmp.path(), stdin);
+        assert_eq!(code, Some(2), "{input}: {err}");
+        assert!(err.contains(input), "{err}");
+        assert!(err.contains("--max-spool"), "{err}");
+        assert!(err.contains("65536 bytes"), "{err}");
+        // Nothing is left behind in TMPDIR.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+}
+
+#[test]
+fn f130_a_stream_of_exactly_the_spool_ceiling_is_read_one_byte_more_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(short_run_records(dir.path())).unwrap();
+    let exact = format!("{}", bytes.len());
+    let out = cadence()
+        .args(["report", "--max-spool", &exact, "/dev/stdin"])
+        .write_stdin(bytes.clone())
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3 sent, 3 succeeded"));
+    let tmp = tempfile::tempdir().unwrap();
+    let short = format!("{}", bytes.len() - 1);
+    let (code, err) = report_spooling(
+        &["--max-spool", &short, "/dev/stdin"],
+        tmp.path(),
+        Some(bytes),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--max-spool"), "{err}");
+}

@@ -39,12 +39,18 @@ fn records_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 /// The inputs with every directory replaced by its records files, or, when it has
 /// none, by those of its subdirectories (a fleet's results volume holding one
 /// directory per shard). An empty directory adds nothing: a shard that never wrote is
-/// named as missing by the merge, not here.
+/// named as missing by the merge, not here. A stream is spooled up to
+/// [`DEFAULT_MAX_SPOOL`] bytes ([`spooled`]).
 pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    expand_within(inputs, DEFAULT_MAX_SPOOL)
+}
+
+/// [`expand`] with streams spooled up to `max_spool` bytes each (`--max-spool`).
+pub fn expand_within(inputs: &[PathBuf], max_spool: u64) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::new();
     for given in inputs {
         if !given.is_dir() {
-            out.push(spooled_if_stream(given)?);
+            out.push(spooled(given, max_spool)?);
             continue;
         }
         let own = records_in(given)?;
@@ -493,22 +499,64 @@ fn unnamed_temp() -> Result<(std::fs::File, PathBuf), Error> {
     Ok((file, again))
 }
 
-/// `path`, or when it is no regular file (a pipe, a FIFO, a character device) a
-/// regular copy of all it holds.
-fn spooled_if_stream(path: &Path) -> Result<PathBuf, Error> {
+/// The most a stream given as an input is spooled by default (`--max-spool`): 4 GiB,
+/// many times a long sweep's records, and a ceiling on what `report /dev/zero` or
+/// `yes | report /dev/stdin` can take of `$TMPDIR`.
+pub const DEFAULT_MAX_SPOOL: u64 = 4 << 30;
+
+/// `path`, or when it is no regular file or directory (a pipe, a FIFO, a character
+/// device) a regular copy of all it holds, refused (nothing kept) when it holds more
+/// than `max_spool` bytes.
+pub fn spooled(path: &Path, max_spool: u64) -> Result<PathBuf, Error> {
     let meta = std::fs::metadata(path)
         .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
-    if meta.is_file() {
+    if meta.is_file() || meta.is_dir() {
         return Ok(path.to_path_buf());
     }
-    let mut from = std::fs::File::open(path)
+    let from = std::fs::File::open(path)
         .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     let (mut to, copy) = unnamed_temp()?;
-    std::io::copy(&mut from, &mut to).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()))
-    })?;
+    spool(from, &mut to, max_spool, path)?;
     SPOOLED.lock().unwrap_or_else(|e| e.into_inner()).push(to);
     Ok(copy)
+}
+
+/// Copies `from` into `to`, at most `max_spool` bytes: a stream with more is an input
+/// error naming `path`, the ceiling and the flag that raises it.
+fn spool(
+    from: impl std::io::Read,
+    to: &mut std::fs::File,
+    max_spool: u64,
+    path: &Path,
+) -> Result<(), Error> {
+    let mut from = from.take(max_spool);
+    std::io::copy(&mut from, to).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot copy {} into a temporary file in {}: {e}",
+                path.display(),
+                std::env::temp_dir().display()
+            ),
+        )
+    })?;
+    // One byte more, read and not written, says the stream goes on.
+    let mut from = from.into_inner();
+    let more = loop {
+        match from.read(&mut [0u8]) {
+            Ok(n) => break n > 0,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(input(format!("cannot read {}: {e}", path.display()))),
+        }
+    };
+    if more {
+        return Err(input(format!(
+            "{} holds more than {max_spool} bytes, the most a stream given as an input is \
+             copied to a temporary file (raise it with --max-spool, or give a regular file)",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A file holding several shards' records one after another (`cat shard-*.jsonl`),
@@ -782,4 +830,41 @@ pub fn report(scan: &FleetScan, checks: Vec<ShardCheck>) -> (FleetReport, Vec<St
         checks,
     };
     (fleet, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn spooled_len(from: impl std::io::Read, max: u64) -> (Result<(), Error>, u64) {
+        let mut to = tempfile::tempfile().unwrap();
+        let r = spool(from, &mut to, max, Path::new("/dev/stdin"));
+        (r, to.metadata().unwrap().len())
+    }
+
+    #[test]
+    fn an_endless_stream_is_refused_at_the_ceiling_with_nothing_written_past_it() {
+        let (r, len) = spooled_len(std::io::repeat(b'y'), 4096);
+        assert_eq!(len, 4096);
+        let msg = r.unwrap_err().to_string();
+        assert!(
+            msg.contains("/dev/stdin holds more than 4096 bytes"),
+            "{msg}"
+        );
+        assert!(msg.contains("--max-spool"), "{msg}");
+        // One byte over is over.
+        let (r, len) = spooled_len(std::io::repeat(b'y').take(4097), 4096);
+        assert!(matches!(r, Err(Error::Input(_))));
+        assert_eq!(len, 4096);
+    }
+
+    #[test]
+    fn a_stream_of_the_ceiling_or_less_is_copied_whole() {
+        for n in [0, 1, 4095, 4096] {
+            let (r, len) = spooled_len(std::io::repeat(b'y').take(n), 4096);
+            assert!(r.is_ok(), "{n}");
+            assert_eq!(len, n);
+        }
+    }
 }

@@ -9,7 +9,7 @@ pub mod fleet;
 pub mod import;
 pub mod load;
 
-pub use fleet::{expand, FleetScan};
+pub use fleet::{expand, expand_within, spooled, FleetScan, DEFAULT_MAX_SPOOL};
 pub use import::{is_cadence_file, ImportedLoad};
 pub use load::{load, load_with, Loaded, RecordsSource, Verdict};
 
