@@ -32,14 +32,15 @@ fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
     path
 }
 
-/// `cadence watch CFG --db DB` run to its end (a watcher that is refused at start):
-/// its exit code and what it said on stderr.
+/// `cadence watch CFG --db DB --once` run to its end (a watcher that is refused at
+/// start; one that is not ends after a probe): its exit code and what it said on stderr.
 fn watch_to_the_end(cfg: &Path, db: &Path) -> (Option<i32>, String) {
     let out = Command::new(bin())
         .arg("watch")
         .arg(cfg)
         .arg("--db")
         .arg(db)
+        .arg("--once")
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -750,4 +751,22 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("b: outside its hours, not probed"), "{said}");
     assert!(said.contains("1 of 2 target(s) probed"), "{said}");
+}
+
+#[test]
+fn another_applications_database_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "itl.p50<=1s");
+    // An SQLite file of another application: its own table, no user_version.
+    let db = dir.path().join("other.db");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/watch/other-app.db");
+    std::fs::copy(&fixture, &db).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let (code, said) = watch_to_the_end(&cfg, &db);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains(&db.display().to_string()), "{said}");
+    assert!(said.contains("not a cadence watch database"), "{said}");
+    assert!(said.contains("notes"), "{said}");
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    assert!(!dir.path().join("other.db-wal").exists());
 }

@@ -154,6 +154,15 @@ pub enum StoreError {
         /// This build's.
         supported: i64,
     },
+    /// Another application's SQLite file (its own application id or tables): refused
+    /// before anything is written to it.
+    #[error("{path} is not a cadence watch database ({why}): it was left unchanged; give cadence watch a new file or its own with --db")]
+    Foreign {
+        /// The database.
+        path: String,
+        /// What shows it is another application's (its application id, its tables).
+        why: String,
+    },
     #[error("{path}: the disk is full: {detail}")]
     /// The disk is full.
     Full {
@@ -298,14 +307,18 @@ impl Store {
             .map_err(err)?;
         // A new database gets the current schema, an older one its migration steps;
         // each in one transaction: a crash leaves the old version or the new.
+        // A database made before the application id gets it with its next step.
         let steps = match version {
             0 => schema(),
             1 => SCHEMA_V1_TO_V2.to_string(),
             _ => String::new(),
         };
-        if !steps.is_empty() {
+        let id: i64 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(err)?;
+        if !steps.is_empty() || id != APPLICATION_ID {
             conn.execute_batch(&format!(
-                "BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                "BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; PRAGMA application_id = {APPLICATION_ID}; COMMIT;"
             ))
             .map_err(err)?;
         }
@@ -634,15 +647,62 @@ impl rusqlite::ToSql for Value {
 
 /// The schema version of an open database: 0 for a new (empty) file; an error for a
 /// file that is not SQLite or is newer than this build.
+/// Names for a message: `a, b`, or `none`.
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The `PRAGMA application_id` a cadence watch database carries (`CDNC`); databases
+/// made before it carry 0 and are known by their tables.
+pub const APPLICATION_ID: i64 = 0x4344_4E43;
+
+/// The tables of a cadence watch database (every version so far).
+const TABLES: [&str; 2] = ["probes", "requests"];
+
+/// The schema version of a cadence watch database, read without writing: a file of
+/// another application (its own application id, tables cadence did not make) is
+/// refused before anything changes it.
 fn read_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
     let err = |e| StoreError::from_sqlite(path, e);
     // Reading the schema reads the file's header: a file that is not SQLite fails here.
-    let _: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+    let mut st = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name")
+        .map_err(err)?;
+    let tables = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
         .map_err(err)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;
+    let id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(err)?;
+    let foreign = |why: String| StoreError::Foreign {
+        path: path.display().to_string(),
+        why,
+    };
+    if id != APPLICATION_ID && id != 0 {
+        return Err(foreign(format!(
+            "its application_id is {id}, cadence's is {APPLICATION_ID}"
+        )));
+    }
+    let ours: &[&str] = if version == 0 { &[] } else { &TABLES };
+    if id == 0 && tables != ours {
+        return Err(foreign(format!(
+            "user_version {version} and tables {}, where cadence's are {}",
+            list(&tables),
+            if ours.is_empty() {
+                "none yet (a new file)".to_string()
+            } else {
+                ours.join(", ")
+            }
+        )));
+    }
     if version > SCHEMA_VERSION {
         return Err(StoreError::Newer {
             path: path.display().to_string(),
@@ -963,5 +1023,61 @@ CREATE TABLE requests (
         assert!(Store::open_read(&path).is_ok());
         drop(first);
         assert!(Store::open(&path).is_ok());
+    }
+
+    /// `sql` run on a new file: another application's database.
+    fn foreign(dir: &Path, sql: &str) -> (PathBuf, Vec<u8>) {
+        let path = dir.join("other.db");
+        Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        (path, bytes)
+    }
+
+    #[test]
+    fn another_applications_database_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        for sql in [
+            // Its own tables, no version.
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('keep me');",
+            // Its own version and tables.
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY); PRAGMA user_version = 2;",
+            // Cadence's tables and another's beside them.
+            &format!("{SCHEMA_V1} CREATE TABLE notes (id INTEGER); PRAGMA user_version = 1;"),
+            // Its own application id.
+            "PRAGMA application_id = 1234; CREATE TABLE probes (id INTEGER);",
+        ] {
+            let sub = tempfile::tempdir_in(dir.path()).unwrap();
+            let (path, before) = foreign(sub.path(), sql);
+            let e = Store::open(&path).map(|_| ()).unwrap_err();
+            assert!(matches!(e, StoreError::Foreign { .. }), "{sql}: {e}");
+            let said = e.to_string();
+            assert!(said.contains(&path.display().to_string()), "{said}");
+            assert!(said.contains("not a cadence watch database"), "{said}");
+            assert!(!e.is_usage());
+            assert_eq!(std::fs::read(&path).unwrap(), before, "{sql}");
+            assert!(!sub.path().join("other.db-wal").exists());
+            let e = Store::open_read(&path).map(|_| ()).unwrap_err();
+            assert!(matches!(e, StoreError::Foreign { .. }), "{sql}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_empty_file_and_cadences_own_databases_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        drop(Store::open(&empty).unwrap());
+        // A new database says whose it is.
+        let c = Connection::open(&empty).unwrap();
+        let id: i64 = c
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(id, APPLICATION_ID);
+        drop(c);
+        drop(Store::open(&empty).unwrap());
+        // A version 1 database (no application id then) is upgraded.
+        let (old, _) = foreign(dir.path(), &format!("{SCHEMA_V1} PRAGMA user_version = 1;"));
+        drop(Store::open(&old).unwrap());
+        assert!(Store::open_read(&old).is_ok());
     }
 }
