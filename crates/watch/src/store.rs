@@ -2,7 +2,7 @@
 //! one per request. A versioned schema (`PRAGMA user_version`), WAL so the page and
 //! `watch report` read while the watcher writes, each probe written in one transaction
 //! (a crash loses at most the probe in flight), retention by age, and one writer per
-//! file (a lock file beside it).
+//! file (a lock on the file itself, whatever link names it).
 
 use crate::columns::{definitions, names, placeholders, Cells, Kind, Value};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
@@ -120,13 +120,11 @@ pub struct RequestRow {
 /// Why the database cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path} is in use by another `cadence watch` (its lock file {lock} is held): one watcher writes a database; give this one its own --db")]
-    /// Another watcher holds the database's lock.
+    #[error("{path} is in use by another `cadence watch` (it holds the file's lock, through this path or another link to the same file): one watcher writes a database; give this one its own --db")]
+    /// Another watcher holds the database file's lock.
     Locked {
-        /// The database.
+        /// The database, as this watcher named it.
         path: String,
-        /// Its lock file.
-        lock: String,
     },
     #[error("{path} is locked by another process that is writing it (SQLite: {detail})")]
     /// Another process is writing the database.
@@ -211,8 +209,9 @@ impl StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// The writer's lock file, held while the store is open (`None`: read-only).
-    _lock: Option<std::fs::File>,
+    /// The writer's lock, held while the store is open (`None`: read-only). After
+    /// `conn`, so it is released once the connection is closed.
+    _lock: Option<WriterLock>,
 }
 
 /// A store the async side hands to tokio's blocking pool for each use (SQLite blocks;
@@ -266,32 +265,55 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// The lock file of the database at `path`.
-pub fn lock_path(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".lock");
-    PathBuf::from(s)
+/// Descriptors of databases this process has closed, kept open to its end: closing any
+/// descriptor of a file drops every POSIX lock the process holds on it, SQLite's among
+/// them (its other connections to that file: the page's, the shipper's).
+static RELEASED: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// The one writer's lock: an exclusive `flock` on the database file itself, so it is
+/// keyed by the file (its device and inode), not by the path that names it: a symlink or
+/// a hard link to a database in use is the same file. It is independent of SQLite's own
+/// (POSIX) locks, and the kernel drops it when the process dies.
+struct WriterLock(Option<std::fs::File>);
+
+impl WriterLock {
+    /// The lock of the database at `path` (created empty when missing, a new database).
+    fn take(path: &Path) -> Result<WriterLock, StoreError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::Other {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        if file.try_lock().is_err() {
+            return Err(StoreError::Locked {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(WriterLock(Some(file)))
+    }
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            let _ = file.unlock();
+            RELEASED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(file);
+        }
+    }
 }
 
 impl Store {
     /// Opens (creating, or migrating) the database as its one writer.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let lock_file = lock_path(path);
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_file)
-            .map_err(|e| StoreError::Other {
-                path: lock_file.display().to_string(),
-                detail: e.to_string(),
-            })?;
-        if lock.try_lock().is_err() {
-            return Err(StoreError::Locked {
-                path: path.display().to_string(),
-                lock: lock_file.display().to_string(),
-            });
-        }
+        let lock = WriterLock::take(path)?;
         let err = |e| StoreError::from_sqlite(path, e);
         let conn = Connection::open(path).map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))
@@ -1079,5 +1101,32 @@ CREATE TABLE requests (
         let (old, _) = foreign(dir.path(), &format!("{SCHEMA_V1} PRAGMA user_version = 1;"));
         drop(Store::open(&old).unwrap());
         assert!(Store::open_read(&old).is_ok());
+    }
+
+    #[test]
+    fn a_symlink_or_a_hard_link_to_a_database_in_use_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let first = Store::open(&path).unwrap();
+        let sym = dir.path().join("sym.db");
+        std::os::unix::fs::symlink(&path, &sym).unwrap();
+        std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+        let hard = dir.path().join("elsewhere").join("hard.db");
+        std::fs::hard_link(&path, &hard).unwrap();
+        let dotted = dir.path().join(".").join("w.db");
+        for other in [&sym, &hard, &dotted] {
+            let e = Store::open(other).map(|_| ()).unwrap_err();
+            assert!(
+                matches!(e, StoreError::Locked { .. }),
+                "{}: {e}",
+                other.display()
+            );
+            assert!(e.to_string().contains("another link"), "{e}");
+            assert!(e.is_usage());
+        }
+        // Once the first is closed, the file is free by any of its names.
+        drop(first);
+        drop(Store::open(&hard).unwrap());
+        drop(Store::open(&sym).unwrap());
     }
 }
