@@ -54,6 +54,10 @@ CREATE TABLE watch_requests (
 /// Serializes watchers creating the schema at once (any constant; "cadence").
 const MIGRATION_LOCK: i64 = 0x0063_6164_656e_6365;
 
+/// The longest a connection to the shared store may take, its handshake and schema
+/// check included (the address's `connect_timeout` bounds only the TCP connect).
+pub const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
 /// Why the shared store cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
@@ -151,8 +155,24 @@ impl SharedConfig {
         &self.display
     }
 
-    /// Connects and brings the schema to this build's version.
+    /// Connects and brings the schema to this build's version, within
+    /// [`CONNECT_WITHIN`]: a store that accepts and never answers is an error, not a
+    /// wait without end.
     pub async fn connect(&self) -> Result<SharedStore, SharedError> {
+        tokio::time::timeout(CONNECT_WITHIN, self.connect_now())
+            .await
+            .unwrap_or_else(|_| {
+                Err(SharedError::Server {
+                    at: self.display.clone(),
+                    detail: format!(
+                        "no answer within {} s (connecting and checking the schema)",
+                        CONNECT_WITHIN.as_secs()
+                    ),
+                })
+            })
+    }
+
+    async fn connect_now(&self) -> Result<SharedStore, SharedError> {
         let err = |e: tokio_postgres::Error| SharedError::Server {
             at: self.display.clone(),
             detail: detail(&e),
@@ -737,6 +757,29 @@ fn forget_on_error<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_store_that_accepts_and_never_answers_is_an_error_within_the_bound() {
+        // Accepts (the kernel does) and never answers a byte.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let c = SharedConfig::new(
+            &format!("postgres://w@127.0.0.1:{port}/d?sslmode=disable"),
+            None,
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let e = c.connect().await.map(|_| ()).unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            took >= CONNECT_WITHIN && took < CONNECT_WITHIN * 2,
+            "{took:?}"
+        );
+        let said = e.to_string();
+        assert!(said.contains("no answer within 10 s"), "{said}");
+        assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+        drop(silent);
+    }
 
     #[test]
     fn an_address_is_shown_without_its_password() {
