@@ -5,23 +5,11 @@
 
 use crate::agent::{AgentSpec, Force, Transcript};
 use crate::agent_trace::{reply_tokens, Replay, ReplayState, TraceSession};
+pub use crate::workload::SessionKind;
 use crate::workload::{BuiltTurn, RequestFactory};
 use cadence_core::RequestRecord;
 use cadence_wire::ToolCall;
 use rand::rngs::SmallRng;
-use std::sync::Arc;
-
-/// What every dispatch of a run is.
-#[derive(Debug, Clone, Default)]
-pub enum SessionKind {
-    /// One request, or the turns of a multi-turn work item.
-    #[default]
-    Plain,
-    /// An agent session (`--agent`): tool-calling steps until a reply calls none.
-    Agent(Arc<AgentSpec>),
-    /// A recorded agent session replayed call by call (`--agent-trace`).
-    Replay(Arc<Replay>),
-}
 
 /// One agent session's or replayed session's steps, as they go.
 pub(crate) enum Steps<'a> {

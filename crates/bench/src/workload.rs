@@ -3,14 +3,27 @@
 //! prefix) and the body built around it.
 
 use crate::agent::{AgentSpec, Transcript};
+use crate::agent_trace::Replay;
 use crate::body::{BodySpec, Message};
-use crate::session::SessionKind;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Uri};
 use http_body_util::Full;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+
+/// What every dispatch of a run is.
+#[derive(Debug, Clone, Default)]
+pub enum SessionKind {
+    /// One request, or the turns of a multi-turn work item.
+    #[default]
+    Plain,
+    /// An agent session (`--agent`): tool-calling steps until a reply calls none.
+    Agent(Arc<AgentSpec>),
+    /// A recorded agent session replayed call by call (`--agent-trace`).
+    Replay(Arc<Replay>),
+}
 
 /// The built-in prompt when the user gives none.
 pub const DEFAULT_PROMPT: &str =

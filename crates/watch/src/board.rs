@@ -134,7 +134,7 @@ pub fn rows(targets: &[TargetInfo], probes: &[ProbeRow], now: i64) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::probe;
+    use crate::rows::tests::probe;
 
     #[test]
     fn a_standing_takes_medians_rates_and_compliance_of_its_window() {

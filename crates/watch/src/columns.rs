@@ -4,7 +4,7 @@
 //! INSERT and SELECT from these lists, so a new column is one line here (and a
 //! migration step in each store).
 
-use crate::store::{ProbeRow, RequestRow};
+use crate::rows::{ProbeRow, RequestRow};
 use std::collections::BTreeMap;
 
 /// How a column holds its value; each backend names the SQL type.
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_row_reads_back_from_its_values_and_each_value_has_its_columns_kind() {
-        let p = crate::store::tests::probe("a", 1_000, false);
+        let p = crate::rows::tests::probe("a", 1_000, false);
         let values = p.values();
         assert_eq!(values.len(), ProbeRow::COLUMNS.len());
         for (v, c) in values.iter().zip(ProbeRow::COLUMNS) {

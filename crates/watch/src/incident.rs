@@ -76,7 +76,7 @@ pub fn change(previous_ok: Option<bool>, now_ok: bool) -> Option<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::probe;
+    use crate::rows::tests::probe;
 
     #[test]
     fn consecutive_breaches_make_one_incident_closed_by_the_next_pass() {

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod page;
 pub mod probe;
 pub mod report;
+mod rows;
 pub mod shared;
 pub mod shipper;
 pub mod store;

@@ -317,7 +317,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::probe;
+    use crate::rows::tests::probe;
 
     #[test]
     fn series_carry_the_target_label_and_seconds() {

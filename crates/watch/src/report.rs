@@ -286,7 +286,7 @@ fn html_table(head: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::probe;
+    use crate::rows::tests::probe;
 
     #[test]
     fn the_vantage_report_compares_vantages_in_each_format() {

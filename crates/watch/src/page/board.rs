@@ -319,7 +319,7 @@ pub fn client_check(p: &ProbeRow) -> (&'static str, String) {
 mod tests {
     use super::*;
     use crate::board::rows;
-    use crate::store::tests::probe;
+    use crate::rows::tests::probe;
     use std::collections::BTreeMap;
 
     fn info() -> TargetInfo {

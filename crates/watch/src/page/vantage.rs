@@ -214,6 +214,47 @@ mod tests {
     use crate::vantage::tests::at;
 
     #[test]
+    fn the_table_marks_the_best_vantage_and_how_far_the_others_are() {
+        let now = 10 * HOUR_MS;
+        let probes = vec![
+            at("east", "api", now - 3_000, 20.0, 10.0, true),
+            at("east", "api", now - 2_000, 22.0, 10.0, true),
+            at("west", "api", now - 2_500, 95.0, 10.5, true),
+            at("west", "api", now - 1_500, 105.0, 11.5, false),
+        ];
+        let rows = crate::vantage::compare(&probes, now - DAY_MS, now);
+        let html = table_html(&rows, true);
+        assert!(
+            html.contains("+79.00 ms") && html.contains("best"),
+            "{html}"
+        );
+        assert_eq!(html.matches("href=\"/target/api\"").count(), 2);
+    }
+
+    #[test]
+    fn a_name_that_means_two_urls_is_shown_with_each_url() {
+        use crate::board::TargetInfo;
+        use crate::shared::Vantage;
+        let v = |name: &str, url: &str| Vantage {
+            name: name.into(),
+            targets: vec![TargetInfo {
+                name: "api".into(),
+                url: url.into(),
+                slos: Vec::new(),
+                interval_s: 60.0,
+            }],
+            seen_ms: 0,
+            last_probe_ms: None,
+        };
+        let html = mismatch_html(&[v("east", "https://a/v1"), v("west", "https://b/v1")]);
+        assert!(
+            html.contains("api is not one endpoint") && html.contains("https://b/v1"),
+            "{html}"
+        );
+        assert!(mismatch_html(&[v("east", "https://a/v1")]).is_empty());
+    }
+
+    #[test]
     fn the_charts_draw_one_line_per_vantage() {
         let now = 10 * HOUR_MS;
         let probes = vec![

@@ -1,0 +1,108 @@
+//! The rows a watch store keeps, a probe's aggregates and each of its requests: the
+//! model both stores (SQLite, PostgreSQL) and their one column list read and write.
+
+use std::collections::BTreeMap;
+
+/// One probe's aggregates, as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProbeRow {
+    /// Assigned on insert (0 before).
+    pub id: i64,
+    /// The target's name.
+    pub target: String,
+    /// When the probe started (Unix ms).
+    pub started_ms: i64,
+    /// When it ended (Unix ms).
+    pub ended_ms: i64,
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests that succeeded.
+    pub succeeded: u64,
+    /// Failed requests over every class (`failed_by_class` sums to it).
+    pub failed: u64,
+    /// Ended by the probe's deadline.
+    pub aborted: u64,
+    /// Failed requests by outcome class.
+    pub failed_by_class: BTreeMap<String, u64>,
+    /// TTFT p50 over the probe's requests (ms).
+    pub ttft_p50_ms: Option<f64>,
+    /// TTFT p99 (ms).
+    pub ttft_p99_ms: Option<f64>,
+    /// ITL p50 over every gap of the probe (ms).
+    pub itl_p50_ms: Option<f64>,
+    /// ITL p99 (ms).
+    pub itl_p99_ms: Option<f64>,
+    /// The median of its requests' output speed (tokens/s).
+    pub output_tok_s: Option<f64>,
+    /// Whether the probe met every SLO and the error ceiling.
+    pub slo_ok: bool,
+    /// Each SLO and error check with its observed value, in words (JSON list).
+    pub slo_detail: Vec<String>,
+    /// The clock self-check: which clock stamped the chunks (`kernel`, `user`, or
+    /// `mixed`), the p99 of the client's read delay (user read time − kernel receive
+    /// time) and of its event loop's lag during the probe. `None`: not measured.
+    pub clock: Option<String>,
+    /// The p99 of the client's read delay (ms).
+    pub read_delay_p99_ms: Option<f64>,
+    /// The p99 of the client's event-loop lag during the probe (ms).
+    pub loop_lag_p99_ms: Option<f64>,
+    /// Socket reads that carried more than one chunk: those chunks share one
+    /// timestamp, so each such read adds a gap of 0 to the ITL.
+    pub merged_reads: Option<u64>,
+}
+
+/// One request of a probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRow {
+    /// The request's index in its probe.
+    pub idx: u64,
+    /// Its outcome class (`success`, `http_error`, …).
+    pub outcome: String,
+    /// Its time to first token (ms).
+    pub ttft_ms: Option<f64>,
+    /// Its end-to-end time (ms).
+    pub e2e_ms: Option<f64>,
+    /// The chunks it received.
+    pub chunks: u64,
+    /// Its output tokens, when the server said.
+    pub output_tokens: Option<u64>,
+    /// The median of its inter-token gaps (ms).
+    pub itl_p50_ms: Option<f64>,
+    /// Its longest inter-token gap (ms).
+    pub itl_max_ms: Option<f64>,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A probe of 4 requests, all succeeded (`ok`) or one failed, for the tests.
+    pub(crate) fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
+        ProbeRow {
+            id: 0,
+            target: target.into(),
+            started_ms,
+            ended_ms: started_ms + 500,
+            sent: 4,
+            succeeded: if ok { 4 } else { 3 },
+            failed: if ok { 0 } else { 1 },
+            aborted: 0,
+            failed_by_class: if ok {
+                BTreeMap::new()
+            } else {
+                BTreeMap::from([("http_error".to_string(), 1)])
+            },
+            ttft_p50_ms: Some(20.0),
+            ttft_p99_ms: Some(30.0),
+            itl_p50_ms: Some(if ok { 5.0 } else { 10.0 }),
+            itl_p99_ms: Some(12.0),
+            output_tok_s: Some(150.0),
+            slo_ok: ok,
+            slo_detail: vec!["itl.p50<=8ms: 5 ms".into()],
+            clock: Some("kernel".into()),
+            read_delay_p99_ms: Some(0.05),
+            loop_lag_p99_ms: Some(0.2),
+            merged_reads: Some(0),
+        }
+    }
+}
