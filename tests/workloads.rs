@@ -14,6 +14,11 @@ const FAST: [&str; 4] = ["-H", "x-cadence-ttft-ms: 5", "-H", "x-cadence-itl-ms: 
 
 /// Runs `cadence bench` on the built-in sim; returns (exit code, report, records, stderr).
 fn bench(args: &[&str]) -> (Option<i32>, Value, Vec<Value>, String) {
+    run_bench(args, true)
+}
+
+/// [`bench`], `--quiet` or not.
+fn run_bench(args: &[&str], quiet: bool) -> (Option<i32>, Value, Vec<Value>, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let recs = dir.path().join("r.jsonl");
@@ -21,7 +26,7 @@ fn bench(args: &[&str]) -> (Option<i32>, Value, Vec<Value>, String) {
         .arg("bench")
         .args(FAST)
         .args(args)
-        .arg("--quiet")
+        .args(quiet.then_some("--quiet"))
         .arg("--json")
         .arg(&json)
         .arg("--records")
@@ -86,33 +91,21 @@ fn synthetic_prompts_have_the_exact_length_the_server_counts() {
     assert_eq!(report["levels"][0]["output_tokens"]["source"], "usage");
 }
 
+/// Six requests of drawn prompt lengths.
+const SEEDED_LENGTHS: [&str; 6] = ["-n", "6", "-c", "1", "--input-tokens", "uniform:5..50"];
+
 /// (the seed a run without `--seed` said it drew, the seed its report recorded, its
 /// drawn prompt lengths in request order).
-fn unseeded_run(dir: &Path, name: &str) -> (u64, u64, Vec<u64>) {
-    let (json, recs) = (
-        dir.join(format!("{name}.json")),
-        dir.join(format!("{name}.jsonl")),
-    );
-    let out = cadence()
-        .arg("bench")
-        .args(FAST)
-        .args(["-n", "6", "-c", "1", "--input-tokens", "uniform:5..50"])
-        .arg("--json")
-        .arg(&json)
-        .arg("--records")
-        .arg(&recs)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+fn unseeded_run() -> (u64, u64, Vec<u64>) {
+    let (_, report, recs, stderr) = run_bench(&SEEDED_LENGTHS, false);
     let said = stderr
         .lines()
         .find_map(|l| l.strip_prefix("Seed ")?.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no seed said: {stderr}"));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     (
         said,
         report["run"]["seed"].as_u64().unwrap(),
-        lengths(&read_records(&recs)),
+        lengths(&recs),
     )
 }
 
@@ -133,9 +126,8 @@ fn lengths(recs: &[Value]) -> Vec<u64> {
 
 #[test]
 fn without_a_seed_each_run_draws_new_prompts_and_says_how_to_repeat_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let (said_a, kept_a, a) = unseeded_run(dir.path(), "a");
-    let (said_b, kept_b, b) = unseeded_run(dir.path(), "b");
+    let (said_a, kept_a, a) = unseeded_run();
+    let (said_b, kept_b, b) = unseeded_run();
     assert_eq!(
         (said_a, said_b),
         (kept_a, kept_b),
@@ -145,16 +137,8 @@ fn without_a_seed_each_run_draws_new_prompts_and_says_how_to_repeat_them() {
     // Six lengths drawn from 46 values: the same six by chance is ~1e-10.
     assert_ne!(a, b, "a rerun sends new prompts");
     // The seed said repeats the run's draws, and is what that run records.
-    let (_, report, recs, _) = bench(&[
-        "-n",
-        "6",
-        "-c",
-        "1",
-        "--input-tokens",
-        "uniform:5..50",
-        "--seed",
-        &said_a.to_string(),
-    ]);
+    let seed = said_a.to_string();
+    let (_, report, recs, _) = bench(&[&SEEDED_LENGTHS[..], &["--seed", &seed]].concat());
     assert_eq!(lengths(&recs), a);
     assert_eq!(report["run"]["seed"].as_u64(), Some(said_a));
 }

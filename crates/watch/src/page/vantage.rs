@@ -216,12 +216,7 @@ mod tests {
     #[test]
     fn the_table_marks_the_best_vantage_and_how_far_the_others_are() {
         let now = 10 * HOUR_MS;
-        let probes = vec![
-            at("east", "api", now - 3_000, 20.0, 10.0, true),
-            at("east", "api", now - 2_000, 22.0, 10.0, true),
-            at("west", "api", now - 2_500, 95.0, 10.5, true),
-            at("west", "api", now - 1_500, 105.0, 11.5, false),
-        ];
+        let probes = crate::vantage::tests::east_and_west(now);
         let rows = crate::vantage::compare(&probes, now - DAY_MS, now);
         let html = table_html(&rows, true);
         assert!(
