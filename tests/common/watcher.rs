@@ -16,6 +16,8 @@ pub struct Watcher {
     pub child: Child,
     pub addr: String,
     pub stderr: mpsc::Receiver<String>,
+    /// What it said before its page address (a shipper's first warning may come first).
+    pub early: Vec<String>,
 }
 
 /// Runs `cadence ARGS` (a `watch` command line) until it prints its page address.
@@ -36,6 +38,7 @@ pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut early = Vec::new();
     let addr = loop {
         let line = rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -44,11 +47,13 @@ pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
             let rest = &line[i + "page at http://".len()..];
             break rest.trim_end_matches('/').to_string();
         }
+        early.push(line);
     };
     Watcher {
         child,
         addr,
         stderr: rx,
+        early,
     }
 }
 
@@ -77,7 +82,8 @@ impl Drop for Watcher {
 }
 
 impl Watcher {
-    /// SIGINT, then the exit status and what it said on stderr meanwhile.
+    /// SIGINT, then the exit status and everything it said on stderr (read to the end:
+    /// the reader thread may still hold the last lines when the process has exited).
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-INT", &pid]).status().unwrap();
@@ -92,7 +98,14 @@ impl Watcher {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        let said: Vec<String> = self.stderr.try_iter().collect();
+        let mut said = std::mem::take(&mut self.early);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Ok(line) = self
+            .stderr
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            said.push(line);
+        }
         (status, said.join("\n"))
     }
 
