@@ -15,9 +15,9 @@ use std::time::Duration;
 const TOOL_STEPS: usize = 2;
 
 /// A chat-completions server on 127.0.0.1:0 that answers step k (k = assistant
-/// messages in the request) with two parallel tool calls while k < TOOL_STEPS, then
-/// with text; it keeps every request body.
-fn scripted_server() -> (String, Arc<Mutex<Vec<Value>>>) {
+/// messages in the request) with two parallel tool calls while k < `tool_steps`, then
+/// with text, whatever the request's `tool_choice`; it keeps every request body.
+fn scripted_server(tool_steps: usize) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://{}/v1/chat/completions",
@@ -28,13 +28,13 @@ fn scripted_server() -> (String, Arc<Mutex<Vec<Value>>>) {
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
             let kept = kept.clone();
-            std::thread::spawn(move || serve(conn, &kept));
+            std::thread::spawn(move || serve(conn, &kept, tool_steps));
         }
     });
     (url, bodies)
 }
 
-fn serve(conn: TcpStream, kept: &Mutex<Vec<Value>>) {
+fn serve(conn: TcpStream, kept: &Mutex<Vec<Value>>, tool_steps: usize) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut len = 0usize;
     loop {
@@ -63,7 +63,7 @@ fn serve(conn: TcpStream, kept: &Mutex<Vec<Value>>) {
     let mut events = vec![chunk(
         json!({"choices":[{"index":0,"delta":{"role":"assistant"}}]}),
     )];
-    if step < TOOL_STEPS {
+    if step < tool_steps {
         for (i, (name, parts)) in [
             ("read_file", ["{\"path\":", " \"src/a.rs\"}"]),
             ("run_tests", ["{\"target\":", "\"all\"}"]),
@@ -218,7 +218,7 @@ fn check_session_report(json: &std::path::Path) {
 
 #[test]
 fn agent_steps_send_back_the_calls_and_results_after_the_tool_time() {
-    let (url, bodies) = scripted_server();
+    let (url, bodies) = scripted_server(TOOL_STEPS);
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("run.jsonl");
     let json = dir.path().join("run.json");
@@ -373,4 +373,83 @@ fn three_dialects_loop_against_the_simulator_which_checks_every_result_id() {
             }
         }
     }
+}
+
+/// Runs `bench --agent` (with `extra` flags) against a server that never calls a tool;
+/// gives back the console and the JSON and HTML reports.
+fn toolless_run(extra: &[&str]) -> (String, Value, String) {
+    let (url, bodies) = scripted_server(0);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html) = (dir.path().join("run.json"), dir.path().join("run.html"));
+    let out = common::cadence()
+        .args(["bench", &url, "--api", "chat", "--model", "m", "--agent"])
+        .args(extra)
+        .args(["--tool-time", "1ms", "-n", "4", "-c", "2", "--json"])
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(bodies.lock().unwrap().len(), 4, "one step per session");
+    let text = std::fs::read_to_string(&json).unwrap();
+    common::validate(&text);
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        serde_json::from_str(&text).unwrap(),
+        std::fs::read_to_string(&html).unwrap(),
+    )
+}
+
+#[test]
+fn an_agent_run_whose_model_calls_no_tool_says_so_and_shows_no_sessions() {
+    let (console, report, html) = toolless_run(&[]);
+    let level = &report["levels"][0];
+    let tu = &level["sessions"]["tool_use"];
+    assert_eq!(tu["agent_sessions"], 4);
+    assert_eq!(tu["without_tool_calls"], 4);
+    assert_eq!(tu["required_steps"], 0);
+    let warning =
+        "agent sessions without tool calls: 4 of 4 agent sessions (100 %) made no tool call";
+    let warnings = level["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(warning)),
+        "{warnings:?}"
+    );
+    assert!(
+        console.contains(warning) && console.contains("--jinja"),
+        "{console}"
+    );
+    assert!(
+        console.contains("not agent loops: 4 of 4 made no tool call and ended at their first reply (session figures left out"),
+        "{console}"
+    );
+    assert!(
+        !console.contains("steps p50"),
+        "no 1-step sessions shown: {console}"
+    );
+    assert!(!console.contains("Wall split"), "{console}");
+    assert!(html.contains(r#"id="sessions-without-tools""#), "{html}");
+    assert!(!html.contains(r#"<table id="sessions">"#), "{html}");
+}
+
+#[test]
+fn agent_force_required_that_the_server_ignores_is_named_and_counted() {
+    let (console, report, _) = toolless_run(&["--agent-force", "required"]);
+    let level = &report["levels"][0];
+    let tu = &level["sessions"]["tool_use"];
+    assert_eq!(tu["required_steps"], 4);
+    assert_eq!(tu["required_ignored"], 4);
+    let warning = "the server ignored tool_choice required: 4 of 4 steps sent with `--agent-force required` were answered without a tool call";
+    assert!(console.contains(warning), "{console}");
+    assert_eq!(
+        console.matches("made no tool call").count(),
+        // The warning once, and the sessions line.
+        2,
+        "said once: {console}"
+    );
 }

@@ -21,7 +21,7 @@ pub use duration::{parse_duration, parse_duration_spelled, DurationError};
 pub use outcome::Outcome;
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
-    StreamCounters, TokenCount, TokenSource, TokenSources, CHUNK_SLACK,
+    StreamCounters, TokenCount, TokenSource, TokenSources, ToolChoice, CHUNK_SLACK,
 };
 pub use sink::RecordSink;
 pub use stats::{Bucketing, Distribution, PERCENTILE_RULE};

@@ -104,6 +104,17 @@ impl StampClock {
     }
 }
 
+/// What an agent step's `tool_choice` asked of the model (`--agent-force`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (no `tool_choice`, or `auto`): a reply without a call ends the
+    /// session (`--agent-force off` or `mock`).
+    Auto,
+    /// Every step demands a call (`tool_choice` required; Anthropic's `any`).
+    Required,
+}
+
 /// Which Cadence component produced a record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -327,6 +338,10 @@ pub struct RequestRecord {
     /// mock`, for models that never call tools): the session went on as if it had.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tool_call_mocked: bool,
+    /// An agent step (`--agent`): what its `tool_choice` asked for. Absent for plain
+    /// requests and for replayed steps, whose sessions follow their recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
@@ -399,6 +414,7 @@ impl RequestRecord {
             tool_calls: None,
             tool_wait_ns: None,
             tool_call_mocked: false,
+            tool_choice: None,
             prefix_group: None,
             expected_output_tokens: None,
             clock: None,

@@ -7,7 +7,7 @@ use crate::agent::{AgentSpec, Force, Transcript};
 use crate::agent_trace::{reply_tokens, Replay, ReplayState, TraceSession};
 pub use crate::workload::SessionKind;
 use crate::workload::{BuiltTurn, RequestFactory};
-use cadence_core::RequestRecord;
+use cadence_core::{RequestRecord, ToolChoice};
 use cadence_wire::ToolCall;
 use rand::rngs::SmallRng;
 
@@ -99,8 +99,8 @@ impl<'a> Steps<'a> {
         }
     }
 
-    /// The request of step `step` of dispatch `k`; its prompt id and prefix group go
-    /// into `rec`.
+    /// The request of step `step` of dispatch `k`; its prompt id, prefix group and (an
+    /// agent's) tool choice go into `rec`.
     pub(crate) fn build(
         &mut self,
         factory: &RequestFactory,
@@ -118,6 +118,10 @@ impl<'a> Steps<'a> {
                 let mut built = factory.build_agent_step(k, spec, transcript, *max_tokens);
                 rec.prompt_id = Some(std::mem::take(&mut built.prompt_id));
                 rec.prefix_group = built.prefix_group;
+                rec.tool_choice = Some(match spec.force {
+                    Force::Required => ToolChoice::Required,
+                    Force::Off | Force::Mock => ToolChoice::Auto,
+                });
                 built
             }
             Steps::Replay {

@@ -46,7 +46,7 @@ pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc, TimerFloor, TimerFloorAcc};
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
-    StreamCounters, TokenCount, TokenSource, TokenSources, CHUNK_SLACK,
+    StreamCounters, TokenCount, TokenSource, TokenSources, ToolChoice, CHUNK_SLACK,
 };
 pub use report::{
     definitions, level_report, FleetReport, LevelReport, MissingShard, Report, RunInfo,

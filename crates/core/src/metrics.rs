@@ -1019,7 +1019,9 @@ impl SummaryAcc {
             requests_per_s: per_s(counts.succeeded),
             window_s: window_ns.map(|w| w as f64 / NS_PER_S),
         };
-        let warnings = self.warnings(window_ns, counts.sent);
+        let sessions = self.sessions.as_ref().and_then(|s| s.finish());
+        let mut warnings = self.warnings(window_ns, counts.sent);
+        warnings.extend(sessions.as_ref().and_then(|s| s.tool_use.warning()));
         LevelSummary {
             requests: counts,
             warmup: self.warmup,
@@ -1053,7 +1055,7 @@ impl SummaryAcc {
                 .collect(),
             clock: self.clock.as_ref().map(|c| c.finish()),
             prompt_cache: self.cache.as_deref().filter(|c| c.requests > 0).copied(),
-            sessions: self.sessions.as_ref().and_then(|s| s.finish()),
+            sessions,
         }
     }
 

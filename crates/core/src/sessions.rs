@@ -16,6 +16,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+mod tool_use;
+pub use tool_use::{ToolUse, MIN_CALLING_SHARE};
+
 /// The session figures in words, for the report's definitions.
 pub const FORMULA: &str = "sessions (agent loops, multi-turn chats) whose every step \
 succeeded: wall = last step's end - first step's scheduled send (its send in a closed loop); \
@@ -60,6 +63,7 @@ struct Partial {
     output_tokens: u64,
     calls: u64,
     mocked: u64,
+    tools: tool_use::SessionTools,
     detail: Option<Vec<Step>>,
 }
 
@@ -170,6 +174,7 @@ impl SessionAcc {
         p.steps += 1;
         p.calls += u64::from(r.tool_calls.unwrap_or(0));
         p.mocked += u64::from(r.tool_call_mocked);
+        p.tools.push(r);
         p.tool += r.tool_wait_ns.unwrap_or(0);
         p.start = earliest(p.start, r.scheduled_ns.or(r.sent_ns));
         let timed = (r.sent_ns, r.first_chunk_ns(), r.end_ns);
@@ -232,6 +237,7 @@ impl SessionAcc {
                     mine.output_tokens += p.output_tokens;
                     mine.calls += p.calls;
                     mine.mocked += p.mocked;
+                    mine.tools.merge(&p.tools);
                     if let (Some(a), Some(b)) = (&mut mine.detail, &p.detail) {
                         a.extend_from_slice(b);
                     }
@@ -284,11 +290,14 @@ impl SessionAcc {
             .collect();
         let by_context = self.context_rows();
         let total = |f: fn(&Partial) -> u64| self.open.values().map(f).sum::<u64>();
+        let mut tool_use = ToolUse::default();
+        self.open.values().for_each(|p| tool_use.add(&p.tools));
         Some(SessionSummary {
             sessions: self.open.len() as u64,
             complete: complete.len() as u64,
             tool_calls: total(|p| p.calls),
             mocked_tool_calls: total(|p| p.mocked),
+            tool_use,
             steps: acc.steps.summary(),
             output_tokens: acc.tokens.summary(),
             wall: acc.wall.summary(),
@@ -455,6 +464,10 @@ pub struct SessionSummary {
     /// Steps where the client injected a call because the reply made none
     /// (`--agent-force mock`), over every session.
     pub mocked_tool_calls: u64,
+    /// Whether the agent sessions called tools at all, and whether the server honoured
+    /// `tool_choice` required; absent for multi-turn chats and replays.
+    #[serde(default, skip_serializing_if = "ToolUse::is_empty")]
+    pub tool_use: ToolUse,
     /// Steps per complete session.
     pub steps: Option<Distribution>,
     /// Output tokens per complete session.

@@ -579,6 +579,20 @@ pub const LONG_REPLY_TOKENS: u32 = 3000;
 /// Whole sessions: their wall time, its split, TTFT by context, the slowest one, the
 /// what-ifs, and what a long reply costs at the level's ITL.
 fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
+    if ss.tool_use.not_agent_loops() {
+        // One-step "sessions" are single requests: their split and what-ifs would read
+        // as an agent's. The level's warning says why and what to try.
+        let t = &ss.tool_use;
+        let _ = writeln!(
+            out,
+            "{}not agent loops: {} of {} made no tool call and ended at their first reply \
+             (session figures left out; see the warning)",
+            label("Sessions"),
+            t.without_tool_calls,
+            t.agent_sessions
+        );
+        return;
+    }
     let mocked = if ss.mocked_tool_calls > 0 {
         format!(
             " ({} injected by the client: the model made no call)",

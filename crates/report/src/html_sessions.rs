@@ -27,15 +27,32 @@ fn ms_or_dash(v: Option<f64>) -> String {
 
 /// The section, when any level has sessions.
 pub(crate) fn section(r: &Report, o: &mut String) {
-    let levels: Vec<(&str, &SessionSummary)> = r
+    let all: Vec<(&str, &SessionSummary)> = r
         .levels
         .iter()
         .filter_map(|l| Some((l.name.as_str(), l.summary.sessions.as_ref()?)))
         .collect();
-    if levels.is_empty() {
+    // Levels whose "sessions" called no tool are single requests, not agent loops:
+    // named, not drawn as sessions.
+    let (toolless, levels): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|(_, s)| s.tool_use.not_agent_loops());
+    if levels.is_empty() && toolless.is_empty() {
         return;
     }
     o.push_str("<h2>Sessions</h2>");
+    for (name, s) in &toolless {
+        let _ = write!(
+            o,
+            r#"<p class="warn" id="sessions-without-tools">{}: not agent loops: {} of {} agent sessions made no tool call and ended at their first reply, so no session figures are shown (see the warnings).</p>"#,
+            esc(name),
+            s.tool_use.without_tool_calls,
+            s.tool_use.agent_sessions
+        );
+    }
+    if levels.is_empty() {
+        return;
+    }
     o.push_str(r#"<p class="sub">Whole sessions whose every step succeeded: wall time = TTFT + decode (the sum of inter-token gaps) + tool time + the rest (client work, queueing).</p>"#);
     o.push_str(r#"<table id="sessions"><tr><th class="l">level</th><th>complete</th><th>steps p50</th><th>tool calls</th><th>wall p50</th><th>wall p90</th><th>wall p99</th><th>decode share p50</th></tr>"#);
     for (name, s) in &levels {

@@ -105,6 +105,8 @@ fn sessions_table(r: &Report, o: &mut String) {
         .levels
         .iter()
         .filter_map(|l| Some((l, l.summary.sessions.as_ref()?)))
+        // Sessions that called no tool are single requests (the level's warning says).
+        .filter(|(_, s)| !s.tool_use.not_agent_loops())
         .collect();
     if levels.is_empty() {
         return;
