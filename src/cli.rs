@@ -1265,6 +1265,11 @@ pub struct CompareArgs {
     #[arg(long = "fail-on", value_name = "RULE", value_parser = parse_fail_on)]
     pub fail_on: Vec<cadence_core::compare::FailOn>,
 
+    /// Judge `--fail-on` even when A and B differ in workload (lengths, sampling,
+    /// cache, load): without it such a comparison is shown and then refused (exit 2).
+    #[arg(long)]
+    pub allow_different_workloads: bool,
+
     /// Write the comparison as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

@@ -8,6 +8,7 @@ use crate::exit::{usage, Exit};
 use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn};
+use cadence_core::differences::{differences, DiffKind, LevelPair};
 use cadence_core::report::LevelReport;
 use cadence_core::Convention;
 use cadence_report::compare::{
@@ -40,16 +41,8 @@ pub fn compare(
     if !samples {
         notes.push("significance needs per-request samples: give records files (`bench --records`) for both runs; without them changes are shown but not judged against noise, and --fail-on uses the threshold alone".into());
     }
-    let (ra, rb) = (&a.report.run, &b.report.run);
-    // Two built-in simulators differ only in their port.
-    let same_target = ra.target == rb.target || (ra.builtin_sim && rb.builtin_sim);
-    if ra.model != rb.model || !same_target {
-        notes.push(format!(
-            "the runs differ in target or model: A {} ({}), B {} ({})",
-            a.report.run.target, a.report.run.model, b.report.run.target, b.report.run.model
-        ));
-    }
     let p = pairs(&a.report.levels, &b.report.levels);
+    let mut level_pairs = Vec::new();
     let mut levels = Vec::new();
     let mut failed_rules = Vec::new();
     for &(i, j) in &p {
@@ -68,6 +61,13 @@ pub fn compare(
             }
             _ => None,
         };
+        level_pairs.push(LevelPair {
+            a: i,
+            b: j,
+            input_tokens: recs
+                .as_ref()
+                .map_or((None, None), |(x, y)| (mean_input(x), mean_input(y))),
+        });
         let rows = compare::compare_level(
             &la.summary,
             &lb.summary,
@@ -113,6 +113,7 @@ pub fn compare(
     Ok(Comparison {
         a: String::new(),
         b: String::new(),
+        differences: differences(&a.report, &b.report, &level_pairs),
         method: compare::METHOD,
         samples,
         levels,
@@ -123,18 +124,55 @@ pub fn compare(
     })
 }
 
+/// Mean prompt tokens of the succeeded requests that say theirs; `None` when none does.
+fn mean_input(records: &[cadence_core::RequestRecord]) -> Option<f64> {
+    let said: Vec<u64> = records
+        .iter()
+        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded)
+        .filter_map(|r| r.input_tokens)
+        .collect();
+    (!said.is_empty()).then(|| said.iter().sum::<u64>() as f64 / said.len() as f64)
+}
+
+/// `--fail-on` across different workloads: the refusal naming every workload difference
+/// (a usage error, exit 2), unless `--allow-different-workloads` was given. The rules
+/// that failed are then no verdict: they move to a note.
+fn refuse_across_workloads(c: &mut Comparison, args: &CompareArgs) -> Option<String> {
+    let workload: Vec<String> = c
+        .differences
+        .iter()
+        .filter(|d| d.kind == DiffKind::Workload)
+        .map(|d| format!("{}: A {}, B {}", d.what, d.a, d.b))
+        .collect();
+    if args.fail_on.is_empty() || workload.is_empty() || args.allow_different_workloads {
+        return None;
+    }
+    let failed = std::mem::take(&mut c.failed_rules);
+    c.notes.push(format!(
+        "--fail-on not judged: A and B ran different workloads{}",
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" (it would have failed {})", failed.join(", "))
+        }
+    ));
+    Some(format!(
+        "--fail-on judges B against A only on the same workload, and they differ: {}. \
+         Run both with the same workload, or give --allow-different-workloads to judge \
+         them anyway",
+        workload.join("; ")
+    ))
+}
+
 /// The tool a loaded run came from (`cadence` for Cadence's own) and the convention
 /// that holds its definitions.
 fn tool_of(l: &Loaded) -> (String, Option<Convention>) {
     match &l.report.imported {
-        Some(i) => {
-            let name = match &i.version {
-                Some(v) => format!("{} {v}", i.tool),
-                None => i.tool.clone(),
-            };
-            // A tool whose definitions Cadence does not re-express has none here.
-            (name, i.tool.parse().ok())
-        }
+        // A tool whose definitions Cadence does not re-express has none here.
+        Some(i) => (
+            cadence_core::differences::tool(&l.report),
+            i.tool.parse().ok(),
+        ),
         None => ("cadence".into(), Some(Convention::Cadence)),
     }
 }
@@ -261,6 +299,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
             c.unmatched.join(", ")
         )));
     }
+    let refused = refuse_across_workloads(&mut c, &args);
     print_stdout(&render_text(&c))?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&c).expect("plain data serializes") + "\n";
@@ -269,6 +308,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
     if let Some(path) = &args.markdown {
         write_or_print(path, &render_markdown(&c))
             .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    // Shown and written first: the refusal is of the verdict, not of the comparison.
+    if let Some(why) = refused {
+        return Err(usage(why));
     }
     Ok(if !c.failed_rules.is_empty() {
         Exit::Regression

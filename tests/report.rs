@@ -248,6 +248,10 @@ fn compare_flags_a_planted_itl_regression_and_not_a_rerun() {
 
     let (code, c) = compare_json(&a, &a2, &rule);
     assert_eq!(code, Some(0), "the same configuration passes: {c:#}");
+    let kinds: Vec<&str> = c["differences"].as_array().map_or(vec![], |d| {
+        d.iter().map(|x| x["kind"].as_str().unwrap()).collect()
+    });
+    assert_eq!(kinds, ["draws"], "another seed only: {c:#}");
     for m in ["itl.mean", "tpot.p50", "tpot.mean"] {
         assert_eq!(verdict(&c, m), "unchanged", "{m}: {c:#}");
     }
@@ -399,5 +403,80 @@ fn a_tiny_exact_samples_budget_buckets_the_distributions_the_json_says_so_and_re
     assert!(
         (pe - pb).abs() <= pe / 256.0 + 0.0005,
         "exact {pe} bucketed {pb}"
+    );
+}
+
+#[test]
+fn compare_names_each_workload_difference_and_refuses_a_verdict_across_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, max_tokens: &str| {
+        let path = dir.path().join(name);
+        cadence()
+            .args([
+                "bench",
+                "-c",
+                "4",
+                "-n",
+                "16",
+                "--max-tokens",
+                max_tokens,
+                "--quiet",
+            ])
+            .arg("--records")
+            .arg(&path)
+            .assert()
+            .code(0);
+        path
+    };
+    let (a, b) = (run("a.jsonl", "24"), run("b.jsonl", "48"));
+    let out = cadence()
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .args(["--fail-on", "e2e.p50:+10%"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    let block = stdout
+        .find("Differences: A and B ran different workloads")
+        .unwrap();
+    assert!(block < stdout.find("e2e.p50").unwrap(), "{stdout}");
+    assert!(!stdout.contains("REGRESSION"), "no verdict: {stdout}");
+    assert!(
+        stdout.contains("Note: --fail-on not judged: A and B ran different workloads (it would have failed e2e.p50:+10% at concurrency=4"),
+        "{stdout}"
+    );
+    for said in [
+        "--max-tokens: A 24, B 48",
+        "output tokens per request at concurrency=4: A 24, B 48",
+        "--allow-different-workloads",
+    ] {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    let (code, c) = compare_json(
+        &a,
+        &b,
+        &["--fail-on", "e2e.p50:+10%", "--allow-different-workloads"],
+    );
+    assert_eq!(
+        code,
+        Some(5),
+        "allowed, the verdict is given: E2E doubled: {c:#}"
+    );
+    let workload: Vec<&str> = c["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "workload")
+        .map(|d| d["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        workload,
+        ["--max-tokens", "output tokens per request at concurrency=4"],
+        "{c:#}"
     );
 }

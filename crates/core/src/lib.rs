@@ -14,6 +14,7 @@ pub mod attribution;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
+pub mod differences;
 pub mod fidelity;
 pub mod imported;
 pub mod json;

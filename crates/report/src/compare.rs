@@ -6,6 +6,7 @@
 use crate::cell::{self, Unit};
 use crate::table::Table;
 use cadence_core::compare::{MetricChange, Verdict};
+use cadence_core::differences::{DiffKind, Difference};
 use serde::Serialize;
 
 /// The comparison of one level.
@@ -24,6 +25,9 @@ pub struct Comparison {
     pub a: String,
     /// Run B's path.
     pub b: String,
+    /// How A and B differ in target and workload (empty: the same).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<Difference>,
     /// How changes are judged against noise, in words.
     pub method: &'static str,
     /// Whether noise could be judged (both inputs held per-request records).
@@ -146,9 +150,63 @@ fn tools_table(tools: &[ToolRow]) -> Table {
     t
 }
 
+fn kind(k: DiffKind) -> &'static str {
+    match k {
+        DiffKind::Target => "target",
+        DiffKind::Workload => "workload",
+        DiffKind::Draws => "draws",
+    }
+}
+
+/// The differences table: kind, what, A, B.
+fn differences_table(d: &[Difference]) -> Table {
+    let mut t = Table::new(2)
+        .left("kind", 9)
+        .left("what", 25)
+        .left("A", 17)
+        .left("B", 0)
+        .gap(2);
+    for x in d {
+        t.row([
+            kind(x.kind).into(),
+            x.what.clone(),
+            x.a.clone(),
+            x.b.clone(),
+        ]);
+    }
+    t
+}
+
+/// What the differences mean for the verdicts below, in words; `None` when A and B
+/// ran the same workload against the same target (other draws of it are a note).
+fn differences_words(d: &[Difference]) -> Option<&'static str> {
+    if d.iter().any(|x| x.kind == DiffKind::Workload) {
+        Some("A and B ran different workloads: a change below is not the server's alone, and --fail-on is refused unless --allow-different-workloads")
+    } else if d.iter().any(|x| x.kind == DiffKind::Target) {
+        Some("the same workload against different targets: the changes below compare them")
+    } else {
+        None
+    }
+}
+
+/// Other draws of the same workload, when that is the only difference.
+fn draws_note(d: &[Difference]) -> Option<String> {
+    match d {
+        [x] if x.kind == DiffKind::Draws => Some(format!(
+            "{}: A {}, B {} (other prompts drawn from the same workload)",
+            x.what, x.a, x.b
+        )),
+        _ => None,
+    }
+}
+
 /// The console form.
 pub fn render_text(c: &Comparison) -> String {
     let mut s = format!("Comparing A = {}\n      with B = {}\n", c.a, c.b);
+    if let Some(words) = differences_words(&c.differences) {
+        s.push_str(&format!("\nDifferences: {words}\n"));
+        s.push_str(&differences_table(&c.differences).text());
+    }
     for l in &c.levels {
         s.push_str(&format!("\n{}\n", l.level));
         s.push_str(&level_table(l).text());
@@ -161,7 +219,7 @@ pub fn render_text(c: &Comparison) -> String {
         s.push_str("\nAcross tools (first level)\n");
         s.push_str(&tools_table(&c.tools).text());
     }
-    for n in &c.notes {
+    for n in draws_note(&c.differences).iter().chain(&c.notes) {
         s.push_str(&format!("Note: {n}\n"));
     }
     if !c.failed_rules.is_empty() {
@@ -176,6 +234,10 @@ pub fn render_text(c: &Comparison) -> String {
 /// The Markdown form, for a PR comment.
 pub fn render_markdown(c: &Comparison) -> String {
     let mut s = format!("### Cadence compare\n\nA = `{}`, B = `{}`\n", c.a, c.b);
+    if let Some(words) = differences_words(&c.differences) {
+        s.push_str(&format!("\n**Differences**: {words}\n\n"));
+        s.push_str(&differences_table(&c.differences).markdown());
+    }
     for l in &c.levels {
         s.push_str(&format!("\n**{}**\n\n", l.level));
         s.push_str(&level_table(l).markdown());
@@ -184,7 +246,7 @@ pub fn render_markdown(c: &Comparison) -> String {
         s.push_str("\n**Across tools** (first level)\n\n");
         s.push_str(&tools_table(&c.tools).markdown());
     }
-    for n in &c.notes {
+    for n in draws_note(&c.differences).iter().chain(&c.notes) {
         s.push_str(&format!("\n> {n}\n"));
     }
     if !c.failed_rules.is_empty() {
@@ -212,11 +274,77 @@ mod tests {
         }
     }
 
+    fn comparison(differences: Vec<Difference>) -> Comparison {
+        Comparison {
+            a: "a.jsonl".into(),
+            b: "b.jsonl".into(),
+            differences,
+            method: "m",
+            samples: true,
+            levels: vec![LevelComparison {
+                level: "c=1".into(),
+                rows: vec![row("itl.p50", "ms", Some(7.8), Some(8.0))],
+            }],
+            unmatched: vec![],
+            failed_rules: vec![],
+            notes: vec![],
+            tools: vec![],
+        }
+    }
+
+    fn diff(kind: DiffKind, what: &str, a: &str, b: &str) -> Difference {
+        Difference {
+            kind,
+            what: what.into(),
+            a: a.into(),
+            b: b.into(),
+        }
+    }
+
+    #[test]
+    fn differences_come_before_the_verdicts_and_the_same_workload_has_no_block() {
+        let c = comparison(vec![
+            diff(DiffKind::Target, "model", "m", "other"),
+            diff(DiffKind::Workload, "--max-tokens", "24", "48"),
+        ]);
+        let text = render_text(&c);
+        let block = text
+            .find("Differences: A and B ran different workloads")
+            .unwrap();
+        assert!(block < text.find("itl.p50").unwrap(), "{text}");
+        assert!(
+            text.contains("  workload  --max-tokens              24                 48\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  target    model                     m                  other\n"),
+            "{text}"
+        );
+        let md = render_markdown(&c);
+        assert!(md.contains("| workload | --max-tokens | 24 | 48 |"), "{md}");
+        let t = render_text(&comparison(vec![diff(DiffKind::Target, "URL", "x", "y")]));
+        assert!(
+            t.contains("Differences: the same workload against different targets"),
+            "{t}"
+        );
+        let same = render_text(&comparison(vec![]));
+        assert!(!same.contains("Differences"), "{same}");
+        let draws = render_text(&comparison(vec![diff(DiffKind::Draws, "seed", "1", "2")]));
+        assert!(
+            !draws.contains("Differences")
+                && draws.contains(
+                    "Note: seed: A 1, B 2 (other prompts drawn from the same workload)\n"
+                ),
+            "{draws}"
+        );
+    }
+
     #[test]
     fn figures_read_as_the_report_writes_them_and_absent_ones_a_dash() {
         let c = Comparison {
             a: "a.json".into(),
             b: "b.json".into(),
+            differences: vec![],
             method: "m",
             samples: false,
             levels: vec![LevelComparison {
