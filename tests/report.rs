@@ -179,6 +179,12 @@ fn bad_report_input_is_a_usage_error_naming_the_line() {
 
 /// A closed-loop run of the simulator with a fixed ITL, recorded to `path`.
 fn recorded_run(path: &Path, itl_ms: u32) {
+    bench_records(path, "24", &["-H", &format!("x-cadence-itl-ms: {itl_ms}")]);
+}
+
+/// A 4-client run of 24 requests at `max_tokens` against the built-in simulator, its
+/// records at `path`.
+fn bench_records(path: &Path, max_tokens: &str, extra: &[&str]) {
     cadence()
         .args([
             "bench",
@@ -187,10 +193,10 @@ fn recorded_run(path: &Path, itl_ms: u32) {
             "-n",
             "24",
             "--max-tokens",
-            "24",
+            max_tokens,
             "--quiet",
         ])
-        .args(["-H", &format!("x-cadence-itl-ms: {itl_ms}")])
+        .args(extra)
         .arg("--records")
         .arg(path)
         .assert()
@@ -411,21 +417,7 @@ fn compare_names_each_workload_difference_and_refuses_a_verdict_across_them() {
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, max_tokens: &str| {
         let path = dir.path().join(name);
-        cadence()
-            .args([
-                "bench",
-                "-c",
-                "4",
-                "-n",
-                "16",
-                "--max-tokens",
-                max_tokens,
-                "--quiet",
-            ])
-            .arg("--records")
-            .arg(&path)
-            .assert()
-            .code(0);
+        bench_records(&path, max_tokens, &[]);
         path
     };
     let (a, b) = (run("a.jsonl", "24"), run("b.jsonl", "48"));

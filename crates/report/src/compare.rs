@@ -341,24 +341,11 @@ mod tests {
 
     #[test]
     fn figures_read_as_the_report_writes_them_and_absent_ones_a_dash() {
-        let c = Comparison {
-            a: "a.json".into(),
-            b: "b.json".into(),
-            differences: vec![],
-            method: "m",
-            samples: false,
-            levels: vec![LevelComparison {
-                level: "c=1".into(),
-                rows: vec![
-                    row("itl.p50", "ms", Some(7.8), Some(0.8123)),
-                    row("output_speed.p50", "tok/s", Some(110.21), None),
-                ],
-            }],
-            unmatched: vec![],
-            failed_rules: vec![],
-            notes: vec![],
-            tools: vec![],
-        };
+        let mut c = comparison(vec![]);
+        c.levels[0].rows = vec![
+            row("itl.p50", "ms", Some(7.8), Some(0.8123)),
+            row("output_speed.p50", "tok/s", Some(110.21), None),
+        ];
         let text = render_text(&c);
         assert!(
             text.contains("  itl.p50                7.800 ms     812.3 µs    -89.6%                    –  ?\n"),
