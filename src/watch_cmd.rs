@@ -41,6 +41,15 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         .map_err(|e| usage(e.to_string()))?;
     let store = Store::open(&args.db).map_err(store_error)?;
     let shared = shared_store(&args, &config)?;
+    if let Some(pw) = &args.shared.shared_password_env {
+        for t in &config.targets {
+            let at = format!("target {:?}", t.name);
+            if let Some(k) = &t.key_env {
+                cadence_watch::config::key_env_is_not_the_stores(&at, k, Some(pw))
+                    .map_err(|e| usage(e.to_string()))?;
+            }
+        }
+    }
     let setup = cadence_watch::Setup {
         targets: prepared,
         store,
@@ -72,23 +81,68 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         eprintln!("cadence watch: incidents are posted to {}", h.display());
     }
     let result = watch.until(crate::signal::stop_signal()).await;
+    if let Some(h) = &hook {
+        webhooks_settled(h).await;
+    }
     drop(sim);
     ended(result?, args.once)
 }
 
+/// How long a watcher's end waits for its incident webhooks still in flight.
+const WEBHOOK_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (bounded) for the incident webhooks still in flight, and says any that did
+/// not arrive (each failure was logged with its cause as it happened).
+async fn webhooks_settled(hook: &webhook::Webhook) {
+    let s = hook.settle(WEBHOOK_WAIT).await;
+    if s.failed > 0 {
+        eprintln!(
+            "cadence watch: {} incident webhook(s) to {} failed (see above); {} delivered at the end",
+            s.failed,
+            hook.display(),
+            s.delivered
+        );
+    }
+    if s.unfinished > 0 {
+        eprintln!(
+            "cadence watch: {} incident webhook(s) to {} had no answer within {} s and were dropped at exit",
+            s.unfinished,
+            hook.display(),
+            WEBHOOK_WAIT.as_secs()
+        );
+    }
+}
+
 /// What the watcher's end says, and its exit: with `--once`, 3 when a target breached
-/// its SLOs.
-fn ended(verdicts: Vec<Option<bool>>, once: bool) -> anyhow::Result<Exit> {
+/// its SLOs, 130 when a signal cut it short.
+fn ended(end: cadence_watch::Ended, once: bool) -> anyhow::Result<Exit> {
+    let verdicts = end.verdicts;
     if !once {
         eprintln!("cadence watch: stopped; every finished probe is in the database.");
         return Ok(Exit::Ok);
     }
+    if end.interrupted {
+        eprintln!(
+            "cadence watch --once: interrupted; {} of {} target(s) probed, every finished probe is in the database.",
+            verdicts.iter().flatten().count(),
+            verdicts.len()
+        );
+        return Ok(Exit::Interrupted);
+    }
     let probed = verdicts.iter().flatten().count();
     let breached = verdicts.iter().flatten().filter(|ok| !**ok).count();
+    let closed = match verdicts.len() - probed {
+        0 => String::new(),
+        n => format!(" ({n} outside their hours)"),
+    };
     eprintln!(
-        "cadence watch --once: {probed} of {} target(s) probed, {breached} breached their SLOs; the probes are in the database.",
+        "cadence watch --once: {probed} of {} target(s) probed{closed}, {breached} breached their SLOs; the probes are in the database.",
         verdicts.len()
     );
+    if probed == 0 {
+        eprintln!("cadence watch --once: nothing was probed, so nothing was checked (exit 4)");
+        return Ok(Exit::Invalid);
+    }
     Ok(if breached > 0 {
         Exit::SloBreached
     } else {
@@ -257,10 +311,16 @@ async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
         listen: a.listen,
         retain: a.retain,
     };
-    let hub = cadence_watch::spawn_hub(setup).await.map_err(|e| match e {
-        HubError::Listen { .. } => usage(e.to_string()),
-        HubError::Store(e) => anyhow::anyhow!(e),
-    })?;
+    let started = async {
+        cadence_watch::spawn_hub(setup).await.map_err(|e| match e {
+            HubError::Listen { .. } => usage(e.to_string()),
+            HubError::Store(e) => anyhow::anyhow!(e),
+        })
+    };
+    let hub = match or_signal("watch serve", started).await? {
+        Ok(hub) => hub,
+        Err(interrupted) => return Ok(interrupted),
+    };
     eprintln!(
         "cadence watch serve: every vantage of {}; page at http://{}/",
         sc.display(),
@@ -270,15 +330,34 @@ async fn serve(a: &WatchServeArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// `work`'s value, unless Ctrl-C or SIGTERM comes first: then `what` is said as
+/// interrupted and `Err(Exit::Interrupted)` given (exit 130), so a store that does not
+/// answer never holds the command past a signal.
+async fn or_signal<T>(
+    what: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<Result<T, Exit>> {
+    tokio::select! {
+        r = work => r.map(Ok),
+        () = crate::signal::stop_signal() => {
+            eprintln!("cadence {what}: interrupted while waiting for the shared store");
+            Ok(Err(Exit::Interrupted))
+        }
+    }
+}
+
 async fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let since = now - r.since.as_millis() as i64;
     if let Some(sc) = shared_config(&r.shared, None)? {
-        let store = sc.connect().await.map_err(|e| anyhow::anyhow!(e))?;
-        let probes = store
-            .probes(None, since)
-            .await
-            .map_err(|e| anyhow::anyhow!(e))?;
+        let read = async {
+            let store = sc.connect().await?;
+            store.probes(None, since).await.map_err(anyhow::Error::from)
+        };
+        let probes = match or_signal("watch report", read).await? {
+            Ok(probes) => probes,
+            Err(interrupted) => return Ok(interrupted),
+        };
         return write_report(r, |format| {
             cadence_watch::report::render_vantages(&probes, since, now, format)
         });

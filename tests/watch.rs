@@ -751,6 +751,15 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("b: outside its hours, not probed"), "{said}");
     assert!(said.contains("1 of 2 target(s) probed"), "{said}");
+    // Every target outside its hours: nothing was checked, which is no pass (exit 4).
+    let (code, said) =
+        once(target("a", "itl.p50<=1s") + &hours + &target("b", "itl.p50<=1s") + &hours);
+    assert_eq!(code, Some(4), "{said}");
+    assert!(
+        said.contains("0 of 2 target(s) probed (2 outside their hours)"),
+        "{said}"
+    );
+    assert!(said.contains("nothing was probed"), "{said}");
 }
 
 #[test]

@@ -377,3 +377,87 @@ fn kit_names_are_exposed(hub_metrics: &str, watcher_metrics: &str) {
         }
     }
 }
+
+/// `cadence ARGS` against `store`, sent SIGTERM after `after`: its exit status, how
+/// long it took to end after the signal, and its stderr.
+fn terminated_after(
+    args: &[&str],
+    after: Duration,
+) -> (std::process::ExitStatus, Duration, String) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let sent = std::time::Instant::now();
+    let deadline = sent + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("cadence {args:?} did not end on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = sent.elapsed();
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    (status, took, said)
+}
+
+#[test]
+fn f134_a_silent_store_holds_no_command_past_a_signal() {
+    // Accepts (the kernel does) and never answers a byte.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let store = format!(
+        "postgres://w@127.0.0.1:{}/d",
+        silent.local_addr().unwrap().port()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "east");
+    let db = dir.path().join("east.db");
+    let runs: [(&str, Vec<&str>); 3] = [
+        ("watch report", vec!["watch", "report", "--shared", &store]),
+        (
+            "watch serve",
+            vec![
+                "watch",
+                "serve",
+                "--shared",
+                &store,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ),
+        (
+            "watch --once",
+            vec![
+                "watch",
+                cfg.to_str().unwrap(),
+                "--once",
+                "--db",
+                db.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--shared",
+                &store,
+            ],
+        ),
+    ];
+    for (what, args) in runs {
+        let (status, took, said) = terminated_after(&args, Duration::from_millis(1500));
+        assert_eq!(status.code(), Some(130), "{what}: {said}");
+        assert!(
+            took < Duration::from_secs(2),
+            "{what} took {took:?}: {said}"
+        );
+        assert!(said.contains("interrupted"), "{what}: {said}");
+    }
+    drop(silent);
+}

@@ -82,10 +82,23 @@ pub async fn post_json(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<(), GetError> {
-    let req = http::Request::post(url.clone())
+    post_json_with(http, url, &HeaderMap::new(), body, timeout).await
+}
+
+/// [`post_json`] with `headers` besides (a webhook's `Authorization`).
+pub async fn post_json_with(
+    http: &HyperClient,
+    url: &Uri,
+    headers: &HeaderMap,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(), GetError> {
+    let mut req = http::Request::post(url.clone())
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| GetError::Failed(e.to_string()))?;
+    req.headers_mut()
+        .extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
     exchange(http, req, url, timeout, 64 << 10).await.map(drop)
 }
 

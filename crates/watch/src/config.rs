@@ -252,9 +252,12 @@ pub struct Config {
     pub shared: Option<SharedSpec>,
 }
 
-/// Whether `name` may name a target or a vantage (it is a URL path and a label).
+/// Whether `name` may name a target or a vantage (it is a URL path and a label): `.`
+/// and `..` are not, as a path segment means the directory or its parent.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
+        && name != "."
+        && name != ".."
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -409,6 +412,25 @@ impl BuiltinFile {
     }
 }
 
+/// libpq's variable for a PostgreSQL password: never a target's key.
+pub const STORE_PASSWORD_ENV: &str = "PGPASSWORD";
+
+/// Refuses a target's `key_env` that names the shared store's password variable
+/// (`PGPASSWORD`, or `store_pw`: `[shared].password_env` or `--shared-password-env`):
+/// the store's password would go to the target as its bearer token.
+pub fn key_env_is_not_the_stores(
+    at: &str,
+    key_env: &str,
+    store_pw: Option<&str>,
+) -> Result<(), ConfigError> {
+    if key_env == STORE_PASSWORD_ENV || Some(key_env) == store_pw {
+        return Err(ConfigError(format!(
+            "{at}: key_env = {key_env:?} names the shared store's password variable: it would be sent to the target as its key; give the target its own variable"
+        )));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Parses a config file's text. `builtin`: the URL every target named `builtin`
     /// stands for is filled in by the caller, so only its model may be missing.
@@ -425,7 +447,7 @@ impl Config {
             let at = format!("target[{i}]");
             if !valid_name(&t.name) {
                 return Err(ConfigError(format!(
-                    "{at}.name = {:?}: letters, digits, '-', '_' and '.' only (it is a URL path and a label)",
+                    "{at}.name = {:?}: letters, digits, '-', '_' and '.' only, not '.' or '..' (it is a URL path and a label)",
                     t.name
                 )));
             }
@@ -455,6 +477,8 @@ impl Config {
                         "{at}: key_env = {k:?} must name an environment variable (the key itself never goes in the file)"
                     )));
                 }
+                let store_pw = file.shared.as_ref().and_then(|s| s.password_env.as_deref());
+                key_env_is_not_the_stores(&at, k, store_pw)?;
             }
             let probe = t.probe.resolve(&base, &format!("{at}: probe"))?;
             targets.push(Target {
@@ -620,6 +644,26 @@ slow_factor = 2.5
 
     fn err(text: &str) -> String {
         Config::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn f137_dot_names_and_the_stores_password_as_a_key_are_refused() {
+        for name in [".", "..", "a/b", "../x"] {
+            let e = err(&format!("[[target]]\nname={name:?}\nurl=\"http://x\"\n"));
+            assert!(
+                e.contains("target[0].name") && e.contains("'..'"),
+                "{name}: {e}"
+            );
+        }
+        assert!(valid_name("v1.2") && valid_name("...a") && !valid_name(".."));
+        let t = "[[target]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let e = err(&format!("{t}key_env=\"PGPASSWORD\"\n"));
+        assert!(e.contains("shared store's password variable"), "{e}");
+        let e = err(&format!(
+            "[shared]\nurl=\"postgres://h/d\"\npassword_env=\"STORE_PW\"\n{t}key_env=\"STORE_PW\"\n"
+        ));
+        assert!(e.contains("key_env = \"STORE_PW\""), "{e}");
+        assert!(Config::parse(&format!("{t}key_env=\"API_KEY\"\n")).is_ok());
     }
 
     #[test]

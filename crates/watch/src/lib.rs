@@ -25,5 +25,5 @@ pub mod webhook;
 
 pub use config::{Config, ConfigError, Probe, Target};
 pub use hub::{spawn_hub, Hub, HubError, HubSetup};
-pub use lifecycle::{spawn, Setup, Watch, WatchError};
+pub use lifecycle::{spawn, Ended, Setup, Watch, WatchError};
 pub use store::{Store, StoreError, SCHEMA_VERSION};

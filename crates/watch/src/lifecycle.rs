@@ -135,30 +135,126 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
     })
 }
 
+/// The longest the shipper's last round may hold a watcher's end: its own flush is
+/// bounded at 3 s, and a step in flight when the lane ended at [`QUERY_WITHIN`]; past
+/// this the round is cut and what it did not ship waits in the local database.
+///
+/// [`QUERY_WITHIN`]: crate::shared::QUERY_WITHIN
+pub const SHIPPER_END_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How a watcher ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    /// Each target's last SLO verdict of this run (`None`: not probed).
+    pub verdicts: Vec<Option<bool>>,
+    /// The stop came before the lane ended by itself (`--once` interrupted), or while
+    /// the shipper's last round was running.
+    pub interrupted: bool,
+    /// The shipper's last round was cut (the stop, or [`SHIPPER_END_WITHIN`]).
+    pub shipping_cut: bool,
+}
+
 impl Watch {
     /// Probes until `stop` completes (then stops the lane, which drops a probe in
     /// flight), or the lane ends by itself (`--once`, or the database failed); then the
-    /// shipper's last bounded round, then the page. Gives each target's last SLO verdict
-    /// of this run (`None`: not probed). The lane runs in the awaiting task (the
-    /// binary's main task), not on a worker beside the page and the shipper: a probe's
-    /// timing never waits for them.
-    pub async fn until(
-        mut self,
-        stop: impl Future<Output = ()>,
-    ) -> Result<Vec<Option<bool>>, WatchError> {
+    /// shipper's last round (bounded by [`SHIPPER_END_WITHIN`], and cut by `stop`), then
+    /// the page. The lane runs in the awaiting task (the binary's main task), not on a
+    /// worker beside the page and the shipper: a probe's timing never waits for them.
+    pub async fn until(mut self, stop: impl Future<Output = ()>) -> Result<Ended, WatchError> {
+        let mut stop = std::pin::pin!(stop);
+        let mut interrupted = false;
         let ended = tokio::select! {
             r = &mut self.lane => r,
-            () = stop => {
+            () = &mut stop => {
+                interrupted = true;
                 let _ = self.stop.send(true);
                 (&mut self.lane).await
             }
         };
-        if let Some((tx, task)) = self.shipper {
+        let mut shipping_cut = false;
+        if let Some((tx, mut task)) = self.shipper {
             // The lane has ended (stopped, or on an error): one last bounded round.
             let _ = tx.send(true);
-            let _ = task.await;
+            let bound = tokio::time::sleep(SHIPPER_END_WITHIN);
+            tokio::select! {
+                _ = &mut task => {}
+                () = bound => shipping_cut = true,
+                () = &mut stop, if !interrupted => {
+                    interrupted = true;
+                    shipping_cut = true;
+                }
+            }
+            if shipping_cut {
+                task.abort();
+                tracing::warn!(
+                    "cadence watch: the last shipping round was cut; probes not shipped wait in the local database and go at the next start"
+                );
+            }
         }
         drop(self.server);
-        Ok(ended?)
+        Ok(Ended {
+            verdicts: ended?,
+            interrupted,
+            shipping_cut,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A `--once` watcher of no targets (its lane ends at once) feeding a store that
+    /// accepts and never answers: the shipper's last round is mid-connect when the lane ends.
+    async fn once_into_a_silent_store(dir: &std::path::Path, port: u16) -> Watch {
+        let shared = SharedConfig::new(&format!("postgres://w@127.0.0.1:{port}/d"), None).unwrap();
+        let db = dir.join("w.db");
+        spawn(Setup {
+            targets: Vec::new(),
+            store: Store::open(&db).unwrap(),
+            db,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            options: watcher::Options {
+                retain: Duration::from_secs(3600),
+                webhook: None,
+                verbose: false,
+                written: None,
+                once: true,
+            },
+            shared: Some((shared, "east".into())),
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_shippers_last_round_on_a_silent_store_is_cut_at_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let w = once_into_a_silent_store(dir.path(), silent.local_addr().unwrap().port()).await;
+        // The shipper is connecting (up to CONNECT_WITHIN) when the lane ends.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let ended = w.until(std::future::pending()).await.unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= SHIPPER_END_WITHIN && took < SHIPPER_END_WITHIN + Duration::from_secs(2),
+            "{took:?}"
+        );
+        assert!(ended.shipping_cut && !ended.interrupted, "{ended:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stop_during_the_shippers_last_round_ends_the_watcher_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let w = once_into_a_silent_store(dir.path(), silent.local_addr().unwrap().port()).await;
+        let started = Instant::now();
+        let stop = tokio::time::sleep(Duration::from_millis(300));
+        let ended = w.until(stop).await.unwrap();
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(ended.shipping_cut && ended.interrupted, "{ended:?}");
     }
 }

@@ -58,6 +58,27 @@ const MIGRATION_LOCK: i64 = 0x0063_6164_656e_6365;
 /// check included (the address's `connect_timeout` bounds only the TCP connect).
 pub const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 
+/// The longest one operation on an open connection may wait for its answer (a read, a
+/// batch of probes in its transaction, an announcement, a retention): a store that
+/// stops answering mid-connection is then an error, the connection dropped.
+pub const QUERY_WITHIN: Duration = Duration::from_secs(30);
+
+/// `op` on the store at `at`, bounded by [`QUERY_WITHIN`]; `what` names it in the error.
+async fn within<T>(
+    at: &str,
+    what: &str,
+    op: impl std::future::Future<Output = Result<T, SharedError>>,
+) -> Result<T, SharedError> {
+    tokio::time::timeout(QUERY_WITHIN, op)
+        .await
+        .unwrap_or_else(|_| {
+            Err(SharedError::Server {
+                at: at.to_string(),
+                detail: format!("no answer within {} s ({what})", QUERY_WITHIN.as_secs()),
+            })
+        })
+}
+
 /// Why the shared store cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
@@ -379,6 +400,18 @@ impl SharedStore {
         targets: &[TargetInfo],
         now_ms: i64,
     ) -> Result<(), SharedError> {
+        within(&self.at, "announcing the vantage", async {
+            self.announce_now(vantage, targets, now_ms).await
+        })
+        .await
+    }
+
+    async fn announce_now(
+        &self,
+        vantage: &str,
+        targets: &[TargetInfo],
+        now_ms: i64,
+    ) -> Result<(), SharedError> {
         for t in targets {
             self.client
                 .execute(
@@ -405,6 +438,15 @@ impl SharedStore {
     /// already there (same vantage, target and start) is left as it is. Returns how
     /// many were new.
     pub async fn push(
+        &mut self,
+        vantage: &str,
+        batch: &[(ProbeRow, Vec<RequestRow>)],
+    ) -> Result<u64, SharedError> {
+        let at = self.at.clone();
+        within(&at, "shipping probes", self.push_now(vantage, batch)).await
+    }
+
+    async fn push_now(
         &mut self,
         vantage: &str,
         batch: &[(ProbeRow, Vec<RequestRow>)],
@@ -459,19 +501,31 @@ impl SharedStore {
     /// Deletes `vantage`'s probes (and their requests) that started before `cutoff_ms`:
     /// each watcher applies its own `--retain` to its own rows.
     pub async fn retain(&self, vantage: &str, cutoff_ms: i64) -> Result<u64, SharedError> {
-        self.client
-            .execute(
-                "DELETE FROM watch_probes WHERE vantage = $1 AND started_ms < $2",
-                &[&vantage, &cutoff_ms],
-            )
-            .await
-            .map_err(|e| self.err(e))
+        let delete = async {
+            self.client
+                .execute(
+                    "DELETE FROM watch_probes WHERE vantage = $1 AND started_ms < $2",
+                    &[&vantage, &cutoff_ms],
+                )
+                .await
+                .map_err(|e| self.err(e))
+        };
+        within(&self.at, "deleting old probes", delete).await
     }
 
     /// Deletes every vantage's probes that started before `cutoff_ms`, and forgets
     /// vantages that have neither announced themselves nor kept a probe since (a
     /// retired region): `watch serve --retain`. Returns the probes deleted.
     pub async fn retain_all(&self, cutoff_ms: i64) -> Result<u64, SharedError> {
+        within(
+            &self.at,
+            "deleting old probes",
+            self.retain_all_now(cutoff_ms),
+        )
+        .await
+    }
+
+    async fn retain_all_now(&self, cutoff_ms: i64) -> Result<u64, SharedError> {
         let n = self
             .client
             .execute(
@@ -494,6 +548,19 @@ impl SharedStore {
     /// Every probe of every vantage that started at or after `since_ms`, of one target
     /// or all, in time order.
     pub async fn probes(
+        &self,
+        target: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Vec<VantageProbe>, SharedError> {
+        within(
+            &self.at,
+            "reading probes",
+            self.probes_now(target, since_ms),
+        )
+        .await
+    }
+
+    async fn probes_now(
         &self,
         target: Option<&str>,
         since_ms: i64,
@@ -536,6 +603,10 @@ impl SharedStore {
 
     /// Request rows of one stored probe (by its shared-store id).
     pub async fn requests(&self, probe_id: i64) -> Result<Vec<RequestRow>, SharedError> {
+        within(&self.at, "reading requests", self.requests_now(probe_id)).await
+    }
+
+    async fn requests_now(&self, probe_id: i64) -> Result<Vec<RequestRow>, SharedError> {
         let rows = self
             .client
             .query(
@@ -555,6 +626,10 @@ impl SharedStore {
 
     /// Every vantage that announced itself, with its targets and its latest probe.
     pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
+        within(&self.at, "reading vantages", self.vantages_now()).await
+    }
+
+    async fn vantages_now(&self) -> Result<Vec<Vantage>, SharedError> {
         let rows = self
             .client
             .query(
@@ -673,6 +748,10 @@ impl Cells for Row<'_> {
     }
 }
 
+/// The longest a page waits for the shared store: past it, the page is served with the
+/// store's part saying it did not answer.
+pub const PAGE_WITHIN: Duration = Duration::from_secs(3);
+
 /// The shared store as the page reads it: one connection, opened on first use and
 /// again after it drops (a server restart shows as an error on one page, not forever).
 pub struct Remote {
@@ -712,22 +791,57 @@ impl Remote {
         target: Option<&str>,
         since_ms: i64,
     ) -> Result<Vec<VantageProbe>, SharedError> {
-        let mut conn = self.conn.lock().await;
-        let r = match self.connected(&mut conn).await {
-            Ok(c) => c.probes(target, since_ms).await,
-            Err(e) => Err(e),
-        };
+        let (mut conn, deadline) = self.turn().await?;
+        let r = tokio::time::timeout_at(deadline, async {
+            self.connected(&mut conn)
+                .await?
+                .probes(target, since_ms)
+                .await
+        })
+        .await
+        .unwrap_or_else(|_| Err(self.late()));
         forget_on_error(&mut conn, r)
     }
 
     /// The vantages that announced themselves.
     pub async fn vantages(&self) -> Result<Vec<Vantage>, SharedError> {
-        let mut conn = self.conn.lock().await;
-        let r = match self.connected(&mut conn).await {
-            Ok(c) => c.vantages().await,
-            Err(e) => Err(e),
-        };
+        let (mut conn, deadline) = self.turn().await?;
+        let r = tokio::time::timeout_at(deadline, async {
+            self.connected(&mut conn).await?.vantages().await
+        })
+        .await
+        .unwrap_or_else(|_| Err(self.late()));
         forget_on_error(&mut conn, r)
+    }
+
+    /// The connection's turn for one page read, and when the read must be done: within
+    /// [`PAGE_WITHIN`] of asking, waiting for another page's read included. A page is
+    /// then served with the store's part in error rather than held.
+    async fn turn(
+        &self,
+    ) -> Result<
+        (
+            tokio::sync::MutexGuard<'_, Option<SharedStore>>,
+            tokio::time::Instant,
+        ),
+        SharedError,
+    > {
+        let deadline = tokio::time::Instant::now() + PAGE_WITHIN;
+        match tokio::time::timeout_at(deadline, self.conn.lock()).await {
+            Ok(conn) => Ok((conn, deadline)),
+            Err(_) => Err(self.late()),
+        }
+    }
+
+    /// A page read that ran out of time.
+    fn late(&self) -> SharedError {
+        SharedError::Server {
+            at: self.config.display().to_string(),
+            detail: format!(
+                "no answer within {} s (a page does not wait longer)",
+                PAGE_WITHIN.as_secs()
+            ),
+        }
     }
 
     /// The connection, opened first when there is none or it dropped.
@@ -743,7 +857,7 @@ impl Remote {
     }
 }
 
-/// A failed query drops the connection: the next one opens a fresh one.
+/// A failed (or late) read drops the connection: the next one opens a fresh one.
 fn forget_on_error<T>(
     conn: &mut Option<SharedStore>,
     r: Result<T, SharedError>,
@@ -778,6 +892,76 @@ mod tests {
         let said = e.to_string();
         assert!(said.contains("no answer within 10 s"), "{said}");
         assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+        drop(silent);
+    }
+
+    /// A server that answers PostgreSQL's startup (no password asked, ready for
+    /// queries) and then never another byte: a store that stops answering mid-connection.
+    fn answers_the_startup_then_stalls() -> u16 {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).unwrap();
+            let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+            s.read_exact(&mut startup).unwrap();
+            // AuthenticationOk, then ReadyForQuery (idle).
+            s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+                .unwrap();
+            let mut sink = [0u8; 4096];
+            while s.read(&mut sink).is_ok_and(|n| n > 0) {}
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_query_the_store_never_answers_is_an_error_within_the_bound() {
+        let port = answers_the_startup_then_stalls();
+        let c = SharedConfig::new(&format!("postgres://w@127.0.0.1:{port}/d"), None).unwrap();
+        let (client, connection) = c.config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let store = SharedStore {
+            client,
+            at: c.display.clone(),
+        };
+        tokio::time::pause();
+        let started = tokio::time::Instant::now();
+        let e = store.probes(None, 0).await.unwrap_err();
+        let took = started.elapsed();
+        // The timer wheel's millisecond may round it up.
+        assert!(
+            took >= QUERY_WITHIN && took <= QUERY_WITHIN + Duration::from_millis(5),
+            "{took:?}"
+        );
+        let said = e.to_string();
+        assert!(
+            said.contains("no answer within 30 s (reading probes)"),
+            "{said}"
+        );
+        assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+        let e = store.retain("east", 0).await.unwrap_err();
+        assert!(e.to_string().contains("no answer within 30 s"), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_page_read_waits_for_a_silent_store_no_longer_than_its_bound() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let c = SharedConfig::new(&format!("postgres://w@127.0.0.1:{port}/d"), None).unwrap();
+        let remote = std::sync::Arc::new(Remote::new(c, String::new(), None));
+        let started = tokio::time::Instant::now();
+        // Two page loads at once: the second waits for the first's turn, not past its bound.
+        let (a, b) = tokio::join!(remote.probes(None, 0), remote.vantages());
+        let took = started.elapsed();
+        assert!(
+            took >= PAGE_WITHIN && took <= PAGE_WITHIN + Duration::from_millis(5),
+            "{took:?}"
+        );
+        for e in [a.map(|_| ()).unwrap_err(), b.map(|_| ()).unwrap_err()] {
+            assert!(e.to_string().contains("no answer within 3 s"), "{e}");
+        }
         drop(silent);
     }
 

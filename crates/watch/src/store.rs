@@ -144,6 +144,9 @@ pub struct Store {
     /// The writer's lock, held while the store is open (`None`: read-only). After
     /// `conn`, so it is released once the connection is closed.
     _lock: Option<WriterLock>,
+    /// A read-only copy's private copy, when it was read through one (removed after
+    /// `conn` is closed).
+    _aside: Option<Aside>,
 }
 
 /// A store the async side hands to tokio's blocking pool for each use (SQLite blocks;
@@ -280,6 +283,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             _lock: Some(lock),
+            _aside: None,
         })
     }
 
@@ -291,14 +295,11 @@ impl Store {
                 detail: "no such file".into(),
             });
         }
-        let err = |e| StoreError::from_sqlite(path, e);
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(2))
-            .map_err(err)?;
+        let (conn, aside) = match read_only(path) {
+            Ok(conn) => (conn, None),
+            Err(e) if cannot_share(&e) => read_aside(path)?,
+            Err(e) => return Err(StoreError::from_sqlite(path, e)),
+        };
         let version = read_version(&conn, path)?;
         if version == 0 {
             return Err(StoreError::Corrupt {
@@ -318,6 +319,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             _lock: None,
+            _aside: aside,
         })
     }
 
@@ -333,6 +335,7 @@ impl Store {
             conn,
             path: self.path.clone(),
             _lock: None,
+            _aside: None,
         })
     }
 
@@ -620,6 +623,83 @@ const TABLES: [&str; 2] = ["probes", "requests"];
 /// The schema version of a cadence watch database, read without writing: a file of
 /// another application (its own application id, tables cadence did not make) is
 /// refused before anything changes it.
+/// A read-only connection to `path`, the file's header and WAL index read (a failure to
+/// share its WAL shows here, not at the first query).
+fn read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))?;
+    Ok(conn)
+}
+
+/// Whether a read-only open failed for want of the WAL's shared-memory index (`-shm`):
+/// a copy in a read-only directory, or one whose `-shm` cannot be made.
+fn cannot_share(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly)
+    )
+}
+
+/// A private directory holding a read-only database's copy, removed when dropped.
+#[derive(Debug)]
+struct Aside(PathBuf);
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads a database whose WAL cannot be shared where it lies. With no WAL (or an empty
+/// one) the file alone is the database: opened `immutable`, no index needed. With a WAL
+/// holding commits not yet in the file, the two are copied to a private directory of
+/// `$TMPDIR` and read there, so no committed probe is missed.
+fn read_aside(path: &Path) -> Result<(Connection, Option<Aside>), StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    if std::fs::metadata(&wal).map_or(0, |m| m.len()) == 0 {
+        let uri = format!("file:{}?immutable=1", uri_path(path));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        return Ok((Connection::open_with_flags(uri, flags).map_err(err)?, None));
+    }
+    let copy_err = |e: std::io::Error| {
+        StoreError::Other {
+        path: path.display().to_string(),
+        detail: format!(
+            "its WAL cannot be shared where it is (a read-only copy), and copying it to {} failed: {e}",
+            std::env::temp_dir().display()
+        ),
+    }
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("cadence-watch-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(copy_err)?;
+    let aside = Aside(dir);
+    let copy = aside.0.join("watch.db");
+    std::fs::copy(path, &copy).map_err(copy_err)?;
+    std::fs::copy(&wal, aside.0.join("watch.db-wal")).map_err(copy_err)?;
+    let conn = read_only(&copy).map_err(err)?;
+    Ok((conn, Some(aside)))
+}
+
+/// `path` as an SQLite URI's path: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    path.to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23")
+}
+
 fn read_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
     let err = |e| StoreError::from_sqlite(path, e);
     // Reading the schema reads the file's header: a file that is not SQLite fails here.
@@ -1032,5 +1112,49 @@ CREATE TABLE requests (
         drop(first);
         drop(Store::open(&hard).unwrap());
         drop(Store::open(&sym).unwrap());
+    }
+
+    /// `files` of `from` copied into a new directory `to`, made read-only (files 444,
+    /// the directory 555), its `-shm` one that cannot be made: root ignores the modes, so
+    /// a dangling link stands where the index would go.
+    fn read_only_copy(from: &Path, to: &Path, files: &[&str]) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(to).unwrap();
+        for f in files {
+            std::fs::copy(from.join(f), to.join(f)).unwrap();
+            std::fs::set_permissions(to.join(f), std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+        std::os::unix::fs::symlink("/nonexistent/cadence/shm", to.join("w.db-shm")).unwrap();
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o555)).unwrap();
+        to.join("w.db")
+    }
+
+    #[test]
+    fn f138_a_read_only_copy_with_its_wal_and_no_shm_is_read_whole() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("live");
+        std::fs::create_dir(&live).unwrap();
+        let mut w = Store::open(&live.join("w.db")).unwrap();
+        for i in 0..5 {
+            w.insert_probe(&crate::rows::tests::probe("api", 1_000 + i, true), &[])
+                .unwrap();
+        }
+        // Copied while the writer runs: the probes are in the WAL, not yet in the file.
+        assert!(std::fs::metadata(live.join("w.db-wal")).unwrap().len() > 0);
+        let ro = read_only_copy(&live, &dir.path().join("ro"), &["w.db", "w.db-wal"]);
+        let r = Store::open_read(&ro).unwrap();
+        assert_eq!(r.probes(None, 0).unwrap().len(), 5);
+        drop(r);
+        // Closed cleanly: the file alone holds everything, and a copy of it reads too.
+        drop(w);
+        let ro2 = read_only_copy(&live, &dir.path().join("ro2"), &["w.db"]);
+        let r = Store::open_read(&ro2).unwrap();
+        assert_eq!(r.probes(None, 0).unwrap().len(), 5);
+        drop(r);
+        for d in ["ro", "ro2"] {
+            let d = dir.path().join(d);
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
     }
 }
