@@ -238,6 +238,61 @@ fn compare_puts_each_tool_in_a_row_and_names_where_definitions_differ() {
         tools[1]["itl_p50"].as_f64().unwrap(),
     );
     assert!((b / a - 1.0).abs() < 0.05, "pooled ITL p50 {a} vs {b}");
+    // AIPerf's summary names its model and URL: the model is the same; the URL is the
+    // simulator's other port (the fixtures ran against two), and the tool differs.
+    let diffs: Vec<(&str, &str, &str)> = c["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "target")
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap();
+            (s("what"), s("a"), s("b"))
+        })
+        .collect();
+    assert_eq!(
+        diffs,
+        [
+            (
+                "URL",
+                "http://127.0.0.1:18777/v1/chat/completions",
+                "http://127.0.0.1:18778"
+            ),
+            (
+                "tool",
+                concat!("cadence ", env!("CARGO_PKG_VERSION")),
+                "aiperf 0.13.0"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn compare_of_a_cadence_run_and_an_aiperf_run_of_one_endpoint_claims_one_target() {
+    // The Cadence fixture moved to the port AIPerf measured: its URL is under AIPerf's
+    // base URL, and the model is the one AIPerf's summary names.
+    let dir = tempfile::tempdir().unwrap();
+    let cadence_run = dir.path().join("cadence-run.jsonl");
+    let text = std::fs::read_to_string(fixture("cadence-run.jsonl")).unwrap();
+    std::fs::write(&cadence_run, text.replace(":18777/", ":18778/")).unwrap();
+    let json = dir.path().join("c.json");
+    cadence()
+        .arg("compare")
+        .arg(&cadence_run)
+        .arg(fixture("aiperf/profile_export.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(0);
+    let c = read_json(&json);
+    let target: Vec<&str> = c["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "target")
+        .map(|d| d["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(target, ["tool"], "{c:#}");
 }
 
 #[test]

@@ -117,7 +117,9 @@ pub struct LevelPair {
 pub fn differences(a: &Report, b: &Report, pairs: &[LevelPair]) -> Vec<Difference> {
     let mut out = target(a, b);
     let (ra, rb) = (&a.run, &b.run);
-    if ra.mode != rb.mode && known(&ra.mode) && known(&rb.mode) {
+    // An import's mode names the import (`imported:aiperf`), not its load.
+    let imported = a.imported.is_some() || b.imported.is_some();
+    if ra.mode != rb.mode && known(&ra.mode) && known(&rb.mode) && !imported {
         out.push(Difference::new(
             DiffKind::Workload,
             "load",
@@ -154,16 +156,38 @@ pub fn tool(r: &Report) -> String {
     }
 }
 
+/// Whether two targets are one endpoint: the same URL, two built-in simulators (they
+/// differ only in their port), or a server's base URL (as AIPerf saves it) and an
+/// endpoint under it.
+fn same_url(a: &Report, b: &Report) -> bool {
+    let (x, y) = (
+        a.run.target.trim_end_matches('/'),
+        b.run.target.trim_end_matches('/'),
+    );
+    let under = |long: &str, base: &str| {
+        long.strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('/'))
+    };
+    x == y || (a.run.builtin_sim && b.run.builtin_sim) || under(x, y) || under(y, x)
+}
+
 fn target(a: &Report, b: &Report) -> Vec<Difference> {
     let (ra, rb) = (&a.run, &b.run);
     let mut out = Vec::new();
-    // Two built-in simulators differ only in their port.
-    let same_url = ra.target == rb.target || (ra.builtin_sim && rb.builtin_sim);
-    // A value the file did not hold ("unknown") is not known to differ.
+    // What a file did not hold ("unknown"; a target that is no URL, as an import
+    // without one says "imported from TOOL" or names its backend) is not known to
+    // differ, nor is an import's API, which names the import, not a dialect.
+    let url = |v: &str| v.contains("://");
+    let imported = a.imported.is_some() || b.imported.is_some();
     for (what, x, y, same) in [
-        ("URL", &ra.target, &rb.target, same_url),
+        (
+            "URL",
+            &ra.target,
+            &rb.target,
+            same_url(a, b) || !url(&ra.target) || !url(&rb.target),
+        ),
         ("model", &ra.model, &rb.model, ra.model == rb.model),
-        ("API", &ra.api, &rb.api, ra.api == rb.api),
+        ("API", &ra.api, &rb.api, ra.api == rb.api || imported),
     ] {
         if !same && known(x) && known(y) {
             out.push(Difference::new(DiffKind::Target, what, x, y));
@@ -464,6 +488,10 @@ mod tests {
     fn an_imported_run_differs_in_tool_and_has_no_flags_to_compare() {
         let a = run("cadence bench http://h:8000 -c 4 --max-tokens 24", 24, None);
         let mut b = run("", 24, None);
+        // As AIPerf saves it: the server's base URL; the API and mode name the import.
+        b.run.target = "http://h:8000".into();
+        b.run.api = "aiperf import".into();
+        b.run.mode = "imported:aiperf".into();
         b.imported = Some(crate::ImportedRun {
             tool: "aiperf".into(),
             version: Some("0.3.0".into()),
@@ -482,6 +510,24 @@ mod tests {
                 "aiperf 0.3.0"
             )]
         );
+    }
+
+    #[test]
+    fn what_an_import_did_not_say_is_not_a_difference_and_another_host_is() {
+        let a = run("cadence bench -c 4", 24, None);
+        let mut b = run("", 24, None);
+        b.run.target = "imported from llmperf".into();
+        b.run.model = "unknown".into();
+        b.imported = a.imported.clone();
+        assert!(differences(&a, &b, &one()).is_empty());
+        b.run.target = "http://h:80001".into();
+        let d = differences(&a, &b, &one());
+        assert_eq!(
+            d[0].what, "URL",
+            "a port that starts like A's is another port"
+        );
+        b.run.target = "http://h:8000/v1/completions/x".into();
+        assert_eq!(differences(&a, &b, &one())[0].what, "URL");
     }
 
     #[test]

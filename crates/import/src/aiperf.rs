@@ -134,6 +134,18 @@ fn read_summary(
     let sv = parse(sf, st)?;
     let top = Obj::new(sf, &sv)?;
     imported.version = top.str("aiperf_version")?.map(str::to_string);
+    // The run's settings: the model and the server's base URL.
+    if let Some(config) = top.obj("input_config")? {
+        let models = config.obj("models")?;
+        if let Some(items) = models.map(|m| m.arr("items")).transpose()?.flatten() {
+            let name = items.first().and_then(|m| m.get("name"));
+            imported.model = name.and_then(Value::as_str).map(str::to_string);
+        }
+        let endpoint = config.obj("endpoint")?;
+        if let Some(urls) = endpoint.map(|e| e.arr("urls")).transpose()?.flatten() {
+            imported.target = urls.first().and_then(Value::as_str).map(str::to_string);
+        }
+    }
     let concurrency = top
         .obj("effective_concurrency")?
         .and_then(|c| c.num("max").ok().flatten())

@@ -44,7 +44,13 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
             .flatten()
         {
             model = model.or(backend.str("model")?.map(str::to_string));
-            target = target.or(backend.str("target")?.map(str::to_string));
+            let path = backend
+                .str("request_format")?
+                .filter(|p| p.starts_with('/'));
+            let url = backend
+                .str("target")?
+                .map(|t| format!("{}{}", t.trim_end_matches('/'), path.unwrap_or("")));
+            target = target.or(url);
         }
         let Some(requests) = b.obj("requests")? else {
             return Err(ImportError::new(file, format!("benchmarks[{i}]: no requests (GuideLLM saves them unless sampling is set to 0)")));

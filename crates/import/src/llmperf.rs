@@ -62,11 +62,14 @@ pub fn import(
     let records = build::records(Tool::Llmperf, &reqs);
     let mut files = vec![file.to_string()];
     let mut notes = Vec::new();
+    let mut model = None;
     let figures = match summary {
         Some((sf, st)) => {
             files.push(sf.to_string());
             let sv = parse(sf, st)?;
-            figures(&Obj::new(sf, &sv)?, &records, &itl_s)?
+            let top = Obj::new(sf, &sv)?;
+            model = top.str("model")?.map(str::to_string);
+            figures(&top, &records, &itl_s)?
         }
         None => {
             notes.push(
@@ -79,7 +82,7 @@ pub fn import(
         tool: Tool::Llmperf,
         version: None,
         files,
-        model: None,
+        model,
         target: None,
         levels: vec![crate::Level::new(Tool::Llmperf, None, None)],
         duration_s: None,

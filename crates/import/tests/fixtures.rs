@@ -70,6 +70,34 @@ fn llmperf_figures_rebuild_except_what_needs_send_times() {
 }
 
 #[test]
+fn imports_keep_the_model_and_the_url_their_files_name() {
+    let said = |name: &str| {
+        let imp = import(&fixture(name), None).unwrap();
+        (imp.model, imp.target)
+    };
+    let s = |v: &str| Some(v.to_string());
+    // AIPerf's summary beside its records: input_config's model and URL.
+    assert_eq!(
+        said("aiperf/profile_export.jsonl"),
+        (s("tiny"), s("http://127.0.0.1:18778"))
+    );
+    // GuideLLM's backend: the target with its request path.
+    let model = s("/root/.cache/cadence-real-engine/model/hf");
+    assert_eq!(
+        said("guidellm-benchmarks.json"),
+        (model, s("http://127.0.0.1:18778/v1/chat/completions"))
+    );
+    // LLMPerf's summary names the model; vLLM's file the model and its backend, neither
+    // the URL.
+    assert_eq!(
+        said("llmperf/tiny_32_24_individual_responses.json"),
+        (s("tiny"), None)
+    );
+    let backend = s("vllm bench serve --backend openai-chat");
+    assert_eq!(said("vllm-detailed.json"), (s("tiny"), backend));
+}
+
+#[test]
 fn a_file_without_chunk_times_names_what_it_cannot_give() {
     let imp = import(
         &fixture("llmperf/tiny_32_24_individual_responses.json"),

@@ -110,10 +110,12 @@ fn write_records(file: &Path, imp: &Imported) -> std::io::Result<()> {
         s.zip(e)
             .map_or(0.0, |(s, e)| e.saturating_sub(s) as f64 / 1e9)
     };
+    // The file's URL as a run's target is stored: without credentials.
     let mut run = RunInfo::new(
-        imp.target
-            .clone()
-            .unwrap_or_else(|| format!("imported from {}", imp.tool)),
+        imp.target.as_deref().map_or_else(
+            || format!("imported from {}", imp.tool),
+            cadence_core::secret::redact_url,
+        ),
         format!("{} import", imp.tool),
         imp.model.clone().unwrap_or_else(|| "unknown".into()),
         format!("imported:{}", imp.tool),
