@@ -158,6 +158,11 @@ impl SharedConfig {
             let pw = std::env::var(var).map_err(|_| SharedError::Password(var.to_string()))?;
             config.password(pw);
         }
+        // libpq's default (prefer) sends the password in clear to a server that refuses
+        // TLS: required, unless the address says otherwise or the store is on this host.
+        if !address.contains("sslmode") && !local(&config) {
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(5));
         }
@@ -247,8 +252,49 @@ fn display(c: &tokio_postgres::Config) -> String {
     )
 }
 
-/// A server error with its message (tokio-postgres's `Display` says only "db error").
+/// Whether every host of the address is this machine: a Unix socket, `localhost` or a
+/// loopback address (no network to read a password on).
+fn local(c: &tokio_postgres::Config) -> bool {
+    c.get_hosts().iter().all(|h| match h {
+        Host::Unix(_) => true,
+        Host::Tcp(h) => {
+            h == "localhost"
+                || h.trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+    })
+}
+
+/// The most of a server's words a message quotes.
+const MAX_DETAIL: usize = 300;
+
+/// A server's (or anything at its address's) words as a message may show them: control
+/// characters escaped (no terminal sequence passes), at most [`MAX_DETAIL`] characters,
+/// and how long it was when cut.
+fn clean(words: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in words.chars().enumerate() {
+        if n == MAX_DETAIL {
+            out.push_str(&format!("… ({} bytes in all)", words.len()));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A server error with its message (tokio-postgres's `Display` says only "db error"),
+/// cleaned for a message.
 fn detail(e: &tokio_postgres::Error) -> String {
+    clean(&raw_detail(e))
+}
+
+fn raw_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => {
@@ -963,6 +1009,70 @@ mod tests {
             assert!(e.to_string().contains("no answer within 3 s"), "{e}");
         }
         drop(silent);
+    }
+
+    #[test]
+    fn f139_tls_is_required_off_this_host_unless_the_address_says_otherwise() {
+        use tokio_postgres::config::SslMode;
+        let mode = |a: &str| SharedConfig::new(a, None).unwrap().config.get_ssl_mode();
+        assert_eq!(mode("postgres://w@db.example/d"), SslMode::Require);
+        assert_eq!(
+            mode("host=10.0.0.5,localhost user=w dbname=d"),
+            SslMode::Require
+        );
+        assert_eq!(
+            mode("postgres://w@db.example/d?sslmode=prefer"),
+            SslMode::Prefer
+        );
+        assert_eq!(
+            mode("host=db.example sslmode=disable dbname=d"),
+            SslMode::Disable
+        );
+        for here in [
+            "postgres://w@localhost/d",
+            "postgres://w@127.0.0.1:5433/d",
+            "postgres://w@[::1]/d",
+            "host=/run/postgresql dbname=d",
+        ] {
+            assert_eq!(mode(here), SslMode::Prefer, "{here}");
+        }
+    }
+
+    #[tokio::test]
+    async fn f139_a_servers_words_are_quoted_escaped_and_bounded() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).unwrap();
+            let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+            s.read_exact(&mut startup).unwrap();
+            // An ErrorResponse whose message holds a terminal sequence and runs long.
+            let message = format!("no\x1b]0;pwned\x07\x1b[2J{}", "x".repeat(5000));
+            let mut fields = Vec::new();
+            for (code, value) in [(b'S', "FATAL"), (b'C', "28000"), (b'M', message.as_str())] {
+                fields.push(code);
+                fields.extend_from_slice(value.as_bytes());
+                fields.push(0);
+            }
+            fields.push(0);
+            let mut msg = vec![b'E'];
+            msg.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+            msg.extend_from_slice(&fields);
+            s.write_all(&msg).unwrap();
+        });
+        let c = SharedConfig::new(
+            &format!("postgres://w@127.0.0.1:{port}/d?sslmode=disable"),
+            None,
+        )
+        .unwrap();
+        let said = c.connect().await.unwrap_err().to_string();
+        assert!(!said.chars().any(|c| c.is_control()), "{said:?}");
+        assert!(said.contains("no\\u{1b}]0;pwned"), "{said}");
+        assert!(said.len() < 600, "{}", said.len());
+        assert!(said.contains("bytes in all"), "{said}");
     }
 
     #[test]
