@@ -18,6 +18,7 @@ mod rows;
 pub mod shared;
 pub mod shipper;
 pub mod store;
+mod untrusted;
 pub mod vantage;
 pub mod watcher;
 pub mod web;

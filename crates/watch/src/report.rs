@@ -227,6 +227,11 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
 }
 
 fn text_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| crate::untrusted::printable(c)).collect())
+        .collect();
+    let rows = &rows;
     let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -255,8 +260,26 @@ fn text_table(head: &[&str], rows: &[Vec<String>]) -> String {
     s
 }
 
+/// `text` for a Markdown cell: printable, and no HTML tag passes (a `<` before a
+/// letter, `/`, `!` or `?` is written `&lt;`; `<=` in an SLO stays as it is).
+fn md_text(text: &str) -> String {
+    let text = crate::untrusted::printable(text);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let tag = chars
+            .peek()
+            .is_some_and(|n| n.is_ascii_alphabetic() || "/!?".contains(*n));
+        match c {
+            '<' if tag => out.push_str("&lt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn md_table(head: &[&str], rows: &[Vec<String>]) -> String {
-    let cell = |c: &str| c.replace('|', "\\|");
+    let cell = |c: &str| md_text(c).replace('|', "\\|");
     let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
     for r in rows {
         let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
@@ -365,5 +388,23 @@ mod tests {
         assert!((met - 2.0 / 3.0).abs() < 1e-9, "{j}");
         assert_eq!(j["incidents"].as_array().unwrap().len(), 1, "{j}");
         assert_eq!(j["incidents"][0]["start_ms"], 2_000, "{j}");
+    }
+
+    #[test]
+    fn f140_hostile_text_reaches_no_report_raw() {
+        let mut p = probe("api", 1_000, false);
+        p.slo_detail = vec!["<script>alert(1)</script> \u{1b}[2J itl.p50<=15ms".into()];
+        let probes = vec![VantageProbe {
+            vantage: "east".into(),
+            probe: p,
+        }];
+        let md = render_vantages(&probes, 0, 2_000, Format::Markdown);
+        assert!(!md.contains("<script") && !md.contains('\u{1b}'), "{md}");
+        assert!(
+            md.contains("&lt;script>") && md.contains("itl.p50<=15ms"),
+            "{md}"
+        );
+        let console = render_vantages(&probes, 0, 2_000, Format::Console);
+        assert!(!console.contains('\u{1b}'), "{console}");
     }
 }

@@ -273,19 +273,14 @@ const MAX_DETAIL: usize = 300;
 /// characters escaped (no terminal sequence passes), at most [`MAX_DETAIL`] characters,
 /// and how long it was when cut.
 fn clean(words: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in words.chars().enumerate() {
-        if n == MAX_DETAIL {
-            out.push_str(&format!("… ({} bytes in all)", words.len()));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    match words.char_indices().nth(MAX_DETAIL) {
+        Some((cut, _)) => format!(
+            "{}… ({} bytes in all)",
+            crate::untrusted::printable(&words[..cut]),
+            words.len()
+        ),
+        None => crate::untrusted::printable(words),
     }
-    out
 }
 
 /// A server error with its message (tokio-postgres's `Display` says only "db error"),
@@ -636,15 +631,17 @@ impl SharedStore {
             }
         }
         .map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(VantageProbe {
-                    vantage: r.try_get(1)?,
-                    probe: ProbeRow::read(r.try_get(0)?, &mut Row { row: r, at: 2 })?,
-                })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| self.err(e))
+        let now = crate::probe::now_ms();
+        let mut skipped = Skipped::default();
+        let mut kept = Vec::with_capacity(rows.len());
+        for r in &rows {
+            match read_probe(r, now) {
+                Ok(p) => kept.push(p),
+                Err(why) => *skipped.entry(why).or_default() += 1,
+            }
+        }
+        say_skipped(&self.at, "probe", &skipped);
+        Ok(kept)
     }
 
     /// Request rows of one stored probe (by its shared-store id).
@@ -680,23 +677,24 @@ impl SharedStore {
             .client
             .query(
                 "SELECT t.vantage, t.name, t.url, t.slos, t.interval_s, t.seen_ms,
-                    (SELECT max(started_ms) FROM watch_probes p WHERE p.vantage = t.vantage)
+                    (SELECT max(started_ms) FROM watch_probes p
+                     WHERE p.vantage = t.vantage AND p.started_ms <= $1)
                  FROM watch_targets t ORDER BY t.vantage, t.name",
-                &[],
+                &[&(crate::probe::now_ms() + crate::untrusted::FUTURE_SKEW_MS)],
             )
             .await
             .map_err(|e| self.err(e))?;
+        let now = crate::probe::now_ms();
+        let mut skipped = Skipped::default();
         let mut out: Vec<Vantage> = Vec::new();
         for r in &rows {
-            let name: String = r.get(0);
-            let target = TargetInfo {
-                name: r.get(1),
-                url: r.get(2),
-                slos: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or_default(),
-                interval_s: r.get(4),
+            let (name, target, seen, last) = match read_target(r, now) {
+                Ok(read) => read,
+                Err(why) => {
+                    *skipped.entry(why).or_default() += 1;
+                    continue;
+                }
             };
-            let seen: i64 = r.get(5);
-            let last: Option<i64> = r.get(6);
             match out.last_mut() {
                 Some(v) if v.name == name => {
                     v.seen_ms = v.seen_ms.max(seen);
@@ -710,8 +708,75 @@ impl SharedStore {
                 }),
             }
         }
+        say_skipped(&self.at, "target", &skipped);
         Ok(out)
     }
+}
+
+/// Rows skipped by why, for one warning.
+type Skipped = std::collections::BTreeMap<String, u64>;
+
+/// One probe row (`id, vantage, columns…`), checked: a NULL or a value of the wrong type
+/// where a probe has none, a name that is no label, a negative count, a start in the
+/// future are each a named reason to skip it; its text is made printable.
+fn read_probe(r: &tokio_postgres::Row, now_ms: i64) -> Result<VantageProbe, String> {
+    let unreadable = |e: tokio_postgres::Error| format!("unreadable ({})", clean(&e.to_string()));
+    let id: i64 = r.try_get(0).map_err(unreadable)?;
+    let vantage: String = r.try_get(1).map_err(unreadable)?;
+    let probe = ProbeRow::read(id, &mut Row { row: r, at: 2 }).map_err(unreadable)?;
+    crate::untrusted::check(&vantage, &probe, now_ms)?;
+    Ok(VantageProbe {
+        vantage,
+        probe: crate::untrusted::printable_probe(probe),
+    })
+}
+
+/// One announced target row (`vantage, name, url, slos, interval_s, seen_ms, last
+/// probe`), checked as [`read_probe`] checks a probe.
+fn read_target(
+    r: &tokio_postgres::Row,
+    now_ms: i64,
+) -> Result<(String, TargetInfo, i64, Option<i64>), String> {
+    let unreadable = |e: tokio_postgres::Error| format!("unreadable ({})", clean(&e.to_string()));
+    let vantage: String = r.try_get(0).map_err(unreadable)?;
+    let name: String = r.try_get(1).map_err(unreadable)?;
+    if !crate::config::valid_name(&vantage) || !crate::config::valid_name(&name) {
+        return Err("a vantage or target name that is not a label".into());
+    }
+    let url: String = r.try_get(2).map_err(unreadable)?;
+    let slos: Option<&str> = r.try_get(3).map_err(unreadable)?;
+    let interval_s: f64 = r.try_get(4).map_err(unreadable)?;
+    let seen: i64 = r.try_get(5).map_err(unreadable)?;
+    let last: Option<i64> = r.try_get(6).map_err(unreadable)?;
+    if !interval_s.is_finite() || interval_s < 0.0 {
+        return Err("a negative or non-finite interval".into());
+    }
+    let target = TargetInfo {
+        name,
+        url: crate::untrusted::printable(&url),
+        slos: slos
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default(),
+        interval_s,
+    };
+    // An announcement from the future is shown as now, not as "seen" for ever after.
+    Ok((vantage, target, seen.min(now_ms), last))
+}
+
+/// Says the rows skipped, by reason (a warning; nothing when none was).
+fn say_skipped(at: &str, what: &str, skipped: &Skipped) {
+    if skipped.is_empty() {
+        return;
+    }
+    let reasons: Vec<String> = skipped
+        .iter()
+        .map(|(why, n)| format!("{n} with {why}"))
+        .collect();
+    tracing::warn!(
+        "cadence watch: the shared store {at}: {} {what} row(s) skipped: {}",
+        skipped.values().sum::<u64>(),
+        reasons.join("; ")
+    );
 }
 
 /// `values` as the parameters of a statement whose parameter types are `types`: an
@@ -941,9 +1006,9 @@ mod tests {
         drop(silent);
     }
 
-    /// A server that answers PostgreSQL's startup (no password asked, ready for
-    /// queries) and then never another byte: a store that stops answering mid-connection.
-    fn answers_the_startup_then_stalls() -> u16 {
+    /// A server on 127.0.0.1 port 0 that reads PostgreSQL's startup message, writes
+    /// `answer`, and then never another byte (the connection held open).
+    fn fake_server(answer: Vec<u8>) -> u16 {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -953,13 +1018,18 @@ mod tests {
             s.read_exact(&mut len).unwrap();
             let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
             s.read_exact(&mut startup).unwrap();
-            // AuthenticationOk, then ReadyForQuery (idle).
-            s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
-                .unwrap();
+            s.write_all(&answer).unwrap();
             let mut sink = [0u8; 4096];
             while s.read(&mut sink).is_ok_and(|n| n > 0) {}
         });
         port
+    }
+
+    /// A server that answers the startup (no password asked, ready for queries) and
+    /// then stalls: a store that stops answering mid-connection.
+    fn answers_the_startup_then_stalls() -> u16 {
+        // AuthenticationOk, then ReadyForQuery (idle).
+        fake_server(vec![b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
     }
 
     #[tokio::test]
@@ -1040,29 +1110,19 @@ mod tests {
 
     #[tokio::test]
     async fn f139_a_servers_words_are_quoted_escaped_and_bounded() {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut len = [0u8; 4];
-            s.read_exact(&mut len).unwrap();
-            let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-            s.read_exact(&mut startup).unwrap();
-            // An ErrorResponse whose message holds a terminal sequence and runs long.
-            let message = format!("no\x1b]0;pwned\x07\x1b[2J{}", "x".repeat(5000));
-            let mut fields = Vec::new();
-            for (code, value) in [(b'S', "FATAL"), (b'C', "28000"), (b'M', message.as_str())] {
-                fields.push(code);
-                fields.extend_from_slice(value.as_bytes());
-                fields.push(0);
-            }
+        // An ErrorResponse whose message holds a terminal sequence and runs long.
+        let message = format!("no\x1b]0;pwned\x07\x1b[2J{}", "x".repeat(5000));
+        let mut fields = Vec::new();
+        for (code, value) in [(b'S', "FATAL"), (b'C', "28000"), (b'M', message.as_str())] {
+            fields.push(code);
+            fields.extend_from_slice(value.as_bytes());
             fields.push(0);
-            let mut msg = vec![b'E'];
-            msg.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
-            msg.extend_from_slice(&fields);
-            s.write_all(&msg).unwrap();
-        });
+        }
+        fields.push(0);
+        let mut msg = vec![b'E'];
+        msg.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+        msg.extend_from_slice(&fields);
+        let port = fake_server(msg);
         let c = SharedConfig::new(
             &format!("postgres://w@127.0.0.1:{port}/d?sslmode=disable"),
             None,

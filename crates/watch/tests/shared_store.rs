@@ -404,3 +404,62 @@ async fn the_hub_serves_every_vantages_page_until_stopped() {
     }
     assert!(gone, "the page still answers after until");
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
+async fn f140_hostile_rows_in_the_shared_store_are_skipped_by_name_never_a_panic() {
+    let addr = database("hostile").await;
+    let config = SharedConfig::new(&addr, None).unwrap();
+    let mut s = config.connect().await.unwrap();
+    s.announce("east", &[target("api")], 1_000).await.unwrap();
+    let now = cadence_watch::probe::now_ms();
+    let good = probe("api", now - 60_000, true);
+    s.push("east", &[(good.clone(), vec![])]).await.unwrap();
+    // A hostile vantage writes around cadence: NOT NULL dropped, then bad rows.
+    let (admin, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let future = now + 365 * 86_400_000;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE watch_probes ALTER COLUMN sent DROP NOT NULL;
+             ALTER TABLE watch_targets ALTER COLUMN url DROP NOT NULL;
+             INSERT INTO watch_probes (vantage, target, started_ms, ended_ms, sent, succeeded,
+                failed, aborted, failed_by_class, slo_ok, slo_detail)
+             VALUES ('west', 'api', {t1}, {t1}, NULL, 1, 0, 0, '{{}}', true, '[]'),
+                    ('west', 'api', {t2}, {t2}, 2, -3, 0, 0, '{{}}', true, '[]'),
+                    ('west', 'api', {future}, {future}, 2, 2, 0, 0, '{{}}', true, '[]'),
+                    (E'we\\x1b[2Jst', 'api', {t3}, {t3}, 2, 2, 0, 0, '{{}}', true, '[]'),
+                    ('north', 'api', {t4}, {t4}, 2, 2, 0, 0, '{{}}', false,
+                     '[\"<script>alert(1)</script> \\u001b[31m\"]');
+             INSERT INTO watch_targets (vantage, name, url, slos, interval_s, seen_ms)
+             VALUES ('west', 'api', NULL, '[]', 60, 0);",
+            t1 = now - 50_000,
+            t2 = now - 40_000,
+            t3 = now - 30_000,
+            t4 = now - 20_000,
+        ))
+        .await
+        .unwrap();
+    let read = s.probes(None, 0).await.unwrap();
+    let kept: Vec<(&str, i64)> = read
+        .iter()
+        .map(|p| (p.vantage.as_str(), p.probe.started_ms))
+        .collect();
+    assert_eq!(kept, vec![("east", now - 60_000), ("north", now - 20_000)]);
+    let detail = &read[1].probe.slo_detail[0];
+    assert!(!detail.contains('\u{1b}'), "{detail:?}");
+    // The NULL url is a skipped row; the far-future probe is not anyone's last.
+    let vantages = s.vantages().await.unwrap();
+    let names: Vec<&str> = vantages.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, vec!["east"]);
+    assert!(vantages[0].last_probe_ms <= Some(now));
+    let md = cadence_watch::report::render_vantages(
+        &read,
+        0,
+        now,
+        cadence_watch::report::Format::Markdown,
+    );
+    assert!(!md.contains("<script") && !md.contains('\u{1b}'), "{md}");
+}
