@@ -4,6 +4,7 @@
 
 use crate::shared::ShipState;
 use crate::store::ProbeRow;
+use cadence_core::outcome::Outcome;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -44,7 +45,8 @@ pub struct ResultLabels {
 pub struct OutcomeLabels {
     /// The target's name.
     pub target: String,
-    /// The outcome class (`success`, `http_error`, …).
+    /// The outcome class, as the proxy and the records name it (`succeeded`,
+    /// `http_5xx`, `aborted_at_deadline`, …: [`Outcome::name`]).
     pub outcome: String,
 }
 
@@ -287,10 +289,11 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+        // One label set with the proxy's and the records': each outcome's own name.
         let mut by = p.failed_by_class.clone();
-        by.insert("success".into(), p.succeeded);
+        by.insert(Outcome::Succeeded.name().into(), p.succeeded);
         if p.aborted > 0 {
-            by.insert("aborted".into(), p.aborted);
+            by.insert(Outcome::AbortedAtDeadline.name().into(), p.aborted);
         }
         for (outcome, n) in by {
             self.requests
@@ -342,6 +345,23 @@ mod tests {
         );
         m.observe(&probe("a", 2_000, true));
         assert!(m.encode().contains("cadence_watch_slo_ok{target=\"a\"} 1"));
+        // The outcome labels are the proxy's and the records' names.
+        let mut aborted = probe("a", 3_000, true);
+        aborted.succeeded = 3;
+        aborted.aborted = 1;
+        m.observe(&aborted);
+        let text = m.encode();
+        assert!(
+            text.contains("cadence_watch_requests_total{target=\"a\",outcome=\"succeeded\"} 10"),
+            "3 + 4 + 3: {text}"
+        );
+        assert!(
+            text.contains(
+                "cadence_watch_requests_total{target=\"a\",outcome=\"aborted_at_deadline\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("outcome=\"success\"") && !text.contains("outcome=\"aborted\""));
         assert!(
             !m.encode().contains("shared_"),
             "no shipping, no shipping series"
