@@ -72,10 +72,15 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
             sc.display()
         );
     }
+    // With --once the page goes with the process, a moment later: no address for it.
+    let page = if args.once {
+        String::new()
+    } else {
+        format!("; page at http://{}/", watch.addr)
+    };
     eprintln!(
-        "cadence watch: {n} target(s), probes kept in {}; page at http://{}/",
-        args.db.display(),
-        watch.addr
+        "cadence watch: {n} target(s), probes kept in {}{page}",
+        args.db.display()
     );
     if let Some(h) = &hook {
         eprintln!("cadence watch: incidents are posted to {}", h.display());

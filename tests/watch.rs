@@ -432,7 +432,8 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
         if page.is_empty() {
             assert!(html.contains("href=\"/target/sim\""), "{html}");
         } else {
-            assert!(html.matches("<svg").count() >= 4, "{html}");
+            // ITL, TTFT and by hour of day; no failures chart when nothing failed.
+            assert!(html.matches("<svg").count() >= 3, "{html}");
             assert!(
                 html.matches("<circle").count() >= 4,
                 "no marks drawn: {html}"
@@ -460,6 +461,84 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
         let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
         assert!(size > 10_000, "no screenshot of {url}");
     }
+    let (status, _) = w.stop();
+    assert!(status.success());
+}
+
+/// Each of a watcher's pages at 1280 px: nothing wider than the window, every chart
+/// with its axes and, where its target has an SLO on that chart's metric, the SLO's
+/// line; chart text no larger than the headings. A target nothing listens at brings
+/// the failures chart and an incident's shading.
+#[test]
+#[ignore = "needs Chromium; scripts/test.sh installs it and runs this"]
+fn chromium_lays_out_each_page_at_1280_px_with_axes_and_slo_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[target]]\nname = \"sim\"\nurl = \"builtin\"\n\
+             slo = [\"itl.p50<=1s\", \"itl.p99<=2s\", \"ttft.p50<=2s\"]\n\
+             [target.probe]\ninterval = \"200ms\"\njitter = \"20ms\"\nrequests = 3\n\
+             max_tokens = 16\nprompt_tokens = 16\ndeadline = \"5s\"\n\
+             [[target]]\nname = \"a-target-whose-name-is-long-and-whose-url-is-longer\"\n\
+             url = \"http://127.0.0.1:{port}/v1/chat/completions/{}\"\nmodel = \"m\"\n\
+             [target.probe]\ninterval = \"300ms\"\njitter = \"20ms\"\nrequests = 2\nmax_tokens = 8\n",
+            "x".repeat(200)
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("w.db");
+    let w = start_watch(&cfg, &db, &["--quiet"]);
+    wait_for_probes(&db, Some("sim"), 4, Duration::from_secs(30));
+    let dead = "a-target-whose-name-is-long-and-whose-url-is-longer";
+    wait_for_probes(&db, Some(dead), 2, Duration::from_secs(30));
+    let first = cadence_watch::Store::open_read(&db)
+        .unwrap()
+        .probes(Some("sim"), 0)
+        .unwrap()[0]
+        .id;
+    for (path, charts, slos) in [
+        ("/".to_string(), 0, 0),
+        // ITL's two SLOs, TTFT's one, and ITL's two again by hour of day.
+        ("/target/sim".to_string(), 3, 5),
+        (format!("/target/{dead}"), 4, 0),
+        (format!("/target/sim/probe/{first}"), 0, 0),
+    ] {
+        let (status, html) = get(&w.addr, &path);
+        assert_eq!(status, 200, "{path}: {html}");
+        let l = common::watcher::layout(&html, dir.path(), &path.replace('/', "_"));
+        assert!(
+            l.scroll_width <= 1280.0,
+            "{path} is {} px wide: {}",
+            l.scroll_width,
+            l.wide
+        );
+        assert!(l.wide.is_empty(), "{path}: past the window: {}", l.wide);
+        assert_eq!(l.figures, charts, "{path}");
+        assert!(l.bad.is_empty(), "{path}: {}", l.bad);
+        let drawn = l.dom.matches("<g class=\"slo\">").count();
+        assert_eq!(drawn, slos, "{path}: SLO lines");
+        if charts > 0 {
+            assert!(
+                l.chart_text_px > 6.0 && l.chart_text_px <= l.h2_px,
+                "{path}: chart text {} px, h2 {} px",
+                l.chart_text_px,
+                l.h2_px
+            );
+        }
+    }
+    let (_, dead_page) = get(&w.addr, &format!("/target/{dead}"));
+    assert!(
+        dead_page.contains("<g class=\"spans\">"),
+        "the incident is shaded"
+    );
+    assert!(dead_page.contains("connect_error"), "{dead_page}");
     let (status, _) = w.stop();
     assert!(status.success());
 }
@@ -723,6 +802,8 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
         said.contains("2 of 2 target(s) probed, 0 breached"),
         "{said}"
     );
+    // The page goes away at exit: no address is given for it.
+    assert!(!said.contains("page at"), "{said}");
     let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "itl.p50<=1us"));
     assert_eq!(code, Some(3), "{said}");
     assert!(said.contains("1 breached"), "{said}");
@@ -760,6 +841,37 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
         "{said}"
     );
     assert!(said.contains("nothing was probed"), "{said}");
+}
+
+/// A target nothing listens at: its probe's line, and the incident's, name the failure
+/// class (`connect_error`), not only that nothing succeeded.
+#[test]
+fn a_dead_targets_line_names_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("watch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[target]]\nname = \"dead\"\nurl = \"http://127.0.0.1:{port}/v1/chat/completions\"\n\
+             model = \"m\"\n[target.probe]\ninterval = \"1h\"\nrequests = 2\nmax_tokens = 8\n"
+        ),
+    )
+    .unwrap();
+    let (code, said) = watch_to_the_end(&cfg, &dir.path().join("w.db"));
+    assert_eq!(code, Some(3), "{said}");
+    assert!(
+        said.contains("dead probe: 0/2 ok (2 connect_error)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("no request succeeded: 2 connect_error"),
+        "{said}"
+    );
 }
 
 #[test]

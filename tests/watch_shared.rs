@@ -122,6 +122,17 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         }
         assert!(asked.iter().all(|u| u.starts_with(&origin)), "{asked:?}");
         assert!(asked.contains(&url), "the page updates itself: {asked:?}");
+        // At 1280 px nothing overflows, and each chart has its axes.
+        let (_, raw) = get(&hub.addr, &format!("/{page}"));
+        let l = common::watcher::layout(&raw, dir.path(), &format!("layout-{name}"));
+        assert!(
+            l.scroll_width <= 1280.0 && l.wide.is_empty(),
+            "{url} is {} px wide: {}",
+            l.scroll_width,
+            l.wide
+        );
+        assert!(l.bad.is_empty(), "{url}: {}", l.bad);
+        assert_eq!(l.figures, if page.is_empty() { 0 } else { 2 }, "{url}");
     }
     // The hub's /metrics: each vantage's latest probe, labelled by target and vantage.
     let (_, m) = get(&hub.addr, "/metrics");

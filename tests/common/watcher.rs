@@ -216,3 +216,76 @@ pub fn deploy_metric_names(root: &Path) -> std::collections::BTreeSet<String> {
     assert!(names.len() >= 10, "{names:?}");
     names
 }
+
+/// What [`layout`] measured of a page in Chromium at 1280 px wide.
+#[derive(Debug)]
+pub struct Layout {
+    /// The document's `scrollWidth` (px): over 1280, something overflows.
+    pub scroll_width: f64,
+    /// The first elements whose right edge passes the window's, if any.
+    pub wide: String,
+    /// The `figure.chart`s on the page.
+    pub figures: usize,
+    /// Each chart missing its axes (a tick on each, beside the two titles) or an SLO
+    /// line its figure's `data-slos` promises.
+    pub bad: String,
+    /// The tallest chart text (a tick label, the x title; the rotated y title aside)
+    /// in px, as drawn.
+    pub chart_text_px: f64,
+    /// The page's `h2` font size in px.
+    pub h2_px: f64,
+    /// The dumped DOM.
+    pub dom: String,
+}
+
+/// Measures the page `html` in headless Chromium at 1280 px wide: written to a file in
+/// `dir` (the page is self-contained, so its copy renders as served) with a script that,
+/// once loaded, writes the figures into a `#layout-check` element the DOM dump carries.
+pub fn layout(html: &str, dir: &Path, name: &str) -> Layout {
+    const CHECK: &str = "<script>addEventListener('load',function(){\
+var d=document.documentElement,wide=[],bad=[],text=0;\
+document.querySelectorAll('body *').forEach(function(e){var r=e.getBoundingClientRect();\
+if(r.width>0&&r.right>d.clientWidth+0.5){wide.push(e.tagName+(e.id?'#'+e.id:''));}});\
+var figs=document.querySelectorAll('figure.chart');\
+figs.forEach(function(f){var s=f.querySelector('svg');if(!s){return;}\
+var x=s.querySelectorAll('g.axes text[text-anchor=middle]').length,\
+y=s.querySelectorAll('g.axes text[text-anchor=end]').length,\
+lines=s.querySelectorAll('g.slo line').length,want=+f.getAttribute('data-slos');\
+if(x<3||y<2||lines!==want){bad.push(f.id+': '+x+' x texts, '+y+' y ticks, '+lines+' SLO lines of '+want);}\
+s.querySelectorAll('g.axes text:not([transform])').forEach(function(t){text=Math.max(text,t.getBoundingClientRect().height);});});\
+var h2=document.querySelector('h2'),c=document.createElement('div');c.id='layout-check';\
+c.setAttribute('data-scroll-width',String(d.scrollWidth));c.setAttribute('data-wide',wide.slice(0,6).join(' '));\
+c.setAttribute('data-figures',String(figs.length));c.setAttribute('data-bad',bad.join('; '));\
+c.setAttribute('data-text',String(text));\
+c.setAttribute('data-h2',h2?getComputedStyle(h2).fontSize.replace('px',''):'0');\
+document.body.appendChild(c);});</script>";
+    let file = dir.join(format!("{name}.html"));
+    std::fs::write(&file, html.replace("</body>", &format!("{CHECK}</body>"))).unwrap();
+    let out = chromium(
+        &format!("file://{}", file.display()),
+        &dir.join(format!("profile-layout-{name}")),
+        &[
+            "--window-size=1280,2000",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+        ],
+    );
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    let check = dom
+        .find("id=\"layout-check\"")
+        .map(|i| &dom[i..])
+        .unwrap_or_else(|| panic!("{name}: no layout check in the DOM: {dom}"));
+    let attr = |a: &str| -> String {
+        let at = check.find(&format!("{a}=\"")).unwrap() + a.len() + 2;
+        check[at..].split('"').next().unwrap().to_string()
+    };
+    Layout {
+        scroll_width: attr("data-scroll-width").parse().unwrap(),
+        wide: attr("data-wide"),
+        figures: attr("data-figures").parse().unwrap(),
+        bad: attr("data-bad"),
+        chart_text_px: attr("data-text").parse().unwrap(),
+        h2_px: attr("data-h2").parse().unwrap(),
+        dom,
+    }
+}

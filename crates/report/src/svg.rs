@@ -221,15 +221,37 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// What a chart over time draws besides its series (the watch's charts): a wall-clock
+/// x axis, horizontal target lines and shaded spans. [`render`] draws none of them.
+#[derive(Debug, Clone, Default)]
+pub struct Overlay {
+    /// The x values are Unix milliseconds: ticks at round clock times, labelled in UTC
+    /// (`HH:MM`, with seconds under a minute's step, with the date over a day's span).
+    pub x_utc: bool,
+    /// Horizontal lines (an SLO's bound) at y, each with its label, dashed, in a
+    /// `g.slo` of its own; the y axis reaches them.
+    pub y_lines: Vec<(f64, String)>,
+    /// Spans of x shaded behind the marks (an incident), each with its tooltip, in a
+    /// `g.spans`; cut to the plot.
+    pub x_spans: Vec<(f64, f64, String)>,
+}
+
 /// The chart as an `<svg>` element; `None` when no series has a point to draw.
 pub fn render(c: &Chart) -> Option<String> {
-    let (x, y, bar_slots) = plot_axes(c)?;
+    render_with(c, &Overlay::default())
+}
+
+/// The chart with `o` drawn over it; `None` when no series has a point to draw.
+pub fn render_with(c: &Chart, o: &Overlay) -> Option<String> {
+    let lines: Vec<f64> = o.y_lines.iter().map(|l| l.0).collect();
+    let (x, y, bar_slots) = plot_axes(c, &lines)?;
     let mut s = String::new();
     let _ = write!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">"#
     );
-    draw_axes(&mut s, c, &x, &y, &bar_slots);
+    draw_axes(&mut s, c, &x, &y, &bar_slots, o.x_utc);
+    draw_spans(&mut s, &o.x_spans, &x);
     s.push_str(r#"<g class="marks">"#);
     let bar_series: Vec<usize> = c
         .series
@@ -264,16 +286,116 @@ pub fn render(c: &Chart) -> Option<String> {
         draw_marks(&mut s, ser, &pts, &x, &y, bars);
         draw_labels(&mut s, ser, &pts);
     }
-    s.push_str("</g></svg>");
+    s.push_str("</g>");
+    draw_lines(&mut s, &o.y_lines, &y);
+    s.push_str("</svg>");
     Some(s)
+}
+
+/// The shaded spans, behind the marks, cut to the plot (at least a pixel wide).
+fn draw_spans(s: &mut String, spans: &[(f64, f64, String)], x: &Axis) {
+    if spans.is_empty() {
+        return;
+    }
+    s.push_str(r#"<g class="spans">"#);
+    for (a, b, title) in spans {
+        let (lo, hi) = (x.t(*a).max(LEFT), x.t(*b).min(WIDTH - RIGHT));
+        if hi < LEFT || lo > WIDTH - RIGHT {
+            continue;
+        }
+        let _ = write!(
+            s,
+            r##"<rect x="{lo:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#f4c7c3" fill-opacity="0.55"><title>{}</title></rect>"##,
+            (hi - lo).max(1.0),
+            HEIGHT - TOP - BOTTOM,
+            esc(title)
+        );
+    }
+    s.push_str("</g>");
+}
+
+/// The horizontal lines, over the marks, each labelled at the plot's right.
+fn draw_lines(s: &mut String, lines: &[(f64, String)], y: &Axis) {
+    for (v, label) in lines {
+        let py = y.t(*v);
+        let _ = write!(
+            s,
+            r##"<g class="slo"><line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#b00" stroke-width="1.2" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="10" fill="#b00" text-anchor="end">{}</text></g>"##,
+            WIDTH - RIGHT,
+            WIDTH - RIGHT - 4.0,
+            py - 4.0,
+            esc(label)
+        );
+    }
+}
+
+/// Ticks at round clock times over `lo..hi` (Unix ms), at most about six, with their
+/// labels in UTC: `HH:MM:SS` under a minute's step, `MM-DD HH:MM` over a day's span,
+/// else `HH:MM`.
+pub fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
+    const S: f64 = 1_000.0;
+    const M: f64 = 60.0 * S;
+    const H: f64 = 60.0 * M;
+    const D: f64 = 24.0 * H;
+    let steps = [
+        S,
+        2.0 * S,
+        5.0 * S,
+        10.0 * S,
+        15.0 * S,
+        30.0 * S,
+        M,
+        2.0 * M,
+        5.0 * M,
+        10.0 * M,
+        15.0 * M,
+        30.0 * M,
+        H,
+        2.0 * H,
+        3.0 * H,
+        6.0 * H,
+        12.0 * H,
+        D,
+        2.0 * D,
+        7.0 * D,
+    ];
+    let span = hi - lo;
+    if span.is_nan() || span <= 0.0 {
+        return Vec::new();
+    }
+    let step = steps
+        .iter()
+        .copied()
+        .find(|st| span / st <= 6.0)
+        .unwrap_or_else(|| (span / 6.0 / D).ceil() * D);
+    let text = |v: f64| {
+        let t = cadence_core::wallclock::format_utc(v as i64);
+        if step < M {
+            t[11..19].to_string()
+        } else if span >= D {
+            t[5..16].to_string()
+        } else {
+            t[11..16].to_string()
+        }
+    };
+    let mut out = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi {
+        out.push((v, text(v)));
+        v += step;
+    }
+    out
 }
 
 /// The plot's axes over every series' points, and the x positions of bars (bars need
 /// half a slot of room at each end, and a tick each).
-fn plot_axes(c: &Chart) -> Option<(Axis, Axis, Vec<f64>)> {
+/// `lines`: y values the axis reaches besides the points' (an overlay's lines).
+fn plot_axes(c: &Chart, lines: &[f64]) -> Option<(Axis, Axis, Vec<f64>)> {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-    let ys = ys.chain(stack_tops(c).into_iter().map(|p| p.1));
+    let ys = ys
+        .chain(stack_tops(c).into_iter().map(|p| p.1))
+        .chain(lines.iter().copied());
     let (x0, x1) = range(xs, c.x_log, false)?;
     let (x0, x1) = c.x_range.unwrap_or((x0, x1));
     let (y0, y1) = range(ys, c.y_log, c.y_zero && !c.y_log)?;
@@ -308,24 +430,27 @@ fn plot_axes(c: &Chart) -> Option<(Axis, Axis, Vec<f64>)> {
 }
 
 /// Grid lines, tick labels, the frame and the axis titles.
-fn draw_axes(s: &mut String, c: &Chart, x: &Axis, y: &Axis, bar_slots: &[f64]) {
+/// `utc`: the x values are Unix ms, ticked at clock times ([`time_ticks`]).
+fn draw_axes(s: &mut String, c: &Chart, x: &Axis, y: &Axis, bar_slots: &[f64], utc: bool) {
     s.push_str(r##"<g class="axes" font-size="11" fill="#444">"##);
-    let xt = if bar_slots.is_empty() {
-        ticks(x.lo, x.hi, c.x_log)
+    let xt: Vec<(f64, String)> = if utc {
+        time_ticks(x.lo, x.hi)
+    } else if bar_slots.is_empty() {
+        let t = ticks(x.lo, x.hi, c.x_log);
+        t.into_iter().map(|v| (v, tick_label(v))).collect()
     } else {
         let mut v: Vec<f64> = bar_slots.to_vec();
         v.sort_by(f64::total_cmp);
         v.dedup();
-        v
+        v.into_iter().map(|v| (v, tick_label(v))).collect()
     };
-    for v in xt {
+    for (v, label) in xt {
         let px = x.t(v);
         let _ = write!(
             s,
-            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#e6e6e6"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#e6e6e6"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{label}</text>"##,
             HEIGHT - BOTTOM,
             HEIGHT - BOTTOM + 15.0,
-            tick_label(v)
         );
     }
     for v in ticks(y.lo, y.hi, c.y_log) {
@@ -526,6 +651,66 @@ mod tests {
     }
 
     #[test]
+    fn time_ticks_fall_on_round_utc_clock_times() {
+        // 2026-11-28 10:07:30 to 11:32:30 UTC: 85 min, a 15 min step.
+        let lo = 1_795_860_450_000.0;
+        let t = time_ticks(lo, lo + 85.0 * 60e3);
+        let labels: Vec<&str> = t.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["10:15", "10:30", "10:45", "11:00", "11:15", "11:30"]
+        );
+        assert_eq!(t[0].0 % 900_000.0, 0.0);
+        // Under a minute's step, seconds; over a day's span, the date.
+        let t = time_ticks(lo, lo + 20e3);
+        assert_eq!(t[0].1, "10:07:30", "{t:?}");
+        let t = time_ticks(lo, lo + 3.0 * 86_400e3);
+        assert_eq!(t[0].1, "11-28 12:00", "{t:?}");
+        assert!(time_ticks(lo, lo).is_empty());
+    }
+
+    #[test]
+    fn an_overlay_draws_its_lines_over_the_marks_and_its_spans_behind_them() {
+        let mut s = Series::new("ITL p50", PALETTE[0], Style::LinePoints);
+        let t0 = 1_795_860_000_000.0;
+        s.points = vec![(t0, 4.0), (t0 + 60e3, 5.0), (t0 + 120e3, 4.5)];
+        let c = Chart {
+            x_label: "time (UTC)".into(),
+            y_label: "ITL (ms)".into(),
+            x_log: false,
+            y_log: false,
+            y_zero: true,
+            series: vec![s],
+            x_range: None,
+        };
+        let o = Overlay {
+            x_utc: true,
+            y_lines: vec![(8.0, "SLO itl.p50<=8ms".into())],
+            x_spans: vec![(t0 + 50e3, t0 + 70e3, "incident".into())],
+        };
+        let svg = render_with(&c, &o).unwrap();
+        // The y axis reaches the line, above every point.
+        let (_, y, _) = plot_axes(&c, &[8.0]).unwrap();
+        assert!(y.hi >= 8.0, "{}", y.hi);
+        let (_, y, _) = plot_axes(&c, &[]).unwrap();
+        assert!(y.hi < 8.0, "without the line the axis ends at the data");
+        assert_eq!(svg.matches(r#"<g class="slo">"#).count(), 1, "{svg}");
+        assert!(svg.contains("SLO itl.p50&lt;=8ms"), "{svg}");
+        let spans = svg.find(r#"<g class="spans">"#).unwrap();
+        let marks = svg.find(r#"<g class="marks">"#).unwrap();
+        let slo = svg.find(r#"<g class="slo">"#).unwrap();
+        assert!(spans < marks && marks < slo, "{svg}");
+        assert!(
+            svg.contains(">10:00:00<") && svg.contains(">10:01:30<"),
+            "{svg}"
+        );
+        assert!(!svg.contains("1795860"), "no raw milliseconds: {svg}");
+        // Without an overlay, nothing of it.
+        let plain = render(&c).unwrap();
+        assert!(!plain.contains("class=\"slo\"") && !plain.contains("class=\"spans\""));
+    }
+
+    #[test]
     fn every_mark_sits_in_the_marks_group_and_empty_charts_draw_nothing() {
         let mut s = Series::new("a <b>", PALETTE[0], Style::LinePoints);
         s.points = vec![(1.0, 2.0), (10.0, 4.0), (100.0, 3.0)];
@@ -565,7 +750,7 @@ mod tests {
             series: vec![a, b],
             x_range: None,
         };
-        let (_, y, _) = plot_axes(&c).unwrap();
+        let (_, y, _) = plot_axes(&c, &[]).unwrap();
         assert!(y.hi >= 5.0, "the stack at x = 1 is 5 high: {}", y.hi);
         let svg = render(&c).unwrap();
         let marks = &svg[svg.find(r#"<g class="marks">"#).unwrap()..];

@@ -234,7 +234,12 @@ pub fn probe_row(t: &Target, started_ms: i64, ended_ms: i64, level: &LevelSummar
         detail.push(why);
     }
     if level.requests.succeeded == 0 {
-        detail.push("no request succeeded".into());
+        // A dead target says why: `no request succeeded: 2 connect_error`.
+        let why = crate::rows::failures(&level.requests.failed, level.requests.aborted);
+        detail.push(match why {
+            Some(w) => format!("no request succeeded: {w}"),
+            None => "no request succeeded".into(),
+        });
     }
     let stat = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| d.as_ref().map(f);
     ProbeRow {

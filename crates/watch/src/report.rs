@@ -145,7 +145,7 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
             cell(s.slo_compliance, "%"),
         ]);
         html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(t)));
-        html_body.push_str(&crate::page::board::charts(&mine, now));
+        html_body.push_str(&crate::page::board::charts(&mine, &[], now));
     }
     html_body.insert_str(0, &html_table(&head, &rows));
     let found = incidents(probes);

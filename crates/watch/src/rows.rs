@@ -51,12 +51,36 @@ pub struct ProbeRow {
     pub merged_reads: Option<u64>,
 }
 
+impl ProbeRow {
+    /// The probe's failed and aborted requests by outcome class, most first, in words
+    /// (`3 connect_error`, `2 http_5xx, 1 aborted_at_deadline`); `None` when none failed
+    /// or was aborted. What a dead target's line and row say.
+    pub fn failures(&self) -> Option<String> {
+        failures(&self.failed_by_class, self.aborted)
+    }
+}
+
+/// [`ProbeRow::failures`] of a probe's failed requests by class and its aborted ones
+/// (ended by the probe's deadline: `aborted_at_deadline`).
+pub fn failures(by_class: &BTreeMap<String, u64>, aborted: u64) -> Option<String> {
+    let abort = cadence_core::outcome::Outcome::AbortedAtDeadline.name();
+    let mut all: Vec<(&str, u64)> = by_class
+        .iter()
+        .map(|(c, n)| (c.as_str(), *n))
+        .chain(std::iter::once((abort, aborted)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let words: Vec<String> = all.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    (!words.is_empty()).then(|| words.join(", "))
+}
+
 /// One request of a probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRow {
     /// The request's index in its probe.
     pub idx: u64,
-    /// Its outcome class (`success`, `http_error`, …).
+    /// Its outcome class (`succeeded`, `http_5xx`, …: the proxy's and the records' names).
     pub outcome: String,
     /// Its time to first token (ms).
     pub ttft_ms: Option<f64>,
@@ -75,6 +99,21 @@ pub struct RequestRow {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_names_its_failures_by_class_most_first() {
+        let mut p = probe("a", 0, true);
+        assert_eq!(p.failures(), None);
+        p.failed_by_class = BTreeMap::from([
+            ("connect_error".to_string(), 1),
+            ("http_5xx".to_string(), 2),
+        ]);
+        p.aborted = 1;
+        assert_eq!(
+            p.failures().as_deref(),
+            Some("2 http_5xx, 1 aborted_at_deadline, 1 connect_error")
+        );
+    }
 
     /// A probe of 4 requests, all succeeded (`ok`) or one failed, for the tests.
     pub(crate) fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {

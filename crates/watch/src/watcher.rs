@@ -191,10 +191,11 @@ fn resume(
 fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
     if opts.verbose {
         tracing::info!(
-            "cadence watch: {} probe: {}/{} ok, ITL p50 {}, TTFT p50 {}, SLO {}",
+            "cadence watch: {} probe: {}/{} ok{}, ITL p50 {}, TTFT p50 {}, SLO {}",
             row.target,
             row.succeeded,
             row.sent,
+            row.failures().map_or(String::new(), |f| format!(" ({f})")),
             crate::board::cell(row.itl_p50_ms, "ms"),
             crate::board::cell(row.ttft_p50_ms, "ms"),
             if row.slo_ok { "ok" } else { "BREACH" }

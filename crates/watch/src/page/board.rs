@@ -1,7 +1,7 @@
 //! A watcher's own pages: the leaderboard of its targets, a target's page with the
 //! day's charts and incidents, and a probe's page with every request.
 
-use super::{head, hours_chart, incidents_table, legend};
+use super::{figure, head, incident_spans, incidents_table, slo_lines, time_chart};
 use crate::board::{cell, utc, Row, TargetInfo, DAY_MS, HOUR_MS};
 use crate::incident::incidents;
 use crate::store::{ProbeRow, RequestRow};
@@ -38,9 +38,16 @@ pub fn leaderboard_table(rows: &[Row], link: bool) -> String {
             (None, Some(_)) => "<span class=\"ok\">ok</span>".into(),
             (None, None) => "no probe yet".into(),
         };
+        let state = match r.last_probe.as_ref().and_then(ProbeRow::failures) {
+            Some(f) => format!(
+                "{state} · last probe: <span class=\"bad\">{}</span>",
+                esc(&f)
+            ),
+            None => state,
+        };
         s.push_str(&format!(
-            "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td class=\"{}\">{}</td><td class=\"{}\">{}</td><td class=\"{}\">{}</td><td>{state}</td></tr>",
+            "<tr><td class=\"w\">{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"{}\">{}</td><td class=\"{}\">{}</td><td class=\"{}\">{}</td><td class=\"w\">{state}</td></tr>",
             cell(d.ttft_p50_ms, "ms"),
             cell(d.itl_p50_ms, "ms"),
             cell(d.itl_p99_ms, "ms"),
@@ -71,50 +78,79 @@ pub fn leaderboard_html(rows: &[Row], now: i64) -> String {
     s
 }
 
-/// The day's charts of one target's probes: ITL p50 and p99, and TTFT p50, per probe
-/// over hours from `now`.
-pub fn charts(probes: &[ProbeRow], now: i64) -> String {
-    use cadence_report::svg::{render, Series, Style, PALETTE};
-    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
+/// The day's charts of one target's probes over wall-clock time (UTC), in a grid: ITL
+/// p50 and p99, TTFT p50 and p99, each with its `slos`' bounds (as written,
+/// `itl.p50<=8ms`) and the incidents shaded; failed requests by class when any failed
+/// or was aborted, else a line saying none did. `now`: where an open incident ends.
+pub fn charts(probes: &[ProbeRow], slos: &[String], now: i64) -> String {
+    use cadence_core::slo::SloMetric;
+    use cadence_report::svg::{Overlay, Series, Style, PALETTE};
+    let x = |p: &ProbeRow| p.started_ms as f64;
     let series = |name: &str, color: &str, f: fn(&ProbeRow) -> Option<f64>| {
         let mut s = Series::new(name, color, Style::LinePoints);
         s.points = probes.iter().filter_map(|p| Some((x(p), f(p)?))).collect();
         s
     };
-    let chart = hours_chart;
-    let itl = chart(
+    let spans = incident_spans(probes, now);
+    let over = |metric: Option<SloMetric>| Overlay {
+        x_utc: true,
+        y_lines: metric.map_or_else(Vec::new, |m| slo_lines(slos, m)),
+        x_spans: spans.clone(),
+    };
+    let itl = time_chart(
         "ITL (ms)",
         vec![
             series("ITL p50", PALETTE[0], |p| p.itl_p50_ms),
             series("ITL p99", PALETTE[1], |p| p.itl_p99_ms),
         ],
     );
-    let ttft = chart(
+    let ttft = time_chart(
         "TTFT (ms)",
         vec![
             series("TTFT p50", PALETTE[2], |p| p.ttft_p50_ms),
             series("TTFT p99", PALETTE[3], |p| p.ttft_p99_ms),
         ],
     );
-    let errors = chart("failed requests per probe", failed_by_class(probes, x));
-    let mut s = String::new();
-    for (title, c) in [
-        ("ITL per probe", itl),
-        ("TTFT per probe", ttft),
-        ("Failed requests per probe, by outcome class", errors),
-    ] {
-        s.push_str(&format!("<h3>{title}</h3>{}", legend(&c.series)));
-        match render(&c) {
-            Some(svg) => s.push_str(&svg),
-            None => s.push_str("<p>No probe yet.</p>"),
-        }
+    let none = "No probe yet.";
+    let mut s = String::from("<div class=\"grid\">");
+    s.push_str(&figure(
+        "itl",
+        "ITL per probe",
+        &itl,
+        &over(Some(SloMetric::Itl)),
+        none,
+    ));
+    s.push_str(&figure(
+        "ttft",
+        "TTFT per probe",
+        &ttft,
+        &over(Some(SloMetric::Ttft)),
+        none,
+    ));
+    let failing = probes.iter().any(|p| p.failed > 0 || p.aborted > 0);
+    if failing {
+        let errors = time_chart("failed requests per probe", failed_by_class(probes, x));
+        s.push_str(&figure(
+            "failed",
+            "Failed requests per probe, by outcome class",
+            &errors,
+            &over(None),
+            none,
+        ));
+    }
+    s.push_str("</div>");
+    if !failing && !probes.is_empty() {
+        s.push_str(&format!(
+            "<p class=\"note\">No request failed or was aborted in these {} probes.</p>",
+            probes.len()
+        ));
     }
     s
 }
 
 /// Failed requests per probe as stacked bars, one series per outcome class that failed
-/// a request of `probes` (their `failed_by_class`), then `aborted` (ended by the probe's
-/// deadline), which is there even when nothing failed so the chart still draws.
+/// a request of `probes` (their `failed_by_class`), then `aborted_at_deadline` (ended
+/// by the probe's deadline), under the outcome names the records and the proxy use.
 fn failed_by_class(
     probes: &[ProbeRow],
     x: impl Fn(&ProbeRow) -> f64,
@@ -143,7 +179,8 @@ fn failed_by_class(
             s
         })
         .collect();
-    let mut aborted = Series::new("aborted", "#777", Style::Stacked);
+    let abort = cadence_core::outcome::Outcome::AbortedAtDeadline.name();
+    let mut aborted = Series::new(abort, "#777", Style::Stacked);
     aborted.points = probes.iter().map(|p| (x(p), p.aborted as f64)).collect();
     out.push(aborted);
     out
@@ -152,8 +189,8 @@ fn failed_by_class(
 /// ITL by hour of day (UTC) across the days of `probes`: per hour, the median of the
 /// probes' ITL p50 and of their p99. A provider that batches more users at its busy
 /// hours shows here as a hump at the same hours every day.
-pub fn by_hour_chart(probes: &[ProbeRow]) -> Option<String> {
-    use cadence_report::svg::{render, Chart, Series, Style, PALETTE};
+pub fn by_hour_chart(probes: &[ProbeRow]) -> cadence_report::svg::Chart {
+    use cadence_report::svg::{Chart, Series, Style, PALETTE};
     let hour = |p: &ProbeRow| (p.started_ms.rem_euclid(DAY_MS) / HOUR_MS) as usize;
     let mut p50: Vec<Vec<f64>> = vec![Vec::new(); 24];
     let mut p99: Vec<Vec<f64>> = vec![Vec::new(); 24];
@@ -170,7 +207,7 @@ pub fn by_hour_chart(probes: &[ProbeRow]) -> Option<String> {
             .collect();
         s
     };
-    render(&Chart {
+    Chart {
         x_label: "hour of day (UTC)".into(),
         y_label: "ITL (ms), median over the days".into(),
         x_log: false,
@@ -181,7 +218,7 @@ pub fn by_hour_chart(probes: &[ProbeRow]) -> Option<String> {
             series("ITL p99", PALETTE[1], p99),
         ],
         x_range: Some((0.0, 24.0)),
-    })
+    }
 }
 
 /// `probes`: the target's last week; the charts and incidents are the last day's.
@@ -205,22 +242,31 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
             t.slos.join(", ")
         })
     ));
-    s.push_str("<h2>The last day</h2>");
-    s.push_str(&charts(probes, now));
-    s.push_str("<h2>By hour of day, over the last week</h2>");
-    s.push_str(&format!(
-        "<p><span style=\"color:{}\">&#9679; ITL p50</span> &nbsp; <span style=\"color:{}\">&#9679; ITL p99</span></p>",
-        cadence_report::svg::PALETTE[0],
-        cadence_report::svg::PALETTE[1]
+    s.push_str(
+        "<h2>The last day</h2><p class=\"note\">Each point is a probe, at its start (UTC); \
+         dashed red lines are the SLOs' bounds, shaded spans the incidents.</p>",
+    );
+    s.push_str(&charts(probes, &t.slos, now));
+    s.push_str("<h2>By hour of day, over the last week</h2><div class=\"grid\">");
+    let over = cadence_report::svg::Overlay {
+        y_lines: slo_lines(&t.slos, cadence_core::slo::SloMetric::Itl),
+        ..Default::default()
+    };
+    s.push_str(&figure(
+        "by-hour",
+        "ITL by hour of day (UTC)",
+        &by_hour_chart(week),
+        &over,
+        "No probe yet.",
     ));
-    s.push_str(&by_hour_chart(week).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
+    s.push_str("</div>");
     s.push_str("<h2>Incidents of the last day</h2>");
     s.push_str(&incidents_table(&incidents(probes)));
     s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>client</th><th>SLO</th></tr>");
     for p in probes.iter().rev().take(20) {
         let (client_class, client) = client_check(p);
         s.push_str(&format!(
-            "<tr><td><a href=\"/target/{}/probe/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{client_class}\">{}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td><a href=\"/target/{}/probe/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"w {client_class}\">{}</td><td class=\"w {}\">{}</td></tr>",
             esc(&p.target),
             p.id,
             utc(p.started_ms),
@@ -379,7 +425,7 @@ mod tests {
         assert!(client_check(&p).1.ends_with(" · 3 merged reads"));
         let html = target_html(&info(), &[p], 2_000);
         assert!(
-            html.contains("<td class=\"bad\">kernel · lag 12.0 ms"),
+            html.contains("<td class=\"w bad\">kernel · lag 12.0 ms"),
             "{html}"
         );
     }
@@ -395,7 +441,7 @@ mod tests {
         let html = target_html(&info(), &probes, now);
         assert!(html.matches("<svg").count() >= 4, "{html}");
         // The hour-of-day chart has one point per hour that had probes (7, 8, 9 UTC).
-        let by_hour = by_hour_chart(&probes).unwrap();
+        let by_hour = cadence_report::svg::render(&by_hour_chart(&probes)).unwrap();
         assert!(by_hour.contains("hour of day"), "{by_hour}");
         assert_eq!(
             by_hour.matches("<circle").count(),
@@ -441,6 +487,56 @@ mod tests {
     }
 
     #[test]
+    fn the_charts_are_in_utc_with_the_slo_bounds_and_the_incidents_shaded() {
+        let now = 1_795_860_000_000; // 2026-11-28 10:00:00 UTC
+        let min = 60_000;
+        let probes = vec![
+            probe("a", now - 30 * min, true),
+            probe("a", now - 20 * min, false),
+            probe("a", now - 10 * min, true),
+        ];
+        let slos = ["itl.p50<=8ms", "itl.p99<=50ms", "ttft.p50<=1s"].map(String::from);
+        let html = charts(&probes, &slos, now);
+        let fig = |id: &str| {
+            let f = &html[html.find(&format!("id=\"{id}\"")).unwrap()..];
+            f[..f.find("</figure>").unwrap()].to_string()
+        };
+        let itl = fig("itl");
+        assert!(itl.contains("data-slos=\"2\""), "{itl}");
+        assert_eq!(itl.matches("<g class=\"slo\">").count(), 2, "{itl}");
+        assert!(itl.contains("SLO itl.p50&lt;=8ms") && itl.contains("SLO bound"));
+        assert_eq!(fig("ttft").matches("<g class=\"slo\">").count(), 1);
+        // The incident: from the breaching probe to the next passing one.
+        let spans = &itl[itl.find("<g class=\"spans\">").unwrap()..];
+        assert!(
+            spans.contains("incident 2026-11-28 09:40:00 to 2026-11-28 09:50:00"),
+            "{spans}"
+        );
+        // Clock times on the axis, the span's dates in its title; no "from now".
+        assert!(itl.contains(">09:35<") && itl.contains(">09:45<"), "{itl}");
+        assert!(
+            itl.contains("probe start, UTC: 2026-11-28 09:30:00 to 2026-11-28 09:50:00"),
+            "{itl}"
+        );
+        assert!(!html.contains("from now"));
+    }
+
+    #[test]
+    fn a_dead_target_names_its_failure_on_the_board() {
+        let now = 10 * HOUR_MS;
+        let mut dead = probe("a", now - 1_000, false);
+        dead.succeeded = 0;
+        dead.failed = 4;
+        dead.failed_by_class = BTreeMap::from([("connect_error".to_string(), 4)]);
+        let rows = rows(&[info()], &[dead], now);
+        let board = leaderboard_html(&rows, now);
+        assert!(
+            board.contains("last probe: <span class=\"bad\">4 connect_error</span>"),
+            "{board}"
+        );
+    }
+
+    #[test]
     fn failed_requests_are_stacked_by_outcome_class_with_aborted() {
         let now = 10 * HOUR_MS;
         let mut mixed = probe("a", now - HOUR_MS, false);
@@ -455,28 +551,33 @@ mod tests {
             probe("a", now - 2 * HOUR_MS, false),
             mixed,
         ];
-        let html = charts(&probes, now);
-        let failed = &html[html.find("by outcome class").unwrap()..];
-        let legend = &failed[..failed.find("<svg").unwrap()];
-        for class in ["http_error", "idle_timeout", "aborted"] {
+        let html = charts(&probes, &[], now);
+        let failed = &html[html.find("id=\"failed\"").unwrap()..];
+        let failed = &failed[..failed.find("</figure>").unwrap()];
+        let legend = &failed[failed.find("class=\"legend\"").unwrap()..];
+        for class in ["http_error", "idle_timeout", "aborted_at_deadline"] {
             assert!(
                 legend.contains(class),
                 "{class} not in the legend: {legend}"
             );
         }
         let marks = &failed[failed.find(r#"<g class="marks">"#).unwrap()..];
+        let marks = &marks[..marks.find("</g>").unwrap()];
         // http_error in two probes; idle_timeout and aborted in one: nothing for the
         // passing probe.
         assert_eq!(marks.matches("<rect").count(), 4, "{marks}");
         assert!(marks.contains("<title>idle_timeout: 2</title>"), "{marks}");
-        assert!(marks.contains("<title>aborted: 1</title>"), "{marks}");
-        // A day without failures still draws the chart, with aborted alone.
-        let html = charts(&probes[..1], now);
-        let failed = &html[html.find("by outcome class").unwrap()..];
         assert!(
-            failed.contains("<svg") && failed.contains("aborted"),
-            "{failed}"
+            marks.contains("<title>aborted_at_deadline: 1</title>"),
+            "{marks}"
         );
-        assert!(!failed.contains("http_error"));
+        // A day without failures draws no failures chart: a line says none failed.
+        let html = charts(&probes[..1], &[], now);
+        assert!(!html.contains("id=\"failed\""), "{html}");
+        assert!(
+            html.contains("No request failed or was aborted in these 1 probes."),
+            "{html}"
+        );
+        assert_eq!(html.matches("<svg").count(), 2);
     }
 }

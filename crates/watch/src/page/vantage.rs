@@ -2,8 +2,8 @@
 //! vantage, the hub's warning for a name that means two URLs, and the "From every
 //! vantage" section a watcher's and the hub's pages carry.
 
-use super::{head, hours_chart, incidents_table, legend};
-use crate::board::{utc, DAY_MS, HOUR_MS};
+use super::{figure, head, incidents_table, time_chart};
+use crate::board::{utc, DAY_MS};
 use crate::shared::{Remote, Vantage, VantageProbe};
 use crate::store::ProbeRow;
 use crate::vantage::{cells, group, url_mismatches, VantageRow, HEAD};
@@ -45,22 +45,30 @@ pub fn table_html(rows: &[VantageRow], link: bool) -> String {
 }
 
 /// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
-/// `since_ms` to `now`. `probes`: that target's, of every vantage.
+/// `since_ms` to `now`, over wall-clock time (UTC), in a grid. `probes`: that
+/// target's, of every vantage.
 pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
-    use cadence_report::svg::{render, Series, Style, PALETTE};
+    use cadence_report::svg::{Overlay, Series, Style, PALETTE};
     let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
         group(probes).into_values().next().unwrap_or_default();
-    let x = |p: &ProbeRow| (p.started_ms - now) as f64 / HOUR_MS as f64;
-    let mut s = String::new();
-    for (title, y, f) in [
+    let over = Overlay {
+        x_utc: true,
+        ..Overlay::default()
+    };
+    let mut s = String::from("<div class=\"grid\">");
+    for (id, title, y, f) in [
         (
+            "itl-by-vantage",
             "ITL p50 per probe, by vantage",
             "ITL p50 (ms)",
             (|p: &ProbeRow| p.itl_p50_ms) as fn(&ProbeRow) -> Option<f64>,
         ),
-        ("TTFT p50 per probe, by vantage", "TTFT p50 (ms)", |p| {
-            p.ttft_p50_ms
-        }),
+        (
+            "ttft-by-vantage",
+            "TTFT p50 per probe, by vantage",
+            "TTFT p50 (ms)",
+            |p| p.ttft_p50_ms,
+        ),
     ] {
         let series: Vec<Series> = by_vantage
             .iter()
@@ -69,16 +77,21 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
                 let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
                 sr.points = list
                     .iter()
-                    .filter(|p| p.started_ms >= since_ms)
-                    .filter_map(|p| Some((x(p), f(p)?)))
+                    .filter(|p| (since_ms..=now).contains(&p.started_ms))
+                    .filter_map(|p| Some((p.started_ms as f64, f(p)?)))
                     .collect();
                 sr
             })
             .collect();
-        s.push_str(&format!("<h3>{title}</h3>{}", legend(&series)));
-        let chart = hours_chart(y, series);
-        s.push_str(&render(&chart).unwrap_or_else(|| "<p>No probe yet.</p>".into()));
+        s.push_str(&figure(
+            id,
+            title,
+            &time_chart(y, series),
+            &over,
+            "No probe yet.",
+        ));
     }
+    s.push_str("</div>");
     s
 }
 
@@ -210,7 +223,7 @@ pub fn hub_target(name: &str, section: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::DAY_MS;
+    use crate::board::{DAY_MS, HOUR_MS};
     use crate::vantage::tests::at;
 
     #[test]
