@@ -18,6 +18,22 @@ fn bin() -> std::path::PathBuf {
     assert_cmd::cargo::cargo_bin("cadence")
 }
 
+/// A port on 127.0.0.1 nothing listens at (bound, then let go): a dead target's.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `text` as the watch config `dir/watch.toml`.
+fn config_text(dir: &Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("watch.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn config(dir: &Path, slo: &str) -> std::path::PathBuf {
     let path = dir.join("watch.toml");
     std::fs::write(
@@ -473,15 +489,10 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
 #[ignore = "needs Chromium; scripts/test.sh installs it and runs this"]
 fn chromium_lays_out_each_page_at_1280_px_with_axes_and_slo_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = dir.path().join("watch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
+    let port = closed_port();
+    let cfg = config_text(
+        dir.path(),
+        &format!(
             "[[target]]\nname = \"sim\"\nurl = \"builtin\"\n\
              slo = [\"itl.p50<=1s\", \"itl.p99<=2s\", \"ttft.p50<=2s\"]\n\
              [target.probe]\ninterval = \"200ms\"\njitter = \"20ms\"\nrequests = 3\n\
@@ -491,8 +502,7 @@ fn chromium_lays_out_each_page_at_1280_px_with_axes_and_slo_lines() {
              [target.probe]\ninterval = \"300ms\"\njitter = \"20ms\"\nrequests = 2\nmax_tokens = 8\n",
             "x".repeat(200)
         ),
-    )
-    .unwrap();
+    );
     let db = dir.path().join("w.db");
     let w = start_watch(&cfg, &db, &["--quiet"]);
     wait_for_probes(&db, Some("sim"), 4, Duration::from_secs(30));
@@ -848,20 +858,14 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
 #[test]
 fn a_dead_targets_line_names_its_error() {
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = dir.path().join("watch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
+    let port = closed_port();
+    let cfg = config_text(
+        dir.path(),
+        &format!(
             "[[target]]\nname = \"dead\"\nurl = \"http://127.0.0.1:{port}/v1/chat/completions\"\n\
              model = \"m\"\n[target.probe]\ninterval = \"1h\"\nrequests = 2\nmax_tokens = 8\n"
         ),
-    )
-    .unwrap();
+    );
     let (code, said) = watch_to_the_end(&cfg, &dir.path().join("w.db"));
     assert_eq!(code, Some(3), "{said}");
     assert!(
