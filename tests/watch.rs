@@ -814,7 +814,7 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
     );
     // The page goes away at exit: no address is given for it.
     assert!(!said.contains("page at"), "{said}");
-    let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "itl.p50<=1us"));
+    let (code, said) = once(target("a", "itl.p50<=1s") + &target("b", "ttft.p50<=1us"));
     assert_eq!(code, Some(3), "{said}");
     assert!(said.contains("1 breached"), "{said}");
     // Each run probed each target once, and kept it.
