@@ -17,7 +17,7 @@ pub mod records;
 mod server;
 mod shared;
 mod slots;
-mod ws_frames;
+pub mod ws_frames;
 
 pub use alert::{AlertRule, Alerts, Transition};
 pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};

@@ -6,15 +6,19 @@
 
 /// Which side's frames these are: a client's must be masked, a server's must not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
+pub enum Side {
+    /// The client's frames (masked).
     Client,
+    /// The server's frames (unmasked).
     Server,
 }
 
 /// A complete message (fragments joined, unmasked) or a control frame of note.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Message<'a> {
+pub enum Message<'a> {
+    /// A text message's payload.
     Text(&'a [u8]),
+    /// A binary message's payload.
     Binary(&'a [u8]),
     /// A close frame's payload: the status code (2 bytes, big-endian) and the reason.
     Close(&'a [u8]),
@@ -22,7 +26,7 @@ pub(crate) enum Message<'a> {
 
 /// A close frame's status code and reason as the record's error tells them
 /// (`code 1011: engine overloaded`); empty for a close without a code.
-pub(crate) fn close_detail(payload: &[u8]) -> String {
+pub fn close_detail(payload: &[u8]) -> String {
     match payload {
         [hi, lo, reason @ ..] => {
             let code = u16::from_be_bytes([*hi, *lo]);
@@ -41,7 +45,7 @@ pub(crate) fn close_detail(payload: &[u8]) -> String {
 /// Why the bytes cannot be followed as WebSocket frames (the relay goes on unchanged;
 /// the measurement stops).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// A message past the cap (the wire's one-event limit).
     TooLarge(usize),
     /// Anything else against RFC 6455, in words.
@@ -70,7 +74,7 @@ struct Frame {
 
 /// Follows one direction of a WebSocket connection.
 #[derive(Debug)]
-pub(crate) struct FrameReader {
+pub struct FrameReader {
     side: Side,
     cap: usize,
     head: [u8; 14],
@@ -85,6 +89,7 @@ pub(crate) struct FrameReader {
 }
 
 impl FrameReader {
+    /// A reader of `side`'s frames that refuses a message over `cap` bytes.
     pub fn new(side: Side, cap: usize) -> Self {
         FrameReader {
             side,

@@ -5,6 +5,10 @@
 //! costs more CPU per chunk than everything else the load generator does (BENCHMARKS,
 //! "CPU per chunk"). HTTP/2 and TLS stay on hyper ([`crate::client`]).
 
+mod replay;
+
+pub use replay::{read_response, ReadResponse};
+
 use crate::rxstamp::{RxStamp, RxStamps, StampedTcp, Timestamps};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -428,24 +432,15 @@ async fn read_head(conn: &mut Conn) -> Result<ParsedHead, H1Error> {
     let mut got_any = false;
     loop {
         if conn.len > 0 {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut resp = httparse::Response::new(&mut headers);
-            match resp.parse(conn.data()) {
-                Ok(httparse::Status::Complete(n)) => {
-                    let code = resp.code.unwrap_or(0);
-                    if (100..200).contains(&code) && code != 101 {
-                        // An interim response: the final one follows.
-                        conn.consume(n);
-                        continue;
-                    }
-                    let (head, framing, keep_alive) = head_of(&resp)?;
-                    return Ok((head, framing, keep_alive, n, read_at));
+            match head_step(conn.data())? {
+                HeadStep::Interim(n) => {
+                    conn.consume(n);
+                    continue;
                 }
-                Ok(httparse::Status::Partial) if conn.len < MAX_HEAD => {}
-                Ok(httparse::Status::Partial) => {
-                    return Err(H1Error::parse("response head over 64 KiB"))
+                HeadStep::Final(head, framing, keep_alive, n) => {
+                    return Ok((head, framing, keep_alive, n, read_at))
                 }
-                Err(e) => return Err(H1Error::parse(&format!("response head: {e}"))),
+                HeadStep::Partial => {}
             }
         }
         let kind = if got_any {
@@ -465,6 +460,35 @@ async fn read_head(conn: &mut Conn) -> Result<ParsedHead, H1Error> {
         }
         got_any = true;
         read_at = Instant::now();
+    }
+}
+
+/// What the bytes read so far hold of a response head.
+enum HeadStep {
+    /// An interim (1xx) response of this many bytes: the final one follows.
+    Interim(usize),
+    /// The final head, its framing, whether the connection stays open, its bytes.
+    Final(Head, Framing, bool, usize),
+    /// Not all of the head yet (and under [`MAX_HEAD`]).
+    Partial,
+}
+
+/// Parses the head at the start of `data` (the bytes read so far).
+fn head_step(data: &[u8]) -> Result<HeadStep, H1Error> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(data) {
+        Ok(httparse::Status::Complete(n)) => {
+            let code = resp.code.unwrap_or(0);
+            if (100..200).contains(&code) && code != 101 {
+                return Ok(HeadStep::Interim(n));
+            }
+            let (head, framing, keep_alive) = head_of(&resp)?;
+            Ok(HeadStep::Final(head, framing, keep_alive, n))
+        }
+        Ok(httparse::Status::Partial) if data.len() < MAX_HEAD => Ok(HeadStep::Partial),
+        Ok(httparse::Status::Partial) => Err(H1Error::parse("response head over 64 KiB")),
+        Err(e) => Err(H1Error::parse(&format!("response head: {e}"))),
     }
 }
 

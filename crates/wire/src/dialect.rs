@@ -20,7 +20,7 @@ mod typed;
 #[cfg(test)]
 mod typed_value;
 
-pub(crate) use fast::Prefix;
+pub use fast::Prefix;
 
 /// Which request/response shape the endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -357,6 +357,24 @@ pub(crate) fn parse_data_into<'a>(
         }
         other => Some(other),
     }
+}
+
+/// How the fast path and the serde reference each read one chat or completions
+/// chunk's data, apart, for the tests and fuzzers that hold them to agree: the fast
+/// path's event (`None` where it declined and serde decides), read with `prefix` (the
+/// opening an earlier chunk of the stream left, as the tracker carries it) when given,
+/// and serde's. Other dialects have one path only: both are theirs.
+pub fn fast_and_reference<'a>(
+    api: Api,
+    data: &'a str,
+    prefix: Option<&mut Prefix>,
+) -> (Option<StreamEvent<'a>>, StreamEvent<'a>) {
+    if !matches!(api, Api::Chat | Api::Completions) {
+        return (None, parse_data(api, data));
+    }
+    let mut chunk = ParsedChunk::default();
+    let fast = fast::parse(api, data, &mut chunk, prefix).map(|()| StreamEvent::Chunk(chunk));
+    (fast, parse_object(api, data))
 }
 
 /// The serde path: the reference for every shape, used when the fast path declines.
@@ -1156,6 +1174,24 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<Api>("\"completions\"").unwrap(),
             Api::Completions
+        );
+    }
+
+    #[test]
+    fn fast_and_reference_gives_each_path_apart() {
+        let mut prefix = Prefix::default();
+        let (fast, reference) = fast_and_reference(Api::Chat, SAMPLE, Some(&mut prefix));
+        assert_eq!(fast, Some(reference.clone()));
+        assert!(matches!(reference, StreamEvent::Chunk(_)));
+        // An error key: the fast path declines, serde reads the error.
+        let (fast, reference) = fast_and_reference(Api::Chat, r#"{"error":"boom"}"#, None);
+        assert_eq!(fast, None);
+        assert!(matches!(reference, StreamEvent::Error { .. }));
+        // One path only: both are the dialect's.
+        let (fast, reference) = fast_and_reference(Api::Ollama, r#"{"done":true}"#, None);
+        assert_eq!(
+            (fast, reference),
+            (None, parse_data(Api::Ollama, r#"{"done":true}"#))
         );
     }
 

@@ -16,7 +16,7 @@ const MAX_DEPTH: u32 = 64;
 /// parser in an identical state (no lookahead reaches past it), so a chunk that starts
 /// with it resumes right after instead of walking it again.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Prefix {
+pub struct Prefix {
     bytes: Vec<u8>,
     /// `seen` key bits at that point.
     seen: u8,
