@@ -350,3 +350,39 @@ fn note_incomplete_fleets(c: &mut Comparison, sides: [(&std::path::PathBuf, &Loa
     }
     incomplete
 }
+
+#[cfg(test)]
+mod tests {
+    use cadence_core::differences::{SWITCHES, WORKLOAD_FLAGS};
+    use clap::CommandFactory;
+
+    /// The flags compare reads off a bench command line are bench's: each workload
+    /// flag exists, and every flag that takes no value is a known switch (else the word
+    /// after it would be read as its value). A renamed flag fails here, not silently.
+    #[test]
+    fn the_workload_flags_compare_reads_are_bench_flags() {
+        let cli = crate::cli::Cli::command();
+        let bench = cli.find_subcommand("bench").expect("bench");
+        let args: Vec<&clap::Arg> = bench.get_arguments().collect();
+        let long = |name: &str| args.iter().find(|a| a.get_long() == Some(name));
+        for f in WORKLOAD_FLAGS {
+            assert!(long(f).is_some(), "--{f} is no bench flag");
+        }
+        let wrong: Vec<&str> = args
+            .iter()
+            .filter_map(|a| a.get_long().map(|n| (n, !a.get_action().takes_values())))
+            .filter(|(n, switch)| *switch != SWITCHES.contains(n))
+            .map(|(n, _)| n)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "a switch is what takes no value: {wrong:?}"
+        );
+        // Short flags: -c and -r shape the load, -q is the one switch.
+        for a in &args {
+            if let Some(c) = a.get_short() {
+                assert_eq!(!a.get_action().takes_values(), c == 'q', "-{c}");
+            }
+        }
+    }
+}

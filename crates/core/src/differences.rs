@@ -19,7 +19,7 @@ pub const CACHE_TOLERANCE_PCT: f64 = 10.0;
 /// `bench` flags that shape the workload or the load (long names). Output, timeouts,
 /// gates, headers and the request count are not: they change what is kept or when the
 /// run ends, not what one request asks for.
-const WORKLOAD_FLAGS: &[&str] = &[
+pub const WORKLOAD_FLAGS: &[&str] = &[
     "concurrency",
     "rate",
     "arrivals",
@@ -56,7 +56,15 @@ const WORKLOAD_FLAGS: &[&str] = &[
 ];
 
 /// `bench` flags that take no value.
-const SWITCHES: &[&str] = &["agent", "multi-turn", "quiet", "tui", "no-tui", "strict"];
+pub const SWITCHES: &[&str] = &[
+    "agent",
+    "multi-turn",
+    "quiet",
+    "tui",
+    "no-tui",
+    "strict",
+    "http2",
+];
 
 /// What a difference is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
