@@ -476,6 +476,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_share_on_one_side_only_differs_when_it_is_material() {
+        let cmd = "cadence bench -c 4";
+        let d = differences(&run(cmd, 24, Some(50)), &run(cmd, 24, None), &one());
+        assert_eq!(
+            whats(&d),
+            vec![(
+                DiffKind::Workload,
+                "prompt tokens served from cache at concurrency=4",
+                "50 %",
+                "not reported"
+            )]
+        );
+        assert!(differences(&run(cmd, 24, Some(9)), &run(cmd, 24, None), &one()).is_empty());
+    }
+
+    #[test]
     fn another_seed_is_said_but_is_not_another_workload() {
         let cmd = "cadence bench -c 4";
         let (mut a, mut b) = (run(cmd, 24, None), run(cmd, 24, None));
