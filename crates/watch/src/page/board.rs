@@ -82,16 +82,25 @@ pub fn leaderboard_html(rows: &[Row], now: i64) -> String {
 /// p50 and p99, TTFT p50 and p99, each with its `slos`' bounds (as written,
 /// `itl.p50<=8ms`) and the incidents shaded; failed requests by class when any failed
 /// or was aborted, else a line saying none did. `now`: where an open incident ends.
-pub fn charts(probes: &[ProbeRow], slos: &[String], now: i64) -> String {
+///
+/// More probes than a chart shows are merged into time buckets ([`super::bucket::thin`]),
+/// and the incidents' spans closer than a bucket joined, so the page stays bounded.
+pub fn charts(all: &[ProbeRow], slos: &[String], now: i64) -> String {
     use cadence_core::slo::SloMetric;
     use cadence_report::svg::{Overlay, Series, Style, PALETTE};
+    let (thinned, width) = super::bucket::thin(all);
+    let probes = &thinned[..];
     let x = |p: &ProbeRow| p.started_ms as f64;
     let series = |name: &str, color: &str, f: fn(&ProbeRow) -> Option<f64>| {
         let mut s = Series::new(name, color, Style::LinePoints);
         s.points = probes.iter().filter_map(|p| Some((x(p), f(p)?))).collect();
         s
     };
-    let spans = incident_spans(probes, now);
+    let spans = incident_spans(all, now);
+    let spans = match width {
+        Some(w) => super::bucket::join_spans(spans, w as f64),
+        None => spans,
+    };
     let over = |metric: Option<SloMetric>| Overlay {
         x_utc: true,
         y_lines: metric.map_or_else(Vec::new, |m| slo_lines(slos, m)),
@@ -112,7 +121,16 @@ pub fn charts(probes: &[ProbeRow], slos: &[String], now: i64) -> String {
         ],
     );
     let none = "No probe yet.";
-    let mut s = String::from("<div class=\"grid\">");
+    let mut s = String::new();
+    if let Some(w) = width {
+        s.push_str(&format!(
+            "<p class=\"note\">{} probes, drawn in buckets of {}: each point is a bucket's \
+             median of its probes' p50 and the largest of their p99, failures summed.</p>",
+            all.len(),
+            cadence_report::cell::fmt_ms(w as f64)
+        ));
+    }
+    s.push_str("<div class=\"grid\">");
     s.push_str(&figure(
         "itl",
         "ITL per probe",
@@ -142,7 +160,7 @@ pub fn charts(probes: &[ProbeRow], slos: &[String], now: i64) -> String {
     if !failing && !probes.is_empty() {
         s.push_str(&format!(
             "<p class=\"note\">No request failed or was aborted in these {} probes.</p>",
-            probes.len()
+            all.len()
         ));
     }
     s
@@ -221,6 +239,9 @@ pub fn by_hour_chart(probes: &[ProbeRow]) -> cadence_report::svg::Chart {
     }
 }
 
+/// The most incidents a target's page lists (the latest).
+pub const MAX_INCIDENTS: usize = 50;
+
 /// `probes`: the target's last week; the charts and incidents are the last day's.
 pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     let week = probes;
@@ -261,7 +282,17 @@ pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
     ));
     s.push_str("</div>");
     s.push_str("<h2>Incidents of the last day</h2>");
-    s.push_str(&incidents_table(&incidents(probes)));
+    // The latest incidents: a target that flaps all day has thousands.
+    let found = incidents(probes);
+    let shown = &found[found.len().saturating_sub(MAX_INCIDENTS)..];
+    s.push_str(&incidents_table(shown));
+    if shown.len() < found.len() {
+        s.push_str(&format!(
+            "<p class=\"note\">The latest {} of {} incidents; <code>cadence watch report</code> lists every one.</p>",
+            shown.len(),
+            found.len()
+        ));
+    }
     s.push_str("<h2>Recent probes</h2><table><tr><th>start (UTC)</th><th>ok/sent</th><th>TTFT p50</th><th>ITL p50</th><th>ITL p99</th><th>tok/s</th><th>client</th><th>SLO</th></tr>");
     for p in probes.iter().rev().take(20) {
         let (client_class, client) = client_check(p);
@@ -519,6 +550,30 @@ mod tests {
             "{itl}"
         );
         assert!(!html.contains("from now"));
+    }
+
+    #[test]
+    fn a_day_at_a_probe_a_second_makes_a_bounded_page() {
+        // 86,400 probes, every fourth breaching: 21,600 incidents.
+        let now = 2 * DAY_MS;
+        let day: Vec<ProbeRow> = (0..86_400)
+            .map(|i| probe("a", now - DAY_MS + i * 1_000, i % 4 != 1))
+            .collect();
+        let html = target_html(&info(), &day, now);
+        assert!(html.len() < 1_000_000, "{} bytes", html.len());
+        let itl = &html[html.find("id=\"itl\"").unwrap()..];
+        let itl = &itl[..itl.find("</figure>").unwrap()];
+        assert!(
+            itl.matches("<circle").count() <= 2 * super::super::bucket::MAX_POINTS,
+            "{}",
+            itl.matches("<circle").count()
+        );
+        assert!(
+            html.contains("86400 probes, drawn in buckets of"),
+            "{}",
+            &html[..3000]
+        );
+        assert!(html.contains("The latest 50 of 21600 incidents"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! inline script that updates a page in place.
 
 pub mod board;
+pub mod bucket;
 pub mod vantage;
 
 use crate::board::utc;

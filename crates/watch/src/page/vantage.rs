@@ -75,9 +75,15 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
             .enumerate()
             .map(|(i, (v, list))| {
                 let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
-                sr.points = list
+                let window: Vec<ProbeRow> = list
                     .iter()
                     .filter(|p| (since_ms..=now).contains(&p.started_ms))
+                    .cloned()
+                    .collect();
+                // More probes than the chart shows are drawn in time buckets.
+                sr.points = super::bucket::thin(&window)
+                    .0
+                    .iter()
                     .filter_map(|p| Some((p.started_ms as f64, f(p)?)))
                     .collect();
                 sr
