@@ -9,7 +9,8 @@ use std::time::Instant;
 use cadence_engine::calibrate::{holdout_index, measured_levels, Fallbacks};
 use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
 use cadence_engine::{plan_level, Arrivals, EngineSpec};
-use cadence_report::cell::{figure, fmt_ms, Unit};
+use cadence_core::{summarize_level, LevelOptions};
+use cadence_report::cell::{cell, figure, fmt_ms, Unit};
 use cadence_report::table::Table;
 
 use crate::cli::PlanArgs;
@@ -91,7 +92,7 @@ pub fn run(
     ));
     out.push_str(&parameter_table(&base, &spec));
     out.push('\n');
-    out.push_str(&error_table(&spec, &levels, held));
+    out.push_str(&error_table(&spec, &levels, held, &loaded.report.levels));
     let toml = fit::to_toml(&spec);
     out.push_str("\n# the fitted engine (cadence plan --engine FILE, cadence sim --engine FILE)\n");
     out.push_str(&toml);
@@ -134,32 +135,56 @@ fn short(v: f64) -> String {
 }
 
 /// Per level, each figure: model / measured and the error; the held-out level marked.
-fn error_table(spec: &EngineSpec, levels: &[Level], held: Option<usize>) -> String {
+/// Beside the fitted TTFT and ITL, output tok/s and E2E p50 (not fitted: how far the
+/// engine is off where it was not asked to match), each by the report's own formulas,
+/// measured from the run's report (`run`, by level name).
+fn error_table(
+    spec: &EngineSpec,
+    levels: &[Level],
+    held: Option<usize>,
+    run: &[cadence_core::LevelReport],
+) -> String {
     let mut t = Table::new(0).left("level (model / run)", 22);
-    for f in FIGURES {
+    for f in FIGURES.iter().chain(&["tok/s", "E2E p50"]) {
         t = t.right(f, 24);
     }
+    let pair = |p: Option<f64>, m: Option<f64>, unit: Unit| {
+        let err = p.zip(m).filter(|(_, m)| *m > 0.0).map(|(p, m)| p / m - 1.0);
+        format!(
+            "{} / {} {}",
+            cell(p, unit),
+            cell(m, unit),
+            cell(err, Unit::Change(1))
+        )
+    };
     for (i, l) in levels.iter().enumerate() {
         let name = if Some(i) == held {
             format!("{} (held out)", l.name)
         } else {
             l.name.clone()
         };
-        match fit::predict(spec, l.arrivals, &l.workload) {
-            Some(p) => {
-                let (pv, mv, e) = (p.values(), l.measured.values(), p.errors(&l.measured));
-                let cells = (0..4).map(|k| {
-                    format!(
-                        "{} / {} {}",
-                        fmt_ms(pv[k]),
-                        fmt_ms(mv[k]),
-                        figure(e[k], Unit::Change(1))
-                    )
-                });
-                t.row(std::iter::once(name).chain(cells));
-            }
-            None => t.note_row(&name, "the model refuses every request of this level"),
-        }
+        let planned = plan_level(spec, l.arrivals, &l.workload, 0, 0, 0);
+        let Some(p) = Figures::of_records(&planned.records) else {
+            t.note_row(&name, "the model refuses every request of this level");
+            continue;
+        };
+        let (pv, mv) = (p.values(), l.measured.values());
+        let mut cells: Vec<String> = (0..4)
+            .map(|k| pair(Some(pv[k]), Some(mv[k]), Unit::Ms))
+            .collect();
+        let model = summarize_level(&planned.records, &LevelOptions::default());
+        let measured = run.iter().find(|r| r.name == l.name).map(|r| &r.summary);
+        cells.push(pair(
+            model.throughput.output_tokens_per_s,
+            measured.and_then(|m| m.throughput.output_tokens_per_s),
+            Unit::Number,
+        ));
+        cells.push(pair(
+            model.e2e.map(|d| d.p50),
+            measured.and_then(|m| m.e2e).map(|d| d.p50),
+            Unit::Ms,
+        ));
+        t.row(std::iter::once(name).chain(cells));
     }
     t.text()
 }

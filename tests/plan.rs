@@ -560,6 +560,18 @@ fn calibrate_fits_a_sweep_of_the_sim_and_predicts_other_loads() {
         assert!(text.contains(p.name), "{}: {text}", p.name);
     }
     assert!(text.contains("concurrency=4 (held out)"), "{text}");
+    // Beside the fitted TTFT and ITL: throughput and E2E p50, model / run and the error.
+    let head = text
+        .lines()
+        .find(|l| l.starts_with("level (model / run)"))
+        .unwrap();
+    assert!(head.contains("tok/s") && head.ends_with("E2E p50"), "{head}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("concurrency=2 "))
+        .unwrap();
+    assert_eq!(row.matches(" / ").count(), 6, "{row}");
+    assert!(!row.contains('–'), "every figure measured and modelled: {row}");
     assert!(
         text.contains("\nconcurrency=3 ") && text.contains("\nconcurrency=16 "),
         "{text}"
