@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::Instant;
 
+use cadence_core::{summarize_level, LevelOptions};
 use cadence_engine::calibrate::{holdout_index, measured_levels, Fallbacks};
 use cadence_engine::fit::{self, Figures, Level, FIGURES, PARAMS};
 use cadence_engine::{plan_level, Arrivals, EngineSpec};
-use cadence_core::{summarize_level, LevelOptions};
 use cadence_report::cell::{cell, figure, fmt_ms, Unit};
 use cadence_report::table::Table;
 

@@ -1169,6 +1169,12 @@ pub struct OutputArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_convention)]
     pub convention: Option<cadence_core::Convention>,
 
+    /// The console in full: every level's percentiles, facts, warnings, server figures
+    /// and other tools' conventions. Without it a sweep prints one summary table, each
+    /// warning once with the levels it concerns (a single level prints in full anyway).
+    #[arg(long)]
+    pub detail: bool,
+
     /// Values each level keeps exactly (over all its distributions) before they
     /// continue in log-bucketed histograms whose percentiles are within 0.4 %; the
     /// report marks each bucketed distribution. Default 4000000.
@@ -1292,6 +1298,10 @@ pub struct CompareArgs {
     /// differences of one machine that resampling one run cannot see ('5%' or 0.05).
     #[arg(long, default_value = "5%", value_parser = parse_share)]
     pub min_change: f64,
+
+    /// Explain the method (the bootstrap behind each verdict) in full under the tables.
+    #[arg(long)]
+    pub detail: bool,
 
     /// The most an input that is a stream (a pipe, `/dev/stdin`, a FIFO, a device) is
     /// copied to a temporary file in `$TMPDIR` before it is read; more is refused.

@@ -12,7 +12,7 @@ use cadence_core::differences::{differences, DiffKind, LevelPair};
 use cadence_core::report::LevelReport;
 use cadence_core::Convention;
 use cadence_report::compare::{
-    change, render_markdown, render_text, Comparison, LevelComparison, ToolRow,
+    change, render_markdown, render_text_with, Comparison, LevelComparison, ToolRow,
 };
 use cadence_run::{load, Loaded};
 
@@ -300,7 +300,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Exit> {
         )));
     }
     let refused = refuse_across_workloads(&mut c, &args);
-    print_stdout(&render_text(&c))?;
+    print_stdout(&render_text_with(&c, args.detail))?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&c).expect("plain data serializes") + "\n";
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;

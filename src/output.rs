@@ -150,7 +150,12 @@ pub fn write_or_print(path: &Path, text: &str) -> anyhow::Result<()> {
 /// Prints the console report (in colour on a terminal): to stdout, or to stderr when
 /// `--markdown -` has stdout, so a pipe gets the Markdown alone.
 pub fn print_console(report: &Report, out: &OutputArgs) -> Result<(), String> {
-    let text = cadence_report::console::render(report, std::io::stdout().is_terminal());
+    let view = if out.detail {
+        cadence_report::console::View::Detail
+    } else {
+        cadence_report::console::View::Summary
+    };
+    let text = cadence_report::console::render_with(report, std::io::stdout().is_terminal(), view);
     if out.markdown.as_ref().is_some_and(|p| p.as_os_str() == "-") {
         let mut err = std::io::stderr().lock();
         return err

@@ -79,7 +79,10 @@ async fn fetch(http: &HyperClient, url: &http::Uri) -> anyhow::Result<serde_json
             FETCH_TIMEOUT,
             MAX_STATS_BYTES,
         )
-        .await?;
+        .await
+        // The error's words already hold its cause: as a message, not a chain that
+        // would print the cause again after it.
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         serde_json::from_slice(&body).context("the answer is not JSON")
     };
     read.await.with_context(|| format!("cannot read {url}"))

@@ -524,6 +524,32 @@ fn sweep_runs_each_level_with_its_own_row() {
 }
 
 #[test]
+fn a_four_level_sweep_prints_a_short_summary_and_its_detail_on_request() {
+    let args = ["bench", "-c", "1,2,3,4", "-n", "4", "--max-tokens", "4"];
+    let (code, v, short) = run_json(&args);
+    assert_eq!(code, Some(0));
+    assert_eq!(v["levels"].as_array().unwrap().len(), 4);
+    // One table of four rows, each warning once, the formulas once: ~22 lines a level
+    // before (99 for four). The bound leaves room for a few more warnings.
+    let lines = short.lines().count();
+    assert!(lines <= 45, "{lines} lines:\n{short}");
+    assert!(short.contains("Summary by level"), "{short}");
+    assert!(!short.contains("── concurrency="), "{short}");
+    assert!(!short.contains("Convention"), "{short}");
+    assert_eq!(short.matches("Formulas: ").count(), 1, "{short}");
+    let (code, _, full) = run_json(&[&args[..], &["--detail"]].concat());
+    assert_eq!(code, Some(0));
+    for level in 1..=4 {
+        assert!(
+            full.contains(&format!("── concurrency={level} ──")),
+            "{full}"
+        );
+    }
+    assert!(full.contains("Convention") && full.contains("Summary by level"));
+    assert!(full.lines().count() > lines + 4 * 8, "{full}");
+}
+
+#[test]
 fn slo_gate_exits_3_on_breach_and_0_on_pass() {
     let (code, v, stdout) = run_json(&[
         "bench",

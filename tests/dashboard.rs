@@ -230,7 +230,13 @@ fn top_once_prints_a_proxys_windows_and_alerts() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read http://127.0.0.1:1/stats"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read http://127.0.0.1:1/stats"),
+        "{err}"
+    );
+    // Said once: the cause is not repeated after itself.
+    assert_eq!(err.matches("connection refused").count(), 1, "{err}");
     rt.block_on(async { drop(proxy.shutdown().await) });
 }
 

@@ -137,7 +137,7 @@ fn a_file_without_chunk_times_names_the_figures_it_cannot_give_and_prints_no_num
     assert!(!itl.chars().any(|c| c.is_ascii_digit()), "{itl}");
     let stalls = console.lines().find(|l| l.starts_with("Stalls")).unwrap();
     assert!(
-        stalls.contains('–') && !stalls.contains("no gap over"),
+        stalls.contains('–') && !stalls.contains("no wait over"),
         "{stalls}"
     );
     assert!(

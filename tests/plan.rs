@@ -565,13 +565,19 @@ fn calibrate_fits_a_sweep_of_the_sim_and_predicts_other_loads() {
         .lines()
         .find(|l| l.starts_with("level (model / run)"))
         .unwrap();
-    assert!(head.contains("tok/s") && head.ends_with("E2E p50"), "{head}");
+    assert!(
+        head.contains("tok/s") && head.ends_with("E2E p50"),
+        "{head}"
+    );
     let row = text
         .lines()
         .find(|l| l.starts_with("concurrency=2 "))
         .unwrap();
     assert_eq!(row.matches(" / ").count(), 6, "{row}");
-    assert!(!row.contains('–'), "every figure measured and modelled: {row}");
+    assert!(
+        !row.contains('–'),
+        "every figure measured and modelled: {row}"
+    );
     assert!(
         text.contains("\nconcurrency=3 ") && text.contains("\nconcurrency=16 "),
         "{text}"

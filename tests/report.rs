@@ -72,6 +72,7 @@ fn report_from_records_or_json_is_the_bench_report_in_every_format() {
         .arg(dir.path().join("r.md"))
         .arg("--csv")
         .arg(&csv_dir)
+        .arg("--detail")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -121,7 +122,13 @@ fn saved_runs_pass_through_the_slo_gate() {
     cadence()
         .arg("report")
         .arg(&records)
-        .args(["--slo", "itl.p50<=10s", "--convention", "guidellm"])
+        .args([
+            "--slo",
+            "itl.p50<=10s",
+            "--convention",
+            "guidellm",
+            "--detail",
+        ])
         .assert()
         .code(0)
         .stdout(

@@ -98,9 +98,11 @@ cache: cached_tokens / prompt_tokens over the succeeded requests whose usage rep
 (prompt_tokens_details.cached_tokens, input_tokens_details.cached_tokens, Anthropic's \
 cache_read_input_tokens, llama.cpp's timings.cache_n); a cached prompt skips prefill, so at 10 % \
 or more a warning says TTFT measures cache hits";
-    /// Defines `stalls`: ITL gaps over the threshold and the requests that had one.
-    pub const STALLS: &str = "ITL gaps longer than threshold_ms, and the number of succeeded \
-requests with at least one";
+    /// Defines `stalls`: waits over the threshold and the requests that had one.
+    pub const STALLS: &str = "a stall is a wait longer than threshold_ms, over succeeded \
+requests: a gap between chunks (gaps) or the wait from the send to the first chunk \
+(first_token); requests counts those with at least one. The server attribution's stalls are \
+the same waits";
     /// Defines `requests`: the accounting identities between intended, sent, dropped and
     /// the outcomes.
     pub const REQUESTS: &str = "intended = sent + dropped; sent = succeeded + failed (by \
@@ -272,16 +274,28 @@ pub struct Throughput {
     pub window_s: Option<f64>,
 }
 
-/// ITL gaps over the stall threshold.
+/// Stalls: waits longer than the stall threshold, for the first token or between
+/// chunks, the same waits the server attribution names a cause for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stalls {
-    /// The stall threshold in ms: gaps strictly longer than this count.
+    /// The stall threshold in ms: waits strictly longer than this count.
     pub threshold_ms: f64,
-    /// Gaps longer than the threshold, over succeeded requests.
+    /// Gaps between chunks longer than the threshold, over succeeded requests.
     pub gaps: u64,
-    /// Succeeded requests with at least one such gap.
+    /// Waits for the first token (send to first chunk) longer than the threshold, over
+    /// succeeded requests. Absent in reports made before it was counted (read as 0).
+    #[serde(default)]
+    pub first_token: u64,
+    /// Succeeded requests with at least one stall of either kind.
     pub requests: u64,
+}
+
+impl Stalls {
+    /// Every stall: the long first-token waits and the long gaps between chunks.
+    pub fn total(&self) -> u64 {
+        self.gaps + self.first_token
+    }
 }
 
 /// Stream-cleanliness counters summed over the level's requests (failed ones too).
@@ -848,7 +862,12 @@ impl SummaryAcc {
         } else {
             self.no_end += 1;
         }
-        let mut stalled = false;
+        // A stall is a wait over the threshold, for the first token or between chunks:
+        // the waits attribution::GapsAcc takes, so the two counts agree.
+        let first_wait = r.sent_ns.zip(r.first_chunk_ns());
+        let mut stalled =
+            first_wait.is_some_and(|(s, f)| f.saturating_sub(s) > self.stall_threshold_ns);
+        self.stalls.first_token += u64::from(stalled);
         for (g, later) in itl_gaps(r, bad) {
             if self.keep_itl {
                 kept += self.itl.push(ms(g));
@@ -955,6 +974,7 @@ impl SummaryAcc {
             *t.by_source.entry(k.clone()).or_default() += n;
         }
         self.stalls.gaps += o.stalls.gaps;
+        self.stalls.first_token += o.stalls.first_token;
         self.stalls.requests += o.stalls.requests;
         let k = &mut self.counters;
         k.keepalives += o.counters.keepalives;

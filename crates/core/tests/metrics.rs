@@ -267,6 +267,27 @@ fn stalls_count_gaps_strictly_over_threshold() {
 }
 
 #[test]
+fn a_stall_is_one_wait_over_the_threshold_first_token_or_between_chunks() {
+    // a waits 600 ms for its first token; b has a 600 ms gap between chunks; c neither.
+    let a = record(0, Outcome::Succeeded, 0, &[(600, None), (700, None)], 700);
+    let b = record(1, Outcome::Succeeded, 0, &[(0, None), (600, None)], 600);
+    let c = record(2, Outcome::Succeeded, 0, &[(100, None), (200, None)], 200);
+    let records = [a, b, c];
+    let s = summarize_level(&records, &LevelOptions::default());
+    assert_eq!(
+        (s.stalls.first_token, s.stalls.gaps, s.stalls.requests),
+        (1, 1, 2)
+    );
+    assert_eq!(s.stalls.total(), 2);
+    // The server attribution's stalls are the same waits: its count agrees.
+    let mut gaps = cadence_core::attribution::GapsAcc::new(500 * MS);
+    for r in &records {
+        gaps.push(r);
+    }
+    assert_eq!(gaps.gaps().len() as u64, s.stalls.total());
+}
+
+#[test]
 fn token_source_is_the_weakest_used_by_succeeded_requests() {
     let mut a = record(0, Outcome::Succeeded, 0, &[(1, None), (2, None)], 3);
     usage(&mut a, 10, TokenSource::Usage);

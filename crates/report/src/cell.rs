@@ -70,10 +70,48 @@ pub fn figure(x: f64, unit: Unit) -> String {
     match unit {
         Unit::Ms => fmt_ms(x),
         Unit::Share => fmt_pct(x),
-        Unit::Change(decimals) => format!("{:+.decimals$}%", x * 100.0),
+        Unit::Change(decimals) => signed_pct(x * 100.0, decimals),
         Unit::Number => sig4(x),
         Unit::Rate => fmt_rate(x),
         Unit::Of(u) => format!("{} {u}", sig4(x)),
+    }
+}
+
+/// A percentage value (25.0 for 25 %) with `decimals` decimals and no space: `25.0%`.
+/// A value that rounds to zero reads `0.0%`, never `-0.0%`.
+pub fn pct(percent: f64, decimals: usize) -> String {
+    format!("{}%", unsigned_zero(format!("{percent:.decimals$}")))
+}
+
+/// A percentage value with its sign (`+5.0%`, `-2.5%`); one that rounds to zero reads
+/// `+0.0%`, never `-0.0%`.
+pub fn signed_pct(percent: f64, decimals: usize) -> String {
+    let s = format!("{percent:+.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if is_zero(rest) => format!("+{rest}%"),
+        _ => format!("{s}%"),
+    }
+}
+
+fn is_zero(digits: &str) -> bool {
+    digits.chars().all(|c| c == '0' || c == '.')
+}
+
+/// A formatted number without the minus of a negative zero (`-0.0` reads `0.0`).
+fn unsigned_zero(s: String) -> String {
+    match s.strip_prefix('-') {
+        Some(rest) if is_zero(rest) => rest.to_string(),
+        _ => s,
+    }
+}
+
+/// A count and its noun, the noun plural unless the count is one: `1 request`,
+/// `2 requests`, `0 requests`.
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -97,7 +135,7 @@ pub fn fmt_pct(share: f64) -> String {
     } else {
         3
     };
-    let s = format!("{v:.dec$}");
+    let s = unsigned_zero(format!("{v:.dec$}"));
     let s = if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.')
     } else {
@@ -161,6 +199,25 @@ pub fn fmt_seconds(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_negative_zero_reads_as_zero_in_every_percentage() {
+        assert_eq!(pct(-0.01, 1), "0.0%");
+        assert_eq!(pct(-0.06, 1), "-0.1%");
+        assert_eq!(pct(12.34, 1), "12.3%");
+        assert_eq!(signed_pct(-0.01, 1), "+0.0%");
+        assert_eq!(signed_pct(-2.5, 1), "-2.5%");
+        assert_eq!(cell(Some(-0.0001), Unit::Change(1)), "+0.0%");
+        assert_eq!(fmt_pct(-0.000_000_1), "0 %");
+        assert_eq!(fmt_pct(-0.25), "-25 %");
+    }
+
+    #[test]
+    fn a_count_of_one_takes_the_singular() {
+        assert_eq!(plural(1, "request"), "1 request");
+        assert_eq!(plural(0, "request"), "0 requests");
+        assert_eq!(plural(2, "gap"), "2 gaps");
+    }
 
     #[test]
     fn absent_is_one_dash_in_every_unit() {

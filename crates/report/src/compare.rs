@@ -91,7 +91,11 @@ fn verdict(v: Verdict) -> &'static str {
 
 fn interval(r: &MetricChange) -> String {
     r.interval.map_or(cell::ABSENT.into(), |(lo, hi)| {
-        format!("[{:+.1}%, {:+.1}%]", lo * 100.0, hi * 100.0)
+        format!(
+            "[{}, {}]",
+            cell::signed_pct(lo * 100.0, 1),
+            cell::signed_pct(hi * 100.0, 1)
+        )
     })
 }
 
@@ -200,8 +204,17 @@ fn draws_note(d: &[Difference]) -> Option<String> {
     }
 }
 
-/// The console form.
+/// The method in a line, where [`Comparison::method`] is the paragraph.
+pub const METHOD_SHORT: &str = "change = B / A - 1; better or worse when its 95 % bootstrap \
+interval excludes 0 and it reaches --min-change (--detail: how)";
+
+/// The console form, the method in full.
 pub fn render_text(c: &Comparison) -> String {
+    render_text_with(c, true)
+}
+
+/// The console form; `detail` explains the method in full, else in a line.
+pub fn render_text_with(c: &Comparison, detail: bool) -> String {
     let mut s = format!("Comparing A = {}\n      with B = {}\n", c.a, c.b);
     if let Some(words) = differences_words(&c.differences) {
         s.push_str(&format!("\nDifferences: {words}\n"));
@@ -214,7 +227,8 @@ pub fn render_text(c: &Comparison) -> String {
     for u in &c.unmatched {
         s.push_str(&format!("\n{u} (no counterpart)"));
     }
-    s.push_str(&format!("\n\nMethod: {}\n", c.method));
+    let method = if detail { c.method } else { METHOD_SHORT };
+    s.push_str(&format!("\n\nMethod: {method}\n"));
     if !c.tools.is_empty() {
         s.push_str("\nAcross tools (first level)\n");
         s.push_str(&tools_table(&c.tools).text());

@@ -8,29 +8,56 @@ use cadence_core::sessions::SessionSummary;
 use cadence_core::{Distribution, LevelReport, Pacing, Report, SloResult};
 use std::fmt::Write;
 
-use crate::cell::{cell, fmt_pct, fmt_rate, sig4, Unit};
+use crate::cell::{cell, fmt_pct, fmt_rate, pct, plural, sig4, Unit};
 pub use crate::cell::{fmt_ms, fmt_seconds, ABSENT};
+use crate::paint::Painter;
 use crate::table::Table;
 
 const LABEL_W: usize = 16;
 const COUNT_W: usize = 7;
 const VALUE_W: usize = 11;
 
-/// Renders the report for a terminal; `color` adds ANSI styling.
+/// Renders the report for a terminal, complete: every level's tables and facts, then
+/// a sweep's summary. `color` adds ANSI styling. [`render_with`] chooses the view.
 pub fn render(report: &Report, color: bool) -> String {
+    render_with(report, color, View::Detail)
+}
+
+/// How much of a run the console says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// A sweep's summary first and alone: one row per level, each warning once with
+    /// the levels it concerns; a single level's block as in [`View::Detail`].
+    Summary,
+    /// Every level's distribution table, facts, warnings and conventions (`--detail`).
+    Detail,
+}
+
+/// Renders the report for a terminal in `view`; `color` adds ANSI styling.
+pub fn render_with(report: &Report, color: bool, view: View) -> String {
     // A server's strings reach the terminal with their controls written out.
     let report = &*crate::escape::for_console(report);
     let p = Painter(color);
     let mut out = String::new();
     header(&mut out, report, p);
-    for level in &report.levels {
+    let sweep = report.levels.len() > 1;
+    if sweep && view == View::Summary {
         out.push('\n');
-        level_block(&mut out, level, report.convention.as_deref(), p);
-        conventions(&mut out, report, level, p);
-    }
-    if report.levels.len() > 1 {
-        out.push('\n');
-        sweep_table(&mut out, report, p);
+        crate::sweep::sweep_table(&mut out, report, p);
+        if let Some(c) = report.convention.as_deref().filter(|c| *c != "cadence") {
+            let _ = writeln!(out, "ITL and TPOT above: {c}'s formulas (--convention {c})");
+        }
+        crate::sweep::notes(&mut out, &report.levels, p);
+    } else {
+        for level in &report.levels {
+            out.push('\n');
+            level_block(&mut out, level, report.convention.as_deref(), p);
+            conventions(&mut out, report, level, p);
+        }
+        if sweep {
+            out.push('\n');
+            crate::sweep::sweep_table(&mut out, report, p);
+        }
     }
     if let Some(s) = &report.search {
         out.push('\n');
@@ -48,6 +75,16 @@ pub fn render(report: &Report, color: bool) -> String {
         }
     }
     out.push('\n');
+    if sweep && view == View::Summary {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.dim(
+                "Each level's percentiles, facts, server figures and other tools' conventions: \
+                 --detail."
+            )
+        );
+    }
     let _ = writeln!(out, "{}", p.dim(&format!("Formulas: {}.", formula::SHORT)));
     out
 }
@@ -124,7 +161,7 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
             ms(c.start_skew_ms),
             ms(c.pacing_lag_p99_ms),
             c.late_share
-                .map_or(ABSENT.to_string(), |v| format!("{:.1}%", v * 100.0)),
+                .map_or(ABSENT.to_string(), |v| crate::cell::pct(v * 100.0, 1)),
             ms(c.loop_lag_p99_ms),
             pct(c.cpu_share),
             notes,
@@ -141,34 +178,6 @@ fn fleet_block(out: &mut String, f: &cadence_core::FleetReport, p: Painter) {
             cell
         }
     }));
-}
-
-#[derive(Clone, Copy)]
-struct Painter(bool);
-
-impl Painter {
-    fn paint(self, s: &str, code: &str) -> String {
-        if self.0 {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.to_string()
-        }
-    }
-    fn bold(self, s: &str) -> String {
-        self.paint(s, "1")
-    }
-    fn dim(self, s: &str) -> String {
-        self.paint(s, "2")
-    }
-    fn red(self, s: &str) -> String {
-        self.paint(s, "31")
-    }
-    fn green(self, s: &str) -> String {
-        self.paint(s, "32")
-    }
-    fn yellow(self, s: &str) -> String {
-        self.paint(s, "33")
-    }
 }
 
 fn header(out: &mut String, r: &Report, p: Painter) {
@@ -191,10 +200,11 @@ fn header(out: &mut String, r: &Report, p: Painter) {
     let sent: u64 = r.levels.iter().map(|l| l.summary.requests.sent).sum();
     let _ = writeln!(
         out,
-        "  api {}, model {}, {}, {load}, {sent} requests sent, {}",
+        "  api {}, model {}, {}, {load}, {} sent, {}",
         run.api,
         run.model,
         run.mode,
+        plural(sent, "request"),
         // 0: unknown (an imported run whose file holds no send times).
         if run.duration_s > 0.0 {
             fmt_seconds(run.duration_s)
@@ -241,9 +251,9 @@ fn level_block(out: &mut String, l: &LevelReport, convention: Option<&str>, p: P
             .map_or(String::new(), |s| format!(" ({} of sent)", fmt_pct(s)));
         let _ = writeln!(
             out,
-            "{}{} requests met every SLO{share}, {} req/s",
+            "{}{} met every SLO{share}, {} req/s",
             label("Goodput"),
-            g.good_requests,
+            plural(g.good_requests, "request"),
             cell(g.requests_per_s, Unit::Number)
         );
     }
@@ -366,6 +376,7 @@ fn distribution_table(out: &mut String, l: &LevelReport, convention: Option<&str
     for h in ["mean", "p50", "p90", "p95", "p99", "p99.9", "max"] {
         t = t.right(h, VALUE_W).gap(0);
     }
+    let (rows, repeats) = drop_repeats(rows);
     for (label, cells) in rows {
         let cells = cells.unwrap_or_else(|| vec![ABSENT.to_string(); 8]);
         t.row(std::iter::once(label.to_string()).chain(cells));
@@ -374,6 +385,39 @@ fn distribution_table(out: &mut String, l: &LevelReport, convention: Option<&str
         (Some(_), 0) => p.bold(&cell),
         _ => cell,
     }));
+    if !repeats.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}{}",
+            label(""),
+            p.dim(&format!(
+                "left out, the same in every cell: {}",
+                repeats.join(", ")
+            ))
+        );
+    }
+}
+
+/// A distribution table's row: its label and its cells (none: no figures).
+type Row<'a> = (&'a str, Option<Vec<String>>);
+
+/// The rows whose cells are not all the same as an earlier row's, and the ones left
+/// out as `"ITL/token = ITL"`. Rows without figures are kept.
+fn drop_repeats(rows: Vec<Row<'_>>) -> (Vec<Row<'_>>, Vec<String>) {
+    let mut kept: Vec<Row> = Vec::new();
+    let mut repeats = Vec::new();
+    for (name, cells) in rows {
+        let same = cells.as_ref().and_then(|c| {
+            kept.iter()
+                .find(|(_, k)| k.as_ref() == Some(c))
+                .map(|(k, _)| *k)
+        });
+        match same {
+            Some(first) => repeats.push(format!("{name} = {first}")),
+            None => kept.push((name, cells)),
+        }
+    }
+    (kept, repeats)
 }
 
 fn pacing(out: &mut String, pc: &Pacing, p: Painter) {
@@ -517,12 +561,12 @@ fn facts(out: &mut String, s: &LevelSummary, p: Painter) {
         let _ = writeln!(
             out,
             "{}{} of prompt tokens served from the server's cache ({} of {} tokens, {} \
-             requests reporting)",
+             reporting)",
             label("Prompt cache"),
             cell(pc.share_pct().map(|p| p / 100.0), Unit::Share),
             pc.cached_tokens,
             pc.prompt_tokens,
-            pc.requests
+            plural(pc.requests, "request")
         );
     }
     token_facts(out, s);
@@ -542,7 +586,7 @@ fn token_facts(out: &mut String, s: &LevelSummary) {
             .map(|a| {
                 let pct = a
                     .diff_pct
-                    .map_or_else(|| ABSENT.to_string(), |d| format!("{d:+.1}%"));
+                    .map_or_else(|| ABSENT.to_string(), |d| crate::cell::signed_pct(d, 1));
                 format!(
                     "{} {pct} (max {} on one request, {} of {} differ)",
                     a.source.name(),
@@ -562,9 +606,9 @@ fn token_facts(out: &mut String, s: &LevelSummary) {
     for t in &s.by_turn {
         let _ = writeln!(
             out,
-            "{}{} requests, TTFT p50 {} p99 {}, ITL p50 {} p99 {}",
+            "{}{}, TTFT p50 {} p99 {}, ITL p50 {} p99 {}",
             label(&format!("Turn {}", t.turn)),
-            t.requests,
+            plural(t.requests, "request"),
             cell(t.ttft.map(|d| d.p50), Unit::Ms),
             cell(t.ttft.map(|d| d.p99), Unit::Ms),
             cell(t.itl.map(|d| d.p50), Unit::Ms),
@@ -624,21 +668,21 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
     if let Some(sp) = ss.split {
         let _ = writeln!(
             out,
-            "{}TTFT {:.1}%, decode (ITL) {:.1}%, tool {:.1}%, rest {:.1}% of the summed wall time",
+            "{}TTFT {}, decode (ITL) {}, tool {}, rest {} of the summed wall time",
             label("Wall split"),
-            sp.ttft_pct,
-            sp.decode_pct,
-            sp.tool_pct,
-            sp.rest_pct
+            pct(sp.ttft_pct, 1),
+            pct(sp.decode_pct, 1),
+            pct(sp.tool_pct, 1),
+            pct(sp.rest_pct, 1)
         );
     }
     if let Some(d) = ss.decode_share_pct {
         let _ = writeln!(
             out,
-            "{}p50 {:.1}%, p90 {:.1}% of a session's wall time is decode",
+            "{}p50 {}, p90 {} of a session's wall time is decode",
             label("ITL share"),
-            d.p50,
-            d.p90
+            pct(d.p50, 1),
+            pct(d.p90, 1)
         );
     }
     context_line(out, ss);
@@ -720,8 +764,8 @@ fn pricing_lines(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
             wi.label,
             cell(measured, Unit::Ms),
             cell(wi.wall.map(|d| d.p50), Unit::Ms),
-            opt(ss.split.map(|s| s.decode_pct), |v| format!("{v:.1}%")),
-            opt(wi.decode_share_pct, |v| format!("{v:.1}%")),
+            opt(ss.split.map(|s| s.decode_pct), |v| pct(v, 1)),
+            opt(wi.decode_share_pct, |v| pct(v, 1)),
         );
     }
     if let Some(itl) = itl_p50 {
@@ -760,9 +804,9 @@ fn request_facts(out: &mut String, s: &LevelSummary, p: Painter) {
     if s.warmup > 0 {
         let _ = writeln!(
             out,
-            "{}{} requests, excluded from every figure",
+            "{}{}, excluded from every figure",
             label("Warm-up"),
-            s.warmup
+            plural(s.warmup, "request")
         );
     }
 }
@@ -770,16 +814,21 @@ fn request_facts(out: &mut String, s: &LevelSummary, p: Painter) {
 /// Stalls, and what the stream decoder met that a clean stream does not have.
 fn stream_facts(out: &mut String, s: &LevelSummary) {
     let st = &s.stalls;
-    let stalls = if s.itl.is_none() {
+    let stalls = if s.itl.is_none() && st.first_token == 0 {
         format!("{ABSENT} (no gaps between chunks to judge)")
-    } else if st.gaps == 0 {
-        format!("no gap over {}", fmt_ms(st.threshold_ms))
+    } else if st.total() == 0 {
+        format!(
+            "no wait over {} (for the first token or between chunks)",
+            fmt_ms(st.threshold_ms)
+        )
     } else {
         format!(
-            "{} gaps over {} in {} requests",
-            st.gaps,
+            "{} (waits over {}) in {}: {} for the first token, {} between chunks",
+            plural(st.total(), "stall"),
             fmt_ms(st.threshold_ms),
-            st.requests
+            plural(st.requests, "request"),
+            st.first_token,
+            st.gaps
         )
     };
     let _ = writeln!(out, "{}{stalls}", label("Stalls"));
@@ -815,11 +864,12 @@ pub(crate) fn clock_line(k: &cadence_core::ClockCheck) -> String {
     let total = k.kernel_requests + k.user_requests;
     let mut line = if k.kernel_requests > 0 {
         format!(
-            "kernel receive time ({} of {total} requests)",
-            k.kernel_requests
+            "kernel receive time ({} of {})",
+            k.kernel_requests,
+            plural(total, "request")
         )
     } else {
-        format!("user clock ({total} requests)")
+        format!("user clock ({})", plural(total, "request"))
     };
     if let Some(d) = &k.read_delay {
         line.push_str(&format!(
@@ -851,6 +901,8 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
     ] {
         t = t.right(h, VALUE_W).gap(0);
     }
+    // Conventions whose six figures agree share a row: `cadence = vllm`.
+    let mut rows: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     for c in &l.conventions {
         let d = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
             cell(d.as_ref().map(f), Unit::Ms)
@@ -860,15 +912,22 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
         } else {
             ""
         };
-        t.row([
-            format!("  {}{mark}", c.convention),
+        let name = format!("{}{mark}", c.convention);
+        let figures = vec![
             d(&c.itl, |d| d.mean),
             d(&c.itl, |d| d.p50),
             d(&c.itl, |d| d.p99),
             d(&c.tpot, |d| d.mean),
             d(&c.tpot, |d| d.p50),
             d(&c.tpot, |d| d.p99),
-        ]);
+        ];
+        match rows.iter_mut().find(|(_, f)| *f == figures) {
+            Some((names, _)) => names.push(name),
+            None => rows.push((vec![name], figures)),
+        }
+    }
+    for (names, figures) in rows {
+        t.row(std::iter::once(format!("  {}", names.join(" = "))).chain(figures));
     }
     out.push_str(&t.text_painted(|row, col, cell| match (row, col) {
         (None, 0) => p.bold(&cell),
@@ -881,122 +940,4 @@ fn conventions(out: &mut String, r: &Report, l: &LevelReport, p: Painter) {
             label("")
         );
     }
-}
-
-fn sweep_table(out: &mut String, report: &Report, p: Painter) {
-    let levels = &report.levels;
-    let name_w = levels
-        .iter()
-        .map(|l| l.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(5)
-        + 2;
-    let (load_head, load) = load_column(levels);
-    let any_slo = levels.iter().any(|l| !l.slos.is_empty());
-    let any_goodput = levels.iter().any(|l| l.goodput.is_some());
-
-    // (heading, width) per column; narrow ones for counts.
-    let mut heads: Vec<(&str, usize)> = vec![
-        (load_head, 8),
-        ("sent", 8),
-        ("ok", 8),
-        ("errors", 8),
-        ("TTFT p50", 10),
-        ("TTFT p99", 10),
-        ("ITL p50", 10),
-        ("ITL p99", 10),
-        ("TPOT p50", 10),
-        ("E2E p99", 10),
-        ("tok/s", 10),
-        ("req/s", 10),
-    ];
-    if any_goodput {
-        heads.push(("good/s", 10));
-    }
-    if any_slo {
-        heads.push(("SLOs", 10));
-    }
-    let mut t = Table::new(0).left("level", name_w);
-    for (h, w) in &heads {
-        t = t.right(h, *w).gap(0);
-    }
-    let mut alarms = Vec::new();
-    for l in levels {
-        let cells = sweep_cells(report, l, load, any_goodput, any_slo);
-        alarms.push(cells.iter().map(|(_, alarm)| *alarm).collect::<Vec<_>>());
-        t.row(std::iter::once(l.name.clone()).chain(cells.into_iter().map(|(c, _)| c)));
-    }
-    let _ = writeln!(out, "{}", p.bold("Summary by level"));
-    out.push_str(&t.text_painted(|row, col, cell| {
-        let alarm = row
-            .zip(col.checked_sub(1))
-            .is_some_and(|(r, c)| alarms[r][c]);
-        if alarm {
-            p.red(&cell)
-        } else {
-            cell
-        }
-    }));
-}
-
-/// The load column of the sweep table: its heading and each level's cell.
-fn load_column(levels: &[LevelReport]) -> (&'static str, fn(&LevelReport) -> String) {
-    if levels.iter().all(|l| l.concurrency.is_some()) {
-        ("conc", |l| {
-            l.concurrency.map_or(ABSENT.into(), |c| c.to_string())
-        })
-    } else if levels.iter().all(|l| l.rate.is_some()) {
-        ("rate/s", |l| opt(l.rate, fmt_rate))
-    } else {
-        ("load", |l| match (l.concurrency, l.rate) {
-            (Some(c), _) => format!("c={c}"),
-            (None, Some(r)) => format!("{}/s", fmt_rate(r)),
-            (None, None) => ABSENT.into(),
-        })
-    }
-}
-
-/// One level's row of the sweep table: each cell and whether it is an alarm (red).
-fn sweep_cells(
-    report: &Report,
-    l: &LevelReport,
-    load: fn(&LevelReport) -> String,
-    any_goodput: bool,
-    any_slo: bool,
-) -> Vec<(String, bool)> {
-    let s = &l.summary;
-    let (itl, tpot) = crate::headline(report, l);
-    let t =
-        |d: &Option<Distribution>, f: fn(&Distribution) -> f64| cell(d.as_ref().map(f), Unit::Ms);
-    let errors = s.requests.failed_total();
-    let mut cells = vec![
-        (load(l), false),
-        (s.requests.sent.to_string(), false),
-        (s.requests.succeeded.to_string(), false),
-        (errors.to_string(), errors > 0),
-        (t(&s.ttft, |d| d.p50), false),
-        (t(&s.ttft, |d| d.p99), false),
-        (t(&itl, |d| d.p50), false),
-        (t(&itl, |d| d.p99), false),
-        (t(&tpot, |d| d.p50), false),
-        (t(&s.e2e, |d| d.p99), false),
-        (cell(s.throughput.output_tokens_per_s, Unit::Number), false),
-        (cell(s.throughput.requests_per_s, Unit::Number), false),
-    ];
-    if any_goodput {
-        cells.push((
-            cell(l.goodput.and_then(|g| g.requests_per_s), Unit::Number),
-            false,
-        ));
-    }
-    if any_slo {
-        let failed = l.slos.iter().filter(|r| !r.pass).count();
-        cells.push(match (l.slos.len(), failed) {
-            (0, _) => (ABSENT.into(), false),
-            (_, 0) => ("pass".into(), false),
-            (n, f) => (format!("FAIL {f}/{n}"), true),
-        });
-    }
-    cells
 }

@@ -464,6 +464,7 @@ pub fn render(r: &Report) -> String {
     }
     o.push_str("<h2>Summary</h2>");
     summary_table(r, &mut o);
+    crate::distributions::html(r, &mut o);
 
     charts_section(r, &mut o);
     crate::html_server::section(r, &mut o);

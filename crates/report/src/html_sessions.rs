@@ -73,7 +73,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
             ms_or_dash(s.wall.map(|d| d.p90)),
             ms_or_dash(s.wall.map(|d| d.p99)),
             s.decode_share_pct
-                .map_or(ABSENT.into(), |d| format!("{:.1}%", d.p50)),
+                .map_or(ABSENT.into(), |d| crate::cell::pct(d.p50, 1)),
         );
     }
     o.push_str("</table>");
@@ -161,7 +161,7 @@ fn what_if_table(levels: &[(&str, &SessionSummary)], o: &mut String) {
                 ms_or_dash(w.wall.map(|d| d.p50)),
                 ms_or_dash(w.wall.map(|d| d.p99)),
                 w.decode_share_pct
-                    .map_or(ABSENT.into(), |v| format!("{v:.1}%")),
+                    .map_or(ABSENT.into(), |v| crate::cell::pct(v, 1)),
             );
         }
     }

@@ -7,6 +7,7 @@ pub mod cell;
 pub mod compare;
 pub mod console;
 pub mod csv;
+mod distributions;
 pub mod escape;
 mod figure;
 pub mod html;
@@ -15,7 +16,9 @@ mod html_sessions;
 mod imported;
 pub mod json;
 pub mod markdown;
+mod paint;
 pub mod svg;
+mod sweep;
 pub mod table;
 
 use cadence_core::{Distribution, LevelReport, Report, SloResult};

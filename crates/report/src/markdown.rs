@@ -123,7 +123,7 @@ fn sessions_table(r: &Report, o: &mut String) {
     ] {
         t = t.right(h, 0);
     }
-    let pct = |v: Option<f64>| v.map_or(ABSENT.into(), |v| format!("{v:.1}%"));
+    let pct = |v: Option<f64>| v.map_or(ABSENT.into(), |v| crate::cell::pct(v, 1));
     for (l, s) in &levels {
         let sp = s.split;
         t.row([

@@ -131,7 +131,8 @@ fn facts_lines_for_throughput_tokens_outcomes_stalls_and_stream() {
     );
     assert_eq!(
         line_starting(block, "Stalls"),
-        "Stalls          14 gaps over 500.0 ms in 9 requests"
+        "Stalls          14 stalls (waits over 500.0 ms) in 9 requests: 0 for the first token, 14 \
+         between chunks"
     );
     assert_eq!(
         line_starting(block, "Stream"),
@@ -153,9 +154,14 @@ fn computed_level_shows_exact_values_and_response_ttft() {
         cells(line_starting(block, "TTFT  "))[..3],
         ["1", "100.0 ms", "100.0 ms"]
     );
-    assert_eq!(
-        cells(line_starting(block, "TTFT (response)"))[1],
-        "100.0 ms"
+    // The response TTFT is the same in every cell as TTFT (one request): left out, named.
+    assert!(!block.contains("\nTTFT (response)"), "{block}");
+    assert!(
+        block.contains(
+            "left out, the same in every cell: TTFT (content) = TTFT, TTFT (response) = TTFT, \
+             ITL (vllm) = ITL, TPOT (vllm) = TPOT\n"
+        ),
+        "{block}"
     );
     assert_eq!(
         cells(line_starting(block, "ITL  "))[..3],
@@ -172,7 +178,7 @@ fn computed_level_shows_exact_values_and_response_ttft() {
     );
     assert_eq!(
         line_starting(block, "Stalls"),
-        "Stalls          no gap over 500.0 ms"
+        "Stalls          no wait over 500.0 ms (for the first token or between chunks)"
     );
     assert!(
         !block.contains("Stream "),
@@ -446,15 +452,15 @@ fn rate_sweep_table_shows_rate_errors_goodput_and_slos() {
     let table: Vec<&str> = out[at..].lines().take(4).collect();
     assert_eq!(
         table[1].split_whitespace().collect::<Vec<_>>().join(" "),
-        "level rate/s sent ok errors TTFT p50 TTFT p99 ITL p50 ITL p99 TPOT p50 E2E p99 \
-         tok/s req/s good/s SLOs"
+        "level rate/s sent ok errors TTFT p50 TTFT p99 ITL p50 ITL p99 TPOT p50 E2E p50 \
+         E2E p99 tok/s req/s good/s SLOs notes"
     );
     // rate=2: 2 sent, 2 ok, 0 errors, TTFT 100 ms, ITL p50 15 / p99 20, TPOT 15,
     // E2E p99 135 ms, 6 tokens and 2 requests over 0.635 s.
     assert_eq!(
         table[2].split_whitespace().collect::<Vec<_>>().join(" "),
-        "rate=2 2 2 2 0 100.0 ms 100.0 ms 15.00 ms 20.00 ms 15.00 ms 135.0 ms 9.449 3.150 \
-         3.150 pass"
+        "rate=2 2 2 2 0 100.0 ms 100.0 ms 15.00 ms 20.00 ms 15.00 ms 135.0 ms 135.0 ms 9.449 \
+         3.150 3.150 pass"
     );
     // rate=8: 1 ok, 1 error, one gap of 60 ms; nothing good; one SLO of two failed.
     let hot: Vec<&str> = table[3].split_whitespace().collect();
@@ -463,7 +469,7 @@ fn rate_sweep_table_shows_rate_errors_goodput_and_slos() {
         line_starting(block(&out, "rate=8"), "Requests"),
         "Requests        3 intended, 2 sent, 1 succeeded, 1 http_5xx, 0 aborted, 1 dropped"
     );
-    assert_eq!(hot[hot.len() - 3..], ["0", "FAIL", "1/2"]);
+    assert_eq!(hot[hot.len() - 5..], ["0", "FAIL", "1/2", "a", "b"]);
     assert!(table[3].contains("60.00 ms"), "{}", table[3]);
     assert!(out.contains(", rate ") || out.contains("2 levels"), "{out}");
 }
@@ -569,7 +575,7 @@ fn the_clock_line_says_which_clock_and_the_client_read_delay() {
         &out[out.find("── concurrency=1 ──").unwrap()..out.find("── concurrency=64 ──").unwrap()];
     assert_eq!(
         line_starting(one, "Clock"),
-        "Clock           user clock (1 requests)"
+        "Clock           user clock (1 request)"
     );
     // Without a clock check (older records) there is no line.
     assert!(!render(&common::full_report(), false).contains("\nClock "));
@@ -591,4 +597,64 @@ fn the_prompt_cache_line_gives_the_share_and_its_counts() {
     );
     // No request reported a cache figure: no line.
     assert!(!render(&common::full_report(), false).contains("\nPrompt cache"));
+}
+
+#[test]
+fn a_sweep_by_default_is_its_table_and_each_note_once() {
+    use cadence_report::console::{render_with, View};
+    let mut r = common::full_report();
+    r.levels[0].summary.warnings = vec![
+        "the client's event loop lagged (p99 18.3 ms, max 77.3 ms)".into(),
+        "the watchdog ended requests".into(),
+    ];
+    r.levels[1].summary.warnings = vec![
+        "the client's event loop lagged (p99 7.1 ms, max 9.0 ms)".into(),
+        "the watchdog ended requests".into(),
+    ];
+    let out = render_with(&r, false, View::Summary);
+    assert!(!out.contains("── "), "no level blocks:\n{out}");
+    assert!(!out.contains("Convention"), "{out}");
+    assert!(out.contains("Summary by level"), "{out}");
+    // The table's ITL and TPOT follow the run's --convention, and it says so.
+    assert!(
+        out.contains("\nITL and TPOT above: vllm's formulas (--convention vllm)\n"),
+        "{out}"
+    );
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(
+        notes[1..],
+        [
+            "  a  every level: the client's event loop lagged (p99 18.3 ms, max 77.3 ms) \
+             (figures of concurrency=1; each level's with --detail)",
+            "  b  every level: the watchdog ended requests",
+            "  c  concurrency=64: 14 stalls (waits over 500.0 ms) in 9 requests: 0 for the first \
+             token, 14 between chunks",
+        ],
+        "{out}"
+    );
+    assert!(
+        line_starting(&out, "concurrency=1 ").ends_with("  a b"),
+        "{out}"
+    );
+    assert!(
+        line_starting(&out, "concurrency=64 ").ends_with("  a b c"),
+        "{out}"
+    );
+    assert!(out.contains("--detail"), "{out}");
+    assert!(out.lines().last().unwrap().starts_with("Formulas: "));
+    // The same report in full: each level's block and its own figures.
+    let full = render_with(&r, false, View::Detail);
+    assert!(full.contains("── concurrency=1 ──") && full.contains("── concurrency=64 ──"));
+    assert!(full.contains("lagged (p99 7.1 ms, max 9.0 ms)"), "{full}");
+    assert_eq!(full, render(&r, false));
+}
+
+#[test]
+fn a_single_level_prints_in_full_in_either_view() {
+    use cadence_report::console::{render_with, View};
+    let r = common::sparse_report();
+    assert_eq!(
+        render_with(&r, false, View::Summary),
+        render_with(&r, false, View::Detail)
+    );
 }

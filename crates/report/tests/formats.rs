@@ -121,7 +121,7 @@ fn markdown_shows_the_clock_line_of_the_levels_that_have_one() {
     assert_eq!(
         lines,
         [
-            "- concurrency=1: user clock (1 requests)",
+            "- concurrency=1: user clock (1 request)",
             "- concurrency=64: kernel receive time (998 of 1000 requests); client read delay p50 100.0 µs, p99 9.400 ms, max 31.00 ms; 7 multi-event reads",
         ]
     );
@@ -162,5 +162,51 @@ fn level_csv_has_clock_columns_only_when_a_level_has_a_check() {
     // The columns before them are the plain table's.
     for (plain_row, row) in plain.lines().zip(text.lines()) {
         assert!(row.starts_with(plain_row), "{row}");
+    }
+}
+
+#[test]
+fn html_has_each_levels_distribution_table_reading_as_the_console() {
+    let r = common::full_report();
+    let page = html::render(&r);
+    let at = page
+        .find("<h2>Distributions</h2>")
+        .expect("a distributions section");
+    let section = &page[at..];
+    let heads = "<th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th>\
+                 <th>p99.9</th><th>max</th></tr>";
+    assert!(section.contains(heads), "{section}");
+    let sixty_four = &section[section
+        .find("<h3>concurrency=64</h3>")
+        .expect("a level's name")..];
+    // The console's E2E row of the same level, cell for cell.
+    let console = cadence_report::console::render(&r, false);
+    let block = &console[console.find("── concurrency=64 ──").unwrap()..];
+    let e2e: Vec<&str> = block
+        .lines()
+        .find(|l| l.starts_with("E2E "))
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let row = format!(
+        "<tr><td class=\"l\">E2E</td>{}</tr>",
+        e2e[1..]
+            .iter()
+            .map(|c| format!("<td>{c}</td>"))
+            .collect::<String>()
+    );
+    assert_eq!(e2e.len(), 9, "{e2e:?}");
+    assert!(sixty_four.contains(&row), "{row}\n{sixty_four}");
+    // The headline convention (vllm) where the level has it, Cadence's where not.
+    let one = &section[..section.find("<h3>concurrency=64</h3>").unwrap()];
+    let has =
+        |part: &str, metric: &str| part.contains(&format!("<tr><td class=\"l\">{metric}</td>"));
+    for metric in ["TTFT", "ITL (vllm)", "TPOT (vllm)", "E2E"] {
+        assert!(has(one, metric), "{metric}: {one}");
+    }
+    for metric in ["TTFT", "ITL", "TPOT"] {
+        assert!(has(sixty_four, metric), "{metric}: {sixty_four}");
     }
 }

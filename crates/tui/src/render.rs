@@ -239,10 +239,7 @@ fn sparkline(frame: &mut Frame, area: Rect, name: &str, unit: &str, series: &[f6
     let fit = area.width.saturating_sub(2) as usize;
     let shown = &series[series.len().saturating_sub(fit)..];
     let max = shown.iter().copied().fold(0.0, f64::max);
-    let title = match shown.last() {
-        Some(last) => format!(" {name}: now {last:.1}{unit}, max {max:.1}{unit} "),
-        None => format!(" {name} "),
-    };
+    let title = chart_title(name, unit, shown.last().map(|last| (*last, max)), fit);
     // Sparklines take integers: scale so the max is 1000 steps.
     let scale = if max > 0.0 { 1000.0 / max } else { 0.0 };
     let data: Vec<u64> = shown.iter().map(|v| (v * scale).round() as u64).collect();
@@ -252,6 +249,25 @@ fn sparkline(frame: &mut Frame, area: Rect, name: &str, unit: &str, series: &[f6
         .max(1000)
         .style(GREEN);
     frame.render_widget(widget, area);
+}
+
+/// A chart's title within `room` characters: the name with the last value and the
+/// max, else the name and the last value, else the figures alone, never cut mid-word.
+fn chart_title(name: &str, unit: &str, figures: Option<(f64, f64)>, room: usize) -> String {
+    let candidates = match figures {
+        Some((last, max)) => vec![
+            format!(" {name}: now {last:.1}{unit}, max {max:.1}{unit} "),
+            format!(" {name}: now {last:.1}{unit} "),
+            format!(" now {last:.1}{unit}, max {max:.1}{unit} "),
+            format!(" {last:.1}{unit} "),
+        ],
+        None => vec![format!(" {name} ")],
+    };
+    let last = candidates.last().cloned().unwrap_or_default();
+    candidates
+        .into_iter()
+        .find(|t| t.chars().count() <= room)
+        .unwrap_or(last)
 }
 
 fn render_check(frame: &mut Frame, area: Rect, view: &View) {
@@ -264,7 +280,7 @@ fn render_check(frame: &mut Frame, area: Rect, view: &View) {
     };
     match c.loop_lag_ms {
         Some((p99, max)) => spans.push(Span::styled(
-            format!("{whose} p99 {p99:.1} ms, max {max:.0}"),
+            format!("{whose} p99 {p99:.1} ms, max {max:.1} ms"),
             mark(c.loop_lag_bad()),
         )),
         None => spans.push(Span::styled(format!("{whose} –"), DIM)),

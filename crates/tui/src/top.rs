@@ -193,8 +193,8 @@ pub fn view(doc: &serde_json::Value, url: &str, history: &mut History) -> Result
                 .collect(),
         ),
         chart_titles: [
-            format!("ITL p99 over the last {} (per poll)", span(short)),
-            format!("output tok/s over the last {}", span(short)),
+            format!("ITL p99, last {}", span(short)),
+            format!("output tok/s, last {}", span(short)),
         ],
         itl_p99_series: history.itl_p99.iter().copied().collect(),
         tok_s_series: history.tok_s.iter().copied().collect(),

@@ -326,6 +326,16 @@ fn top_draws_a_proxys_rolling_windows_and_alerts() {
     );
     assert!(text.contains("Alerts (1 firing)"), "{text}");
     assert!(text.contains("Rolling windows"), "{text}");
+    // Pane titles whole: each chart's name, value and max, the loop lag with its unit.
+    assert!(
+        text.contains("┌ ITL p99, last 1 min: now 24.0ms, max 24.0ms ─"),
+        "{text}"
+    );
+    assert!(
+        text.contains("┌ output tok/s, last 1 min: now 2.4, max 2.4 ─"),
+        "{text}"
+    );
+    assert!(text.contains("p99 0.3 ms, max 1.9 ms"), "{text}");
     assert_eq!(
         frame(&view, W, H)[find(&text, "firing   errors")].fg,
         Color::Red

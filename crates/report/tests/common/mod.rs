@@ -86,6 +86,7 @@ pub fn full_level() -> LevelSummary {
         stalls: Stalls {
             threshold_ms: 500.0,
             gaps: 14,
+            first_token: 0,
             requests: 9,
         },
         counters: Counters {
