@@ -64,6 +64,7 @@ pub const SWITCHES: &[&str] = &[
     "no-tui",
     "strict",
     "http2",
+    "detail",
 ];
 
 /// What a difference is about.
