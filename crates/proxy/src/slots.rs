@@ -27,22 +27,9 @@ pub(crate) fn cap_for_fd_limit(wanted: usize, fd_limit: Option<u64>) -> usize {
         .max(1)
 }
 
-/// The process's soft descriptor limit, where the platform tells it (Linux's
-/// `/proc/self/limits`; read, so no `unsafe` and no new dependency).
-pub(crate) fn fd_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    soft_nofile(&limits)
-}
-
-/// The soft limit on the `Max open files` line of a `/proc/<pid>/limits` text.
-fn soft_nofile(limits: &str) -> Option<u64> {
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
+/// The process's soft descriptor limit (moved to the transport, which the watch's page
+/// shares it from).
+pub(crate) use cadence_transport::classify::fd_limit;
 
 /// Every connection slot of one listener.
 pub(crate) struct Slots {
@@ -196,19 +183,6 @@ mod tests {
         assert_eq!(cap_for_fd_limit(4096, Some(16)), 6);
         assert_eq!(cap_for_fd_limit(4096, Some(0)), 1);
         assert_eq!(cap_for_fd_limit(4096, None), 4096);
-    }
-
-    #[test]
-    fn the_soft_limit_is_read_from_proc() {
-        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                    Max processes             63704                63704                processes \n\
-                    Max open files            256                  4096                 files     \n";
-        assert_eq!(soft_nofile(text), Some(256));
-        let unlimited =
-            "Max open files            unlimited            unlimited            files\n";
-        assert_eq!(soft_nofile(unlimited), None);
-        #[cfg(target_os = "linux")]
-        assert!(fd_limit().is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -174,3 +174,39 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     parts.join(": ")
 }
+
+/// The process's soft descriptor limit, where the platform tells it (Linux's
+/// `/proc/self/limits`; read, so no `unsafe` and no new dependency). The proxy caps its
+/// connections by it, the watch its page's.
+pub fn fd_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    soft_nofile(&limits)
+}
+
+/// The soft limit on the `Max open files` line of a `/proc/<pid>/limits` text.
+fn soft_nofile(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_limit_is_read_from_proc() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max processes             63704                63704                processes \n\
+                    Max open files            256                  4096                 files     \n";
+        assert_eq!(soft_nofile(text), Some(256));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
+        assert_eq!(soft_nofile(unlimited), None);
+        #[cfg(target_os = "linux")]
+        assert!(fd_limit().is_some());
+    }
+}

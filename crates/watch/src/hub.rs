@@ -67,7 +67,11 @@ pub async fn spawn_hub(setup: HubSetup) -> Result<Hub, HubError> {
         String::new(),
         None,
     )));
-    let server = web::serve(listen, page)
+    let (limits, short) = crate::conn::budget(cadence_transport::classify::fd_limit(), 0);
+    if let Some(say) = short {
+        tracing::warn!("cadence watch serve: {say}");
+    }
+    let server = web::serve(listen, page, limits)
         .await
         .map_err(|source| HubError::Listen {
             addr: listen,

@@ -7,6 +7,7 @@
 pub mod board;
 mod columns;
 pub mod config;
+pub mod conn;
 pub mod hub;
 pub mod incident;
 pub mod lifecycle;

@@ -112,7 +112,15 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
         metrics: metrics.clone(),
         remote,
     });
-    let server = web::serve(listen, page)
+    let probes: u64 = targets
+        .iter()
+        .map(|t| u64::from(t.target.probe.concurrency))
+        .sum();
+    let (limits, short) = crate::conn::budget(cadence_transport::classify::fd_limit(), probes);
+    if let Some(say) = short {
+        tracing::warn!("cadence watch: {say}");
+    }
+    let server = web::serve(listen, page, limits)
         .await
         .map_err(|source| WatchError::Listen {
             addr: listen,

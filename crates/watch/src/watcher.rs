@@ -118,7 +118,9 @@ pub async fn run(
         }
         metrics.observe(&row);
         say(&row, last_ok[i], &opts);
-        last_ok[i] = Some(row.slo_ok);
+        if own_limit(&row).is_none() {
+            last_ok[i] = Some(row.slo_ok);
+        }
         verdicts[i] = Some(row.slo_ok);
         next[i] = (!opts.once).then(|| started + gap(&t.target.probe, &mut rng));
     }
@@ -201,6 +203,13 @@ fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
             if row.slo_ok { "ok" } else { "BREACH" }
         );
     }
+    if let Some(why) = own_limit(row) {
+        tracing::error!(
+            "cadence watch: {}: too many open files (EMFILE): {why}; this probe opens or closes no incident",
+            row.target
+        );
+        return;
+    }
     if let Some(c) = change(last_ok, row.slo_ok) {
         let what = match c {
             Change::Opened => "incident started",
@@ -217,9 +226,24 @@ fn say(row: &crate::store::ProbeRow, last_ok: Option<bool>, opts: &Options) {
     }
 }
 
+/// Why a probe measured the watcher's own descriptor limit rather than the target,
+/// when some of its requests failed on it (`client_limit`): such a probe is no verdict
+/// on the target, so it opens or closes no incident.
+fn own_limit(row: &crate::store::ProbeRow) -> Option<String> {
+    cadence_core::outcome::client_limit_warning(&row.failed_by_class)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f141_a_probe_that_ran_out_of_descriptors_is_named_and_no_incident() {
+        let mut row = crate::rows::tests::probe("api", 1_000, false);
+        assert_eq!(own_limit(&row), None);
+        row.failed_by_class.insert("client_limit".into(), 2);
+        assert!(own_limit(&row).unwrap().contains("open-file limit"));
+    }
 
     #[test]
     fn retention_runs_hourly_or_at_a_quarter_of_a_short_retention() {

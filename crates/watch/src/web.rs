@@ -57,10 +57,15 @@ pub struct Server {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Listens on `addr` and serves in the background.
-pub async fn serve(addr: SocketAddr, state: Arc<PageState>) -> std::io::Result<Server> {
+/// Listens on `addr` and serves in the background, its connections bounded by `limits`.
+pub async fn serve(
+    addr: SocketAddr,
+    state: Arc<PageState>,
+    limits: crate::conn::PageLimits,
+) -> std::io::Result<Server> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    let listener = crate::conn::Bounded::new(listener, limits);
     let app = Router::new()
         .route("/", get(leaderboard))
         .route("/target/{name}", get(target_page))
