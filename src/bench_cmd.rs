@@ -8,7 +8,6 @@ mod setup;
 mod validate;
 
 use crate::cli::{ArrivalsArg, BenchArgs, SearchAxis};
-use crate::dashboard::{Dashboard, LiveState};
 use crate::exit::{usage, Exit};
 use crate::workload::Workload;
 use cadence_bench::progress::Progress;
@@ -23,6 +22,7 @@ use cadence_core::runlog::{self, LevelMeta, RunMeta};
 use cadence_core::secret::Redactor;
 use cadence_core::{assemble, Checks, LevelAggregators};
 use cadence_transport::Clock;
+use cadence_tui::dashboard::{Dashboard, LiveState};
 use endpoint::Endpoint;
 use levels::Levels;
 use setup::Setup;
@@ -145,7 +145,7 @@ fn start_dashboard(
     title: String,
     delay: Duration,
 ) -> Dashboard {
-    Dashboard::start(crate::dashboard::Setup {
+    Dashboard::start(cadence_tui::dashboard::Setup {
         progress: progress.clone(),
         live,
         clock,
@@ -288,7 +288,7 @@ fn dashboard_delay(args: &BenchArgs) -> Option<Duration> {
         return Some(Duration::ZERO);
     }
     let terminals = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
-    (terminals && !args.quiet && !args.no_tui).then_some(crate::dashboard::AUTO_DELAY)
+    (terminals && !args.quiet && !args.no_tui).then_some(cadence_tui::dashboard::AUTO_DELAY)
 }
 
 /// The run's description in the report.

@@ -208,7 +208,7 @@ async fn level(
     let clock = Clock::start();
     let (dashboard, live) = args
         .dashboard
-        .then(|| crate::dashboard::headless(&progress, clock, &plan))
+        .then(|| cadence_tui::dashboard::headless(&progress, clock, &plan))
         .unzip();
     let mut sinks = BenchSinks::new(None, progress, KeepAll::default())?;
     if let Some(live) = live {

@@ -7,7 +7,6 @@ pub mod builtin_sim;
 pub mod calibrate;
 pub mod cli;
 pub mod compare_cmd;
-pub mod dashboard;
 pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;

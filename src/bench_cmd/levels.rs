@@ -4,7 +4,6 @@
 
 use super::{open_load, Sinks};
 use crate::cli::{BenchArgs, SearchAxis};
-use crate::dashboard::LiveState;
 use cadence_bench::search::Search;
 use cadence_bench::{Load, RunContext, RunPlan, RunSummary, StopReason};
 use cadence_core::level_meta;
@@ -13,6 +12,7 @@ use cadence_core::runlog::{self, LevelMeta};
 use cadence_core::slo::probe_passes;
 use cadence_records::RecordSender;
 use cadence_transport::Clock;
+use cadence_tui::dashboard::LiveState;
 use std::sync::Arc;
 
 /// The levels of a run: the planned list in order, or the `--find-max` search's probes.

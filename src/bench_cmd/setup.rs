@@ -6,7 +6,6 @@ use super::endpoint::{model_name, Endpoint};
 use super::validate::{validate, Validated};
 use super::{checks, credentials, note_overridden, planned_loads, Sinks};
 use crate::cli::{BenchArgs, DEFAULT_CONCURRENCY};
-use crate::dashboard::LiveState;
 use crate::exit::usage;
 use crate::workload::Workload;
 use cadence_bench::body::BodySpec;
@@ -18,6 +17,7 @@ use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{Load, RunContext, Timeouts};
 use cadence_records::{RecordSender, RecordThread, RecordsConfig};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
+use cadence_tui::dashboard::LiveState;
 use std::io::IsTerminal;
 use std::sync::Arc;
 

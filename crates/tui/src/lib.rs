@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod dashboard;
 pub mod live;
 pub mod render;
 pub mod term;

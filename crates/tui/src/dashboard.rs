@@ -5,12 +5,12 @@
 //! is one of the run's record sinks ([`LiveState`]): the bench crate knows nothing of
 //! the terminal, the binary wires the two.
 
+use crate::live::{Client, Live};
+use crate::term::{self, Feed};
+use crate::View;
 use cadence_bench::progress::Progress;
 use cadence_core::{RecordSink, RequestRecord};
 use cadence_transport::Clock;
-use cadence_tui::live::{Client, Live};
-use cadence_tui::term::{self, Feed};
-use cadence_tui::View;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -56,11 +56,15 @@ pub struct Dashboard {
 
 /// What the dashboard thread needs.
 pub struct Setup {
+    /// The run's progress line, hidden while the dashboard shows.
     pub progress: Progress,
+    /// The live state the record thread feeds.
     pub live: LiveState,
+    /// The run's clock (the frames' times and the loop-lag probe's).
     pub clock: Clock,
     /// The run's stop: what Ctrl-C sends.
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The title line (the command and its target).
     pub title: String,
     /// How long the run goes on before the dashboard takes the terminal.
     pub delay: Duration,
@@ -159,7 +163,7 @@ fn show(setup: Setup, done: Arc<AtomicBool>) {
     if headless {
         while !feed.done() {
             let started = Instant::now();
-            std::hint::black_box(cadence_tui::frame(&feed.view(), 120, 40));
+            std::hint::black_box(crate::frame(&feed.view(), 120, 40));
             std::thread::sleep(term::FRAME.saturating_sub(started.elapsed()));
         }
         return;
@@ -187,7 +191,7 @@ impl Feed for BenchFeed {
         let now = s.clock.now_ns();
         let mut v = s.live.lock().view(now, client);
         v.title = s.title.clone();
-        v.clock = cadence_tui::top::clock(now as f64 / 1e9);
+        v.clock = crate::top::clock(now as f64 / 1e9);
         v.notice = self.notice.clone();
         v
     }
