@@ -558,7 +558,7 @@ fn slo_gate_exits_3_on_breach_and_0_on_pass() {
         "--max-tokens",
         "4",
         "--slo",
-        "itl.p50<=1us",
+        "ttft.p50<=1us",
     ]);
     assert_eq!(code, Some(3), "{stdout}");
     assert_eq!(v["levels"][0]["slos"][0]["pass"], false);
@@ -709,7 +709,7 @@ fn find_max_with_an_impossible_slo_finds_nothing_and_exits_3() {
         "--max-tokens",
         "3",
         "--slo",
-        "itl.p50<=1us",
+        "ttft.p50<=1us",
     ]);
     assert_eq!(code, Some(3));
     let probes: Vec<f64> = v["search"]["probes"]

@@ -235,7 +235,7 @@ fn gates_and_compare_work_on_the_merged_run(shards: &Path, single: &Path, dir: &
         &[
             shards.as_os_str(),
             "--slo".as_ref(),
-            "itl.p50<=1ms".as_ref(),
+            "ttft.p50<=1us".as_ref(),
         ],
         &out,
     );

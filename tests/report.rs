@@ -115,7 +115,7 @@ fn saved_runs_pass_through_the_slo_gate() {
     cadence()
         .arg("report")
         .arg(&records)
-        .args(["--slo", "itl.p50<=1us"])
+        .args(["--slo", "ttft.p50<=1us"])
         .assert()
         .code(3)
         .stdout(predicate::str::contains("FAIL"));
