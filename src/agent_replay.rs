@@ -20,12 +20,7 @@ pub fn read(args: &BenchArgs) -> anyhow::Result<Option<Vec<TraceSession>>> {
     if !(args.agent_trace_speed.is_finite() && args.agent_trace_speed > 0.0) {
         return Err(usage("--agent-trace-speed must be a positive number"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        usage(format!(
-            "cannot read the agent trace {}: {e}",
-            path.display()
-        ))
-    })?;
+    let text = crate::inputs::read(path, crate::inputs::large(&args.workload, "agent trace"))?;
     let mut sessions = agent_trace::parse(
         &text,
         args.agent_trace_format.format(),
@@ -50,15 +45,13 @@ pub fn replay(
 ) -> anyhow::Result<Arc<Replay>> {
     let counter = tokenizer.map_or(Counter::Words, Counter::Tokenizer);
     let corpus = match &args.workload.corpus {
-        Some(p) => std::fs::read_to_string(p)
-            .map_err(|e| usage(format!("cannot read the corpus {}: {e}", p.display())))?,
+        Some(p) => crate::inputs::read(p, crate::inputs::large(&args.workload, "corpus"))?,
         None => cadence_bench::prompts::CORPUS.to_owned(),
     };
     let gen = PromptGen::new(&corpus, counter).map_err(|e| usage(e.to_string()))?;
     let tools = match &args.workload.agent.tools {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("cannot read --tools {}: {e}", path.display())))?;
+            let text = crate::inputs::read(path, cadence_core::input::TOOLS)?;
             agent::parse_tools(&text)
                 .map_err(|e| usage(format!("--tools {}: {e}", path.display())))?
         }

@@ -1340,6 +1340,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "trace"])]
     pub dataset: Option<PathBuf>,
 
+    /// The most of a --dataset, --trace, --agent-trace or --corpus file that is read
+    /// (each is read whole); a larger file, or an endless stream such as /dev/zero, is
+    /// refused naming it.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub max_input: u64,
+
     #[arg(long, value_enum, default_value = "auto", requires = "dataset")]
     pub dataset_format: DatasetFormat,
 

@@ -16,12 +16,7 @@ pub fn resolve(opts: &EngineOpts, seed: u64) -> anyhow::Result<Option<EngineSpec
             ))
         })?,
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                usage(format!(
-                    "cannot read the engine file {}: {e}",
-                    path.display()
-                ))
-            })?;
+            let text = crate::inputs::read(path, cadence_core::input::CONFIG.named("engine file"))?;
             EngineSpec::from_toml(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?
         }
         (None, None) => {

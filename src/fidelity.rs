@@ -283,8 +283,7 @@ fn client_context(
 
 /// The simulator's send log: one sent stream per line.
 fn read_send_log(log: &Path) -> anyhow::Result<Vec<cadence_sim::SentStream>> {
-    let text = std::fs::read_to_string(log)
-        .with_context(|| format!("cannot read the send log {}", log.display()))?;
+    let text = cadence_core::input::read_text(log, cadence_core::input::LARGE.named("send log"))?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(serde_json::from_str)

@@ -10,6 +10,7 @@ pub mod compare_cmd;
 pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
+pub mod inputs;
 pub mod output;
 pub mod plan_cmd;
 pub mod proxy_cmd;

@@ -316,6 +316,7 @@ fn dataset_lengths(
         input_tokens: None,
         corpus: None,
         dataset: Some(path.to_path_buf()),
+        max_input: cadence_core::input::LARGE.max,
         dataset_format: args.dataset_format,
         min_prompt_tokens: args.min_prompt_tokens,
         max_prompt_tokens: args.max_prompt_tokens,

@@ -236,8 +236,7 @@ fn dataset_items(
     counter: &Counter,
     seed: u64,
 ) -> anyhow::Result<Vec<WorkItem>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("cannot read the dataset {}: {e}", path.display())))?;
+    let text = crate::inputs::read(path, crate::inputs::large(w, "dataset"))?;
     let items = match w.dataset_format {
         DatasetFormat::Sharegpt => dataset::parse_sharegpt(&text, counter),
         DatasetFormat::Jsonl => dataset::parse_jsonl(&text),
@@ -260,8 +259,7 @@ fn agent_spec(w: &WorkloadArgs, results: PromptGen, seed: u64) -> anyhow::Result
     let a = &w.agent;
     let tools = match &a.tools {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("cannot read --tools {}: {e}", path.display())))?;
+            let text = crate::inputs::read(path, cadence_core::input::TOOLS)?;
             agent::parse_tools(&text)
                 .map_err(|e| usage(format!("--tools {}: {e}", path.display())))?
         }
@@ -284,8 +282,7 @@ fn agent_spec(w: &WorkloadArgs, results: PromptGen, seed: u64) -> anyhow::Result
 /// The synthetic prompt generator over `--corpus` (or the shipped corpus).
 fn prompt_gen(w: &WorkloadArgs, counter: Counter) -> anyhow::Result<PromptGen> {
     let corpus = match &w.corpus {
-        Some(p) => std::fs::read_to_string(p)
-            .map_err(|e| usage(format!("cannot read the corpus {}: {e}", p.display())))?,
+        Some(p) => crate::inputs::read(p, crate::inputs::large(w, "corpus"))?,
         None => cadence_bench::prompts::CORPUS.to_owned(),
     };
     PromptGen::new(&corpus, counter).map_err(|e| usage(e.to_string()))

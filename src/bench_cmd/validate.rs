@@ -168,8 +168,7 @@ fn read_trace(args: &BenchArgs) -> anyhow::Result<Option<Vec<TraceEntry>>> {
     if !(args.trace_speed.is_finite() && args.trace_speed > 0.0) {
         return Err(usage("--trace-speed must be a positive number"));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("cannot read the trace {}: {e}", path.display())))?;
+    let text = crate::inputs::read(path, crate::inputs::large(&args.workload, "trace"))?;
     let mut entries = cadence_bench::trace::parse_trace(&text)
         .map_err(|e| usage(format!("{}: {e}", path.display())))?;
     cadence_bench::trace::scale(&mut entries, args.trace_speed);

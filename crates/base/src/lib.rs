@@ -2,12 +2,14 @@
 //! outcome classes of FAULTS.md, exact and bucketed distributions, durations, seeded
 //! generators and secret redaction. The crates that only read or write records (the
 //! wire parser, the transport, the simulator) stand on this alone, apart from the
-//! analysis in `cadence-core`. Pure: no socket, clock, file or async runtime.
+//! analysis in `cadence-core`. Pure but for one thing: no socket, clock or async
+//! runtime, and no file but the one capped reader of every file input ([`input`]).
 
 #![warn(missing_docs)]
 
 pub mod dist;
 pub mod duration;
+pub mod input;
 pub mod outcome;
 pub mod record;
 pub mod rng;

@@ -68,10 +68,14 @@ impl Tokenizer {
         } else {
             return Err(TokenizerError::NotFound(spec.to_owned()));
         };
-        let inner = tokenizers::Tokenizer::from_file(&file).map_err(|e| TokenizerError::Load {
+        let load = |msg: String| TokenizerError::Load {
             path: file.clone(),
-            msg: e.to_string(),
-        })?;
+            msg,
+        };
+        let bytes =
+            cadence_core::input::read_bytes(&file, cadence_core::input::LARGE.named("tokenizer"))
+                .map_err(|e| load(e.reason()))?;
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| load(e.to_string()))?;
         Ok(Tokenizer {
             inner: Arc::new(inner),
             name: file.display().to_string(),

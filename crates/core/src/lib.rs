@@ -1,12 +1,14 @@
 //! Cadence's analysis and report model: the statistics, SLO rules, time series,
 //! sessions, conventions and report assembled from records. The ground floor it stands
 //! on (the record, outcomes, distributions, durations, redaction) is `cadence-base`,
-//! re-exported here under the same paths. Nothing here touches a socket, a clock, a
-//! file or an async runtime.
+//! re-exported here under the same paths (its one capped file reader, `input`, too).
+//! Nothing here touches a socket, a clock, a file or an async runtime.
 
 #![warn(missing_docs)]
 
-pub use cadence_base::{dist, duration, outcome, record, rng, secret, sink, stats, wallclock};
+pub use cadence_base::{
+    dist, duration, input, outcome, record, rng, secret, sink, stats, wallclock,
+};
 
 pub mod arrivals;
 pub mod assemble;

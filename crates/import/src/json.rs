@@ -7,8 +7,10 @@ pub use cadence_core::json::Obj;
 use cadence_core::json::{Field, JsonError};
 use serde_json::Value;
 
-/// Files larger than this are refused rather than read whole into memory.
-pub const MAX_BYTES: u64 = 1 << 30;
+/// Files larger than this (256 MiB) are refused rather than read whole into memory:
+/// a file's parse takes up to about 30 times its size (an 83 MB vLLM result took
+/// 2.3 GB), so the ceiling bounds an import's memory near 8 GB.
+pub const MAX_BYTES: u64 = 256 << 20;
 
 /// `text` with Python's non-JSON number tokens (`NaN`, `Infinity`, `-Infinity`) outside
 /// strings replaced by `null`: the value is unknown, and is read as absent.

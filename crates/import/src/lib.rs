@@ -331,22 +331,13 @@ pub fn import(path: &Path, from: Option<Tool>) -> Result<Imported, ImportError> 
 
 /// A whole file as text, refused above [`json::MAX_BYTES`].
 fn read(path: &Path) -> Result<String, ImportError> {
-    let file = path.display().to_string();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| ImportError::new(&file, format!("cannot read: {e}")))?;
-    if meta.len() > json::MAX_BYTES {
-        return Err(ImportError::new(
-            &file,
-            format!(
-                "{} bytes: larger than the {} an import reads",
-                meta.len(),
-                json::MAX_BYTES
-            ),
-        ));
-    }
-    let bytes =
-        std::fs::read(path).map_err(|e| ImportError::new(&file, format!("cannot read: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| ImportError::new(&file, format!("not UTF-8 text: {e}")))
+    let ceiling = cadence_core::input::Ceiling {
+        what: "import",
+        max: json::MAX_BYTES,
+        flag: None,
+    };
+    cadence_core::input::read_text(path, ceiling)
+        .map_err(|e| ImportError::new(path.display().to_string(), e.reason()))
 }
 
 /// Leaves blank, in a report rebuilt from `imp`'s records, every figure the file cannot

@@ -263,8 +263,8 @@ fn load_json_report(
     slos: &[Slo],
     convention: Option<Convention>,
 ) -> Result<Loaded, Error> {
-    let text = std::fs::read_to_string(f)
-        .map_err(|e| input(format!("cannot read {}: {e}", f.display())))?;
+    let text = cadence_core::input::read_text(f, cadence_core::input::LARGE.named("report"))
+        .map_err(|e| input(e.to_string()))?;
     let mut report: Report = serde_json::from_str(&text).map_err(|e| {
         input(format!(
             "{} looks like a JSON report but does not match this version's layout: {e}",

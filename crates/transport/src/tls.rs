@@ -32,8 +32,9 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, CaE
             path: path.display().to_string(),
             detail,
         };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| ca(e.to_string()))?
+        let pem = cadence_base::input::read_bytes(path, cadence_base::input::CA_FILE)
+            .map_err(|e| ca(e.reason()))?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ca(e.to_string()))?;
         if certs.is_empty() {

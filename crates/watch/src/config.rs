@@ -527,8 +527,9 @@ impl Config {
 
     /// Reads and parses a config file.
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        let text =
+            cadence_core::input::read_text(path, cadence_core::input::CONFIG.named("watch config"))
+                .map_err(|e| ConfigError(e.to_string()))?;
         let mut config =
             Config::parse(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         // A dataset's or CA file's relative path is the config file's neighbour,

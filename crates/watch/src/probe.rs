@@ -62,7 +62,8 @@ fn prompts(p: &Probe) -> Result<(Vec<String>, Vec<WorkItem>), String> {
         Prompts::Text(text) => Ok((vec![text.clone()], Vec::new())),
         Prompts::Dataset(path) => {
             let at = |e: &dyn std::fmt::Display| format!("dataset {}: {e}", path.display());
-            let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+            let text = cadence_core::input::read_text(path, cadence_core::input::DATASET)
+                .map_err(|e| e.to_string())?;
             let items = dataset::parse_auto(&text, &Counter::Words).map_err(|e| at(&e))?;
             let items = dataset::prepare(items, &DatasetOptions::default(), &Counter::Words)
                 .map_err(|e| at(&e))?;
