@@ -1326,7 +1326,7 @@ pub struct WorkloadArgs {
 
     /// Synthetic prompts of exactly this many tokens: N, fixed:N, normal:MEAN,SD or
     /// uniform:LO..HI (counted by --tokenizer, else as whitespace-separated words, the
-    /// built-in simulator's tokens); chat template and BOS come on top.
+    /// built-in simulator's tokens), at most 16777216; chat template and BOS come on top.
     #[arg(long, value_name = "DIST", value_parser = parse_length, conflicts_with_all = ["prompt", "trace", "dataset"])]
     pub input_tokens: Option<LengthDist>,
 
@@ -1407,7 +1407,7 @@ pub struct AgentArgs {
     pub tool_time: Option<DurationDist>,
 
     /// Tokens of each tool result, exact as for prompts: N, normal:MEAN,SD or
-    /// uniform:LO..HI (default 100).
+    /// uniform:LO..HI, at most 16777216 (default 100).
     #[arg(long, value_name = "DIST", requires = "agent", value_parser = parse_length)]
     pub tool_result_tokens: Option<LengthDist>,
 

@@ -19,6 +19,11 @@ use std::str::FromStr;
 /// Gettysburg Address (United States public domain).
 pub const CORPUS: &str = include_str!("../corpus/public-domain.txt");
 
+/// The longest prompt, output or tool result a length may ask: 2^24 tokens
+/// (16,777,216), far past any context window, and small enough that making its text
+/// cannot exhaust the client's memory (that many words are about 100 MB).
+pub const MAX_LENGTH: u32 = 1 << 24;
+
 /// A length: `512`, `fixed:512`, `normal:512,64` (rounded, at least 1) or
 /// `uniform:100..1000` (both ends included).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,7 +53,7 @@ impl LengthDist {
             LengthDist::Fixed(n) => n,
             LengthDist::Normal { mean, stddev } => {
                 let x = Normal::new(mean, stddev).map_or(mean, |d| d.sample(rng));
-                x.round().clamp(1.0, f64::from(u32::MAX)) as u32
+                x.round().clamp(1.0, f64::from(MAX_LENGTH)) as u32
             }
             LengthDist::Uniform { lo, hi } => rng.random_range(lo..=hi),
         }
@@ -71,9 +76,18 @@ impl FromStr for LengthDist {
         let bad = |why: &str| {
             format!("'{s}' is not a length ({why}); try 512, fixed:512, normal:512,64 or uniform:100..1000")
         };
+        let over = |n: &dyn std::fmt::Display| {
+            bad(&format!(
+                "{n} is past the ceiling of {MAX_LENGTH} tokens a length may ask"
+            ))
+        };
         let pos = |v: &str| -> Result<u32, String> {
-            match v.trim().parse::<u32>() {
-                Ok(n) if n >= 1 => Ok(n),
+            let v = v.trim();
+            match v.parse::<u64>() {
+                Ok(n) if n > u64::from(MAX_LENGTH) => Err(over(&n)),
+                Ok(n) if n >= 1 => Ok(n as u32),
+                // Digits past u64: past the ceiling too.
+                Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => Err(over(&v)),
                 _ => Err(bad("lengths are whole numbers of at least 1")),
             }
         };
@@ -91,6 +105,9 @@ impl FromStr for LengthDist {
                     .map_err(|_| bad("the stddev is a number"))?;
                 if !(mean >= 1.0 && mean.is_finite() && stddev >= 0.0 && stddev.is_finite()) {
                     return Err(bad("mean at least 1, stddev at least 0"));
+                }
+                if mean > f64::from(MAX_LENGTH) {
+                    return Err(over(&mean));
                 }
                 Ok(LengthDist::Normal { mean, stddev })
             }
@@ -357,6 +374,30 @@ mod tests {
             let e = bad.parse::<LengthDist>().unwrap_err();
             assert!(e.contains("try 512"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn lengths_past_the_ceiling_are_refused_naming_it_and_draws_stay_under_it() {
+        let at = format!("{MAX_LENGTH}");
+        assert_eq!(at.parse::<LengthDist>(), Ok(LengthDist::Fixed(MAX_LENGTH)));
+        let fine = format!("uniform:1..{MAX_LENGTH}");
+        assert!(fine.parse::<LengthDist>().is_ok());
+        for s in [
+            "16777217",
+            "1000000000",
+            "fixed:4294967295",
+            "fixed:99999999999999999999",
+            "uniform:1..16777217",
+            "normal:1e9,1",
+        ] {
+            let e = s.parse::<LengthDist>().unwrap_err();
+            assert!(e.contains("ceiling of 16777216 tokens"), "{s}: {e}");
+        }
+        // A wide spread is drawn within the ceiling.
+        let wide: LengthDist = "normal:100,1e12".parse().unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        let most = (0..200).map(|_| wide.sample(&mut rng)).max().unwrap();
+        assert_eq!(most, MAX_LENGTH);
     }
 
     #[test]

@@ -275,6 +275,12 @@ pub struct BuiltinSlow {
     pub factor: f64,
 }
 
+/// The most requests a probe may run at once: a probe samples, it does not load.
+pub const MAX_CONCURRENCY: u32 = 1_000;
+
+/// The most requests a probe may send.
+pub const MAX_REQUESTS: u32 = 100_000;
+
 /// Why a config cannot be used; the message names the key.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -288,19 +294,31 @@ impl ProbeFile {
     /// `self` over `base`, each key checked.
     fn resolve(&self, base: &Probe, at: &str) -> Result<Probe, ConfigError> {
         let mut p = base.clone();
-        let positive = |key: &str, v: Option<u32>, into: &mut u32| match v {
+        let positive = |key: &str, v: Option<u32>, max: u32, into: &mut u32| match v {
             Some(0) => Err(ConfigError(format!("{at}.{key} must be at least 1"))),
+            Some(n) if n > max => Err(ConfigError(format!("{at}.{key} = {n}: at most {max}"))),
             Some(n) => {
                 *into = n;
                 Ok(())
             }
             None => Ok(()),
         };
-        positive("prompt_tokens", self.prompt_tokens, &mut p.prompt_tokens)?;
+        let tokens = cadence_bench::prompts::MAX_LENGTH;
+        positive(
+            "prompt_tokens",
+            self.prompt_tokens,
+            tokens,
+            &mut p.prompt_tokens,
+        )?;
         self.resolve_prompts(&mut p, at)?;
-        positive("max_tokens", self.max_tokens, &mut p.max_tokens)?;
-        positive("concurrency", self.concurrency, &mut p.concurrency)?;
-        positive("requests", self.requests, &mut p.requests)?;
+        positive("max_tokens", self.max_tokens, tokens, &mut p.max_tokens)?;
+        positive(
+            "concurrency",
+            self.concurrency,
+            MAX_CONCURRENCY,
+            &mut p.concurrency,
+        )?;
+        positive("requests", self.requests, MAX_REQUESTS, &mut p.requests)?;
         if let Some(s) = &self.interval {
             p.interval = duration(&format!("{at}.interval"), s)?;
             if p.interval.is_zero() {
@@ -665,6 +683,32 @@ slow_factor = 2.5
         ));
         assert!(e.contains("key_env = \"STORE_PW\""), "{e}");
         assert!(Config::parse(&format!("{t}key_env=\"API_KEY\"\n")).is_ok());
+    }
+
+    #[test]
+    fn sizes_past_their_ceiling_are_refused_naming_key_value_and_ceiling() {
+        let probe = |kv: &str| {
+            err(&format!(
+                "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\n{kv}\n"
+            ))
+        };
+        let e = probe("prompt_tokens = 4294967295");
+        assert!(
+            e.contains("prompt_tokens = 4294967295: at most 16777216"),
+            "{e}"
+        );
+        let e = probe("max_tokens = 16777217");
+        assert!(e.contains("max_tokens = 16777217: at most 16777216"), "{e}");
+        let e = probe("concurrency = 1001");
+        assert!(e.contains("concurrency = 1001: at most 1000"), "{e}");
+        let e = probe("requests = 100001");
+        assert!(e.contains("requests = 100001: at most 100000"), "{e}");
+        let fine =
+            "[[target]]\nname=\"a\"\nurl=\"http://x\"\n[target.probe]\nprompt_tokens = 16777216\n";
+        assert_eq!(
+            Config::parse(fine).unwrap().targets[0].probe.prompt_tokens,
+            1 << 24
+        );
     }
 
     #[test]

@@ -27,7 +27,13 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 512;
 
 /// The most tokens a call's input or output may have: far past any context window,
 /// and small enough that making its text cannot exhaust the client's memory.
-pub const MAX_TOKENS: u64 = 1 << 24;
+pub const MAX_TOKENS: u64 = crate::prompts::MAX_LENGTH as u64;
+
+/// The most tokens a whole trace may ask its replay to hold: each session's longest
+/// call (prompt and reply) summed over the sessions, 2^28 (268,435,456). Each value
+/// within [`MAX_TOKENS`] is not enough: sixty sessions of 2^24 tokens arriving together
+/// took 4 GB before a request was sent.
+pub const MAX_TRACE_TOKENS: u64 = 1 << 28;
 
 /// Idle gaps (between session arrivals, and before a call) longer than this are cut
 /// to it unless `--agent-trace-max-gap` says otherwise.
@@ -177,12 +183,35 @@ pub fn parse(
             "the agent trace has no sessions (every line is blank or a # comment)".into(),
         ));
     }
+    within_budget(&sessions)?;
     sessions.sort_by_key(|s| s.at); // stable: equal arrivals keep file order
     let first = sessions[0].at;
     for s in &mut sessions {
         s.at -= first;
     }
     Ok(sessions)
+}
+
+/// Refuses a trace whose sessions hold more than [`MAX_TRACE_TOKENS`] at their longest.
+fn within_budget(sessions: &[TraceSession]) -> Result<(), AgentTraceError> {
+    let longest = |s: &TraceSession| {
+        s.calls
+            .iter()
+            .map(|c| u64::from(c.input_tokens) + u64::from(c.output_tokens))
+            .max()
+            .unwrap_or(0)
+    };
+    let total: u64 = sessions.iter().map(longest).sum();
+    if total > MAX_TRACE_TOKENS {
+        return Err(AgentTraceError(format!(
+            "the agent trace's {} sessions hold {total} tokens at their longest (each \
+             session's longest call, prompt and reply, summed): more than the \
+             {MAX_TRACE_TOKENS} a replay makes text for; replay fewer sessions or shorter \
+             calls",
+            sessions.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Speeds the trace's clock up by `speed` (arrivals and waits divided by it), then
@@ -285,6 +314,32 @@ mod tests {
             r#"{"timestamp": 0, "input_length": 5, "output_length": 1}"#,
             None,
             0,
+        );
+    }
+
+    #[test]
+    fn a_trace_over_the_total_token_budget_is_refused_naming_total_and_limit() {
+        let line = |i: u32, n: u64| {
+            format!(
+                r#"{{"session": "s{i}", "at_ms": 0, "calls": [{{"input_tokens": {n}, "output_tokens": 1}}]}}"#
+            )
+        };
+        // Sixty sessions of 2^24 prompt tokens and a reply each: every value within
+        // MAX_TOKENS, 60 * (2^24 + 1) in all.
+        let text: Vec<String> = (0..60).map(|i| line(i, MAX_TOKENS)).collect();
+        fails(
+            &text.join("\n"),
+            Format::Cadence,
+            "the agent trace's 60 sessions hold 1006633020 tokens at their longest",
+        );
+        fails(&text.join("\n"), Format::Cadence, "more than the 268435456");
+        // Exactly the budget is read: 16 sessions of 2^24 - 1 tokens and a reply each.
+        let text: Vec<String> = (0..16).map(|i| line(i, MAX_TOKENS - 1)).collect();
+        assert_eq!(
+            parse(&text.join("\n"), Some(Format::Cadence), 512)
+                .unwrap()
+                .len(),
+            16
         );
     }
 
