@@ -41,6 +41,9 @@ struct Line {
     server_count: bool,
     /// A succeeded request without its chunk gaps.
     lacks_gaps: bool,
+    /// What tells this request from every other: AIPerf's `x_request_id`, else its
+    /// send and end times.
+    key: Option<String>,
 }
 
 /// Reads AIPerf's per-request file and, when given, the summary beside it.
@@ -59,9 +62,23 @@ pub fn import(
         ));
     }
     let mut lines = Vec::new();
+    let mut seen = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         if !line.trim().is_empty() {
-            lines.push(read_line(file, &format!("line {}", i + 1), line)?);
+            let l = read_line(file, &format!("line {}", i + 1), line)?;
+            if let Some(key) = &l.key {
+                if let Some(first) = seen.insert(key.clone(), i + 1) {
+                    return Err(ImportError::new(
+                        file,
+                        format!(
+                            "line {} repeats line {first} (the same request, {key}): a request \
+                             read twice would be counted twice; remove the repeated lines",
+                            i + 1
+                        ),
+                    ));
+                }
+            }
+            lines.push(l);
         }
     }
     if lines.is_empty() {
@@ -89,7 +106,7 @@ pub fn import(
     if !lines.iter().any(|l| l.server_count) {
         lacks.push(Lack::ServerTokens);
     }
-    let mut records = build::records(Tool::Aiperf, &reqs);
+    let mut records = build::records(Tool::Aiperf, file, &reqs)?;
     let osl: Vec<Option<u64>> = lines.iter().map(|l| l.osl).collect();
     for (r, l) in records.iter_mut().zip(&lines) {
         r.warmup = l.warmup;
@@ -240,7 +257,13 @@ fn record(file: &str, v: &Value) -> Result<Line, ImportError> {
         (Some(s), Some(e)) if e >= s => Some((e - s) as f64 / 1e6),
         _ => m.ms("request_latency")?,
     };
+    let key = match (meta.str("x_request_id")?, start_ns, end_ns) {
+        (Some(id), _, _) => Some(format!("x_request_id {id}")),
+        (None, Some(s), Some(e)) => Some(format!("sent at {s} ns, ended at {e} ns")),
+        _ => None,
+    };
     Ok(Line {
+        key,
         start_ns,
         warmup: meta.str("benchmark_phase")? == Some("warmup"),
         osl: if ok { tokenizer_count } else { None },
@@ -476,6 +499,40 @@ mod tests {
         assert!(imp.lacks(Lack::ChunkTimes));
         assert!(imp.lacks(Lack::ServerTokens));
         assert_eq!(imp.records[0].chunks.len(), 2);
+    }
+
+    #[test]
+    fn a_repeated_request_is_refused_naming_both_lines() {
+        let base = 1_700_000_000_000_000_000u64;
+        let (a, b) = (
+            line(base, 20.0, &[10.0], 45.0, 2, None),
+            line(base + 5_000_000, 30.0, &[5.0], 40.0, 2, None),
+        );
+        let text = [a.clone(), b.clone(), String::new(), a.clone()].join("\n");
+        let e = import("p.jsonl", &text, None).unwrap_err();
+        assert!(
+            e.msg.starts_with(
+                "line 4 repeats line 1 (the same request, sent at 1700000000000000000 ns"
+            ),
+            "{e}"
+        );
+        // Known by AIPerf's request id first: two lines of one id, other times.
+        let id = |l: &str, id: &str| {
+            l.replacen(
+                "{\"request_start_ns\"",
+                &format!("{{\"x_request_id\":\"{id}\",\"request_start_ns\""),
+                1,
+            )
+        };
+        let text = [id(&a, "r-1"), id(&b, "r-1")].join("\n");
+        let e = import("p.jsonl", &text, None).unwrap_err();
+        assert!(
+            e.msg
+                .contains("line 2 repeats line 1 (the same request, x_request_id r-1)"),
+            "{e}"
+        );
+        let text = [id(&a, "r-1"), id(&b, "r-2")].join("\n");
+        assert_eq!(import("p.jsonl", &text, None).unwrap().records.len(), 2);
     }
 
     #[test]

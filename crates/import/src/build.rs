@@ -2,10 +2,20 @@
 //! and the words for what a file lacks. Shared by every importer so a missing value is
 //! treated the same way everywhere: left absent, never filled in.
 
-use crate::Tool;
+use crate::{ImportError, Tool};
 use cadence_core::{
     Chunk, InputTokenSource, Outcome, RecordSource, RequestRecord, TokenCount, TokenSource,
 };
+
+/// The most tokens a request's prompt or output may have in an import: a billion, far
+/// past any context window (the same ceiling the wire puts on a server's usage).
+pub const MAX_TOKENS: u64 = 1_000_000_000;
+
+/// The longest a request may take in an import, send to end, in seconds: a day.
+pub const MAX_REQUEST_S: f64 = 86_400.0;
+
+/// The longest span of sends an import may hold, in seconds: a year.
+pub const MAX_SPAN_S: f64 = 365.0 * 86_400.0;
 
 /// Something an imported file does not hold, which blanks the figures that need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,17 +103,72 @@ fn ns(s: f64) -> u64 {
 }
 
 /// The records of `reqs`, in order, on one timeline whose 0 is the earliest send (all
-/// sent at 0 when the file holds no send times).
-pub fn records(tool: Tool, reqs: &[Req]) -> Vec<RequestRecord> {
+/// sent at 0 when the file holds no send times). A value no request can have (a
+/// negative or non-finite time, a time or count past its ceiling) is an error naming
+/// `file`, the request (1-based, in file order) and the value.
+pub fn records(tool: Tool, file: &str, reqs: &[Req]) -> Result<Vec<RequestRecord>, ImportError> {
     let origin = reqs
         .iter()
         .filter_map(|r| r.sent_s)
         .reduce(f64::min)
         .unwrap_or(0.0);
-    reqs.iter()
+    for (i, q) in reqs.iter().enumerate() {
+        possible(q, origin)
+            .map_err(|e| ImportError::new(file, format!("request {}: {e}", i + 1)))?;
+    }
+    Ok(reqs
+        .iter()
         .enumerate()
         .map(|(i, q)| record(tool, i as u64, q, origin))
-        .collect()
+        .collect())
+}
+
+/// Whether `q`'s values are ones a request can have; the first that is not, named.
+fn possible(q: &Req, origin: f64) -> Result<(), String> {
+    for (what, n) in [
+        ("output tokens", q.output_tokens),
+        ("prompt tokens", q.input_tokens),
+    ] {
+        if let Some(n) = n.filter(|&n| n > MAX_TOKENS) {
+            return Err(format!(
+                "{n} {what}: more than the {MAX_TOKENS} a request can have"
+            ));
+        }
+    }
+    let span = q.sent_s.map(|s| s - origin);
+    let gaps = q
+        .gaps_s
+        .iter()
+        .flatten()
+        .map(|&g| ("a gap between chunks", Some(g)));
+    let times = [
+        ("TTFT", q.ttft_s),
+        ("the last chunk", q.last_s),
+        ("the end", q.e2e_s),
+    ];
+    for (what, t) in times.into_iter().chain(gaps) {
+        match t {
+            Some(t) if !(0.0..=MAX_REQUEST_S).contains(&t) => {
+                return Err(format!(
+                    "{what} at {t} s: a time within a request is from 0 to {MAX_REQUEST_S} s"
+                ))
+            }
+            _ => {}
+        }
+    }
+    let whole: f64 = q.gaps_s.iter().flatten().sum::<f64>() + q.ttft_s.unwrap_or(0.0);
+    if whole > MAX_REQUEST_S {
+        return Err(format!(
+            "its chunks end {whole} s after its send: past the {MAX_REQUEST_S} s a request may take"
+        ));
+    }
+    match (q.sent_s, span) {
+        (Some(s), _) if !s.is_finite() => Err(format!("sent at {s}: not a time")),
+        (_, Some(d)) if d > MAX_SPAN_S => Err(format!(
+            "sent {d} s after the first request: past the {MAX_SPAN_S} s an import may span"
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn record(tool: Tool, index: u64, q: &Req, origin: f64) -> RequestRecord {
@@ -189,7 +254,7 @@ mod tests {
             token_source: Some(TokenSource::Usage),
             ..Req::default()
         };
-        let r = records(Tool::Vllm, &[a, b]);
+        let r = records(Tool::Vllm, "f", &[a, b]).unwrap();
         let t: Vec<u64> = r[0].chunks.iter().map(|c| c.t_ns()).collect();
         assert_eq!(t, vec![10 * MS, 15 * MS, 35 * MS]);
         assert_eq!(r[0].sent_ns, Some(0));
@@ -197,6 +262,81 @@ mod tests {
         assert_eq!(r[1].sent_ns, Some(500 * MS));
         assert_eq!(r[1].chunks.len(), 1);
         assert_eq!(r[0].token_sources.usage, Some(3));
+    }
+
+    #[test]
+    fn impossible_values_are_refused_naming_file_request_and_value() {
+        let ok = Req {
+            sent_s: Some(10.0),
+            ttft_s: Some(0.1),
+            gaps_s: Some(vec![0.01]),
+            e2e_s: Some(0.5),
+            output_tokens: Some(2),
+            token_source: Some(TokenSource::Usage),
+            ..Req::default()
+        };
+        let refused = |bad: Req, needle: &str| {
+            let e = records(Tool::Vllm, "run.json", &[ok.clone(), bad]).unwrap_err();
+            assert_eq!(e.file, "run.json");
+            assert!(e.msg.starts_with("request 2: "), "{e}");
+            assert!(e.msg.contains(needle), "{needle}: {e}");
+        };
+        refused(
+            Req {
+                output_tokens: Some(u64::MAX),
+                ..ok.clone()
+            },
+            "18446744073709551615 output tokens: more than the 1000000000",
+        );
+        refused(
+            Req {
+                input_tokens: Some(MAX_TOKENS + 1),
+                ..ok.clone()
+            },
+            "1000000001 prompt tokens",
+        );
+        refused(
+            Req {
+                ttft_s: Some(-0.5),
+                ..ok.clone()
+            },
+            "TTFT at -0.5 s",
+        );
+        refused(
+            Req {
+                e2e_s: Some(f64::NAN),
+                ..ok.clone()
+            },
+            "the end at NaN s",
+        );
+        refused(
+            Req {
+                gaps_s: Some(vec![1e30]),
+                ..ok.clone()
+            },
+            "a gap between chunks at 1000000000000000000000000000000 s",
+        );
+        refused(
+            Req {
+                gaps_s: Some(vec![50_000.0, 50_000.0]),
+                ..ok.clone()
+            },
+            "its chunks end 100000.1 s after its send",
+        );
+        refused(
+            Req {
+                sent_s: Some(10.0 + 4e7),
+                ..ok.clone()
+            },
+            "sent 40000000 s after the first request",
+        );
+        // At the ceilings, read.
+        let edge = Req {
+            output_tokens: Some(MAX_TOKENS),
+            e2e_s: Some(MAX_REQUEST_S),
+            ..ok.clone()
+        };
+        assert_eq!(records(Tool::Vllm, "f", &[ok, edge]).unwrap().len(), 2);
     }
 
     #[test]
@@ -208,7 +348,7 @@ mod tests {
             token_source: Some(TokenSource::Tokenizer),
             ..Req::default()
         };
-        let r = records(Tool::Llmperf, std::slice::from_ref(&q));
+        let r = records(Tool::Llmperf, "f", std::slice::from_ref(&q)).unwrap();
         let t: Vec<u64> = r[0].chunks.iter().map(|c| c.t_ns()).collect();
         assert_eq!(t, vec![100 * MS, 500 * MS]);
         // One token: no second chunk is made up.
@@ -216,7 +356,10 @@ mod tests {
             output_tokens: Some(1),
             ..q
         };
-        assert_eq!(records(Tool::Llmperf, &[one])[0].chunks.len(), 1);
+        assert_eq!(
+            records(Tool::Llmperf, "f", &[one]).unwrap()[0].chunks.len(),
+            1
+        );
     }
 
     #[test]
@@ -228,7 +371,7 @@ mod tests {
             http_status: Some(503),
             ..Req::default()
         };
-        let r = &records(Tool::Aiperf, std::slice::from_ref(&q))[0];
+        let r = &records(Tool::Aiperf, "f", std::slice::from_ref(&q)).unwrap()[0];
         assert_eq!(r.outcome, Outcome::Http5xx);
         assert_eq!(r.error.as_deref(), Some("aiperf: boom"));
         assert!(r.chunks.is_empty());
@@ -236,7 +379,10 @@ mod tests {
             http_status: None,
             ..q
         };
-        assert_eq!(records(Tool::Aiperf, &[q])[0].outcome, Outcome::StreamError);
+        assert_eq!(
+            records(Tool::Aiperf, "f", &[q]).unwrap()[0].outcome,
+            Outcome::StreamError
+        );
         // No output-token count is invented.
         assert_eq!(r.output_tokens, None);
     }

@@ -62,7 +62,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
             ..Req::default()
         });
     }
-    let records = build::records(Tool::GenaiBench, &reqs);
+    let records = build::records(Tool::GenaiBench, file, &reqs)?;
     let agg = top.obj("aggregated_metrics")?;
     let (concurrency, figures) = match &agg {
         Some(a) => (

@@ -66,7 +66,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
             }
         }
     }
-    let mut records = build::records(Tool::Guidellm, &reqs);
+    let mut records = build::records(Tool::Guidellm, file, &reqs)?;
     for (r, lv) in records.iter_mut().zip(&level_of) {
         r.level = *lv;
     }

@@ -32,7 +32,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     if reqs.iter().all(|r| r.sent_s.is_none()) {
         lacks.push(Lack::SendTimes);
     }
-    let records = build::records(Tool::InferencePerf, &reqs);
+    let records = build::records(Tool::InferencePerf, file, &reqs)?;
     Ok(Imported {
         tool: Tool::InferencePerf,
         version: None,

@@ -217,7 +217,17 @@ pub fn detect(path: &Path) -> Result<Option<Tool>, ImportError> {
     let mut head = vec![0u8; SNIFF_BYTES];
     let n = read_up_to(&mut f, &mut head).map_err(|e| ImportError::new(&file, e.to_string()))?;
     head.truncate(n);
-    Ok(detect_text(&String::from_utf8_lossy(&head)))
+    match detect_all(&String::from_utf8_lossy(&head))[..] {
+        [a, b, ..] => Err(ImportError::new(
+            &file,
+            format!(
+                "looks like both {a} and {b} output (it holds both layouts' keys): give \
+                 --from {a} or --from {b} to say which"
+            ),
+        )),
+        [one] => Ok(Some(one)),
+        [] => Ok(None),
+    }
 }
 
 fn read_up_to(f: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -231,26 +241,50 @@ fn read_up_to(f: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usi
     Ok(n)
 }
 
-/// [`detect`] on the start of a file: the keys each tool's layout is known by.
+/// [`detect`] on the start of a file: the keys each tool's layout is known by (the
+/// first, when a file holds more than one layout's; [`detect_all`] names them all).
 pub fn detect_text(head: &str) -> Option<Tool> {
+    detect_all(head).first().copied()
+}
+
+/// Every tool whose per-request layout the start of a file matches (more than one: the
+/// file is ambiguous, and [`detect`] refuses it), else the one whose summary it is.
+pub fn detect_all(head: &str) -> Vec<Tool> {
     let t = head.trim_start();
     let has = |k: &str| t.contains(&format!("\"{k}\""));
     // Cadence's own files first: a records line or a report.
     if has("schema_version") && has("cadence_version") {
-        return None;
+        return Vec::new();
     }
-    if t.starts_with('{') && has("metadata") && has("metrics") && has("request_start_ns") {
-        return Some(Tool::Aiperf);
+    let layouts = [
+        (
+            Tool::Aiperf,
+            t.starts_with('{') && has("metadata") && has("metrics") && has("request_start_ns"),
+        ),
+        (
+            Tool::Guidellm,
+            has("benchmarks") && (has("requests") || has("metrics")),
+        ),
+        (Tool::Vllm, has("ttfts") && has("itls")),
+        (
+            Tool::GenaiBench,
+            has("individual_request_metrics") || has("aggregated_metrics"),
+        ),
+    ];
+    let all: Vec<Tool> = layouts
+        .iter()
+        .filter(|(_, m)| *m)
+        .map(|(t, _)| *t)
+        .collect();
+    if !all.is_empty() {
+        return all;
     }
-    if has("benchmarks") && (has("requests") || has("metrics")) && !has("ttfts") {
-        return Some(Tool::Guidellm);
-    }
-    if has("ttfts") && has("itls") {
-        return Some(Tool::Vllm);
-    }
-    if has("individual_request_metrics") || has("aggregated_metrics") {
-        return Some(Tool::GenaiBench);
-    }
+    summary_of(t).into_iter().collect()
+}
+
+/// The tool whose summary (or list-shaped file) `t` is, by its keys.
+fn summary_of(t: &str) -> Option<Tool> {
+    let has = |k: &str| t.contains(&format!("\"{k}\""));
     // The summaries alone: recognised, so the importer can say what to give instead.
     if has("aiperf_version") {
         return Some(Tool::Aiperf);
@@ -428,6 +462,18 @@ mod tests {
             Some(Tool::Guidellm)
         );
         assert_eq!(detect_text(r#"{"index":0,"outcome":"succeeded"}"#), None);
+        // Both vLLM's lists and GuideLLM's benchmarks: both named.
+        let both = r#"{"benchmarks": [{"requests": {}}], "ttfts": [0.1], "itls": [[]]}"#;
+        assert_eq!(detect_all(both), vec![Tool::Guidellm, Tool::Vllm]);
+        let path = std::env::temp_dir().join(format!("cadence-both-{}.json", std::process::id()));
+        std::fs::write(&path, both).unwrap();
+        let e = detect(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            e.msg.contains("looks like both guidellm and vllm output")
+                && e.msg.contains("--from guidellm or --from vllm"),
+            "{e}"
+        );
         assert_eq!(
             detect_text("{\n  \"schema_version\": \"1.4\",\n  \"aiperf_version\": \"0.13.0\""),
             Some(Tool::Aiperf)

@@ -59,7 +59,7 @@ pub fn import(
             ..Req::default()
         });
     }
-    let records = build::records(Tool::Llmperf, &reqs);
+    let records = build::records(Tool::Llmperf, file, &reqs)?;
     let mut files = vec![file.to_string()];
     let mut notes = Vec::new();
     let mut model = None;

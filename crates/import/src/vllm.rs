@@ -88,6 +88,26 @@ impl<'a> Lists<'a> {
         }
     }
 
+    /// Entry `i` of a token list `l` (named `k`): absent, `null` or a count up to
+    /// [`build::MAX_TOKENS`].
+    fn tokens_at(
+        &self,
+        l: Option<&[Value]>,
+        k: &str,
+        i: usize,
+    ) -> Result<Option<u64>, ImportError> {
+        match self.num_at(l, k, i)? {
+            Some(x) if x > build::MAX_TOKENS as f64 => Err(ImportError::new(
+                self.file,
+                format!(
+                    "{k}[{i}]: {x} tokens: more than the {} a request can have",
+                    build::MAX_TOKENS
+                ),
+            )),
+            x => Ok(x.map(|x| x as u64)),
+        }
+    }
+
     /// Request `i`, from its entry in each list.
     fn request(&self, i: usize, itl: &Value) -> Result<Req, ImportError> {
         let error = match self.errors.and_then(|e| e.get(i)) {
@@ -106,7 +126,7 @@ impl<'a> Lists<'a> {
                 ))
             }
         };
-        let out = self.num_at(self.output_lens, "output_lens", i)?;
+        let out = self.tokens_at(self.output_lens, "output_lens", i)?;
         let ok = error.is_none();
         Ok(Req {
             sent_s: self.num_at(self.start_times, "start_times", i)?,
@@ -116,11 +136,9 @@ impl<'a> Lists<'a> {
                 None
             },
             gaps_s: ok.then_some(gaps),
-            output_tokens: if ok { out.map(|x| x as u64) } else { None },
+            output_tokens: if ok { out } else { None },
             token_source: Some(TokenSource::Usage),
-            input_tokens: self
-                .num_at(self.input_lens, "input_lens", i)?
-                .map(|x| x as u64),
+            input_tokens: self.tokens_at(self.input_lens, "input_lens", i)?,
             input_source: Some(InputTokenSource::Tokenizer),
             error,
             ..Req::default()
@@ -139,7 +157,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         .enumerate()
         .map(|(i, itl)| lists.request(i, itl))
         .collect::<Result<Vec<Req>, ImportError>>()?;
-    let records = build::records(Tool::Vllm, &reqs);
+    let records = build::records(Tool::Vllm, file, &reqs)?;
     let mut lacks = vec![Lack::TokenSourceUnsaid];
     if lists.start_times.is_none() {
         lacks.push(Lack::SendTimes);
@@ -360,6 +378,30 @@ mod tests {
         let imp = import("run.json", &text).unwrap();
         assert!(imp.lacks(Lack::SendTimes));
         assert!(imp.records.iter().all(|r| r.sent_ns == Some(0)));
+    }
+
+    #[test]
+    fn impossible_token_counts_and_times_are_refused_naming_the_entry() {
+        let e = import("run.json", &RUN.replace("[3, 4, 0]", "[3, 1e30, 0]")).unwrap_err();
+        assert_eq!(e.file, "run.json");
+        assert!(
+            e.msg.contains(
+                "output_lens[1]: 1000000000000000000000000000000 tokens: more than the 1000000000"
+            ),
+            "{e}"
+        );
+        let e = import("run.json", &RUN.replace("[10, 10, 10]", "[10, 10, 1e12]")).unwrap_err();
+        assert!(e.msg.contains("input_lens[2]"), "{e}");
+        let e = import(
+            "run.json",
+            &RUN.replace("[0.010, 0.020, 0.0]", "[0.010, 1e30, 0.0]"),
+        )
+        .unwrap_err();
+        assert!(
+            e.msg
+                .contains("request 2: TTFT at 1000000000000000000000000000000 s"),
+            "{e}"
+        );
     }
 
     #[test]
