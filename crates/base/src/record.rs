@@ -342,6 +342,11 @@ pub struct RequestRecord {
     /// requests and for replayed steps, whose sessions follow their recording.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    /// The reply's tool-call events passed the client's ceiling (16 MiB, the wire's
+    /// `MAX_TOOL_EVENT_BYTES`): its calls could not be read whole, so none was sent
+    /// back and the session ended at this step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_calls_cut: bool,
     /// The shared-prefix group its prompt starts with (`--prefix-groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_group: Option<u32>,
@@ -415,6 +420,7 @@ impl RequestRecord {
             tool_wait_ns: None,
             tool_call_mocked: false,
             tool_choice: None,
+            tool_calls_cut: false,
             prefix_group: None,
             expected_output_tokens: None,
             clock: None,

@@ -775,7 +775,8 @@ impl<S: Sinks> RequestTask<S> {
             let (text, mut calls, parts) =
                 self.send_step(built, dispatch, step as u32, &mut rec).await;
             let ok = rec.outcome == Outcome::Succeeded;
-            let last = step + 1 == steps.len();
+            // Calls read in part are not sent back cut: the session ends here.
+            let last = step + 1 == steps.len() || rec.tool_calls_cut;
             steps.mock(ok, last, (dispatch, step), &mut calls, &mut rec);
             let reply = text.content.clone();
             rec = self.count_tokens(rec, text, parts).await;
@@ -830,6 +831,7 @@ impl<S: Sinks> RequestTask<S> {
             .await;
         let calls = cadence_wire::tool_calls::assemble(self.cx.api, &text.tool_events);
         rec.tool_calls = Some(calls.len() as u32);
+        rec.tool_calls_cut = text.tool_events_cut;
         (text, calls, built.prompt_parts)
     }
 

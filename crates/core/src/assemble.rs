@@ -263,6 +263,17 @@ fn assemble_level(
             .extend(crate::attribution::scrape_warning(scrape));
     }
     level.warnings.extend(figures.record_warnings);
+    if let Some(n) = level
+        .sessions
+        .as_ref()
+        .map(|s| s.cut_tool_calls)
+        .filter(|&n| n > 0)
+    {
+        level.warnings.push(format!(
+            "{n} replies' tool calls passed the 16 MiB the client keeps of them: not sent back \
+             cut, their sessions ended there (records' tool_calls_cut)"
+        ));
+    }
     if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
         verdict = Verdict::SloBreached;
     }

@@ -64,6 +64,7 @@ struct Partial {
     calls: u64,
     mocked: u64,
     tools: tool_use::SessionTools,
+    cut: u64,
     detail: Option<Vec<Step>>,
 }
 
@@ -175,6 +176,7 @@ impl SessionAcc {
         p.calls += u64::from(r.tool_calls.unwrap_or(0));
         p.mocked += u64::from(r.tool_call_mocked);
         p.tools.push(r);
+        p.cut += u64::from(r.tool_calls_cut);
         p.tool += r.tool_wait_ns.unwrap_or(0);
         p.start = earliest(p.start, r.scheduled_ns.or(r.sent_ns));
         let timed = (r.sent_ns, r.first_chunk_ns(), r.end_ns);
@@ -238,6 +240,7 @@ impl SessionAcc {
                     mine.calls += p.calls;
                     mine.mocked += p.mocked;
                     mine.tools.merge(&p.tools);
+                    mine.cut += p.cut;
                     if let (Some(a), Some(b)) = (&mut mine.detail, &p.detail) {
                         a.extend_from_slice(b);
                     }
@@ -298,6 +301,7 @@ impl SessionAcc {
             tool_calls: total(|p| p.calls),
             mocked_tool_calls: total(|p| p.mocked),
             tool_use,
+            cut_tool_calls: total(|p| p.cut),
             steps: acc.steps.summary(),
             output_tokens: acc.tokens.summary(),
             wall: acc.wall.summary(),
@@ -468,6 +472,11 @@ pub struct SessionSummary {
     /// `tool_choice` required; absent for multi-turn chats and replays.
     #[serde(default, skip_serializing_if = "ToolUse::is_empty")]
     pub tool_use: ToolUse,
+    /// Steps whose reply's tool calls passed the client's ceiling on them (16 MiB of
+    /// tool-call events): not sent back, the session ended there (record
+    /// `tool_calls_cut`), over every session.
+    #[serde(default)]
+    pub cut_tool_calls: u64,
     /// Steps per complete session.
     pub steps: Option<Distribution>,
     /// Output tokens per complete session.
@@ -630,6 +639,18 @@ mod tests {
         let w = s.slowest.unwrap();
         assert_eq!(w.steps.len(), 2);
         assert_eq!((w.steps[1].sent_ms, w.steps[1].tool_ms), (190.0, 100.0));
+    }
+
+    #[test]
+    fn steps_whose_tool_calls_were_cut_are_counted() {
+        let mut acc = SessionAcc::default();
+        acc.push(&step(1, 0, 0, &[10, 20], None));
+        let mut cut = step(2, 0, 0, &[10, 20], None);
+        cut.tool_calls_cut = true;
+        acc.push(&cut);
+        let s = acc.finish().unwrap();
+        assert_eq!((s.sessions, s.cut_tool_calls), (2, 1));
+        assert_eq!(s.mocked_tool_calls, 0);
     }
 
     #[test]

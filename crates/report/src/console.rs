@@ -645,9 +645,17 @@ fn session_facts(out: &mut String, ss: &SessionSummary, itl_p50: Option<f64>) {
     } else {
         String::new()
     };
+    let cut = if ss.cut_tool_calls > 0 {
+        format!(
+            "; {} replies' tool calls passed the 16 MiB the client keeps: those sessions ended there",
+            ss.cut_tool_calls
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{}{} of {} complete, steps p50 {}, {} tool calls{mocked}",
+        "{}{} of {} complete, steps p50 {}, {} tool calls{mocked}{cut}",
         label("Sessions"),
         ss.complete,
         ss.sessions,

@@ -15,7 +15,9 @@ pub mod tracker;
 pub use content_type::stream_framing;
 pub use dialect::{Api, UnknownApi};
 pub use tool_calls::ToolCall;
-pub use tracker::{Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE};
+pub use tracker::{
+    Flow, Framing, StreamText, StreamTracker, TrackerConfig, AFTER_DONE_GRACE, MAX_TOOL_EVENT_BYTES,
+};
 
 /// The largest single event (SSE) or line (NDJSON) a decoder buffers: 1 MiB (FAULTS 23).
 /// Anything larger is reported as "too large" and discarded, so memory stays bounded.

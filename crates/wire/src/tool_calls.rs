@@ -298,13 +298,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_plain_reply_has_no_calls_and_keeps_no_events() {
-        let body = sse(&[
-            r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-            "[DONE]",
-        ]);
+    /// The text of a chat SSE `body` fed in one read to a tracker keeping tool events.
+    fn kept_text(body: &str) -> crate::StreamText {
         let mut t = StreamTracker::new(TrackerConfig {
             api: Api::Chat,
             framing: Framing::Sse,
@@ -314,10 +309,49 @@ mod tests {
         let mut rec = RequestRecord::new(0, Outcome::Succeeded);
         t.feed(1, body.as_bytes(), &mut rec);
         t.finish(2, &mut rec);
-        let text = t.take_text();
+        t.take_text()
+    }
+
+    #[test]
+    fn a_plain_reply_has_no_calls_and_keeps_no_events() {
+        let body = sse(&[
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        let text = kept_text(&body);
         assert!(text.tool_events.is_empty());
         assert!(assemble(Api::Chat, &text.tool_events).is_empty());
         assert_eq!(text.content, "hi");
+    }
+
+    #[test]
+    fn events_past_the_ceiling_are_dropped_and_the_text_says_so() {
+        // One call whose arguments come 64 KiB an event, up to the ceiling and past it.
+        let piece = "x".repeat(64 << 10);
+        let event = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{piece}"}}}}]}}}}]}}"#
+        );
+        let fit = crate::MAX_TOOL_EVENT_BYTES / event.len();
+        let body = |n: usize| {
+            let mut events = vec![
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#.to_owned(),
+            ];
+            events.extend(std::iter::repeat_n(event.clone(), n));
+            events.push("[DONE]".to_owned());
+            sse(&events.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        // What fits is kept whole and not marked.
+        let whole = kept_text(&body(fit - 1));
+        assert!(!whole.tool_events_cut);
+        let calls = assemble(Api::Chat, &whole.tool_events);
+        assert_eq!(calls[0].arguments.len(), (fit - 1) * piece.len());
+        // One event past the ceiling is dropped, and the text says so.
+        let cut = kept_text(&body(fit + 1));
+        assert!(cut.tool_events_cut);
+        assert!(
+            cut.tool_events.iter().map(String::len).sum::<usize>() <= crate::MAX_TOOL_EVENT_BYTES
+        );
     }
 
     #[test]

@@ -19,6 +19,12 @@ use std::ops::ControlFlow;
 /// Cap on the output text kept for a tokenizer (visible and reasoning text each).
 pub const MAX_TEXT_BYTES: usize = 4 << 20;
 
+/// Cap on the tool-call events kept for an agent's next step
+/// ([`StreamTracker::keep_tool_events`]): 16 MiB (about 100,000 streamed deltas), the
+/// most an agent request in flight holds of them. An event past it is dropped and the text says so
+/// ([`StreamText::tool_events_cut`]): its calls cannot be sent back whole.
+pub const MAX_TOOL_EVENT_BYTES: usize = 16 << 20;
+
 /// Cap on the chunks [`StreamTracker::expect_chunks`] makes room for at once; a longer
 /// stream grows past it as usual.
 pub const MAX_EXPECTED_CHUNKS: u32 = 1024;
@@ -73,8 +79,11 @@ pub struct StreamText {
     /// The data of every event that carried a tool-call delta, as it came, when the
     /// caller asked for them ([`StreamTracker::keep_tool_events`]): an agent's next step
     /// sends the calls back, so they are assembled from these after the stream
-    /// ([`crate::tool_calls::assemble`]). Capped at [`MAX_TEXT_BYTES`] in all.
+    /// ([`crate::tool_calls::assemble`]). Capped at [`MAX_TOOL_EVENT_BYTES`] in all.
     pub tool_events: Vec<String>,
+    /// A tool-call event was dropped at [`MAX_TOOL_EVENT_BYTES`]: the calls assembled
+    /// from `tool_events` are not the ones the server sent.
+    pub tool_events_cut: bool,
 }
 
 /// Whether the caller should keep reading.
@@ -159,6 +168,8 @@ struct State {
     /// Tool-call events kept ([`StreamTracker::keep_tool_events`]), and their bytes.
     tool_events: Option<Vec<String>>,
     tool_event_bytes: usize,
+    /// A tool-call event was dropped at [`MAX_TOOL_EVENT_BYTES`].
+    tool_events_cut: bool,
     /// Most chunks the record keeps ([`StreamTracker::keep_chunks`]).
     max_chunks: usize,
 }
@@ -206,6 +217,7 @@ impl StreamTracker {
                 keep_text: true,
                 tool_events: None,
                 tool_event_bytes: 0,
+                tool_events_cut: false,
                 max_chunks: usize::MAX,
             },
         }
@@ -417,6 +429,7 @@ impl StreamTracker {
                 .as_mut()
                 .map(std::mem::take)
                 .unwrap_or_default(),
+            tool_events_cut: std::mem::take(&mut self.st.tool_events_cut),
         }
     }
 
@@ -581,9 +594,11 @@ impl State {
             return;
         }
         if let Some(events) = &mut self.tool_events {
-            if self.tool_event_bytes + data.len() <= MAX_TEXT_BYTES {
+            if self.tool_event_bytes + data.len() <= MAX_TOOL_EVENT_BYTES {
                 self.tool_event_bytes += data.len();
                 events.push(data.to_owned());
+            } else {
+                self.tool_events_cut = true;
             }
         }
     }
