@@ -117,7 +117,7 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     if cfg!(target_os = "linux") {
         assert_eq!(recs[0].clock, Some(cadence_core::StampClock::Kernel));
         assert!(
-            text.contains("kernel receive time (1 of 1 requests)"),
+            text.contains("kernel receive time (1 of 1 request)"),
             "{text}"
         );
     }
