@@ -397,11 +397,7 @@ mod tests {
             &RUN.replace("[0.010, 0.020, 0.0]", "[0.010, 1e30, 0.0]"),
         )
         .unwrap_err();
-        assert!(
-            e.msg
-                .contains("request 2: TTFT at 1000000000000000000000000000000 s"),
-            "{e}"
-        );
+        assert!(e.msg.contains("request 2: TTFT at 1e30 s"), "{e}");
     }
 
     #[test]
