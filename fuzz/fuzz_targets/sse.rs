@@ -16,7 +16,11 @@ fn decode(cap: usize, feeds: &[&[u8]]) -> Vec<String> {
         let (len, text) = match i {
             // The cap counts bytes; each byte that is not UTF-8 becomes U+FFFD (3).
             SseItem::Event(e) => (e.data.len() / if e.lossy { 3 } else { 1 }, format!("{e:?}")),
-            SseItem::Comment(c) => (c.len(), format!("comment {c:?}")),
+            // A comment is read lossily too: a byte that is not UTF-8 is U+FFFD (3).
+            SseItem::Comment(c) => (
+                c.len() / if c.contains('\u{FFFD}') { 3 } else { 1 },
+                format!("comment {c:?}"),
+            ),
             // How much was pending at EOF is "roughly" said: not compared.
             SseItem::Incomplete { .. } => (0, "incomplete".to_owned()),
             other => (0, format!("{other:?}")),
