@@ -357,14 +357,16 @@ async fn report(r: &WatchReportArgs) -> anyhow::Result<Exit> {
     if let Some(sc) = shared_config(&r.shared, None)? {
         let read = async {
             let store = sc.connect().await?;
-            store.probes(None, since).await.map_err(anyhow::Error::from)
+            let probes = store.probes(None, since).await?;
+            let vantages = store.vantages().await?;
+            anyhow::Ok((probes, vantages))
         };
-        let probes = match or_signal("watch report", read).await? {
-            Ok(probes) => probes,
+        let (probes, vantages) = match or_signal("watch report", read).await? {
+            Ok(read) => read,
             Err(interrupted) => return Ok(interrupted),
         };
         return write_report(r, |format| {
-            cadence_watch::report::render_vantages(&probes, since, now, format)
+            cadence_watch::report::render_vantages(&probes, &vantages, since, now, format)
         });
     }
     let store = Store::open_read(&r.db).map_err(store_error)?;

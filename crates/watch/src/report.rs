@@ -175,8 +175,15 @@ pub fn render(probes: &[ProbeRow], since_ms: i64, now: i64, format: Format) -> S
 
 /// The report of every vantage's `probes` from the shared store: per target and
 /// vantage, the window's standing and the gap to the best vantage, and each vantage's
-/// incidents; the HTML adds the by-vantage charts of each target.
-pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format: Format) -> String {
+/// incidents; the HTML adds the by-vantage charts of each target, with the SLOs the
+/// vantages `announced`.
+pub fn render_vantages(
+    probes: &[VantageProbe],
+    announced: &[crate::shared::Vantage],
+    since_ms: i64,
+    now: i64,
+    format: Format,
+) -> String {
     let compared = crate::vantage::compare(probes, since_ms, now);
     let mut vantages: Vec<&str> = probes.iter().map(|p| p.vantage.as_str()).collect();
     vantages.sort();
@@ -195,7 +202,8 @@ pub fn render_vantages(probes: &[VantageProbe], since_ms: i64, now: i64, format:
             })
             .collect();
         html_body.push_str(&format!("<h2>{}</h2>", cadence_report::svg::esc(&target)));
-        html_body.push_str(&crate::page::vantage::charts(&mine, since_ms, now));
+        let slos = crate::vantage::target_slos(announced, &target);
+        html_body.push_str(&crate::page::vantage::charts(&mine, &slos, since_ms, now));
     }
     Doc {
         title: format!(
@@ -326,7 +334,7 @@ mod tests {
             at("west", 1_100, 120.0, false),
             at("west", 2_100, 120.0, true),
         ];
-        let text = render_vantages(&probes, 0, 5_000, Format::Console);
+        let text = render_vantages(&probes, &[], 0, 5_000, Format::Console);
         assert!(text.contains("from 2 vantages (east, west)"), "{text}");
         let west = text
             .lines()
@@ -334,12 +342,12 @@ mod tests {
             .unwrap();
         assert!(west.contains("+100.0 ms"), "{west}");
         assert!(text.contains("api @ west"), "{text}");
-        let md = render_vantages(&probes, 0, 5_000, Format::Markdown);
+        let md = render_vantages(&probes, &[], 0, 5_000, Format::Markdown);
         assert!(md.contains("| api | east | 1 |"), "{md}");
-        let html = render_vantages(&probes, 0, 5_000, Format::Html);
+        let html = render_vantages(&probes, &[], 0, 5_000, Format::Html);
         assert_eq!(html.matches("<svg").count(), 2, "the target's two charts");
         let j: serde_json::Value =
-            serde_json::from_str(&render_vantages(&probes, 0, 5_000, Format::Json)).unwrap();
+            serde_json::from_str(&render_vantages(&probes, &[], 0, 5_000, Format::Json)).unwrap();
         assert_eq!(j["probes"], 3);
         assert_eq!(j["vantages"], serde_json::json!(["east", "west"]));
         let west = j["rows"]
@@ -398,13 +406,13 @@ mod tests {
             vantage: "east".into(),
             probe: p,
         }];
-        let md = render_vantages(&probes, 0, 2_000, Format::Markdown);
+        let md = render_vantages(&probes, &[], 0, 2_000, Format::Markdown);
         assert!(!md.contains("<script") && !md.contains('\u{1b}'), "{md}");
         assert!(
             md.contains("&lt;script>") && md.contains("itl.p50<=15ms"),
             "{md}"
         );
-        let console = render_vantages(&probes, 0, 2_000, Format::Console);
+        let console = render_vantages(&probes, &[], 0, 2_000, Format::Console);
         assert!(!console.contains('\u{1b}'), "{console}");
     }
 }

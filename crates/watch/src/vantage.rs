@@ -137,6 +137,19 @@ pub fn incidents_by_vantage(probes: &[VantageProbe]) -> Vec<Incident> {
     out
 }
 
+/// The SLOs of target `name` as every vantage announced them, each once: the bounds its
+/// by-vantage charts draw.
+pub fn target_slos(vantages: &[crate::shared::Vantage], name: &str) -> Vec<String> {
+    let mut slos: Vec<String> = vantages
+        .iter()
+        .flat_map(|v| v.targets.iter().filter(|t| t.name == name))
+        .flat_map(|t| t.slos.iter().cloned())
+        .collect();
+    slos.sort();
+    slos.dedup();
+    slos
+}
+
 /// Targets whose announced URL differs between vantages, with each vantage's URL:
 /// targets are matched by name, so their rows would compare different endpoints. A URL
 /// on a vantage's own loopback (its built-in simulator, a local proxy) names that

@@ -180,13 +180,24 @@ async fn vantage_section(remote: &Remote, target: Option<&str>) -> String {
         .ship
         .as_ref()
         .is_some_and(|ship| ship.last_error().is_some());
-    let day = if shipper_down {
-        None
+    let (day, slos) = if shipper_down {
+        (None, Vec::new())
     } else {
-        Some(remote_day(remote, target).await)
+        let slos = async {
+            match target {
+                // A store that cannot list its vantages says so in the day's probes.
+                Some(name) => remote
+                    .vantages()
+                    .await
+                    .map_or_else(|_| Vec::new(), |vs| crate::vantage::target_slos(&vs, name)),
+                None => Vec::new(),
+            }
+        };
+        let (day, slos) = tokio::join!(remote_day(remote, target), slos);
+        (Some(day), slos)
     };
     let day = day.as_ref().map(|r| r.as_deref().map_err(String::as_str));
-    page::vantage::section(remote, day, target, now_ms())
+    page::vantage::section(remote, day, target.map(|t| (t, &slos[..])), now_ms())
 }
 
 /// `watch serve`'s front page.

@@ -457,6 +457,7 @@ async fn f140_hostile_rows_in_the_shared_store_are_skipped_by_name_never_a_panic
     assert!(vantages[0].last_probe_ms <= Some(now));
     let md = cadence_watch::report::render_vantages(
         &read,
+        &vantages,
         0,
         now,
         cadence_watch::report::Format::Markdown,

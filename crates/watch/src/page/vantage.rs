@@ -2,7 +2,7 @@
 //! vantage, the hub's warning for a name that means two URLs, and the "From every
 //! vantage" section a watcher's and the hub's pages carry.
 
-use super::{figure, head, incidents_table, time_chart};
+use super::{figure, head, incident_spans, incidents_table, slo_lines, time_chart};
 use crate::board::{utc, DAY_MS};
 use crate::shared::{Remote, Vantage, VantageProbe};
 use crate::store::ProbeRow;
@@ -45,43 +45,51 @@ pub fn table_html(rows: &[VantageRow], link: bool) -> String {
 }
 
 /// One target's charts with a line per vantage: ITL p50 and TTFT p50 per probe from
-/// `since_ms` to `now`, over wall-clock time (UTC), in a grid. `probes`: that
-/// target's, of every vantage.
-pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
+/// `since_ms` to `now`, over wall-clock time (UTC), in a grid, each with the bounds of
+/// `slos` (the target's, as every vantage announced them) and every vantage's incidents
+/// shaded, named by vantage. `probes`: that target's, of every vantage.
+pub fn charts(probes: &[VantageProbe], slos: &[String], since_ms: i64, now: i64) -> String {
+    use cadence_core::slo::SloMetric;
     use cadence_report::svg::{Overlay, Series, Style, PALETTE};
     let by_vantage: BTreeMap<String, Vec<ProbeRow>> =
         group(probes).into_values().next().unwrap_or_default();
-    let over = Overlay {
-        x_utc: true,
-        ..Overlay::default()
-    };
+    let windows: Vec<(&String, Vec<ProbeRow>)> = by_vantage
+        .iter()
+        .map(|(v, list)| {
+            let window = list
+                .iter()
+                .filter(|p| (since_ms..=now).contains(&p.started_ms))
+                .cloned()
+                .collect();
+            (v, window)
+        })
+        .collect();
+    let spans = vantage_spans(&windows, now);
     let mut s = String::from("<div class=\"grid\">");
-    for (id, title, y, f) in [
+    for (id, title, y, metric, f) in [
         (
             "itl-by-vantage",
             "ITL p50 per probe, by vantage",
             "ITL p50 (ms)",
+            SloMetric::Itl,
             (|p: &ProbeRow| p.itl_p50_ms) as fn(&ProbeRow) -> Option<f64>,
         ),
         (
             "ttft-by-vantage",
             "TTFT p50 per probe, by vantage",
             "TTFT p50 (ms)",
+            SloMetric::Ttft,
             |p| p.ttft_p50_ms,
         ),
     ] {
-        let series: Vec<Series> = by_vantage
+        let series: Vec<Series> = windows
             .iter()
             .enumerate()
-            .map(|(i, (v, list))| {
-                let mut sr = Series::new(v.clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
-                let window: Vec<ProbeRow> = list
-                    .iter()
-                    .filter(|p| (since_ms..=now).contains(&p.started_ms))
-                    .cloned()
-                    .collect();
+            .map(|(i, (v, window))| {
+                let mut sr =
+                    Series::new((*v).clone(), PALETTE[i % PALETTE.len()], Style::LinePoints);
                 // More probes than the chart shows are drawn in time buckets.
-                sr.points = super::bucket::thin(&window)
+                sr.points = super::bucket::thin(window)
                     .0
                     .iter()
                     .filter_map(|p| Some((p.started_ms as f64, f(p)?)))
@@ -89,6 +97,11 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
                 sr
             })
             .collect();
+        let over = Overlay {
+            x_utc: true,
+            y_lines: slo_lines(slos, metric),
+            x_spans: spans.clone(),
+        };
         s.push_str(&figure(
             id,
             title,
@@ -99,6 +112,24 @@ pub fn charts(probes: &[VantageProbe], since_ms: i64, now: i64) -> String {
     }
     s.push_str("</div>");
     s
+}
+
+/// Each vantage's incidents over its `windows` of probes as shaded spans, the tooltip
+/// naming the vantage; spans closer than a chart's time bucket are joined, as on a
+/// watcher's own page.
+fn vantage_spans(windows: &[(&String, Vec<ProbeRow>)], now: i64) -> Vec<(f64, f64, String)> {
+    let mut spans = Vec::new();
+    for (v, window) in windows {
+        let mine: Vec<(f64, f64, String)> = incident_spans(window, now)
+            .into_iter()
+            .map(|(a, b, t)| (a, b, format!("{v}: {t}")))
+            .collect();
+        spans.extend(match super::bucket::thin(window).1 {
+            Some(w) => super::bucket::join_spans(mine, w as f64),
+            None => mine,
+        });
+    }
+    spans
 }
 
 /// The hub's warning for [`url_mismatches`]; empty when every name means one URL.
@@ -119,13 +150,13 @@ pub fn mismatch_html(vantages: &[crate::shared::Vantage]) -> String {
 }
 
 /// "From every vantage": the shared store and, for a watcher that ships, its vantage
-/// and shipping state; then the day's comparison (on a target's page, its charts and
-/// incidents too) from `day`, the day's probes of every vantage, or the store's error
+/// and shipping state; then the day's comparison (on a target's page, `target` with its
+/// SLOs: its charts and incidents too) from `day`, the day's probes of every vantage, or the store's error
 /// in words. `day` is `None` while the shipper fails: the comparison waits for the store.
 pub fn section(
     remote: &Remote,
     day: Option<Result<&[VantageProbe], &str>>,
-    target: Option<&str>,
+    target: Option<(&str, &[String])>,
     now: i64,
 ) -> String {
     let mut s = String::from("<h2>From every vantage</h2>");
@@ -159,8 +190,8 @@ pub fn section(
     };
     match day {
         Ok(probes) => {
-            if target.is_some() {
-                s.push_str(&charts(probes, now - DAY_MS, now));
+            if let Some((_, slos)) = target {
+                s.push_str(&charts(probes, slos, now - DAY_MS, now));
             }
             s.push_str(&table_html(
                 &crate::vantage::compare(probes, now - DAY_MS, now),
@@ -276,10 +307,53 @@ mod tests {
             at("east", "api", now - 2_000, 22.0, 10.0, true),
             at("west", "api", now - 2_500, 95.0, 10.5, true),
         ];
-        let html = charts(&probes, now - DAY_MS, now);
+        let html = charts(&probes, &[], now - DAY_MS, now);
         assert_eq!(html.matches("<svg").count(), 2);
         // Three probes, each on both charts.
         assert_eq!(html.matches("<circle").count(), 6, "{html}");
         assert!(html.contains("east") && html.contains("west"));
+    }
+
+    #[test]
+    fn the_charts_draw_the_targets_slos_and_shade_each_vantages_incidents() {
+        let now = 10 * HOUR_MS;
+        let probes = crate::vantage::tests::east_and_west(now);
+        let slos = ["itl.p50<=8ms".to_string(), "ttft.p50<=200ms".to_string()];
+        let html = charts(&probes, &slos, now - DAY_MS, now);
+        // One bound on each chart, each its own metric's.
+        assert_eq!(html.matches("<g class=\"slo\">").count(), 2, "{html}");
+        assert!(html.contains("SLO itl.p50&lt;=8ms") && html.contains("SLO ttft.p50&lt;=200ms"));
+        // West's last probe breached: its open incident is shaded on both charts, named.
+        assert_eq!(html.matches("<title>west: incident").count(), 2, "{html}");
+        assert!(!html.contains("east: incident"), "{html}");
+        // No SLO given: no line drawn.
+        let bare = charts(&probes, &[], now - DAY_MS, now);
+        assert!(!bare.contains("<g class=\"slo\">"), "{bare}");
+    }
+
+    #[test]
+    fn a_targets_slos_are_every_vantages_each_once() {
+        use crate::board::TargetInfo;
+        use crate::shared::Vantage;
+        let v = |name: &str, target: &str, slos: &[&str]| Vantage {
+            name: name.into(),
+            targets: vec![TargetInfo {
+                name: target.into(),
+                url: "https://a/v1".into(),
+                slos: slos.iter().map(|s| s.to_string()).collect(),
+                interval_s: 60.0,
+            }],
+            seen_ms: 0,
+            last_probe_ms: None,
+        };
+        let vs = [
+            v("east", "api", &["itl.p50<=8ms"]),
+            v("west", "api", &["itl.p50<=8ms", "ttft.p90<=1s"]),
+            v("north", "other", &["e2e.p50<=2s"]),
+        ];
+        assert_eq!(
+            crate::vantage::target_slos(&vs, "api"),
+            vec!["itl.p50<=8ms".to_string(), "ttft.p90<=1s".to_string()]
+        );
     }
 }
