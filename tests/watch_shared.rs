@@ -96,6 +96,8 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
     let (status, target) = get(&hub.addr, "/target/sim");
     assert_eq!(status, 200);
     assert_eq!(target.matches("<svg").count(), 2, "ITL and TTFT by vantage");
+    // The target's SLO (ttft.p50<=2s, announced by both vantages) is drawn once, on TTFT.
+    assert_eq!(target.matches("<g class=\"slo\">").count(), 1, "{target}");
     // A watcher's own page carries the comparison beside its own figures.
     let own = east.wait_for("/", Duration::from_secs(10), |b| {
         b.contains("From every vantage") && b.contains("<td>west</td>")
