@@ -47,7 +47,8 @@ impl Cli {
             | Command::Report(_)
             | Command::Compare(_)
             | Command::Top(_)
-            | Command::Watch(_) => false,
+            | Command::Watch(_)
+            | Command::Twin(_) => false,
         };
         if shares_with_sim {
             cores.saturating_sub(1).max(1)
@@ -82,6 +83,35 @@ pub enum Command {
     /// SQLite, served as a page with charts, Prometheus metrics and incident webhooks.
     /// With no CONFIG, watches the built-in simulator.
     Watch(Box<WatchArgs>),
+    /// The endpoint's twin: an empirical model learned from records (ITL per gap,
+    /// prefill, queueing for slots), asked by `cadence plan --twin`.
+    Twin(TwinArgs),
+}
+
+/// Flags of `cadence twin`.
+#[derive(Debug, Args)]
+pub struct TwinArgs {
+    #[command(subcommand)]
+    pub command: TwinCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TwinCommand {
+    /// Learn a twin from runs (records files, the proxy's records, other tools'
+    /// saved runs holding chunk times) and write it as one TOML file.
+    Fit(TwinFitArgs),
+}
+
+/// Flags of `cadence twin fit`.
+#[derive(Debug, Args)]
+pub struct TwinFitArgs {
+    /// The runs to learn from, each on its own timeline.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+
+    /// Where the twin is written (TOML, format 1).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// Flags of `cadence watch`.

@@ -20,6 +20,7 @@ pub mod shard;
 pub mod signal;
 pub mod sim_cmd;
 pub mod top_cmd;
+pub mod twin_cmd;
 pub mod watch_cmd;
 pub mod workload;
 
@@ -72,6 +73,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Plan(args) => plan_cmd::run(*args),
             Command::Top(args) => top_cmd::run(args).await,
             Command::Watch(args) => watch_cmd::run(*args).await,
+            Command::Twin(args) => twin_cmd::run(args),
         }
     });
     // Request tasks still parked on a dead connection must not hold the exit.

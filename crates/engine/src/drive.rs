@@ -64,7 +64,7 @@ pub struct Sessions {
 }
 
 /// Prefix keys of sessions' histories: apart from the shared prefixes' groups.
-const SESSION_KEYS: u64 = 1 << 63;
+pub(crate) const SESSION_KEYS: u64 = 1 << 63;
 
 /// A session's next turn, waiting for its client.
 #[derive(Debug, Clone, Copy)]
@@ -156,7 +156,61 @@ pub fn plan_level(
     start_ns: u64,
     first_index: u64,
 ) -> PlanLevel {
-    let mut run = LevelRun::new(spec, arrivals, workload, level, start_ns, first_index);
+    let engine = Engine::new(spec.clone());
+    let at = Start {
+        seed: spec.serving.seed,
+        level,
+        start_ns,
+        first_index,
+    };
+    plan_level_on(engine, arrivals, workload, at).0
+}
+
+/// What answers the requests of a level in virtual time: the engine model, or an
+/// endpoint's twin ([`crate::twin::TwinServer`]).
+pub trait Backend {
+    /// The time of the next thing it will do, if anything is pending.
+    fn next_time(&self) -> Option<u64>;
+    /// Runs everything due up to `t`, reporting it in `out`.
+    fn advance(&mut self, t: u64, out: &mut Vec<Event>);
+    /// A request arrives at `t`, naming the prefix its prompt starts with, if any.
+    fn submit(&mut self, t: u64, req: Request, prefix: Option<Prefix>, out: &mut Vec<Event>);
+}
+
+impl Backend for Engine {
+    fn next_time(&self) -> Option<u64> {
+        Engine::next_time(self)
+    }
+    fn advance(&mut self, t: u64, out: &mut Vec<Event>) {
+        Engine::advance(self, t, out);
+    }
+    fn submit(&mut self, t: u64, req: Request, prefix: Option<Prefix>, out: &mut Vec<Event>) {
+        self.submit_with_prefix(t, req, prefix, out);
+    }
+}
+
+/// Where a level starts: the clients' seed, the level's number, its virtual start
+/// time and its first request's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    /// Seeds the clients' turnaround.
+    pub seed: u64,
+    /// The level's number in the records.
+    pub level: u32,
+    /// Virtual time the level starts at (ns since the first level's start).
+    pub start_ns: u64,
+    /// The index of the level's first request.
+    pub first_index: u64,
+}
+
+/// [`plan_level`] on any backend; the backend is handed back for what it kept.
+pub fn plan_level_on<B: Backend>(
+    backend: B,
+    arrivals: Arrivals,
+    workload: &Workload,
+    at: Start,
+) -> (PlanLevel, B) {
+    let mut run = LevelRun::new(backend, arrivals, workload, at);
     let mut now = 0u64;
     loop {
         run.account();
@@ -173,24 +227,25 @@ pub fn plan_level(
             (_, None) => break,
         }
     }
-    PlanLevel {
+    let level = PlanLevel {
         records: run.records,
         steps: run.steps,
         preemptions: run.preemptions,
         queue_ns: run.queue_ns,
-        end_ns: start_ns + now,
-    }
+        end_ns: at.start_ns + now,
+    };
+    (level, run.engine)
 }
 
 /// A level in progress: the engine, the records so far, and the clients: closed-loop
 /// workers on their way back, or the open-loop schedule.
-struct LevelRun<'a> {
+struct LevelRun<'a, B> {
     workload: &'a Workload,
     level: u32,
     start_ns: u64,
     first_index: u64,
     total: u64,
-    engine: Engine,
+    engine: B,
     out: Vec<Event>,
     records: Vec<RequestRecord>,
     by_id: HashMap<u64, usize>,
@@ -214,15 +269,14 @@ struct LevelRun<'a> {
     queue_ns: Vec<u64>,
 }
 
-impl<'a> LevelRun<'a> {
-    fn new(
-        spec: &EngineSpec,
-        arrivals: Arrivals,
-        workload: &'a Workload,
-        level: u32,
-        start_ns: u64,
-        first_index: u64,
-    ) -> Self {
+impl<'a, B: Backend> LevelRun<'a, B> {
+    fn new(engine: B, arrivals: Arrivals, workload: &'a Workload, at: Start) -> Self {
+        let Start {
+            seed,
+            level,
+            start_ns,
+            first_index,
+        } = at;
         let total = workload.requests + workload.warmup;
         let mut run = LevelRun {
             workload,
@@ -230,7 +284,7 @@ impl<'a> LevelRun<'a> {
             start_ns,
             first_index,
             total,
-            engine: Engine::new(spec.clone()),
+            engine,
             out: Vec::new(),
             records: Vec::with_capacity(
                 (total * u64::from(workload.sessions.map_or(1, |s| s.turns))) as usize,
@@ -244,7 +298,7 @@ impl<'a> LevelRun<'a> {
             next_turns: Vec::new(),
             schedule: arrivals.schedule(),
             pending: Vec::new(),
-            turnaround_rng: rng::seeded(spec.serving.seed ^ 0x7A ^ ((level as u64) << 32)),
+            turnaround_rng: rng::seeded(seed ^ 0x7A ^ ((level as u64) << 32)),
             next_arrival: None,
             preemptions: 0,
             queue_ns: Vec::with_capacity(total as usize),
@@ -451,8 +505,7 @@ impl<'a> LevelRun<'a> {
             prompt_tokens,
             max_tokens,
         };
-        self.engine
-            .submit_with_prefix(t, request, prefix, &mut self.out);
+        self.engine.submit(t, request, prefix, &mut self.out);
     }
 }
 

@@ -37,8 +37,11 @@ mod prefix_cache;
 pub mod presets;
 pub mod rng;
 pub mod spec;
+pub mod twin;
 
-pub use drive::{plan_level, Arrivals, PlanLevel, Sessions, Workload};
+pub use drive::{
+    plan_level, plan_level_on, Arrivals, Backend, PlanLevel, Sessions, Start, Workload,
+};
 pub use engine::{Engine, Event, Prefix, StepInfo};
 pub use inject::{Cause, Injection};
 pub use presets::{preset, PRESETS};

@@ -1,0 +1,311 @@
+//! The endpoint's twin: an empirical model learned from records (`cadence twin fit`),
+//! where the engine model is a mechanism with parameters. Per-gap ITL as a bounded
+//! quantile table per (requests running, context depth), its stall band a mixture
+//! component of its own; TTFT as a FIFO wait for a slot plus a prefill time per
+//! (requests running, uncached prompt tokens); the slot count read off the runs. One
+//! TOML file, `format = 1`; docs/src/twin.md says every field.
+
+mod fit;
+mod server;
+
+pub use fit::{fit, FitError};
+pub use server::{Reach, TwinServer};
+
+use serde::{Deserialize, Serialize};
+
+/// The file format this build writes and reads.
+pub const FORMAT: u32 = 1;
+/// Points of an ITL cell's body table (quantiles 0, 1/128, …, 1).
+pub const BODY_POINTS: usize = 129;
+/// Points of an ITL cell's stall table and of a prefill cell's table.
+pub const TAIL_POINTS: usize = 33;
+/// A gap is in a cell's stall band when it exceeds this many times the cell's median.
+pub const STALL_FACTOR: f64 = 4.0;
+/// Samples a cell needs to be used on its own; thinner cells fall back to their
+/// running level's pooled cell.
+pub const MIN_CELL: u64 = 64;
+
+/// A fitted twin: what `cadence twin fit` writes and `plan --twin` runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Twin {
+    /// The file format, [`FORMAT`].
+    pub format: u32,
+    /// The runs it was fitted on, in words.
+    pub source: String,
+    /// Requests the fit used (succeeded, with a first chunk).
+    pub requests: u64,
+    /// ITL gaps the fit used.
+    pub gaps: u64,
+    /// Batch slots: requests served at once, the rest wait in order. Inferred as the
+    /// most requests ever streaming at once, when the runs show requests waiting
+    /// behind them (`slots_seen`); else the most seen, a lower bound.
+    pub slots: u32,
+    /// Whether the runs showed the slots full with requests waiting.
+    pub slots_seen: bool,
+    /// The most requests the fit saw running at once.
+    pub max_running: u32,
+    /// The deepest context (prompt + output tokens) the fit saw.
+    pub max_context: u64,
+    /// The longest uncached prompt the fit saw.
+    pub max_prompt: u64,
+    /// Chunks holding 1, 2, … tokens, as counted (the last entry: that many or more).
+    pub chunk_tokens: Vec<u64>,
+    /// ITL cells.
+    pub itl: Vec<ItlCell>,
+    /// Prefill cells: admission to first token.
+    pub prefill: Vec<PrefillCell>,
+}
+
+/// The gaps between chunks while `running` requests held slots (a bin, see
+/// [`running_bin`]) at a context of `context` tokens (a bin, see [`size_bin`]; absent:
+/// every context pooled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItlCell {
+    /// Running requests' bin.
+    pub running: u32,
+    /// Context bin; `None`: every context of this running bin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<u64>,
+    /// Gaps in the cell.
+    pub samples: u64,
+    /// Share of the gaps in the stall band (over [`STALL_FACTOR`] × the median).
+    pub stall_share: f64,
+    /// The gaps outside the stall band: [`BODY_POINTS`] quantiles, µs.
+    pub body_us: Vec<u64>,
+    /// The stall band's gaps: [`TAIL_POINTS`] quantiles, µs (empty: none seen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stall_us: Vec<u64>,
+}
+
+/// Prefill times (admission to first token) at `running` requests holding slots (the
+/// newcomer included) and an uncached prompt in bin `prompt` (absent: pooled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefillCell {
+    /// Running requests' bin at admission.
+    pub running: u32,
+    /// Uncached prompt tokens' bin; `None`: every prompt of this running bin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<u64>,
+    /// Requests in the cell.
+    pub samples: u64,
+    /// The cell's mean uncached prompt tokens (scales prompts past the fit).
+    pub mean_prompt: f64,
+    /// [`TAIL_POINTS`] quantiles, µs.
+    pub times_us: Vec<u64>,
+}
+
+/// Why a twin file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TwinFileError {
+    /// Not TOML of the twin's shape.
+    #[error("not a twin file: {0}")]
+    Parse(String),
+    /// Another format number.
+    #[error("twin format {0}; this cadence reads format {FORMAT}")]
+    Format(u32),
+    /// A table that cannot be sampled.
+    #[error("twin file: {0}")]
+    Invalid(String),
+}
+
+/// The bin of a running count: exact up to 8, then powers of two (16 holds 16..=31).
+pub fn running_bin(n: u32) -> u32 {
+    if n <= 8 {
+        n
+    } else {
+        1 << (31 - n.leading_zeros())
+    }
+}
+
+/// The bin of a token count (context or prompt): 0 below 64, else the power of two
+/// at or below it.
+pub fn size_bin(n: u64) -> u64 {
+    if n < 64 {
+        0
+    } else {
+        1 << (63 - n.leading_zeros())
+    }
+}
+
+impl Twin {
+    /// The twin as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot write the twin: {e}\n"))
+    }
+
+    /// Reads a twin file's text, checking its format and that every table can be
+    /// sampled.
+    pub fn from_toml(text: &str) -> Result<Twin, TwinFileError> {
+        #[derive(Deserialize)]
+        struct Head {
+            format: u32,
+        }
+        let head: Head = toml::from_str::<Head>(text)
+            .or_else(|_| {
+                // The format line alone, before the rest is checked.
+                let v: toml::Table = toml::from_str(text)?;
+                Ok::<_, toml::de::Error>(Head {
+                    format: v
+                        .get("format")
+                        .and_then(|f| f.as_integer())
+                        .and_then(|f| u32::try_from(f).ok())
+                        .unwrap_or(0),
+                })
+            })
+            .map_err(|e| TwinFileError::Parse(e.to_string()))?;
+        if head.format != FORMAT {
+            return Err(TwinFileError::Format(head.format));
+        }
+        let twin: Twin = toml::from_str(text).map_err(|e| TwinFileError::Parse(e.to_string()))?;
+        twin.validate()?;
+        Ok(twin)
+    }
+
+    fn validate(&self) -> Result<(), TwinFileError> {
+        let bad = |s: String| Err(TwinFileError::Invalid(s));
+        if self.slots == 0 {
+            return bad("slots must be at least 1".into());
+        }
+        if !self.itl.iter().any(|c| c.context.is_none()) {
+            return bad("no pooled ITL cell (one without context)".into());
+        }
+        if !self.prefill.iter().any(|c| c.prompt.is_none()) {
+            return bad("no pooled prefill cell (one without prompt)".into());
+        }
+        for c in &self.itl {
+            let sorted = |v: &[u64]| v.windows(2).all(|w| w[0] <= w[1]);
+            if c.body_us.len() != BODY_POINTS || !sorted(&c.body_us) {
+                return bad(format!(
+                    "ITL cell running={}: body_us must hold {BODY_POINTS} ascending values",
+                    c.running
+                ));
+            }
+            if !(c.stall_us.is_empty() || c.stall_us.len() == TAIL_POINTS && sorted(&c.stall_us))
+                || !(0.0..=1.0).contains(&c.stall_share)
+            {
+                return bad(format!(
+                    "ITL cell running={}: stall_us must be empty or {TAIL_POINTS} ascending values, stall_share within 0..=1",
+                    c.running
+                ));
+            }
+        }
+        for c in &self.prefill {
+            if c.times_us.len() != TAIL_POINTS || !c.times_us.windows(2).all(|w| w[0] <= w[1]) {
+                return bad(format!(
+                    "prefill cell running={}: times_us must hold {TAIL_POINTS} ascending values",
+                    c.running
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ITL cell for `running` requests at `context` tokens: the exact cell when it
+    /// holds [`MIN_CELL`] gaps, else its running bin pooled, else the nearest running
+    /// bin's pooled cell.
+    pub fn itl_cell(&self, running: u32, context: u64) -> &ItlCell {
+        let (r, c) = (running_bin(running), size_bin(context));
+        let exact = self
+            .itl
+            .iter()
+            .find(|x| x.running == r && x.context == Some(c) && x.samples >= MIN_CELL);
+        exact.unwrap_or_else(|| {
+            nearest(self.itl.iter().filter(|x| x.context.is_none()), r, |x| {
+                x.running
+            })
+        })
+    }
+
+    /// The prefill cell for `running` requests (the newcomer included) and an uncached
+    /// prompt of `prompt` tokens, found as [`Twin::itl_cell`] finds its cell.
+    pub fn prefill_cell(&self, running: u32, prompt: u64) -> &PrefillCell {
+        let (r, p) = (running_bin(running), size_bin(prompt));
+        let exact = self
+            .prefill
+            .iter()
+            .find(|x| x.running == r && x.prompt == Some(p) && x.samples >= MIN_CELL / 2);
+        exact.unwrap_or_else(|| {
+            nearest(self.prefill.iter().filter(|x| x.prompt.is_none()), r, |x| {
+                x.running
+            })
+        })
+    }
+
+    /// Tokens of a chunk for a uniform draw `u` in [0, 1).
+    pub fn chunk_tokens_at(&self, u: f64) -> u32 {
+        let total: u64 = self.chunk_tokens.iter().sum();
+        if total == 0 {
+            return 1;
+        }
+        let mut at = (u * total as f64) as u64;
+        for (i, &n) in self.chunk_tokens.iter().enumerate() {
+            if at < n {
+                return i as u32 + 1;
+            }
+            at -= n;
+        }
+        self.chunk_tokens.len() as u32
+    }
+}
+
+impl ItlCell {
+    /// A gap (µs) for uniform draws `pick` (which component) and `u` (where in it).
+    pub fn sample(&self, pick: f64, u: f64) -> f64 {
+        if pick < self.stall_share && !self.stall_us.is_empty() {
+            table_at(&self.stall_us, u)
+        } else {
+            table_at(&self.body_us, u)
+        }
+    }
+}
+
+/// The cell whose running bin is nearest `r` (the lower one on a tie); the pooled
+/// cells are never empty once validated.
+fn nearest<'a, T>(cells: impl Iterator<Item = &'a T>, r: u32, key: impl Fn(&T) -> u32) -> &'a T
+where
+    T: 'a,
+{
+    let mut best: Option<&T> = None;
+    for c in cells {
+        let d = |x: &T| (key(x).abs_diff(r), key(x));
+        if best.is_none_or(|b| d(c) < d(b)) {
+            best = Some(c);
+        }
+    }
+    best.expect("a validated twin has pooled cells")
+}
+
+/// The value at quantile `u` of a table of evenly spaced quantiles (0 … 1), linearly
+/// interpolated.
+pub fn table_at(table: &[u64], u: f64) -> f64 {
+    match table.len() {
+        0 => 0.0,
+        1 => table[0] as f64,
+        n => {
+            let x = u.clamp(0.0, 1.0) * (n - 1) as f64;
+            let i = (x.floor() as usize).min(n - 2);
+            let f = x - i as f64;
+            table[i] as f64 * (1.0 - f) + table[i + 1] as f64 * f
+        }
+    }
+}
+
+/// `points` evenly spaced quantiles (0 … 1) of ascending `sorted` values, rounded to
+/// whole units.
+pub fn table_of(sorted: &[f64], points: usize) -> Vec<u64> {
+    (0..points)
+        .map(|i| {
+            let p = i as f64 / (points - 1) as f64;
+            cadence_core::stats::quantile_sorted(sorted, p)
+                .unwrap_or(0.0)
+                .round()
+                .max(0.0) as u64
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

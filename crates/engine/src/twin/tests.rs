@@ -1,0 +1,237 @@
+//! The twin on hand-built records: known distributions in, known quantiles out.
+
+use std::sync::Arc;
+
+use cadence_core::record::{Chunk, TokenCount, TokenSource};
+use cadence_core::{Outcome, RequestRecord};
+
+use super::*;
+use crate::drive::{plan_level_on, Arrivals, Start, Workload};
+use crate::fit::Figures;
+
+const MS: u64 = 1_000_000;
+
+/// A request sent at `sent` whose first chunk comes `first` later, then chunks after
+/// each of `gaps` (ns), one token each.
+fn rec(index: u64, worker: u32, sent: u64, first: u64, gaps: &[u64]) -> RequestRecord {
+    let mut r = RequestRecord::new(index, Outcome::Succeeded);
+    r.worker = worker;
+    r.sent_ns = Some(sent);
+    let mut t = sent + first;
+    r.chunks.push(Chunk(t, Some(1)));
+    for g in gaps {
+        t += g;
+        r.chunks.push(Chunk(t, Some(1)));
+    }
+    r.first_content_ns = Some(sent + first);
+    r.end_ns = Some(t);
+    r.input_tokens = Some(100);
+    r.output_tokens = Some(TokenCount {
+        count: gaps.len() as u64 + 1,
+        source: TokenSource::Usage,
+    });
+    r
+}
+
+/// The gap of draw `k`: 1 in 20 a 60 ms stall, else 5 ms to 6 ms evenly.
+fn gap(k: u64) -> u64 {
+    if k % 20 == 19 {
+        60 * MS
+    } else {
+        5 * MS + (k * 7919 % 1000) * 1000
+    }
+}
+
+/// One client, one request after another: 200 requests of 50 gaps, 10 ms to first.
+fn sequential() -> Vec<RequestRecord> {
+    let mut t = 0;
+    (0..200)
+        .map(|i| {
+            let gaps: Vec<u64> = (0..50).map(|k| gap(i * 50 + k)).collect();
+            let r = rec(i, 0, t, 10 * MS, &gaps);
+            t = r.end_ns.unwrap_or(0) + MS;
+            r
+        })
+        .collect()
+}
+
+fn workload(requests: u64, max_tokens: u32) -> Workload {
+    Workload {
+        requests,
+        warmup: 0,
+        input_tokens: 100,
+        max_tokens,
+        turnaround_ns: MS,
+        lengths: Vec::new(),
+        prefix_tokens: 0,
+        prefix_groups: 1,
+        sessions: None,
+    }
+}
+
+fn start() -> Start {
+    Start {
+        seed: 7,
+        level: 0,
+        start_ns: 0,
+        first_index: 0,
+    }
+}
+
+#[test]
+fn the_stall_band_is_a_component_of_its_own_and_comes_back_out() {
+    let twin = fit(&[sequential()], "hand-built").expect("fits");
+    assert_eq!(
+        (twin.slots, twin.slots_seen, twin.max_running),
+        (1, false, 1)
+    );
+    assert_eq!((twin.requests, twin.gaps), (200, 10_000));
+    let cell = twin.itl_cell(1, 150);
+    assert_eq!(cell.context, Some(128), "150 tokens of context: bin 128");
+    let pooled = twin
+        .itl
+        .iter()
+        .find(|c| c.context.is_none())
+        .expect("pooled");
+    assert_eq!(pooled.samples, 10_000);
+    assert_eq!(pooled.stall_share, 0.05, "1 gap in 20 is a 60 ms stall");
+    assert_eq!(pooled.stall_us, vec![60_000; TAIL_POINTS]);
+    assert_eq!(pooled.body_us[0], 5_000);
+    assert_eq!(*pooled.body_us.last().expect("points"), 5_999);
+    // Every request's prefill was 10 ms.
+    assert!(twin
+        .prefill
+        .iter()
+        .all(|c| c.times_us == vec![10_000; TAIL_POINTS]));
+    // Served by the twin: ITL p50 within the body (5.5 ms), p90 too, p99 the stall.
+    let (level, server) = plan_level_on(
+        TwinServer::new(Arc::new(twin), 1),
+        Arrivals::Closed { concurrency: 1 },
+        &workload(200, 51),
+        start(),
+    );
+    let f = Figures::of_records(&level.records).expect("figures");
+    assert!((f.itl[0] - 5.5).abs() < 0.05, "ITL p50 {}", f.itl[0]);
+    assert!((f.itl[1] - 5.9).abs() < 0.06, "ITL p90 {}", f.itl[1]);
+    assert_eq!(f.ttft, [10.0, 10.0]);
+    let mut gaps: Vec<u64> = level
+        .records
+        .iter()
+        .flat_map(|r| r.chunks.windows(2).map(|w| w[1].0 - w[0].0))
+        .collect();
+    gaps.sort_unstable();
+    let stalls = gaps.iter().filter(|&&g| g == 60 * MS).count() as f64 / gaps.len() as f64;
+    assert!((stalls - 0.05).abs() < 0.01, "stall share {stalls}");
+    assert_eq!(gaps[gaps.len() * 99 / 100], 60 * MS, "p99 is a stall");
+    assert_eq!(server.reach().beyond, 0, "within the fit");
+}
+
+/// Two slots, four clients: two stream while two wait; each request takes 10 ms to
+/// its first token once admitted (the first two free their slots at 60 ms), then 10
+/// gaps of 5 ms.
+fn two_slots() -> Vec<RequestRecord> {
+    let mut out = Vec::new();
+    for wave in 0..100u64 {
+        let t = wave * 200 * MS;
+        for k in 0..4u64 {
+            let (sent, first) = if k < 2 { (t, 10) } else { (t, 70) };
+            out.push(rec(wave * 4 + k, k as u32, sent, first * MS, &[5 * MS; 10]));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_slots_are_read_off_the_runs_and_queueing_is_not_prefill() {
+    let twin = fit(&[two_slots()], "hand-built").expect("fits");
+    assert_eq!((twin.slots, twin.slots_seen), (2, true));
+    assert!(
+        twin.prefill
+            .iter()
+            .all(|c| c.times_us == vec![10_000; TAIL_POINTS]),
+        "the 60 ms behind a full slot is queueing: {:?}",
+        twin.prefill
+    );
+    assert_eq!(twin.max_running, 2);
+    // Four clients again: half the requests wait 60 ms for a slot.
+    let (level, server) = plan_level_on(
+        TwinServer::new(Arc::new(twin), 1),
+        Arrivals::Closed { concurrency: 4 },
+        &workload(400, 11),
+        Start { seed: 0, ..start() },
+    );
+    assert_eq!(server.reach().max_running, 2, "never more than the slots");
+    let mut ttft: Vec<u64> = level
+        .records
+        .iter()
+        .map(|r| r.chunks[0].0 - r.sent_ns.unwrap_or(0))
+        .collect();
+    ttft.sort_unstable();
+    assert_eq!(ttft[0], 10 * MS);
+    assert!(ttft[399] >= 60 * MS, "waited for a slot: {}", ttft[399]);
+}
+
+#[test]
+fn load_past_the_fit_is_counted_as_extrapolation() {
+    let twin = Arc::new(fit(&[sequential()], "hand-built").expect("fits"));
+    let (_, server) = plan_level_on(
+        TwinServer::new(twin.clone(), 1),
+        Arrivals::Closed { concurrency: 4 },
+        &workload(40, 20),
+        start(),
+    );
+    let reach = server.reach();
+    assert_eq!((reach.requests, reach.max_running), (40, 4));
+    assert!(reach.beyond >= 36, "{reach:?}");
+    // A context deeper than the fit saw (100 + 51 tokens) is beyond it too.
+    let (_, server) = plan_level_on(
+        TwinServer::new(twin, 1),
+        Arrivals::Closed { concurrency: 1 },
+        &workload(3, 400),
+        start(),
+    );
+    assert_eq!(server.reach().beyond, 3);
+}
+
+#[test]
+fn the_file_reads_back_and_refuses_another_format_or_a_broken_table() {
+    let twin = fit(&[two_slots()], "hand-built").expect("fits");
+    let text = twin.to_toml();
+    assert!(text.starts_with("format = 1\n"), "{text}");
+    assert_eq!(Twin::from_toml(&text), Ok(twin.clone()));
+    let other = text.replacen("format = 1", "format = 2", 1);
+    assert_eq!(Twin::from_toml(&other), Err(TwinFileError::Format(2)));
+    let mut broken = twin;
+    broken.itl[0].body_us.pop();
+    let e = Twin::from_toml(&broken.to_toml()).expect_err("short table");
+    assert!(e.to_string().contains("129 ascending"), "{e}");
+    assert!(matches!(
+        Twin::from_toml("format = 1\nslots = \"x\""),
+        Err(TwinFileError::Parse(_))
+    ));
+}
+
+#[test]
+fn no_streams_no_twin() {
+    let mut failed = rec(0, 0, 0, MS, &[MS]);
+    failed.outcome = Outcome::TotalTimeout;
+    assert_eq!(fit(&[vec![failed]], "x"), Err(FitError::NoRequests));
+    assert_eq!(
+        fit(&[vec![rec(0, 0, 0, MS, &[])]], "x"),
+        Err(FitError::NoGaps)
+    );
+}
+
+#[test]
+fn bins_and_tables() {
+    assert_eq!(
+        [1, 8, 9, 16, 31, 32].map(running_bin),
+        [1, 8, 8, 16, 16, 32]
+    );
+    assert_eq!(
+        [0, 63, 64, 127, 128, 5000].map(size_bin),
+        [0, 0, 64, 64, 128, 4096]
+    );
+    assert_eq!(table_at(&[0, 10, 20], 0.75), 15.0);
+    assert_eq!(table_of(&[1.0, 2.0, 3.0, 4.0, 5.0], 3), vec![1, 3, 5]);
+}
