@@ -1027,6 +1027,12 @@ fn parse_speculation(s: &str) -> Result<Speculation, String> {
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// Ask an endpoint's twin (a file of `cadence twin fit`) instead of the engine
+    /// model: every load shape, in virtual time; a level whose requests went past what
+    /// the twin was fitted on is marked as extrapolation.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["calibrate", "preset", "engine"])]
+    pub twin: Option<PathBuf>,
+
     #[command(flatten)]
     pub engine: EngineOpts,
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
 use cadence_core::{Checks, RecordSink};
-use cadence_engine::{plan_level, preset, Arrivals, EngineSpec, Sessions, Workload, PRESETS};
+use cadence_engine::twin::{extrapolation, Model};
+use cadence_engine::{preset, Arrivals, EngineSpec, Sessions, Workload, PRESETS};
 
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
 use crate::exit::{usage, Exit};
@@ -81,11 +82,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         crate::output::print_stdout(&preset_table())?;
         return Ok(Exit::Ok);
     }
-    let spec = crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
-        usage("cadence plan needs an engine: --preset NAME (see --list-presets) or --engine FILE.toml")
-    })?;
-    if let Some(run) = &args.calibrate {
-        return calibrate(&args, spec, run);
+    let model = match &args.twin {
+        Some(path) => crate::engine_opts::twin(path, args.seed)?,
+        None => Model::Engine(Box::new(crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
+            usage("cadence plan needs an engine: --preset NAME (see --list-presets), --engine FILE.toml or --twin FILE")
+        })?)),
+    };
+    if let (Some(run), Model::Engine(spec)) = (&args.calibrate, &model) {
+        return calibrate(&args, (**spec).clone(), run);
     }
     if !args.engine.inject.is_empty() {
         return Err(usage(
@@ -138,14 +142,20 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         .map(|p| RecordsWriter::open(RecordsConfig::new(p)))
         .transpose()?;
     let started = std::time::Instant::now();
-    let planned = plan_levels(&spec, &levels(&args), &workload, &mut aggs, writer.as_mut());
+    let planned = plan_levels(
+        &model,
+        &levels(&args),
+        &workload,
+        &mut aggs,
+        writer.as_mut(),
+    );
     if let Some(w) = writer {
         w.finish()?;
     }
     let mut info = RunInfo::new(
-        format!("engine model {} (virtual time)", spec.name),
+        format!("{} (virtual time)", model.name()),
         "engine-model",
-        spec.name.clone(),
+        model.name(),
         crate::run_meta::mode(args.rate.is_some(), args.arrivals),
         crate::run_meta::now_unix_ms(),
     );
@@ -156,8 +166,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     report.warnings.insert(
         0,
         format!(
-            "planned, not measured: {} on the engine model in virtual time ({:.0} ms of computation)",
-            spec.name,
+            "planned, not measured: {} in virtual time ({:.0} ms of computation)",
+            model.name(),
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
@@ -269,7 +279,7 @@ pub struct Planned {
 /// each level's records to the level aggregators and the records file (when there is
 /// one); none are kept past their level.
 pub fn plan_levels(
-    spec: &EngineSpec,
+    model: &Model,
     levels: &[LevelSpec],
     workload: &Workload,
     aggs: &mut dyn RecordSink,
@@ -281,15 +291,28 @@ pub fn plan_levels(
     };
     let mut index = 0u64;
     for (i, l) in levels.iter().enumerate() {
-        let level = plan_level(spec, l.arrivals, workload, i as u32, planned.end_ns, index);
+        let (level, reach) =
+            model.plan_level(l.arrivals, workload, i as u32, planned.end_ns, index);
         planned.end_ns = level.end_ns;
         index += level.records.len() as u64;
+        let mut warnings = engine_warnings(&level);
+        let beyond = match (model, reach) {
+            (Model::Twin { twin, .. }, Some(r)) => extrapolation(&r, twin),
+            _ => None,
+        };
+        let name = match beyond {
+            Some(w) => {
+                warnings.insert(0, w);
+                format!("{} (extrapolated)", l.name)
+            }
+            None => l.name.clone(),
+        };
         planned.metas.push(LevelMeta {
             concurrency: l.concurrency,
             rate: l.rate,
             intended: Some(level.records.len() as u64),
-            warnings: engine_warnings(&level),
-            ..LevelMeta::new(i as u32, l.name.clone())
+            warnings,
+            ..LevelMeta::new(i as u32, name)
         });
         for r in &level.records {
             aggs.accept(r);

@@ -6,9 +6,11 @@
 //! TOML file, `format = 1`; docs/src/twin.md says every field.
 
 mod fit;
+mod model;
 mod server;
 
 pub use fit::{fit, FitError};
+pub use model::{extrapolation, Model};
 pub use server::{Reach, TwinServer};
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,119 @@
+//! `cadence twin` through the real binary: a twin fitted on a sweep of the built-in
+//! simulator (engine mode), asked by `cadence plan --twin` at loads inside and past
+//! the fit, the past ones marked as extrapolation; bad inputs refused by name.
+
+mod common;
+
+use common::{cadence, usage_error, validate};
+use std::path::Path;
+
+/// A closed-loop sweep of the built-in simulator in engine mode, as records.
+fn sweep(dir: &Path, levels: &str, requests: &str) -> std::path::PathBuf {
+    let records = dir.join("sweep.jsonl");
+    cadence()
+        .args([
+            "bench",
+            "--preset",
+            "llama-3.1-8b@h100-fp8",
+            "-c",
+            levels,
+            "-n",
+            requests,
+        ])
+        .args(["--max-tokens", "16", "--input-tokens", "128", "--records"])
+        .arg(&records)
+        .arg("--json")
+        .arg(dir.join("sweep.json"))
+        .assert()
+        .code(0);
+    records
+}
+
+#[test]
+fn a_twin_fitted_on_a_sweep_plans_every_load_and_marks_what_lies_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sweep(dir.path(), "1,2,4", "30");
+    let twin = dir.path().join("twin.toml");
+    cadence()
+        .args(["twin", "fit"])
+        .arg(&records)
+        .arg("-o")
+        .arg(&twin)
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("90 requests"));
+    let text = std::fs::read_to_string(&twin).unwrap();
+    assert!(text.starts_with("format = 1\n"), "{text}");
+    let json = dir.path().join("plan.json");
+    cadence()
+        .args(["plan", "--twin"])
+        .arg(&twin)
+        .args([
+            "-c",
+            "2,32",
+            "-n",
+            "60",
+            "--max-tokens",
+            "16",
+            "--input-tokens",
+            "128",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(0);
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["name"], "concurrency=2", "within the fit");
+    assert_eq!(levels[1]["name"], "concurrency=32 (extrapolated)");
+    let warnings = levels[1]["warnings"].to_string();
+    assert!(
+        warnings.contains("32 running (the fit saw up to"),
+        "{warnings}"
+    );
+    for l in levels {
+        assert_eq!(l["requests"]["succeeded"], 60);
+    }
+    // The rate shapes too, in virtual time.
+    cadence()
+        .args(["plan", "--twin"])
+        .arg(&twin)
+        .args(["--rate", "5", "-n", "20", "--max-tokens", "16"])
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("rate=5/s"));
+    // Refusals: a twin with an engine, a JSON report to fit, another format.
+    let t = twin.to_str().unwrap();
+    usage_error(
+        &["plan", "--twin", t, "--preset", "tiny@cpu"],
+        "cannot be used with",
+    );
+    let report = dir.path().join("sweep.json");
+    let out = dir.path().join("x.toml");
+    usage_error(
+        &[
+            "twin",
+            "fit",
+            report.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        "holds no chunk times",
+    );
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        text_with_format(&std::fs::read_to_string(&twin).unwrap()),
+    )
+    .unwrap();
+    usage_error(
+        &["plan", "--twin", other.to_str().unwrap()],
+        "twin format 2; this cadence reads format 1",
+    );
+}
+
+fn text_with_format(text: &str) -> String {
+    text.replacen("format = 1", "format = 2", 1)
+}
