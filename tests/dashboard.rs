@@ -151,8 +151,13 @@ fn bench_tui_in_tmux_stops_on_q_keeps_records_and_restores_the_terminal() {
     let screen = tmux.screen();
     assert!(screen.contains("Requests"), "the report follows:\n{screen}");
 
-    // The records file is complete: every intended request, the level and run lines.
-    let text = std::fs::read_to_string(&records).unwrap();
+    assert_records_complete(&records);
+}
+
+/// The records file of an interrupted run is complete: every intended request, the
+/// level and run lines.
+fn assert_records_complete(records: &Path) {
+    let text = std::fs::read_to_string(records).unwrap();
     let (file, _) = cadence_core::runlog::parse_records_file(&text).unwrap();
     let levels: Vec<&str> = text
         .lines()

@@ -62,6 +62,34 @@ fn probes_in(db: &Path) -> u64 {
     before.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// Chromium renders the hub's pages (at `hub`) with their charts, asking only the hub;
+/// at 1280 px nothing overflows, and each chart has its axes.
+fn assert_hub_pages_render(hub: &str, dir: &Path) {
+    let origin = format!("http://{hub}/");
+    for (page, name) in [("", "hub"), ("target/sim", "hub-target")] {
+        let url = format!("{origin}{page}");
+        let (html, asked) = render(&url, &origin, dir, name);
+        assert!(html.contains("<td>east</td>"), "{url}: {html}");
+        if !page.is_empty() {
+            assert_eq!(html.matches("<svg").count(), 2, "{html}");
+            assert!(html.matches("<circle").count() >= 4, "no marks: {html}");
+        }
+        assert!(asked.iter().all(|u| u.starts_with(&origin)), "{asked:?}");
+        assert!(asked.contains(&url), "the page updates itself: {asked:?}");
+        // At 1280 px nothing overflows, and each chart has its axes.
+        let (_, raw) = get(hub, &format!("/{page}"));
+        let l = common::watcher::layout(&raw, dir, &format!("layout-{name}"));
+        assert!(
+            l.scroll_width <= 1280.0 && l.wide.is_empty(),
+            "{url} is {} px wide: {}",
+            l.scroll_width,
+            l.wide
+        );
+        assert!(l.bad.is_empty(), "{url}: {}", l.bad);
+        assert_eq!(l.figures, if page.is_empty() { 0 } else { 2 }, "{url}");
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL (CADENCE_TEST_POSTGRES); scripts/test.sh starts one and runs this"]
 fn two_vantages_feed_one_store_and_every_page_compares_them() {
@@ -112,30 +140,7 @@ fn two_vantages_feed_one_store_and_every_page_compares_them() {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["east", "west"]);
-    // Chromium renders the hub's pages with their charts, asking only the hub.
-    let origin = format!("http://{}/", hub.addr);
-    for (page, name) in [("", "hub"), ("target/sim", "hub-target")] {
-        let url = format!("{origin}{page}");
-        let (html, asked) = render(&url, &origin, dir.path(), name);
-        assert!(html.contains("<td>east</td>"), "{url}: {html}");
-        if !page.is_empty() {
-            assert_eq!(html.matches("<svg").count(), 2, "{html}");
-            assert!(html.matches("<circle").count() >= 4, "no marks: {html}");
-        }
-        assert!(asked.iter().all(|u| u.starts_with(&origin)), "{asked:?}");
-        assert!(asked.contains(&url), "the page updates itself: {asked:?}");
-        // At 1280 px nothing overflows, and each chart has its axes.
-        let (_, raw) = get(&hub.addr, &format!("/{page}"));
-        let l = common::watcher::layout(&raw, dir.path(), &format!("layout-{name}"));
-        assert!(
-            l.scroll_width <= 1280.0 && l.wide.is_empty(),
-            "{url} is {} px wide: {}",
-            l.scroll_width,
-            l.wide
-        );
-        assert!(l.bad.is_empty(), "{url}: {}", l.bad);
-        assert_eq!(l.figures, if page.is_empty() { 0 } else { 2 }, "{url}");
-    }
+    assert_hub_pages_render(&hub.addr, dir.path());
     // The hub's /metrics: each vantage's latest probe, labelled by target and vantage.
     let (_, m) = get(&hub.addr, "/metrics");
     for v in ["east", "west"] {

@@ -582,9 +582,12 @@ async fn read_stream(
     d: &Deadlines,
 ) -> StreamText {
     let mut tracker = new_tracker(cx, framing);
-    let mut last_read = Instant::now();
-    // When `[DONE]` was read: the request then ends at EOF or after a short grace.
-    let mut done_at: Option<Instant> = None;
+    let mut p = Progress {
+        last_read: Instant::now(),
+        done_at: None,
+        last_content: None,
+        body_bytes: 0,
+    };
     let timer = tokio::time::sleep_until(d.first_token);
     tokio::pin!(timer);
     // The deadline of the phase the stream is in (first token, idle, after [DONE]).
@@ -593,11 +596,6 @@ async fn read_stream(
         None => d.streaming(has_output, last_read, cx.timeouts.idle),
     };
     let mut phase = None;
-    // The latest read that carried content: its gap to the next tells the runtime's
-    // wake-up coalescing how far apart this stream's chunks are.
-    let mut last_content: Option<Instant> = None;
-    // Body bytes read, for the size ceiling.
-    let mut body_bytes = 0u64;
 
     // One poll reads every read that is ready, then looks at the run's end and the
     // deadline: the same order as a biased select over the three, without a new future
@@ -614,42 +612,22 @@ async fn read_stream(
             // put a timer-wheel update on the hot path. Within a phase the deadline only
             // moves later, so it is moved earlier here when the phase changes, and later
             // only when it fires too soon (below).
-            let now_in = (tracker.has_output(), done_at.is_some());
+            let now_in = (tracker.has_output(), p.done_at.is_some());
             if phase != Some(now_in) {
                 phase = Some(now_in);
-                let (due, _) = deadline(now_in.0, last_read, done_at);
+                let (due, _) = deadline(now_in.0, p.last_read, p.done_at);
                 if due < timer.deadline() {
                     timer.as_mut().reset(due);
                     armed = true;
                 }
             }
             match body.poll_next(task) {
-                Poll::Ready(Some(Ok((now, stamp, data)))) => {
-                    last_read = now;
+                Poll::Ready(Some(Ok(read))) => {
                     read_here = true;
-                    // The kernel's receive time of this read, when known.
-                    let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
-                    let before = rec.chunks.len();
-                    let flow = tracker.feed(ft.t_ns, data, rec);
-                    stamper.after_feed(ft, before, rec);
-                    if rec.chunks.len() > before {
-                        let gap = last_content.map(|last| now - last);
-                        crate::coalesce::note_read(gap, rec.chunks.len() - before);
-                        last_content = Some(now);
+                    match take_read(cx, &mut tracker, &mut stamper, rec, &mut p, read) {
+                        Some(ended) => return Poll::Ready(ended),
+                        None => continue,
                     }
-                    if flow == Flow::Stop {
-                        rec.end_ns = Some(ft.t_ns);
-                        return Poll::Ready(Ended::Stopped);
-                    }
-                    body_bytes = body_bytes.saturating_add(data.len() as u64);
-                    if done_at.is_none() && past_ceiling(cx.timeouts, rec, body_bytes) {
-                        rec.end_ns = Some(ft.t_ns);
-                        return Poll::Ready(Ended::TooLarge);
-                    }
-                    if done_at.is_none() && tracker.is_done() {
-                        done_at = Some(now);
-                    }
-                    continue;
                 }
                 Poll::Ready(Some(Err(chain))) => return Poll::Ready(Ended::Failed(chain)),
                 Poll::Ready(None) => return Poll::Ready(Ended::Eof),
@@ -658,9 +636,9 @@ async fn read_stream(
             if cancel.poll_cancelled(task).is_ready() {
                 return Poll::Ready(Ended::RunEnd);
             }
-            let look = armed || !read_here || last_read >= timer.deadline();
+            let look = armed || !read_here || p.last_read >= timer.deadline();
             if look && timer.as_mut().poll(task).is_ready() {
-                let (due, outcome) = deadline(tracker.has_output(), last_read, done_at);
+                let (due, outcome) = deadline(tracker.has_output(), p.last_read, p.done_at);
                 if Instant::now() < due {
                     // Bytes arrived since the timer was armed: not idle yet.
                     timer.as_mut().reset(due);
@@ -678,6 +656,56 @@ async fn read_stream(
     // Every way out of the loop: room reserved for chunks that never came goes back.
     rec.fit_chunks();
     tracker.take_text()
+}
+
+/// What a stream's read loop keeps from one read to the next.
+struct Progress {
+    /// When the latest read returned.
+    last_read: Instant,
+    /// When `[DONE]` was read: the request then ends at EOF or after a short grace.
+    done_at: Option<Instant>,
+    /// The latest read that carried content: its gap to the next tells the runtime's
+    /// wake-up coalescing how far apart this stream's chunks are.
+    last_content: Option<Instant>,
+    /// Body bytes read, for the size ceiling.
+    body_bytes: u64,
+}
+
+/// One read taken in: its bytes fed to the tracker at the read's time (the kernel's
+/// receive time when known), the gap noted for wake-up coalescing, the size ceiling and
+/// `[DONE]` looked at. The way the stream ends when this read ends it.
+#[inline]
+fn take_read(
+    cx: &ExecContext<'_>,
+    tracker: &mut StreamTracker,
+    stamper: &mut Stamper,
+    rec: &mut RequestRecord,
+    p: &mut Progress,
+    (now, stamp, data): Read<'_>,
+) -> Option<Ended> {
+    p.last_read = now;
+    let ft = stamper.frame_time_of(cx.clock, now, stamp, rec);
+    let before = rec.chunks.len();
+    let flow = tracker.feed(ft.t_ns, data, rec);
+    stamper.after_feed(ft, before, rec);
+    if rec.chunks.len() > before {
+        let gap = p.last_content.map(|last| now - last);
+        crate::coalesce::note_read(gap, rec.chunks.len() - before);
+        p.last_content = Some(now);
+    }
+    if flow == Flow::Stop {
+        rec.end_ns = Some(ft.t_ns);
+        return Some(Ended::Stopped);
+    }
+    p.body_bytes = p.body_bytes.saturating_add(data.len() as u64);
+    if p.done_at.is_none() && past_ceiling(cx.timeouts, rec, p.body_bytes) {
+        rec.end_ns = Some(ft.t_ns);
+        return Some(Ended::TooLarge);
+    }
+    if p.done_at.is_none() && tracker.is_done() {
+        p.done_at = Some(now);
+    }
+    None
 }
 
 /// What the way a stream's read loop `ended` says about the request.

@@ -194,6 +194,28 @@ async fn fetch_faults(c: &TestClient, [main, strict, refused, echo]: [&str; 4]) 
     responses
 }
 
+/// Waits for the alert's firing post, which a loaded machine may deliver late; without
+/// one, fails with the alert's logs and the proxy's /stats.
+async fn wait_for_firing(
+    posts: &Mutex<Vec<String>>,
+    logs: &Logs,
+    metrics_addr: std::net::SocketAddr,
+) {
+    let fired = eventually(Duration::from_secs(10), || {
+        posts.lock().unwrap().iter().any(|p| p.contains("firing"))
+    })
+    .await;
+    if !fired {
+        let alert_logs = String::from_utf8_lossy(&logs.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains("alert"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let st = get_text(&format!("http://{metrics_addr}/stats")).await;
+        panic!("no firing post; the alert's logs:\n{alert_logs}\n/stats: {st}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f46_secret_canary_appears_nowhere() {
     let logs = Logs::default();
@@ -247,19 +269,7 @@ async fn f46_secret_canary_appears_nowhere() {
 
     // The alert fired while the sim faults streamed; wait for its post, which a loaded
     // machine may deliver late, before shutting the proxies down.
-    let fired = eventually(Duration::from_secs(10), || {
-        posts.lock().unwrap().iter().any(|p| p.contains("firing"))
-    })
-    .await;
-    if !fired {
-        let alert_logs = String::from_utf8_lossy(&logs.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains("alert"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let st = get_text(&format!("http://{}/stats", main.metrics_addr.unwrap())).await;
-        panic!("no firing post; the alert's logs:\n{alert_logs}\n/stats: {st}");
-    }
+    wait_for_firing(&posts, &logs, main.metrics_addr.unwrap()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let metrics_addr = main.metrics_addr.unwrap();
     let metrics = get_text(&format!("http://{metrics_addr}/metrics")).await;

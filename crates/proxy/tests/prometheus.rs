@@ -159,6 +159,49 @@ async fn check_dashboard_queries(prom: &str) {
     assert!(n >= 10);
 }
 
+/// Traffic: 40 streams of 30 tokens, 10 at a time, to `url`.
+async fn send_forty_streams(url: &str) {
+    let c = client();
+    for _ in 0..4 {
+        let mut batch = Vec::new();
+        for _ in 0..10 {
+            let (c, url) = (c.clone(), url.to_string());
+            batch.push(tokio::spawn(async move {
+                fetch(&c, "POST", &url, &[], &chat_body(30, true)).await
+            }));
+        }
+        for b in batch {
+            assert_eq!(b.await.unwrap().status, 200);
+        }
+    }
+}
+
+/// Waits until Prometheus has scraped every one of `want` gaps (its log, in `dir`, said
+/// when it never does).
+async fn wait_for_scrapes(prom: &str, want: f64, dir: &std::path::Path) {
+    let mut seen = None;
+    for _ in 0..300 {
+        if let Ok(v) = tokio::time::timeout(
+            Duration::from_secs(2),
+            query(prom, "sum(cadence_itl_seconds_count)"),
+        )
+        .await
+        {
+            seen = scalar(&v);
+            if seen == Some(want) {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    assert_eq!(
+        seen,
+        Some(want),
+        "Prometheus never saw all {want} gaps; its log:\n{log}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Prometheus; scripts/test.sh installs it and runs this"]
 async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
@@ -183,21 +226,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
 
     let (_prom, prom) = start_prometheus(&bin, dir.path(), metrics_addr);
 
-    // Traffic: 40 streams of 30 tokens, 10 at a time.
-    let c = client();
-    let url = format!("{}/v1/chat/completions", p.url());
-    for _ in 0..4 {
-        let mut batch = Vec::new();
-        for _ in 0..10 {
-            let (c, url) = (c.clone(), url.clone());
-            batch.push(tokio::spawn(async move {
-                fetch(&c, "POST", &url, &[], &chat_body(30, true)).await
-            }));
-        }
-        for b in batch {
-            assert_eq!(b.await.unwrap().status, 200);
-        }
-    }
+    send_forty_streams(&format!("{}/v1/chat/completions", p.url())).await;
 
     // The gaps the proxy measured: every one of the 40 × 29, except any the proxy spent
     // waiting on this test's client (core's `client_wait_before`: a loaded machine can
@@ -215,28 +244,7 @@ async fn real_prometheus_histogram_quantile_agrees_with_the_records() {
         (40.0 * 29.0 - 40.0..=40.0 * 29.0).contains(&want),
         "the proxy measured {want} of 1,160 gaps"
     );
-    // Wait until Prometheus has scraped every gap.
-    let mut seen = None;
-    for _ in 0..300 {
-        if let Ok(v) = tokio::time::timeout(
-            Duration::from_secs(2),
-            query(&prom, "sum(cadence_itl_seconds_count)"),
-        )
-        .await
-        {
-            seen = scalar(&v);
-            if seen == Some(want) {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-    assert_eq!(
-        seen,
-        Some(want),
-        "Prometheus never saw all {want} gaps; its log:\n{log}"
-    );
+    wait_for_scrapes(&prom, want, dir.path()).await;
 
     p.shutdown().await.unwrap();
     let text = std::fs::read_to_string(&path).unwrap();

@@ -156,18 +156,7 @@ pub fn load_with(
     what_if: &[WhatIf],
 ) -> Result<Loaded, Error> {
     let files = &crate::fleet::expand(files)?;
-    let mut json = Vec::new();
-    for f in files {
-        if is_json_report(f)? {
-            json.push(f);
-        }
-    }
-    if let Some(f) = json.first() {
-        if files.len() > 1 {
-            return Err(input(
-                "give one JSON report, or one or more records files (JSON reports cannot be merged: they hold no samples)",
-            ));
-        }
+    if let Some(f) = only_json_report(files)? {
         return load_json_report(f, slos, convention);
     }
     let fleet = FleetScan::scan(files, exclude_shards)?;
@@ -185,18 +174,7 @@ pub fn load_with(
     };
     let mut warnings = Vec::new();
     let (info, mut checks, search) = saved_checks(scan.run, exact_samples, &mut warnings)?;
-    if !slos.is_empty() {
-        checks.slos = slos.to_vec();
-    }
-    if let Some(m) = max_error_rate {
-        checks.max_error_rate = m;
-    }
-    if !what_if.is_empty() {
-        checks.what_if = what_if.to_vec();
-    }
-    if convention.is_some() {
-        checks.convention = convention;
-    }
+    override_checks(&mut checks, slos, convention, max_error_rate, what_if);
     let mut source = RecordsSource {
         files: feed_files,
         base_unix_ms: scan.base_unix_ms,
@@ -216,31 +194,11 @@ pub fn load_with(
             files[0].display()
         )));
     }
-    if files.len() > 1 && fleet.is_none() {
-        warnings.push(format!(
-            "merged {} records files by level: throughput windows assume their clocks started together",
-            files.len()
-        ));
-    }
-    if scan.anchors > 1 {
-        warnings.push(format!(
-            "{} proxy runs were put on one timeline by their wall-clock anchors",
-            scan.anchors
-        ));
-    }
+    warnings.extend(merge_warnings(files.len(), fleet.is_some(), scan.anchors));
     let levels = with_unnamed_levels(scan.levels, &fed.level_ids);
     source.level_ids = levels.iter().map(|m| m.level).collect();
     let (mut report, verdict) = cadence_core::assemble(info, &levels, &fed.aggs, &checks);
-    let mut verdict = match verdict {
-        cadence_core::Verdict::SloBreached => Verdict::SloBreached,
-        cadence_core::Verdict::Invalid => Verdict::Invalid,
-        // A rebuilt report of an interrupted run is a complete answer about what it holds.
-        cadence_core::Verdict::Ok | cadence_core::Verdict::Interrupted => Verdict::Ok,
-    };
-    // As in bench: with --find-max, probes above the frontier breach by design.
-    if verdict == Verdict::SloBreached && search.as_ref().is_some_and(|s| s.best.is_some()) {
-        verdict = Verdict::Ok;
-    }
+    let mut verdict = rebuilt_verdict(verdict, search.as_ref());
     report.search = search;
     report.warnings.extend(warnings);
     if let Some((fleet, fleet_warnings)) = fleet {
@@ -255,6 +213,76 @@ pub fn load_with(
         records: Some(source),
         verdict,
     })
+}
+
+/// The JSON report among `files`, when one is; a JSON report beside any other file is
+/// refused (it holds no samples to merge).
+fn only_json_report(files: &[PathBuf]) -> Result<Option<&PathBuf>, Error> {
+    let mut json = None;
+    for f in files {
+        if is_json_report(f)? {
+            json = json.or(Some(f));
+        }
+    }
+    if json.is_some() && files.len() > 1 {
+        return Err(input(
+            "give one JSON report, or one or more records files (JSON reports cannot be merged: they hold no samples)",
+        ));
+    }
+    Ok(json)
+}
+
+/// The run line's checks, with what the command line gives in their place.
+fn override_checks(
+    checks: &mut Checks,
+    slos: &[Slo],
+    convention: Option<Convention>,
+    max_error_rate: Option<f64>,
+    what_if: &[WhatIf],
+) {
+    if !slos.is_empty() {
+        checks.slos = slos.to_vec();
+    }
+    if let Some(m) = max_error_rate {
+        checks.max_error_rate = m;
+    }
+    if !what_if.is_empty() {
+        checks.what_if = what_if.to_vec();
+    }
+    if convention.is_some() {
+        checks.convention = convention;
+    }
+}
+
+/// What a reader of a report rebuilt from several files (not a fleet's shards) or
+/// several proxy runs is told about how they were joined.
+fn merge_warnings(files: usize, fleet: bool, anchors: u64) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if files > 1 && !fleet {
+        warnings.push(format!(
+            "merged {files} records files by level: throughput windows assume their clocks started together"
+        ));
+    }
+    if anchors > 1 {
+        warnings.push(format!(
+            "{anchors} proxy runs were put on one timeline by their wall-clock anchors"
+        ));
+    }
+    warnings
+}
+
+/// A rebuilt report's verdict: an interrupted run's report is a complete answer about
+/// what it holds, and with --find-max (as in bench) probes above the frontier breach by
+/// design.
+fn rebuilt_verdict(verdict: cadence_core::Verdict, search: Option<&SearchReport>) -> Verdict {
+    match verdict {
+        cadence_core::Verdict::SloBreached if search.is_some_and(|s| s.best.is_some()) => {
+            Verdict::Ok
+        }
+        cadence_core::Verdict::SloBreached => Verdict::SloBreached,
+        cadence_core::Verdict::Invalid => Verdict::Invalid,
+        cadence_core::Verdict::Ok | cadence_core::Verdict::Interrupted => Verdict::Ok,
+    }
 }
 
 /// A saved JSON report, re-judged against `slos` when given.

@@ -65,104 +65,102 @@ struct Case {
     timing: Option<ServerTiming>,
 }
 
+/// A case of three chunks with no reasoning text and no server timing.
+fn case(
+    file: &'static str,
+    (api, framing): (Api, Framing),
+    tokens: Option<(u64, TokenSource)>,
+    input: Option<u64>,
+    finish: Option<&'static str>,
+) -> Case {
+    Case {
+        file,
+        api,
+        framing,
+        chunks: 3,
+        reasoning: "",
+        tokens,
+        input,
+        finish,
+        timing: None,
+    }
+}
+
 fn cases() -> Vec<Case> {
     let usage = |n| Some((n, TokenSource::Usage));
+    let sse = |api| (api, Framing::Sse);
+    let timing = |prompt_ns, decode_ns| {
+        Some(ServerTiming {
+            prompt_ns: Some(prompt_ns),
+            decode_ns: Some(decode_ns),
+            decode_tokens: Some(3),
+        })
+    };
     vec![
         Case {
-            file: "responses.sse",
-            api: Api::Responses,
-            framing: Framing::Sse,
-            chunks: 3,
             reasoning: "Thinking.",
-            tokens: usage(5),
-            input: Some(12),
-            finish: Some("completed"),
-            timing: None,
+            ..case(
+                "responses.sse",
+                sse(Api::Responses),
+                usage(5),
+                Some(12),
+                Some("completed"),
+            )
         },
         Case {
-            file: "anthropic.sse",
-            api: Api::Anthropic,
-            framing: Framing::Sse,
-            chunks: 3,
             reasoning: "Hmm.",
-            tokens: usage(5),
-            input: Some(21),
-            finish: Some("max_tokens"),
-            timing: None,
+            ..case(
+                "anthropic.sse",
+                sse(Api::Anthropic),
+                usage(5),
+                Some(21),
+                Some("max_tokens"),
+            )
         },
         Case {
-            file: "ollama.ndjson",
-            api: Api::Ollama,
-            framing: Framing::Ndjson,
-            chunks: 3,
-            reasoning: "",
-            tokens: usage(3),
-            input: Some(12),
-            finish: Some("length"),
-            timing: Some(ServerTiming {
-                prompt_ns: Some(40_000_000),
-                decode_ns: Some(300_000_000),
-                decode_tokens: Some(3),
-            }),
+            timing: timing(40_000_000, 300_000_000),
+            ..case(
+                "ollama.ndjson",
+                (Api::Ollama, Framing::Ndjson),
+                usage(3),
+                Some(12),
+                Some("length"),
+            )
+        },
+        case(
+            "tgi.sse",
+            sse(Api::Generate),
+            usage(4),
+            None,
+            Some("eos_token"),
+        ),
+        case(
+            "sglang.sse",
+            sse(Api::Generate),
+            usage(3),
+            Some(12),
+            Some("length"),
+        ),
+        case("kserve.sse", sse(Api::Kserve), None, None, None),
+        Case {
+            timing: timing(4_500_000, 7_500_000),
+            ..case(
+                "llamacpp.sse",
+                sse(Api::Llamacpp),
+                usage(3),
+                Some(12),
+                Some("limit"),
+            )
         },
         Case {
-            file: "tgi.sse",
-            api: Api::Generate,
-            framing: Framing::Sse,
-            chunks: 3,
-            reasoning: "",
-            tokens: usage(4),
-            input: None,
-            finish: Some("eos_token"),
-            timing: None,
-        },
-        Case {
-            file: "sglang.sse",
-            api: Api::Generate,
-            framing: Framing::Sse,
-            chunks: 3,
-            reasoning: "",
-            tokens: usage(3),
-            input: Some(12),
-            finish: Some("length"),
-            timing: None,
-        },
-        Case {
-            file: "kserve.sse",
-            api: Api::Kserve,
-            framing: Framing::Sse,
-            chunks: 3,
-            reasoning: "",
-            tokens: None,
-            input: None,
-            finish: None,
-            timing: None,
-        },
-        Case {
-            file: "llamacpp.sse",
-            api: Api::Llamacpp,
-            framing: Framing::Sse,
-            chunks: 3,
-            reasoning: "",
-            tokens: usage(3),
-            input: Some(12),
-            finish: Some("limit"),
-            timing: Some(ServerTiming {
-                prompt_ns: Some(4_500_000),
-                decode_ns: Some(7_500_000),
-                decode_tokens: Some(3),
-            }),
-        },
-        Case {
-            file: "realtime.jsonl",
-            api: Api::Websocket,
-            framing: Framing::Ndjson,
             chunks: 2,
-            reasoning: "",
-            tokens: usage(5),
-            input: Some(12),
-            finish: Some("completed"),
-            timing: None,
+            ..case(
+                "realtime.jsonl",
+                (Api::Websocket, Framing::Ndjson),
+                usage(5),
+                Some(12),
+                Some("completed"),
+            )
         },
     ]
 }

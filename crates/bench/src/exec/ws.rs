@@ -15,7 +15,7 @@ use bytes::Bytes;
 use cadence_core::{Outcome, RequestRecord};
 use cadence_transport::rxstamp::StampedTcp;
 use cadence_transport::{Clock, RxStamps, Stamper};
-use cadence_wire::{Flow, Framing, StreamText, MAX_EVENT_BYTES};
+use cadence_wire::{Flow, Framing, StreamText, StreamTracker, MAX_EVENT_BYTES};
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::Full;
 use std::pin::Pin;
@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Duration, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// The connection under the WebSocket: the stamped TCP socket, or TLS over it
@@ -263,18 +264,7 @@ async fn read_messages(
                     Some(Ok(Message::Text(s))) => Bytes::from(s),
                     Some(Ok(Message::Binary(b))) => b,
                     Some(Ok(Message::Close(frame))) => {
-                        tracker.end_stream(cx.clock.now_ns(), rec);
-                        if let (Some(f), Outcome::Truncated) = (frame, rec.outcome) {
-                            // The code and reason (1011 and why) stay in the error
-                            // (FAULTS 105).
-                            let reason = cadence_wire::truncate_str(f.reason.trim(), 256);
-                            let base = rec.error.take().unwrap_or_default();
-                            rec.error = Some(format!(
-                                "{base} (the server closed the WebSocket with code {}{}{reason})",
-                                u16::from(f.code),
-                                if reason.is_empty() { "" } else { ": " },
-                            ));
-                        }
+                        closed(cx, &mut tracker, rec, frame);
                         break;
                     }
                     None => {
@@ -282,21 +272,8 @@ async fn read_messages(
                         break;
                     }
                     Some(Ok(_)) => continue,
-                    Some(Err(WsError::Capacity(e))) => {
-                        let now = cx.clock.now_ns();
-                        tracker.finish(now, rec);
-                        rec.end_ns = Some(now);
-                        rec.outcome = Outcome::EventTooLarge;
-                        rec.error = Some(format!(
-                            "a WebSocket message over the {MAX_EVENT_BYTES}-byte event limit ({e})"
-                        ));
-                        break;
-                    }
                     Some(Err(e)) => {
-                        tracker.end_stream(cx.clock.now_ns(), rec);
-                        if rec.outcome == Outcome::Truncated {
-                            rec.error = Some(format!("the WebSocket ended mid-stream: {e}"));
-                        }
+                        failed(cx, &mut tracker, rec, &e);
                         break;
                     }
                 };
@@ -346,4 +323,43 @@ async fn read_messages(
     // Every way out of the loop: room reserved for chunks that never came goes back.
     rec.fit_chunks();
     tracker.take_text()
+}
+
+/// The server closed the WebSocket: the stream ends, and a close that cut it keeps its
+/// code and reason (1011 and why) in the error (FAULTS 105).
+fn closed(
+    cx: &ExecContext<'_>,
+    tracker: &mut StreamTracker,
+    rec: &mut RequestRecord,
+    frame: Option<CloseFrame>,
+) {
+    tracker.end_stream(cx.clock.now_ns(), rec);
+    if let (Some(f), Outcome::Truncated) = (frame, rec.outcome) {
+        let reason = cadence_wire::truncate_str(f.reason.trim(), 256);
+        let base = rec.error.take().unwrap_or_default();
+        rec.error = Some(format!(
+            "{base} (the server closed the WebSocket with code {}{}{reason})",
+            u16::from(f.code),
+            if reason.is_empty() { "" } else { ": " },
+        ));
+    }
+}
+
+/// Reading the next message failed: a message over the event limit, else the
+/// connection ended mid-stream.
+fn failed(cx: &ExecContext<'_>, tracker: &mut StreamTracker, rec: &mut RequestRecord, e: &WsError) {
+    if let WsError::Capacity(e) = e {
+        let now = cx.clock.now_ns();
+        tracker.finish(now, rec);
+        rec.end_ns = Some(now);
+        rec.outcome = Outcome::EventTooLarge;
+        rec.error = Some(format!(
+            "a WebSocket message over the {MAX_EVENT_BYTES}-byte event limit ({e})"
+        ));
+        return;
+    }
+    tracker.end_stream(cx.clock.now_ns(), rec);
+    if rec.outcome == Outcome::Truncated {
+        rec.error = Some(format!("the WebSocket ended mid-stream: {e}"));
+    }
 }
