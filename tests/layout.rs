@@ -33,7 +33,18 @@ enum Tok {
 /// punctuation. Comments, string and character literals are dropped (a `{` or a
 /// `crate::` inside them is not code); numbers come out as identifiers, harmlessly.
 fn tokens(text: &str) -> Vec<Tok> {
+    located_tokens(text).into_iter().map(|(t, _)| t).collect()
+}
+
+/// [`tokens`], each with the line it stands on (from 1).
+fn located_tokens(text: &str) -> Vec<(Tok, usize)> {
     let c: Vec<char> = text.chars().collect();
+    // The index in `c` where each line after the first starts.
+    let starts: Vec<usize> = (0..c.len())
+        .filter(|&i| c[i] == '\n')
+        .map(|i| i + 1)
+        .collect();
+    let line = |i: usize| starts.partition_point(|&s| s <= i) + 1;
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
     let mut out = Vec::new();
     let mut i = 0;
@@ -100,16 +111,16 @@ fn tokens(text: &str) -> Vec<Tok> {
                 if at(i + hashes) == '"' {
                     i = skip_raw_string(&c, i + hashes, hashes);
                 } else {
-                    out.push(Tok::Ident(word)); // `r#ident`: the `#` follows as punctuation
+                    out.push((Tok::Ident(word), line(start))); // `r#ident`: the `#` follows as punctuation
                 }
             } else {
-                out.push(Tok::Ident(word));
+                out.push((Tok::Ident(word), line(start)));
             }
         } else if ch == ':' && at(i + 1) == ':' {
-            out.push(Tok::Sep);
+            out.push((Tok::Sep, line(i)));
             i += 2;
         } else {
-            out.push(Tok::Punct(ch));
+            out.push((Tok::Punct(ch), line(i)));
             i += 1;
         }
     }
@@ -676,11 +687,11 @@ fn no_crate_has_an_import_cycle() {
     );
 }
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir`, build output (`target/`) left out.
 fn rust_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.is_dir() {
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "target") {
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.insert(path);
@@ -798,5 +809,101 @@ fn src_is_a_thin_binary() {
         broken.is_empty(),
         "src/ is the thin binary: move what decides into the crate it belongs to, or split the module:\n{}",
         broken.join("\n")
+    );
+}
+
+/// Lines a function may have, from its `fn` line to its closing brace as written
+/// (blank lines and comments count). Clippy's `too_many_lines` (at the same 100 in
+/// clippy.toml) counts only the lines of code inside the braces, so a function of 110
+/// lines with a long signature or comments passed it; this rule counts what a reader
+/// reads, tests included.
+const MAX_FN_LINES: usize = 100;
+
+/// Each function of a source text as `(name, first line, lines)`: from the `fn` keyword
+/// to its closing brace. A declaration without a body (a trait's, `fn` in a type) has
+/// none; a nested function is counted alone and within its outer one.
+fn function_spans(text: &str) -> Vec<(String, usize, usize)> {
+    let t = located_tokens(text);
+    let mut out = Vec::new();
+    for (i, (tok, first)) in t.iter().enumerate() {
+        let (Tok::Ident(kw), Some((Tok::Ident(name), _))) = (tok, t.get(i + 1)) else {
+            continue;
+        };
+        if kw != "fn" {
+            continue;
+        }
+        // The body's `{`: the first outside the signature's brackets (`[u8; 4]`, `(a, b)`);
+        // a `;` there ends a declaration.
+        let mut depth = 0i32;
+        let mut j = i + 2;
+        while let Some((tok, _)) = t.get(j) {
+            match tok {
+                Tok::Punct('(' | '[') => depth += 1,
+                Tok::Punct(')' | ']') => depth -= 1,
+                Tok::Punct('{' | ';') if depth == 0 => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        if !matches!(t.get(j), Some((Tok::Punct('{'), _))) {
+            continue;
+        }
+        let mut braces = 0;
+        while let Some((tok, last)) = t.get(j) {
+            match tok {
+                Tok::Punct('{') => braces += 1,
+                Tok::Punct('}') => {
+                    braces -= 1;
+                    if braces == 0 {
+                        out.push((name.clone(), *first, last - first + 1));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn a_function_is_measured_from_fn_to_its_closing_brace() {
+    let text = "/// doc\nfn a(x: [u8; 4]) -> u8 {\n    // {\n    let s = \"}\";\n\n    x[0]\n}\n\
+                trait T {\n    fn b(&self);\n    fn c(&self) {\n        fn d() {}\n    }\n}\n";
+    assert_eq!(
+        function_spans(text),
+        [
+            ("a".to_string(), 2, 6),
+            ("c".to_string(), 10, 3),
+            ("d".to_string(), 11, 1)
+        ]
+    );
+}
+
+#[test]
+fn no_function_is_over_its_line_ceiling() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = BTreeSet::new();
+    for dir in ["src", "tests", "crates", "benchsuite", "fuzz"] {
+        if top.join(dir).is_dir() {
+            rust_files(&top.join(dir), &mut files);
+        }
+    }
+    assert!(files.len() > 300, "{} files", files.len());
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (name, line, lines) in function_spans(&text) {
+            if lines > MAX_FN_LINES {
+                let f = f.strip_prefix(top).unwrap().display();
+                long.push(format!("{f}:{line} fn {name} has {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "at most {MAX_FN_LINES} lines a function, signature to closing brace: split each by what it decides\n{}",
+        long.join("\n")
     );
 }
