@@ -118,21 +118,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         sessions: sessions(&args),
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
-    // The bench's own report path: the same summaries, conventions, charts, SLO
-    // verdicts and exit code, from the planned records.
-    let checks = Checks {
-        stall_threshold: args.stall_threshold,
-        slos: args.slos.clone(),
-        // Virtual time sends every request on schedule; the bench's default late-send
-        // limit is kept so a planned open loop is judged by the same rule.
-        max_late: DEFAULT_MAX_LATE,
-        time_bucket: Duration::from_secs(1),
-        convention: args.outputs.convention,
-        exact_samples: args.outputs.exact_samples(),
-        // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
-        max_error_rate: 1.0,
-        what_if: args.outputs.what_if.clone(),
-    };
+    let checks = plan_checks(&args);
     // Each level's records go to the level aggregators (and, for the per-request CSV,
     // a records file) as the driver hands them over; none are kept past their level.
     let mut aggs = checks.aggregators();
@@ -180,6 +166,24 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         exit,
         Vec::new(),
     )
+}
+
+/// The bench's own report path: the same summaries, conventions, charts, SLO
+/// verdicts and exit code, from the planned records.
+fn plan_checks(args: &PlanArgs) -> Checks {
+    Checks {
+        stall_threshold: args.stall_threshold,
+        slos: args.slos.clone(),
+        // Virtual time sends every request on schedule; the bench's default late-send
+        // limit is kept so a planned open loop is judged by the same rule.
+        max_late: DEFAULT_MAX_LATE,
+        time_bucket: Duration::from_secs(1),
+        convention: args.outputs.convention,
+        exact_samples: args.outputs.exact_samples(),
+        // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
+        max_error_rate: 1.0,
+        what_if: args.outputs.what_if.clone(),
+    }
 }
 
 /// A level of the plan: how requests arrive, and how the report names it.
