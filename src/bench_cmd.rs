@@ -57,6 +57,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         _spill,
         scrape,
         _coalesce,
+        otlp,
     } = Setup::new(&args, live.clone()).await?;
     let (stop_tx, stop_rx) = stop_on_ctrl_c();
     let started_at_unix_ms = crate::run_meta::now_unix_ms();
@@ -64,6 +65,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
         eprintln!("{note}");
     }
     let clock = Clock::start();
+    otlp.iter().for_each(crate::otlp::Export::set_origin_now);
     for line in fleet.header_lines(started_at_unix_ms) {
         sender.with(move |s| s.write_line(&line));
     }
@@ -115,6 +117,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
 
     let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
     report.search = search_report;
+    crate::otlp::finish(otlp, &mut report, args.quiet);
     let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
     let source = records_path.map(|p| cadence_run::RecordsSource::written(p, &metas));
     crate::output::deliver(

@@ -515,6 +515,27 @@ const MEASUREMENT: &str = "Measurement";
 const TIMEOUTS: &str = "Timeouts";
 const FLEET: &str = "Fleet";
 const SIMULATOR: &str = "Built-in simulator (no URL)";
+const TRACING: &str = "Tracing (OpenTelemetry)";
+
+/// OpenTelemetry export: each measured request one OTLP span, sent off the measuring
+/// path (docs/src/tracing.md).
+#[derive(Debug, Clone, Default, Args)]
+pub struct OtlpArgs {
+    /// Send each request as an OTLP span to this collector: a base URL
+    /// (http://127.0.0.1:4318, Phoenix's http://127.0.0.1:6006; /v1/traces is added)
+    /// or the traces endpoint itself. Default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT when set; headers from OTEL_EXPORTER_OTLP_HEADERS.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+
+    /// http/protobuf (the default) or http/json. Default: OTEL_EXPORTER_OTLP_PROTOCOL.
+    #[arg(long, value_name = "PROTOCOL", value_parser = cadence_otlp::Protocol::parse)]
+    pub otlp_protocol: Option<cadence_otlp::Protocol>,
+
+    /// An event on each span for each of its first N chunks (0: none; at most 1000).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub otlp_chunk_events: u32,
+}
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -669,6 +690,9 @@ pub struct BenchArgs {
 
     #[command(flatten, next_help_heading = OUTPUT)]
     pub outputs: OutputArgs,
+
+    #[command(flatten, next_help_heading = TRACING)]
+    pub otlp: OtlpArgs,
 
     /// Width of the time-series buckets in the JSON report (ITL/TTFT and throughput
     /// over the run).

@@ -41,6 +41,8 @@ pub(super) struct Setup {
     /// Wake-up coalescing for the run: kernel stamps time each chunk, so the runtime's
     /// workers may let reads gather (`cadence_bench::coalesce`).
     pub(super) _coalesce: Option<cadence_bench::coalesce::Enabled>,
+    /// `--otlp`: the span exporter, its sink on the record thread.
+    pub(super) otlp: Option<crate::otlp::Export>,
 }
 
 impl Setup {
@@ -105,7 +107,19 @@ impl Setup {
         );
         let (records_path, _spill) =
             crate::output::records_path(args.records.as_deref(), &args.outputs)?;
-        let (sender, sink) = record_thread(args, records_path.clone(), &progress, live)?;
+        let otlp = crate::otlp::start(
+            &args.otlp,
+            crate::otlp::Target {
+                endpoint: &endpoint.target.endpoint,
+                operation: crate::otlp::operation(endpoint.target.api),
+                model: &model,
+                stall_threshold: args.stall_threshold,
+                chunk_events: args.otlp.otlp_chunk_events,
+                kind: cadence_otlp::proto::SpanKind::Client,
+            },
+        )?;
+        let (otlp, exporter) = otlp.unzip();
+        let (sender, sink) = record_thread(args, records_path.clone(), &progress, live, exporter)?;
         let cx = Arc::new(RunContext {
             client: http,
             factory,
@@ -130,6 +144,7 @@ impl Setup {
             scrape,
             _coalesce: (!args.coalesce_wakes.is_zero())
                 .then(|| cadence_bench::coalesce::enable(args.coalesce_wakes)),
+            otlp,
         })
     }
 }
@@ -141,6 +156,7 @@ fn record_thread(
     records_path: Option<std::path::PathBuf>,
     progress: &Progress,
     live: Option<LiveState>,
+    exporter: Option<cadence_otlp::OtlpSink>,
 ) -> anyhow::Result<(RecordSender<Sinks>, RecordThread<Sinks>)> {
     let mut sinks = BenchSinks::new(
         records_path.map(RecordsConfig::new),
@@ -149,6 +165,9 @@ fn record_thread(
     )?;
     if let Some(live) = live {
         sinks = sinks.with_live(live);
+    }
+    if let Some(exporter) = exporter {
+        sinks = sinks.with_exporter(exporter);
     }
     if let Some(status) = sinks.status() {
         // A full disk is named the moment it happens; the run goes on.

@@ -17,6 +17,9 @@ pub struct BenchSinks<L> {
     /// What a dashboard draws from, fed here like the rest: the bench does not know how
     /// it is drawn, so the terminal's crates stay out of its build.
     pub live: Option<Box<dyn RecordSink + Send>>,
+    /// An exporter of the caller's (`--otlp`: each record a span), fed here like the
+    /// rest, on the record thread.
+    pub exporter: Option<Box<dyn RecordSink + Send>>,
     /// The level aggregators the report is assembled from.
     pub levels: L,
 }
@@ -32,6 +35,7 @@ impl<L> BenchSinks<L> {
             records: records.map(RecordsWriter::open).transpose()?,
             progress,
             live: None,
+            exporter: None,
             levels,
         })
     }
@@ -39,6 +43,12 @@ impl<L> BenchSinks<L> {
     /// Every record goes to `live` too, on the record thread (never a socket reader's).
     pub fn with_live(mut self, live: impl RecordSink + Send + 'static) -> BenchSinks<L> {
         self.live = Some(Box::new(live));
+        self
+    }
+
+    /// Every record goes to `exporter` too, on the record thread.
+    pub fn with_exporter(mut self, exporter: impl RecordSink + Send + 'static) -> BenchSinks<L> {
+        self.exporter = Some(Box::new(exporter));
         self
     }
 
@@ -70,6 +80,9 @@ impl<L: RecordSink> RecordSink for BenchSinks<L> {
         self.progress.record(record);
         if let Some(live) = self.live.as_mut() {
             live.accept(record);
+        }
+        if let Some(exporter) = self.exporter.as_mut() {
+            exporter.accept(record);
         }
         self.levels.accept(record);
     }

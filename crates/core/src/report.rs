@@ -46,6 +46,36 @@ pub struct Report {
     /// Cadence's own runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported: Option<crate::ImportedRun>,
+    /// The run's spans sent over OTLP (`--otlp`): how many, and how many were dropped;
+    /// absent when the run exported none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpExport>,
+}
+
+/// What an OTLP export of the run's spans came to. Export never waits a request: a
+/// span the queue or the collector could not take is dropped and counted here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpExport {
+    /// The traces endpoint (no credentials).
+    pub endpoint: String,
+    /// `http/protobuf` or `http/json`.
+    pub protocol: String,
+    /// Spans made (one per measured request).
+    pub spans: u64,
+    /// Spans the collector took (a 2xx answer, less any it said it rejected).
+    pub exported: u64,
+    /// Spans not exported: `spans − exported`.
+    pub dropped: u64,
+    /// Of those, spans dropped because the export queue was full (a slow collector).
+    pub dropped_queue_full: u64,
+    /// Of those, spans whose POST failed (no answer, a timeout, a non-2xx status).
+    pub dropped_failed: u64,
+    /// Of those, spans a 2xx answer said were rejected (a partial success).
+    pub rejected: u64,
+    /// The last failure in words, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The shards a merged run is made of: which were merged, missing or left out, and
@@ -144,6 +174,7 @@ impl Report {
             convention: None,
             fleet: None,
             imported: None,
+            otlp: None,
         }
     }
 }

@@ -93,13 +93,28 @@ pub async fn post_json_with(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<(), GetError> {
+    post_with(http, url, headers, "application/json", body, timeout)
+        .await
+        .map(drop)
+}
+
+/// POSTs `body` of `content_type` to `url` with `headers` (an OTLP export), under the
+/// same rules as [`get`]; the answer's body (at most 64 KiB) is returned.
+pub async fn post_with(
+    http: &HyperClient,
+    url: &Uri,
+    headers: &HeaderMap,
+    content_type: &'static str,
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<Bytes, GetError> {
     let mut req = http::Request::post(url.clone())
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, content_type)
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| GetError::Failed(e.to_string()))?;
     req.headers_mut()
         .extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    exchange(http, req, url, timeout, 64 << 10).await.map(drop)
+    exchange(http, req, url, timeout, 64 << 10).await
 }
 
 /// [`post_json`] in the background with [`WEBHOOK_TIMEOUT`] (an alert or incident

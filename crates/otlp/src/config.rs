@@ -1,0 +1,314 @@
+//! Where spans go and how: `--otlp URL` or the standard `OTEL_EXPORTER_OTLP_*`
+//! variables (endpoint, headers, protocol, timeout), read once into a checked
+//! configuration. Header values are secrets: they are sent, never shown.
+
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use std::time::Duration;
+
+/// How spans are encoded on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// OTLP/HTTP with a protobuf body (`http/protobuf`): what every receiver takes.
+    #[default]
+    HttpProtobuf,
+    /// OTLP/HTTP with a JSON body (`http/json`).
+    HttpJson,
+}
+
+impl Protocol {
+    /// Reads a protocol as `OTEL_EXPORTER_OTLP_PROTOCOL` spells it.
+    pub fn parse(s: &str) -> Result<Protocol, String> {
+        match s.trim() {
+            "http/protobuf" => Ok(Protocol::HttpProtobuf),
+            "http/json" => Ok(Protocol::HttpJson),
+            "grpc" => Err(
+                "the OTLP protocol grpc is not supported: use http/protobuf (the \
+                 default; a collector's port 4318) or http/json"
+                    .into(),
+            ),
+            other => Err(format!(
+                "'{other}' is no OTLP protocol: use http/protobuf or http/json"
+            )),
+        }
+    }
+
+    /// The name as `OTEL_EXPORTER_OTLP_PROTOCOL` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::HttpProtobuf => "http/protobuf",
+            Protocol::HttpJson => "http/json",
+        }
+    }
+
+    /// The body's content type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Protocol::HttpProtobuf => "application/x-protobuf",
+            Protocol::HttpJson => "application/json",
+        }
+    }
+}
+
+/// A checked export configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The traces endpoint the spans are POSTed to (no userinfo).
+    pub endpoint: Uri,
+    /// Headers sent with each POST (`OTEL_EXPORTER_OTLP_HEADERS`): never printed.
+    pub headers: HeaderMap,
+    /// The body's encoding.
+    pub protocol: Protocol,
+    /// How long one POST may take, and how long the end of a run waits for the spans
+    /// still queued (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 s).
+    pub timeout: Duration,
+    /// Spans the queue holds before new ones are dropped.
+    pub queue: usize,
+    /// Spans one POST carries at most.
+    pub batch: usize,
+    /// `service.name` of the resource (`OTEL_SERVICE_NAME`, default `cadence`).
+    pub service: String,
+}
+
+/// The default queue: 2,048 spans, as the OpenTelemetry SDKs' batch processor.
+pub const DEFAULT_QUEUE: usize = 2_048;
+/// The default batch: 512 spans, as the SDKs'.
+pub const DEFAULT_BATCH: usize = 512;
+/// The default timeout of one POST, as the OTLP exporter specification's.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Config {
+    /// The configuration from `--otlp` (`flag`, a base URL or the traces endpoint
+    /// itself), `--otlp-protocol` and the environment (`env` looks a variable up);
+    /// `None` when neither the flag nor an endpoint variable asks for export.
+    pub fn resolve(
+        flag: Option<&str>,
+        protocol: Option<Protocol>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Config>, String> {
+        let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let endpoint = match (flag, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
+            (Some(url), _) => traces_endpoint(url, "--otlp")?,
+            // The signal's own variable is the endpoint as written.
+            (None, Some(url)) => checked(&url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")?,
+            (None, None) => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+                Some(url) => traces_endpoint(&url, "OTEL_EXPORTER_OTLP_ENDPOINT")?,
+                None => return Ok(None),
+            },
+        };
+        let protocol = match protocol {
+            Some(p) => p,
+            None => var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+                .map(|p| Protocol::parse(&p))
+                .transpose()?
+                .unwrap_or_default(),
+        };
+        let mut headers = HeaderMap::new();
+        for name in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
+            if let Some(list) = var(name) {
+                parse_headers(&list, name, &mut headers)?;
+            }
+        }
+        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
+        {
+            Some(ms) => match ms.trim().parse::<u64>() {
+                Ok(ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
+                _ => {
+                    return Err(format!(
+                        "OTEL_EXPORTER_OTLP_TIMEOUT must be milliseconds from 1 to 600000, \
+                         got '{ms}'"
+                    ))
+                }
+            },
+            None => DEFAULT_TIMEOUT,
+        };
+        Ok(Some(Config {
+            endpoint,
+            headers,
+            protocol,
+            timeout,
+            queue: DEFAULT_QUEUE,
+            batch: DEFAULT_BATCH,
+            service: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "cadence".into()),
+        }))
+    }
+
+    /// The endpoint as messages show it.
+    pub fn display(&self) -> String {
+        self.endpoint.to_string()
+    }
+}
+
+/// `url` with `/v1/traces` appended to its path, unless it already ends so.
+fn traces_endpoint(url: &str, what: &str) -> Result<Uri, String> {
+    let uri = checked(url, what)?;
+    if uri.path().ends_with("/v1/traces") {
+        return Ok(uri);
+    }
+    let base = url.trim().trim_end_matches('/');
+    checked(&format!("{base}/v1/traces"), what)
+}
+
+/// An http:// or https:// URL with a host and no credentials in it.
+fn checked(url: &str, what: &str) -> Result<Uri, String> {
+    let shown = cadence_core::secret::redact_url(url.trim());
+    let uri: Uri = url
+        .trim()
+        .parse()
+        .map_err(|e| format!("{what}: '{shown}' is not a URL ({e})"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!(
+            "{what}: '{shown}' is not an http:// or https:// URL with a host"
+        ));
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(format!(
+            "{what}: '{shown}' holds credentials; give them as a header in \
+             OTEL_EXPORTER_OTLP_HEADERS (e.g. authorization=Basic ...) so no URL carries them"
+        ));
+    }
+    if uri.query().is_some() {
+        return Err(format!(
+            "{what}: '{shown}' has a query; OTLP endpoints take none"
+        ));
+    }
+    Ok(uri)
+}
+
+/// `key=value,key2=value2` as the OTLP exporter specification writes headers (values
+/// percent-decoded), added to `into`. An error names the entry's key, never its value.
+fn parse_headers(list: &str, var: &str, into: &mut HeaderMap) -> Result<(), String> {
+    for (i, entry) in list.split(',').enumerate() {
+        if entry.trim().is_empty() {
+            continue;
+        }
+        let Some((k, v)) = entry.split_once('=') else {
+            return Err(format!(
+                "{var}: entry {} is not key=value (its value is not shown)",
+                i + 1
+            ));
+        };
+        let key = k.trim();
+        let name = HeaderName::from_bytes(key.as_bytes())
+            .map_err(|_| format!("{var}: '{key}' is not a header name"))?;
+        let value = HeaderValue::from_bytes(&percent_decode(v.trim()))
+            .map_err(|_| format!("{var}: the value of '{key}' is not a header value"))?;
+        into.insert(name, value);
+    }
+    Ok(())
+}
+
+/// `%XX` escapes decoded; anything else kept as written.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_flag_and_the_base_variable_get_v1_traces_the_signal_variable_is_as_written() {
+        let none = env(&[]);
+        assert!(Config::resolve(None, None, &none).unwrap().is_none());
+        let c = Config::resolve(Some("http://127.0.0.1:6006"), None, &none)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.endpoint, "http://127.0.0.1:6006/v1/traces");
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+        assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+        let c = Config::resolve(Some("http://h:4318/v1/traces"), None, &none)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.endpoint, "http://h:4318/v1/traces");
+        let base = env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318/otlp/")]);
+        let c = Config::resolve(None, None, &base).unwrap().unwrap();
+        assert_eq!(c.endpoint, "http://h:4318/otlp/v1/traces");
+        let own = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9/custom"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "250"),
+            ("OTEL_SERVICE_NAME", "ci-bench"),
+        ]);
+        let c = Config::resolve(None, None, &own).unwrap().unwrap();
+        assert_eq!(c.endpoint, "http://t:9/custom");
+        assert_eq!(c.protocol, Protocol::HttpJson);
+        assert_eq!(c.timeout, Duration::from_millis(250));
+        assert_eq!(c.service, "ci-bench");
+        // The flag's protocol wins over the variable's.
+        let c = Config::resolve(None, Some(Protocol::HttpProtobuf), &own)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+    }
+
+    #[test]
+    fn headers_are_decoded_and_errors_never_show_a_value() {
+        let vars = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "api_key=s3cr%3Dt,authorization=Basic%20YWJj",
+            ),
+        ]);
+        let c = Config::resolve(None, None, &vars).unwrap().unwrap();
+        assert_eq!(c.headers["api_key"], "s3cr=t");
+        assert_eq!(c.headers["authorization"], "Basic YWJj");
+        let bad = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api_key=ok,sk-hidden-value"),
+        ]);
+        let e = Config::resolve(None, None, &bad).unwrap_err();
+        assert!(e.contains("entry 2") && !e.contains("sk-hidden"), "{e}");
+    }
+
+    #[test]
+    fn credentials_grpc_and_bad_urls_are_refused_naming_what_to_do() {
+        let none = env(&[]);
+        let e = Config::resolve(Some("http://user:hunter2@h:4318"), None, &none).unwrap_err();
+        assert!(e.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = Config::resolve(Some("ftp://h"), None, &none).unwrap_err();
+        assert!(e.contains("http://"), "{e}");
+        let grpc = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ]);
+        let e = Config::resolve(None, None, &grpc).unwrap_err();
+        assert!(e.contains("grpc is not supported"), "{e}");
+        let slow = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "0"),
+        ]);
+        let e = Config::resolve(None, None, &slow).unwrap_err();
+        assert!(e.contains("from 1 to 600000"), "{e}");
+    }
+}

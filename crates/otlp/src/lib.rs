@@ -1,0 +1,18 @@
+//! OpenTelemetry export of Cadence's measurements: each finished record one OTLP span
+//! (GenAI conventions' names, Cadence's stream figures and stalls), sent over OTLP/HTTP
+//! from a thread of its own so a slow collector never touches a measured request.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod export;
+pub mod json;
+pub mod proto;
+pub mod run;
+pub mod sink;
+pub mod span;
+
+pub use config::{Config, Protocol};
+pub use export::{Exporter, SpanQueue};
+pub use sink::{IdGen, OtlpSink};
+pub use span::{request_span, Shape, SpanIds};

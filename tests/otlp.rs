@@ -1,0 +1,154 @@
+//! `cadence bench --otlp`: each request a span at the collector, its times the record's
+//! own; a collector that fails costs spans, counted in the report, never the run's
+//! figures or exit code.
+
+mod common;
+
+use common::{cadence, read_records, validate_report};
+use predicates::prelude::PredicateBooleanExt;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+/// A collector on 127.0.0.1 port 0 answering every POST with `status`; the bodies it
+/// was sent are kept.
+fn collector(status: u16) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let bodies: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let keep = bodies.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let keep = keep.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn);
+                loop {
+                    let mut len = None;
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        r.read_line(&mut line).unwrap();
+                        if line.trim().is_empty() {
+                            break;
+                        }
+                        let l = line.to_ascii_lowercase();
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse::<usize>().ok();
+                        }
+                    }
+                    let mut body = vec![0; len.unwrap_or(0)];
+                    r.read_exact(&mut body).unwrap();
+                    keep.lock().unwrap().push(body);
+                    let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
+                    r.get_mut().write_all(answer.as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    (url, bodies)
+}
+
+fn bench(url: &str, dir: &std::path::Path) -> (Option<i32>, Value, Vec<Value>) {
+    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
+    let out = cadence()
+        .args(["bench", "-n", "6", "-c", "2", "--seed", "7", "--quiet"])
+        .args(["--otlp", url, "--otlp-protocol", "http/json"])
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
+        .arg("--json")
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate_report(&report);
+    (out.status.code(), report, read_records(&records))
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    let a = span["attributes"].as_array().unwrap();
+    let kv = a.iter().find(|kv| kv["key"] == key);
+    &kv.unwrap_or_else(|| panic!("{key} in {span}"))["value"]
+}
+
+fn ns(v: &Value) -> u64 {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_request_is_a_span_whose_times_are_its_records() {
+    let (url, bodies) = collector(200);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench(&url, dir.path());
+    assert_eq!(code, Some(0));
+    assert_eq!(report["otlp"]["spans"], 6, "{}", report["otlp"]);
+    assert_eq!(report["otlp"]["exported"], 6);
+    assert_eq!(report["otlp"]["dropped"], 0);
+    let spans: Vec<Value> = bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let doc: Value = serde_json::from_slice(b).unwrap();
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    assert_eq!(spans.len(), records.len());
+    for r in &records {
+        let i = r["index"].as_u64().unwrap();
+        let s = spans
+            .iter()
+            .find(|s| ns(&attr(s, "cadence.request.index")["intValue"]) == i)
+            .unwrap();
+        assert_eq!(s["kind"], 3, "client");
+        assert_eq!(attr(s, "gen_ai.operation.name")["stringValue"], "chat");
+        let (sent, end) = (
+            r["sent_ns"].as_u64().unwrap(),
+            r["end_ns"].as_u64().unwrap(),
+        );
+        let first = r["chunks"][0][0].as_u64().unwrap();
+        let start = ns(&s["startTimeUnixNano"]);
+        // One offset moves the record's clock to the wall clock: every time agrees.
+        assert_eq!(ns(&s["endTimeUnixNano"]) - start, end - sent);
+        let ev = &s["events"][0];
+        assert_eq!(ev["name"], "cadence.first_chunk");
+        assert_eq!(ns(&ev["timeUnixNano"]) - start, first - sent);
+        let ttft = attr(s, "cadence.ttft_ms")["doubleValue"].as_f64().unwrap();
+        assert_eq!(ttft, (first - sent) as f64 / 1e6);
+        let out = attr(s, "gen_ai.usage.output_tokens")["intValue"].clone();
+        assert_eq!(out, r["output_tokens"]["count"].to_string().as_str());
+    }
+}
+
+#[test]
+fn a_collector_answering_500_costs_spans_not_the_run() {
+    let (url, _) = collector(500);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench(&url, dir.path());
+    assert_eq!(code, Some(0), "the run's own exit code");
+    assert_eq!(records.len(), 6);
+    assert_eq!(report["levels"][0]["requests"]["succeeded"], 6);
+    assert_eq!(report["otlp"]["dropped"], 6);
+    assert_eq!(report["otlp"]["dropped_failed"], 6);
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("6 of 6 spans dropped"), "{warnings}");
+}
+
+#[test]
+fn credentials_in_the_otlp_url_are_refused_unshown() {
+    common::usage_error(
+        &["bench", "-n", "1", "--otlp", "http://u:hunter2@127.0.0.1:9"],
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    );
+    cadence()
+        .args(["bench", "-n", "1", "--otlp", "http://u:hunter2@127.0.0.1:9"])
+        .assert()
+        .stderr(predicates::str::contains("hunter2").not());
+}
