@@ -200,8 +200,9 @@ pub struct StreamCounters {
     /// stream itself was not.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chunks_not_kept: u64,
-    /// The server's own account of its timing, when its dialect reports one (Ollama's
-    /// `eval_duration`, llama.cpp's `timings`): kept beside what the client measured.
+    /// The server's own account of its timing, when its dialect reports one (vLLM's
+    /// `metrics`, Ollama's durations, llama.cpp's `timings`, SGLang's `meta_info`):
+    /// kept beside what the client measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timing: Option<ServerTiming>,
 }
@@ -209,10 +210,16 @@ pub struct StreamCounters {
 /// What a server says it spent on one request, as its dialect reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerTiming {
-    /// Prompt processing (prefill), ns.
+    /// Waiting in the server's queue before its work began, ns (vLLM's
+    /// `queue_time_ms`, SGLang's `queue_time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ns: Option<u64>,
+    /// Prompt processing (prefill) up to the first token, ns (vLLM's
+    /// `time_to_first_token_ms`, which starts when the request is scheduled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_ns: Option<u64>,
-    /// Token generation (decode), ns.
+    /// Token generation (decode), first token to last, ns (vLLM's
+    /// `generation_time_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_ns: Option<u64>,
     /// Tokens the decode time covers.

@@ -307,6 +307,7 @@ fn assemble_level(
         lr.conventions = figures.conventions;
     }
     lr.charts = figures.charts;
+    lr.server_timing = figures.time_split;
     lr.server = meta.server.as_ref().map(|scrape| {
         let gaps = agg.gaps();
         Box::new(crate::attribution::attribute(

@@ -71,6 +71,9 @@ pub struct LevelFigures {
     pub conventions: Vec<ConventionView>,
     /// [`crate::chart_data`].
     pub charts: Option<ChartData>,
+    /// Where the time went, from the server's own per-request timing
+    /// ([`crate::time_split`]); `None` when no request succeeded.
+    pub time_split: Option<crate::TimeSplit>,
     /// What the records say that the figures do not (failure messages, resends,
     /// unannounced multi-token chunks, coalesced reads, bucketing), in plain words.
     pub record_warnings: Vec<String>,
@@ -90,6 +93,8 @@ pub struct LevelAggregator {
     notes: RecordNotes,
     /// Gaps over the stall threshold, for the server-side stall table.
     gaps: GapsAcc,
+    /// The server's per-request timing joined with the client's.
+    split: crate::TimeSplitAcc,
     /// Values held exactly right now, over every distribution.
     stored: u64,
     /// The budget was spent at least once: some distributions are bucketed.
@@ -113,6 +118,7 @@ impl LevelAggregator {
             charts: ChartsAcc::default(),
             notes: RecordNotes::default(),
             gaps: GapsAcc::new(config.stall_threshold_ns),
+            split: crate::TimeSplitAcc::default(),
             stored: 0,
             bucketed: false,
             config,
@@ -134,6 +140,7 @@ impl LevelAggregator {
         self.goodput.push(r, &self.config.slos);
         self.notes.push(r);
         self.gaps.push(r);
+        self.split.push(r);
         self.enforce_budget();
     }
 
@@ -199,6 +206,7 @@ impl LevelAggregator {
         self.charts.merge(&o.charts);
         self.notes.merge(&o.notes);
         self.gaps.merge(&o.gaps);
+        self.split.merge(&o.split);
         self.stored += o.stored;
         self.bucketed |= o.bucketed;
         if self.bucketed {
@@ -257,6 +265,7 @@ impl LevelAggregator {
             time_series: self.series.finish(),
             conventions: self.conventions.views_with_pooled(pooled),
             charts: self.charts.finish_with(Some(&pooled_itl)),
+            time_split: self.split.finish(),
             record_warnings,
             summary,
         }

@@ -29,6 +29,7 @@ pub mod runlog;
 pub mod server;
 pub mod sessions;
 pub mod slo;
+pub mod time_split;
 pub mod timeseries;
 
 pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
@@ -60,6 +61,7 @@ pub use slo::{
     goodput, Goodput, GoodputAcc, Slo, SloMetric, SloOp, SloParseError, SloResult, SloStat,
 };
 pub use stats::{Bucketing, Distribution, PERCENTILE_RULE};
+pub use time_split::{RequestSplit, SlowRequest, TimeSplit, TimeSplitAcc};
 pub use timeseries::{time_series, TimeBucket, TimeSeriesAcc};
 
 /// Test helpers shared by the crate's unit tests.

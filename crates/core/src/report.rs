@@ -281,6 +281,10 @@ pub struct LevelReport {
     /// when the run scraped them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<Box<crate::attribution::ServerReport>>,
+    /// Where the time went, from the server's own per-request timing
+    /// ([`crate::time_split`]); `timed` 0 when the server reported none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<crate::TimeSplit>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -299,6 +303,7 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         conventions: Vec::new(),
         charts: None,
         server: None,
+        server_timing: None,
     }
 }
 

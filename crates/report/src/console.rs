@@ -52,6 +52,7 @@ pub fn render_with(report: &Report, color: bool, view: View) -> String {
         for level in &report.levels {
             out.push('\n');
             level_block(&mut out, level, report.convention.as_deref(), p);
+            crate::time_split::console(&mut out, report, level);
             conventions(&mut out, report, level, p);
         }
         if sweep {

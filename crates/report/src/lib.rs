@@ -20,6 +20,7 @@ mod paint;
 pub mod svg;
 mod sweep;
 pub mod table;
+mod time_split;
 
 use cadence_core::{Distribution, LevelReport, Report, SloResult};
 

@@ -159,6 +159,18 @@ pub struct Timing {
     pub decode: Duration,
 }
 
+/// vLLM's per-request `metrics` object (as `--enable-per-request-metrics` adds it) for
+/// a stream of `n` tokens on the sim's own schedule: no queue, the prefill up to the
+/// first token, the decode from the first token to the last.
+pub fn vllm_metrics(timing: Timing, n: u32) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mean_itl = (n > 1).then(|| ms(timing.decode) / f64::from(n - 1));
+    let total = timing.prompt + timing.decode;
+    let per_s = (!total.is_zero()).then(|| f64::from(n) / total.as_secs_f64());
+    json!({"time_to_first_token_ms": ms(timing.prompt), "generation_time_ms": ms(timing.decode),
+        "queue_time_ms": 0.0, "mean_itl_ms": mean_itl, "tokens_per_second": per_s})
+}
+
 /// The events after the last content event: the counts and the end marker (`[DONE]`
 /// is not among them; see [`Dialect::done_marker`]). `end` false leaves out a
 /// separate end marker (Anthropic's `message_stop`).
@@ -170,7 +182,8 @@ pub fn closing(w: &Writer<'_>, usage: Usage, finish: &str, timing: Timing) -> Ve
         Dialect::Responses => vec![s(json!({"type": "response.completed", "response": {
             "id": w.id, "object": "response", "status": "completed", "model": w.model,
             "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,
-                "total_tokens": usage.total_tokens}}}))],
+                "total_tokens": usage.total_tokens},
+            "metrics": vllm_metrics(timing, n)}}))],
         Dialect::Realtime => vec![s(json!({"type": "response.done", "response": {
             "id": w.id, "object": "realtime.response", "status": "completed",
             "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": n,

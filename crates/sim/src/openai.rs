@@ -95,6 +95,9 @@ struct Chunk<'a, C: Serialize> {
     choices: C,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<Usage>,
+    /// vLLM's per-request timing, on the usage chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -199,6 +202,15 @@ impl Writer<'_> {
     }
 
     fn write<C: Serialize>(&self, choices: C, usage: Option<Usage>) -> String {
+        self.write_with(choices, usage, None)
+    }
+
+    fn write_with<C: Serialize>(
+        &self,
+        choices: C,
+        usage: Option<Usage>,
+        metrics: Option<serde_json::Value>,
+    ) -> String {
         let chunk = Chunk {
             id: self.id,
             object: self.object(),
@@ -206,6 +218,7 @@ impl Writer<'_> {
             model: self.model,
             choices,
             usage,
+            metrics,
         };
         let out = if self.pretty {
             serde_json::to_string_pretty(&chunk)
@@ -289,6 +302,11 @@ impl Writer<'_> {
     /// The final `choices: []` chunk that carries only usage.
     pub fn usage_only(&self, usage: Usage) -> String {
         self.write([(); 0], Some(usage))
+    }
+
+    /// The final usage chunk with vLLM's per-request `metrics` object beside the usage.
+    pub fn usage_with_metrics(&self, usage: Usage, metrics: serde_json::Value) -> String {
+        self.write_with([(); 0], Some(usage), Some(metrics))
     }
 }
 

@@ -351,14 +351,15 @@ fn ending(
         Some(Fault::NoTokens) => return (Some(spec.silence), false),
         _ => {
             let usage = Usage::new(spec.prompt_tokens, produced);
-            if shape.include_usage && spec.dialect.is_openai() {
-                events.push(data(tail_at, w.usage_only(usage)));
-            }
             let first_at = spec.plan.chunks.first().map_or(tail_at, |c| c.at);
             let timing = Timing {
                 prompt: first_at,
                 decode: tail_at.saturating_sub(first_at),
             };
+            if shape.include_usage && spec.dialect.is_openai() {
+                let metrics = dialects::vllm_metrics(timing, produced);
+                events.push(data(tail_at, w.usage_with_metrics(usage, metrics)));
+            }
             let finish = if shape.tool { "tool_calls" } else { "length" };
             let closing = match calls {
                 Some(calls) => calls.closing(w, usage),

@@ -264,7 +264,8 @@ pub struct ParsedChunk<'a> {
     pub end: bool,
     /// `content` is the whole text so far, not a delta (SGLang's `/generate`).
     pub cumulative: bool,
-    /// The server's own timing of the request (Ollama, llama.cpp).
+    /// The server's own timing of the request (vLLM's `metrics`, Ollama, llama.cpp,
+    /// SGLang's queue time).
     pub server_timing: Option<cadence_base::ServerTiming>,
 }
 
@@ -399,10 +400,12 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
         return StreamEvent::Error { message };
     }
     let usage = raw.usage;
+    let server_timing = typed::openai_timing(&raw.metrics, &raw.timings, usage.as_ref());
     let Some(ch) = raw.choices else {
         return match usage {
             Some(u) => StreamEvent::Chunk(ParsedChunk {
                 usage: Some(u),
+                server_timing,
                 ..ParsedChunk::default()
             }),
             None => StreamEvent::Malformed,
@@ -420,6 +423,7 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
         usage,
         finish_reason: ch.finish_reason,
         end: ch.whole,
+        server_timing,
         ..ParsedChunk::default()
     })
 }
@@ -439,6 +443,12 @@ struct RawChunk<'a> {
     object: Option<LooseStr<'a>>,
     #[serde(borrow, default)]
     message: Option<LooseStr<'a>>,
+    /// vLLM's per-request timing (`--enable-per-request-metrics`).
+    #[serde(default)]
+    metrics: typed::Obj<typed::VllmMetrics>,
+    /// llama.cpp's timing on its last chunk.
+    #[serde(default)]
+    timings: typed::Obj<typed::Timings>,
 }
 
 #[derive(Deserialize)]

@@ -94,6 +94,7 @@ fn cases() -> Vec<Case> {
             prompt_ns: Some(prompt_ns),
             decode_ns: Some(decode_ns),
             decode_tokens: Some(3),
+            ..ServerTiming::default()
         })
     };
     vec![
@@ -237,9 +238,9 @@ fn every_dialect_decodes_the_same_one_event_per_read() {
 #[test]
 fn the_server_per_token_timing_is_its_decode_time_over_its_tokens() {
     let t = ServerTiming {
-        prompt_ns: None,
         decode_ns: Some(7_500_000),
         decode_tokens: Some(3),
+        ..ServerTiming::default()
     };
     assert_eq!(t.per_token_ns(), Some(2_500_000.0));
     assert_eq!(ServerTiming::default().per_token_ns(), None);
@@ -318,4 +319,100 @@ fn auto_picks_the_dialect_from_the_path() {
         let json = serde_json::to_string(&api).unwrap();
         assert_eq!(json, format!("\"{}\"", api.name()));
     }
+}
+
+/// One whole stream's record, read in one piece.
+fn one(api: Api, framing: Framing, body: &str) -> RequestRecord {
+    decode(api, framing, &[body.as_bytes()]).0
+}
+
+/// vLLM's per-request `metrics` (with `--enable-per-request-metrics`, on the usage chunk
+/// or the completed response), llama.cpp's `timings` on its last chat chunk and
+/// SGLang's queue time are kept as the server's timing, in ns; a null or absurd field is
+/// left out, not read as 0.
+#[test]
+fn every_dialect_that_reports_the_servers_timing_has_it_in_the_record() {
+    let vllm = ServerTiming {
+        queue_ns: Some(12_300_000),
+        prompt_ns: Some(85_200_000),
+        decode_ns: Some(1_240_500_000),
+        decode_tokens: Some(128),
+    };
+    let metrics = r#""metrics":{"time_to_first_token_ms":85.2,"generation_time_ms":1240.5,"queue_time_ms":12.3,"mean_itl_ms":9.1,"tokens_per_second":103.2}"#;
+    let usage = r#""usage":{"prompt_tokens":42,"completion_tokens":128,"total_tokens":170}"#;
+    for (api, choice) in [
+        (
+            Api::Chat,
+            r#"{"index":0,"delta":{"content":"hi"},"finish_reason":null}"#,
+        ),
+        (
+            Api::Completions,
+            r#"{"index":0,"text":"hi","finish_reason":null}"#,
+        ),
+    ] {
+        let body = format!(
+            "data: {{\"id\":\"c\",\"choices\":[{choice}]}}\n\n\
+             data: {{\"id\":\"c\",\"choices\":[],{usage},{metrics}}}\n\ndata: [DONE]\n\n"
+        );
+        let rec = one(api, Framing::Sse, &body);
+        assert_eq!(rec.counters.server_timing, Some(vllm), "{api:?}");
+        assert_eq!(rec.chunks.len(), 1, "{api:?}");
+    }
+    let responses = format!(
+        "data: {{\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}}\n\n\
+         data: {{\"type\":\"response.completed\",\"response\":{{\"status\":\"completed\",\
+         \"usage\":{{\"input_tokens\":42,\"output_tokens\":128}},{metrics}}}}}\n\n"
+    );
+    let rec = one(Api::Responses, Framing::Sse, &responses);
+    assert_eq!(rec.counters.server_timing, Some(vllm));
+    // Null fields (a one-token answer's, or n > 1) are absent; a day or more is no
+    // timing of one request.
+    let partial = r#"data: {"choices":[{"delta":{"content":"hi"}}]}
+
+data: {"choices":[],"usage":{"completion_tokens":1},"metrics":{"time_to_first_token_ms":5.0,"generation_time_ms":null,"queue_time_ms":1e300,"mean_itl_ms":null}}
+
+data: [DONE]
+
+"#;
+    let rec = one(Api::Chat, Framing::Sse, partial);
+    let only_prefill = ServerTiming {
+        prompt_ns: Some(5_000_000),
+        ..ServerTiming::default()
+    };
+    assert_eq!(rec.counters.server_timing, Some(only_prefill));
+    let none = r#"data: {"choices":[{"delta":{"content":"hi"}}],"metrics":null}
+
+data: [DONE]
+
+"#;
+    assert_eq!(
+        one(Api::Chat, Framing::Sse, none).counters.server_timing,
+        None
+    );
+    // llama-server's OpenAI chat: `timings` on the last chunk.
+    let llama = r#"data: {"choices":[{"delta":{"content":"hi"}}]}
+
+data: {"choices":[{"finish_reason":"length","delta":{}}],"timings":{"cache_n":0,"prompt_n":12,"prompt_ms":4.5,"predicted_n":3,"predicted_ms":7.5}}
+
+data: [DONE]
+
+"#;
+    let rec = one(Api::Chat, Framing::Sse, llama);
+    let t = rec.counters.server_timing.expect("llama.cpp timings");
+    assert_eq!(
+        (t.prompt_ns, t.decode_ns, t.decode_tokens),
+        (Some(4_500_000), Some(7_500_000), Some(3))
+    );
+    // SGLang's `/generate`: the queue time (s) in `meta_info`.
+    let sglang = r#"data: {"text":"hi","meta_info":{"prompt_tokens":3,"completion_tokens":1,"queue_time":0.0125,"finish_reason":{"type":"length"}}}
+
+data: [DONE]
+
+"#;
+    let rec = one(Api::Generate, Framing::Sse, sglang);
+    let queued = ServerTiming {
+        queue_ns: Some(12_500_000),
+        ..ServerTiming::default()
+    };
+    assert_eq!(rec.counters.server_timing, Some(queued));
 }

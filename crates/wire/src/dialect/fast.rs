@@ -138,6 +138,9 @@ impl<'a> Cur<'a> {
                 once(seen, 16)?;
                 self.skip(0)?;
             }
+            // The server's timing (vLLM's `metrics`, llama.cpp's `timings`), once a
+            // stream: serde reads it.
+            "metrics" | "timings" => return None,
             _ => self.skip(0)?,
         }
         Some(false)

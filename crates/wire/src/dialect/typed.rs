@@ -132,6 +132,8 @@ fn responses<'a>(v: ResponsesEvent<'a>, data: &'a str) -> StreamEvent<'a> {
         "response.completed" | "response.done" | "response.incomplete" => {
             let r = v.response.0.unwrap_or_default();
             c.usage = r.usage.0.unwrap_or_default().usage(true);
+            let tokens = c.usage.as_ref().and_then(|u| u.completion_tokens);
+            c.server_timing = r.metrics.0.and_then(|m| m.server_timing(tokens));
             c.finish_reason = r
                 .incomplete_details
                 .0
@@ -276,6 +278,7 @@ fn ollama<'a>(v: OllamaLine<'a>, data: &'a str) -> StreamEvent<'a> {
             prompt_ns: v.prompt_eval_duration.u64(),
             decode_ns: v.eval_duration.u64(),
             decode_tokens: eval_count,
+            ..ServerTiming::default()
         };
         c.server_timing = (timing != ServerTiming::default()).then_some(timing);
     }
@@ -320,6 +323,10 @@ fn generate<'a>(v: GenerateEvent<'a>, data: &'a str) -> StreamEvent<'a> {
         meta.cached_tokens.u64(),
     );
     c.finish_reason = meta.finish_reason.0;
+    c.server_timing = meta.queue_time.s_as_ns().map(|q| ServerTiming {
+        queue_ns: Some(q),
+        ..ServerTiming::default()
+    });
     chunk(c)
 }
 
@@ -401,6 +408,9 @@ struct ResponsesEvent<'a> {
 struct ResponseObj<'a> {
     #[serde(default)]
     usage: Obj<TokenUsage>,
+    /// vLLM's per-request `metrics`.
+    #[serde(default)]
+    metrics: Obj<VllmMetrics>,
     #[serde(borrow, default)]
     status: Str<'a>,
     #[serde(borrow, default)]
@@ -643,6 +653,9 @@ struct Meta<'a> {
     /// SGLang: prompt tokens served from its radix cache.
     #[serde(default)]
     cached_tokens: Num,
+    /// SGLang: seconds in its waiting queue.
+    #[serde(default)]
+    queue_time: Num,
     #[serde(borrow, default)]
     finish_reason: FinishReason<'a>,
 }
@@ -681,7 +694,7 @@ struct LlamacppEvent<'a> {
 
 /// llama.cpp's `timings` (ms).
 #[derive(Deserialize, Default)]
-struct Timings {
+pub(super) struct Timings {
     /// Prompt tokens reused from the slot's cache.
     #[serde(default)]
     cache_n: Num,
@@ -700,9 +713,58 @@ impl Timings {
             prompt_ns: self.prompt_ms.ms_as_ns(),
             decode_ns: self.predicted_ms.ms_as_ns(),
             decode_tokens: self.predicted_n.u64(),
+            ..ServerTiming::default()
         };
         (timing != ServerTiming::default()).then_some(timing)
     }
+}
+
+/// vLLM's per-request `metrics` (ms), which it adds to the usage chunk (chat,
+/// completions) or the completed response (Responses) when started with
+/// `--enable-per-request-metrics`.
+#[derive(Deserialize, Default)]
+pub(super) struct VllmMetrics {
+    /// Waiting in the scheduler's queue.
+    #[serde(default)]
+    queue_time_ms: Num,
+    /// From scheduling to the first token: the prefill.
+    #[serde(default)]
+    time_to_first_token_ms: Num,
+    /// From the first token to the last.
+    #[serde(default)]
+    generation_time_ms: Num,
+}
+
+impl VllmMetrics {
+    /// As the server's own timing, the decode covering `tokens` (the usage's output
+    /// tokens); none when every field is null.
+    fn server_timing(&self, tokens: Option<u64>) -> Option<ServerTiming> {
+        let timing = ServerTiming {
+            queue_ns: self.queue_time_ms.ms_as_ns(),
+            prompt_ns: self.time_to_first_token_ms.ms_as_ns(),
+            decode_ns: self.generation_time_ms.ms_as_ns(),
+            decode_tokens: None,
+        };
+        (timing != ServerTiming::default()).then_some(ServerTiming {
+            decode_tokens: timing.decode_ns.and(tokens),
+            ..timing
+        })
+    }
+}
+
+/// The server's timing in a chat or completions chunk: vLLM's `metrics`, else the
+/// `timings` llama.cpp adds to its last chunk.
+pub(super) fn openai_timing(
+    metrics: &Obj<VllmMetrics>,
+    timings: &Obj<Timings>,
+    usage: Option<&Usage>,
+) -> Option<ServerTiming> {
+    let tokens = usage.and_then(|u| u.completion_tokens);
+    metrics
+        .0
+        .as_ref()
+        .and_then(|m| m.server_timing(tokens))
+        .or_else(|| timings.0.as_ref().and_then(Timings::server_timing))
 }
 
 // ---------------------------------------------------------------------------------
@@ -751,7 +813,18 @@ impl Num {
     /// Milliseconds (possibly fractional) as ns.
     fn ms_as_ns(&self) -> Option<u64> {
         let ms = self.float?;
-        (ms.is_finite() && ms >= 0.0).then(|| (ms * 1e6).round() as u64)
+        (ms.is_finite() && (0.0..=MAX_TIMING_MS).contains(&ms)).then(|| (ms * 1e6).round() as u64)
+    }
+
+    /// Seconds (possibly fractional) as ns.
+    fn s_as_ns(&self) -> Option<u64> {
+        self.float.and_then(|s| {
+            Num {
+                int: None,
+                float: Some(s * 1e3),
+            }
+            .ms_as_ns()
+        })
     }
 }
 
@@ -766,8 +839,12 @@ struct Flag {
 #[derive(Default)]
 struct Seen(bool);
 
+/// A server's timing beyond a day is no timing of one request: left out, not kept as
+/// a figure that would swamp a level's sums.
+const MAX_TIMING_MS: f64 = 86_400_000.0;
+
 /// An object field read as `T` (`.0`), and whether the key appeared (`.1`).
-struct Obj<T>(Option<T>, bool);
+pub(super) struct Obj<T>(Option<T>, bool);
 
 impl<T> Default for Obj<T> {
     fn default() -> Self {

@@ -38,6 +38,7 @@ fn llamacpp_timings(v: &Value) -> Option<ServerTiming> {
         prompt_ns: ms_as_ns(v, "/timings/prompt_ms"),
         decode_ns: ms_as_ns(v, "/timings/predicted_ms"),
         decode_tokens: uint(v, "/timings/predicted_n"),
+        ..ServerTiming::default()
     };
     (timing != ServerTiming::default()).then_some(timing)
 }
@@ -57,7 +58,7 @@ fn uint(v: &Value, ptr: &str) -> Option<u64> {
 /// Milliseconds (possibly fractional) at `ptr`, as ns.
 fn ms_as_ns(v: &Value, ptr: &str) -> Option<u64> {
     let ms = v.pointer(ptr).and_then(Value::as_f64)?;
-    (ms.is_finite() && ms >= 0.0).then(|| (ms * 1e6).round() as u64)
+    (ms.is_finite() && (0.0..=86_400_000.0).contains(&ms)).then(|| (ms * 1e6).round() as u64)
 }
 
 fn usage(prompt: Option<u64>, completion: Option<u64>) -> Option<Usage> {
@@ -214,6 +215,7 @@ fn ollama(v: &Value, data: &str) -> StreamEvent<'static> {
             prompt_ns: uint(v, "/prompt_eval_duration"),
             decode_ns: uint(v, "/eval_duration"),
             decode_tokens: uint(v, "/eval_count"),
+            ..ServerTiming::default()
         };
         c.server_timing = (timing != ServerTiming::default()).then_some(timing);
     }

@@ -1,0 +1,122 @@
+//! The server's own timing per request, end to end: `cadence sim` reports vLLM's
+//! `metrics` object from its own schedule (no queue, the prefill up to the first token,
+//! the decode from the first token to the last), `cadence bench` keeps it in each
+//! record and splits every request's TTFT into queue + prefill + the residual (front
+//! end and network) to the nanosecond; a dialect that reports nothing is named.
+
+mod common;
+use common::{read_records, spawn_listening, validate_report};
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The sim's fixed cadence: the prefill and the decode it reports are these exactly.
+const TTFT_MS: u64 = 40;
+const ITL_MS: u64 = 5;
+const TOKENS: u64 = 8;
+
+fn bench(url: &str, api: &str, dir: &Path) -> (Vec<Value>, Value, String) {
+    let records = dir.join(format!("{api}.jsonl"));
+    let json = dir.join(format!("{api}.json"));
+    let out = common::cadence()
+        .args([
+            "bench", url, "--api", api, "--model", "m", "-c", "1", "-n", "4",
+        ])
+        .args(["--max-tokens", &TOKENS.to_string()])
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .arg(&json)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_report(&report);
+    let console = String::from_utf8_lossy(&out.stdout).into_owned();
+    (read_records(&records), report, console)
+}
+
+fn ns(v: &Value) -> i64 {
+    v.as_i64()
+        .unwrap_or_else(|| panic!("{v} is not an integer"))
+}
+
+#[test]
+fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
+    let (_sim, base) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        &format!("{TTFT_MS}ms"),
+        "--itl",
+        &format!("{ITL_MS}ms"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    for api in ["chat", "completions", "responses"] {
+        let (records, report, console) = bench(&format!("{base}/v1"), api, dir.path());
+        assert_eq!(records.len(), 4, "{api}");
+        for r in &records {
+            let t = &r["counters"]["server_timing"];
+            // What the sim planned, to the nanosecond.
+            assert_eq!(ns(&t["queue_ns"]), 0, "{api}: {t}");
+            assert_eq!(
+                ns(&t["prompt_ns"]),
+                (TTFT_MS * 1_000_000) as i64,
+                "{api}: {t}"
+            );
+            assert_eq!(
+                ns(&t["decode_ns"]),
+                ((TOKENS - 1) * ITL_MS * 1_000_000) as i64,
+                "{api}: {t}"
+            );
+            let chunks = r["chunks"].as_array().unwrap();
+            let ttft = ns(&chunks[0][0]) - ns(&r["sent_ns"]);
+            let front = ttft - ns(&t["queue_ns"]) - ns(&t["prompt_ns"]);
+            // The residual is the loopback and the sim's timer (it ticks each ms):
+            // never negative, and far under the prefill on an idle or a loaded machine.
+            assert!(
+                (0..(TTFT_MS * 1_000_000) as i64).contains(&front),
+                "{api}: residual {front} ns"
+            );
+        }
+        let split = &report["levels"][0]["server_timing"];
+        assert_eq!(split["timed"], 4, "{api}: {split}");
+        assert_eq!(split["queue_reported"], 4, "{api}");
+        assert_eq!(split["prefill_ms"].as_f64(), Some(TTFT_MS as f64), "{api}");
+        let parts = ["queue_ms", "prefill_ms", "front_ms"]
+            .iter()
+            .map(|k| split[k].as_f64().unwrap())
+            .sum::<f64>();
+        let ttft = split["ttft_ms"].as_f64().unwrap();
+        assert!((ttft - parts).abs() < 1e-6, "{api}: {ttft} vs {parts}");
+        let decode = ["server_decode_ms", "delivery_ms"]
+            .iter()
+            .map(|k| split[k].as_f64().unwrap())
+            .sum::<f64>();
+        assert!((split["decode_ms"].as_f64().unwrap() - decode).abs() < 1e-6);
+        assert!(!split["slowest"].as_array().unwrap().is_empty());
+        assert!(console.contains("Where the time went"), "{api}: {console}");
+        assert!(
+            console.contains("front end & network (residual)"),
+            "{console}"
+        );
+    }
+    // KServe's stream carries no timing: the level says which server said nothing.
+    let (records, report, console) = bench(
+        &format!("{base}/v2/models/m/generate_stream"),
+        "kserve",
+        dir.path(),
+    );
+    assert!(records
+        .iter()
+        .all(|r| r["counters"]["server_timing"].is_null()));
+    assert_eq!(report["levels"][0]["server_timing"]["timed"], 0);
+    assert!(
+        console
+            .contains("(--api kserve) reported no timing of its own in its 4 succeeded requests"),
+        "{console}"
+    );
+}
