@@ -19,6 +19,7 @@ pub mod resend;
 mod reuse;
 pub mod rxstamp;
 pub mod tls;
+pub mod wrapped;
 
 pub use chunk_time::Stamper;
 pub use classify::{

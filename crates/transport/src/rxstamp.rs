@@ -12,6 +12,7 @@
 //! again since. Bytes that were copied on the way (TLS decrypts into another buffer)
 //! match no read and get the latest read's stamp (see `docs/src/DESIGN.md`).
 
+use crate::wrapped::{Watch, Wrapped};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
 use std::future::Future;
@@ -20,7 +21,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -198,9 +199,12 @@ const CMSG_SPACE: usize = 64;
 struct CmsgSpace([u8; CMSG_SPACE]);
 
 /// A TCP stream whose reads keep their kernel receive time (see the module docs).
+pub type StampedTcp = Wrapped<TcpStream, StampedReads>;
+
+/// What a [`StampedTcp`] keeps of its reads, and how it reads (`recvmsg`, when the
+/// socket stamps); its writes pass through.
 #[derive(Debug)]
-pub struct StampedTcp {
-    tcp: TcpStream,
+pub struct StampedReads {
     stamps: RxStamps,
     /// Whether the socket took `SO_TIMESTAMPNS` (else it reads as a plain stream).
     enabled: bool,
@@ -241,24 +245,26 @@ impl StampedTcp {
         let enabled = mode == Timestamps::Kernel && sys::enable(&tcp);
         let stamps = RxStamps::default();
         stamps.with(|r| r.enabled = enabled);
-        StampedTcp {
+        Wrapped::wrap(
             tcp,
-            stamps,
-            enabled,
-            scratch: Vec::new(),
-            cmsg: CmsgSpace([0; CMSG_SPACE]),
-            latest: None,
-            read_at: None,
-            reads: 0,
-            ring,
-        }
+            StampedReads {
+                stamps,
+                enabled,
+                scratch: Vec::new(),
+                cmsg: CmsgSpace([0; CMSG_SPACE]),
+                latest: None,
+                read_at: None,
+                reads: 0,
+                ring,
+            },
+        )
     }
 
     /// When the latest read that carried bytes returned, on the monotonic clock: the
     /// read's user time, taken once (`None` before one, or when the socket does not
     /// stamp: a plain read is not timed here).
     pub fn read_at(&self) -> Option<Instant> {
-        self.read_at
+        self.watch.read_at
     }
 
     /// The stamp of the latest read that carried bytes (`exact: false`: it says nothing
@@ -266,7 +272,7 @@ impl StampedTcp {
     /// that decodes each read before the next one gives its bytes, without the lookup
     /// of [`RxStamps::stamp_for`].
     pub fn latest_stamp(&self) -> Option<RxStamp> {
-        self.latest
+        self.watch.latest
     }
 
     /// Whether an idle connection still looks open: a peek that would block. A closed
@@ -274,18 +280,21 @@ impl StampedTcp {
     /// socket itself, not the runtime's readiness (cleared after a draining read, so it
     /// may not have seen the server's FIN yet), and takes no byte.
     pub fn idle_looks_open(&self) -> bool {
-        sys::peek_would_block(&self.tcp)
+        sys::peek_would_block(&self.stream)
     }
 
     /// The handle the request side reads stamps through.
     pub fn stamps(&self) -> RxStamps {
-        self.stamps.clone()
+        self.watch.stamps.clone()
     }
+}
 
+impl StampedReads {
     /// Reads with `recvmsg` into `buf` (through the scratch buffer when `buf`'s free
     /// part is not initialized); records where the bytes went and their stamp.
     fn poll_read_stamped(
         &mut self,
+        tcp: &TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
@@ -301,8 +310,8 @@ impl StampedTcp {
             self.scratch = vec![0; SCRATCH];
         }
         loop {
-            std::task::ready!(self.tcp.poll_read_ready(cx))?;
-            let (cmsg, tcp) = (&mut self.cmsg.0, &self.tcp);
+            std::task::ready!(tcp.poll_read_ready(cx))?;
+            let cmsg = &mut self.cmsg.0;
             let dst = if direct {
                 &mut buf.initialized_mut()[filled..filled + want]
             } else {
@@ -353,53 +362,23 @@ impl StampedTcp {
     }
 }
 
-impl AsyncRead for StampedTcp {
+impl Watch<TcpStream> for StampedReads {
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.enabled {
-            return Pin::new(&mut this.tcp).poll_read(cx, buf);
+        if !self.enabled {
+            return Pin::new(tcp).poll_read(cx, buf);
         }
-        this.poll_read_stamped(cx, buf)
-    }
-}
-
-impl AsyncWrite for StampedTcp {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        self.poll_read_stamped(tcp, cx, buf)
     }
 }
 
 impl Connection for StampedTcp {
     fn connected(&self) -> Connected {
-        self.tcp.connected().extra(self.stamps.clone())
+        self.stream.connected().extra(self.watch.stamps.clone())
     }
 }
 
@@ -765,7 +744,7 @@ mod tests {
             .unwrap();
         assert_eq!(&buf[..n], b"data: a\n\n");
         assert_eq!(client.stamps().stamp_for(&buf[..n]), None, "no ring");
-        if !client.enabled {
+        if !client.watch.enabled {
             // Without kernel stamps the plain read is not timed: the reader's clock stands in.
             assert_eq!(client.read_at(), None);
             return;

@@ -3,6 +3,7 @@
 //! client that trickles or never sends) is closed, so silent sockets cannot take the
 //! page or the probes' descriptors.
 
+use cadence_transport::wrapped::{Watch, Wrapped};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
@@ -67,7 +68,7 @@ impl axum::serve::Listener for Bounded {
                 continue;
             };
             match self.inner.accept().await {
-                Ok((stream, peer)) => return (Idle::new(stream, slot, self.idle), peer),
+                Ok((stream, peer)) => return (IdleDeadline::around(stream, slot, self.idle), peer),
                 Err(e) => {
                     if cadence_transport::classify::is_own_limit(&e) {
                         tracing::warn!(
@@ -85,27 +86,33 @@ impl axum::serve::Listener for Bounded {
     }
 }
 
-/// A page connection: its slot, freed when it closes, and the idle deadline that every
+/// A page connection: the stream with its slot and idle deadline.
+pub(crate) type Idle = Wrapped<TcpStream, IdleDeadline>;
+
+/// A page connection's slot, freed when it closes, and the idle deadline that every
 /// byte read or written moves on.
-pub(crate) struct Idle {
-    stream: tokio::net::TcpStream,
+pub(crate) struct IdleDeadline {
     _slot: OwnedSemaphorePermit,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
 }
 
-impl Idle {
-    fn new(stream: tokio::net::TcpStream, slot: OwnedSemaphorePermit, idle: Duration) -> Idle {
-        Idle {
+impl IdleDeadline {
+    fn around(stream: TcpStream, slot: OwnedSemaphorePermit, idle: Duration) -> Idle {
+        Wrapped::wrap(
             stream,
-            _slot: slot,
-            idle,
-            deadline: Box::pin(tokio::time::sleep(idle)),
-        }
+            IdleDeadline {
+                _slot: slot,
+                idle,
+                deadline: Box::pin(tokio::time::sleep(idle)),
+            },
+        )
     }
+}
 
+impl Watch<TcpStream> for IdleDeadline {
     /// After progress: the deadline moves on. While waiting: an error once it passed.
-    fn watch<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn seen<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match r {
             Poll::Ready(r) => {
                 let next = Instant::now() + self.idle;
@@ -120,38 +127,6 @@ impl Idle {
                 Poll::Pending => Poll::Pending,
             },
         }
-    }
-}
-
-impl AsyncRead for Idle {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.stream).poll_read(cx, buf);
-        this.watch(cx, r)
-    }
-}
-
-impl AsyncWrite for Idle {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.watch(cx, r)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
