@@ -100,6 +100,31 @@ pub enum TwinCommand {
     /// Learn a twin from runs (records files, the proxy's records, other tools'
     /// saved runs holding chunk times) and write it as one TOML file.
     Fit(TwinFitArgs),
+    /// Judge a twin the held-out way: fit on one run, predict other runs' loads, print
+    /// per quantile the error, the rerun noise, and the engine model's error beside.
+    Check(TwinCheckArgs),
+}
+
+/// Flags of `cadence twin check`.
+#[derive(Debug, Args)]
+pub struct TwinCheckArgs {
+    /// The run the twin is fitted on (and the engine calibrated on, with --preset or
+    /// --engine).
+    #[arg(value_name = "FIT")]
+    pub fit: PathBuf,
+
+    /// Runs whose loads are predicted; two runs of the same load give its rerun noise.
+    #[arg(required = true, value_name = "HELDOUT")]
+    pub heldout: Vec<PathBuf>,
+
+    /// Calibrate this engine on FIT as `plan --calibrate` does and judge it beside the
+    /// twin (engine flags as `cadence plan` takes them).
+    #[command(flatten)]
+    pub engine: EngineOpts,
+
+    /// Seeds the twin's draws (and Poisson arrivals of a run that kept no seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// Flags of `cadence twin fit`.

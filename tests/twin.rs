@@ -117,3 +117,83 @@ fn a_twin_fitted_on_a_sweep_plans_every_load_and_marks_what_lies_past_it() {
 fn text_with_format(text: &str) -> String {
     text.replacen("format = 1", "format = 2", 1)
 }
+
+/// An open-loop Poisson run of the built-in simulator (engine mode), as records.
+fn poisson(dir: &Path, name: &str) -> std::path::PathBuf {
+    let records = dir.join(name);
+    cadence()
+        .args(["bench", "--preset", "llama-3.1-8b@h100-fp8", "--rate", "30"])
+        .args([
+            "--arrivals",
+            "poisson",
+            "--seed",
+            "5",
+            "-n",
+            "150",
+            "--quiet",
+        ])
+        .args(["--max-tokens", "16", "--input-tokens", "128", "--records"])
+        .arg(&records)
+        .assert()
+        // 4: sends late on a loaded machine make the run invalid; its records stand.
+        .code(predicates::prelude::predicate::in_iter([0, 4]));
+    records
+}
+
+/// The simulator as a truth the twin is given none of: fitted on a closed-loop sweep,
+/// it predicts a held-out Poisson load measured twice. Tolerances from the sim's own
+/// rerun noise on this loaded 2-core machine (BENCHMARKS.md, "The twin, held out"):
+/// two runs of the same Poisson load differed by up to 11 % on the medians, 26 % on
+/// the p90s and 14 % on the p99s; over three checks the twin was within 8 % on every
+/// median, 28 % on the p90s (ITL p90 is its worst, always high) and 21 % on the p99s.
+/// Asserted: medians within 20 %, p90s within 40 %, p99s within 60 %, so a machine
+/// hiccup in one run does not fail the suite while a twin that lost the load (a
+/// queue, a slot count, a stall band) does.
+#[test]
+fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let fit = sweep(dir.path(), "1,2,4,8", "80");
+    let (a, b) = (
+        poisson(dir.path(), "a.jsonl"),
+        poisson(dir.path(), "b.jsonl"),
+    );
+    let out = cadence()
+        .args(["twin", "check"])
+        .args([&fit, &a, &b])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    eprintln!("{text}");
+    assert!(text.contains("rate=30/s"), "{text}");
+    assert!(text.contains("worst rerun noise"), "{text}");
+    for (figure, limit) in [
+        ("TTFT p50", 20.0),
+        ("TTFT p90", 40.0),
+        ("TTFT p99", 60.0),
+        ("ITL p50", 20.0),
+        ("ITL p90", 40.0),
+        ("ITL p99", 60.0),
+        ("E2E p50", 20.0),
+        ("E2E p90", 40.0),
+        ("E2E p99", 60.0),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(figure))
+            .unwrap_or_else(|| panic!("no {figure} row: {text}"));
+        let err: f64 = line
+            .split_whitespace()
+            .nth(6)
+            .unwrap()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap();
+        assert!(
+            err.abs() <= limit,
+            "{figure} off by {err} % (at most {limit}):\n{text}"
+        );
+    }
+}

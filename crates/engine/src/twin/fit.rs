@@ -1,7 +1,8 @@
 //! `cadence twin fit`: records in, a [`Twin`] out. Each run is read on its own
 //! timeline: the slots inferred from the most requests streaming at once, each
 //! request's admission rebuilt by replaying a FIFO queue for those slots, then every
-//! gap and every prefill filed under the running count and context (or prompt) it saw.
+//! gap and every prefill filed under the running count and context (or prompt) it saw,
+//! a gap also by whether another request was admitted within it.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -120,7 +121,7 @@ fn admissions(reqs: &[Req], slots: usize) -> Vec<u64> {
 /// Samples filed by cell, before they become tables.
 #[derive(Default)]
 struct Samples {
-    itl: BTreeMap<(u32, Option<u64>), Vec<f64>>,
+    itl: BTreeMap<(u32, Option<u64>, bool), Vec<f64>>,
     prefill: BTreeMap<(u32, Option<u64>), (Vec<f64>, f64)>,
     chunk_tokens: Vec<u64>,
     requests: u64,
@@ -154,11 +155,20 @@ impl Samples {
                 cell.0.push(us);
                 cell.1 += r.uncached as f64;
             }
-            self.add_gaps(r, &running);
+            // Another request admitted within (a, b]: its prefill ran in the gap.
+            let joined = |a: u64, b: u64| {
+                starts.partition_point(|&s| s <= b) > starts.partition_point(|&s| s <= a)
+            };
+            self.add_gaps(r, &running, &joined);
         }
     }
 
-    fn add_gaps(&mut self, r: &Req, running: &impl Fn(u64) -> u32) {
+    fn add_gaps(
+        &mut self,
+        r: &Req,
+        running: &impl Fn(u64) -> u32,
+        joined: &impl Fn(u64, u64) -> bool,
+    ) {
         let prompt = r.rec.input_tokens.unwrap_or(0);
         let mut produced = 0u64;
         for (i, c) in r.rec.chunks.iter().enumerate() {
@@ -172,12 +182,12 @@ impl Samples {
                     self.max_running = self.max_running.max(at);
                     self.max_context = self.max_context.max(context);
                     let us = (b - a) as f64 / 1e3;
-                    let rb = running_bin(at);
+                    let (rb, j) = (running_bin(at), joined(a, b));
                     self.itl
-                        .entry((rb, Some(size_bin(context))))
+                        .entry((rb, Some(size_bin(context)), j))
                         .or_default()
                         .push(us);
-                    self.itl.entry((rb, None)).or_default().push(us);
+                    self.itl.entry((rb, None, j)).or_default().push(us);
                     self.gaps += 1;
                 }
             }
@@ -188,7 +198,7 @@ impl Samples {
 
 /// An ITL cell of `v`'s gaps (µs): the body up to [`STALL_FACTOR`] × the median, the
 /// stall band above it.
-fn itl_cell(running: u32, context: Option<u64>, mut v: Vec<f64>) -> ItlCell {
+fn itl_cell(running: u32, context: Option<u64>, joined: bool, mut v: Vec<f64>) -> ItlCell {
     v.sort_unstable_by(f64::total_cmp);
     let median = cadence_core::stats::quantile_sorted(&v, 0.5).unwrap_or(0.0);
     let cut = if median > 0.0 {
@@ -200,6 +210,7 @@ fn itl_cell(running: u32, context: Option<u64>, mut v: Vec<f64>) -> ItlCell {
     ItlCell {
         running,
         context,
+        joined,
         samples: v.len() as u64,
         stall_share: stall.len() as f64 / v.len() as f64,
         body_us: table_of(body, BODY_POINTS),
@@ -245,7 +256,7 @@ pub fn fit(runs: &[Vec<RequestRecord>], source: &str) -> Result<Twin, FitError> 
     }
     let itl = std::mem::take(&mut s.itl)
         .into_iter()
-        .map(|((r, c), v)| itl_cell(r, c, v))
+        .map(|((r, c, j), v)| itl_cell(r, c, j, v))
         .collect();
     let prefill = std::mem::take(&mut s.prefill)
         .into_iter()

@@ -5,6 +5,7 @@
 //! (requests running, uncached prompt tokens); the slot count read off the runs. One
 //! TOML file, `format = 1`; docs/src/twin.md says every field.
 
+pub mod check;
 mod fit;
 mod model;
 mod server;
@@ -61,7 +62,8 @@ pub struct Twin {
 
 /// The gaps between chunks while `running` requests held slots (a bin, see
 /// [`running_bin`]) at a context of `context` tokens (a bin, see [`size_bin`]; absent:
-/// every context pooled).
+/// every context pooled), with another request admitted within them (`joined`) or
+/// not.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItlCell {
@@ -70,6 +72,9 @@ pub struct ItlCell {
     /// Context bin; `None`: every context of this running bin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<u64>,
+    /// Gaps within which another request was admitted (its prefill ran in them).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub joined: bool,
     /// Gaps in the cell.
     pub samples: u64,
     /// Share of the gaps in the stall band (over [`STALL_FACTOR`] × the median).
@@ -111,6 +116,10 @@ pub enum TwinFileError {
     /// A table that cannot be sampled.
     #[error("twin file: {0}")]
     Invalid(String),
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The bin of a running count: exact up to 8, then powers of two (16 holds 16..=31).
@@ -205,34 +214,40 @@ impl Twin {
         Ok(())
     }
 
-    /// The ITL cell for `running` requests at `context` tokens: the exact cell when it
-    /// holds [`MIN_CELL`] gaps, else its running bin pooled, else the nearest running
-    /// bin's pooled cell.
-    pub fn itl_cell(&self, running: u32, context: u64) -> &ItlCell {
+    /// The ITL cell for `running` requests at `context` tokens, another admitted within
+    /// the gap or not (`joined`): the exact cell when it holds [`MIN_CELL`] gaps, else
+    /// the pooled cell of the nearest running bin that holds as many (of the same
+    /// `joined`, else either; any pooled cell when none does); `None` only for a twin that
+    /// [`Twin::from_toml`] would refuse.
+    pub fn itl_cell(&self, running: u32, context: u64, joined: bool) -> Option<&ItlCell> {
         let (r, c) = (running_bin(running), size_bin(context));
-        let exact = self
-            .itl
-            .iter()
-            .find(|x| x.running == r && x.context == Some(c) && x.samples >= MIN_CELL);
-        exact.unwrap_or_else(|| {
-            nearest(self.itl.iter().filter(|x| x.context.is_none()), r, |x| {
-                x.running
-            })
+        let exact = self.itl.iter().find(|x| {
+            x.running == r && x.context == Some(c) && x.joined == joined && x.samples >= MIN_CELL
+        });
+        exact.or_else(|| {
+            let pooled = self.itl.iter().filter(|x| x.context.is_none());
+            let same = pooled.clone().filter(|x| x.joined == joined);
+            let full = |x: &&ItlCell| x.samples >= MIN_CELL;
+            nearest(same.clone().filter(full), r, |x| x.running)
+                .or_else(|| nearest(pooled.clone().filter(full), r, |x| x.running))
+                .or_else(|| nearest(same, r, |x| x.running))
+                .or_else(|| nearest(pooled, r, |x| x.running))
         })
     }
 
     /// The prefill cell for `running` requests (the newcomer included) and an uncached
-    /// prompt of `prompt` tokens, found as [`Twin::itl_cell`] finds its cell.
-    pub fn prefill_cell(&self, running: u32, prompt: u64) -> &PrefillCell {
+    /// prompt of `prompt` tokens, found as [`Twin::itl_cell`] finds its cell (a cell
+    /// of [`MIN_CELL`] / 2 requests is enough).
+    pub fn prefill_cell(&self, running: u32, prompt: u64) -> Option<&PrefillCell> {
         let (r, p) = (running_bin(running), size_bin(prompt));
         let exact = self
             .prefill
             .iter()
             .find(|x| x.running == r && x.prompt == Some(p) && x.samples >= MIN_CELL / 2);
-        exact.unwrap_or_else(|| {
-            nearest(self.prefill.iter().filter(|x| x.prompt.is_none()), r, |x| {
-                x.running
-            })
+        exact.or_else(|| {
+            let pooled = self.prefill.iter().filter(|x| x.prompt.is_none());
+            let full = pooled.clone().filter(|x| x.samples >= MIN_CELL / 2);
+            nearest(full, r, |x| x.running).or_else(|| nearest(pooled, r, |x| x.running))
         })
     }
 
@@ -264,9 +279,13 @@ impl ItlCell {
     }
 }
 
-/// The cell whose running bin is nearest `r` (the lower one on a tie); the pooled
-/// cells are never empty once validated.
-fn nearest<'a, T>(cells: impl Iterator<Item = &'a T>, r: u32, key: impl Fn(&T) -> u32) -> &'a T
+/// The cell whose running bin is nearest `r` (the lower one on a tie); `None` when
+/// there are none.
+fn nearest<'a, T>(
+    cells: impl Iterator<Item = &'a T>,
+    r: u32,
+    key: impl Fn(&T) -> u32,
+) -> Option<&'a T>
 where
     T: 'a,
 {
@@ -277,7 +296,7 @@ where
             best = Some(c);
         }
     }
-    best.expect("a validated twin has pooled cells")
+    best
 }
 
 /// The value at quantile `u` of a table of evenly spaced quantiles (0 … 1), linearly

@@ -40,6 +40,10 @@ struct Seq {
     generated: u32,
     /// When its next chunk leaves.
     next: u64,
+    /// When its last chunk left (0 before its first).
+    last: u64,
+    /// Another request was admitted within its current gap.
+    joined: bool,
     prefix: Option<Prefix>,
     beyond: bool,
 }
@@ -96,16 +100,23 @@ impl TwinServer {
             };
             let n = self.running.len() as u32 + 1;
             let twin = &self.twin;
-            let cell = twin.prefill_cell(n, u64::from(s.uncached));
-            let mut us = super::table_at(&cell.times_us, self.rng.unit());
-            if u64::from(s.uncached) > twin.max_prompt && cell.mean_prompt > 0.0 {
-                us *= f64::from(s.uncached) / cell.mean_prompt;
-            }
+            let u = self.rng.unit();
+            let us = twin
+                .prefill_cell(n, u64::from(s.uncached))
+                .map_or(0.0, |cell| {
+                    let us = super::table_at(&cell.times_us, u);
+                    if u64::from(s.uncached) > twin.max_prompt && cell.mean_prompt > 0.0 {
+                        us * f64::from(s.uncached) / cell.mean_prompt
+                    } else {
+                        us
+                    }
+                });
             s.beyond |= n > twin.max_running || u64::from(s.uncached) > twin.max_prompt;
             self.reach.max_running = self.reach.max_running.max(n);
             self.reach.max_prompt = self.reach.max_prompt.max(u64::from(s.uncached));
             s.next = t + (us * 1e3).round() as u64;
             out.push(Event::Scheduled { id: s.id, t });
+            self.join(t);
             if let Some(p) = s.prefix.filter(|p| p.key & SESSION_KEYS == 0) {
                 self.remember(p.key, p.tokens);
             }
@@ -128,15 +139,31 @@ impl TwinServer {
         }
     }
 
-    /// The gap (ns) before a chunk of the sequence at `i`.
-    fn gap(&mut self, i: usize) -> u64 {
+    /// A request is admitted at `t`: its prefill runs within the current gap of every
+    /// streaming sequence, each redrawn from the cells of gaps another joined.
+    fn join(&mut self, t: u64) {
+        for i in 0..self.running.len() {
+            let s = &self.running[i];
+            if s.generated > 0 && !s.joined && s.next > t {
+                let g = self.gap(i, true);
+                let s = &mut self.running[i];
+                s.joined = true;
+                s.next = (s.last + g).max(t);
+            }
+        }
+    }
+
+    /// The gap (ns) before a chunk of the sequence at `i`, another request admitted
+    /// within it or not.
+    fn gap(&mut self, i: usize, joined: bool) -> u64 {
         let n = self.running.len() as u32;
         let s = &self.running[i];
         let context = u64::from(s.prompt) + u64::from(s.generated);
         let twin = &self.twin;
-        let cell = twin.itl_cell(n, context);
         let (pick, u) = (self.rng.unit(), self.rng.unit());
-        let mut us = cell.sample(pick, u);
+        let mut us = twin
+            .itl_cell(n, context, joined)
+            .map_or(0.0, |c| c.sample(pick, u));
         if n > twin.max_running {
             let (a, b) = self.line;
             let at = |r: u32| a + b * f64::from(running_bin(r));
@@ -158,8 +185,10 @@ impl TwinServer {
         let n = self.twin.chunk_tokens_at(u).min(s.max_tokens - s.generated);
         s.generated += n;
         out.push(Event::Tokens { id: s.id, t, n });
+        s.last = t;
+        s.joined = false;
         if s.generated < s.max_tokens {
-            let g = self.gap(i);
+            let g = self.gap(i, false);
             self.running[i].next = t + g;
             return;
         }
@@ -234,6 +263,8 @@ impl Backend for TwinServer {
             max_tokens: req.max_tokens,
             generated: 0,
             next: t,
+            last: 0,
+            joined: false,
             prefix,
             beyond: false,
         });

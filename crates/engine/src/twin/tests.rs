@@ -86,7 +86,7 @@ fn the_stall_band_is_a_component_of_its_own_and_comes_back_out() {
         (1, false, 1)
     );
     assert_eq!((twin.requests, twin.gaps), (200, 10_000));
-    let cell = twin.itl_cell(1, 150);
+    let cell = twin.itl_cell(1, 150, false).expect("a cell");
     assert_eq!(cell.context, Some(128), "150 tokens of context: bin 128");
     let pooled = twin
         .itl
@@ -234,4 +234,42 @@ fn bins_and_tables() {
     );
     assert_eq!(table_at(&[0, 10, 20], 0.75), 15.0);
     assert_eq!(table_of(&[1.0, 2.0, 3.0, 4.0, 5.0], 3), vec![1, 3, 5]);
+}
+
+#[test]
+fn the_check_reads_quantiles_and_judges_against_the_rerun() {
+    // TTFT 1..=100 ms, one gap of 2 ms each, E2E = TTFT + 2 ms.
+    let recs: Vec<RequestRecord> = (1..=100).map(|k| rec(k, 0, 0, k * MS, &[2 * MS])).collect();
+    let f = check::figures(&recs).expect("figures");
+    let want = [50.5, 90.1, 99.01, 2.0, 2.0, 2.0, 52.5, 92.1, 101.01];
+    for (k, (got, want)) in f.iter().zip(want).enumerate() {
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{}: {got} not {want}",
+            check::FIGURES[k]
+        );
+    }
+    let mut predicted = f;
+    predicted[0] *= 1.05;
+    predicted[5] *= 0.8;
+    assert_eq!(check::worst(&predicted, &f).map(|w| w.1), Some("ITL p99"));
+    let mut rerun = f;
+    rerun[0] *= 0.9;
+    let judged = check::Judged {
+        name: "rate=3/s".into(),
+        measured: f,
+        rerun: Some(rerun),
+        twin: Some(predicted),
+        engine: None,
+        extrapolated: None,
+    };
+    let text = check::render(&[judged]);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .expect("row")
+    };
+    assert!(row("TTFT p50").ends_with("+5.0%   -10.0%  yes"), "{text}");
+    assert!(row("ITL p99").ends_with("-20.0%    +0.0%  no"), "{text}");
+    assert!(text.contains("worst twin: ITL p99 20.0 % off"), "{text}");
 }

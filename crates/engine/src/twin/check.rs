@@ -1,0 +1,244 @@
+//! `cadence twin check`: the twin judged the held-out way. Fitted on one run, it
+//! predicts each load of other runs (their arrivals, lengths and clients as recorded);
+//! per quantile (p50, p90, p99 of TTFT, ITL, E2E) the error beside the rerun noise
+//! (a second run of the same load against the first), and beside the engine model
+//! calibrated on the same fit run when one is given.
+
+use std::sync::Arc;
+
+use cadence_core::per_request::{e2e_ms, itl_gaps, ms, ttft_ms};
+use cadence_core::report::LevelReport;
+use cadence_core::stats::quantile_sorted;
+use cadence_core::{Outcome, RequestRecord};
+
+use super::{extrapolation, Model, Twin};
+use crate::calibrate::{measured_levels, Fallbacks, SweepError};
+use crate::fit::{self, Level, PARAMS};
+use crate::{Arrivals, EngineSpec};
+
+/// The quantiles judged.
+pub const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
+/// The figures judged, in the order of [`figures`].
+pub const FIGURES: [&str; 9] = [
+    "TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p90", "ITL p99", "E2E p50", "E2E p90",
+    "E2E p99",
+];
+/// Model runs the engine's calibration may take.
+const EVALS: u32 = 1500;
+
+/// A run as the check reads it: its report's levels, the records' level index of
+/// each, every record, its arrivals' seed and whether its open loop was evenly spaced.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// How the output names it (its file).
+    pub name: String,
+    /// Its report's levels.
+    pub levels: Vec<LevelReport>,
+    /// The records' level index of each report level.
+    pub level_ids: Vec<u32>,
+    /// Every record.
+    pub records: Vec<RequestRecord>,
+    /// The seed its Poisson arrivals were drawn with.
+    pub seed: u64,
+    /// Its open loop was evenly spaced (`--arrivals constant`).
+    pub constant: bool,
+}
+
+/// TTFT, ITL and E2E at each of [`QUANTILES`] (ms), over succeeded, non-warm-up
+/// records by the report's formulas; `None` without a streamed request.
+pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<[f64; 9]> {
+    let (mut ttft, mut itl, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
+    let mut bad = 0;
+    for r in records {
+        if r.warmup || r.outcome != Outcome::Succeeded {
+            continue;
+        }
+        ttft.extend(ttft_ms(r, &mut bad));
+        itl.extend(itl_gaps(r, &mut bad).map(|(g, _)| ms(g)));
+        e2e.extend(e2e_ms(r, &mut bad));
+    }
+    let mut out = [0.0; 9];
+    for (k, v) in [ttft, itl, e2e].iter_mut().enumerate() {
+        v.sort_unstable_by(f64::total_cmp);
+        for (j, q) in QUANTILES.iter().enumerate() {
+            out[3 * k + j] = quantile_sorted(v, *q)?;
+        }
+    }
+    Some(out)
+}
+
+/// A run's loads: each level's arrivals and workload (its records'), and its measured
+/// figures.
+pub fn loads(run: &Run, notes: &mut Vec<String>) -> Result<Vec<(Level, [f64; 9])>, SweepError> {
+    let of_level = |i: usize| -> Vec<RequestRecord> {
+        let id = run.level_ids.get(i).copied();
+        run.records
+            .iter()
+            .filter(|r| Some(r.level) == id)
+            .cloned()
+            .collect()
+    };
+    let fallbacks = Fallbacks {
+        input_tokens: 512,
+        turnaround_ns: 0,
+        seed: run.seed,
+    };
+    let levels = measured_levels(&run.levels, Some(|i| Ok(of_level(i))), fallbacks, notes)?;
+    let mut out = Vec::new();
+    for mut l in levels {
+        if let (true, Arrivals::Poisson { rate, .. }) = (run.constant, l.arrivals) {
+            l.arrivals = Arrivals::Constant { rate };
+        }
+        // The level's records: every report level of that name (pooled by load).
+        let recs: Vec<RequestRecord> = (0..run.levels.len())
+            .filter(|&i| run.levels[i].name == l.name)
+            .flat_map(of_level)
+            .collect();
+        let measured = figures(&recs).ok_or_else(|| SweepError::NoStreams(l.name.clone()))?;
+        out.push((l, measured));
+    }
+    Ok(out)
+}
+
+/// The engine model `base` calibrated on the fit run's levels, as `plan --calibrate`
+/// fits it; `None` with fewer than 3 loads to fit.
+pub fn calibrated(base: &EngineSpec, fit_loads: &[(Level, [f64; 9])]) -> Option<EngineSpec> {
+    let levels: Vec<&Level> = fit_loads.iter().map(|(l, _)| l).collect();
+    (levels.len() >= 3).then(|| fit::fit(base, &levels, PARAMS, EVALS).spec)
+}
+
+/// One held-out load's row group: measured, the rerun, the twin's and the engine's
+/// predictions, and the twin's extrapolation warning.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// The load's name (`rate=3/s`).
+    pub name: String,
+    /// The first held-out run's figures.
+    pub measured: [f64; 9],
+    /// A second run of the same load, when given.
+    pub rerun: Option<[f64; 9]>,
+    /// The twin's prediction.
+    pub twin: Option<[f64; 9]>,
+    /// The calibrated engine's prediction, when an engine was given.
+    pub engine: Option<[f64; 9]>,
+    /// When the twin went past its fit at this load.
+    pub extrapolated: Option<String>,
+}
+
+/// Predicts `level` with `model`: its figures and, for a twin, its extrapolation.
+fn predict(model: &Model, level: &Level) -> (Option<[f64; 9]>, Option<String>) {
+    let (planned, reach) = model.plan_level(level.arrivals, &level.workload, 0, 0, 0);
+    let beyond = match (model, reach) {
+        (Model::Twin { twin, .. }, Some(r)) => extrapolation(&r, twin),
+        _ => None,
+    };
+    (figures(&planned.records), beyond)
+}
+
+/// Judges the twin (and the calibrated engine) on the held-out loads: each load once,
+/// its first run measured, a second run of the same name its rerun.
+pub fn judge(
+    twin: Arc<Twin>,
+    engine: Option<EngineSpec>,
+    held: Vec<(Level, [f64; 9])>,
+    seed: u64,
+) -> Vec<Judged> {
+    let twin = Model::Twin { twin, seed };
+    let engine = engine.map(|s| Model::Engine(Box::new(s)));
+    let mut out: Vec<Judged> = Vec::new();
+    for (level, measured) in held {
+        if let Some(j) = out.iter_mut().find(|j| j.name == level.name) {
+            j.rerun.get_or_insert(measured);
+            continue;
+        }
+        let (predicted, extrapolated) = predict(&twin, &level);
+        out.push(Judged {
+            name: level.name.clone(),
+            measured,
+            rerun: None,
+            twin: predicted,
+            engine: engine.as_ref().and_then(|e| predict(e, &level).0),
+            extrapolated,
+        });
+    }
+    out
+}
+
+/// predicted / measured − 1.
+fn err(p: f64, m: f64) -> Option<f64> {
+    (m > 0.0).then(|| p / m - 1.0)
+}
+
+fn pct(e: Option<f64>) -> String {
+    e.map_or("-".into(), |e| format!("{:+.1}%", e * 100.0))
+}
+
+/// The worst |error| over the figures and which figure it is.
+pub fn worst(predicted: &[f64; 9], measured: &[f64; 9]) -> Option<(f64, &'static str)> {
+    (0..9)
+        .filter_map(|k| err(predicted[k], measured[k]).map(|e| (e.abs(), FIGURES[k])))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The check as text: per load, per figure, measured, the twin's prediction and error,
+/// the engine's, the rerun noise and whether the twin is within it; then the worst.
+pub fn render(judged: &[Judged]) -> String {
+    let engine = judged.iter().any(|j| j.engine.is_some());
+    let mut s = String::new();
+    for j in judged {
+        s.push_str(&format!("\n{}\n", j.name));
+        if let Some(w) = &j.extrapolated {
+            s.push_str(&format!("  {w}\n"));
+        }
+        s.push_str(&format!(
+            "  {:<10} {:>10} {:>10} {:>8}",
+            "figure", "measured", "twin", "error"
+        ));
+        if engine {
+            s.push_str(&format!(" {:>10} {:>8}", "engine", "error"));
+        }
+        s.push_str(&format!(" {:>8}  {}\n", "rerun", "twin within rerun noise"));
+        for k in 0..9 {
+            let m = j.measured[k];
+            let t = j.twin.map(|p| p[k]);
+            let te = t.and_then(|p| err(p, m));
+            let noise = j.rerun.and_then(|r| err(r[k], m));
+            s.push_str(&format!(
+                "  {:<10} {:>10} {:>10} {:>8}",
+                FIGURES[k],
+                ms_cell(Some(m)),
+                ms_cell(t),
+                pct(te)
+            ));
+            if engine {
+                let e = j.engine.map(|p| p[k]);
+                s.push_str(&format!(
+                    " {:>10} {:>8}",
+                    ms_cell(e),
+                    pct(e.and_then(|p| err(p, m)))
+                ));
+            }
+            let within = match (te, noise) {
+                (Some(e), Some(n)) => if e.abs() <= n.abs() { "yes" } else { "no" }.to_string(),
+                _ => "-".into(),
+            };
+            s.push_str(&format!(" {:>8}  {}\n", pct(noise), within));
+        }
+        let line = |who: &str, p: Option<[f64; 9]>| {
+            p.and_then(|p| worst(&p, &j.measured))
+                .map(|(e, f)| format!("  worst {who}: {f} {:.1} % off\n", e * 100.0))
+        };
+        s.extend(line("twin", j.twin));
+        s.extend(line("engine", j.engine));
+        s.extend(
+            j.rerun
+                .and_then(|r| worst(&r, &j.measured))
+                .map(|(e, f)| format!("  worst rerun noise: {f} {:.1} %\n", e * 100.0)),
+        );
+    }
+    s
+}
+
+fn ms_cell(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2} ms"))
+}
