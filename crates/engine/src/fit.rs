@@ -4,7 +4,7 @@
 //! squares on the relative error of TTFT and ITL percentiles (a bounded Nelder–Mead
 //! with restarts, deterministic).
 
-use cadence_core::per_request::{itl_gaps, ms, ttft_ms};
+use cadence_core::per_request::{e2e_ms, itl_gaps, ms, ttft_ms};
 use cadence_core::stats::quantile_sorted;
 use cadence_core::{Outcome, RequestRecord};
 
@@ -36,17 +36,7 @@ impl Figures {
     /// formulas (TTFT: first chunk − sent; ITL: gaps between chunks, pooled); `None`
     /// when no request has a TTFT or no request streamed two chunks.
     pub fn of_records<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<Self> {
-        let (mut ttft, mut itl) = (Vec::new(), Vec::new());
-        let mut bad = 0;
-        for r in records {
-            if r.warmup || r.outcome != Outcome::Succeeded {
-                continue;
-            }
-            ttft.extend(ttft_ms(r, &mut bad));
-            itl.extend(itl_gaps(r, &mut bad).map(|(g, _)| ms(g)));
-        }
-        ttft.sort_unstable_by(f64::total_cmp);
-        itl.sort_unstable_by(f64::total_cmp);
+        let [ttft, itl, _] = samples(records);
         let at = |v: &[f64], i: usize| quantile_sorted(v, QUANTILES[i]);
         Some(Figures {
             ttft: [at(&ttft, 0)?, at(&ttft, 1)?],
@@ -64,6 +54,26 @@ impl Figures {
         let (p, m) = (self.values(), measured.values());
         std::array::from_fn(|i| p[i] / m[i] - 1.0)
     }
+}
+
+/// TTFT, ITL gaps and E2E in ms of the succeeded, non-warm-up records by the report's
+/// formulas, each sorted.
+pub fn samples<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> [Vec<f64>; 3] {
+    let (mut ttft, mut itl, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
+    let mut bad = 0;
+    for r in records {
+        if r.warmup || r.outcome != Outcome::Succeeded {
+            continue;
+        }
+        ttft.extend(ttft_ms(r, &mut bad));
+        itl.extend(itl_gaps(r, &mut bad).map(|(g, _)| ms(g)));
+        e2e.extend(e2e_ms(r, &mut bad));
+    }
+    let mut out = [ttft, itl, e2e];
+    for v in &mut out {
+        v.sort_unstable_by(f64::total_cmp);
+    }
+    out
 }
 
 /// One measured level: how requests arrived, what they asked for (in order, warm-up

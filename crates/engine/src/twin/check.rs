@@ -6,10 +6,9 @@
 
 use std::sync::Arc;
 
-use cadence_core::per_request::{e2e_ms, itl_gaps, ms, ttft_ms};
 use cadence_core::report::LevelReport;
 use cadence_core::stats::quantile_sorted;
-use cadence_core::{Outcome, RequestRecord};
+use cadence_core::RequestRecord;
 
 use super::{extrapolation, Model, Twin};
 use crate::calibrate::{measured_levels, Fallbacks, SweepError};
@@ -47,19 +46,8 @@ pub struct Run {
 /// TTFT, ITL and E2E at each of [`QUANTILES`] (ms), over succeeded, non-warm-up
 /// records by the report's formulas; `None` without a streamed request.
 pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<[f64; 9]> {
-    let (mut ttft, mut itl, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
-    let mut bad = 0;
-    for r in records {
-        if r.warmup || r.outcome != Outcome::Succeeded {
-            continue;
-        }
-        ttft.extend(ttft_ms(r, &mut bad));
-        itl.extend(itl_gaps(r, &mut bad).map(|(g, _)| ms(g)));
-        e2e.extend(e2e_ms(r, &mut bad));
-    }
     let mut out = [0.0; 9];
-    for (k, v) in [ttft, itl, e2e].iter_mut().enumerate() {
-        v.sort_unstable_by(f64::total_cmp);
+    for (k, v) in fit::samples(records).iter().enumerate() {
         for (j, q) in QUANTILES.iter().enumerate() {
             out[3 * k + j] = quantile_sorted(v, *q)?;
         }
