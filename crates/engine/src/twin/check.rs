@@ -230,3 +230,55 @@ pub fn render(judged: &[Judged]) -> String {
 fn ms_cell(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.2} ms"))
 }
+
+/// Why a check could not be made: a run's loads could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{run}: {error}")]
+pub struct CheckError {
+    /// The run, as named.
+    pub run: String,
+    /// What was wrong with it.
+    pub error: String,
+}
+
+/// The whole check as text: a twin fitted on `fit` (and `base` calibrated on it, when
+/// given) judged on the loads of `held`, with notes on what was assumed.
+pub fn check(
+    fit: &Run,
+    held: &[Run],
+    base: Option<&EngineSpec>,
+    seed: u64,
+) -> Result<String, CheckError> {
+    let bad = |run: &Run, e: &dyn std::fmt::Display| CheckError {
+        run: run.name.clone(),
+        error: e.to_string(),
+    };
+    let twin =
+        super::fit(std::slice::from_ref(&fit.records), &fit.name).map_err(|e| bad(fit, &e))?;
+    let mut notes = Vec::new();
+    let engine = match base {
+        Some(base) => {
+            let loads = loads(fit, &mut notes).map_err(|e| bad(fit, &e))?;
+            let e = calibrated(base, &loads);
+            if e.is_none() {
+                notes.push("the engine is not calibrated: FIT has fewer than 3 loads".into());
+            }
+            e
+        }
+        None => None,
+    };
+    let mut judged = Vec::new();
+    for run in held {
+        judged.extend(loads(run, &mut notes).map_err(|e| bad(run, &e))?);
+    }
+    let judged = judge(Arc::new(twin), engine, judged, seed);
+    let mut out = format!(
+        "twin fitted on {}; errors are predicted / measured - 1\n",
+        fit.name
+    );
+    for n in notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&render(&judged));
+    Ok(out)
+}

@@ -251,6 +251,21 @@ impl Twin {
         })
     }
 
+    /// What the twin learned, in a line: requests, gaps, slots and its reach.
+    pub fn summary(&self) -> String {
+        format!(
+            "twin of {}: {} requests, {} gaps; {} slots{}; seen up to {} running, {} tokens of context, {} uncached prompt tokens\n",
+            self.source,
+            self.requests,
+            self.gaps,
+            self.slots,
+            if self.slots_seen { " (seen full)" } else { " or more (never seen full)" },
+            self.max_running,
+            self.max_context,
+            self.max_prompt,
+        )
+    }
+
     /// Tokens of a chunk for a uniform draw `u` in [0, 1).
     pub fn chunk_tokens_at(&self, u: f64) -> u32 {
         let total: u64 = self.chunk_tokens.iter().sum();
