@@ -560,6 +560,12 @@ pub struct OtlpArgs {
     /// An event on each span for each of its first N chunks (0: none; at most 1000).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub otlp_chunk_events: u32,
+
+    /// The share of requests traced (0.1 or 10%): each request carries a W3C traceparent,
+    /// sampled when its trace id falls within the share, and only sampled ones are
+    /// exported (a session's steps are sampled together).
+    #[arg(long, value_name = "SHARE", default_value = "1", value_parser = parse_share)]
+    pub otlp_sample: f64,
 }
 
 #[derive(Debug, Args)]

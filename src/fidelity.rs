@@ -278,6 +278,7 @@ fn client_context(
         redactor: Redactor::default(),
         progress,
         tokenizer: None,
+        propagation: None,
     })
 }
 

@@ -53,9 +53,14 @@ fn collector(status: u16) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
 }
 
 fn bench(url: &str, dir: &std::path::Path) -> (Option<i32>, Value, Vec<Value>) {
+    bench_with(url, dir, &["-n", "6", "-c", "2"])
+}
+
+fn bench_with(url: &str, dir: &std::path::Path, load: &[&str]) -> (Option<i32>, Value, Vec<Value>) {
     let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
     let out = cadence()
-        .args(["bench", "-n", "6", "-c", "2", "--seed", "7", "--quiet"])
+        .args(["bench", "--seed", "7", "--quiet"])
+        .args(load)
         .args(["--otlp", url, "--otlp-protocol", "http/json"])
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
         .arg("--json")
@@ -75,6 +80,22 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &kv.unwrap_or_else(|| panic!("{key} in {span}"))["value"]
 }
 
+/// Every span the collector was sent.
+fn spans_of(bodies: &Mutex<Vec<Vec<u8>>>) -> Vec<Value> {
+    bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let doc: Value = serde_json::from_slice(b).unwrap();
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect()
+}
+
 fn ns(v: &Value) -> u64 {
     v.as_str().unwrap().parse().unwrap()
 }
@@ -88,18 +109,7 @@ fn every_request_is_a_span_whose_times_are_its_records() {
     assert_eq!(report["otlp"]["spans"], 6, "{}", report["otlp"]);
     assert_eq!(report["otlp"]["exported"], 6);
     assert_eq!(report["otlp"]["dropped"], 0);
-    let spans: Vec<Value> = bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .flat_map(|b| {
-            let doc: Value = serde_json::from_slice(b).unwrap();
-            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
-                .as_array()
-                .unwrap()
-                .clone()
-        })
-        .collect();
+    let spans = spans_of(&bodies);
     assert_eq!(spans.len(), records.len());
     for r in &records {
         let i = r["index"].as_u64().unwrap();
@@ -108,6 +118,10 @@ fn every_request_is_a_span_whose_times_are_its_records() {
             .find(|s| ns(&attr(s, "cadence.request.index")["intValue"]) == i)
             .unwrap();
         assert_eq!(s["kind"], 3, "client");
+        // The span is the one the request's traceparent named.
+        assert_eq!(s["traceId"], r["trace"]["trace_id"]);
+        assert_eq!(s["spanId"], r["trace"]["span_id"]);
+        assert_eq!(r["trace"]["sampled"], true);
         assert_eq!(attr(s, "gen_ai.operation.name")["stringValue"], "chat");
         let (sent, end) = (
             r["sent_ns"].as_u64().unwrap(),
@@ -151,4 +165,64 @@ fn credentials_in_the_otlp_url_are_refused_unshown() {
         .args(["bench", "-n", "1", "--otlp", "http://u:hunter2@127.0.0.1:9"])
         .assert()
         .stderr(predicates::str::contains("hunter2").not());
+}
+
+#[test]
+fn a_sessions_steps_are_children_of_its_span_in_one_trace() {
+    let (url, bodies) = collector(200);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, records) = bench_with(
+        &url,
+        dir.path(),
+        &["-n", "2", "-c", "2", "--turns", "3", "--input-tokens", "8"],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(records.len(), 6);
+    let spans = spans_of(&bodies);
+    for session in [0, 1] {
+        let steps: Vec<&Value> = records.iter().filter(|r| r["session"] == session).collect();
+        assert_eq!(steps.len(), 3, "session {session}");
+        let trace = &steps[0]["trace"];
+        let parent = &trace["parent_span_id"];
+        assert!(steps
+            .iter()
+            .all(|r| r["trace"]["trace_id"] == trace["trace_id"]));
+        assert!(steps
+            .iter()
+            .all(|r| &r["trace"]["parent_span_id"] == parent));
+        let root = spans
+            .iter()
+            .find(|s| &s["spanId"] == parent)
+            .expect("the session's span");
+        assert_eq!(root["traceId"], trace["trace_id"]);
+        assert_eq!(attr(root, "cadence.steps")["intValue"], "3");
+        let children = spans
+            .iter()
+            .filter(|s| &s["parentSpanId"] == parent)
+            .count();
+        assert_eq!(children, 3, "one child per step");
+        // The session spans its steps.
+        let first_step = spans
+            .iter()
+            .find(|s| s["spanId"] == steps[0]["trace"]["span_id"])
+            .unwrap();
+        assert_eq!(root["startTimeUnixNano"], first_step["startTimeUnixNano"]);
+    }
+}
+
+#[test]
+fn unsampled_requests_carry_their_ids_but_are_not_exported() {
+    let (url, bodies) = collector(200);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench_with(
+        &url,
+        dir.path(),
+        &["-n", "6", "-c", "2", "--otlp-sample", "0"],
+    );
+    assert_eq!(code, Some(0));
+    assert!(records
+        .iter()
+        .all(|r| r["trace"]["trace_id"].is_string() && r["trace"].get("sampled").is_none()));
+    assert_eq!(report["otlp"]["spans"], 0);
+    assert!(spans_of(&bodies).is_empty());
 }

@@ -10,6 +10,7 @@ use crate::exit::usage;
 use crate::workload::Workload;
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
+use cadence_bench::propagate::Propagation;
 use cadence_bench::sink::BenchSinks;
 use cadence_bench::target::Target;
 use cadence_bench::trace::TraceEntry;
@@ -107,18 +108,7 @@ impl Setup {
         );
         let (records_path, _spill) =
             crate::output::records_path(args.records.as_deref(), &args.outputs)?;
-        let otlp = crate::otlp::start(
-            &args.otlp,
-            crate::otlp::Target {
-                endpoint: &endpoint.target.endpoint,
-                operation: crate::otlp::operation(endpoint.target.api),
-                model: &model,
-                stall_threshold: args.stall_threshold,
-                chunk_events: args.otlp.otlp_chunk_events,
-                kind: cadence_otlp::proto::SpanKind::Client,
-            },
-        )?;
-        let (otlp, exporter) = otlp.unzip();
+        let (otlp, exporter) = crate::otlp::start_client(args, &endpoint.target, &model)?.unzip();
         let (sender, sink) = record_thread(args, records_path.clone(), &progress, live, exporter)?;
         let cx = Arc::new(RunContext {
             client: http,
@@ -129,6 +119,9 @@ impl Setup {
             redactor,
             progress: progress.clone(),
             tokenizer: workload.tokenizer.clone(),
+            propagation: otlp
+                .as_ref()
+                .map(|_| Propagation::salted_now(args.otlp.otlp_sample)),
         });
         Ok(Setup {
             endpoint,

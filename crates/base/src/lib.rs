@@ -16,6 +16,7 @@ pub mod rng;
 pub mod secret;
 pub mod sink;
 pub mod stats;
+pub mod trace;
 pub mod wallclock;
 
 pub use dist::DistAcc;

@@ -373,6 +373,10 @@ pub struct RequestRecord {
     /// What only the proxy knows about the request (absent for `bench`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Box<ProxyInfo>>,
+    /// Its W3C trace context, when the run traced it (`--otlp`): the ids its
+    /// `traceparent` carried and its span was exported under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceIds>,
 }
 
 /// A proxied request: which one it was, and how long the proxy waited on its client.
@@ -433,6 +437,7 @@ impl RequestRecord {
             clock: None,
             read_delays_us: Vec::new(),
             proxy: None,
+            trace: None,
         }
     }
 

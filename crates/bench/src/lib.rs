@@ -16,6 +16,7 @@ pub mod fdlimit;
 pub mod floor;
 pub mod progress;
 pub mod prompts;
+pub mod propagate;
 pub mod runner;
 pub mod scrape;
 pub mod search;

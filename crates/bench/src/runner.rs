@@ -183,6 +183,8 @@ pub struct RunContext {
     /// Counts output tokens after each stream (off the read loop, on a blocking
     /// thread) and attributes them to chunks.
     pub tokenizer: Option<crate::tokenizer::Tokenizer>,
+    /// W3C trace context on each request and in its record (`--otlp`).
+    pub propagation: Option<crate::propagate::Propagation>,
 }
 
 /// When the server gave no prompt-token count, the workload's: the tokenizer's count of
@@ -893,12 +895,15 @@ impl<S: Sinks> RequestTask<S> {
 
     async fn execute(
         &mut self,
-        request: http::Request<http_body_util::Full<bytes::Bytes>>,
+        mut request: http::Request<http_body_util::Full<bytes::Bytes>>,
         max_tokens: Option<u64>,
         quote: Quote,
         rec: &mut RequestRecord,
     ) -> cadence_wire::StreamText {
         let cx = &self.cx;
+        if let Some(p) = &cx.propagation {
+            p.stamp(&mut request, rec);
+        }
         cx.progress.started();
         let ex = ExecContext {
             client: &cx.client,

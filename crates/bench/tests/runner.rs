@@ -70,6 +70,7 @@ fn context(addr: SocketAddr, max_tokens: u32, headers: &[(&str, &str)]) -> Arc<R
         redactor: Redactor::default(),
         progress: Progress::new(None, false),
         tokenizer: None,
+        propagation: None,
     })
 }
 

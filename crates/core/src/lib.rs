@@ -7,7 +7,7 @@
 #![warn(missing_docs)]
 
 pub use cadence_base::{
-    dist, duration, input, outcome, record, rng, secret, sink, stats, wallclock,
+    dist, duration, input, outcome, record, rng, secret, sink, stats, trace, wallclock,
 };
 
 pub mod arrivals;

@@ -9,6 +9,7 @@ pub mod export;
 pub mod json;
 pub mod proto;
 pub mod run;
+pub mod session;
 pub mod sink;
 pub mod span;
 

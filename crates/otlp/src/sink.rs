@@ -2,6 +2,7 @@
 //! finished record becomes a span and is offered to the export queue.
 
 use crate::export::SpanQueue;
+use crate::session::Sessions;
 use crate::span::{request_span, Shape, SpanIds};
 use cadence_core::rng::SplitMix64;
 use cadence_core::{RecordSink, RequestRecord};
@@ -54,6 +55,8 @@ pub struct OtlpSink {
     queue: SpanQueue,
     ids: IdGen,
     origin: Option<Arc<OnceLock<u64>>>,
+    sessions: Sessions,
+    spans: Vec<crate::proto::Span>,
 }
 
 impl OtlpSink {
@@ -64,6 +67,8 @@ impl OtlpSink {
             queue,
             ids: IdGen::default(),
             origin: None,
+            sessions: Sessions::default(),
+            spans: Vec::new(),
         }
     }
 
@@ -80,12 +85,36 @@ impl RecordSink for OtlpSink {
         if let Some(o) = self.origin.as_ref().and_then(|o| o.get()) {
             self.shape.origin_unix_ns = *o;
         }
-        let ids = SpanIds {
-            trace_id: self.ids.trace_id(),
-            span_id: self.ids.span_id(),
-            parent: None,
+        // A request the run traced keeps the ids its traceparent carried; one it did
+        // not sample is not exported.
+        let ids = match record.trace {
+            Some(t) if !t.sampled => return,
+            Some(t) => SpanIds {
+                trace_id: t.trace_id,
+                span_id: t.span_id,
+                parent: t.parent,
+            },
+            None => SpanIds {
+                trace_id: self.ids.trace_id(),
+                span_id: self.ids.span_id(),
+                parent: None,
+            },
         };
         if let Some(span) = request_span(record, &self.shape, ids) {
+            self.queue.offer(span);
+        }
+        self.sessions.step(record, &self.shape, &mut self.spans);
+        for span in self.spans.drain(..) {
+            self.queue.offer(span);
+        }
+    }
+}
+
+/// The sessions still open when the record thread lets go of the sink (the run's end)
+/// get their parent spans then.
+impl Drop for OtlpSink {
+    fn drop(&mut self) {
+        for span in self.sessions.close_all(&self.shape) {
             self.queue.offer(span);
         }
     }

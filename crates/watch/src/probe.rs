@@ -151,6 +151,7 @@ impl Prepared {
             redactor: credentials.redactor,
             progress: Progress::new(None, false),
             tokenizer: None,
+            propagation: None,
         };
         Ok(Prepared {
             target: t.clone(),
