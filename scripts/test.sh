@@ -39,6 +39,13 @@ fi
 if ! have openssl; then
     missing+=(openssl)
 fi
+# The tracing test reads Phoenix's API with curl; scripts/phoenix.sh makes a venv.
+if ! have curl; then
+    missing+=(curl)
+fi
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    missing+=(python3-venv)
+fi
 
 if ((${#missing[@]})); then
     echo "== installing Debian packages the tests need: ${missing[*]}"
@@ -85,6 +92,13 @@ echo "== real engine: scripts/real-engine.sh"
 CADENCE_REAL_ENGINE=$(scripts/real-engine.sh)
 export CADENCE_REAL_ENGINE
 
+# A real OTLP receiver for the tracing tests: Arize Phoenix from PyPI in a venv cached
+# under ~/.cache by scripts/phoenix.sh (about 5 minutes the first time), started by the
+# test on ports of its own.
+echo "== Arize Phoenix for the tracing tests: scripts/phoenix.sh"
+CADENCE_PHOENIX=$(scripts/phoenix.sh)
+export CADENCE_PHOENIX
+
 echo "== PostgreSQL for the shared-store tests: scripts/postgres.sh"
 pgdir=$(mktemp -d "${TMPDIR:-/tmp}/cadence-pg.XXXXXX")
 log=$(mktemp)
@@ -95,7 +109,7 @@ CADENCE_TEST_POSTGRES_CA=$pgdir/ca.pem
 export CADENCE_TEST_POSTGRES CADENCE_TEST_POSTGRES_TLS CADENCE_TEST_POSTGRES_CA
 
 # Tests that need a program from outside the repository (llama-server, PostgreSQL,
-# Prometheus, Chromium, tmux) are #[ignore]d, so a plain `cargo test` lists them as not
+# Prometheus, Chromium, tmux, Phoenix) are #[ignore]d, so a plain `cargo test` lists them as not
 # run; here every one of those programs is present, so they all run.
 test_args=("$@")
 if [[ " ${test_args[*]} " == *" -- "* ]]; then

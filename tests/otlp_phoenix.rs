@@ -1,0 +1,177 @@
+//! `cadence bench --otlp` into a real receiver: Arize Phoenix (from PyPI, installed by
+//! scripts/phoenix.sh, started here on ports of its own), its spans read back through
+//! its REST API and checked against the records: the same ids, TTFT and the request's
+//! time to the microsecond (Phoenix keeps microseconds), one child per session step.
+
+mod common;
+
+use cadence_core::wallclock::parse_rfc3339;
+use common::{cadence, read_records};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+/// Phoenix on free ports, its data in a temporary directory; killed when dropped.
+struct Phoenix {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Phoenix {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn get(url: &str) -> Option<String> {
+    let out = Command::new("curl")
+        .args(["-sf", "--max-time", "5", url])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn phoenix() -> Phoenix {
+    let bin = std::env::var("CADENCE_PHOENIX").expect("CADENCE_PHOENIX: scripts/phoenix.sh's path");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(bin)
+        .arg("serve")
+        .env("PHOENIX_PORT", port.to_string())
+        .env("PHOENIX_GRPC_PORT", free_port().to_string())
+        .env("PHOENIX_HOST", "127.0.0.1")
+        .env("PHOENIX_WORKING_DIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = Phoenix {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    let until = Instant::now() + Duration::from_secs(180);
+    while get(&format!("{}/healthz", p.url)).is_none() {
+        assert!(
+            Instant::now() < until,
+            "Phoenix did not answer within 180 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    p
+}
+
+/// Every span of the default project, read back through Phoenix's API.
+fn spans(p: &Phoenix, want: usize) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let body =
+            get(&format!("{}/v1/projects/default/spans?limit=1000", p.url)).unwrap_or_default();
+        let spans = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v["data"].as_array().cloned())
+            .unwrap_or_default();
+        if spans.len() >= want || Instant::now() > until {
+            return spans;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A Phoenix time as µs since the Unix epoch.
+fn us(v: &Value) -> u64 {
+    let t = parse_rfc3339(v.as_str().unwrap()).unwrap();
+    t.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+#[test]
+#[ignore = "needs Arize Phoenix (scripts/phoenix.sh, run by scripts/test.sh; CADENCE_PHOENIX)"]
+fn phoenix_holds_each_request_and_session_as_the_records_say() {
+    let p = phoenix();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("r.jsonl");
+    cadence()
+        .args([
+            "bench",
+            "-n",
+            "3",
+            "-c",
+            "3",
+            "--turns",
+            "2",
+            "--input-tokens",
+            "8",
+            "--quiet",
+        ])
+        .args(["--otlp", &p.url])
+        .arg("--records")
+        .arg(&records)
+        .assert()
+        .code(0);
+    let records = read_records(&records);
+    assert_eq!(records.len(), 6);
+    // Six steps and three sessions.
+    let spans = spans(&p, 9);
+    assert_eq!(spans.len(), 9, "{spans:#?}");
+    for r in &records {
+        let t = &r["trace"];
+        let s = spans
+            .iter()
+            .find(|s| s["context"]["span_id"] == t["span_id"])
+            .unwrap_or_else(|| panic!("no span for {t}"));
+        assert_eq!(s["context"]["trace_id"], t["trace_id"]);
+        assert_eq!(
+            s["parent_id"], t["parent_span_id"],
+            "a child of its session"
+        );
+        let a = &s["attributes"];
+        let (sent, end) = (
+            r["sent_ns"].as_u64().unwrap(),
+            r["end_ns"].as_u64().unwrap(),
+        );
+        let first = r["chunks"][0][0].as_u64().unwrap();
+        assert_eq!(
+            a["cadence.ttft_ms"].as_f64().unwrap(),
+            (first - sent) as f64 / 1e6
+        );
+        assert_eq!(a["gen_ai.usage.output_tokens"], r["output_tokens"]["count"]);
+        // Phoenix keeps microseconds: the span's length and its first chunk's event are
+        // the record's to the microsecond (each end cut once).
+        let (start_us, end_us) = (us(&s["start_time"]), us(&s["end_time"]));
+        let d = (end_us - start_us) as i64 - ((end - sent) / 1000) as i64;
+        assert!(
+            d.abs() <= 1,
+            "span {} µs, record {} ns",
+            end_us - start_us,
+            end - sent
+        );
+        let ev = s["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "cadence.first_chunk")
+            .unwrap();
+        let d = (us(&ev["timestamp"]) - start_us) as i64 - ((first - sent) / 1000) as i64;
+        assert!(d.abs() <= 1, "first chunk off by {d} µs");
+    }
+    for session in 0..3 {
+        let steps: Vec<&Value> = records.iter().filter(|r| r["session"] == session).collect();
+        let parent = &steps[0]["trace"]["parent_span_id"];
+        let root = spans
+            .iter()
+            .find(|s| &s["context"]["span_id"] == parent)
+            .unwrap();
+        assert!(root["parent_id"].is_null());
+        let children = spans.iter().filter(|s| &s["parent_id"] == parent).count();
+        assert_eq!(children, 2, "one child per step of session {session}");
+    }
+}
