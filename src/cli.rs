@@ -913,6 +913,12 @@ pub struct SimArgs {
     #[arg(long)]
     pub burst: Option<u32>,
 
+    /// Speculative decoding: mean tokens per decode step (1 to 16, the bonus token
+    /// included); chunks carry that many on the usual gap, and vLLM's per-request
+    /// speculative_decoding counts ride the usage chunk. Overrides --burst.
+    #[arg(long, value_name = "TOKENS")]
+    pub spec_accept_len: Option<f64>,
+
     /// Chance per chunk of an extra stall.
     #[arg(long)]
     pub stall_probability: Option<f64>,

@@ -16,14 +16,14 @@ const TTFT_MS: u64 = 40;
 const ITL_MS: u64 = 5;
 const TOKENS: u64 = 8;
 
-fn bench(url: &str, api: &str, dir: &Path) -> (Vec<Value>, Value, String) {
+/// `cadence bench` of `n` requests of `tokens` tokens: its records, report (checked
+/// against the schema) and console.
+fn bench(url: &str, api: &str, (n, tokens): (u64, u64), dir: &Path) -> (Vec<Value>, Value, String) {
     let records = dir.join(format!("{api}.jsonl"));
     let json = dir.join(format!("{api}.json"));
     let out = common::cadence()
-        .args([
-            "bench", url, "--api", api, "--model", "m", "-c", "1", "-n", "4",
-        ])
-        .args(["--max-tokens", &TOKENS.to_string()])
+        .args(["bench", url, "--api", api, "--model", "m", "-c", "1"])
+        .args(["-n", &n.to_string(), "--max-tokens", &tokens.to_string()])
         .arg("--records")
         .arg(&records)
         .arg("--json")
@@ -56,7 +56,7 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
     ]);
     let dir = tempfile::tempdir().unwrap();
     for api in ["chat", "completions", "responses"] {
-        let (records, report, console) = bench(&format!("{base}/v1"), api, dir.path());
+        let (records, report, console) = bench(&format!("{base}/v1"), api, (4, TOKENS), dir.path());
         assert_eq!(records.len(), 4, "{api}");
         for r in &records {
             let t = &r["counters"]["server_timing"];
@@ -108,6 +108,7 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
     let (records, report, console) = bench(
         &format!("{base}/v2/models/m/generate_stream"),
         "kserve",
+        (4, TOKENS),
         dir.path(),
     );
     assert!(records
@@ -119,4 +120,52 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
             .contains("(--api kserve) reported no timing of its own in its 4 succeeded requests"),
         "{console}"
     );
+}
+
+/// Speculation: `cadence sim --spec-accept-len 2.5` sends 1, 2, 3, 2, 3 tokens a chunk
+/// on the usual gap and reports vLLM's per-request `speculative_decoding` counts; the
+/// acceptance length the client derives (tokens per chunk after the first) equals the
+/// configured one and the server's, and the gap before a chunk is never divided by
+/// its tokens.
+#[test]
+fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
+    let (_sim, base) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        "10ms",
+        "--itl",
+        "5ms",
+        "--spec-accept-len",
+        "2.5",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let (records, report, console) = bench(&format!("{base}/v1"), "chat", (3, 11), dir.path());
+    for r in &records {
+        assert_eq!(r["chunks"].as_array().unwrap().len(), 5, "{r}");
+        let t = &r["counters"]["server_timing"];
+        assert_eq!(
+            (ns(&t["spec_steps"]), ns(&t["spec_accepted"])),
+            (4, 6),
+            "{t}"
+        );
+        assert_eq!(ns(&t["spec_drafted"]), 8, "{t}");
+    }
+    let b = &report["levels"][0]["bursts"];
+    assert_eq!(b["client_acceptance_length"].as_f64(), Some(2.5), "{b}");
+    assert_eq!(b["server_acceptance_length"].as_f64(), Some(2.5), "{b}");
+    assert_eq!(b["draft_acceptance_rate"].as_f64(), Some(0.75), "{b}");
+    assert!(
+        console.contains("client 2.50 over 3 requests, server 2.50"),
+        "{console}"
+    );
+    // A flag outside its range is refused naming it.
+    let bad = common::cadence()
+        .args(["sim", "--addr", "127.0.0.1:0", "--spec-accept-len", "17"])
+        .timeout(Duration::from_secs(10))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--spec-accept-len must be from 1 to 16"));
 }

@@ -225,9 +225,26 @@ pub struct ServerTiming {
     /// Tokens the decode time covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_tokens: Option<u64>,
+    /// Speculative decoding: verification steps (vLLM's `num_spec_steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_steps: Option<u64>,
+    /// Speculative decoding: draft tokens accepted, the bonus tokens not counted
+    /// (`num_accepted_draft_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_accepted: Option<u64>,
+    /// Speculative decoding: draft tokens proposed (`num_draft_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_drafted: Option<u64>,
 }
 
 impl ServerTiming {
+    /// The server's mean acceptance length: tokens per verification step, the bonus
+    /// token included (`1 + accepted ÷ steps`); `None` without speculation figures.
+    pub fn acceptance_length(&self) -> Option<f64> {
+        let (steps, accepted) = (self.spec_steps?, self.spec_accepted?);
+        (steps > 0).then(|| 1.0 + accepted as f64 / steps as f64)
+    }
+
     /// The server's own time per output token, ns.
     pub fn per_token_ns(&self) -> Option<f64> {
         let (ns, n) = (self.decode_ns?, self.decode_tokens?);

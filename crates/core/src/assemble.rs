@@ -308,6 +308,7 @@ fn assemble_level(
     }
     lr.charts = figures.charts;
     lr.server_timing = figures.time_split;
+    lr.bursts = figures.bursts;
     lr.server = meta.server.as_ref().map(|scrape| {
         let gaps = agg.gaps();
         Box::new(crate::attribution::attribute(

@@ -74,6 +74,8 @@ pub struct LevelFigures {
     /// Where the time went, from the server's own per-request timing
     /// ([`crate::time_split`]); `None` when no request succeeded.
     pub time_split: Option<crate::TimeSplit>,
+    /// Chunks of several tokens and speculation ([`crate::bursts`]).
+    pub bursts: Option<crate::Bursts>,
     /// What the records say that the figures do not (failure messages, resends,
     /// unannounced multi-token chunks, coalesced reads, bucketing), in plain words.
     pub record_warnings: Vec<String>,
@@ -95,6 +97,8 @@ pub struct LevelAggregator {
     gaps: GapsAcc,
     /// The server's per-request timing joined with the client's.
     split: crate::TimeSplitAcc,
+    /// Chunk sizes and the acceptance length from both sides.
+    bursts: crate::BurstsAcc,
     /// Values held exactly right now, over every distribution.
     stored: u64,
     /// The budget was spent at least once: some distributions are bucketed.
@@ -119,6 +123,7 @@ impl LevelAggregator {
             notes: RecordNotes::default(),
             gaps: GapsAcc::new(config.stall_threshold_ns),
             split: crate::TimeSplitAcc::default(),
+            bursts: crate::BurstsAcc::default(),
             stored: 0,
             bucketed: false,
             config,
@@ -141,6 +146,7 @@ impl LevelAggregator {
         self.notes.push(r);
         self.gaps.push(r);
         self.split.push(r);
+        self.bursts.push(r);
         self.enforce_budget();
     }
 
@@ -207,6 +213,7 @@ impl LevelAggregator {
         self.notes.merge(&o.notes);
         self.gaps.merge(&o.gaps);
         self.split.merge(&o.split);
+        self.bursts.merge(&o.bursts);
         self.stored += o.stored;
         self.bucketed |= o.bucketed;
         if self.bucketed {
@@ -266,6 +273,7 @@ impl LevelAggregator {
             conventions: self.conventions.views_with_pooled(pooled),
             charts: self.charts.finish_with(Some(&pooled_itl)),
             time_split: self.split.finish(),
+            bursts: self.bursts.finish(),
             record_warnings,
             summary,
         }

@@ -13,6 +13,7 @@ pub use cadence_base::{
 pub mod arrivals;
 pub mod assemble;
 pub mod attribution;
+pub mod bursts;
 pub mod charts;
 pub mod compare;
 pub mod conventions;
@@ -33,6 +34,7 @@ pub mod time_split;
 pub mod timeseries;
 
 pub use assemble::{assemble, level_meta, Checks, LevelFacts, Verdict};
+pub use bursts::{Bursts, BurstsAcc, ChunkSize};
 pub use charts::{chart_data, ChartData, ChartsAcc};
 pub use conventions::{convention_views, Convention, ConventionView, ConventionsAcc};
 pub use dist::DistAcc;

@@ -285,6 +285,10 @@ pub struct LevelReport {
     /// ([`crate::time_split`]); `timed` 0 when the server reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timing: Option<crate::TimeSplit>,
+    /// Chunks of several tokens: the acceptance length from the client and the server,
+    /// the gap by chunk size ([`crate::bursts`]); absent when every chunk carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<crate::Bursts>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -304,6 +308,7 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         charts: None,
         server: None,
         server_timing: None,
+        bursts: None,
     }
 }
 

@@ -301,6 +301,7 @@ mod tests {
             prompt_ns: Some(prefill),
             decode_ns: Some(decode),
             decode_tokens: Some(3),
+            ..ServerTiming::default()
         })
     }
 

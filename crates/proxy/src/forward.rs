@@ -697,8 +697,8 @@ fn count_plain_usage(body: &[u8], api: Option<cadence_wire::Api>, rec: &mut Requ
             .chain([Api::Chat, Api::Anthropic])
             .find_map(|api| match parse_data(api, text) {
                 StreamEvent::Chunk(c) => {
-                    if let Some(t) = c.server_timing {
-                        rec.counters.server_timing = Some(t);
+                    if let Some(t) = &c.server_timing {
+                        rec.counters.server_timing = Some(**t);
                     }
                     c.usage
                         .filter(|u| u.prompt_tokens.is_some() || u.completion_tokens.is_some())

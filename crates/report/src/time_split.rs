@@ -6,7 +6,7 @@
 use crate::cell::{cell, plural, Unit};
 use crate::table::Table;
 use cadence_core::time_split::how_to_get;
-use cadence_core::{LevelReport, Report, SlowRequest, TimeSplit};
+use cadence_core::{Bursts, LevelReport, Report, SlowRequest, TimeSplit};
 use std::fmt::Write;
 
 /// Slowest requests the table shows beside the mean (the JSON keeps them all).
@@ -93,9 +93,55 @@ pub(crate) fn silent(r: &Report, t: &TimeSplit) -> Option<String> {
     })
 }
 
+/// The line on a level's bursts: the acceptance length from both sides and the gap by
+/// chunk size.
+pub(crate) fn bursts_line(b: &Bursts) -> String {
+    let num = |v: Option<f64>| v.map_or(crate::cell::ABSENT.to_string(), |v| format!("{v:.2}"));
+    let mut line = format!(
+        "acceptance length (tokens per chunk after the first): client {} over {}, server {}",
+        num(b.client_acceptance_length),
+        plural(b.requests, "request"),
+        num(b.server_acceptance_length),
+    );
+    if let Some(rate) = b.draft_acceptance_rate {
+        let _ = write!(line, " ({} of drafts accepted)", crate::cell::fmt_pct(rate));
+    }
+    if b.server_requests == 0 {
+        line.push_str(" (the server reported no speculation)");
+    }
+    if !b.itl_by_chunk_tokens.is_empty() {
+        let sizes: Vec<String> = b
+            .itl_by_chunk_tokens
+            .iter()
+            .map(|c| {
+                let more = if c.tokens as usize == cadence_core::bursts::SIZE_CLASSES {
+                    "+"
+                } else {
+                    ""
+                };
+                format!(
+                    "{}{more} tok {} ({})",
+                    c.tokens,
+                    ms(Some(c.mean_ms)),
+                    c.gaps
+                )
+            })
+            .collect();
+        let _ = write!(
+            line,
+            "; gap before a chunk by its tokens: {}",
+            sizes.join(", ")
+        );
+    }
+    line
+}
+
 /// The console's lines for one level: the table (the slowest requests by index), or
-/// the line naming the server that said nothing.
+/// the line naming the server that said nothing; then its bursts.
 pub(crate) fn console(out: &mut String, r: &Report, l: &LevelReport) {
+    if let Some(b) = &l.bursts {
+        let _ = writeln!(out, "Bursts: {}", bursts_line(b));
+    }
     let Some(t) = &l.server_timing else {
         return;
     };
@@ -119,6 +165,16 @@ pub(crate) fn html(r: &Report, o: &mut String) {
         .iter()
         .filter_map(|l| Some((l, l.server_timing.as_ref()?)))
         .collect();
+    for l in r.levels.iter().filter(|l| l.bursts.is_some()) {
+        if let Some(b) = &l.bursts {
+            let _ = write!(
+                o,
+                r#"<p class="sub">{} bursts: {}</p>"#,
+                crate::svg::esc(&l.name),
+                crate::svg::esc(&bursts_line(b))
+            );
+        }
+    }
     if levels.is_empty() {
         return;
     }

@@ -50,7 +50,16 @@ pub struct SimConfig {
     /// Tool calls per tool-calling reply (parallel calls), unless the request
     /// turns parallel calls off.
     pub parallel_tool_calls: u32,
+    /// Speculative decoding: the mean tokens per decode step (the acceptance length,
+    /// the bonus token included), from 1 to [`MAX_SPEC_ACCEPT_LEN`]. The first chunk
+    /// carries one token (the prefill's), each later one `floor(s·L) − floor((s−1)·L)`
+    /// at step `s`, on the usual gap: a step's time does not grow with its tokens.
+    /// Overrides `burst` (flat cadence; engine mode does not speculate).
+    pub spec_accept_len: Option<f64>,
 }
+
+/// The longest mean acceptance length the sim takes (16 tokens a step).
+pub const MAX_SPEC_ACCEPT_LEN: f64 = 16.0;
 
 /// The server stops producing tokens from `at` (after the sim starts) for `duration`:
 /// streams already running resume where they were, one freeze later; requests that
@@ -99,6 +108,7 @@ impl Default for SimConfig {
             engine: None,
             tool_call_probability: DEFAULT_TOOL_CALL_PROBABILITY,
             parallel_tool_calls: 1,
+            spec_accept_len: None,
         }
     }
 }
@@ -106,6 +116,9 @@ impl Default for SimConfig {
 /// A configuration the server refuses to start with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// The speculation's acceptance length is outside 1 to 16 (the value given).
+    #[error("--spec-accept-len must be from 1 to 16 tokens a step (got {0})")]
+    SpecAcceptLen(f64),
     /// `burst` is 0 (the value given).
     #[error("burst must be at least 1 token per chunk (got {0})")]
     Burst(u32),
@@ -146,6 +159,12 @@ impl SimConfig {
         }
         if self.parallel_tool_calls == 0 {
             return Err(ConfigError::ParallelToolCalls);
+        }
+        if let Some(l) = self
+            .spec_accept_len
+            .filter(|l| !(1.0..=MAX_SPEC_ACCEPT_LEN).contains(l))
+        {
+            return Err(ConfigError::SpecAcceptLen(l));
         }
         if self.default_max_tokens == 0 {
             return Err(ConfigError::MaxTokens);

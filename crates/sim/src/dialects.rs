@@ -157,6 +157,42 @@ pub struct Timing {
     pub prompt: Duration,
     /// From the first token to the last.
     pub decode: Duration,
+    /// Speculative decoding's counts, when the stream speculated.
+    pub spec: Option<SpecCounts>,
+}
+
+/// A speculating stream's counts as vLLM reports them per request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpecCounts {
+    /// Verification steps: the chunks after the first.
+    pub steps: u32,
+    /// Draft tokens accepted: each step's tokens but its bonus token.
+    pub accepted: u32,
+    /// Draft tokens proposed: the draft length each step.
+    pub drafted: u32,
+}
+
+impl Timing {
+    /// The timing of a stream that follows `plan` whole: the prefill up to its first
+    /// chunk, the decode from its first chunk to its last, and its speculation.
+    pub fn of_plan(plan: &crate::plan::StreamPlan) -> Timing {
+        let first_at = plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
+        let spec = plan.spec_tokens.map(|k| {
+            let steps = plan.chunks.len().saturating_sub(1) as u32;
+            let after_first =
+                plan.token_count() - plan.chunks.first().map_or(0, |c| c.tokens.len() as u32);
+            SpecCounts {
+                steps,
+                accepted: after_first - steps,
+                drafted: steps * k,
+            }
+        });
+        Timing {
+            prompt: first_at,
+            decode: plan.last_at().saturating_sub(first_at),
+            spec,
+        }
+    }
 }
 
 /// vLLM's per-request `metrics` object (as `--enable-per-request-metrics` adds it) for
@@ -167,8 +203,18 @@ pub fn vllm_metrics(timing: Timing, n: u32) -> serde_json::Value {
     let mean_itl = (n > 1).then(|| ms(timing.decode) / f64::from(n - 1));
     let total = timing.prompt + timing.decode;
     let per_s = (!total.is_zero()).then(|| f64::from(n) / total.as_secs_f64());
-    json!({"time_to_first_token_ms": ms(timing.prompt), "generation_time_ms": ms(timing.decode),
-        "queue_time_ms": 0.0, "mean_itl_ms": mean_itl, "tokens_per_second": per_s})
+    let mut v = json!({"time_to_first_token_ms": ms(timing.prompt),
+        "generation_time_ms": ms(timing.decode), "queue_time_ms": 0.0, "mean_itl_ms": mean_itl,
+        "tokens_per_second": per_s});
+    if let Some(s) = timing.spec {
+        let steps = f64::from(s.steps.max(1));
+        v["speculative_decoding"] = json!({
+            "mean_acceptance_length": 1.0 + f64::from(s.accepted) / steps,
+            "draft_acceptance_rate": f64::from(s.accepted) / f64::from(s.drafted.max(1)),
+            "num_spec_steps": s.steps, "num_accepted_draft_tokens": s.accepted,
+            "num_draft_tokens": s.drafted, "num_spec_tokens": s.drafted / s.steps.max(1)});
+    }
+    v
 }
 
 /// The events after the last content event: the counts and the end marker (`[DONE]`
@@ -321,6 +367,21 @@ pub fn frame(dialect: Dialect, data: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_speculating_plans_counts_are_its_steps_accepted_and_drafted_tokens() {
+        let config = crate::SimConfig {
+            spec_accept_len: Some(2.5),
+            ..crate::SimConfig::default()
+        };
+        let p = crate::plan::plan(&config, 0, 12, &crate::plan::Overrides::default());
+        // Chunks of 1, 2, 3, 2, 3, 1 tokens: 5 steps after the prefill's, 6 drafts
+        // accepted of 2 a step.
+        let s = Timing::of_plan(&p).spec.unwrap();
+        assert_eq!((s.steps, s.accepted, s.drafted), (5, 6, 10));
+        let m = vllm_metrics(Timing::of_plan(&p), 12);
+        assert_eq!(m["speculative_decoding"]["mean_acceptance_length"], 2.2);
+    }
 
     #[test]
     fn event_names_come_from_the_type_field() {

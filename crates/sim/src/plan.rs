@@ -50,6 +50,9 @@ pub struct StreamPlan {
     pub request: u64,
     /// The content chunks in send order.
     pub chunks: Vec<PlannedChunk>,
+    /// Speculative decoding: the draft tokens proposed each step after the first
+    /// chunk (`ceil(L) − 1` for an acceptance length `L`); `None` without speculation.
+    pub spec_tokens: Option<u32>,
 }
 
 impl StreamPlan {
@@ -96,11 +99,12 @@ pub fn plan(
     let mut time_rng = SimRng::for_request(config.seed, request, TIMING);
     let mut text_rng = SimRng::for_request(config.seed, request, TEXT);
     let burst = overrides.burst.unwrap_or(config.burst).max(1);
-    let n_chunks = max_tokens.div_ceil(burst);
-    let mut chunks = Vec::with_capacity(n_chunks as usize);
+    let spec = config.spec_accept_len.filter(|_| overrides.burst.is_none());
+    let mut chunks = Vec::with_capacity(max_tokens.div_ceil(burst) as usize);
     let mut at = Duration::ZERO;
     let mut left = max_tokens;
-    for i in 0..n_chunks {
+    let mut i = 0;
+    while left > 0 {
         at += if i == 0 {
             overrides
                 .ttft
@@ -121,14 +125,30 @@ pub fn plan(
                 at += stall.duration;
             }
         }
-        let take = left.min(burst);
+        let take = left.min(spec.map_or(burst, |l| spec_step(l, i)));
         left -= take;
         let tokens = (0..take)
             .map(|_| text_rng.random_range(0..VOCAB.len() as u32))
             .collect();
         chunks.push(PlannedChunk { at, tokens });
+        i += 1;
     }
-    StreamPlan { request, chunks }
+    StreamPlan {
+        request,
+        chunks,
+        spec_tokens: spec.map(|l| (l.ceil() as u32).saturating_sub(1)),
+    }
+}
+
+/// The tokens chunk `i` carries under speculation of mean acceptance length `l`: one
+/// for the first (the prefill's token), then `floor(s·l) − floor((s−1)·l)` at step
+/// `s = i`, so every run of steps averages `l` as closely as whole tokens can.
+fn spec_step(l: f64, i: u32) -> u32 {
+    if i == 0 {
+        return 1;
+    }
+    let at = |s: u32| (f64::from(s) * l).floor() as u32;
+    (at(i) - at(i - 1)).max(1)
 }
 
 /// The planned delays of request `request` with no overrides: TTFT first, then
@@ -144,6 +164,31 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn speculation_sends_its_acceptance_length_a_step_on_the_usual_gap() {
+        let config = SimConfig {
+            ttft: Dist::Fixed(ms(50)),
+            itl: Dist::Fixed(ms(10)),
+            burst: 4,
+            spec_accept_len: Some(2.5),
+            ..SimConfig::default()
+        };
+        let p = plan(&config, 0, 12, &Overrides::default());
+        let tokens: Vec<usize> = p.chunks.iter().map(|c| c.tokens.len()).collect();
+        // The prefill's one token, then 2, 3, 2, 3 (10 over 4 steps), the last cut.
+        assert_eq!(tokens, [1, 2, 3, 2, 3, 1]);
+        assert_eq!(p.delays(), [ms(50), ms(10), ms(10), ms(10), ms(10), ms(10)]);
+        assert_eq!(p.spec_tokens, Some(2));
+        // A whole-number length: every step the same.
+        let three = SimConfig {
+            spec_accept_len: Some(3.0),
+            ..config
+        };
+        let p = plan(&three, 0, 7, &Overrides::default());
+        let tokens: Vec<usize> = p.chunks.iter().map(|c| c.tokens.len()).collect();
+        assert_eq!(tokens, [1, 3, 3]);
     }
 
     #[test]

@@ -355,6 +355,7 @@ fn ending(
             let timing = Timing {
                 prompt: first_at,
                 decode: tail_at.saturating_sub(first_at),
+                spec: Timing::of_plan(spec.plan).spec,
             };
             if shape.include_usage && spec.dialect.is_openai() {
                 let metrics = dialects::vllm_metrics(timing, produced);

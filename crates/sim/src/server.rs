@@ -291,11 +291,7 @@ async fn respond(
         for c in &plan.chunks {
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
-        let first_at = plan.chunks.first().map_or(Duration::ZERO, |c| c.at);
-        let timing = Timing {
-            prompt: first_at,
-            decode: plan.last_at().saturating_sub(first_at),
-        };
+        let timing = Timing::of_plan(&plan);
         return whole_response(dialect, &id, model, created, &text, usage, timing);
     }
 
@@ -594,6 +590,7 @@ async fn engine_whole(
     let timing = Timing {
         prompt: first - started,
         decode: first.elapsed(),
+        spec: None,
     };
     whole_response(dialect, id, model, unix_seconds(), &text, usage, timing)
 }

@@ -266,7 +266,8 @@ pub struct ParsedChunk<'a> {
     pub cumulative: bool,
     /// The server's own timing of the request (vLLM's `metrics`, Ollama, llama.cpp,
     /// SGLang's queue time).
-    pub server_timing: Option<cadence_base::ServerTiming>,
+    /// Boxed: it comes once a stream, and keeps the chunk small on every other.
+    pub server_timing: Option<Box<cadence_base::ServerTiming>>,
 }
 
 impl<'a> ParsedChunk<'a> {
@@ -400,7 +401,8 @@ fn parse_object(api: Api, data: &str) -> StreamEvent<'_> {
         return StreamEvent::Error { message };
     }
     let usage = raw.usage;
-    let server_timing = typed::openai_timing(&raw.metrics, &raw.timings, usage.as_ref());
+    let server_timing =
+        typed::openai_timing(&raw.metrics, &raw.timings, usage.as_ref()).map(Box::new);
     let Some(ch) = raw.choices else {
         return match usage {
             Some(u) => StreamEvent::Chunk(ParsedChunk {

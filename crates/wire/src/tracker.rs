@@ -613,8 +613,8 @@ impl State {
         if c.cumulative {
             self.decumulate(&mut c);
         }
-        if let Some(t) = c.server_timing {
-            rec.counters.server_timing = Some(t);
+        if let Some(t) = &c.server_timing {
+            rec.counters.server_timing = Some(**t);
         }
         self.on_chunk(&c, t_ns, rec);
         if self.api.ends_at_eof() {

@@ -337,6 +337,7 @@ fn every_dialect_that_reports_the_servers_timing_has_it_in_the_record() {
         prompt_ns: Some(85_200_000),
         decode_ns: Some(1_240_500_000),
         decode_tokens: Some(128),
+        ..ServerTiming::default()
     };
     let metrics = r#""metrics":{"time_to_first_token_ms":85.2,"generation_time_ms":1240.5,"queue_time_ms":12.3,"mean_itl_ms":9.1,"tokens_per_second":103.2}"#;
     let usage = r#""usage":{"prompt_tokens":42,"completion_tokens":128,"total_tokens":170}"#;

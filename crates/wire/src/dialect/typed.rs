@@ -45,7 +45,7 @@ fn read<'a, T: Deserialize<'a> + HasTimings>(
     let mut out = f(event, data);
     if let StreamEvent::Chunk(c) = &mut out {
         if c.server_timing.is_none() {
-            c.server_timing = timing;
+            c.server_timing = timing.map(Box::new);
         }
     }
     out
@@ -133,7 +133,11 @@ fn responses<'a>(v: ResponsesEvent<'a>, data: &'a str) -> StreamEvent<'a> {
             let r = v.response.0.unwrap_or_default();
             c.usage = r.usage.0.unwrap_or_default().usage(true);
             let tokens = c.usage.as_ref().and_then(|u| u.completion_tokens);
-            c.server_timing = r.metrics.0.and_then(|m| m.server_timing(tokens));
+            c.server_timing = r
+                .metrics
+                .0
+                .and_then(|m| m.server_timing(tokens))
+                .map(Box::new);
             c.finish_reason = r
                 .incomplete_details
                 .0
@@ -280,7 +284,7 @@ fn ollama<'a>(v: OllamaLine<'a>, data: &'a str) -> StreamEvent<'a> {
             decode_tokens: eval_count,
             ..ServerTiming::default()
         };
-        c.server_timing = (timing != ServerTiming::default()).then_some(timing);
+        c.server_timing = (timing != ServerTiming::default()).then(|| Box::new(timing));
     }
     chunk(c)
 }
@@ -323,9 +327,11 @@ fn generate<'a>(v: GenerateEvent<'a>, data: &'a str) -> StreamEvent<'a> {
         meta.cached_tokens.u64(),
     );
     c.finish_reason = meta.finish_reason.0;
-    c.server_timing = meta.queue_time.s_as_ns().map(|q| ServerTiming {
-        queue_ns: Some(q),
-        ..ServerTiming::default()
+    c.server_timing = meta.queue_time.s_as_ns().map(|q| {
+        Box::new(ServerTiming {
+            queue_ns: Some(q),
+            ..ServerTiming::default()
+        })
     });
     chunk(c)
 }
@@ -366,7 +372,12 @@ fn llamacpp<'a>(v: LlamacppEvent<'a>, data: &'a str) -> StreamEvent<'a> {
             usage(v.tokens_evaluated.u64(), v.tokens_predicted.u64()),
             cached,
         );
-        c.server_timing = v.timings.0.as_ref().and_then(Timings::server_timing);
+        c.server_timing = v
+            .timings
+            .0
+            .as_ref()
+            .and_then(Timings::server_timing)
+            .map(Box::new);
     }
     chunk(c)
 }
@@ -733,17 +744,35 @@ pub(super) struct VllmMetrics {
     /// From the first token to the last.
     #[serde(default)]
     generation_time_ms: Num,
+    /// With `--per-request-spec-decode-metrics`: the request's acceptance counts.
+    #[serde(default)]
+    speculative_decoding: Obj<SpecStats>,
+}
+
+/// vLLM's per-request speculative decoding counts.
+#[derive(Deserialize, Default)]
+struct SpecStats {
+    #[serde(default)]
+    num_spec_steps: Num,
+    #[serde(default)]
+    num_accepted_draft_tokens: Num,
+    #[serde(default)]
+    num_draft_tokens: Num,
 }
 
 impl VllmMetrics {
     /// As the server's own timing, the decode covering `tokens` (the usage's output
     /// tokens); none when every field is null.
     fn server_timing(&self, tokens: Option<u64>) -> Option<ServerTiming> {
+        let spec = self.speculative_decoding.0.as_ref();
         let timing = ServerTiming {
             queue_ns: self.queue_time_ms.ms_as_ns(),
             prompt_ns: self.time_to_first_token_ms.ms_as_ns(),
             decode_ns: self.generation_time_ms.ms_as_ns(),
             decode_tokens: None,
+            spec_steps: spec.and_then(|s| s.num_spec_steps.u64()),
+            spec_accepted: spec.and_then(|s| s.num_accepted_draft_tokens.u64()),
+            spec_drafted: spec.and_then(|s| s.num_draft_tokens.u64()),
         };
         (timing != ServerTiming::default()).then_some(ServerTiming {
             decode_tokens: timing.decode_ns.and(tokens),

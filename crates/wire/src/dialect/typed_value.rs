@@ -26,7 +26,7 @@ pub(super) fn parse(api: Api, data: &str) -> StreamEvent<'static> {
     // llama.cpp adds its `timings` to the last event of every dialect it serves.
     if let StreamEvent::Chunk(c) = &mut event {
         if c.server_timing.is_none() && v.get("timings").is_some_and(Value::is_object) {
-            c.server_timing = llamacpp_timings(&v);
+            c.server_timing = llamacpp_timings(&v).map(Box::new);
         }
     }
     event
@@ -217,7 +217,7 @@ fn ollama(v: &Value, data: &str) -> StreamEvent<'static> {
             decode_tokens: uint(v, "/eval_count"),
             ..ServerTiming::default()
         };
-        c.server_timing = (timing != ServerTiming::default()).then_some(timing);
+        c.server_timing = (timing != ServerTiming::default()).then(|| Box::new(timing));
     }
     chunk(c)
 }
@@ -291,7 +291,7 @@ fn llamacpp(v: &Value, data: &str) -> StreamEvent<'static> {
         c.end = true;
         c.finish_reason = text(v, "/stop_type").or(Some(Cow::Borrowed("stop")));
         c.usage = usage(uint(v, "/tokens_evaluated"), uint(v, "/tokens_predicted"));
-        c.server_timing = llamacpp_timings(v);
+        c.server_timing = llamacpp_timings(v).map(Box::new);
     }
     chunk(c)
 }
