@@ -51,13 +51,70 @@ pub struct Standing {
     pub slo_compliance: Option<f64>,
 }
 
+/// The figures of a probe a standing, an open incident and the by-hour chart take: what
+/// a week of probes is read as, a few numbers each (a whole row carries its texts: a
+/// week at a probe a second read whole took ~500 MB a page load).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// The probe's row id.
+    pub id: i64,
+    /// When it started (Unix ms).
+    pub started_ms: i64,
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests that succeeded.
+    pub succeeded: u64,
+    /// TTFT p50 (ms).
+    pub ttft_p50_ms: Option<f64>,
+    /// ITL p50 (ms).
+    pub itl_p50_ms: Option<f64>,
+    /// ITL p99 (ms).
+    pub itl_p99_ms: Option<f64>,
+    /// Median output speed (tokens/s).
+    pub output_tok_s: Option<f64>,
+    /// Whether it met every SLO.
+    pub slo_ok: bool,
+}
+
+/// A probe as its [`Point`]: a whole row or the point itself.
+pub trait AsPoint {
+    /// The probe's figures.
+    fn point(&self) -> Point;
+}
+
+impl AsPoint for Point {
+    fn point(&self) -> Point {
+        *self
+    }
+}
+
+impl AsPoint for ProbeRow {
+    fn point(&self) -> Point {
+        Point {
+            id: self.id,
+            started_ms: self.started_ms,
+            sent: self.sent,
+            succeeded: self.succeeded,
+            ttft_p50_ms: self.ttft_p50_ms,
+            itl_p50_ms: self.itl_p50_ms,
+            itl_p99_ms: self.itl_p99_ms,
+            output_tok_s: self.output_tok_s,
+            slo_ok: self.slo_ok,
+        }
+    }
+}
+
 /// The standing of `probes` (one target's) that started at or after `since_ms`.
-pub fn standing(probes: &[ProbeRow], since_ms: i64) -> Standing {
-    let w: Vec<&ProbeRow> = probes.iter().filter(|p| p.started_ms >= since_ms).collect();
+pub fn standing<P: AsPoint>(probes: &[P], since_ms: i64) -> Standing {
+    let w: Vec<Point> = probes
+        .iter()
+        .map(AsPoint::point)
+        .filter(|p| p.started_ms >= since_ms)
+        .collect();
     if w.is_empty() {
         return Standing::default();
     }
-    let med = |f: fn(&ProbeRow) -> Option<f64>| median(w.iter().filter_map(|p| f(p)).collect());
+    let med = |f: fn(&Point) -> Option<f64>| median(w.iter().filter_map(f).collect());
     let sent: u64 = w.iter().map(|p| p.sent).sum();
     let ok: u64 = w.iter().map(|p| p.succeeded).sum();
     Standing {
@@ -119,16 +176,36 @@ pub fn rows(targets: &[TargetInfo], probes: &[ProbeRow], now: i64) -> Vec<Row> {
                 .cloned()
                 .collect();
             let open = incidents(&mine).into_iter().find(|i| i.end_ms.is_none());
-            Row {
-                target: t.clone(),
-                last_probe: mine.last().cloned(),
-                hour: standing(&mine, now - HOUR_MS),
-                day: standing(&mine, now - DAY_MS),
-                week: standing(&mine, now - WEEK_MS),
-                open_incident: open,
-            }
+            let week: Vec<Point> = mine.iter().map(AsPoint::point).collect();
+            row(t, &week, mine.last().cloned(), open, now)
         })
         .collect()
+}
+
+/// A target's row from its week of probes as points, its latest probe and its open
+/// incident.
+pub fn row(
+    t: &TargetInfo,
+    week: &[Point],
+    last_probe: Option<ProbeRow>,
+    open_incident: Option<Incident>,
+    now: i64,
+) -> Row {
+    Row {
+        target: t.clone(),
+        last_probe,
+        hour: standing(week, now - HOUR_MS),
+        day: standing(week, now - DAY_MS),
+        week: standing(week, now - WEEK_MS),
+        open_incident,
+    }
+}
+
+/// The breaching probes at the end of `points` (in time order), when the latest
+/// breached: the open incident's, its first probe first (its cause is that probe's).
+pub fn open_run(points: &[Point]) -> &[Point] {
+    let passed = points.iter().rposition(|p| p.slo_ok).map_or(0, |i| i + 1);
+    &points[passed..]
 }
 
 #[cfg(test)]

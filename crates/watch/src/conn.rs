@@ -1,7 +1,9 @@
 //! The page's connections, bounded: at most so many at once (each holds a descriptor
 //! the probes need too), and one that moves no byte for a while (an idle keep-alive, a
-//! client that trickles or never sends) is closed, so silent sockets cannot take the
-//! page or the probes' descriptors.
+//! client that trickles or never sends) is closed, as is one whose request head is not
+//! whole within a bound (hyper's own header timeout needs a timer axum::serve does not
+//! give it), so silent or trickling sockets cannot take the page or the probes'
+//! descriptors.
 
 use cadence_transport::wrapped::{Watch, Wrapped};
 use std::future::Future;
@@ -11,6 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
@@ -21,6 +24,10 @@ pub const PAGE_CONNECTIONS: usize = 128;
 /// A page connection that moves no byte for this long is closed.
 pub const PAGE_IDLE: Duration = Duration::from_secs(10);
 
+/// A request head (its line and headers) not whole this long after its first byte
+/// closes the connection, however steadily its bytes trickle in.
+pub const PAGE_HEAD: Duration = Duration::from_secs(10);
+
 /// How the page's connections are bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageLimits {
@@ -28,6 +35,8 @@ pub struct PageLimits {
     pub connections: usize,
     /// A connection idle this long is closed.
     pub idle: Duration,
+    /// A request head not whole this long after its first byte closes the connection.
+    pub head: Duration,
 }
 
 impl Default for PageLimits {
@@ -35,6 +44,7 @@ impl Default for PageLimits {
         PageLimits {
             connections: PAGE_CONNECTIONS,
             idle: PAGE_IDLE,
+            head: PAGE_HEAD,
         }
     }
 }
@@ -43,7 +53,7 @@ impl Default for PageLimits {
 pub(crate) struct Bounded {
     inner: tokio::net::TcpListener,
     slots: Arc<Semaphore>,
-    idle: Duration,
+    limits: PageLimits,
 }
 
 impl Bounded {
@@ -51,7 +61,7 @@ impl Bounded {
         Bounded {
             inner,
             slots: Arc::new(Semaphore::new(limits.connections.max(1))),
-            idle: limits.idle,
+            limits,
         }
     }
 }
@@ -68,7 +78,9 @@ impl axum::serve::Listener for Bounded {
                 continue;
             };
             match self.inner.accept().await {
-                Ok((stream, peer)) => return (IdleDeadline::around(stream, slot, self.idle), peer),
+                Ok((stream, peer)) => {
+                    return (IdleDeadline::around(stream, slot, self.limits), peer)
+                }
                 Err(e) => {
                     if cadence_transport::classify::is_own_limit(&e) {
                         tracing::warn!(
@@ -86,46 +98,116 @@ impl axum::serve::Listener for Bounded {
     }
 }
 
-/// A page connection: the stream with its slot and idle deadline.
+/// A page connection: the stream with its slot, idle and head deadlines.
 pub(crate) type Idle = Wrapped<TcpStream, IdleDeadline>;
 
-/// A page connection's slot, freed when it closes, and the idle deadline that every
-/// byte read or written moves on.
+/// A page connection's slot, freed when it closes, the idle deadline that every byte
+/// read or written moves on, and the head deadline a request head's first byte sets
+/// (cleared when its blank line arrives or an answer is written).
 pub(crate) struct IdleDeadline {
     _slot: OwnedSemaphorePermit,
-    idle: Duration,
+    limits: PageLimits,
     deadline: Pin<Box<Sleep>>,
+    head: Head,
+    /// The result [`Watch::seen`] is shown next is a read's (else a write's).
+    reading: bool,
+}
+
+/// Where the connection is in a request head: the bytes of one are read until its
+/// blank line (two line feeds with only carriage returns between them).
+struct Head {
+    deadline: Pin<Box<Sleep>>,
+    open: bool,
+    line_feeds: u8,
+}
+
+impl Head {
+    /// Takes bytes read: the first of a head sets its deadline `within` from now.
+    fn read(&mut self, bytes: &[u8], within: Duration) {
+        for &b in bytes {
+            if !self.open {
+                self.open = true;
+                self.line_feeds = 0;
+                self.deadline.as_mut().reset(Instant::now() + within);
+            }
+            match b {
+                b'\n' => {
+                    self.line_feeds += 1;
+                    if self.line_feeds == 2 {
+                        self.open = false;
+                    }
+                }
+                b'\r' => {}
+                _ => self.line_feeds = 0,
+            }
+        }
+    }
+
+    /// Whether an open head is past its deadline (registering for the wake when not).
+    fn late(&mut self, cx: &mut Context<'_>) -> bool {
+        self.open && self.deadline.as_mut().poll(cx).is_ready()
+    }
 }
 
 impl IdleDeadline {
-    fn around(stream: TcpStream, slot: OwnedSemaphorePermit, idle: Duration) -> Idle {
+    fn around(stream: TcpStream, slot: OwnedSemaphorePermit, limits: PageLimits) -> Idle {
         Wrapped::wrap(
             stream,
             IdleDeadline {
                 _slot: slot,
-                idle,
-                deadline: Box::pin(tokio::time::sleep(idle)),
+                limits,
+                deadline: Box::pin(tokio::time::sleep(limits.idle)),
+                head: Head {
+                    deadline: Box::pin(tokio::time::sleep(limits.head)),
+                    open: false,
+                    line_feeds: 0,
+                },
+                reading: false,
             },
         )
     }
 }
 
 impl Watch<TcpStream> for IdleDeadline {
-    /// After progress: the deadline moves on. While waiting: an error once it passed.
+    /// The stream's own read, its bytes taken by the head's watch.
+    fn poll_read(
+        &mut self,
+        stream: &mut TcpStream,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            self.head.read(&buf.filled()[before..], self.limits.head);
+        }
+        self.reading = true;
+        r
+    }
+
+    /// After progress: the idle deadline moves on (and a write, an answer, closes the
+    /// head). While waiting: an error once the idle deadline or an open head's passed.
     fn seen<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        let read = std::mem::take(&mut self.reading);
         match r {
             Poll::Ready(r) => {
-                let next = Instant::now() + self.idle;
+                if !read && r.is_ok() {
+                    self.head.open = false;
+                }
+                let next = Instant::now() + self.limits.idle;
                 self.deadline.as_mut().reset(next);
                 Poll::Ready(r)
             }
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the page's connection was idle too long",
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let why = if self.head.late(cx) {
+                    "the page's connection sent no whole request head in time"
+                } else if self.deadline.as_mut().poll(cx).is_ready() {
+                    "the page's connection was idle too long"
+                } else {
+                    return Poll::Pending;
+                };
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)))
+            }
         }
     }
 }
@@ -183,21 +265,28 @@ mod tests {
         assert!(say.unwrap().contains("EMFILE"));
     }
 
-    #[tokio::test]
-    async fn f141_silent_page_connections_are_closed_and_the_page_still_answers() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// A page answering `page` at `/` on 127.0.0.1 port 0 through [`Bounded`].
+    async fn page(limits: PageLimits) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let limits = PageLimits {
-            connections: 2,
-            idle: Duration::from_millis(300),
-        };
         let app = axum::Router::new().route("/", axum::routing::get(|| async { "page" }));
         tokio::spawn(async move {
             axum::serve(Bounded::new(listener, limits), app)
                 .await
                 .unwrap();
         });
+        addr
+    }
+
+    #[tokio::test]
+    async fn f141_silent_page_connections_are_closed_and_the_page_still_answers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = page(PageLimits {
+            connections: 2,
+            idle: Duration::from_millis(300),
+            head: PAGE_HEAD,
+        })
+        .await;
         // Two silent sockets take every slot (one trickles a byte of a request head).
         let mut silent = Vec::new();
         for _ in 0..2 {
@@ -227,5 +316,53 @@ mod tests {
             let r = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await;
             assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "{r:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn f147_a_trickled_request_head_is_closed_at_the_head_deadline() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = page(PageLimits {
+            connections: 4,
+            idle: Duration::from_millis(400),
+            head: Duration::from_millis(800),
+        })
+        .await;
+        // Half a request line, then a byte every 100 ms: never idle, never a whole head.
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HT").await.unwrap();
+        let started = Instant::now();
+        let closed = loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if s.write_all(b"X").await.is_err() {
+                break started.elapsed();
+            }
+            let mut buf = [0u8; 64];
+            if let Ok(r) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf)).await {
+                assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+                break started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "a trickled head still held its socket after 5 s"
+            );
+        };
+        assert!(
+            closed >= Duration::from_millis(700) && closed < Duration::from_secs(3),
+            "{closed:?}"
+        );
+        // A whole head sent slowly within the bound is answered, and the
+        // keep-alive connection's next head gets its own deadline.
+        let mut page = tokio::net::TcpStream::connect(addr).await.unwrap();
+        for part in [&b"GET / HTTP/1.1\r\n"[..], b"Host: x\r\n", b"\r\n"] {
+            page.write_all(part).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(2), page.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 }

@@ -4,6 +4,7 @@
 //! (a crash loses at most the probe in flight), retention by age, and one writer per
 //! file (a lock on the file itself, whatever link names it).
 
+use crate::board::Point;
 use crate::columns::{definitions, names, placeholders, Cells, Kind, Value};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -433,6 +434,35 @@ impl Store {
             }
         };
         rows.map_err(|e| self.err(e))
+    }
+
+    /// The figures of every probe of `target` that started at or after `since_ms`, in
+    /// time order: a few numbers a probe, where [`Store::probes`] reads its texts too.
+    pub fn points(&self, target: &str, since_ms: i64) -> Result<Vec<Point>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT id, started_ms, sent, succeeded, ttft_p50_ms, itl_p50_ms, itl_p99_ms, \
+                 output_tok_s, slo_ok FROM probes WHERE target = ?1 AND started_ms >= ?2 \
+                 ORDER BY started_ms, id",
+            )
+            .map_err(|e| self.err(e))?;
+        let it = st
+            .query_map(params![target, since_ms], |r| {
+                Ok(Point {
+                    id: r.get(0)?,
+                    started_ms: r.get(1)?,
+                    sent: r.get::<_, i64>(2)? as u64,
+                    succeeded: r.get::<_, i64>(3)? as u64,
+                    ttft_p50_ms: r.get(4)?,
+                    itl_p50_ms: r.get(5)?,
+                    itl_p99_ms: r.get(6)?,
+                    output_tok_s: r.get(7)?,
+                    slo_ok: r.get(8)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        it.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
     /// The requests of one probe, in order.

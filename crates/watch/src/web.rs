@@ -4,7 +4,8 @@
 //! database through its own read-only connection (WAL: never blocking the writer) or
 //! the shared store, and hands the figures to `page`, which writes the markup.
 
-use crate::board::{rows, Row, TargetInfo, DAY_MS, WEEK_MS};
+use crate::board::{self, Row, TargetInfo, DAY_MS, WEEK_MS};
+use crate::incident::Incident;
 use crate::metrics::Metrics;
 use crate::page;
 use crate::probe::now_ms;
@@ -99,10 +100,32 @@ async fn read<T: Send + 'static>(
     }
 }
 
+/// Every target's row: its week read as points (a few numbers a probe), its latest
+/// probe and its open incident's first probe whole.
 async fn week_rows(db: &Path, targets: &[TargetInfo]) -> Result<Vec<Row>, Response> {
     let now = now_ms();
-    let probes = read(db, move |s| s.probes(None, now - WEEK_MS)).await?;
-    Ok(rows(targets, &probes, now))
+    let targets = targets.to_vec();
+    read(db, move |s| {
+        targets
+            .iter()
+            .map(|t| {
+                let week = s.points(&t.name, now - WEEK_MS)?;
+                let open = match board::open_run(&week) {
+                    [] => None,
+                    run => s.probe(run[0].id)?.map(|first| Incident {
+                        target: t.name.clone(),
+                        start_ms: first.started_ms,
+                        end_ms: None,
+                        probes: run.len() as u64,
+                        cause: first.slo_detail,
+                    }),
+                };
+                let last = s.last_probe(&t.name)?;
+                Ok(board::row(t, &week, last, open, now))
+            })
+            .collect()
+    })
+    .await
 }
 
 async fn api_targets(State(state): State<Arc<PageState>>) -> Response {
@@ -250,9 +273,17 @@ async fn target_page(
     };
     let now = now_ms();
     let n = name.clone();
-    match read(db, move |s| s.probes(Some(&n), now - WEEK_MS)).await {
-        Ok(probes) => {
-            let mut html = page::board::target_html(&info, &probes, now);
+    // The day's probes whole (its charts and incidents), the week's as points (the
+    // by-hour chart).
+    let day_and_week = read(db, move |s| {
+        Ok((
+            s.probes(Some(&n), now - DAY_MS)?,
+            s.points(&n, now - WEEK_MS)?,
+        ))
+    });
+    match day_and_week.await {
+        Ok((day, week)) => {
+            let mut html = page::board::target_html(&info, &day, &week, now);
             if let Some(remote) = remote {
                 let section = vantage_section(remote, Some(&name)).await;
                 html = page::with_section(&html, &section);
@@ -289,5 +320,62 @@ async fn probe_page(
         )
             .into_response(),
         Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::{rows, HOUR_MS};
+    use crate::rows::tests::probe;
+    use crate::store::ProbeRow;
+
+    fn info(name: &str) -> TargetInfo {
+        TargetInfo {
+            name: name.into(),
+            url: "http://127.0.0.1:1/v1/chat/completions".into(),
+            slos: vec!["itl.p50<=8ms".into()],
+            interval_s: 60.0,
+        }
+    }
+
+    /// The rows read as points (and the latest and the incident's first probe whole)
+    /// are the rows of the week's whole probes (FAULTS 149).
+    #[tokio::test]
+    async fn the_rows_read_as_points_are_the_rows_of_whole_probes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("w.db");
+        let now = now_ms();
+        let mut store = Store::open(&db).unwrap();
+        let mut all: Vec<ProbeRow> = Vec::new();
+        // a: an incident open since two days ago, after one that closed; b: all ok.
+        let plan = [
+            ("a", 100, true),
+            ("a", 90, false),
+            ("a", 80, true),
+            ("a", 48, false),
+            ("a", 30, false),
+            ("a", 0, false),
+            ("b", 150, true),
+            ("b", 2, true),
+        ];
+        for (name, hours_ago, ok) in plan {
+            let mut p = probe(name, now - hours_ago * HOUR_MS, ok);
+            p.slo_detail = vec![format!("the probe {hours_ago} h ago")];
+            p.itl_p50_ms = Some(hours_ago as f64 / 7.0);
+            p.id = store.insert_probe(&p, &[]).unwrap();
+            all.push(p);
+        }
+        drop(store);
+        let targets = [info("a"), info("b"), info("c")];
+        let Ok(got) = week_rows(&db, &targets).await else {
+            panic!("the rows were not read")
+        };
+        let json = |r: &[Row]| serde_json::to_value(r).unwrap();
+        assert_eq!(json(&got), json(&rows(&targets, &all, now)));
+        let open = got[0].open_incident.as_ref().unwrap();
+        assert_eq!((open.probes, &open.cause[0][..]), (3, "the probe 48 h ago"));
+        assert_eq!(got[0].week.probes, 6);
+        assert_eq!(got[2].last_probe, None);
     }
 }

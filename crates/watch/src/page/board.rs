@@ -2,7 +2,7 @@
 //! day's charts and incidents, and a probe's page with every request.
 
 use super::{figure, head, incident_spans, incidents_table, slo_lines, time_chart};
-use crate::board::{cell, utc, Row, TargetInfo, DAY_MS, HOUR_MS};
+use crate::board::{cell, utc, AsPoint, Point, Row, TargetInfo, DAY_MS, HOUR_MS};
 use crate::incident::incidents;
 use crate::store::{ProbeRow, RequestRow};
 use cadence_report::svg::esc;
@@ -207,14 +207,14 @@ fn failed_by_class(
 /// ITL by hour of day (UTC) across the days of `probes`: per hour, the median of the
 /// probes' ITL p50 and of their p99. A provider that batches more users at its busy
 /// hours shows here as a hump at the same hours every day.
-pub fn by_hour_chart(probes: &[ProbeRow]) -> cadence_report::svg::Chart {
+pub fn by_hour_chart<P: AsPoint>(probes: &[P]) -> cadence_report::svg::Chart {
     use cadence_report::svg::{Chart, Series, Style, PALETTE};
-    let hour = |p: &ProbeRow| (p.started_ms.rem_euclid(DAY_MS) / HOUR_MS) as usize;
+    let hour = |p: &Point| (p.started_ms.rem_euclid(DAY_MS) / HOUR_MS) as usize;
     let mut p50: Vec<Vec<f64>> = vec![Vec::new(); 24];
     let mut p99: Vec<Vec<f64>> = vec![Vec::new(); 24];
-    for p in probes {
-        p50[hour(p)].extend(p.itl_p50_ms);
-        p99[hour(p)].extend(p.itl_p99_ms);
+    for p in probes.iter().map(AsPoint::point) {
+        p50[hour(&p)].extend(p.itl_p50_ms);
+        p99[hour(&p)].extend(p.itl_p99_ms);
     }
     let series = |name: &str, color: &str, by: Vec<Vec<f64>>| {
         let mut s = Series::new(name, color, Style::LinePoints);
@@ -242,9 +242,9 @@ pub fn by_hour_chart(probes: &[ProbeRow]) -> cadence_report::svg::Chart {
 /// The most incidents a target's page lists (the latest).
 pub const MAX_INCIDENTS: usize = 50;
 
-/// `probes`: the target's last week; the charts and incidents are the last day's.
-pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], now: i64) -> String {
-    let week = probes;
+/// `probes`: the target's last day (its charts and incidents); `week`: its last week's
+/// figures (the by-hour chart).
+pub fn target_html(t: &TargetInfo, probes: &[ProbeRow], week: &[Point], now: i64) -> String {
     let day: Vec<ProbeRow> = probes
         .iter()
         .filter(|p| p.started_ms >= now - DAY_MS)
@@ -399,6 +399,10 @@ mod tests {
     use crate::rows::tests::probe;
     use std::collections::BTreeMap;
 
+    fn points(probes: &[ProbeRow]) -> Vec<Point> {
+        probes.iter().map(AsPoint::point).collect()
+    }
+
     fn info() -> TargetInfo {
         TargetInfo {
             name: "a".into(),
@@ -454,7 +458,7 @@ mod tests {
         assert_eq!(client_check(&p).0, "bad");
         p.merged_reads = Some(3);
         assert!(client_check(&p).1.ends_with(" · 3 merged reads"));
-        let html = target_html(&info(), &[p], 2_000);
+        let html = target_html(&info(), &[p], &[], 2_000);
         assert!(
             html.contains("<td class=\"w bad\">kernel · lag 12.0 ms"),
             "{html}"
@@ -469,7 +473,7 @@ mod tests {
             probe("a", now - 2 * HOUR_MS, false),
             probe("a", now - HOUR_MS, true),
         ];
-        let html = target_html(&info(), &probes, now);
+        let html = target_html(&info(), &probes, &points(&probes), now);
         assert!(html.matches("<svg").count() >= 4, "{html}");
         // The hour-of-day chart has one point per hour that had probes (7, 8, 9 UTC).
         let by_hour = cadence_report::svg::render(&by_hour_chart(&probes)).unwrap();
@@ -559,7 +563,7 @@ mod tests {
         let day: Vec<ProbeRow> = (0..86_400)
             .map(|i| probe("a", now - DAY_MS + i * 1_000, i % 4 != 1))
             .collect();
-        let html = target_html(&info(), &day, now);
+        let html = target_html(&info(), &day, &points(&day), now);
         assert!(html.len() < 1_000_000, "{} bytes", html.len());
         let itl = &html[html.find("id=\"itl\"").unwrap()..];
         let itl = &itl[..itl.find("</figure>").unwrap()];
