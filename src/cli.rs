@@ -441,6 +441,10 @@ pub use cadence_core::duration::MAX_DURATION;
 /// Most requests (`-n`) or warm-up requests a level may send.
 pub const MAX_REQUESTS: u64 = 1_000_000_000;
 
+/// A token count's ceiling on a flag (`--max-tokens`, `--burst`, `--chunk-tokens`,
+/// `--tool-result-tokens`): a length's, [`cadence_bench::prompts::MAX_LENGTH`] (2^24).
+const MAX_TOKENS: i64 = cadence_bench::prompts::MAX_LENGTH as i64;
+
 /// Highest open-loop rate, requests/s.
 pub const MAX_RATE: f64 = 1_000_000.0;
 
@@ -909,8 +913,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub itl: Option<String>,
 
-    /// Tokens per chunk.
-    #[arg(long)]
+    /// Tokens per chunk, at most 16,777,216 (2^24, a length's ceiling).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_TOKENS))]
     pub burst: Option<u32>,
 
     /// Speculative decoding: mean tokens per decode step (1 to 16, the bonus token
@@ -927,8 +931,9 @@ pub struct SimArgs {
     #[arg(long)]
     pub stall: Option<String>,
 
-    /// Tokens per response when a request gives no max_tokens.
-    #[arg(long)]
+    /// Tokens per response when a request gives no max_tokens, at most 16,777,216
+    /// (2^24, a length's ceiling).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_TOKENS))]
     pub max_tokens: Option<u32>,
 
     /// Model name listed at /v1/models.
@@ -955,8 +960,8 @@ pub struct SimArgs {
     pub tool_call_prob: f64,
 
     /// Tool calls per tool-calling reply (parallel calls, index 0, 1, ...), unless
-    /// the request turns parallel calls off.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// the request turns parallel calls off. At most 100,000.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub parallel_tool_calls: u32,
 
     /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
@@ -1014,16 +1019,18 @@ pub struct EngineOpts {
     #[arg(long, value_name = "FILE.toml", conflicts_with = "preset")]
     pub engine: Option<PathBuf>,
 
-    /// Disaggregate: prompts run on this many prefill workers, off the decode loop.
-    #[arg(long, value_name = "N")]
+    /// Disaggregate: prompts run on this many prefill workers, off the decode loop
+    /// (at most 1,024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub prefill_workers: Option<u32>,
 
     /// Disaggregated: fixed KV-transfer delay per request (plus KV bytes / 50 GB/s).
     #[arg(long, value_parser = parse_duration, requires = "prefill_workers")]
     pub kv_transfer: Option<Duration>,
 
-    /// Co-located chunked prefill: tokens per step (vLLM max_num_batched_tokens).
-    #[arg(long, value_name = "N", conflicts_with = "prefill_workers")]
+    /// Co-located chunked prefill: tokens per step (vLLM max_num_batched_tokens), at
+    /// most 16,777,216 (2^24).
+    #[arg(long, value_name = "N", conflicts_with = "prefill_workers", value_parser = clap::value_parser!(u32).range(1..=MAX_TOKENS))]
     pub chunk_tokens: Option<u32>,
 
     /// Speculative decoding: draft length and acceptance rate, e.g. `4:0.8` (the
@@ -1031,8 +1038,8 @@ pub struct EngineOpts {
     #[arg(long, value_name = "K:ALPHA", value_parser = parse_speculation)]
     pub speculate: Option<Speculation>,
 
-    /// Batch slots (vLLM max_num_seqs).
-    #[arg(long, value_name = "N")]
+    /// Batch slots (vLLM max_num_seqs), at most 65,536.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_batch: Option<u32>,
 
     /// KV-cache capacity in tokens (default: from GPU memory after the weights).
@@ -1131,12 +1138,13 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value = "poisson", requires = "rate")]
     pub arrivals: ArrivalsArg,
 
-    /// Measured requests per level.
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    /// Measured requests per level, at most 1,000,000.
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub requests: u64,
 
-    /// Requests per level sent first and left out of every statistic.
-    #[arg(long, default_value_t = 0)]
+    /// Requests per level sent first and left out of every statistic, at most
+    /// 1,000,000.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub warmup: u64,
 
     /// Prompt tokens per request: N, fixed:N, normal:MEAN,SD or uniform:LO..HI (as
@@ -1210,8 +1218,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DURATION", default_value = "100ms", requires = "agent", value_parser = parse_duration)]
     pub tool_time: Duration,
 
-    /// With --agent: tokens of each tool result.
-    #[arg(long, value_name = "N", default_value_t = 100, requires = "agent")]
+    /// With --agent: tokens of each tool result, at most 16,777,216 (2^24).
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "agent", value_parser = clap::value_parser!(u32).range(0..=MAX_TOKENS))]
     pub tool_result_tokens: u32,
 
     /// With --agent: tool calls per step (their results all go into the next step).
@@ -1801,5 +1809,65 @@ mod tests {
         assert_eq!(parse_share("0.02").unwrap(), 0.02);
         assert!(parse_share("150%").is_err());
         assert!(parse_share("abc").is_err());
+    }
+
+    // FAULTS 148.
+    #[test]
+    fn numeric_flags_of_sim_and_plan_are_refused_past_their_ceilings() {
+        let refused = |args: &[&str], ceiling: &str| {
+            let e = Cli::try_parse_from(args).unwrap_err().to_string();
+            let value = args.last().unwrap();
+            assert!(
+                e.contains(&format!("'{value}'")) && e.contains(ceiling),
+                "{args:?}: {e}"
+            );
+        };
+        let big = "4000000000";
+        refused(
+            &["cadence", "sim", "--parallel-tool-calls", big],
+            "1..=100000",
+        );
+        refused(&["cadence", "sim", "--max-tokens", big], "1..=16777216");
+        refused(&["cadence", "sim", "--burst", big], "1..=16777216");
+        refused(&["cadence", "plan", "-n", big], "1..=1000000");
+        refused(&["cadence", "plan", "--warmup", big], "0..=1000000");
+        let agent = ["cadence", "plan", "--agent", "--tool-result-tokens", big];
+        refused(&agent, "0..=16777216");
+        for cmd in ["sim", "plan"] {
+            refused(&["cadence", cmd, "--prefill-workers", big], "1..=1024");
+            refused(&["cadence", cmd, "--max-batch", big], "1..=65536");
+            refused(&["cadence", cmd, "--chunk-tokens", big], "1..=16777216");
+        }
+        // At the ceiling each is taken.
+        for args in [
+            &["cadence", "sim", "--parallel-tool-calls", "100000"][..],
+            &[
+                "cadence",
+                "sim",
+                "--max-tokens",
+                "16777216",
+                "--burst",
+                "16777216",
+            ],
+            &["cadence", "plan", "-n", "1000000", "--warmup", "1000000"],
+            &[
+                "cadence",
+                "plan",
+                "--agent",
+                "--tool-result-tokens",
+                "16777216",
+            ],
+            &[
+                "cadence",
+                "plan",
+                "--prefill-workers",
+                "1024",
+                "--max-batch",
+                "65536",
+            ],
+            &["cadence", "sim", "--chunk-tokens", "16777216"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
     }
 }
