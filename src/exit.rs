@@ -25,7 +25,7 @@ pub enum Exit {
     Interrupted = 130,
 }
 
-pub const EXIT_CODES_HELP: &str = "0 ok; 1 error; 2 bad usage; 3 SLO breached (--slo, or failures over --max-error-rate); 4 run invalid (no request succeeded, accounting mismatch, watchdog; watch --once: no target probed); 5 compare found a regression (--fail-on); 6 a fleet's merged run is incomplete (a shard missing, failed, interrupted or not running with the others); 130 interrupted by Ctrl-C or SIGTERM (report still written)";
+pub const EXIT_CODES_HELP: &str = "0 ok; 1 error (watch --once: an incident webhook not delivered); 2 bad usage; 3 SLO breached (--slo, or failures over --max-error-rate); 4 run invalid (no request succeeded, accounting mismatch, watchdog; watch --once: no target probed); 5 compare found a regression (--fail-on); 6 a fleet's merged run is incomplete (a shard missing, failed, interrupted or not running with the others); 130 interrupted by Ctrl-C or SIGTERM (report still written)";
 
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {

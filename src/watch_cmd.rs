@@ -86,19 +86,21 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         eprintln!("cadence watch: incidents are posted to {}", h.display());
     }
     let result = watch.until(crate::signal::stop_signal()).await;
-    if let Some(h) = &hook {
-        webhooks_settled(h).await;
-    }
+    let undelivered = match &hook {
+        Some(h) => webhooks_settled(h).await,
+        None => 0,
+    };
     drop(sim);
-    ended(result?, args.once)
+    ended(result?, args.once, undelivered)
 }
 
 /// How long a watcher's end waits for its incident webhooks still in flight.
 const WEBHOOK_WAIT: Duration = Duration::from_secs(5);
 
 /// Waits (bounded) for the incident webhooks still in flight, and says any that did
-/// not arrive (each failure was logged with its cause as it happened).
-async fn webhooks_settled(hook: &webhook::Webhook) {
+/// not arrive (each failure was logged with its cause as it happened); gives how many
+/// did not.
+async fn webhooks_settled(hook: &webhook::Webhook) -> usize {
     let s = hook.settle(WEBHOOK_WAIT).await;
     if s.failed > 0 {
         eprintln!(
@@ -116,11 +118,13 @@ async fn webhooks_settled(hook: &webhook::Webhook) {
             WEBHOOK_WAIT.as_secs()
         );
     }
+    s.failed + s.unfinished
 }
 
 /// What the watcher's end says, and its exit: with `--once`, 3 when a target breached
-/// its SLOs, 130 when a signal cut it short.
-fn ended(end: cadence_watch::Ended, once: bool) -> anyhow::Result<Exit> {
+/// its SLOs, 130 when a signal cut it short, else 1 when an incident webhook was not
+/// delivered (`undelivered`: failed or unanswered), which the summary also says.
+fn ended(end: cadence_watch::Ended, once: bool, undelivered: usize) -> anyhow::Result<Exit> {
     let verdicts = end.verdicts;
     if !once {
         eprintln!("cadence watch: stopped; every finished probe is in the database.");
@@ -140,8 +144,12 @@ fn ended(end: cadence_watch::Ended, once: bool) -> anyhow::Result<Exit> {
         0 => String::new(),
         n => format!(" ({n} outside their hours)"),
     };
+    let hooks = match undelivered {
+        0 => String::new(),
+        n => format!(", {n} incident webhook(s) not delivered"),
+    };
     eprintln!(
-        "cadence watch --once: {probed} of {} target(s) probed{closed}, {breached} breached their SLOs; the probes are in the database.",
+        "cadence watch --once: {probed} of {} target(s) probed{closed}, {breached} breached their SLOs{hooks}; the probes are in the database.",
         verdicts.len()
     );
     if probed == 0 {
@@ -150,6 +158,8 @@ fn ended(end: cadence_watch::Ended, once: bool) -> anyhow::Result<Exit> {
     }
     Ok(if breached > 0 {
         Exit::SloBreached
+    } else if undelivered > 0 {
+        Exit::Error
     } else {
         Exit::Ok
     })

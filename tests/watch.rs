@@ -853,6 +853,62 @@ fn once_probes_every_target_now_and_exits_with_their_verdict() {
     assert!(said.contains("nothing was probed"), "{said}");
 }
 
+/// `watch --once` whose incident webhook failed (the receiver answered 500, or refused
+/// the connection): the summary says how many were not delivered, and a run that would
+/// exit 0 exits 1; a breach still exits 3 (FAULTS 150).
+#[test]
+fn once_with_an_undelivered_webhook_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    let once = |slo: &str, hook: &str| {
+        let out = common::cadence()
+            .arg("watch")
+            .arg(config(dir.path(), slo))
+            .arg("--db")
+            .arg(&db)
+            .args(["--once", "--webhook", hook])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), said)
+    };
+    let (error, posts) = receiver_answering(
+        "",
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    );
+    // A breach opens an incident; its post fails: still 3, and said.
+    let (code, said) = once("ttft.p50<=1us", &error);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(posts.recv_timeout(Duration::from_secs(5)).is_ok());
+    assert!(
+        said.contains("1 breached their SLOs, 1 incident webhook(s) not delivered"),
+        "{said}"
+    );
+    // The SLO met again closes it; its post fails: exit 1, not 0.
+    let (code, said) = once("ttft.p50<=1s", &error);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(posts.recv_timeout(Duration::from_secs(5)).is_ok());
+    assert!(
+        said.contains("0 breached their SLOs, 1 incident webhook(s) not delivered"),
+        "{said}"
+    );
+    // A receiver that refuses the connection: the same.
+    let refused = format!("http://127.0.0.1:{}/hook", closed_port());
+    assert_eq!(once("ttft.p50<=1us", &refused).0, Some(3));
+    let (code, said) = once("ttft.p50<=1s", &refused);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("1 incident webhook(s) not delivered"),
+        "{said}"
+    );
+    // Delivered: 0.
+    let (ok, _posts) = receiver("");
+    assert_eq!(once("ttft.p50<=1us", &ok).0, Some(3));
+    let (code, said) = once("ttft.p50<=1s", &ok);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains("not delivered"), "{said}");
+}
+
 /// A target nothing listens at: its probe's line, and the incident's, name the failure
 /// class (`connect_error`), not only that nothing succeeded.
 #[test]
