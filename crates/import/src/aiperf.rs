@@ -63,19 +63,19 @@ pub fn import(
     }
     let mut lines = Vec::new();
     let mut seen = std::collections::HashMap::new();
+    let mut repeats = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if !line.trim().is_empty() {
             let l = read_line(file, &format!("line {}", i + 1), line)?;
             if let Some(key) = &l.key {
-                if let Some(first) = seen.insert(key.clone(), i + 1) {
-                    return Err(ImportError::new(
-                        file,
-                        format!(
-                            "line {} repeats line {first} (the same request, {key}): a request \
-                             read twice would be counted twice; remove the repeated lines",
-                            i + 1
-                        ),
+                let first = *seen.entry(key.clone()).or_insert(i + 1);
+                if first != i + 1 {
+                    // A concatenated export: the request is counted once.
+                    repeats.push(format!(
+                        "line {} repeats line {first} (the same request, {key})",
+                        i + 1
                     ));
+                    continue;
                 }
             }
             lines.push(l);
@@ -128,9 +128,28 @@ pub fn import(
         lacks,
         figures: Vec::new(),
         notes: Vec::new(),
+        warnings: repeated(&repeats).into_iter().collect(),
     };
     read_summary(&mut imported, summary, &osl)?;
     Ok(imported)
+}
+
+/// The warning for requests read more than once (each counted once): how many, the
+/// first five named by line, the rest counted.
+fn repeated(repeats: &[String]) -> Option<String> {
+    const NAMED: usize = 5;
+    let (n, shown) = (repeats.len(), repeats.len().min(NAMED));
+    let more = match n - shown {
+        0 => String::new(),
+        m => format!(", and {m} more"),
+    };
+    (n > 0).then(|| {
+        format!(
+            "{n} repeated request{} counted once: {}{more}",
+            if n == 1 { "" } else { "s" },
+            repeats[..shown].join("; ")
+        )
+    })
 }
 
 /// AIPerf's summary (`profile_export_aiperf.json`): its version, concurrency and
@@ -501,20 +520,26 @@ mod tests {
         assert_eq!(imp.records[0].chunks.len(), 2);
     }
 
+    // FAULTS 151.
     #[test]
-    fn a_repeated_request_is_refused_naming_both_lines() {
+    fn a_repeated_request_is_counted_once_and_named() {
         let base = 1_700_000_000_000_000_000u64;
         let (a, b) = (
             line(base, 20.0, &[10.0], 45.0, 2, None),
             line(base + 5_000_000, 30.0, &[5.0], 40.0, 2, None),
         );
-        let text = [a.clone(), b.clone(), String::new(), a.clone()].join("\n");
-        let e = import("p.jsonl", &text, None).unwrap_err();
+        // A concatenated export: the same lines twice.
+        let text = [a.clone(), b.clone(), String::new(), a.clone(), b.clone()].join("\n");
+        let imp = import("p.jsonl", &text, None).unwrap();
+        assert_eq!(imp.records.len(), 2);
+        let [w] = &imp.warnings[..] else {
+            panic!("{:?}", imp.warnings)
+        };
         assert!(
-            e.msg.starts_with(
-                "line 4 repeats line 1 (the same request, sent at 1700000000000000000 ns"
-            ),
-            "{e}"
+            w.starts_with(
+                "2 repeated requests counted once: line 4 repeats line 1 (the same request, sent at 1700000000000000000 ns"
+            ) && w.contains("line 5 repeats line 2"),
+            "{w}"
         );
         // Known by AIPerf's request id first: two lines of one id, other times.
         let id = |l: &str, id: &str| {
@@ -525,14 +550,26 @@ mod tests {
             )
         };
         let text = [id(&a, "r-1"), id(&b, "r-1")].join("\n");
-        let e = import("p.jsonl", &text, None).unwrap_err();
-        assert!(
-            e.msg
-                .contains("line 2 repeats line 1 (the same request, x_request_id r-1)"),
-            "{e}"
+        let imp = import("p.jsonl", &text, None).unwrap();
+        assert_eq!(imp.records.len(), 1);
+        assert_eq!(
+            imp.warnings,
+            ["1 repeated request counted once: line 2 repeats line 1 (the same request, x_request_id r-1)"]
         );
         let text = [id(&a, "r-1"), id(&b, "r-2")].join("\n");
-        assert_eq!(import("p.jsonl", &text, None).unwrap().records.len(), 2);
+        let imp = import("p.jsonl", &text, None).unwrap();
+        assert_eq!(imp.records.len(), 2);
+        assert!(imp.warnings.is_empty());
+        // Many repeats: the first few are named, the rest counted.
+        let text = vec![a.clone(); 12].join("\n");
+        let imp = import("p.jsonl", &text, None).unwrap();
+        assert_eq!(imp.records.len(), 1);
+        assert!(
+            imp.warnings[0].starts_with("11 repeated requests counted once: line 2 repeats line 1")
+                && imp.warnings[0].ends_with("line 6 repeats line 1 (the same request, sent at 1700000000000000000 ns, ended at 1700000000045000000 ns), and 6 more"),
+            "{:?}",
+            imp.warnings
+        );
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         lacks: vec![Lack::ChunkTimes, Lack::TokenSourceUnsaid],
         figures,
         notes: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 

@@ -48,6 +48,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         notes: vec![
             "inference-perf's stage summaries are not read: no saved figures to set beside the rebuild".into(),
         ],
+        warnings: Vec::new(),
     })
 }
 

@@ -145,6 +145,8 @@ pub struct Imported {
     pub figures: Vec<ImportedFigure>,
     /// Other things worth saying, in plain words.
     pub notes: Vec<String>,
+    /// What the report warns of, in plain words (requests read twice, counted once).
+    pub warnings: Vec<String>,
 }
 
 /// One load level of an imported run.
@@ -379,6 +381,7 @@ fn read(path: &Path) -> Result<String, ImportError> {
 /// start it never said), and attaches the import's section. What is blank is named in
 /// the section's `not_rebuilt`.
 pub fn mark(report: &mut Report, imp: &Imported) {
+    report.warnings.extend(imp.warnings.iter().cloned());
     for l in &mut report.levels {
         let s = &mut l.summary;
         if imp.lacks(Lack::ChunkTimes) {

@@ -91,6 +91,7 @@ pub fn import(
         lacks: vec![Lack::ChunkTimes, Lack::SendTimes, Lack::ServerTokens],
         figures,
         notes,
+        warnings: Vec::new(),
     })
 }
 

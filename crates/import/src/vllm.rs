@@ -188,6 +188,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         lacks,
         figures,
         notes: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 

@@ -763,20 +763,40 @@ fn read_target(
     Ok((vantage, target, seen.min(now_ms), last))
 }
 
-/// Says the rows skipped, by reason (a warning; nothing when none was).
+/// The reasons rows were skipped for, already said (store, kind of row, reason): each
+/// is said once per process, not again at every page load that reads the same rows.
+static SAID: std::sync::Mutex<std::collections::BTreeSet<(String, String, String)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Says the rows skipped, by reason (a warning; nothing when none was, or when every
+/// reason was said before).
 fn say_skipped(at: &str, what: &str, skipped: &Skipped) {
-    if skipped.is_empty() {
-        return;
+    if let Some(say) = skipped_news(at, what, skipped) {
+        tracing::warn!("{say}");
     }
-    let reasons: Vec<String> = skipped
+}
+
+/// The warning for rows skipped for a reason not said before in this process.
+fn skipped_news(at: &str, what: &str, skipped: &Skipped) -> Option<String> {
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let new: Vec<(&String, &u64)> = skipped
+        .iter()
+        .filter(|(why, _)| said.insert((at.to_string(), what.to_string(), (*why).clone())))
+        .collect();
+    if new.is_empty() {
+        return None;
+    }
+    let reasons: Vec<String> = new
         .iter()
         .map(|(why, n)| format!("{n} with {why}"))
         .collect();
-    tracing::warn!(
-        "cadence watch: the shared store {at}: {} {what} row(s) skipped: {}",
-        skipped.values().sum::<u64>(),
+    Some(format!(
+        "cadence watch: the shared store {at}: {} {what} row(s) skipped: {} (said once; later reads skip rows for the same reason without a word)",
+        new.iter().map(|(_, n)| **n).sum::<u64>(),
         reasons.join("; ")
-    );
+    ))
 }
 
 /// `values` as the parameters of a statement whose parameter types are `types`: an
@@ -982,6 +1002,36 @@ fn forget_on_error<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // FAULTS 151.
+    #[test]
+    fn a_skipped_rows_warning_is_said_once_per_reason() {
+        let at = "db.test:5432/said-once";
+        let skipped = |pairs: &[(&str, u64)]| -> Skipped {
+            pairs.iter().map(|(w, n)| (w.to_string(), *n)).collect()
+        };
+        let first = skipped_news(at, "probe", &skipped(&[("a NULL", 2)])).unwrap();
+        assert!(
+            first.contains("2 probe row(s) skipped: 2 with a NULL"),
+            "{first}"
+        );
+        // The next page load reads the same rows: nothing more is said.
+        assert_eq!(skipped_news(at, "probe", &skipped(&[("a NULL", 2)])), None);
+        assert_eq!(skipped_news(at, "probe", &skipped(&[("a NULL", 3)])), None);
+        // A new reason is said, alone; another kind of row is its own.
+        let next = skipped_news(
+            at,
+            "probe",
+            &skipped(&[("a NULL", 3), ("a negative count", 1)]),
+        );
+        assert!(
+            next.as_deref()
+                .is_some_and(|n| n.contains("1 probe row(s) skipped: 1 with a negative count")),
+            "{next:?}"
+        );
+        assert!(skipped_news(at, "target", &skipped(&[("a NULL", 1)])).is_some());
+        assert_eq!(skipped_news(at, "probe", &Skipped::default()), None);
+    }
 
     #[tokio::test]
     async fn a_store_that_accepts_and_never_answers_is_an_error_within_the_bound() {
