@@ -4,7 +4,6 @@
 //! (a crash loses at most the probe in flight), retention by age, and one writer per
 //! file (a lock on the file itself, whatever link names it).
 
-use crate::board::Point;
 use crate::columns::{definitions, names, placeholders, Cells, Kind, Value};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -48,7 +47,7 @@ ALTER TABLE probes ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX probes_unshipped ON probes(id) WHERE shipped = 0;
 ";
 
-pub use crate::rows::{ProbeRow, RequestRow};
+pub use crate::rows::{AsPoint, Point, ProbeRow, RequestRow};
 
 /// Why the database cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -2,9 +2,9 @@
 //! day's charts and incidents, and a probe's page with every request.
 
 use super::{figure, head, incident_spans, incidents_table, slo_lines, time_chart};
-use crate::board::{cell, utc, AsPoint, Point, Row, TargetInfo, DAY_MS, HOUR_MS};
+use crate::board::{cell, utc, Row, TargetInfo, DAY_MS, HOUR_MS};
 use crate::incident::incidents;
-use crate::store::{ProbeRow, RequestRow};
+use crate::store::{AsPoint, Point, ProbeRow, RequestRow};
 use cadence_report::svg::esc;
 
 fn pct_class(v: Option<f64>) -> &'static str {
