@@ -102,21 +102,8 @@ const WEBHOOK_WAIT: Duration = Duration::from_secs(5);
 /// did not.
 async fn webhooks_settled(hook: &webhook::Webhook) -> usize {
     let s = hook.settle(WEBHOOK_WAIT).await;
-    if s.failed > 0 {
-        eprintln!(
-            "cadence watch: {} incident webhook(s) to {} failed (see above); {} delivered at the end",
-            s.failed,
-            hook.display(),
-            s.delivered
-        );
-    }
-    if s.unfinished > 0 {
-        eprintln!(
-            "cadence watch: {} incident webhook(s) to {} had no answer within {} s and were dropped at exit",
-            s.unfinished,
-            hook.display(),
-            WEBHOOK_WAIT.as_secs()
-        );
+    for line in s.said(&hook.display(), WEBHOOK_WAIT) {
+        eprintln!("{line}");
     }
     s.failed + s.unfinished
 }

@@ -52,6 +52,28 @@ pub struct Settled {
     pub unfinished: usize,
 }
 
+impl Settled {
+    /// What a watcher's end says of the posts to `to` that did not arrive (none when
+    /// every one did), having waited `waited` for them.
+    pub fn said(&self, to: &str, waited: Duration) -> Vec<String> {
+        let mut said = Vec::new();
+        if self.failed > 0 {
+            said.push(format!(
+                "cadence watch: {} incident webhook(s) to {to} failed (see above); {} delivered at the end",
+                self.failed, self.delivered
+            ));
+        }
+        if self.unfinished > 0 {
+            said.push(format!(
+                "cadence watch: {} incident webhook(s) to {to} had no answer within {} s and were dropped at exit",
+                self.unfinished,
+                waited.as_secs()
+            ));
+        }
+        said
+    }
+}
+
 /// Posts incident changes.
 #[derive(Clone, Debug)]
 pub struct Webhook {
