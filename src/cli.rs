@@ -902,6 +902,11 @@ pub struct SimArgs {
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub addr: std::net::SocketAddr,
 
+    /// Serve an endpoint's twin (a file of `cadence twin fit`) in real time: its
+    /// slots, prefill and gaps time every stream, as the engine model's would.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["preset", "engine"])]
+    pub twin: Option<PathBuf>,
+
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 

@@ -3,19 +3,15 @@
 
 use crate::cli::{EngineOpts, KvPolicyArg};
 use crate::exit::usage;
-use cadence_engine::twin::{Model, Twin};
+use cadence_engine::twin::Twin;
 use cadence_engine::{preset, EngineSpec, KvPolicy, Prefill, PRESETS};
 
-/// The twin in `path` (`--twin`), its draws seeded by `seed`.
-pub fn twin(path: &std::path::Path, seed: u64) -> anyhow::Result<Model> {
+/// The twin in `path` (`--twin`).
+pub fn twin(path: &std::path::Path) -> anyhow::Result<std::sync::Arc<Twin>> {
     let text = crate::inputs::read(path, cadence_core::input::CONFIG.named("twin file"))?;
     let twin = Twin::from_toml(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    Ok(Model::Twin {
-        twin: std::sync::Arc::new(twin),
-        seed,
-    })
+    Ok(std::sync::Arc::new(twin))
 }
-
 /// The engine these flags describe, or `None` when neither `--preset` nor
 /// `--engine` was given (and no other engine flag either).
 pub fn resolve(opts: &EngineOpts, seed: u64) -> anyhow::Result<Option<EngineSpec>> {

@@ -83,7 +83,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let model = match &args.twin {
-        Some(path) => crate::engine_opts::twin(path, args.seed)?,
+        Some(path) => Model::Twin {
+            twin: crate::engine_opts::twin(path)?,
+            seed: args.seed,
+        },
         None => Model::Engine(Box::new(crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
             usage("cadence plan needs an engine: --preset NAME (see --list-presets), --engine FILE.toml or --twin FILE")
         })?)),

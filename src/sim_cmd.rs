@@ -54,6 +54,11 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         c.freeze = Some(cadence_sim::Freeze { at, duration });
     }
     c.engine = crate::engine_opts::resolve(&args.engine, args.seed)?;
+    if let Some(path) = &args.twin {
+        let twin = crate::engine_opts::twin(path)?;
+        c.engine = cadence_engine::twin::sim_spec(&twin, args.seed);
+        c.twin = Some(twin);
+    }
     if c.engine.is_some() {
         flat_timing_conflict(args)?;
     } else if !args.engine.inject.is_empty() {

@@ -175,6 +175,14 @@ pub trait Backend {
     fn advance(&mut self, t: u64, out: &mut Vec<Event>);
     /// A request arrives at `t`, naming the prefix its prompt starts with, if any.
     fn submit(&mut self, t: u64, req: Request, prefix: Option<Prefix>, out: &mut Vec<Event>);
+    /// The client of request `id` went away at `t`: it is dropped.
+    fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>);
+    /// Requests holding a slot.
+    fn running(&self) -> usize;
+    /// Requests waiting for one.
+    fn waiting(&self) -> usize;
+    /// The share of the KV cache in use (0 where there is none to know).
+    fn kv_usage(&self) -> f64;
 }
 
 impl Backend for Engine {
@@ -186,6 +194,18 @@ impl Backend for Engine {
     }
     fn submit(&mut self, t: u64, req: Request, prefix: Option<Prefix>, out: &mut Vec<Event>) {
         self.submit_with_prefix(t, req, prefix, out);
+    }
+    fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
+        Engine::abort(self, t, id, out);
+    }
+    fn running(&self) -> usize {
+        Engine::running(self)
+    }
+    fn waiting(&self) -> usize {
+        Engine::waiting(self)
+    }
+    fn kv_usage(&self) -> f64 {
+        self.kv_used() as f64 / self.kv_capacity().max(1) as f64
     }
 }
 

@@ -40,6 +40,9 @@ pub struct SimConfig {
     /// steps) instead of the flat `ttft`/`itl` cadence. Requests with a fault or a
     /// per-request timing header still follow the flat plan.
     pub engine: Option<cadence_engine::EngineSpec>,
+    /// An endpoint's twin answers instead of the engine model (`engine` then names it
+    /// and sets its seed; `cadence sim --twin`).
+    pub twin: Option<std::sync::Arc<cadence_engine::twin::Twin>>,
     /// Extra requests no client sees, sent to the engine at set times from its first
     /// request, to drive it into a known cause of slow streams (engine mode only).
     pub inject: Vec<cadence_engine::Injection>,
@@ -100,6 +103,7 @@ impl Default for SimConfig {
             stall_probability: 0.0,
             stall: Dist::Fixed(Duration::from_millis(250)),
             inject: Vec::new(),
+            twin: None,
             default_max_tokens: 128,
             model: "cadence-sim".to_owned(),
             drain_timeout: Duration::from_secs(5),

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cadence_engine::engine::Request;
-use cadence_engine::{Engine, EngineSpec, Event, Injection, Prefix};
+use cadence_engine::twin::{Twin, TwinServer};
+use cadence_engine::{Backend, Engine, EngineSpec, Event, Injection, Prefix};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -57,19 +58,25 @@ impl std::fmt::Debug for EngineHandle {
 impl EngineHandle {
     /// Starts the engine task; virtual time 0 is now. The step loop runs on the sim's
     /// clock (`sim`): a freeze stops it for its duration, a slow-down slows it;
-    /// `inject` adds requests no client sees at their times from now.
+    /// `inject` adds requests no client sees at their times from now. With `twin`, the
+    /// twin answers instead of the engine model (`spec` then only names it).
     pub(crate) fn spawn(
         spec: EngineSpec,
         metrics: Arc<EngineMetrics>,
         sim: SimClock,
         inject: Vec<Injection>,
+        twin: Option<Arc<Twin>>,
     ) -> EngineHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let clock = Clock::new(Instant::now(), sim);
         let spec = Arc::new(spec);
         let phantoms = phantoms(&spec, &inject);
         let seen = crate::history::SeenChains::with_capacity(spec.kv_capacity());
-        tokio::spawn(run((*spec).clone(), clock, rx, metrics, phantoms));
+        let backend: Box<dyn Backend + Send> = match twin {
+            Some(t) => Box::new(TwinServer::new(t, spec.serving.seed)),
+            None => Box::new(Engine::new((*spec).clone())),
+        };
+        tokio::spawn(run(backend, clock, rx, metrics, phantoms));
         EngineHandle {
             tx,
             spec,
@@ -158,13 +165,12 @@ struct Live {
 }
 
 async fn run(
-    spec: EngineSpec,
+    mut engine: Box<dyn Backend + Send>,
     clock: Clock,
     mut rx: mpsc::UnboundedReceiver<Submit>,
     metrics: Arc<EngineMetrics>,
     mut phantoms: Vec<(u64, u32, u32)>,
 ) {
-    let mut engine = Engine::new(spec);
     let mut live: HashMap<u64, Live> = HashMap::new();
     let mut next_id = 0u64;
     let mut out = Vec::new();
@@ -184,7 +190,7 @@ async fn run(
                     phantoms.pop();
                     let request = Request { id: next_id, prompt_tokens, max_tokens };
                     next_id += 1;
-                    engine.submit(now, request, &mut out);
+                    engine.submit(now, request, None, &mut out);
                 }
             }
             msg = rx.recv(), if open => match msg {
@@ -194,7 +200,7 @@ async fn run(
                     next_id += 1;
                     live.insert(id, Live { reply: s.reply, arrived: now, scheduled: None, first: None, last: now });
                     let request = Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens };
-                    engine.submit_with_prefix(now, request, s.prefix, &mut out);
+                    engine.submit(now, request, s.prefix, &mut out);
                 }
                 None => open = false,
             },
@@ -219,9 +225,7 @@ async fn run(
         }
         metrics.running.set(engine.running() as i64);
         metrics.waiting.set(engine.waiting() as i64);
-        metrics
-            .kv_usage
-            .set(engine.kv_used() as f64 / engine.kv_capacity().max(1) as f64);
+        metrics.kv_usage.set(engine.kv_usage());
     }
 }
 

@@ -119,6 +119,7 @@ impl SimState {
                 self.inner.metrics.clone(),
                 self.inner.clock.clone(),
                 self.inner.config.inject.clone(),
+                self.inner.config.twin.clone(),
             )
         }))
     }

@@ -11,7 +11,7 @@ mod model;
 mod server;
 
 pub use fit::{fit, FitError};
-pub use model::{extrapolation, Model};
+pub use model::{extrapolation, sim_spec, Model};
 pub use server::{Reach, TwinServer};
 
 use serde::{Deserialize, Serialize};

@@ -99,3 +99,14 @@ pub fn extrapolation(reach: &Reach, twin: &Twin) -> Option<String> {
         past.join(", ")
     ))
 }
+
+/// The engine spec a sim serving `twin` carries: a preset's, named after the twin and
+/// seeded, its prefix cache on (the twin counts a prompt's cached part); the twin times
+/// every stream (`None` only if the presets were empty).
+pub fn sim_spec(twin: &Twin, seed: u64) -> Option<EngineSpec> {
+    let mut spec = crate::preset(crate::PRESETS[0])?;
+    spec.name = format!("twin of {}", twin.source);
+    spec.serving.seed = seed;
+    spec.serving.prefix_cache = true;
+    Some(spec)
+}

@@ -224,6 +224,26 @@ fn median_line(twin: &Twin) -> (f64, f64) {
 }
 
 impl Backend for TwinServer {
+    fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
+        self.waiting.retain(|s| s.id != id);
+        if let Some(i) = self.running.iter().position(|s| s.id == id) {
+            self.running.swap_remove(i);
+            self.admit(t, out);
+        }
+    }
+
+    fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn kv_usage(&self) -> f64 {
+        0.0
+    }
+
     fn next_time(&self) -> Option<u64> {
         self.running.iter().map(|s| s.next).min()
     }
