@@ -10,7 +10,7 @@ use crate::exit::usage;
 use crate::workload::Workload;
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
-use cadence_bench::propagate::Propagation;
+use cadence_bench::propagate::salted_now;
 use cadence_bench::sink::BenchSinks;
 use cadence_bench::target::Target;
 use cadence_bench::trace::TraceEntry;
@@ -119,9 +119,7 @@ impl Setup {
             redactor,
             progress: progress.clone(),
             tokenizer: workload.tokenizer.clone(),
-            propagation: otlp
-                .as_ref()
-                .map(|_| Propagation::salted_now(args.otlp.otlp_sample)),
+            propagation: otlp.as_ref().map(|_| salted_now(args.otlp.otlp_sample)),
         });
         Ok(Setup {
             endpoint,

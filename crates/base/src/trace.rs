@@ -65,6 +65,82 @@ pub fn sampled_by_ratio(trace_id: &[u8; 16], ratio: f64) -> bool {
     (x as f64) < ratio.max(0.0) * (1u64 << 63) as f64
 }
 
+/// How the run traces its requests.
+#[derive(Debug, Clone)]
+pub struct Propagation {
+    salt: u64,
+    ratio: f64,
+}
+
+/// A non-zero 64-bit word from `seed` (SplitMix64's mix: distinct seeds, distinct words).
+fn word(seed: u64) -> u64 {
+    match crate::rng::SplitMix64::new(seed).next_u64() {
+        0 => 1,
+        w => w,
+    }
+}
+
+impl Propagation {
+    /// Ids salted by `salt` (drawn per run, so two runs' ids differ), a request's span
+    /// recorded when its trace id falls within `ratio` (`--otlp-sample`, 0 to 1).
+    pub fn new(salt: u64, ratio: f64) -> Propagation {
+        Propagation {
+            salt: word(salt),
+            ratio,
+        }
+    }
+
+    /// The trace id and span id of session `session`'s own span.
+    pub fn session_ids(&self, session: u64) -> ([u8; 16], [u8; 8]) {
+        let base = self.salt ^ session.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        (
+            trace_id(base ^ 0x5E55),
+            word(base ^ 0x5E55_5E55).to_be_bytes(),
+        )
+    }
+
+    /// The ids of request `index` (of `session`, when it is a session's step).
+    pub fn ids(&self, index: u64, session: Option<u64>) -> TraceIds {
+        let own = self.salt ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let (trace_id, parent) = match session {
+            Some(s) => {
+                let (t, p) = self.session_ids(s);
+                (t, Some(p))
+            }
+            None => (trace_id(own), None),
+        };
+        TraceIds {
+            trace_id,
+            span_id: word(own ^ 0x5BA4).to_be_bytes(),
+            parent,
+            sampled: sampled_by_ratio(&trace_id, self.ratio),
+        }
+    }
+
+    /// The ids of request `index` arriving with `incoming` (a `traceparent`, the
+    /// proxy's case): a child of the caller's span in the caller's trace, sampled as the
+    /// caller said; a trace of its own when there is none (or it is not one).
+    pub fn continued(&self, index: u64, incoming: Option<&str>) -> TraceIds {
+        let own = self.ids(index, None);
+        match incoming.and_then(parse_traceparent) {
+            Some((trace_id, parent, sampled)) => TraceIds {
+                trace_id,
+                parent: Some(parent),
+                sampled,
+                ..own
+            },
+            None => own,
+        }
+    }
+}
+
+fn trace_id(seed: u64) -> [u8; 16] {
+    let mut id = [0; 16];
+    id[..8].copy_from_slice(&word(seed).to_be_bytes());
+    id[8..].copy_from_slice(&word(seed ^ 0x7ACE).to_be_bytes());
+    id
+}
+
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -184,6 +260,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("trace_id"));
+    }
+
+    #[test]
+    fn a_continued_trace_is_a_child_of_the_callers_span() {
+        let p = Propagation::new(5, 1.0);
+        let w3c = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        let ids = p.continued(3, Some(w3c));
+        let (t, parent, _) = parse_traceparent(w3c).unwrap();
+        assert_eq!(
+            (ids.trace_id, ids.parent, ids.sampled),
+            (t, Some(parent), false)
+        );
+        assert_eq!(ids.span_id, p.ids(3, None).span_id);
+        assert_eq!(p.continued(3, Some("junk")), p.ids(3, None));
+        assert_eq!(p.continued(3, None), p.ids(3, None));
     }
 
     #[test]

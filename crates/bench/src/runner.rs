@@ -902,7 +902,7 @@ impl<S: Sinks> RequestTask<S> {
     ) -> cadence_wire::StreamText {
         let cx = &self.cx;
         if let Some(p) = &cx.propagation {
-            p.stamp(&mut request, rec);
+            crate::propagate::stamp(p, &mut request, rec);
         }
         cx.progress.started();
         let ex = ExecContext {
