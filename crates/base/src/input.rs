@@ -55,14 +55,14 @@ impl Ceiling {
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// It could not be opened or read.
-    #[error("cannot read the {what} {path}: {source}")]
+    #[error("cannot read the {what} {path}: {error}")]
     Io {
         /// What the file is.
         what: &'static str,
         /// The file as given.
         path: PathBuf,
         /// The operating system's reason.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// It holds more than the ceiling.
     #[error(
@@ -80,14 +80,14 @@ pub enum InputError {
         flag: Option<&'static str>,
     },
     /// It is not UTF-8 text.
-    #[error("the {what} {path} is not UTF-8 text: {source}")]
+    #[error("the {what} {path} is not UTF-8 text: {error}")]
     NotText {
         /// What the file is.
         what: &'static str,
         /// The file as given.
         path: PathBuf,
         /// Where the first invalid byte is.
-        source: std::str::Utf8Error,
+        error: std::str::Utf8Error,
     },
 }
 
@@ -95,14 +95,14 @@ impl InputError {
     /// What is wrong, without the file's name (for a caller whose message names it).
     pub fn reason(&self) -> String {
         match self {
-            InputError::Io { source, .. } => source.to_string(),
+            InputError::Io { error, .. } => error.to_string(),
             InputError::TooLarge {
                 what, max, flag, ..
             } => format!(
                 "holds more than {max} bytes, the most a {what} is read{}",
                 flag.map_or_else(String::new, |f| format!(" (raise it with {f})"))
             ),
-            InputError::NotText { source, .. } => format!("not UTF-8 text: {source}"),
+            InputError::NotText { error, .. } => format!("not UTF-8 text: {error}"),
         }
     }
 }
@@ -110,10 +110,10 @@ impl InputError {
 /// The bytes of `path` (a file, a pipe or a device), at most `ceiling.max` of them;
 /// more is [`InputError::TooLarge`] with nothing more read than one byte past it.
 pub fn read_bytes(path: &Path, ceiling: Ceiling) -> Result<Vec<u8>, InputError> {
-    let io = |source| InputError::Io {
+    let io = |error| InputError::Io {
         what: ceiling.what,
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let too_large = || InputError::TooLarge {
         what: ceiling.what,
@@ -137,7 +137,7 @@ pub fn read_text(path: &Path, ceiling: Ceiling) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|e| InputError::NotText {
         what: ceiling.what,
         path: path.to_path_buf(),
-        source: e.utf8_error(),
+        error: e.utf8_error(),
     })
 }
 
@@ -157,6 +157,20 @@ pub fn read_capped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_error_says_its_cause_once_in_a_chain() {
+        let e = InputError::Io {
+            what: "config",
+            path: "w.toml".into(),
+            error: std::io::Error::other("permission denied"),
+        };
+        assert!(std::error::Error::source(&e).is_none());
+        assert_eq!(
+            e.to_string(),
+            "cannot read the config w.toml: permission denied"
+        );
+    }
 
     const TINY: Ceiling = Ceiling {
         what: "test input",

@@ -199,12 +199,12 @@ impl ProxyConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     /// A listener (the client's or the metrics') could not bind.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
         /// The I/O error binding gave.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// An upstream or webhook URL is not `http[s]://host…` (or an upstream has a query); the
     /// URL as given, secrets masked.

@@ -83,13 +83,13 @@ async fn bind(
 ) -> Result<(TcpListener, SocketAddr, Option<TcpListener>), ProxyError> {
     let listener = TcpListener::bind(config.listen)
         .await
-        .map_err(|source| ProxyError::Bind {
+        .map_err(|error| ProxyError::Bind {
             addr: config.listen,
-            source,
+            error,
         })?;
-    let addr = listener.local_addr().map_err(|source| ProxyError::Bind {
+    let addr = listener.local_addr().map_err(|error| ProxyError::Bind {
         addr: config.listen,
-        source,
+        error,
     })?;
     if points_at(&config.upstream, addr).await {
         return Err(ProxyError::Loop {
@@ -101,7 +101,7 @@ async fn bind(
         Some(a) => Some(
             TcpListener::bind(a)
                 .await
-                .map_err(|source| ProxyError::Bind { addr: a, source })?,
+                .map_err(|error| ProxyError::Bind { addr: a, error })?,
         ),
         None => None,
     };

@@ -20,12 +20,12 @@ const NAMED_DAMAGE: usize = 5;
 pub enum ReadError {
     /// A file could not be opened or read (missing, unreadable, or its zstd stream is
     /// broken).
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Open {
         /// The file that failed.
         path: PathBuf,
         /// The I/O error the read gave.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A whole line (not a torn one) is neither a request record nor a metadata line: not
     /// UTF-8, or JSON that is not one of Cadence's lines.
@@ -94,9 +94,9 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 impl Lines {
     fn open(path: &Path) -> Result<Lines, ReadError> {
-        let open_err = |source| ReadError::Open {
+        let open_err = |error| ReadError::Open {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let mut file = BufReader::with_capacity(256 * 1024, File::open(path).map_err(open_err)?);
         let compressed = file.fill_buf().map_err(open_err)?.starts_with(&ZSTD_MAGIC);
@@ -377,9 +377,9 @@ pub fn first_line(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     (&mut lines.inner)
         .take(limit)
         .read_until(b'\n', &mut buf)
-        .map_err(|source| ReadError::Open {
+        .map_err(|error| ReadError::Open {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     Ok(buf)
 }

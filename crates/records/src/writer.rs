@@ -46,21 +46,21 @@ impl RecordsConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordsError {
     /// The file could not be created or opened (or the zstd encoder set up on it).
-    #[error("cannot open the records file {path}: {source}")]
+    #[error("cannot open the records file {path}: {error}")]
     Open {
         /// The records file.
         path: PathBuf,
         /// The I/O error opening gave.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A write, flush, rotation or the final close failed (a full disk, say); the first
     /// such error.
-    #[error("writing records to {path} failed: {source}")]
+    #[error("writing records to {path} failed: {error}")]
     Write {
         /// The records file.
         path: PathBuf,
         /// The first I/O error writing gave.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The thread owning the writer panicked or could not be started, so the outcome is
     /// unknown.
@@ -134,18 +134,18 @@ impl Out {
             .append(append)
             .truncate(!append)
             .open(&config.path)
-            .map_err(|source| RecordsError::Open {
+            .map_err(|error| RecordsError::Open {
                 path: config.path.clone(),
-                source,
+                error,
             })?;
         let bytes = file.metadata().map_or(0, |m| m.len());
         let counted = Counted { file, bytes };
         Ok(if config.compressed() {
             // Level 3 (zstd's default): several hundred MB/s, ~10x smaller JSON.
-            let enc = zstd::stream::write::Encoder::new(counted, 3).map_err(|source| {
+            let enc = zstd::stream::write::Encoder::new(counted, 3).map_err(|error| {
                 RecordsError::Open {
                     path: config.path.clone(),
-                    source,
+                    error,
                 }
             })?;
             Out::Zstd(enc, 0)
@@ -273,9 +273,9 @@ impl RecordsWriter {
             }
         }
         match self.first_error {
-            Some(source) => Err(RecordsError::Write {
+            Some(error) => Err(RecordsError::Write {
                 path: self.config.path,
-                source,
+                error,
             }),
             None => Ok(self.written),
         }
@@ -312,7 +312,7 @@ impl RecordsWriter {
         }
         shift_rotated(&self.config)?;
         let mut out = Out::open(&self.config, false).map_err(|e| match e {
-            RecordsError::Open { source, .. } | RecordsError::Write { source, .. } => source,
+            RecordsError::Open { error, .. } | RecordsError::Write { error, .. } => error,
             RecordsError::Panicked => std::io::Error::other("panicked"),
         })?;
         out.write_all(&self.header)?;

@@ -146,7 +146,7 @@ pub enum ConfigError {
     SlowFactor(f64),
     /// The engine spec cannot be simulated.
     #[error("engine: {0}")]
-    Engine(#[from] cadence_engine::SpecError),
+    Engine(cadence_engine::SpecError),
 }
 
 impl SimConfig {
@@ -183,7 +183,7 @@ impl SimConfig {
             return Err(ConfigError::SlowFactor(s.factor));
         }
         if let Some(e) = &self.engine {
-            e.validate()?;
+            e.validate().map_err(ConfigError::Engine)?;
         }
         Ok(())
     }

@@ -47,14 +47,9 @@ impl std::fmt::Display for GetError {
     }
 }
 
-impl std::error::Error for GetError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            GetError::Unreachable(u) => Some(u),
-            _ => None,
-        }
-    }
-}
+/// No source: each variant's text already says its cause (an unreachable target's
+/// address and why), so a chain (anyhow's `{:#}`) would say it twice.
+impl std::error::Error for GetError {}
 
 /// GETs `url` with `headers` on `http`'s pooled client and returns the body: within
 /// `timeout` from the call to the body's last byte, at most `max_body` bytes, and only

@@ -30,12 +30,12 @@ pub enum HubError {
     #[error(transparent)]
     Store(#[from] SharedError),
     /// The page's address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         /// The address asked for.
         addr: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -73,9 +73,9 @@ pub async fn spawn_hub(setup: HubSetup) -> Result<Hub, HubError> {
     }
     let server = web::serve(listen, page, limits)
         .await
-        .map_err(|source| HubError::Listen {
+        .map_err(|error| HubError::Listen {
             addr: listen,
-            source,
+            error,
         })?;
     let retention = retain.map(|retain| tokio::spawn(retention(shared, retain)));
     Ok(Hub {

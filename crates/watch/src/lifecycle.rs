@@ -43,12 +43,12 @@ pub struct Setup {
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     /// The page's address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         /// The address asked for.
         addr: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The database failed (at start: the shipper's connection; later: a write).
     #[error(transparent)]
@@ -122,9 +122,9 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
     }
     let server = web::serve(listen, page, limits)
         .await
-        .map_err(|source| WatchError::Listen {
+        .map_err(|error| WatchError::Listen {
             addr: listen,
-            source,
+            error,
         })?;
     // The shipper stops after the probe lane has (its own signal), so its last round
     // sees the last probe written.
