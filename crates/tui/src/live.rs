@@ -171,9 +171,16 @@ impl Live {
         if let Some(t) = ttft {
             push(&mut lv.ttft, t);
         }
+        // A stall is a wait over the threshold, for the first token or between chunks,
+        // as the report counts it.
         let stalls = gaps.iter().filter(|&&g| g > threshold).count() as u64;
+        let first_wait = (rec.outcome == Outcome::Succeeded)
+            .then(|| rec.sent_ns.zip(rec.first_chunk_ns()))
+            .flatten()
+            .is_some_and(|(s, f)| per_request::ms(f.saturating_sub(s)) > threshold);
         lv.stalls.gaps += stalls;
-        lv.stalls.requests += u64::from(stalls > 0);
+        lv.stalls.first_token += u64::from(first_wait);
+        lv.stalls.requests += u64::from(stalls > 0 || first_wait);
         for &g in &gaps {
             push(&mut lv.itl, g);
         }
@@ -492,6 +499,18 @@ mod tests {
         assert!(close(v.itl_p99_series[0], 10.0));
         assert!(close(v.itl_p99_series[20], 30.0));
         assert!(v.tok_s_series[1..20].iter().all(|&t| t == 0.0));
+    }
+
+    #[test]
+    fn a_long_wait_for_the_first_token_is_a_stall_as_in_the_report() {
+        let mut l = live();
+        l.add(&ok(0, 600, 3)); // two gaps over 500 ms
+        let mut slow = ok(S, 3, 4); // a first token 1,040 ms after the send
+        slow.sent_ns = Some(0);
+        l.add(&slow);
+        l.add(&ok(0, 3, 4));
+        let s = l.view(2 * S, Client::default()).stalls.unwrap();
+        assert_eq!((s.gaps, s.first_token, s.requests), (2, 1, 2));
     }
 
     #[test]

@@ -134,12 +134,17 @@ fn render_latency(frame: &mut Frame, area: Rect, lat: &Latency, stalls: Option<c
         metric("ITL", &lat.itl),
     ];
     if let Some(s) = stalls {
-        let style = if s.gaps > 0 { RED } else { Style::new() };
+        let style = if s.gaps + s.first_token > 0 {
+            RED
+        } else {
+            Style::new()
+        };
         lines.push(Line::styled(
             format!(
-                "stalls: {} gaps over {} ms in {} requests",
-                s.gaps,
+                "stalls over {} ms: {} gaps, {} first tokens, {} requests",
                 ms(Some(s.threshold_ms)),
+                s.gaps,
+                s.first_token,
                 s.requests
             ),
             style,

@@ -179,6 +179,7 @@ pub fn view(doc: &serde_json::Value, url: &str, history: &mut History) -> Result
         stalls: short.map(|w| Stalls {
             threshold_ms: w.summary.stalls.threshold_ms,
             gaps: w.summary.stalls.gaps,
+            first_token: w.summary.stalls.first_token,
             requests: w.summary.stalls.requests,
         }),
         side: Side::Alerts(

@@ -33,7 +33,7 @@ pub struct View {
     pub counts: Counts,
     /// TTFT and ITL percentiles, recent and whole.
     pub latency: Latency,
-    /// ITL gaps over the stall threshold; `None` when the proxy's `/stats` has no window.
+    /// Waits over the stall threshold (gaps and first tokens); `None` when the proxy's `/stats` has no window.
     pub stalls: Option<Stalls>,
     /// The right-hand panel: the ITL histogram (bench) or the alerts (top).
     pub side: Side,
@@ -131,14 +131,17 @@ pub struct Latency {
     pub itl: [Option<Pcts>; 2],
 }
 
-/// ITL gaps over the stall threshold.
+/// Waits over the stall threshold: gaps between chunks and waits for the first token.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Stalls {
-    /// A gap longer than this (ms) is a stall.
+    /// A wait longer than this (ms) is a stall.
     pub threshold_ms: f64,
-    /// Gaps over the threshold, counted over all requests.
+    /// Gaps between chunks over the threshold, counted over succeeded requests.
     pub gaps: u64,
-    /// Requests with at least one such gap.
+    /// Waits for the first token (send to first chunk) over the threshold: a stall too,
+    /// as the report counts it (`Stalls.first_token`).
+    pub first_token: u64,
+    /// Requests with at least one stall of either kind.
     pub requests: u64,
 }
 

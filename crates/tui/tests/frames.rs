@@ -71,6 +71,7 @@ fn sweep() -> View {
         stalls: Some(Stalls {
             threshold_ms: 500.0,
             gaps: 0,
+            first_token: 0,
             requests: 0,
         }),
         side: Side::Histogram(vec![
@@ -136,6 +137,7 @@ fn failures() -> View {
     v.stalls = Some(Stalls {
         threshold_ms: 500.0,
         gaps: 57,
+        first_token: 3,
         requests: 40,
     });
     v.check.pacing = Some(Pacing {
@@ -193,7 +195,7 @@ fn a_run_with_failures_shows_them_by_class_in_red() {
         "{text}"
     );
     assert!(
-        text.contains("stalls: 57 gaps over 500.0 ms in 40 requests"),
+        text.contains("stalls over 500.0 ms: 57 gaps, 3 first tokens, 40 requests"),
         "{text}"
     );
     let buf = frame(&view, W, H);
