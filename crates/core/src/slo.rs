@@ -141,10 +141,18 @@ pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.05;
 /// The error-rate ceiling (`--max-error-rate`, a share): the level's warning when more
 /// of its sent requests failed than `max` allows, else `None`.
 pub fn error_ceiling(counts: &RequestCounts, max: f64) -> Option<String> {
+    over_error_ceiling(counts, max)
+        .map(|over| format!("{over} (--max-error-rate): the run fails (exit 3)"))
+}
+
+/// When more of the sent requests failed than `max` (a share) allows: the rate, the
+/// counts and the ceiling, to which each command adds its setting's name and what
+/// follows; else `None`.
+pub fn over_error_ceiling(counts: &RequestCounts, max: f64) -> Option<String> {
     let rate = error_rate(counts, None)?;
     (rate > max).then(|| {
         format!(
-            "error rate {:.1} % ({} of {} sent requests failed) is over the ceiling of {} % (--max-error-rate): the run fails (exit 3)",
+            "error rate {:.1} % ({} of {} sent requests failed) is over the ceiling of {} %",
             rate * 100.0,
             counts.failed_total(),
             counts.sent,

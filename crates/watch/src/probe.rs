@@ -11,8 +11,10 @@ use cadence_bench::progress::Progress;
 use cadence_bench::prompts::{Counter, PromptGen};
 use cadence_bench::workload::{RequestFactory, WorkItem};
 use cadence_bench::{Load, RunContext, RunPlan, StopReason, Timeouts};
-use cadence_core::slo::{error_ceiling, probe_passes};
-use cadence_core::{per_request, summarize_level, Distribution, LevelOptions, RecordSink};
+use cadence_core::slo::{over_error_ceiling, probe_passes};
+use cadence_core::{
+    per_request, summarize_level, Distribution, LevelOptions, RecordSink, RequestCounts,
+};
 use cadence_core::{LevelSummary, RequestRecord};
 use cadence_records::{RecordThread, Sinks};
 use cadence_transport::client::{self, ClientConfig};
@@ -210,6 +212,13 @@ impl Prepared {
     }
 }
 
+/// The probe's error-rate ceiling (the target's `max_error_rate`) in the watch's words:
+/// the probe breaches (bench's words name its flag and exit code).
+fn probe_error_ceiling(counts: &RequestCounts, max: f64) -> Option<String> {
+    over_error_ceiling(counts, max)
+        .map(|over| format!("{over} (the target's max_error_rate): the probe breaches"))
+}
+
 /// Unix time in milliseconds.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -232,7 +241,7 @@ pub fn probe_row(t: &Target, started_ms: i64, ended_ms: i64, level: &LevelSummar
             format!("{}: {observed} {verdict}", r.slo)
         })
         .collect();
-    if let Some(why) = error_ceiling(&level.requests, p.max_error_rate) {
+    if let Some(why) = probe_error_ceiling(&level.requests, p.max_error_rate) {
         detail.push(why);
     }
     if level.requests.succeeded == 0 {
@@ -312,3 +321,23 @@ impl RecordSink for Collect {
 }
 
 impl Sinks for Collect {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_ceiling_is_said_in_the_watch_s_words() {
+        let counts = RequestCounts {
+            sent: 5,
+            succeeded: 3,
+            failed: [("http_5xx".to_string(), 2)].into(),
+            ..RequestCounts::default()
+        };
+        assert_eq!(
+            probe_error_ceiling(&counts, 0.05).as_deref(),
+            Some("error rate 40.0 % (2 of 5 sent requests failed) is over the ceiling of 5 % (the target's max_error_rate): the probe breaches")
+        );
+        assert_eq!(probe_error_ceiling(&counts, 0.4), None);
+    }
+}
