@@ -326,7 +326,7 @@ fn a_store_the_first_version_made_is_laid_out_as_a_new_one_and_takes_probes() {
         succeeded: 1,
         failed: 1,
         aborted: 0,
-        failed_by_class: [("http_error".to_string(), 1)].into(),
+        failed_by_class: [("http_5xx".to_string(), 1)].into(),
         ttft_p50_ms: Some(20.5),
         ttft_p99_ms: None,
         itl_p50_ms: Some(5.0),
@@ -341,7 +341,7 @@ fn a_store_the_first_version_made_is_laid_out_as_a_new_one_and_takes_probes() {
     };
     let request = RequestRow {
         idx: 1,
-        outcome: "success".into(),
+        outcome: "succeeded".into(),
         ttft_ms: Some(20.5),
         e2e_ms: Some(80.0),
         chunks: 8,

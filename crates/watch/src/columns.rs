@@ -343,7 +343,7 @@ mod tests {
             };
             assert_eq!(kind, c.kind, "{}", c.name);
         }
-        assert_eq!(values[7], Value::Text(r#"{"http_error":1}"#.into()));
+        assert_eq!(values[7], Value::Text(r#"{"http_5xx":1}"#.into()));
         let back = ProbeRow::read(9, &mut Listed(values.into_iter())).unwrap();
         assert_eq!(back, ProbeRow { id: 9, ..p });
     }

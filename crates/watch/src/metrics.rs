@@ -340,7 +340,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("cadence_watch_requests_total{target=\"a\",outcome=\"http_error\"} 1"),
+            text.contains("cadence_watch_requests_total{target=\"a\",outcome=\"http_5xx\"} 1"),
             "{text}"
         );
         m.observe(&probe("a", 2_000, true));

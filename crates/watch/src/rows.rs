@@ -182,7 +182,7 @@ pub(crate) mod tests {
             failed_by_class: if ok {
                 BTreeMap::new()
             } else {
-                BTreeMap::from([("http_error".to_string(), 1)])
+                BTreeMap::from([("http_5xx".to_string(), 1)])
             },
             ttft_p50_ms: Some(20.0),
             ttft_p99_ms: Some(30.0),

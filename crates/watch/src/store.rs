@@ -877,7 +877,7 @@ CREATE TABLE requests (
     fn req(idx: u64) -> RequestRow {
         RequestRow {
             idx,
-            outcome: "success".into(),
+            outcome: "succeeded".into(),
             ttft_ms: Some(20.0),
             e2e_ms: Some(100.0),
             chunks: 16,

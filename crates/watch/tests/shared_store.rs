@@ -47,7 +47,7 @@ fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
         failed_by_class: if ok {
             BTreeMap::new()
         } else {
-            BTreeMap::from([("http_error".to_string(), 1)])
+            BTreeMap::from([("http_5xx".to_string(), 1)])
         },
         ttft_p50_ms: Some(21.5),
         ttft_p99_ms: Some(30.0),
@@ -66,7 +66,7 @@ fn probe(target: &str, started_ms: i64, ok: bool) -> ProbeRow {
 fn req(idx: u64) -> RequestRow {
     RequestRow {
         idx,
-        outcome: "success".into(),
+        outcome: "succeeded".into(),
         ttft_ms: Some(21.0),
         e2e_ms: Some(180.0),
         chunks: 16,

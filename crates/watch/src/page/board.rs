@@ -599,10 +599,8 @@ mod tests {
     fn failed_requests_are_stacked_by_outcome_class_with_aborted() {
         let now = 10 * HOUR_MS;
         let mut mixed = probe("a", now - HOUR_MS, false);
-        mixed.failed_by_class = BTreeMap::from([
-            ("http_error".to_string(), 1),
-            ("idle_timeout".to_string(), 2),
-        ]);
+        mixed.failed_by_class =
+            BTreeMap::from([("http_5xx".to_string(), 1), ("idle_timeout".to_string(), 2)]);
         mixed.failed = 3;
         mixed.aborted = 1;
         let probes = vec![
@@ -614,7 +612,7 @@ mod tests {
         let failed = &html[html.find("id=\"failed\"").unwrap()..];
         let failed = &failed[..failed.find("</figure>").unwrap()];
         let legend = &failed[failed.find("class=\"legend\"").unwrap()..];
-        for class in ["http_error", "idle_timeout", "aborted_at_deadline"] {
+        for class in ["http_5xx", "idle_timeout", "aborted_at_deadline"] {
             assert!(
                 legend.contains(class),
                 "{class} not in the legend: {legend}"
@@ -622,7 +620,7 @@ mod tests {
         }
         let marks = &failed[failed.find(r#"<g class="marks">"#).unwrap()..];
         let marks = &marks[..marks.find("</g>").unwrap()];
-        // http_error in two probes; idle_timeout and aborted in one: nothing for the
+        // http_5xx in two probes; idle_timeout and aborted in one: nothing for the
         // passing probe.
         assert_eq!(marks.matches("<rect").count(), 4, "{marks}");
         assert!(marks.contains("<title>idle_timeout: 2</title>"), "{marks}");

@@ -106,9 +106,9 @@ mod tests {
         assert_eq!(width, Some(9_999));
         assert!(rows.len() <= MAX_POINTS, "{}", rows.len());
         let first = &rows[0];
-        // Probes 0..=9 (the 10th starts at 9,999 ms + 1): one failed of http_error.
+        // Probes 0..=9 (the 10th starts at 9,999 ms + 1): one failed of http_5xx.
         assert_eq!((first.sent, first.failed, first.slo_ok), (40, 1, false));
-        assert_eq!(first.failed_by_class.get("http_error"), Some(&1));
+        assert_eq!(first.failed_by_class.get("http_5xx"), Some(&1));
         assert_eq!(first.itl_p99_ms, Some(9.0), "the bucket's worst p99");
         assert_eq!(
             first.itl_p50_ms,
