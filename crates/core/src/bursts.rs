@@ -37,16 +37,16 @@ impl BurstsAcc {
         let n = r.chunk_count();
         let tokens = r.output_token_count();
         if n > 1 && tokens.source != TokenSource::Chunks && tokens.count >= n {
-            self.requests += 1;
-            self.tokens_after_first += tokens.count - 1;
-            self.chunks_after_first += n - 1;
+            self.requests = self.requests.saturating_add(1);
+            self.tokens_after_first = self.tokens_after_first.saturating_add(tokens.count - 1);
+            self.chunks_after_first = self.chunks_after_first.saturating_add(n - 1);
         }
         if let Some(t) = r.counters.server_timing {
             if let (Some(steps), Some(accepted)) = (t.spec_steps, t.spec_accepted) {
-                self.server_requests += 1;
-                self.steps += steps;
-                self.accepted += accepted;
-                self.drafted += t.spec_drafted.unwrap_or(0);
+                self.server_requests = self.server_requests.saturating_add(1);
+                self.steps = self.steps.saturating_add(steps);
+                self.accepted = self.accepted.saturating_add(accepted);
+                self.drafted = self.drafted.saturating_add(t.spec_drafted.unwrap_or(0));
             }
         }
         for w in r.chunks.windows(2) {
@@ -54,23 +54,23 @@ impl BurstsAcc {
                 continue;
             };
             let class = (k.max(1) as usize).min(SIZE_CLASSES) - 1;
-            self.by_size[class].0 += 1;
-            self.by_size[class].1 += u128::from(gap);
+            let c = &mut self.by_size[class];
+            *c = (c.0.saturating_add(1), c.1.saturating_add(u128::from(gap)));
         }
     }
 
     /// Adds another part of the same level.
     pub fn merge(&mut self, o: &BurstsAcc) {
-        self.requests += o.requests;
-        self.tokens_after_first += o.tokens_after_first;
-        self.chunks_after_first += o.chunks_after_first;
-        self.server_requests += o.server_requests;
-        self.steps += o.steps;
-        self.accepted += o.accepted;
-        self.drafted += o.drafted;
+        // Sums saturate: a hostile record's counts cannot overflow them.
+        self.requests = self.requests.saturating_add(o.requests);
+        self.tokens_after_first = self.tokens_after_first.saturating_add(o.tokens_after_first);
+        self.chunks_after_first = self.chunks_after_first.saturating_add(o.chunks_after_first);
+        self.server_requests = self.server_requests.saturating_add(o.server_requests);
+        self.steps = self.steps.saturating_add(o.steps);
+        self.accepted = self.accepted.saturating_add(o.accepted);
+        self.drafted = self.drafted.saturating_add(o.drafted);
         for (a, b) in self.by_size.iter_mut().zip(o.by_size) {
-            a.0 += b.0;
-            a.1 += b.1;
+            *a = (a.0.saturating_add(b.0), a.1.saturating_add(b.1));
         }
     }
 
@@ -87,7 +87,7 @@ impl BurstsAcc {
             requests: self.requests,
             client_acceptance_length: ratio(self.tokens_after_first, self.chunks_after_first),
             server_requests: self.server_requests,
-            server_acceptance_length: ratio(self.steps + self.accepted, self.steps),
+            server_acceptance_length: ratio(self.steps.saturating_add(self.accepted), self.steps),
             draft_acceptance_rate: ratio(self.accepted, self.drafted),
             itl_by_chunk_tokens: self
                 .by_size
@@ -194,5 +194,24 @@ mod tests {
         a.merge(&flat);
         acc.push(&rec(&[(0, Some(1)), (5, Some(1))], 2, None));
         assert_eq!(a, acc);
+    }
+
+    #[test]
+    fn counts_no_request_can_have_saturate_instead_of_overflowing() {
+        // A hostile records file: token and speculation counts at u64::MAX, twice.
+        let huge = rec(
+            &[(0, Some(1)), (10, Some(2))],
+            u64::MAX,
+            Some((u64::MAX, u64::MAX, 1)),
+        );
+        let mut acc = BurstsAcc::default();
+        acc.push(&huge);
+        acc.push(&huge);
+        let mut merged = acc.clone();
+        merged.merge(&acc);
+        let b = merged.finish().unwrap();
+        assert_eq!(b.requests, 4);
+        assert!(b.client_acceptance_length.unwrap().is_finite());
+        assert_eq!(b.server_acceptance_length, Some(1.0));
     }
 }
