@@ -51,8 +51,10 @@ fn check_grown_prompts(records: &std::path::Path) -> (Vec<f64>, u64) {
     (late_ttft, longest)
 }
 
-/// A cold prompt about as long as `longest` tokens (words are scaled to the engine's
-/// tokens by a first, shorter probe), prefilled whole: its TTFT (ms) and its tokens.
+/// A cold prompt about as long as `longest` tokens, prefilled whole: its TTFT (ms) and
+/// its tokens. Each run draws fresh words (a new seed), so no prefix is cached and the
+/// engine's tokens per word vary from draw to draw: the words are scaled by the last
+/// draw's ratio until one lands in `longest..=1.25 × longest`.
 fn cold_prompt(url: &str, tmp: &std::path::Path, longest: u64) -> (f64, u64) {
     let cold = |words: u64, name: &str| {
         let path = tmp.join(name);
@@ -73,18 +75,18 @@ fn cold_prompt(url: &str, tmp: &std::path::Path, longest: u64) -> (f64, u64) {
             .code(0);
         common::read_records(&path).remove(0)
     };
-    let probe = cold(200, "probe.jsonl");
-    let per_word = probe["input_tokens"].as_u64().unwrap() as f64 / 200.0;
-    let c = &cold(
-        (longest as f64 / per_word * 1.1).ceil() as u64,
-        "cold.jsonl",
-    );
-    let tokens = c["input_tokens"].as_u64().unwrap();
-    assert!(
-        tokens >= longest && tokens <= longest + longest / 4,
-        "the cold prompt has {tokens} tokens against {longest}"
-    );
-    (ttft_ms(c), tokens)
+    let (mut words, mut tokens_seen) = (200u64, Vec::new());
+    for attempt in 0..6 {
+        let c = cold(words, &format!("cold-{attempt}.jsonl"));
+        let tokens = c["input_tokens"].as_u64().unwrap();
+        tokens_seen.push(tokens);
+        if tokens >= longest && tokens <= longest + longest / 4 {
+            return (ttft_ms(&c), tokens);
+        }
+        let per_word = tokens as f64 / words as f64;
+        words = (longest as f64 * 1.1 / per_word).ceil() as u64;
+    }
+    panic!("no cold prompt landed within 25 % above {longest} tokens: {tokens_seen:?}");
 }
 
 #[test]
