@@ -1632,7 +1632,8 @@ pub struct ProxyArgs {
     /// Longest wait for the upstream's response headers (then 504).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub upstream_header_timeout: Duration,
-    /// A client must send its whole request head within this (slowloris guard).
+    /// A client must send its whole request head within this (slowloris guard), on the
+    /// proxied port and the metrics port alike.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
     /// Largest request head in bytes (431 beyond).

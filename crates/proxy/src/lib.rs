@@ -13,6 +13,7 @@ mod forward;
 pub mod framing_guard;
 pub mod live;
 pub mod metrics;
+mod metrics_server;
 pub mod records;
 mod server;
 mod shared;

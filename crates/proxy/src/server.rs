@@ -10,9 +10,6 @@ use crate::metrics::Metrics;
 use crate::records::RecordWriter;
 use crate::shared::Shared;
 use crate::{ProxyConfig, ProxyError};
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::get;
 use cadence_transport::Clock;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -182,15 +179,11 @@ fn start_tasks(
     let mut tasks = JoinSet::new();
     tasks.spawn(accept_loop(listener, shared.clone(), stopped.clone()));
     if let Some(l) = metrics_listener {
-        let app = metrics_app(shared.clone());
-        let mut s = stopped.clone();
-        tasks.spawn(async move {
-            let _ = axum::serve(l, app)
-                .with_graceful_shutdown(async move {
-                    until_stopped(&mut s).await;
-                })
-                .await;
-        });
+        tasks.spawn(crate::metrics_server::serve(
+            l,
+            shared.clone(),
+            stopped.clone(),
+        ));
     }
     tasks.spawn(lag_loop(shared.clone(), stopped.clone()));
     if let Some(status) = records_status {
@@ -557,7 +550,7 @@ pub struct SelfCheck {
     pub loop_lag: Vec<LagStats>,
 }
 
-fn stats(shared: &Shared) -> Stats {
+pub(crate) fn stats(shared: &Shared) -> Stats {
     let now = shared.clock.now_ns();
     let parts: Vec<WindowPart> = match shared.live.lock() {
         Ok(mut live) => {
@@ -584,26 +577,6 @@ fn stats(shared: &Shared) -> Stats {
         alerts: shared.alerts.lock().map(|a| a.status()).unwrap_or_default(),
         self_check: SelfCheck { loop_lag },
     }
-}
-
-fn metrics_app(shared: Arc<Shared>) -> axum::Router {
-    async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-        (
-            [(
-                http::header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            s.metrics.encode(),
-        )
-    }
-    async fn stats_json(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-        axum::Json(stats(&s))
-    }
-    axum::Router::new()
-        .route("/metrics", get(metrics))
-        .route("/stats", get(stats_json))
-        .route("/health", get(|| async { "ok\n" }))
-        .with_state(shared)
 }
 
 async fn alert_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {

@@ -349,3 +349,71 @@ async fn a_non_streaming_answer_counts_its_usage() {
     assert_eq!(w["output_tokens"]["source"], "usage", "{w}");
     p.shutdown().await.unwrap();
 }
+
+/// Reads until the peer closes (Ok(true)) or `within` passes (Ok(false)); bytes read
+/// are appended to `got`.
+async fn closed_within(s: &mut tokio::net::TcpStream, within: Duration, got: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_listener_closes_a_trickled_head_and_an_idle_connection() {
+    let s = sim(fast_sim_config()).await;
+    let p = proxy(&format!("http://{}", s.addr), |c| {
+        c.limits.header_read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let addr = p.metrics_addr.unwrap();
+    // Half a request head, then a byte every 50 ms: closed near the 300 ms bound,
+    // with no answer.
+    let mut trickle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    trickle
+        .write_all(b"GET /metrics HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut closed = false;
+    for _ in 0..60 {
+        if trickle.write_all(b"X").await.is_err() {
+            closed = true;
+            break;
+        }
+        if closed_within(&mut trickle, Duration::from_millis(50), &mut got).await {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "a trickled head still open after 3 s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    // A whole request is answered, then the idle keep-alive connection is closed.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    assert!(closed_within(&mut idle, Duration::from_secs(5), &mut got).await);
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("ok\n"),
+        "{text}"
+    );
+    p.shutdown().await.unwrap();
+}

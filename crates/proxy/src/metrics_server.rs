@@ -1,0 +1,96 @@
+//! The metrics listener (`/metrics`, `/stats`, `/health`), served with the same guards
+//! as the client-facing one: a request head not whole within the header timeout (or a
+//! keep-alive connection silent that long) is closed, and connections are capped, so
+//! a scraper that trickles or idles cannot hold the proxy's descriptors (FAULTS 152).
+
+use crate::shared::Shared;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+/// Metrics connections served at once; more wait in the kernel's accept queue.
+pub(crate) const METRICS_CONNECTIONS: usize = 64;
+
+/// Serves the metrics routes on `listener` until `stopped`; each connection is bounded
+/// by the proxy's header timeout, and a connection still open at shutdown gets a
+/// second to finish its answer.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.config.limits.header_read_timeout)
+        .max_headers(shared.config.limits.max_headers)
+        .keep_alive(true);
+    let builder = Arc::new(builder);
+    let svc = TowerToHyperService::new(app(shared));
+    let slots = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    let mut conns = JoinSet::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let stream = tokio::select! {
+            _ = until_stopped(&mut stopped) => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::debug!("metrics listener: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let (builder, svc, mut stop) = (builder.clone(), svc.clone(), stopped.clone());
+        conns.spawn(async move {
+            let _slot = slot;
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = until_stopped(&mut stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+                }
+            }
+        });
+    }
+    while conns.join_next().await.is_some() {}
+}
+
+/// Resolves once shutdown was asked for (or the proxy handle is gone).
+async fn until_stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+fn app(shared: Arc<Shared>) -> axum::Router {
+    async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+        (
+            [(
+                http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            s.metrics.encode(),
+        )
+    }
+    async fn stats_json(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+        axum::Json(crate::server::stats(&s))
+    }
+    axum::Router::new()
+        .route("/metrics", get(metrics))
+        .route("/stats", get(stats_json))
+        .route("/health", get(|| async { "ok\n" }))
+        .with_state(shared)
+}
