@@ -185,9 +185,9 @@ fn target(a: &Report, b: &Report) -> Vec<Difference> {
     let mut out = Vec::new();
     // What a file did not hold ("unknown"; a target that is no URL, as an import
     // without one says "imported from TOOL" or names its backend) is not known to
-    // differ, nor is an import's API, which names the import, not a dialect.
+    // differ, nor is the API of an import whose file did not name one ("TOOL import").
     let url = |v: &str| v.contains("://");
-    let imported = a.imported.is_some() || b.imported.is_some();
+    let unnamed = |r: &Report, api: &str| r.imported.is_some() && api.ends_with(" import");
     for (what, x, y, same) in [
         (
             "URL",
@@ -196,7 +196,12 @@ fn target(a: &Report, b: &Report) -> Vec<Difference> {
             same_url(a, b) || !url(&ra.target) || !url(&rb.target),
         ),
         ("model", &ra.model, &rb.model, ra.model == rb.model),
-        ("API", &ra.api, &rb.api, ra.api == rb.api || imported),
+        (
+            "API",
+            &ra.api,
+            &rb.api,
+            ra.api == rb.api || unnamed(a, &ra.api) || unnamed(b, &rb.api),
+        ),
     ] {
         if !same && known(x) && known(y) {
             out.push(Difference::new(DiffKind::Target, what, x, y));
@@ -535,6 +540,15 @@ mod tests {
                 "aiperf 0.3.0"
             )]
         );
+        // An import whose file named its API is compared on it.
+        b.run.api = "completions".into();
+        let d = differences(&a, &b, &one());
+        assert_eq!(
+            whats(&d)[0],
+            (DiffKind::Target, "API", &*a.run.api, "completions")
+        );
+        b.run.api = a.run.api.clone();
+        assert_eq!(differences(&a, &b, &one()).len(), 1, "the tool only");
     }
 
     #[test]

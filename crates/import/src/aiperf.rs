@@ -121,6 +121,7 @@ pub fn import(
         files: vec![file.to_string()],
         model: None,
         target: None,
+        api: None,
         levels: vec![crate::Level::new(Tool::Aiperf, None, None)],
         duration_s: None,
         started_at_unix_ms: first_start_ns.map(|ns| ns / 1_000_000),
@@ -178,8 +179,18 @@ fn read_summary(
             imported.model = name.and_then(Value::as_str).map(str::to_string);
         }
         let endpoint = config.obj("endpoint")?;
-        if let Some(urls) = endpoint.map(|e| e.arr("urls")).transpose()?.flatten() {
+        if let Some(urls) = endpoint
+            .as_ref()
+            .map(|e| e.arr("urls"))
+            .transpose()?
+            .flatten()
+        {
             imported.target = urls.first().and_then(Value::as_str).map(str::to_string);
+        }
+        // Its endpoint type (`chat`, `completions`, …), or a custom path under it.
+        if let Some(e) = endpoint {
+            imported.api = (e.str("custom_endpoint")?.and_then(crate::api_named))
+                .or(e.str("type")?.and_then(crate::api_named));
         }
     }
     let concurrency = top

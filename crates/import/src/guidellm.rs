@@ -34,6 +34,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
     let mut levels = Vec::new();
     let mut model = None;
     let mut target = None;
+    let mut api = None;
     for (i, b) in benchmarks.iter().enumerate() {
         let b = Obj::at(file, format!("benchmarks[{i}]"), b)?;
         levels.push(level(&b)?);
@@ -51,6 +52,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
                 .str("target")?
                 .map(|t| format!("{}{}", t.trim_end_matches('/'), path.unwrap_or("")));
             target = target.or(url);
+            api = api.or(path.and_then(crate::api_named));
         }
         let Some(requests) = b.obj("requests")? else {
             return Err(ImportError::new(file, format!("benchmarks[{i}]: no requests (GuideLLM saves them unless sampling is set to 0)")));
@@ -94,6 +96,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         files: vec![file.to_string()],
         model,
         target,
+        api,
         levels,
         duration_s: None,
         started_at_unix_ms: None,

@@ -39,6 +39,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         files: vec![file.to_string()],
         model: None,
         target: None,
+        api: None,
         levels: vec![Level::new(Tool::InferencePerf, None, None)],
         duration_s: None,
         started_at_unix_ms: None,

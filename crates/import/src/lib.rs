@@ -130,6 +130,10 @@ pub struct Imported {
     pub model: Option<String>,
     /// What was benchmarked (a server URL, or the tool's backend), when the file says.
     pub target: Option<String>,
+    /// The API the run spoke, as `--api` names it (`chat`, `completions`,
+    /// `responses`), when the file says which: `compare` then sets it against
+    /// another run's.
+    pub api: Option<String>,
     /// The load levels (one per benchmark of the file; most files hold one), in the
     /// order of the records' `level`.
     pub levels: Vec<Level>,
@@ -175,6 +179,22 @@ impl Level {
             rate,
         }
     }
+}
+
+/// The Cadence API (`--api` name) an endpoint's path or a tool's endpoint kind names:
+/// `chat` for chat completions, `completions`, `responses`; `None` for anything else.
+pub fn api_named(kind: &str) -> Option<String> {
+    let k = kind.trim_end_matches('/');
+    let api = if k == "chat" || k == "openai-chat" || k.ends_with("/chat/completions") {
+        "chat"
+    } else if k == "completions" || k == "openai" || k == "vllm" || k.ends_with("/completions") {
+        "completions"
+    } else if k == "responses" || k.ends_with("/responses") {
+        "responses"
+    } else {
+        return None;
+    };
+    Some(api.to_string())
 }
 
 impl Imported {

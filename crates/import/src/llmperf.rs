@@ -84,6 +84,7 @@ pub fn import(
         files,
         model,
         target: None,
+        api: None,
         levels: vec![crate::Level::new(Tool::Llmperf, None, None)],
         duration_s: None,
         started_at_unix_ms: None,

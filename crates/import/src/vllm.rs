@@ -176,6 +176,8 @@ pub fn import(file: &str, text: &str) -> Result<Imported, ImportError> {
         target: top
             .str("backend")?
             .map(|b| format!("vllm bench serve --backend {b}")),
+        // `openai-chat` speaks chat completions; `openai` and `vllm`, completions.
+        api: top.str("backend")?.and_then(crate::api_named),
         levels: vec![crate::Level::new(
             Tool::Vllm,
             top.count("max_concurrency")?

@@ -98,6 +98,26 @@ fn imports_keep_the_model_and_the_url_their_files_name() {
 }
 
 #[test]
+fn imports_name_the_api_their_files_name_in_cadences_words() {
+    let api = |name: &str| import(&fixture(name), None).unwrap().api;
+    let chat = Some("chat".to_string());
+    // AIPerf's endpoint type, GuideLLM's request path, vLLM's backend (openai-chat).
+    assert_eq!(api("aiperf/profile_export.jsonl"), chat);
+    assert_eq!(api("guidellm-benchmarks.json"), chat);
+    assert_eq!(api("vllm-detailed.json"), chat);
+    // LLMPerf's file does not say.
+    assert_eq!(api("llmperf/tiny_32_24_individual_responses.json"), None);
+    for (kind, want) in [
+        ("/v1/completions", Some("completions")),
+        ("openai", Some("completions")),
+        ("responses", Some("responses")),
+        ("embeddings", None),
+    ] {
+        assert_eq!(cadence_import::api_named(kind).as_deref(), want, "{kind}");
+    }
+}
+
+#[test]
 fn a_file_without_chunk_times_names_what_it_cannot_give() {
     let imp = import(
         &fixture("llmperf/tiny_32_24_individual_responses.json"),

@@ -116,7 +116,9 @@ fn write_records(file: &Path, imp: &Imported) -> std::io::Result<()> {
             || format!("imported from {}", imp.tool),
             cadence_core::secret::redact_url,
         ),
-        format!("{} import", imp.tool),
+        imp.api
+            .clone()
+            .unwrap_or_else(|| format!("{} import", imp.tool)),
         imp.model.clone().unwrap_or_else(|| "unknown".into()),
         format!("imported:{}", imp.tool),
         imp.started_at_unix_ms.unwrap_or(0),
