@@ -765,6 +765,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0.1%", value_parser = parse_share, help_heading = GATES)]
     pub max_late: f64,
 
+    /// A closed-loop level's steady state: the span in which requests in flight stay at
+    /// or above this share of the concurrency asked, whose requests' figures the report
+    /// gives beside the level's (ramp-up and drain left out): `90%` or `0.9`; `0` turns
+    /// it off.
+    #[arg(long, value_name = "SHARE", default_value = "90%", value_parser = parse_share, help_heading = OUTPUT)]
+    pub plateau: f64,
+
     /// Which clock stamps each chunk: `kernel`, the kernel's receive time of the socket
     /// read that carried it (SO_TIMESTAMPNS; right even when this machine is busy; the
     /// user clock where the platform gives none), or `user`, the client's clock when the

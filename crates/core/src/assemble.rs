@@ -30,6 +30,9 @@ pub struct Checks {
     pub max_error_rate: f64,
     /// Sessions re-priced at other TTFT/ITL (`--what-if`).
     pub what_if: Vec<crate::sessions::WhatIf>,
+    /// The share of a closed-loop level's concurrency in flight that makes its plateau
+    /// (`--plateau`, default [`crate::plateau::DEFAULT_SHARE`]; 0 turns it off).
+    pub plateau: f64,
 }
 
 impl Checks {
@@ -45,6 +48,7 @@ impl Checks {
             exact_samples: (self.exact_samples != crate::level::DEFAULT_EXACT_SAMPLES)
                 .then_some(self.exact_samples),
             what_if: self.what_if.iter().map(|w| w.to_string()).collect(),
+            plateau: (self.plateau != crate::plateau::DEFAULT_SHARE).then_some(self.plateau),
         }
     }
 
@@ -263,17 +267,7 @@ fn assemble_level(
             .extend(crate::attribution::scrape_warning(scrape));
     }
     level.warnings.extend(figures.record_warnings);
-    if let Some(n) = level
-        .sessions
-        .as_ref()
-        .map(|s| s.cut_tool_calls)
-        .filter(|&n| n > 0)
-    {
-        level.warnings.push(format!(
-            "{n} replies' tool calls passed the 16 MiB the client keeps of them: not sent back \
-             cut, their sessions ended there (records' tool_calls_cut)"
-        ));
-    }
+    level.warnings.extend(cut_tool_calls_warning(&level));
     if answer_checks(&mut level, checks.max_error_rate) && verdict == Verdict::Ok {
         verdict = Verdict::SloBreached;
     }
@@ -309,6 +303,9 @@ fn assemble_level(
     lr.charts = figures.charts;
     lr.server_timing = figures.time_split;
     lr.bursts = figures.bursts;
+    lr.plateau = meta
+        .concurrency
+        .and_then(|c| agg.plateau(c, checks.plateau));
     lr.server = meta.server.as_ref().map(|scrape| {
         let gaps = agg.gaps();
         Box::new(crate::attribution::attribute(
@@ -319,6 +316,18 @@ fn assemble_level(
         ))
     });
     (lr, verdict)
+}
+
+/// The warning on sessions ended because a reply's tool calls outgrew what the client
+/// keeps of them.
+fn cut_tool_calls_warning(level: &LevelSummary) -> Option<String> {
+    let n = level.sessions.as_ref().map(|s| s.cut_tool_calls)?;
+    (n > 0).then(|| {
+        format!(
+            "{n} replies' tool calls passed the 16 MiB the client keeps of them: not sent back \
+             cut, their sessions ended there (records' tool_calls_cut)"
+        )
+    })
 }
 
 /// The checks of a level's answers, each a warning: short answers, and an error rate

@@ -99,6 +99,8 @@ pub struct LevelAggregator {
     split: crate::TimeSplitAcc,
     /// Chunk sizes and the acceptance length from both sides.
     bursts: crate::BurstsAcc,
+    /// Send and end times, for the steady state found once the level ends.
+    plateau: crate::PlateauAcc,
     /// Values held exactly right now, over every distribution.
     stored: u64,
     /// The budget was spent at least once: some distributions are bucketed.
@@ -124,6 +126,7 @@ impl LevelAggregator {
             gaps: GapsAcc::new(config.stall_threshold_ns),
             split: crate::TimeSplitAcc::default(),
             bursts: crate::BurstsAcc::default(),
+            plateau: crate::PlateauAcc::new(config.exact_samples),
             stored: 0,
             bucketed: false,
             config,
@@ -147,6 +150,7 @@ impl LevelAggregator {
         self.gaps.push(r);
         self.split.push(r);
         self.bursts.push(r);
+        self.plateau.push(r);
         self.enforce_budget();
     }
 
@@ -193,6 +197,13 @@ impl LevelAggregator {
             + self.charts.approx_bytes()
             + self.notes.approx_bytes()
             + self.gaps.approx_bytes()
+            + self.plateau.approx_bytes()
+    }
+
+    /// The level's steady state as a closed loop at `concurrency` whose in flight must
+    /// reach `share` of it ([`crate::plateau`]); `None` when `share` is 0.
+    pub fn plateau(&self, concurrency: u32, share: f64) -> Option<crate::Plateau> {
+        self.plateau.finish(concurrency, share)
     }
 
     /// The level's client gaps over the stall threshold (bounded; see [`GapsAcc`]).
@@ -214,6 +225,7 @@ impl LevelAggregator {
         self.gaps.merge(&o.gaps);
         self.split.merge(&o.split);
         self.bursts.merge(&o.bursts);
+        self.plateau.merge(&o.plateau);
         self.stored += o.stored;
         self.bucketed |= o.bucketed;
         if self.bucketed {

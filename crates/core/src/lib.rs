@@ -25,6 +25,7 @@ pub mod level;
 pub mod metrics;
 pub mod pacing;
 pub mod per_request;
+pub mod plateau;
 pub mod report;
 pub mod runlog;
 pub mod server;
@@ -50,6 +51,7 @@ pub use metrics::{
 };
 pub use outcome::Outcome;
 pub use pacing::{pacing, Pacing, PacingAcc, TimerFloor, TimerFloorAcc};
+pub use plateau::{Plateau, PlateauAcc, PlateauWindow};
 pub use record::{
     Chunk, InputTokenSource, ProxyInfo, RecordSource, RequestRecord, ServerTiming, StampClock,
     StreamCounters, TokenCount, TokenSource, TokenSources, ToolChoice, CHUNK_SLACK,

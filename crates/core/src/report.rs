@@ -289,6 +289,10 @@ pub struct LevelReport {
     /// the gap by chunk size ([`crate::bursts`]); absent when every chunk carried one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bursts: Option<crate::Bursts>,
+    /// A closed-loop level's steady state and its figures ([`crate::plateau`]);
+    /// absent for an open loop or with `--plateau 0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<crate::Plateau>,
 }
 
 /// Builds a level of the report from its summary; the caller sets `concurrency` or
@@ -309,6 +313,7 @@ pub fn level_report(name: impl Into<String>, summary: LevelSummary) -> LevelRepo
         server: None,
         server_timing: None,
         bursts: None,
+        plateau: None,
     }
 }
 

@@ -100,6 +100,10 @@ pub struct RunChecks {
     /// `--what-if` re-pricings of the sessions, as given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<String>,
+    /// `--plateau` when not the default ([`crate::plateau::DEFAULT_SHARE`]); absent in
+    /// older files and for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<f64>,
 }
 
 /// `--max-late`'s default, the one every source of runs uses: an open-loop level whose
@@ -118,6 +122,7 @@ impl Default for RunChecks {
             convention: None,
             max_error_rate: None,
             exact_samples: None,
+            plateau: None,
             what_if: Vec::new(),
         }
     }

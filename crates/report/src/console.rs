@@ -44,6 +44,7 @@ pub fn render_with(report: &Report, color: bool, view: View) -> String {
     if sweep && view == View::Summary {
         out.push('\n');
         crate::sweep::sweep_table(&mut out, report, p);
+        crate::steady::console_sweep(&mut out, report);
         if let Some(c) = report.convention.as_deref().filter(|c| *c != "cadence") {
             let _ = writeln!(out, "ITL and TPOT above: {c}'s formulas (--convention {c})");
         }
@@ -52,6 +53,9 @@ pub fn render_with(report: &Report, color: bool, view: View) -> String {
         for level in &report.levels {
             out.push('\n');
             level_block(&mut out, level, report.convention.as_deref(), p);
+            if let Some(line) = crate::steady::line(level) {
+                let _ = writeln!(out, "{line}");
+            }
             crate::time_split::console(&mut out, report, level);
             conventions(&mut out, report, level, p);
         }

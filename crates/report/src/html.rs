@@ -469,6 +469,7 @@ pub fn render(r: &Report) -> String {
     charts_section(r, &mut o);
     crate::html_server::section(r, &mut o);
     crate::time_split::html(r, &mut o);
+    crate::steady::html(r, &mut o);
     crate::html_sessions::section(r, &mut o);
     slos_section(r, &mut o);
 

@@ -17,6 +17,7 @@ mod imported;
 pub mod json;
 pub mod markdown;
 mod paint;
+mod steady;
 pub mod svg;
 mod sweep;
 pub mod table;

@@ -513,6 +513,10 @@ fn saved_checks(
                         }
                     })
                     .collect(),
+                plateau: c
+                    .plateau
+                    .filter(|s| (0.0..=1.0).contains(s))
+                    .unwrap_or(cadence_core::plateau::DEFAULT_SHARE),
             };
             (meta.run, checks, meta.search)
         }
@@ -532,6 +536,7 @@ fn saved_checks(
                 max_error_rate: DEFAULT_MAX_ERROR_RATE,
                 exact_samples: exact_samples.unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES),
                 what_if: Vec::new(),
+                plateau: cadence_core::plateau::DEFAULT_SHARE,
             };
             (info, checks, None)
         }
