@@ -3,7 +3,8 @@
 
 use crate::cell::{cell, fmt_rate, plural, Unit};
 use crate::table::Table;
-use cadence_core::{Distribution, LevelReport, Plateau, Report};
+use cadence_core::metrics::LevelSummary;
+use cadence_core::{Distribution, LevelReport, Plateau, PlateauWindow, Report};
 use std::fmt::Write;
 
 fn q(d: Option<Distribution>, p: fn(&Distribution) -> f64) -> String {
@@ -30,6 +31,21 @@ fn span(l: &LevelReport, p: &Plateau) -> String {
     }
 }
 
+/// The plateau's figure and the whole level's: TTFT p90, ITL p99, TPOT p50, E2E p90,
+/// requests/s.
+fn pairs(w: &PlateauWindow, s: &LevelSummary) -> [(String, String); 5] {
+    [
+        (q(w.ttft, |d| d.p90), q(s.ttft, |d| d.p90)),
+        (q(w.itl, |d| d.p99), q(s.itl, |d| d.p99)),
+        (q(w.tpot, |d| d.p50), q(s.tpot, |d| d.p50)),
+        (q(w.e2e, |d| d.p90), q(s.e2e, |d| d.p90)),
+        (
+            fmt_rate(w.requests_per_s),
+            rate(s.throughput.requests_per_s),
+        ),
+    ]
+}
+
 /// The level's one line: the plateau's figures, the whole level's in brackets.
 pub(crate) fn line(l: &LevelReport) -> Option<String> {
     let p = l.plateau.as_ref()?;
@@ -40,20 +56,20 @@ pub(crate) fn line(l: &LevelReport) -> Option<String> {
             p.absent.as_deref().unwrap_or("none")
         ));
     };
-    let s = &l.summary;
+    let [ttft, itl, tpot, e2e, rps] = pairs(w, &l.summary);
     Some(format!(
         "Plateau ({}): TTFT p90 {} (level {}), ITL p99 {} ({}), TPOT p50 {} ({}), E2E p90 {} ({}), {} req/s ({})",
         span(l, p),
-        q(w.ttft, |d| d.p90),
-        q(s.ttft, |d| d.p90),
-        q(w.itl, |d| d.p99),
-        q(s.itl, |d| d.p99),
-        q(w.tpot, |d| d.p50),
-        q(s.tpot, |d| d.p50),
-        q(w.e2e, |d| d.p90),
-        q(s.e2e, |d| d.p90),
-        fmt_rate(w.requests_per_s),
-        rate(s.throughput.requests_per_s),
+        ttft.0,
+        ttft.1,
+        itl.0,
+        itl.1,
+        tpot.0,
+        tpot.1,
+        e2e.0,
+        e2e.1,
+        rps.0,
+        rps.1,
     ))
 }
 
@@ -79,16 +95,16 @@ pub(crate) fn table(r: &Report) -> Option<Table> {
             t.note_row(&l.name, &format!("{}: {why}", span(l, p)));
             continue;
         };
-        let s = &l.summary;
+        let [ttft, itl, _, _, rps] = pairs(w, &l.summary);
         t.row([
             l.name.clone(),
             span(l, p),
-            q(w.ttft, |d| d.p90),
-            q(s.ttft, |d| d.p90),
-            q(w.itl, |d| d.p99),
-            q(s.itl, |d| d.p99),
-            fmt_rate(w.requests_per_s),
-            rate(s.throughput.requests_per_s),
+            ttft.0,
+            ttft.1,
+            itl.0,
+            itl.1,
+            rps.0,
+            rps.1,
         ]);
     }
     Some(t)
