@@ -62,7 +62,8 @@ pub fn of_error(e: &anyhow::Error) -> Exit {
         e.downcast_ref::<cadence_run::Error>(),
         Some(cadence_run::Error::Input(_))
     );
-    if input || e.downcast_ref::<UsageError>().is_some() {
+    let otlp = e.downcast_ref::<cadence_otlp::run::StartError>();
+    if input || otlp.is_some_and(|e| e.is_usage()) || e.downcast_ref::<UsageError>().is_some() {
         Exit::Usage
     } else {
         Exit::Error

@@ -11,7 +11,6 @@ pub mod engine_opts;
 pub mod exit;
 pub mod fidelity;
 pub mod inputs;
-pub mod otlp;
 pub mod output;
 pub mod plan_cmd;
 pub mod proxy_cmd;

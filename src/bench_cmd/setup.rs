@@ -10,12 +10,12 @@ use crate::exit::usage;
 use crate::workload::Workload;
 use cadence_bench::body::BodySpec;
 use cadence_bench::progress::Progress;
-use cadence_bench::propagate::salted_now;
 use cadence_bench::sink::BenchSinks;
 use cadence_bench::target::Target;
 use cadence_bench::trace::TraceEntry;
 use cadence_bench::workload::{RequestFactory, DEFAULT_PROMPT};
 use cadence_bench::{Load, RunContext, Timeouts};
+use cadence_otlp::run::propagation;
 use cadence_records::{RecordSender, RecordThread, RecordsConfig};
 use cadence_transport::client::{self, ClientConfig, HyperClient};
 use cadence_tui::dashboard::LiveState;
@@ -43,7 +43,7 @@ pub(super) struct Setup {
     /// workers may let reads gather (`cadence_bench::coalesce`).
     pub(super) _coalesce: Option<cadence_bench::coalesce::Enabled>,
     /// `--otlp`: the span exporter, its sink on the record thread.
-    pub(super) otlp: Option<crate::otlp::Export>,
+    pub(super) otlp: Option<cadence_otlp::run::Export>,
 }
 
 impl Setup {
@@ -108,7 +108,7 @@ impl Setup {
         );
         let (records_path, _spill) =
             crate::output::records_path(args.records.as_deref(), &args.outputs)?;
-        let (otlp, exporter) = crate::otlp::start_client(args, &endpoint.target, &model)?.unzip();
+        let (otlp, exporter) = start_otlp(args, &endpoint.target, &model)?.unzip();
         let (sender, sink) = record_thread(args, records_path.clone(), &progress, live, exporter)?;
         let cx = Arc::new(RunContext {
             client: http,
@@ -119,7 +119,7 @@ impl Setup {
             redactor,
             progress: progress.clone(),
             tokenizer: workload.tokenizer.clone(),
-            propagation: otlp.as_ref().map(|_| salted_now(args.otlp.otlp_sample)),
+            propagation: otlp.as_ref().map(|_| propagation(args.otlp.otlp_sample)),
         });
         Ok(Setup {
             endpoint,
@@ -138,6 +138,30 @@ impl Setup {
             otlp,
         })
     }
+}
+
+/// The span exporter and its sink for bench's requests to `target` (client spans) when
+/// `--otlp` or an `OTEL_EXPORTER_OTLP_*` endpoint asks for one.
+fn start_otlp(
+    args: &BenchArgs,
+    target: &Target,
+    model: &str,
+) -> anyhow::Result<Option<(cadence_otlp::run::Export, cadence_otlp::OtlpSink)>> {
+    let completions = target.api == cadence_wire::Api::Completions;
+    let t = cadence_otlp::run::Target {
+        endpoint: &target.endpoint,
+        operation: if completions {
+            "text_completion"
+        } else {
+            "chat"
+        },
+        model,
+        stall_threshold: args.stall_threshold,
+        chunk_events: args.otlp.otlp_chunk_events,
+        kind: cadence_otlp::proto::SpanKind::Client,
+    };
+    let (flag, protocol) = (args.otlp.otlp.as_deref(), args.otlp.otlp_protocol);
+    Ok(cadence_otlp::run::start_if_asked(flag, protocol, t)?)
 }
 
 /// The record thread and its sinks: the records file (when one is written), the

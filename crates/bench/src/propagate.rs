@@ -22,14 +22,6 @@ pub fn stamp<B>(p: &Propagation, req: &mut http::Request<B>, rec: &mut RequestRe
     rec.trace = Some(ids);
 }
 
-/// A run's propagation, salted by the clock and the process id.
-pub fn salted_now(ratio: f64) -> Propagation {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    Propagation::new(t ^ u64::from(std::process::id()) << 40, ratio)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,15 @@
-//! One command's export (bench, proxy, watch): the exporter started from a checked
-//! configuration, its sink for the record thread, the wall-clock origin the sink waits
-//! for, and what came of it at the end, with the report's warning when spans were lost.
+//! One command's export (bench, proxy, sim, watch), started one way: the flags and the
+//! `OTEL_EXPORTER_OTLP_*` variables read into a checked configuration, the exporter
+//! started with its sink for the record thread, the wall-clock origin the sink waits
+//! for, the trace context's salt, and what came of it at the end, said the same way.
 
 use crate::export::Exporter;
 use crate::proto::SpanKind;
 use crate::sink::OtlpSink;
 use crate::span::Shape;
-use crate::Config;
-use cadence_core::report::OtlpExport;
+use crate::{Config, Protocol};
+use cadence_core::report::{OtlpExport, Report};
+use cadence_core::trace::Propagation;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -33,6 +35,57 @@ pub struct Target<'a> {
     pub chunk_events: u32,
     /// Client (bench, watch) or server (proxy).
     pub kind: SpanKind,
+}
+
+/// Why a command's export could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `--otlp`, `--otlp-protocol` or an `OTEL_EXPORTER_OTLP_*` variable is not usable
+    /// (a usage error; the text names the flag or variable, never a header's value).
+    #[error("{0}")]
+    Config(String),
+    /// The export thread could not be spawned.
+    #[error("cannot start the OTLP export thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+impl StartError {
+    /// Whether the command was asked wrongly (exit code 2), not failed.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, StartError::Config(_))
+    }
+}
+
+/// The export's configuration from `--otlp` (`flag`), `--otlp-protocol` and this
+/// process's `OTEL_EXPORTER_OTLP_*` variables; `None` when none asks for export.
+pub fn config(
+    flag: Option<&str>,
+    protocol: Option<Protocol>,
+) -> Result<Option<Config>, StartError> {
+    let env = |k: &str| std::env::var(k).ok();
+    Config::resolve(flag, protocol, &env).map_err(StartError::Config)
+}
+
+/// Starts the export when `--otlp` (`flag`) or an `OTEL_EXPORTER_OTLP_*` endpoint
+/// variable asks for one: the exporter and the sink for the record thread.
+pub fn start_if_asked(
+    flag: Option<&str>,
+    protocol: Option<Protocol>,
+    target: Target<'_>,
+) -> Result<Option<(Export, OtlpSink)>, StartError> {
+    match config(flag, protocol)? {
+        Some(c) => Ok(Some(start(c, target)?)),
+        None => Ok(None),
+    }
+}
+
+/// A command's trace context (`--otlp-sample`'s `ratio`), salted by the clock and the
+/// process id so two runs' ids differ.
+pub fn propagation(ratio: f64) -> Propagation {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Propagation::new(t ^ u64::from(std::process::id()) << 40, ratio)
 }
 
 /// Starts the export thread for `config`; the sink to hand the record thread.
@@ -81,6 +134,30 @@ impl Export {
     pub fn finish(self) -> OtlpExport {
         self.exporter.finish()
     }
+
+    /// [`Export::finish`] into `report` (its figures, and its warning when spans were
+    /// dropped): the line to say on stderr ([`said`]).
+    pub fn finish_into(self, report: &mut Report, quiet: bool) -> Option<String> {
+        let s = self.finish();
+        let (line, warning) = said(&s, quiet);
+        report.warnings.extend(warning);
+        report.otlp = Some(s);
+        line
+    }
+}
+
+/// What a command says of its export at its end: the line for stderr (the warning
+/// when spans were dropped, said even when `quiet`; else how many were exported) and
+/// the warning a report carries.
+pub fn said(s: &OtlpExport, quiet: bool) -> (Option<String>, Option<String>) {
+    match warning(s) {
+        Some(w) => (Some(format!("cadence: {w}")), Some(w)),
+        None if quiet => (None, None),
+        None => {
+            let line = format!("OTLP: {} spans exported to {}.", s.exported, s.endpoint);
+            (Some(line), None)
+        }
+    }
 }
 
 /// The report's warning when spans were dropped.
@@ -93,4 +170,37 @@ pub fn warning(s: &OtlpExport) -> Option<String> {
             s.dropped, s.spans, s.dropped_queue_full, s.dropped_failed, s.rejected
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drop_is_said_even_when_quiet_and_a_clean_export_only_when_not() {
+        let clean = OtlpExport {
+            endpoint: "http://c:4318/v1/traces".into(),
+            spans: 3,
+            exported: 3,
+            ..OtlpExport::default()
+        };
+        assert_eq!(
+            said(&clean, false),
+            (
+                Some("OTLP: 3 spans exported to http://c:4318/v1/traces.".into()),
+                None
+            )
+        );
+        assert_eq!(said(&clean, true), (None, None));
+        let lossy = OtlpExport {
+            exported: 1,
+            dropped: 2,
+            dropped_failed: 2,
+            ..clean
+        };
+        let (line, warning) = said(&lossy, true);
+        let w = warning.unwrap();
+        assert!(w.starts_with("OTLP export: 2 of 3 spans dropped"), "{w}");
+        assert_eq!(line, Some(format!("cadence: {w}")));
+    }
 }
