@@ -1675,6 +1675,11 @@ pub struct ProxyArgs {
     /// them, so a stream that never ends costs bounded memory.
     #[arg(long, value_name = "N", default_value_t = cadence_proxy::DEFAULT_MAX_CHUNKS, value_parser = parse_max_chunks)]
     pub max_chunks: usize,
+    // Tracing: each measured request continues its caller's W3C traceparent (or starts
+    // a trace, sampled by --otlp-sample), goes upstream with the proxy's span as the
+    // server's parent, and is exported as a server span (docs/src/tracing.md).
+    #[command(flatten, next_help_heading = TRACING)]
+    pub otlp: OtlpArgs,
 }
 
 #[cfg(test)]

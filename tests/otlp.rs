@@ -226,3 +226,79 @@ fn unsampled_requests_carry_their_ids_but_are_not_exported() {
     assert_eq!(report["otlp"]["spans"], 0);
     assert!(spans_of(&bodies).is_empty());
 }
+
+#[test]
+fn a_bad_otlp_setting_is_a_usage_error_for_bench_and_proxy_showing_no_secret() {
+    for cmd in [
+        &["bench", "-n", "1"][..],
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ][..],
+    ] {
+        let out = cadence()
+            .args(cmd)
+            .args(["--otlp", "http://user:hunter2@127.0.0.1:4318"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let out = cadence()
+            .args(cmd)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("grpc is not supported"), "{err}");
+    }
+}
+
+/// `cadence proxy --otlp` in front of `cadence sim`, driven by `cadence bench --otlp`:
+/// the proxy's spans are children of bench's, and it says at its end what it exported.
+#[test]
+fn the_proxy_continues_benchs_trace() {
+    let (url, bodies) = collector(200);
+    let (_sim, sim_url) = common::fast_sim();
+    let (proxy, proxy_url) = common::spawn_listening(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &sim_url,
+        "--otlp",
+        &url,
+        "--otlp-protocol",
+        "http/json",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("{proxy_url}/v1");
+    let (code, _, records) = bench_with(&url, dir.path(), &[&target, "-n", "4", "-c", "2"]);
+    assert_eq!(code, Some(0));
+    // The proxy exports within its 200 ms flush.
+    let wanted = 2 * records.len();
+    for _ in 0..100 {
+        if spans_of(&bodies).len() >= wanted {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(proxy);
+    let spans = spans_of(&bodies);
+    assert_eq!(spans.len(), wanted);
+    for r in &records {
+        let (trace, span) = (&r["trace"]["trace_id"], &r["trace"]["span_id"]);
+        let child = spans
+            .iter()
+            .find(|s| &s["parentSpanId"] == span)
+            .unwrap_or_else(|| panic!("the proxy's span under {span}"));
+        assert_eq!(&child["traceId"], trace);
+        assert_eq!(child["kind"], 2, "server");
+    }
+}

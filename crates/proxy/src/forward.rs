@@ -403,8 +403,11 @@ pub(crate) async fn handle(
         Err(refusal) => return refusal.answer(&shared),
     };
     let (info, client_id) = proxy_info(&parts, &redactor);
-    let up = upstream_request(&shared.via_id, parts, uri, body);
+    let mut up = upstream_request(&shared.via_id, parts, uri, body);
     let mut job = Job::start(&shared, measured, labels, redactor, info, client_id);
+    if let (true, Some(p)) = (measured, &shared.propagation) {
+        crate::trace::continue_trace(p, up.headers_mut(), &mut job.rec);
+    }
     job.busy = Some(busy);
     let response = match send(&mut job, up).await {
         Ok(r) => r,

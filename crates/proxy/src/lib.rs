@@ -18,11 +18,12 @@ pub mod records;
 mod server;
 mod shared;
 mod slots;
+mod trace;
 pub mod ws_frames;
 
 pub use alert::{AlertRule, Alerts, Transition};
 pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};
-pub use server::{spawn, Proxy};
+pub use server::{spawn, Proxy, Stopped};
 
 use cadence_core::secret::redact_url;
 use std::net::SocketAddr;
@@ -117,6 +118,23 @@ pub struct ProxyConfig {
     /// TLS to an https:// upstream behind a private CA (`--upstream-ca-file`); `None`:
     /// the public roots.
     pub upstream_tls: Option<cadence_transport::tls::TlsConfig>,
+    /// Tracing (`--otlp`): each measured request continues its caller's trace (or
+    /// starts one), is forwarded with its own `traceparent`, and is exported as a
+    /// server span; `None`: trace headers pass through untouched and nothing is sent.
+    pub tracing: Option<Tracing>,
+}
+
+/// What the proxy's tracing needs: where spans go and which traces it starts itself.
+#[derive(Debug, Clone)]
+pub struct Tracing {
+    /// The exporter's checked configuration (`cadence_otlp::run::config`).
+    pub otlp: cadence_otlp::Config,
+    /// The share of the traces the proxy starts (a request that came with no
+    /// `traceparent`) that are exported (`--otlp-sample`); a continued trace is
+    /// sampled as its caller said.
+    pub sample: f64,
+    /// An event on each span for each of its first N chunks (`--otlp-chunk-events`).
+    pub chunk_events: u32,
 }
 
 /// The records file's run line as the caller gives it: the target and the command line,
@@ -180,6 +198,7 @@ impl ProxyConfig {
             timestamps: cadence_transport::Timestamps::default(),
             run: RunFacts::of_upstream(&upstream),
             upstream_tls: None,
+            tracing: None,
             upstream,
         }
     }
@@ -214,6 +233,12 @@ pub enum ProxyError {
     /// The records file could not be opened.
     #[error(transparent)]
     Records(#[from] RecordsError),
+    /// The span exporter's thread could not start (`--otlp`).
+    #[error("cannot start the OTLP export thread: {error}")]
+    Otlp {
+        /// Why the thread could not be spawned.
+        error: std::io::Error,
+    },
     #[error(
         "the upstream {upstream} is this proxy itself (listening on {listen}): every \
          request would loop until file descriptors run out; point --upstream at the server"

@@ -128,6 +128,18 @@ pub struct Metrics {
     upstream_resends: Counter,
     unmeasured: Counter,
     truncated: Family<StreamLabels, Counter>,
+    otlp: Family<OtlpLabels, Counter>,
+    /// Held while `otlp` catches up with the exporter's figures, so two scrapes at once
+    /// add each span once.
+    otlp_sync: std::sync::Mutex<()>,
+}
+
+/// The label of `otlp_spans`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpLabels {
+    /// What came of a span: `exported`, `dropped_queue_full`, `dropped_failed`
+    /// (its POST failed) or `rejected` (the collector refused it).
+    pub result: String,
 }
 
 /// The label of `rejected_requests`.
@@ -174,6 +186,7 @@ impl Metrics {
         let upstream_resends = Counter::default();
         let unmeasured = Counter::default();
         let truncated = Family::<StreamLabels, Counter>::default();
+        let otlp = Family::<OtlpLabels, Counter>::default();
 
         let mut m = Metrics {
             registry: Registry::with_prefix("cadence"),
@@ -190,6 +203,8 @@ impl Metrics {
             upstream_resends,
             unmeasured,
             truncated,
+            otlp,
+            otlp_sync: std::sync::Mutex::new(()),
         };
         m.register_latencies();
         m.register_counts();
@@ -269,6 +284,11 @@ impl Metrics {
             "Streams relayed whole whose record stopped keeping chunks at --max-chunks: it times the first ones and counts the rest",
             self.truncated.clone(),
         );
+        r.register(
+            "otlp_spans",
+            "Spans of measured requests sent to the OTLP collector (--otlp), by result: exported, or dropped because the queue was full, the POST failed or the collector rejected them",
+            self.otlp.clone(),
+        );
         r.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -285,6 +305,23 @@ impl Metrics {
     /// A request on a route that is not measured was forwarded.
     pub fn unmeasured(&self) {
         self.unmeasured.inc();
+    }
+
+    /// The span exporter's figures so far (`--otlp`), which only grow: each result's
+    /// counter is brought up to them.
+    pub fn otlp_spans(&self, s: &cadence_core::report::OtlpExport) {
+        let _one_at_a_time = self.otlp_sync.lock();
+        for (result, n) in [
+            ("exported", s.exported),
+            ("dropped_queue_full", s.dropped_queue_full),
+            ("dropped_failed", s.dropped_failed),
+            ("rejected", s.rejected),
+        ] {
+            let c = self.otlp.get_or_create(&OtlpLabels {
+                result: result.into(),
+            });
+            c.inc_by(n.saturating_sub(c.get()));
+        }
     }
 
     /// One tick of the event-loop lag probe.

@@ -77,6 +77,14 @@ async fn until_stopped(rx: &mut watch::Receiver<bool>) {
 
 fn app(shared: Arc<Shared>) -> axum::Router {
     async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+        let spans = s
+            .otlp
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|e| e.summary()));
+        if let Some(spans) = spans {
+            s.metrics.otlp_spans(&spans);
+        }
         (
             [(
                 http::header::CONTENT_TYPE,

@@ -1,19 +1,47 @@
 //! Where the proxy's records go: the shared records writer (`cadence_records`:
-//! JSON Lines, rotation by size, `.zst`) on a record thread of its own so disk I/O
-//! never stalls a stream. The file is appended to, and each proxy run starts with a
-//! wall-clock anchor so runs appended across restarts read back on one timeline.
+//! JSON Lines, rotation by size, `.zst`) and, with `--otlp`, the span exporter's sink,
+//! on one record thread of its own so disk I/O and span making never stall a stream.
+//! The file is appended to, and each proxy run starts with a wall-clock anchor so runs
+//! appended across restarts read back on one timeline.
 
 use cadence_core::runlog::{anchor_line, Anchor};
-use cadence_core::RequestRecord;
+use cadence_core::{RecordSink, RequestRecord};
+use cadence_otlp::OtlpSink;
 use cadence_records::RecordsWriter;
 pub use cadence_records::{rotated, RecordsConfig, RecordsError, WriterStatus};
-use cadence_records::{RecordSender, RecordThread, SinkError};
+use cadence_records::{RecordSender, RecordThread, SinkError, Sinks};
+
+/// What the record thread hands each finished record to: the records file, the
+/// span exporter, or both.
+pub struct ProxySinks {
+    file: Option<RecordsWriter>,
+    spans: Option<OtlpSink>,
+}
+
+impl RecordSink for ProxySinks {
+    fn accept(&mut self, r: &RequestRecord) {
+        if let Some(f) = self.file.as_mut() {
+            f.accept(r);
+        }
+        if let Some(s) = self.spans.as_mut() {
+            s.accept(r);
+        }
+    }
+}
+
+impl Sinks for ProxySinks {
+    fn idle(&mut self) {
+        if let Some(f) = self.file.as_mut() {
+            f.flush();
+        }
+    }
+}
 
 /// The sending side.
 pub struct RecordWriter {
-    tx: Option<RecordSender<RecordsWriter>>,
-    thread: Option<RecordThread<RecordsWriter>>,
-    status: WriterStatus,
+    tx: Option<RecordSender<ProxySinks>>,
+    thread: Option<RecordThread<ProxySinks>>,
+    status: Option<WriterStatus>,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -25,15 +53,32 @@ impl std::fmt::Debug for RecordWriter {
 impl RecordWriter {
     /// Opens (appends to) the file now, so a bad path fails before the proxy listens,
     /// and writes the run's anchor: the wall-clock time of its clock's 0.
-    pub fn start(mut config: RecordsConfig, anchor: Anchor) -> Result<RecordWriter, RecordsError> {
-        config.append = true;
-        let mut writer = RecordsWriter::open(config)?;
-        writer.write_header(&anchor_line(anchor));
-        let status = writer.status();
-        let (tx, thread) = RecordThread::start(writer).map_err(|e| match e {
-            SinkError::Records(e) => e,
-            SinkError::Spawn(_) | SinkError::Panicked => RecordsError::Panicked,
-        })?;
+    pub fn start(config: RecordsConfig, anchor: Anchor) -> Result<RecordWriter, RecordsError> {
+        Self::with_spans(Some(config), anchor, None)
+    }
+
+    /// The record thread for the records file (`config`) and the span exporter's sink
+    /// (`spans`), either of them or both.
+    pub fn with_spans(
+        config: Option<RecordsConfig>,
+        anchor: Anchor,
+        spans: Option<OtlpSink>,
+    ) -> Result<RecordWriter, RecordsError> {
+        let file = match config {
+            Some(mut config) => {
+                config.append = true;
+                let mut writer = RecordsWriter::open(config)?;
+                writer.write_header(&anchor_line(anchor));
+                Some(writer)
+            }
+            None => None,
+        };
+        let status = file.as_ref().map(RecordsWriter::status);
+        let (tx, thread) =
+            RecordThread::start(ProxySinks { file, spans }).map_err(|e| match e {
+                SinkError::Records(e) => e,
+                SinkError::Spawn(_) | SinkError::Panicked => RecordsError::Panicked,
+            })?;
         Ok(RecordWriter {
             tx: Some(tx),
             thread: Some(thread),
@@ -48,23 +93,33 @@ impl RecordWriter {
         }
     }
 
-    /// Appends a meta line (a `cadence_level` or `cadence_run` JSON object).
+    /// Appends a meta line (a `cadence_level` or `cadence_run` JSON object) to the
+    /// records file, when there is one.
     pub fn send_meta(&self, line: String) {
         if let Some(tx) = &self.tx {
-            tx.with(move |w| w.write_line(&line));
+            tx.with(move |s| {
+                if let Some(w) = s.file.as_mut() {
+                    w.write_line(&line);
+                }
+            });
         }
     }
 
-    /// Learns of a write error (a full disk) the moment it happens.
-    pub fn status(&self) -> WriterStatus {
+    /// Learns of a write error (a full disk) the moment it happens; `None` without a
+    /// records file.
+    pub fn status(&self) -> Option<WriterStatus> {
         self.status.clone()
     }
 
-    /// Writes what is queued, flushes, and returns how many records were written.
+    /// Writes what is queued, flushes, and returns how many records were written (0
+    /// without a records file); the span sink's last spans (open sessions) are offered.
     pub fn finish(mut self) -> Result<u64, RecordsError> {
         self.tx.take();
         match self.thread.take().map(RecordThread::finish) {
-            Some(Ok(w)) => w.finish(),
+            Some(Ok(ProxySinks { file, spans })) => {
+                drop(spans);
+                file.map_or(Ok(0), RecordsWriter::finish)
+            }
             Some(Err(_)) => Err(RecordsError::Panicked),
             None => Ok(0),
         }

@@ -50,17 +50,18 @@ impl std::fmt::Debug for Proxy {
 pub async fn spawn(config: ProxyConfig) -> Result<Proxy, ProxyError> {
     let (listener, addr, metrics_listener) = bind(&config).await?;
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let (clock, started_unix_ms, records) = start_records(&config)?;
-    let records_status = records.as_ref().map(RecordWriter::status);
+    let (clock, started_unix_ms, records, otlp) = start_records(&config)?;
+    let records_status = records.as_ref().and_then(RecordWriter::status);
     let (in_flight_tx, in_flight_done) = mpsc::channel(1);
     let (stop, stopped) = watch::channel(false);
-    let shared = Arc::new(shared_state(
-        config,
-        clock,
-        records,
-        in_flight_tx,
-        stopped.clone(),
-    ));
+    let mut shared = shared_state(config, clock, records, in_flight_tx, stopped.clone());
+    shared.propagation = shared
+        .config
+        .tracing
+        .as_ref()
+        .map(|t| cadence_otlp::run::propagation(t.sample));
+    shared.otlp = Mutex::new(otlp);
+    let shared = Arc::new(shared);
     let tasks = start_tasks(&shared, listener, metrics_listener, records_status, stopped);
     Ok(Proxy {
         addr,
@@ -160,6 +161,8 @@ fn shared_state(
         clock,
         next_index: AtomicU64::new(0),
         records,
+        propagation: None,
+        otlp: Mutex::new(None),
         in_flight: Mutex::new(Some(in_flight_tx)),
         via_id: format!("cadence-proxy-{:016x}", instance_id()),
         cut: AtomicBool::new(false),
@@ -195,24 +198,57 @@ fn start_tasks(
     tasks
 }
 
-/// The run clock, its 0 on the wall clock, and the records writer: the anchor it
-/// writes first puts this run's records on one timeline with earlier runs appended
-/// to the same file.
-fn start_records(config: &ProxyConfig) -> Result<(Clock, u64, Option<RecordWriter>), ProxyError> {
+/// The run clock, its 0 on the wall clock, the record thread (the records file, whose
+/// anchor puts this run's records on one timeline with earlier runs appended to it, and
+/// the span sink) and the span exporter (`--otlp`), its origin the clock's 0.
+fn start_records(config: &ProxyConfig) -> Result<Started, ProxyError> {
+    let otlp = match &config.tracing {
+        Some(t) => {
+            let target = cadence_otlp::run::Target {
+                endpoint: &config.upstream,
+                operation: "chat",
+                model: "",
+                stall_threshold: Duration::from_nanos(
+                    cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
+                ),
+                chunk_events: t.chunk_events,
+                kind: cadence_otlp::proto::SpanKind::Server,
+            };
+            let started = cadence_otlp::run::start(t.otlp.clone(), target);
+            Some(started.map_err(|error| ProxyError::Otlp { error })?)
+        }
+        None => None,
+    };
     let clock = Clock::start();
+    let (export, spans) = otlp.unzip();
+    export
+        .iter()
+        .for_each(cadence_otlp::run::Export::set_origin_now);
     let started_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let anchor = cadence_core::runlog::Anchor {
         unix_ms: started_unix_ms,
     };
-    let records = config
-        .records
-        .clone()
-        .map(|c| RecordWriter::start(c, anchor))
-        .transpose()?;
-    Ok((clock, started_unix_ms, records))
+    let records = if config.records.is_some() || spans.is_some() {
+        Some(RecordWriter::with_spans(
+            config.records.clone(),
+            anchor,
+            spans,
+        )?)
+    } else {
+        None
+    };
+    Ok((clock, started_unix_ms, records, export))
 }
+
+/// What [`start_records`] starts.
+type Started = (
+    Clock,
+    u64,
+    Option<RecordWriter>,
+    Option<cadence_otlp::run::Export>,
+);
 
 /// Names a records write error (a full disk) the moment it happens, not at shutdown.
 async fn watch_records(status: crate::WriterStatus, mut stopped: watch::Receiver<bool>) {
@@ -236,7 +272,13 @@ impl Proxy {
     /// Stops accepting, lets in-flight streams finish for up to the drain timeout (then
     /// cuts them; they are recorded as aborted), and flushes the records file.
     /// Returns the number of records written.
-    pub async fn shutdown(mut self) -> Result<u64, crate::RecordsError> {
+    pub async fn shutdown(self) -> Result<u64, crate::RecordsError> {
+        self.stop().await.records
+    }
+
+    /// [`Proxy::shutdown`], and with `--otlp` the spans still queued sent (waiting at
+    /// most the export timeout): what came of both.
+    pub async fn stop(mut self) -> Stopped {
         let _ = self.stop.send(true);
         let drain = self.shared.config.limits.drain_timeout;
         // Connection tasks end when their streams end, or at the drain timeout.
@@ -252,8 +294,8 @@ impl Proxy {
         }
         // Every stream task holds a token; all dropped means all recorded.
         let _ = tokio::time::timeout(Duration::from_secs(5), self.in_flight_done.recv()).await;
-        let shared = Arc::try_unwrap(self.shared);
-        match shared {
+        let export = self.shared.otlp.lock().ok().and_then(|mut g| g.take());
+        let records = match Arc::try_unwrap(self.shared) {
             Ok(s) => match &s.records {
                 Some(w) => {
                     // Level and run lines make the file a complete `cadence report` source.
@@ -268,8 +310,20 @@ impl Proxy {
                 tracing::warn!("cadence proxy: some request tasks outlived shutdown");
                 Ok(0)
             }
-        }
+        };
+        // The record thread has made its last spans (open sessions closed): send them.
+        let otlp = export.map(cadence_otlp::run::Export::finish);
+        Stopped { records, otlp }
     }
+}
+
+/// What a stopped proxy says of its run.
+#[derive(Debug)]
+pub struct Stopped {
+    /// Records written (0 without a records file), or why the file failed.
+    pub records: Result<u64, crate::RecordsError>,
+    /// The span export's figures (`--otlp`): spans made, exported, dropped and why.
+    pub otlp: Option<cadence_core::report::OtlpExport>,
 }
 
 /// Whether `upstream` names the address this proxy listens on (itself).

@@ -25,7 +25,12 @@ pub(crate) struct Shared {
     /// The proxy's own event-loop lag (see `lag_loop`).
     pub lag: Mutex<LagWindow>,
     pub alerts: Mutex<Alerts>,
+    /// The record thread: the records file and the span exporter's sink.
     pub records: Option<RecordWriter>,
+    /// `--otlp`: the trace context measured requests continue (`None`: not traced).
+    pub propagation: Option<cadence_core::trace::Propagation>,
+    /// `--otlp`: the span exporter, finished at shutdown; its figures go to `/metrics`.
+    pub otlp: Mutex<Option<cadence_otlp::run::Export>>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
     pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
     /// This proxy's name in the `Via` header it adds upstream: a request arriving
