@@ -83,8 +83,8 @@ pub enum Command {
     /// SQLite, served as a page with charts, Prometheus metrics and incident webhooks.
     /// With no CONFIG, watches the built-in simulator.
     Watch(Box<WatchArgs>),
-    /// The endpoint's twin: an empirical model learned from records (ITL per gap,
-    /// prefill, queueing for slots), asked by `cadence plan --twin`.
+    /// The endpoint's twin: an empirical model learned from records (shared decode
+    /// and prefill steps, queueing for slots), asked by `cadence plan --twin`.
     Twin(TwinArgs),
 }
 

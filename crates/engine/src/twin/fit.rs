@@ -1,8 +1,9 @@
 //! `cadence twin fit`: records in, a [`Twin`] out. Each run is read on its own
-//! timeline: the slots inferred from the most requests streaming at once, each
-//! request's admission rebuilt by replaying a FIFO queue for those slots, then every
-//! gap and every prefill filed under the running count and context (or prompt) it saw,
-//! a gap also by whether another request was admitted within it.
+//! timeline: the slots inferred from the most requests streaming at once, the chunks
+//! grouped into the engine's steps ([`super::steps`]), each request's admission rebuilt
+//! by replaying a FIFO queue for those slots; then every gap over a decode step filed
+//! under the step's sequences and context, and every first token under its step's
+//! sequences and prompt tokens, timed from the step boundary its prompt joined at.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -10,9 +11,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use cadence_core::per_request::client_wait_before;
 use cadence_core::{Outcome, RequestRecord};
 
+use super::steps::{self, Steps, Stream};
 use super::{
-    running_bin, size_bin, table_of, ItlCell, PrefillCell, Twin, BODY_POINTS, FORMAT, STALL_FACTOR,
-    TAIL_POINTS,
+    prompt_bin, running_bin, size_bin, table_of, ItlCell, PrefillCell, Twin, BODY_POINTS, FORMAT,
+    STALL_FACTOR, TAIL_POINTS,
 };
 
 /// Chunk sizes counted apart (the last: that many tokens or more).
@@ -27,8 +29,8 @@ pub enum FitError {
     /// No succeeded request with a send time and a first chunk.
     #[error("no succeeded streamed request (with a send time and a first chunk) to learn from")]
     NoRequests,
-    /// No request streamed two chunks.
-    #[error("no request streamed two chunks: the twin learns ITL from the gaps between them")]
+    /// No gap between two chunks over a decode step.
+    #[error("no request streamed two chunks over a step that finished no prompt: the twin learns decode steps from the gaps between them")]
     NoGaps,
 }
 
@@ -121,84 +123,113 @@ fn admissions(reqs: &[Req], slots: usize) -> Vec<u64> {
 /// Samples filed by cell, before they become tables.
 #[derive(Default)]
 struct Samples {
-    itl: BTreeMap<(u32, Option<u64>, bool), Vec<f64>>,
-    prefill: BTreeMap<(u32, Option<u64>), (Vec<f64>, f64)>,
+    itl: BTreeMap<(u32, Option<u64>), Vec<f64>>,
+    prefill: BTreeMap<(u32, u64), (Vec<f64>, f64)>,
     chunk_tokens: Vec<u64>,
     requests: u64,
+    steps: u64,
     gaps: u64,
     max_running: u32,
     max_context: u64,
     max_prompt: u64,
+    /// Requests the engine was idle for: time to first token (µs), its step's
+    /// sequences, prompt tokens and context.
+    idle: Vec<(f64, u32, u64, u64)>,
+}
+
+/// A request's chunks as the step grouping reads them: arrivals kept ascending, each
+/// chunk's context the prompt and the tokens before it.
+fn stream_of(r: &Req) -> Stream {
+    let prompt = r.rec.input_tokens.unwrap_or(0);
+    let (mut produced, mut at) = (0u64, r.first);
+    let mut times = Vec::with_capacity(r.rec.chunks.len());
+    let mut context = Vec::with_capacity(r.rec.chunks.len());
+    for c in &r.rec.chunks {
+        at = at.max(c.t_ns());
+        times.push(at);
+        context.push(prompt.saturating_add(produced));
+        produced = produced.saturating_add(u64::from(c.tokens().filter(|&k| k > 0).unwrap_or(1)));
+    }
+    Stream {
+        times,
+        context,
+        uncached: r.uncached,
+    }
 }
 
 impl Samples {
     /// Files one run's requests, admitted by `adm` (aligned with `reqs`).
     fn add_run(&mut self, reqs: &[Req], adm: &[u64]) {
-        let mut starts: Vec<u64> = adm.to_vec();
-        let mut ends: Vec<u64> = reqs.iter().zip(adm).map(|(r, &a)| r.last.max(a)).collect();
-        starts.sort_unstable();
-        ends.sort_unstable();
-        // Requests holding a slot at t: admitted at or before t, released after t.
-        let running = |t: u64| {
-            let n = starts.partition_point(|&s| s <= t) - ends.partition_point(|&e| e <= t);
-            n.max(1) as u32
-        };
-        for (r, &a) in reqs.iter().zip(adm) {
+        let streams: Vec<Stream> = reqs.iter().map(stream_of).collect();
+        let st = steps::group(&streams);
+        self.steps += st.time.len() as u64;
+        if let Some(&most) = st.members.iter().max() {
+            self.max_running = self.max_running.max(most);
+        }
+        for (i, (r, &a)) in reqs.iter().zip(adm).enumerate() {
             self.requests += 1;
-            let at = running(a);
-            self.max_running = self.max_running.max(at);
-            self.max_prompt = self.max_prompt.max(r.uncached);
-            let us = (r.first - a) as f64 / 1e3;
-            let (rb, pb) = (running_bin(at), size_bin(r.uncached));
-            for key in [(rb, Some(pb)), (rb, None)] {
-                let cell = self.prefill.entry(key).or_default();
-                cell.0.push(us);
-                cell.1 += r.uncached as f64;
-            }
-            // Another request admitted within (a, b]: its prefill ran in the gap.
-            let joined = |a: u64, b: u64| {
-                starts.partition_point(|&s| s <= b) > starts.partition_point(|&s| s <= a)
-            };
-            self.add_gaps(r, &running, &joined);
+            self.add_prefill(&st, i, r, a);
+            self.add_gaps(&st, &streams[i], i, r);
         }
     }
 
-    fn add_gaps(
-        &mut self,
-        r: &Req,
-        running: &impl Fn(u64) -> u32,
-        joined: &impl Fn(u64, u64) -> bool,
-    ) {
-        let prompt = r.rec.input_tokens.unwrap_or(0);
-        let mut produced = 0u64;
-        for (i, c) in r.rec.chunks.iter().enumerate() {
-            let n = c.tokens().filter(|&k| k > 0).unwrap_or(1);
+    /// A request's first token. When a step ended between its send and its first token
+    /// (the engine was busy), the step that sent it is timed from the boundary before it:
+    /// a prefill step. Otherwise the engine was idle: its time to first token is kept to
+    /// tell the request's own overhead (send to engine) apart from the step, once the
+    /// steps are known.
+    fn add_prefill(&mut self, st: &Steps, i: usize, r: &Req, adm: u64) {
+        let k = st.of[i][0];
+        let (n, p) = (st.members[k], st.prompt[k]);
+        self.max_prompt = self.max_prompt.max(p);
+        let k0 = st.time.partition_point(|&t| t < adm);
+        if k0 < k {
+            self.prefill_step(n, p, r.first.saturating_sub(st.time[k - 1]));
+        } else if adm == r.sent {
+            let ttft = r.first - r.sent;
+            self.idle.push((ttft as f64 / 1e3, n, p, st.context[k]));
+        }
+    }
+
+    /// A prefill step of `n` sequences and `p` prompt tokens took `ns`.
+    fn prefill_step(&mut self, n: u32, p: u64, ns: u64) {
+        let cell = self
+            .prefill
+            .entry((running_bin(n), prompt_bin(p)))
+            .or_default();
+        cell.0.push(ns as f64 / 1e3);
+        cell.1 += p as f64;
+    }
+
+    /// A request's gaps, each filed under its step's sequences: over a decode step, with
+    /// its mean context; over a step that finished a prompt, as a prefill step of its
+    /// prompt tokens (what a decoding stream saw of it). Its chunks' sizes counted.
+    fn add_gaps(&mut self, st: &Steps, s: &Stream, i: usize, r: &Req) {
+        for (c, chunk) in r.rec.chunks.iter().enumerate() {
+            let n = chunk.tokens().filter(|&k| k > 0).unwrap_or(1);
             self.chunk_tokens[(n as usize).clamp(1, CHUNK_SIZES) - 1] += 1;
-            if i > 0 && !client_wait_before(r.rec, i) {
-                let (a, b) = (r.rec.chunks[i - 1].t_ns(), c.t_ns());
-                if b >= a {
-                    let context = prompt + produced;
-                    let at = running(a + (b - a) / 2);
-                    self.max_running = self.max_running.max(at);
-                    self.max_context = self.max_context.max(context);
-                    let us = (b - a) as f64 / 1e3;
-                    let (rb, j) = (running_bin(at), joined(a, b));
-                    self.itl
-                        .entry((rb, Some(size_bin(context)), j))
-                        .or_default()
-                        .push(us);
-                    self.itl.entry((rb, None, j)).or_default().push(us);
-                    self.gaps += 1;
-                }
+            if c == 0 || client_wait_before(r.rec, c) {
+                continue;
             }
-            produced += u64::from(n);
+            let k = st.of[i][c];
+            self.max_context = self.max_context.max(s.context[c]);
+            let ns = s.times[c].saturating_sub(s.times[c - 1]);
+            if st.joined[k] > 0 {
+                continue;
+            }
+            let us = ns as f64 / 1e3;
+            let rb = running_bin(st.members[k]);
+            let cell = (rb, Some(size_bin(st.context[k])));
+            self.itl.entry(cell).or_default().push(us);
+            self.itl.entry((rb, None)).or_default().push(us);
+            self.gaps += 1;
         }
     }
 }
 
 /// An ITL cell of `v`'s gaps (µs): the body up to [`STALL_FACTOR`] × the median, the
 /// stall band above it.
-fn itl_cell(running: u32, context: Option<u64>, joined: bool, mut v: Vec<f64>) -> ItlCell {
+fn itl_cell(running: u32, context: Option<u64>, mut v: Vec<f64>) -> ItlCell {
     v.sort_unstable_by(f64::total_cmp);
     let median = cadence_core::stats::quantile_sorted(&v, 0.5).unwrap_or(0.0);
     let cut = if median > 0.0 {
@@ -210,7 +241,6 @@ fn itl_cell(running: u32, context: Option<u64>, joined: bool, mut v: Vec<f64>) -
     ItlCell {
         running,
         context,
-        joined,
         samples: v.len() as u64,
         stall_share: stall.len() as f64 / v.len() as f64,
         body_us: table_of(body, BODY_POINTS),
@@ -254,9 +284,16 @@ pub fn fit(runs: &[Vec<RequestRecord>], source: &str) -> Result<Twin, FitError> 
     while s.chunk_tokens.last() == Some(&0) {
         s.chunk_tokens.pop();
     }
+    if s.prefill.is_empty() {
+        // Never a step ended while a prompt waited (one client, say): the idle requests'
+        // time to first token is the prefill step, overhead and all.
+        for (us, n, p, _) in std::mem::take(&mut s.idle) {
+            s.prefill_step(n, p, (us * 1e3) as u64);
+        }
+    }
     let itl = std::mem::take(&mut s.itl)
         .into_iter()
-        .map(|((r, c, j), v)| itl_cell(r, c, j, v))
+        .map(|((r, c), v)| itl_cell(r, c, v))
         .collect();
     let prefill = std::mem::take(&mut s.prefill)
         .into_iter()
@@ -271,18 +308,48 @@ pub fn fit(runs: &[Vec<RequestRecord>], source: &str) -> Result<Twin, FitError> 
             }
         })
         .collect();
-    Ok(Twin {
+    let mut twin = Twin {
         format: FORMAT,
         source: source.to_string(),
         requests: s.requests,
         gaps: s.gaps,
+        steps: s.steps,
         slots: u32::try_from(slots).unwrap_or(u32::MAX),
         slots_seen,
         max_running: s.max_running,
         max_context: s.max_context,
         max_prompt: s.max_prompt,
         chunk_tokens: s.chunk_tokens,
+        overhead_us: Vec::new(),
         itl,
         prefill,
-    })
+    };
+    twin.overhead_us = overhead(&twin, &s.idle);
+    Ok(twin)
+}
+
+/// The requests' own overhead (µs), from send to joining the engine: what the idle
+/// requests' time to first token took beyond the step that sent it, quantile by
+/// quantile (the k-th shortest time against the step's time at the same quantile);
+/// empty when none took longer.
+fn overhead(twin: &Twin, idle: &[(f64, u32, u64, u64)]) -> Vec<u64> {
+    let mut idle = idle.to_vec();
+    idle.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    let len = idle.len() as f64;
+    let mut v: Vec<f64> = idle
+        .iter()
+        .enumerate()
+        .map(|(i, &(ttft, n, p, ctx))| {
+            let u = (i as f64 + 0.5) / len;
+            let decode = twin.itl_cell(n, ctx).map_or(0.0, |c| c.at(u));
+            // A step that prefills is no shorter than a decode step of as many sequences.
+            let step = super::server::prefill_us(twin, n, p, ctx, u, decode).max(decode);
+            (ttft - step).max(0.0)
+        })
+        .collect();
+    v.sort_unstable_by(f64::total_cmp);
+    if v.last().is_none_or(|&o| o <= 0.0) {
+        return Vec::new();
+    }
+    table_of(&v, TAIL_POINTS)
 }

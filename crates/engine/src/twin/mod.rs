@@ -1,14 +1,17 @@
 //! The endpoint's twin: an empirical model learned from records (`cadence twin fit`),
-//! where the engine model is a mechanism with parameters. Per-gap ITL as a bounded
-//! quantile table per (requests running, context depth), its stall band a mixture
-//! component of its own; TTFT as a FIFO wait for a slot plus a prefill time per
-//! (requests running, uncached prompt tokens); the slot count read off the runs. One
-//! TOML file, `format = 1`; docs/src/twin.md says every field.
+//! where the engine model is a mechanism with parameters. An engine serves its streams
+//! in shared steps, so the twin does too: a decode step's time as a bounded quantile
+//! table per (sequences in the step, context depth), its stall band a mixture
+//! component of its own; a step that prefills prompts as a table per (sequences, the
+//! step's uncached prompt tokens); TTFT as a FIFO wait for a slot and the step
+//! boundary, then that step; the slot count read off the runs. One TOML file,
+//! `format = 2`; docs/src/twin.md says every field.
 
 pub mod check;
 mod fit;
 mod model;
 mod server;
+mod steps;
 
 pub use fit::{fit, FitError};
 pub use model::{extrapolation, sim_spec, Model};
@@ -17,7 +20,7 @@ pub use server::{Reach, TwinServer};
 use serde::{Deserialize, Serialize};
 
 /// The file format this build writes and reads.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 /// Points of an ITL cell's body table (quantiles 0, 1/128, …, 1).
 pub const BODY_POINTS: usize = 129;
 /// Points of an ITL cell's stall table and of a prefill cell's table.
@@ -38,43 +41,46 @@ pub struct Twin {
     pub source: String,
     /// Requests the fit used (succeeded, with a first chunk).
     pub requests: u64,
-    /// ITL gaps the fit used.
+    /// ITL gaps the fit used (over decode steps).
     pub gaps: u64,
+    /// Steps the fit told apart: chunks of several streams within a step's tolerance
+    /// of each other left the engine at one step's end.
+    pub steps: u64,
     /// Batch slots: requests served at once, the rest wait in order. Inferred as the
     /// most requests ever streaming at once, when the runs show requests waiting
     /// behind them (`slots_seen`); else the most seen, a lower bound.
     pub slots: u32,
     /// Whether the runs showed the slots full with requests waiting.
     pub slots_seen: bool,
-    /// The most requests the fit saw running at once.
+    /// The most sequences the fit saw in one step (or requests streaming at once).
     pub max_running: u32,
     /// The deepest context (prompt + output tokens) the fit saw.
     pub max_context: u64,
-    /// The longest uncached prompt the fit saw.
+    /// The most uncached prompt tokens the fit saw prefilled in one step.
     pub max_prompt: u64,
     /// Chunks holding 1, 2, … tokens, as counted (the last entry: that many or more).
     pub chunk_tokens: Vec<u64>,
-    /// ITL cells.
+    /// The requests' own overhead, from send to joining the engine (HTTP, queues before
+    /// the engine): [`TAIL_POINTS`] quantiles, µs (empty: none seen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overhead_us: Vec<u64>,
+    /// Decode steps: the gaps streams saw over steps that finished no prompt.
     pub itl: Vec<ItlCell>,
-    /// Prefill cells: admission to first token.
+    /// Prefill steps: steps that finished a prompt.
     pub prefill: Vec<PrefillCell>,
 }
 
-/// The gaps between chunks while `running` requests held slots (a bin, see
-/// [`running_bin`]) at a context of `context` tokens (a bin, see [`size_bin`]; absent:
-/// every context pooled), with another request admitted within them (`joined`) or
-/// not.
+/// The gaps streams saw over decode steps (steps that finished no prompt) of `running`
+/// sequences (a bin, see [`running_bin`]) at a mean context of `context` tokens (a bin,
+/// see [`size_bin`]; absent: every context pooled).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItlCell {
-    /// Running requests' bin.
+    /// Sequences in the step, binned.
     pub running: u32,
     /// Context bin; `None`: every context of this running bin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<u64>,
-    /// Gaps within which another request was admitted (its prefill ran in them).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub joined: bool,
     /// Gaps in the cell.
     pub samples: u64,
     /// Share of the gaps in the stall band (over [`STALL_FACTOR`] × the median).
@@ -86,19 +92,22 @@ pub struct ItlCell {
     pub stall_us: Vec<u64>,
 }
 
-/// Prefill times (admission to first token) at `running` requests holding slots (the
-/// newcomer included) and an uncached prompt in bin `prompt` (absent: pooled).
+/// Prefill steps (a decoding stream's gap over the step, or from the boundary before a
+/// prompt's first token to it, when a step ended after the prompt was sent) of
+/// `running` sequences (a bin: the streams decoding in the step and the prompts
+/// joining it) that prefilled uncached prompt tokens in bin `prompt` (see
+/// [`prompt_bin`]; the joining
+/// prompts' sum).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrefillCell {
-    /// Running requests' bin at admission.
+    /// Sequences in the step, binned.
     pub running: u32,
-    /// Uncached prompt tokens' bin; `None`: every prompt of this running bin.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<u64>,
-    /// Requests in the cell.
+    /// The step's uncached prompt tokens, binned.
+    pub prompt: u64,
+    /// Steps' times in the cell (one per stream or prompt in the step).
     pub samples: u64,
-    /// The cell's mean uncached prompt tokens (scales prompts past the fit).
+    /// The cell's mean uncached prompt tokens in a step (scales prompts past the fit).
     pub mean_prompt: f64,
     /// [`TAIL_POINTS`] quantiles, µs.
     pub times_us: Vec<u64>,
@@ -111,15 +120,21 @@ pub enum TwinFileError {
     #[error("not a twin file: {0}")]
     Parse(String),
     /// Another format number.
-    #[error("twin format {0}; this cadence reads format {FORMAT}")]
+    #[error("twin format {0}; this cadence reads format {FORMAT}{refit}", refit = refit(*.0))]
     Format(u32),
     /// A table that cannot be sampled.
     #[error("twin file: {0}")]
     Invalid(String),
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
+/// What to do with a file of an older format.
+fn refit(format: u32) -> &'static str {
+    if format == 1 {
+        " (format 1 timed each stream apart, where format 2 times the shared steps an \
+         engine serves its streams in): fit it again from its runs with `cadence twin fit`"
+    } else {
+        ""
+    }
 }
 
 /// The bin of a running count: exact up to 8, then powers of two (16 holds 16..=31).
@@ -138,6 +153,19 @@ pub fn size_bin(n: u64) -> u64 {
         0
     } else {
         1 << (63 - n.leading_zeros())
+    }
+}
+
+/// The bin of a step's prompt tokens: 0 below 64, else rounded down to a quarter
+/// octave (its top three bits: 64, 80, 96, 112, 128, 160, …), as a prompt's extra time
+/// is read between the bins' mean prompts and prompts of a few hundred tokens are
+/// where it starts to grow.
+pub fn prompt_bin(n: u64) -> u64 {
+    if n < 64 {
+        0
+    } else {
+        let shift = 61 - n.leading_zeros();
+        (n >> shift) << shift
     }
 }
 
@@ -183,8 +211,14 @@ impl Twin {
         if !self.itl.iter().any(|c| c.context.is_none()) {
             return bad("no pooled ITL cell (one without context)".into());
         }
-        if !self.prefill.iter().any(|c| c.prompt.is_none()) {
-            return bad("no pooled prefill cell (one without prompt)".into());
+        if self.prefill.is_empty() {
+            return bad("no prefill cell".into());
+        }
+        let o = &self.overhead_us;
+        if !(o.is_empty() || o.len() == TAIL_POINTS && o.windows(2).all(|w| w[0] <= w[1])) {
+            return bad(format!(
+                "overhead_us must be empty or {TAIL_POINTS} ascending values"
+            ));
         }
         for c in &self.itl {
             let sorted = |v: &[u64]| v.windows(2).all(|w| w[0] <= w[1]);
@@ -214,39 +248,19 @@ impl Twin {
         Ok(())
     }
 
-    /// The ITL cell for `running` requests at `context` tokens, another admitted within
-    /// the gap or not (`joined`): the exact cell when it holds [`MIN_CELL`] gaps, else
-    /// the pooled cell of the nearest running bin that holds as many (of the same
-    /// `joined`, else either; any pooled cell when none does); `None` only for a twin that
-    /// [`Twin::from_toml`] would refuse.
-    pub fn itl_cell(&self, running: u32, context: u64, joined: bool) -> Option<&ItlCell> {
+    /// The decode-step cell for `running` sequences at a mean context of `context`
+    /// tokens: the exact cell when it holds [`MIN_CELL`] gaps, else the pooled cell of
+    /// the nearest running bin that holds as many (any pooled cell when none does);
+    /// `None` only for a twin that [`Twin::from_toml`] would refuse.
+    pub fn itl_cell(&self, running: u32, context: u64) -> Option<&ItlCell> {
         let (r, c) = (running_bin(running), size_bin(context));
-        let exact = self.itl.iter().find(|x| {
-            x.running == r && x.context == Some(c) && x.joined == joined && x.samples >= MIN_CELL
-        });
+        let exact = self
+            .itl
+            .iter()
+            .find(|x| x.running == r && x.context == Some(c) && x.samples >= MIN_CELL);
         exact.or_else(|| {
             let pooled = self.itl.iter().filter(|x| x.context.is_none());
-            let same = pooled.clone().filter(|x| x.joined == joined);
-            let full = |x: &&ItlCell| x.samples >= MIN_CELL;
-            nearest(same.clone().filter(full), r, |x| x.running)
-                .or_else(|| nearest(pooled.clone().filter(full), r, |x| x.running))
-                .or_else(|| nearest(same, r, |x| x.running))
-                .or_else(|| nearest(pooled, r, |x| x.running))
-        })
-    }
-
-    /// The prefill cell for `running` requests (the newcomer included) and an uncached
-    /// prompt of `prompt` tokens, found as [`Twin::itl_cell`] finds its cell (a cell
-    /// of [`MIN_CELL`] / 2 requests is enough).
-    pub fn prefill_cell(&self, running: u32, prompt: u64) -> Option<&PrefillCell> {
-        let (r, p) = (running_bin(running), size_bin(prompt));
-        let exact = self
-            .prefill
-            .iter()
-            .find(|x| x.running == r && x.prompt == Some(p) && x.samples >= MIN_CELL / 2);
-        exact.or_else(|| {
-            let pooled = self.prefill.iter().filter(|x| x.prompt.is_none());
-            let full = pooled.clone().filter(|x| x.samples >= MIN_CELL / 2);
+            let full = pooled.clone().filter(|x| x.samples >= MIN_CELL);
             nearest(full, r, |x| x.running).or_else(|| nearest(pooled, r, |x| x.running))
         })
     }
@@ -254,9 +268,10 @@ impl Twin {
     /// What the twin learned, in a line: requests, gaps, slots and its reach.
     pub fn summary(&self) -> String {
         format!(
-            "twin of {}: {} requests, {} gaps; {} slots{}; seen up to {} running, {} tokens of context, {} uncached prompt tokens\n",
+            "twin of {}: {} requests, {} steps, {} gaps; {} slots{}; seen up to {} running, {} tokens of context, {} uncached prompt tokens in a step\n",
             self.source,
             self.requests,
+            self.steps,
             self.gaps,
             self.slots,
             if self.slots_seen { " (seen full)" } else { " or more (never seen full)" },
@@ -284,12 +299,18 @@ impl Twin {
 }
 
 impl ItlCell {
-    /// A gap (µs) for uniform draws `pick` (which component) and `u` (where in it).
-    pub fn sample(&self, pick: f64, u: f64) -> f64 {
-        if pick < self.stall_share && !self.stall_us.is_empty() {
-            table_at(&self.stall_us, u)
+    /// The gap (µs) at quantile `u` of the cell's mixture: the body below 1 −
+    /// `stall_share`, the stall band above it.
+    pub fn at(&self, u: f64) -> f64 {
+        let s = if self.stall_us.is_empty() {
+            0.0
         } else {
-            table_at(&self.body_us, u)
+            self.stall_share
+        };
+        if u < 1.0 - s {
+            table_at(&self.body_us, u / (1.0 - s))
+        } else {
+            table_at(&self.stall_us, (u - (1.0 - s)) / s)
         }
     }
 }

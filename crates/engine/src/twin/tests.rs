@@ -86,7 +86,7 @@ fn the_stall_band_is_a_component_of_its_own_and_comes_back_out() {
         (1, false, 1)
     );
     assert_eq!((twin.requests, twin.gaps), (200, 10_000));
-    let cell = twin.itl_cell(1, 150, false).expect("a cell");
+    let cell = twin.itl_cell(1, 150).expect("a cell");
     assert_eq!(cell.context, Some(128), "150 tokens of context: bin 128");
     let pooled = twin
         .itl
@@ -197,16 +197,29 @@ fn load_past_the_fit_is_counted_as_extrapolation() {
 fn the_file_reads_back_and_refuses_another_format_or_a_broken_table() {
     let twin = fit(&[two_slots()], "hand-built").expect("fits");
     let text = twin.to_toml();
-    assert!(text.starts_with("format = 1\n"), "{text}");
+    assert!(text.starts_with("format = 2\n"), "{text}");
     assert_eq!(Twin::from_toml(&text), Ok(twin.clone()));
-    let other = text.replacen("format = 1", "format = 2", 1);
-    assert_eq!(Twin::from_toml(&other), Err(TwinFileError::Format(2)));
+    let other = text.replacen("format = 2", "format = 3", 1);
+    assert_eq!(Twin::from_toml(&other), Err(TwinFileError::Format(3)));
+    assert_eq!(
+        TwinFileError::Format(3).to_string(),
+        "twin format 3; this cadence reads format 2"
+    );
+    // A format 1 file (streams timed apart) is refused saying how to get format 2.
+    let old = "format = 1\nsource = \"x\"\n[[itl]]\nrunning = 1\njoined = true\n";
+    let e = Twin::from_toml(old).expect_err("format 1");
+    assert_eq!(e, TwinFileError::Format(1));
+    assert!(
+        e.to_string()
+            .ends_with("fit it again from its runs with `cadence twin fit`"),
+        "{e}"
+    );
     let mut broken = twin;
     broken.itl[0].body_us.pop();
     let e = Twin::from_toml(&broken.to_toml()).expect_err("short table");
     assert!(e.to_string().contains("129 ascending"), "{e}");
     assert!(matches!(
-        Twin::from_toml("format = 1\nslots = \"x\""),
+        Twin::from_toml("format = 2\nslots = \"x\""),
         Err(TwinFileError::Parse(_))
     ));
 }
@@ -272,4 +285,86 @@ fn the_check_reads_quantiles_and_judges_against_the_rerun() {
     assert!(row("TTFT p50").ends_with("+5.0%   -10.0%  yes"), "{text}");
     assert!(row("ITL p99").ends_with("-20.0%    +0.0%  no"), "{text}");
     assert!(text.contains("worst twin: ITL p99 20.0 % off"), "{text}");
+}
+
+#[test]
+fn streams_share_each_step_and_a_prompt_joining_delays_them_all() {
+    // Fitted on one stream (gaps 5-6 ms, 1 in 20 a 60 ms stall; 10 ms to first token),
+    // served to four clients: one step clock for every stream in flight.
+    let twin = Arc::new(fit(&[sequential()], "hand-built").expect("fits"));
+    // Replies of different lengths, so the clients fall out of step.
+    let mut w = workload(100, 30);
+    w.lengths = vec![(100, 30), (100, 23), (100, 17), (100, 41), (100, 12)];
+    let (level, _) = plan_level_on(
+        TwinServer::new(twin, 1),
+        Arrivals::Closed { concurrency: 4 },
+        &w,
+        start(),
+    );
+    let times = |r: &RequestRecord| -> Vec<u64> { r.chunks.iter().map(|c| c.0).collect() };
+    let (mut shared, mut joined) = (0, Vec::new());
+    for r in &level.records {
+        let mine = times(r);
+        for q in level.records.iter().filter(|q| q.index != r.index) {
+            let theirs = times(q);
+            let (first, last) = (theirs[0], theirs[theirs.len() - 1]);
+            for w in mine.windows(2) {
+                let t = w[1];
+                if first < t && t <= last {
+                    // `q` was decoding: its chunk left at the same step's end.
+                    assert!(theirs.contains(&t), "{t} not a step of request {}", q.index);
+                    shared += 1;
+                }
+                let prompts = level.records.iter().filter(|x| x.chunks[0].0 == t).count();
+                if t == first && prompts == 1 {
+                    // `q`'s prompt alone joined this step: it took its prefill's 10 ms
+                    // (several prompts' tokens are past the fit, scaled), or a stall.
+                    let gap = t - w[0];
+                    assert!(gap > 99 * MS / 10, "request {}: {gap}", q.index);
+                    joined.push(gap);
+                }
+            }
+        }
+    }
+    joined.sort_unstable();
+    let median = joined[joined.len() / 2];
+    assert!(median.abs_diff(10 * MS) < MS / 10, "{median}");
+    assert!(
+        shared > 1000 && joined.len() > 50,
+        "{shared} shared, {joined:?}"
+    );
+}
+
+#[test]
+fn a_request_arriving_after_a_step_ended_is_never_scheduled_before_it_arrived() {
+    // The real-time sim may hand over a request before it advanced the twin to the
+    // step that ended first: that step finishes first, then the request is admitted.
+    use crate::drive::Backend;
+    use crate::engine::{Event, Request};
+    let twin = Arc::new(fit(&[sequential()], "hand-built").expect("fits"));
+    let mut server = TwinServer::new(twin, 1);
+    let mut out = Vec::new();
+    let req = |id| Request {
+        id,
+        prompt_tokens: 100,
+        max_tokens: 5,
+    };
+    server.submit(0, req(0), None, &mut out);
+    let end = server.next_time().expect("a step");
+    assert_eq!(end, 10 * MS, "the prefill step");
+    server.submit(end + MS, req(1), None, &mut out);
+    server.advance(200 * MS, &mut out);
+    let first = out
+        .iter()
+        .position(|e| matches!(e, Event::Tokens { id: 0, .. }))
+        .expect("request 0's first token");
+    let scheduled = out
+        .iter()
+        .position(|e| matches!(e, Event::Scheduled { id: 1, .. }))
+        .expect("request 1 scheduled");
+    assert!(first < scheduled, "{out:?}");
+    assert!(
+        matches!(out[scheduled], Event::Scheduled { t, .. } if t >= end + MS),
+        "{out:?}"
+    );
 }
