@@ -122,14 +122,10 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
     );
 }
 
-/// Speculation: `cadence sim --spec-accept-len 2.5` sends 1, 2, 3, 2, 3 tokens a chunk
-/// on the usual gap and reports vLLM's per-request `speculative_decoding` counts; the
-/// acceptance length the client derives (tokens per chunk after the first) equals the
-/// configured one and the server's, and the gap before a chunk is never divided by
-/// its tokens.
-#[test]
-fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
-    let (_sim, base) = spawn_listening(&[
+/// `cadence sim --spec-accept-len 2.5` on a 10 ms TTFT and a 5 ms gap: the child and
+/// its base URL.
+fn speculating_sim() -> (common::Killed, String) {
+    spawn_listening(&[
         "sim",
         "--addr",
         "127.0.0.1:0",
@@ -139,7 +135,17 @@ fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
         "5ms",
         "--spec-accept-len",
         "2.5",
-    ]);
+    ])
+}
+
+/// Speculation: `cadence sim --spec-accept-len 2.5` sends 1, 2, 3, 2, 3 tokens a chunk
+/// on the usual gap and reports vLLM's per-request `speculative_decoding` counts; the
+/// acceptance length the client derives (tokens per chunk after the first) equals the
+/// configured one and the server's, and the gap before a chunk is never divided by
+/// its tokens.
+#[test]
+fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
+    let (_sim, base) = speculating_sim();
     let dir = tempfile::tempdir().unwrap();
     let (records, report, console) = bench(&format!("{base}/v1"), "chat", (3, 11), dir.path());
     for r in &records {
@@ -160,6 +166,8 @@ fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
         console.contains("client 2.50 over 3 requests, server 2.50"),
         "{console}"
     );
+    // Without --server-metrics the level has no /metrics figure.
+    assert!(b.get("metrics_acceptance_length").is_none(), "{b}");
     // A flag outside its range is refused naming it.
     let bad = common::cadence()
         .args(["sim", "--addr", "127.0.0.1:0", "--spec-accept-len", "17"])
@@ -168,4 +176,69 @@ fn the_acceptance_length_the_client_sees_is_the_configured_and_the_servers() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--spec-accept-len must be from 1 to 16"));
+}
+
+/// Speculation's counters: the sim's `/metrics` under `--spec-accept-len 2.5` counts
+/// vLLM's drafts, draft and accepted tokens (and by draft position) and SGLang's
+/// gauges as each step's chunk leaves; scraped over the level they give the acceptance
+/// length the client saw and the per-request metrics said, exactly (the scraper reads
+/// once before the level's first request and once after its last answer).
+#[test]
+fn the_servers_counters_give_the_acceptance_length_the_client_sees() {
+    let (_sim, base) = speculating_sim();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = common::cadence()
+        .args([
+            "bench",
+            &format!("{base}/v1"),
+            "--api",
+            "chat",
+            "--model",
+            "m",
+        ])
+        .args(["-c", "2", "-n", "6", "--max-tokens", "11"])
+        .args(["--server-metrics", &format!("{base}/metrics")])
+        .args(["--scrape-interval", "50ms", "--json"])
+        .arg(&json)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_report(&report);
+    let level = &report["levels"][0];
+    let done = level["requests"]["succeeded"].as_f64().unwrap();
+    assert_eq!(done, 6.0, "{level}");
+    // Each request: steps of 2, 3, 2, 3 tokens, 2 drafts a step.
+    let sp = &level["server"]["speculation"];
+    assert_eq!(sp["drafts"].as_f64(), Some(4.0 * done), "{sp}");
+    assert_eq!(sp["draft_tokens"].as_f64(), Some(8.0 * done), "{sp}");
+    assert_eq!(sp["accepted"].as_f64(), Some(6.0 * done), "{sp}");
+    assert_eq!(
+        sp["accepted_by_position"],
+        serde_json::json!([4.0 * done, 2.0 * done])
+    );
+    let b = &level["bursts"];
+    for k in [
+        "client_acceptance_length",
+        "server_acceptance_length",
+        "metrics_acceptance_length",
+    ] {
+        assert_eq!(b[k].as_f64(), Some(2.5), "{k}: {b}");
+    }
+    assert_eq!(
+        b["metrics_draft_acceptance_rate"].as_f64(),
+        Some(0.75),
+        "{b}"
+    );
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        console.contains("client 2.50 over 6 requests, server 2.50 (75 % of drafts accepted), the server's /metrics 2.50 (75 % of drafts accepted)"),
+        "{console}"
+    );
+    assert!(
+        console.contains("24 steps drafted 48 tokens, 36 accepted; acceptance length 2.50"),
+        "{console}"
+    );
 }

@@ -302,7 +302,6 @@ fn assemble_level(
     }
     lr.charts = figures.charts;
     lr.server_timing = figures.time_split;
-    lr.bursts = figures.bursts;
     lr.plateau = meta
         .concurrency
         .and_then(|c| agg.plateau(c, checks.plateau));
@@ -315,6 +314,8 @@ fn assemble_level(
             &lr.summary,
         ))
     });
+    let spec = lr.server.as_ref().and_then(|s| s.speculation.as_ref());
+    lr.bursts = crate::bursts::with_metrics(figures.bursts, spec);
     (lr, verdict)
 }
 

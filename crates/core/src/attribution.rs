@@ -255,6 +255,10 @@ pub struct ServerReport {
     /// The client's decode pace beside the server's; absent without samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<DecodeCompare>,
+    /// Speculative decoding as the server's counters (or gauges) read it over the
+    /// level; absent when it exports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::server::speculation::SpecCounters>,
     /// Stalls (gaps over the threshold) seen, every one with a cause counted.
     pub stalls_total: u64,
     /// Causes by how many stalls they explain, most first.
@@ -421,6 +425,7 @@ pub fn attribute(
         scrape: scrape.clone(),
         ttft_split: ttft_split(samples, summary),
         decode: decode_compare(samples, summary),
+        speculation: crate::server::speculation::spec_counters(samples),
         stalls_total: total,
         causes,
         stalls: rows,

@@ -89,6 +89,8 @@ impl BurstsAcc {
             server_requests: self.server_requests,
             server_acceptance_length: ratio(self.steps.saturating_add(self.accepted), self.steps),
             draft_acceptance_rate: ratio(self.accepted, self.drafted),
+            metrics_acceptance_length: None,
+            metrics_draft_acceptance_rate: None,
             itl_by_chunk_tokens: self
                 .by_size
                 .iter()
@@ -105,7 +107,7 @@ impl BurstsAcc {
 }
 
 /// A level's bursts: the acceptance length from both sides and the gap by chunk size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bursts {
     /// Requests the client's acceptance length is taken over (two chunks or more, a
     /// token count from the server or a tokenizer).
@@ -119,9 +121,31 @@ pub struct Bursts {
     pub server_acceptance_length: Option<f64>,
     /// The server's draft tokens accepted ÷ proposed.
     pub draft_acceptance_rate: Option<f64>,
+    /// The acceptance length the server's `/metrics` gave over the level
+    /// (`--server-metrics`: vLLM's `1 + Δaccepted ÷ Δdrafts`, else SGLang's gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_acceptance_length: Option<f64>,
+    /// Draft tokens accepted ÷ proposed by the server's `/metrics` over the level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_draft_acceptance_rate: Option<f64>,
     /// The gap before a chunk by the tokens it carried (where the stream said), the
     /// last class holding larger chunks.
     pub itl_by_chunk_tokens: Vec<ChunkSize>,
+}
+
+/// Puts the server's `/metrics` speculation beside the records' (a level whose records
+/// showed none gets bursts of its own when the metrics did).
+pub fn with_metrics(
+    bursts: Option<Bursts>,
+    spec: Option<&crate::server::speculation::SpecCounters>,
+) -> Option<Bursts> {
+    let Some(spec) = spec.filter(|s| s.acceptance_length.is_some()) else {
+        return bursts;
+    };
+    let mut b = bursts.unwrap_or_default();
+    b.metrics_acceptance_length = spec.acceptance_length;
+    b.metrics_draft_acceptance_rate = spec.draft_acceptance_rate;
+    Some(b)
 }
 
 /// The gaps before chunks of one size.

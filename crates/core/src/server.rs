@@ -4,6 +4,7 @@
 //! scraper (`cadence_bench::scrape`, which owns the socket and the clock) fills them in.
 
 pub mod prometheus;
+pub mod speculation;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -69,7 +70,30 @@ pub struct ServerFigures {
     /// The server's end-to-end request latency, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e: Option<SumCount>,
+    /// Speculative decoding's verification steps (vLLM's drafts), cumulative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_drafts: Option<f64>,
+    /// Draft tokens proposed (vLLM), cumulative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_draft_tokens: Option<f64>,
+    /// Draft tokens accepted (vLLM), cumulative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_accepted: Option<f64>,
+    /// Draft tokens accepted at each draft position, from the first (vLLM's
+    /// `position` label), cumulative; at most [`MAX_SPEC_POSITIONS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spec_accepted_by_position: Vec<f64>,
+    /// The mean acceptance length, the bonus token included, as the server reads it
+    /// (SGLang's gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_accept_length: Option<f64>,
+    /// Draft tokens accepted ÷ proposed, as the server reads it (SGLang's gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_accept_rate: Option<f64>,
 }
+
+/// Draft positions kept per sample, at most (vLLM drafts a handful a step).
+pub const MAX_SPEC_POSITIONS: usize = 32;
 
 /// One scrape: when its answer arrived on the run clock, the common figures, and the
 /// series no mapping knew (histogram buckets left out, at most [`MAX_RAW_SERIES`]).

@@ -318,6 +318,9 @@ fn server(out: &mut String, sv: &ServerReport) {
             d.client_output_tokens
         );
     }
+    if let Some(sp) = &sv.speculation {
+        let _ = writeln!(out, "{}{}", label("Speculation"), speculation_line(sp));
+    }
     for (i, c) in sv.causes.iter().take(TOP_CAUSES).enumerate() {
         let head = if i == 0 { "Stall causes" } else { "" };
         let _ = writeln!(
@@ -331,6 +334,28 @@ fn server(out: &mut String, sv: &ServerReport) {
             c.cause.meaning()
         );
     }
+}
+
+/// The server's speculation counters over the level, in one line.
+pub(crate) fn speculation_line(sp: &cadence_core::server::speculation::SpecCounters) -> String {
+    let count = |v: Option<f64>| opt(v, |v| format!("{v:.0}"));
+    let mut line = format!(
+        "{} steps drafted {} tokens, {} accepted; acceptance length {}, {} of drafts accepted",
+        count(sp.drafts),
+        count(sp.draft_tokens),
+        count(sp.accepted),
+        opt(sp.acceptance_length, |v| format!("{v:.2}")),
+        opt(sp.draft_acceptance_rate, fmt_pct),
+    );
+    if !sp.accepted_by_position.is_empty() {
+        let by: Vec<String> = sp
+            .accepted_by_position
+            .iter()
+            .map(|v| format!("{v:.0}"))
+            .collect();
+        let _ = write!(line, "; accepted by draft position: {}", by.join(", "));
+    }
+    line
 }
 
 /// One row per distribution (count, mean, percentiles, max), with `--convention`'s

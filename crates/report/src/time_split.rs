@@ -107,7 +107,13 @@ pub(crate) fn bursts_line(b: &Bursts) -> String {
         let _ = write!(line, " ({} of drafts accepted)", crate::cell::fmt_pct(rate));
     }
     if b.server_requests == 0 {
-        line.push_str(" (the server reported no speculation)");
+        line.push_str(" (no request reported its speculation)");
+    }
+    if let Some(len) = b.metrics_acceptance_length {
+        let _ = write!(line, ", the server's /metrics {len:.2}");
+        if let Some(rate) = b.metrics_draft_acceptance_rate {
+            let _ = write!(line, " ({} of drafts accepted)", crate::cell::fmt_pct(rate));
+        }
     }
     if !b.itl_by_chunk_tokens.is_empty() {
         let sizes: Vec<String> = b

@@ -323,6 +323,7 @@ pub struct EngineMetrics {
     batch_size: Histogram,
     iteration_tokens: Histogram,
     step_time: Histogram,
+    spec: Option<crate::spec_metrics::SpecMetrics>,
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -362,6 +363,7 @@ impl EngineMetrics {
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             iteration_tokens: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
             step_time: seconds_histogram(),
+            spec: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -374,6 +376,19 @@ impl EngineMetrics {
             m.register_engine_histograms(&mut registry);
         }
         EngineMetrics { registry, ..m }
+    }
+
+    /// Adds speculative decoding's families (`draft` tokens proposed a step), when
+    /// the sim speculates (`--spec-accept-len`).
+    pub fn with_speculation(mut self, draft: Option<u32>) -> EngineMetrics {
+        self.spec =
+            draft.map(|k| crate::spec_metrics::SpecMetrics::register(&mut self.registry, k));
+        self
+    }
+
+    /// Speculative decoding's families, when the sim speculates.
+    pub fn speculation(&self) -> Option<&crate::spec_metrics::SpecMetrics> {
+        self.spec.as_ref()
     }
 
     /// The engine's gauges and counters, under vLLM's names where vLLM has one.

@@ -88,6 +88,7 @@ mod rng;
 pub mod script;
 pub mod send_log;
 pub mod server;
+pub mod spec_metrics;
 mod state;
 mod stream;
 pub mod text;

@@ -80,6 +80,11 @@ impl StreamPlan {
     }
 }
 
+/// The draft tokens proposed a step for an acceptance length `l`: `ceil(l) − 1`.
+pub fn draft_tokens(l: f64) -> u32 {
+    (l.ceil() as u32).saturating_sub(1)
+}
+
 /// Random streams derived from the seed; timing and text are independent, so
 /// changing the cadence never changes the words.
 const TIMING: u64 = 1;
@@ -136,7 +141,7 @@ pub fn plan(
     StreamPlan {
         request,
         chunks,
-        spec_tokens: spec.map(|l| (l.ceil() as u32).saturating_sub(1)),
+        spec_tokens: spec.map(draft_tokens),
     }
 }
 

@@ -207,6 +207,8 @@ impl SendLog {
 pub(crate) struct Recorder {
     log: SendLog,
     entry: Option<SentStream>,
+    /// Speculation's counters, counted as the chunks leave.
+    spec: Option<crate::spec_metrics::Tally>,
 }
 
 impl Recorder {
@@ -222,7 +224,14 @@ impl Recorder {
                 received_ns,
                 finished: false,
             }),
+            spec: None,
         }
+    }
+
+    /// Counts each chunk after the first as a speculation step on `spec`.
+    pub(crate) fn speculating(mut self, spec: Option<crate::spec_metrics::Tally>) -> Self {
+        self.spec = spec;
+        self
     }
 
     /// Stamps the content chunks (their token counts) of the frame being
@@ -230,6 +239,9 @@ impl Recorder {
     pub(crate) fn sent(&mut self, tokens: &[u32]) {
         if tokens.is_empty() {
             return;
+        }
+        if let Some(spec) = self.spec.as_mut() {
+            tokens.iter().for_each(|&t| spec.sent(t));
         }
         let now = self.log.now_ns();
         if let Some(e) = self.entry.as_mut() {

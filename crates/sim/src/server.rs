@@ -292,6 +292,9 @@ async fn respond(
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
         let timing = Timing::of_plan(&plan);
+        if let (Some(m), Some(k)) = (state.metrics().speculation(), plan.spec_tokens) {
+            m.stream(plan.chunks.iter().map(|c| c.tokens.len() as u32), k);
+        }
         return whole_response(dialect, &id, model, created, &text, usage, timing);
     }
 
@@ -316,9 +319,22 @@ async fn respond(
         request,
         fault.map(Fault::name),
         received,
-    );
+    )
+    .speculating(spec_tally(state, &plan));
     let body: Body = stream::body(script, start, clock, kill, recorder);
     stream_response(content_type, body)
+}
+
+/// Speculation's counting for a stream that speculates.
+fn spec_tally(
+    state: &SimState,
+    plan: &crate::plan::StreamPlan,
+) -> Option<crate::spec_metrics::Tally> {
+    let m = state.metrics().speculation()?;
+    Some(crate::spec_metrics::Tally::new(
+        m.clone(),
+        plan.spec_tokens?,
+    ))
 }
 
 /// The tool calls this reply is, if the request declared tools and this step

@@ -50,7 +50,10 @@ impl SimState {
     pub fn with_send_log(config: SimConfig, log: SendLog) -> Self {
         SimState {
             inner: Arc::new(Inner {
-                metrics: Arc::new(EngineMetrics::new(&config.model, config.engine.is_some())),
+                metrics: Arc::new(
+                    EngineMetrics::new(&config.model, config.engine.is_some())
+                        .with_speculation(config.spec_accept_len.map(crate::plan::draft_tokens)),
+                ),
                 engine: std::sync::OnceLock::new(),
                 clock: SimClock {
                     epoch: Instant::from_std(log.epoch()),

@@ -4,7 +4,7 @@
 //! fills, so each engine's names are tested with hand-written pages. The scraper
 //! (`cadence_bench::scrape`) owns the socket and the clock.
 
-use super::{ServerFigures, ServerSample, SumCount, MAX_RAW_SERIES};
+use super::{ServerFigures, ServerSample, SumCount, MAX_RAW_SERIES, MAX_SPEC_POSITIONS};
 use std::collections::BTreeMap;
 
 /// One parsed series line: name, labels and value (a timestamp, if any, is dropped).
@@ -144,6 +144,13 @@ enum Field {
     Itl,
     Tpot,
     E2e,
+    SpecDrafts,
+    SpecDraftTokens,
+    SpecAccepted,
+    /// A counter per draft position (the `position` label).
+    SpecAcceptedAt,
+    SpecAcceptLength,
+    SpecAcceptRate,
 }
 
 /// Known families: the name (a histogram's base name) and its common field.
@@ -165,6 +172,19 @@ const FAMILIES: &[(&str, Field)] = &[
     ("vllm:time_per_output_token_seconds", Field::Itl),
     ("vllm:request_time_per_output_token_seconds", Field::Tpot),
     ("vllm:e2e_request_latency_seconds", Field::E2e),
+    ("vllm:spec_decode_num_drafts_total", Field::SpecDrafts),
+    (
+        "vllm:spec_decode_num_draft_tokens_total",
+        Field::SpecDraftTokens,
+    ),
+    (
+        "vllm:spec_decode_num_accepted_tokens_total",
+        Field::SpecAccepted,
+    ),
+    (
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        Field::SpecAcceptedAt,
+    ),
     // SGLang.
     ("sglang:num_running_reqs", Field::Running),
     ("sglang:num_queue_reqs", Field::Waiting),
@@ -176,6 +196,8 @@ const FAMILIES: &[(&str, Field)] = &[
     ("sglang:inter_token_latency_seconds", Field::Itl),
     ("sglang:time_per_output_token_seconds", Field::Itl),
     ("sglang:e2e_request_latency_seconds", Field::E2e),
+    ("sglang:spec_accept_length", Field::SpecAcceptLength),
+    ("sglang:spec_accept_rate", Field::SpecAcceptRate),
     // Text Generation Inference.
     ("tgi_batch_current_size", Field::Running),
     ("tgi_queue_size", Field::Waiting),
@@ -228,6 +250,7 @@ pub fn to_sample(series: &[Series], t_ns: u64) -> ServerSample {
             .iter()
             .find(|(n, _)| *n == s.name || (part.is_some() && *n == base));
         match known {
+            Some((_, Field::SpecAcceptedAt)) => add_at_position(&mut f, s),
             Some((_, field)) => apply(&mut f, *field, part, s.value),
             None if s.name == "llamacpp:tokens_predicted_seconds_total" => {
                 *decode_seconds.get_or_insert(0.0) += s.value;
@@ -245,6 +268,24 @@ pub fn to_sample(series: &[Series], t_ns: u64) -> ServerSample {
         t_ns,
         figures: f,
         raw,
+    }
+}
+
+/// One draft position's accepted tokens, by its `position` label (from 0); a
+/// series without one, or past [`MAX_SPEC_POSITIONS`], is left out.
+fn add_at_position(f: &mut ServerFigures, s: &Series) {
+    let position = s
+        .labels
+        .iter()
+        .find(|(k, _)| k == "position")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .filter(|&p| p < MAX_SPEC_POSITIONS);
+    if let Some(p) = position {
+        let v = &mut f.spec_accepted_by_position;
+        if v.len() <= p {
+            v.resize(p + 1, 0.0);
+        }
+        v[p] += s.value;
     }
 }
 
@@ -311,6 +352,14 @@ fn apply(f: &mut ServerFigures, field: Field, part: Option<Part>, v: f64) {
         Field::Itl => hist(&mut f.itl),
         Field::Tpot => hist(&mut f.tpot),
         Field::E2e => hist(&mut f.e2e),
+        Field::SpecDrafts => add(&mut f.spec_drafts),
+        Field::SpecDraftTokens => add(&mut f.spec_draft_tokens),
+        Field::SpecAccepted => add(&mut f.spec_accepted),
+        // Read by name and label in to_sample.
+        Field::SpecAcceptedAt => {}
+        // A mean over the engine's ranks: each reads alike, so the last one read.
+        Field::SpecAcceptLength => f.spec_accept_length = Some(v),
+        Field::SpecAcceptRate => f.spec_accept_rate = Some(v),
     }
 }
 
@@ -441,6 +490,33 @@ process_open_fds 12
                 sum: 0.3,
                 count: 3.0
             })
+        );
+    }
+
+    #[test]
+    fn speculation_counters_map_by_name_and_position() {
+        let text = "vllm:spec_decode_num_drafts_total{model_name=\"m\",engine=\"0\"} 40\n\
+vllm:spec_decode_num_drafts_total{model_name=\"m\",engine=\"1\"} 10\n\
+vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 100\n\
+vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 75\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"} 25\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"0\"} 50\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"99\"} 1\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"x\"} 1\n";
+        let f = to_sample(&parse_text(text).unwrap(), 0).figures;
+        assert_eq!(f.spec_drafts, Some(50.0), "summed over engines");
+        assert_eq!(f.spec_draft_tokens, Some(100.0));
+        assert_eq!(f.spec_accepted, Some(75.0));
+        assert_eq!(
+            f.spec_accepted_by_position,
+            [50.0, 25.0],
+            "by label, a position past the bound or not a number left out"
+        );
+        let s = parse_text("sglang:spec_accept_length{model_name=\"m\"} 2.5\nsglang:spec_accept_rate{model_name=\"m\"} 0.75\n").unwrap();
+        let f = to_sample(&s, 0).figures;
+        assert_eq!(
+            (f.spec_accept_length, f.spec_accept_rate),
+            (Some(2.5), Some(0.75))
         );
     }
 
