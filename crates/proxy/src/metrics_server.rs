@@ -2,7 +2,9 @@
 //! as the client-facing one: a request head not whole within the header timeout (or a
 //! keep-alive connection silent that long) is closed, and connections are capped, so
 //! a scraper that trickles or idles cannot hold the proxy's descriptors (FAULTS 152).
+//! `/stats` is built here too, from the live windows, the alerts and the loop lag.
 
+use crate::live::{LagStats, WindowPart, WindowStats};
 use crate::shared::Shared;
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -10,6 +12,7 @@ use axum::routing::get;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -94,11 +97,57 @@ fn app(shared: Arc<Shared>) -> axum::Router {
         )
     }
     async fn stats_json(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-        axum::Json(crate::server::stats(&s))
+        axum::Json(stats(&s))
     }
     axum::Router::new()
         .route("/metrics", get(metrics))
         .route("/stats", get(stats_json))
         .route("/health", get(|| async { "ok\n" }))
         .with_state(shared)
+}
+
+/// `/stats`: the rolling windows, the alerts, and the proxy's own timing health.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    pub uptime_s: f64,
+    pub percentile_rule: &'static str,
+    pub windows: Vec<WindowStats>,
+    pub alerts: Vec<crate::alert::AlertStatus>,
+    pub self_check: SelfCheck,
+}
+
+/// How late the proxy's 10 ms timer fired in each window: chunk timestamps taken in a
+/// stall are late by up to the stall, so large values here qualify the figures above.
+#[derive(Debug, Serialize)]
+pub struct SelfCheck {
+    pub loop_lag: Vec<LagStats>,
+}
+
+pub(crate) fn stats(shared: &Shared) -> Stats {
+    let now = shared.clock.now_ns();
+    let parts: Vec<WindowPart> = match shared.live.lock() {
+        Ok(mut live) => {
+            live.evict(now);
+            [60u64, 300]
+                .iter()
+                .map(|s| live.window(now, s * 1_000_000_000))
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    let windows = parts.iter().map(WindowPart::finish).collect();
+    let loop_lag = match shared.lag.lock() {
+        Ok(w) => [60u64, 300]
+            .iter()
+            .map(|s| w.summary(now, s * 1_000_000_000))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    Stats {
+        uptime_s: now as f64 / 1e9,
+        percentile_rule: cadence_core::PERCENTILE_RULE,
+        windows,
+        alerts: shared.alerts.lock().map(|a| a.status()).unwrap_or_default(),
+        self_check: SelfCheck { loop_lag },
+    }
 }

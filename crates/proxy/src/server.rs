@@ -5,7 +5,7 @@
 use crate::alert::{Alerts, Transition};
 use crate::forward;
 use crate::framing_guard::{GuardedIo, Verdicts};
-use crate::live::{LagStats, LagWindow, LiveWindow, WindowPart, WindowStats};
+use crate::live::{LagWindow, LiveWindow, WindowPart, WindowStats};
 use crate::metrics::Metrics;
 use crate::records::RecordWriter;
 use crate::shared::Shared;
@@ -14,7 +14,6 @@ use cadence_transport::Clock;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::Serialize;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -266,7 +265,7 @@ impl Proxy {
 
     /// The current `/stats` document.
     pub fn stats(&self) -> serde_json::Value {
-        serde_json::to_value(stats(&self.shared)).unwrap_or_default()
+        serde_json::to_value(crate::metrics_server::stats(&self.shared)).unwrap_or_default()
     }
 
     /// Stops accepting, lets in-flight streams finish for up to the drain timeout (then
@@ -584,52 +583,6 @@ async fn lag_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     tokio::select! {
         _ = until_stopped(&mut stopped) => {}
         _ = cadence_transport::lag::watch(cadence_transport::lag::PERIOD, tick) => {}
-    }
-}
-
-/// `/stats`: the rolling windows, the alerts, and the proxy's own timing health.
-#[derive(Debug, Serialize)]
-pub struct Stats {
-    pub uptime_s: f64,
-    pub percentile_rule: &'static str,
-    pub windows: Vec<WindowStats>,
-    pub alerts: Vec<crate::alert::AlertStatus>,
-    pub self_check: SelfCheck,
-}
-
-/// How late the proxy's 10 ms timer fired in each window: chunk timestamps taken in a
-/// stall are late by up to the stall, so large values here qualify the figures above.
-#[derive(Debug, Serialize)]
-pub struct SelfCheck {
-    pub loop_lag: Vec<LagStats>,
-}
-
-pub(crate) fn stats(shared: &Shared) -> Stats {
-    let now = shared.clock.now_ns();
-    let parts: Vec<WindowPart> = match shared.live.lock() {
-        Ok(mut live) => {
-            live.evict(now);
-            [60u64, 300]
-                .iter()
-                .map(|s| live.window(now, s * 1_000_000_000))
-                .collect()
-        }
-        Err(_) => Vec::new(),
-    };
-    let windows = parts.iter().map(WindowPart::finish).collect();
-    let loop_lag = match shared.lag.lock() {
-        Ok(w) => [60u64, 300]
-            .iter()
-            .map(|s| w.summary(now, s * 1_000_000_000))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    Stats {
-        uptime_s: now as f64 / 1e9,
-        percentile_rule: cadence_core::PERCENTILE_RULE,
-        windows,
-        alerts: shared.alerts.lock().map(|a| a.status()).unwrap_or_default(),
-        self_check: SelfCheck { loop_lag },
     }
 }
 
