@@ -979,6 +979,11 @@ pub struct SimArgs {
     /// Time tokens with an engine model instead of the flat --ttft/--itl cadence.
     #[command(flatten)]
     pub engine: EngineOpts,
+
+    // Tracing: each request on the flat schedule exported as the server's span
+    // (vLLM's llm_request), a child of its traceparent (docs/src/tracing.md).
+    #[command(flatten, next_help_heading = TRACING)]
+    pub otlp: OtlpArgs,
 }
 
 #[derive(Debug, Args)]

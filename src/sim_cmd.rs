@@ -113,6 +113,13 @@ pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {
         // every request served would leave its record behind (up to 100,000).
         None => SimState::with_send_log(config, SendLog::with_capacity(0)),
     };
+    let o = &args.otlp;
+    let config = cadence_otlp::run::config(o.otlp.as_deref(), o.otlp_protocol)?;
+    let otlp = config.map(cadence_otlp::Exporter::start).transpose()?;
+    if let Some(e) = &otlp {
+        let p = cadence_otlp::run::propagation(o.otlp_sample);
+        state.trace_with(cadence_sim::trace::Tracer::new(e.queue(), p));
+    }
     let server = cadence_sim::spawn_with_state(state, args.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
@@ -126,5 +133,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<Exit> {
     }
     let _ = tokio::signal::ctrl_c().await;
     server.shutdown().await;
+    let said = otlp.map(|e| cadence_otlp::run::said(&e.finish(), false).0);
+    said.flatten().iter().for_each(|l| eprintln!("{l}"));
     Ok(Exit::Ok)
 }

@@ -260,29 +260,30 @@ fn a_bad_otlp_setting_is_a_usage_error_for_bench_and_proxy_showing_no_secret() {
     }
 }
 
-/// `cadence proxy --otlp` in front of `cadence sim`, driven by `cadence bench --otlp`:
-/// the proxy's spans are children of bench's, and it says at its end what it exported.
+/// bench → proxy → sim, each with `--otlp`: one trace through all three, the proxy's
+/// span a child of bench's and the simulator's a child of the proxy's.
 #[test]
-fn the_proxy_continues_benchs_trace() {
+fn bench_proxy_and_sim_are_one_trace() {
     let (url, bodies) = collector(200);
-    let (_sim, sim_url) = common::fast_sim();
-    let (proxy, proxy_url) = common::spawn_listening(&[
-        "proxy",
-        "--listen",
+    let otlp = ["--otlp", &url, "--otlp-protocol", "http/json"];
+    let sim = [
+        "sim",
+        "--addr",
         "127.0.0.1:0",
-        "--upstream",
-        &sim_url,
-        "--otlp",
-        &url,
-        "--otlp-protocol",
-        "http/json",
-    ]);
+        "--ttft",
+        "5ms",
+        "--itl",
+        "2ms",
+    ];
+    let (_sim, sim_url) = common::spawn_listening(&[&sim[..], &otlp[..]].concat());
+    let up = ["proxy", "--listen", "127.0.0.1:0", "--upstream", &sim_url];
+    let (proxy, proxy_url) = common::spawn_listening(&[&up[..], &otlp[..]].concat());
     let dir = tempfile::tempdir().unwrap();
     let target = format!("{proxy_url}/v1");
     let (code, _, records) = bench_with(&url, dir.path(), &[&target, "-n", "4", "-c", "2"]);
     assert_eq!(code, Some(0));
-    // The proxy exports within its 200 ms flush.
-    let wanted = 2 * records.len();
+    // The proxy and the sim export within their 200 ms flush.
+    let wanted = 3 * records.len();
     for _ in 0..100 {
         if spans_of(&bodies).len() >= wanted {
             break;
@@ -292,13 +293,21 @@ fn the_proxy_continues_benchs_trace() {
     drop(proxy);
     let spans = spans_of(&bodies);
     assert_eq!(spans.len(), wanted);
+    let child_of = |parent: &Value| {
+        let s = spans.iter().find(|s| &s["parentSpanId"] == parent);
+        s.unwrap_or_else(|| panic!("a span under {parent}")).clone()
+    };
     for r in &records {
         let (trace, span) = (&r["trace"]["trace_id"], &r["trace"]["span_id"]);
-        let child = spans
-            .iter()
-            .find(|s| &s["parentSpanId"] == span)
-            .unwrap_or_else(|| panic!("the proxy's span under {span}"));
-        assert_eq!(&child["traceId"], trace);
-        assert_eq!(child["kind"], 2, "server");
+        let hop = child_of(span);
+        assert_eq!((&hop["traceId"], &hop["kind"]), (trace, &Value::from(2)));
+        // The proxy saw the stream bench saw.
+        let chunks = r["chunks"].as_array().unwrap().len().to_string();
+        assert_eq!(attr(&hop, "cadence.chunks")["intValue"], chunks);
+        let server = child_of(&hop["spanId"]);
+        assert_eq!(&server["traceId"], trace);
+        assert_eq!(server["name"], "llm_request");
+        let ttft = &attr(&server, "gen_ai.latency.time_to_first_token")["doubleValue"];
+        assert_eq!(ttft.as_f64(), Some(0.005), "the sim's schedule");
     }
 }

@@ -12,6 +12,16 @@ pub struct ExportTraceServiceRequest {
     pub resource_spans: Vec<ResourceSpans>,
 }
 
+impl ExportTraceServiceRequest {
+    /// The spans of a protobuf body as a collector reads it (`None` when it is not
+    /// one): every resource's and scope's, in order.
+    pub fn spans_of(body: &[u8]) -> Option<Vec<Span>> {
+        let r = <ExportTraceServiceRequest as prost::Message>::decode(body).ok()?;
+        let scopes = r.resource_spans.into_iter().flat_map(|r| r.scope_spans);
+        Some(scopes.flat_map(|s| s.spans).collect())
+    }
+}
+
 /// `ExportTraceServiceResponse`: a collector's answer (a partial success names the
 /// spans it rejected).
 #[derive(Clone, PartialEq, prost::Message)]

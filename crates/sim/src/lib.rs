@@ -93,6 +93,7 @@ mod state;
 mod stream;
 pub mod text;
 pub mod tools;
+pub mod trace;
 mod warp;
 
 pub use config::{ConfigError, Freeze, SimConfig, Slow};

@@ -72,6 +72,9 @@ pub struct Controls {
     pub fault_after: Option<u32>,
     /// `x-cadence-request`: the request's index; `None`: the arrival counter's.
     pub request: Option<u64>,
+    /// The W3C `traceparent` the request came with (one header; `--otlp` makes the
+    /// sim's span a child of it).
+    pub traceparent: Option<String>,
 }
 
 /// Why a request was refused with 400.
@@ -167,6 +170,10 @@ impl Controls {
             stall_after: number(map, headers::STALL_AFTER)?,
             fault_after: number(map, headers::FAULT_AFTER)?,
             request: number(map, headers::REQUEST)?,
+            traceparent: map
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
         })
     }
 

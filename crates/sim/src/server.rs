@@ -277,6 +277,14 @@ async fn respond(
     let id = response_id(dialect, request);
     let model = api.model.as_deref().unwrap_or(&config.model);
     let created = unix_seconds();
+    let served = (request, id.as_str(), model, max_tokens);
+    trace(
+        state,
+        (controls, api, dialect),
+        &plan,
+        served,
+        (received, start),
+    );
 
     if !api.stream {
         if !kill.sleep_until(clock.due(start, plan.last_at())).await {
@@ -335,6 +343,34 @@ fn spec_tally(
         m.clone(),
         plan.spec_tokens?,
     ))
+}
+
+/// `--otlp`: the server's span of the request `plan` serves (`served`: its index, id,
+/// model and `max_tokens`), received and started `at` (see [`crate::trace`]).
+fn trace(
+    state: &SimState,
+    (controls, api, dialect): (&Controls, &ApiRequest, Dialect),
+    plan: &crate::plan::StreamPlan,
+    (request, id, model, max_tokens): (u64, &str, &str, u32),
+    (received, start): (Instant, Instant),
+) {
+    let Some(t) = state.tracer() else { return };
+    let served = crate::trace::Served {
+        request,
+        id,
+        operation: if dialect == Dialect::Completion {
+            "text_completion"
+        } else {
+            "chat"
+        },
+        model,
+        max_tokens,
+        tokens: (api.prompt_tokens, plan.token_count()),
+        received_unix_ns: crate::trace::unix_ns_ago(received.elapsed()),
+        queued: start - received,
+        timing: Timing::of_plan(plan),
+    };
+    t.served(controls.traceparent.as_deref(), &served);
 }
 
 /// The tool calls this reply is, if the request declared tools and this step

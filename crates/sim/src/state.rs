@@ -25,6 +25,7 @@ struct Inner {
     config: SimConfig,
     metrics: Arc<EngineMetrics>,
     engine: std::sync::OnceLock<EngineHandle>,
+    tracer: std::sync::OnceLock<crate::trace::Tracer>,
     log: SendLog,
     clock: SimClock,
     next_request: AtomicU64,
@@ -55,6 +56,7 @@ impl SimState {
                         .with_speculation(config.spec_accept_len.map(crate::plan::draft_tokens)),
                 ),
                 engine: std::sync::OnceLock::new(),
+                tracer: std::sync::OnceLock::new(),
                 clock: SimClock {
                     epoch: Instant::from_std(log.epoch()),
                     warp: Warp::new(config.freeze, config.slow),
@@ -65,6 +67,17 @@ impl SimState {
                 kill: watch::channel(false).0,
             }),
         }
+    }
+
+    /// Exports each request's server span with `tracer` (`--otlp`); a second call
+    /// changes nothing.
+    pub fn trace_with(&self, tracer: crate::trace::Tracer) {
+        let _ = self.inner.tracer.set(tracer);
+    }
+
+    /// The span exporter, when the sim traces.
+    pub(crate) fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        self.inner.tracer.get()
     }
 
     /// The configuration the sim serves with.
