@@ -20,7 +20,9 @@ pub const RULE: &str =
 compared with the server samples from the last one at or before its start to the first one at or \
 after its end; first match: kv_preemption if the server pre-empted any request then; queueing if \
 it is a first-token gap and the server's mean queue time over the interval was at least half \
-the gap (without a queue histogram, or nobody scheduled then: requests were waiting); prefill_interference if the prompt tokens \
+the gap (without a queue histogram, or nobody scheduled then: requests were waiting); kv_transfer if it \
+is a first-token gap and the server's mean KV-cache transfer from its prefill worker over the interval \
+was at least half the gap (disaggregated serving); prefill_interference if the prompt tokens \
 prefilled then were at least twice the level's median prefill rate and more than the tokens \
 generated; batch_growth if the running batch reached 1.5 times the level's median (and at least \
 2 more); else none (the server looked as usual: network, client or the engine's own noise)";
@@ -128,6 +130,9 @@ pub enum Cause {
     KvPreemption,
     /// A first-token gap while requests waited in the server's queue.
     Queueing,
+    /// A first-token gap mostly spent moving the KV cache from the prefill worker to
+    /// the decode worker (disaggregated serving): the TTFT tail from KV transfer.
+    KvTransfer,
     /// Prompt tokens prefilled during the gap were at least twice the usual rate and more
     /// than the tokens generated.
     PrefillInterference,
@@ -145,6 +150,7 @@ impl Cause {
         match self {
             Cause::KvPreemption => "kv_preemption",
             Cause::Queueing => "queueing",
+            Cause::KvTransfer => "kv_transfer",
             Cause::PrefillInterference => "prefill_interference",
             Cause::BatchGrowth => "batch_growth",
             Cause::None => "none",
@@ -157,6 +163,9 @@ impl Cause {
         match self {
             Cause::KvPreemption => "the KV cache filled and the server pre-empted requests",
             Cause::Queueing => "requests waited in the server's queue for a batch slot",
+            Cause::KvTransfer => {
+                "the KV cache's transfer from the prefill worker held the first token"
+            }
             Cause::PrefillInterference => "long prompts were prefilled in the same steps as decode",
             Cause::BatchGrowth => "the running batch grew, so every step took longer",
             Cause::None => "the server looked as usual: network, client or engine noise",
@@ -219,7 +228,11 @@ pub struct TtftSplit {
     /// The server's mean prefill time over the level, ms; absent without a prefill
     /// histogram or an observation.
     pub server_prefill_ms: Option<f64>,
-    /// Client − queue − prefill (what the server's figures do not hold).
+    /// The mean KV-cache transfer from the prefill worker over the level (disaggregated
+    /// serving: vLLM's NIXL, SGLang's `kv_transfer`), ms; absent when none is exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_kv_transfer_ms: Option<f64>,
+    /// Client − queue − prefill − KV transfer (what the server's figures do not hold).
     pub rest_ms: Option<f64>,
 }
 
@@ -357,10 +370,14 @@ pub fn stall_row(g: &Gap, samples: &[ServerSample], base: &Baseline) -> StallRow
         Some(mean_s) => mean_s * 1e3 >= row.gap_ms / 2.0,
         None => row.waiting_max.is_some_and(|q| q >= 1.0),
     };
+    let transfer = window_mean(first, last, |s| s.figures.kv_transfer)
+        .is_some_and(|mean_s| mean_s * 1e3 >= row.gap_ms / 2.0);
     row.cause = if row.preemptions.is_some_and(|p| p > 0.0) {
         Cause::KvPreemption
     } else if g.kind == GapKind::FirstToken && queued {
         Cause::Queueing
+    } else if g.kind == GapKind::FirstToken && transfer {
+        Cause::KvTransfer
     } else if prefill_heavy {
         Cause::PrefillInterference
     } else if batch_grew {
@@ -438,14 +455,16 @@ pub fn ttft_split(samples: &[ServerSample], summary: &LevelSummary) -> Option<Tt
     let client_ms = summary.ttft.as_ref()?.mean;
     let queue = mean_between(samples, |s| s.figures.queue, 1e3);
     let prefill = mean_between(samples, |s| s.figures.prefill, 1e3);
-    let rest = match (queue, prefill) {
-        (None, None) => None,
-        (q, p) => Some(client_ms - q.unwrap_or(0.0) - p.unwrap_or(0.0)),
+    let transfer = mean_between(samples, |s| s.figures.kv_transfer, 1e3);
+    let rest = match (queue, prefill, transfer) {
+        (None, None, None) => None,
+        (q, p, t) => Some(client_ms - q.unwrap_or(0.0) - p.unwrap_or(0.0) - t.unwrap_or(0.0)),
     };
     Some(TtftSplit {
         client_ms,
         server_queue_ms: queue,
         server_prefill_ms: prefill,
+        server_kv_transfer_ms: transfer,
         rest_ms: rest,
     })
 }
@@ -654,6 +673,36 @@ mod tests {
     }
 
     #[test]
+    fn a_first_token_held_by_the_kv_transfer_names_kv_transfer() {
+        let mut s = steady();
+        for (i, x) in s.iter_mut().enumerate() {
+            // A transfer a second of 50 ms, then one of 450 ms between 4 s and 5 s.
+            let slow = if i >= 5 { 0.4 } else { 0.0 };
+            x.figures.kv_transfer = Some(SumCount {
+                sum: 0.05 * i as f64 + slow,
+                count: i as f64,
+            });
+        }
+        let b = baseline(&s);
+        let row = |from, to, kind| stall_row(&gap(from, to, kind), &s, &b).cause;
+        assert_eq!(
+            row(4200, 4800, GapKind::FirstToken),
+            Cause::KvTransfer,
+            "450 ms of a 600 ms wait for the first token"
+        );
+        assert_eq!(
+            row(4200, 4800, GapKind::Chunk),
+            Cause::None,
+            "not between chunks"
+        );
+        assert_eq!(
+            row(2000, 3000, GapKind::FirstToken),
+            Cause::None,
+            "50 ms of a 1 s wait"
+        );
+    }
+
+    #[test]
     fn a_prefill_burst_names_prefill_interference() {
         let mut s = steady();
         // 5,000 prompt tokens between 4 s and 5 s: 50× the usual rate, more than generated.
@@ -763,6 +812,14 @@ mod tests {
         assert_eq!(split.server_queue_ms, Some(100.0));
         assert_eq!(split.server_prefill_ms, Some(50.0));
         assert_eq!(split.rest_ms, Some(50.0));
+        assert_eq!(split.server_kv_transfer_ms, None);
+        // Disaggregated: 10 transfers took 0.4 s over the level, 40 ms each, out of the rest.
+        for (i, (sum, count)) in [(0, (0.1, 5.0)), (10, (0.5, 15.0))] {
+            s[i].figures.kv_transfer = Some(SumCount { sum, count });
+        }
+        let split = ttft_split(&s, &summary).unwrap();
+        assert_eq!(split.server_kv_transfer_ms, Some(40.0));
+        assert_eq!(split.rest_ms, Some(10.0));
         let d = decode_compare(&s, &summary).unwrap();
         assert_eq!(d.server_generated_tokens, Some(4000.0));
         assert_eq!(d.client_output_tokens, 2);

@@ -90,6 +90,18 @@ pub struct ServerFigures {
     /// Draft tokens accepted ÷ proposed, as the server reads it (SGLang's gauge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_accept_rate: Option<f64>,
+    /// Prefill/decode disaggregation: the KV cache's transfers from the prefill worker,
+    /// seconds (vLLM's NIXL `nixl_xfer_time_seconds`, SGLang's `kv_transfer_latency_ms`
+    /// histogram).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer: Option<SumCount>,
+    /// Bytes per KV transfer (vLLM's `nixl_bytes_transferred` histogram).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_bytes: Option<SumCount>,
+    /// KV transfers (or requests) that failed, cumulative (vLLM's
+    /// `nixl_num_failed_transfers`, SGLang's `num_transfer_failed_reqs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_failures: Option<f64>,
 }
 
 /// Draft positions kept per sample, at most (vLLM drafts a handful a step).

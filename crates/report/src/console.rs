@@ -295,9 +295,13 @@ fn server(out: &mut String, sv: &ServerReport) {
         return;
     }
     if let Some(t) = sv.ttft_split.as_ref().filter(|t| t.rest_ms.is_some()) {
+        let transfer = t
+            .server_kv_transfer_ms
+            .map(|v| format!(" + KV transfer {}", fmt_ms(v)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{}mean {} = server queue {} + server prefill {} + rest (network, client) {}",
+            "{}mean {} = server queue {} + server prefill {}{transfer} + rest (network, client) {}",
             label("TTFT split"),
             fmt_ms(t.client_ms),
             cell(t.server_queue_ms, Unit::Ms),

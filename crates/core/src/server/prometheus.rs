@@ -151,6 +151,11 @@ enum Field {
     SpecAcceptedAt,
     SpecAcceptLength,
     SpecAcceptRate,
+    KvTransfer,
+    /// A KV-transfer histogram in milliseconds (SGLang).
+    KvTransferMs,
+    KvTransferBytes,
+    KvTransferFailures,
 }
 
 /// Known families: the name (a histogram's base name) and its common field.
@@ -172,6 +177,12 @@ const FAMILIES: &[(&str, Field)] = &[
     ("vllm:time_per_output_token_seconds", Field::Itl),
     ("vllm:request_time_per_output_token_seconds", Field::Tpot),
     ("vllm:e2e_request_latency_seconds", Field::E2e),
+    ("vllm:nixl_xfer_time_seconds", Field::KvTransfer),
+    ("vllm:nixl_bytes_transferred", Field::KvTransferBytes),
+    (
+        "vllm:nixl_num_failed_transfers_total",
+        Field::KvTransferFailures,
+    ),
     ("vllm:spec_decode_num_drafts_total", Field::SpecDrafts),
     (
         "vllm:spec_decode_num_draft_tokens_total",
@@ -196,6 +207,11 @@ const FAMILIES: &[(&str, Field)] = &[
     ("sglang:inter_token_latency_seconds", Field::Itl),
     ("sglang:time_per_output_token_seconds", Field::Itl),
     ("sglang:e2e_request_latency_seconds", Field::E2e),
+    ("sglang:kv_transfer_latency_ms", Field::KvTransferMs),
+    (
+        "sglang:num_transfer_failed_reqs_total",
+        Field::KvTransferFailures,
+    ),
     ("sglang:spec_accept_length", Field::SpecAcceptLength),
     ("sglang:spec_accept_rate", Field::SpecAcceptRate),
     // Text Generation Inference.
@@ -360,6 +376,19 @@ fn apply(f: &mut ServerFigures, field: Field, part: Option<Part>, v: f64) {
         // A mean over the engine's ranks: each reads alike, so the last one read.
         Field::SpecAcceptLength => f.spec_accept_length = Some(v),
         Field::SpecAcceptRate => f.spec_accept_rate = Some(v),
+        Field::KvTransfer => hist(&mut f.kv_transfer),
+        Field::KvTransferMs => {
+            let seconds = if part == Some(Part::Sum) { v / 1e3 } else { v };
+            let h = f.kv_transfer.get_or_insert_with(SumCount::default);
+            match part {
+                Some(Part::Sum) => h.sum += seconds,
+                Some(Part::Count) => h.count += seconds,
+                // An older SGLang's gauge of the last transfer: no sum to take.
+                None => {}
+            }
+        }
+        Field::KvTransferBytes => hist(&mut f.kv_transfer_bytes),
+        Field::KvTransferFailures => add(&mut f.kv_transfer_failures),
     }
 }
 
@@ -518,6 +547,45 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"x\"} 1\n";
             (f.spec_accept_length, f.spec_accept_rate),
             (Some(2.5), Some(0.75))
         );
+    }
+
+    #[test]
+    fn disaggregations_kv_transfer_maps_from_vllm_and_sglang() {
+        let text = "vllm:nixl_xfer_time_seconds_sum{engine=\"0\"} 0.25\n\
+vllm:nixl_xfer_time_seconds_count{engine=\"0\"} 3\n\
+vllm:nixl_xfer_time_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3\n\
+vllm:nixl_bytes_transferred_sum{engine=\"0\"} 3000000\n\
+vllm:nixl_bytes_transferred_count{engine=\"0\"} 3\n\
+vllm:nixl_num_failed_transfers_total{engine=\"0\"} 1\n";
+        let s = to_sample(&parse_text(text).unwrap(), 0);
+        let f = &s.figures;
+        assert_eq!(
+            f.kv_transfer,
+            Some(SumCount {
+                sum: 0.25,
+                count: 3.0
+            })
+        );
+        assert_eq!(
+            f.kv_transfer_bytes,
+            Some(SumCount {
+                sum: 3e6,
+                count: 3.0
+            })
+        );
+        assert_eq!(f.kv_transfer_failures, Some(1.0));
+        assert!(s.raw.is_empty(), "{:?}", s.raw);
+        // SGLang's latency histogram is in milliseconds: read as seconds.
+        let text = "sglang:kv_transfer_latency_ms_sum 500\nsglang:kv_transfer_latency_ms_count 4\nsglang:num_transfer_failed_reqs_total 2\n";
+        let f = to_sample(&parse_text(text).unwrap(), 0).figures;
+        assert_eq!(
+            f.kv_transfer,
+            Some(SumCount {
+                sum: 0.5,
+                count: 4.0
+            })
+        );
+        assert_eq!(f.kv_transfer_failures, Some(2.0));
     }
 
     #[test]
