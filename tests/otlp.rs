@@ -266,18 +266,7 @@ fn a_bad_otlp_setting_is_a_usage_error_for_bench_and_proxy_showing_no_secret() {
 fn bench_proxy_and_sim_are_one_trace() {
     let (url, bodies) = collector(200);
     let otlp = ["--otlp", &url, "--otlp-protocol", "http/json"];
-    let sim = [
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        "5ms",
-        "--itl",
-        "2ms",
-    ];
-    let (_sim, sim_url) = common::spawn_listening(&[&sim[..], &otlp[..]].concat());
-    let up = ["proxy", "--listen", "127.0.0.1:0", "--upstream", &sim_url];
-    let (proxy, proxy_url) = common::spawn_listening(&[&up[..], &otlp[..]].concat());
+    let (_sim, proxy, proxy_url) = common::traced_sim_and_proxy(&otlp, &[]);
     let dir = tempfile::tempdir().unwrap();
     let target = format!("{proxy_url}/v1");
     let (code, _, records) = bench_with(&url, dir.path(), &[&target, "-n", "4", "-c", "2"]);

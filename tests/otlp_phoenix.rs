@@ -175,3 +175,59 @@ fn phoenix_holds_each_request_and_session_as_the_records_say() {
         assert_eq!(children, 2, "one child per step of session {session}");
     }
 }
+
+/// bench → proxy → sim, each with `--otlp` to Phoenix: one trace per request through
+/// all three, read back (client → proxy → server), the proxy's TTFT that of its record.
+#[test]
+#[ignore = "needs Arize Phoenix (scripts/phoenix.sh, run by scripts/test.sh; CADENCE_PHOENIX)"]
+fn phoenix_holds_bench_proxy_and_sim_as_one_trace() {
+    let p = phoenix();
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, proxied) = (dir.path().join("b.jsonl"), dir.path().join("p.jsonl"));
+    let otlp = ["--otlp", &p.url];
+    let extra = ["--records", proxied.to_str().unwrap()];
+    let (_sim, proxy, proxy_url) = common::traced_sim_and_proxy(&otlp, &extra);
+    cadence()
+        .args([
+            "bench",
+            &format!("{proxy_url}/v1"),
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--quiet",
+        ])
+        .args(otlp)
+        .arg("--records")
+        .arg(&bench)
+        .assert()
+        .code(0);
+    let spans = spans(&p, 9);
+    drop(proxy);
+    assert_eq!(spans.len(), 9, "{spans:#?}");
+    let by_parent = |id: &Value| {
+        let s = spans.iter().find(|s| &s["parent_id"] == id);
+        s.unwrap_or_else(|| panic!("a span under {id}")).clone()
+    };
+    // The proxy's records file is flushed within 100 ms of each record.
+    std::thread::sleep(Duration::from_millis(300));
+    let hops = read_records(&proxied);
+    for r in read_records(&bench) {
+        let (trace, span) = (&r["trace"]["trace_id"], &r["trace"]["span_id"]);
+        let hop = by_parent(span);
+        assert_eq!(&hop["context"]["trace_id"], trace);
+        let server = by_parent(&hop["context"]["span_id"]);
+        assert_eq!(&server["context"]["trace_id"], trace);
+        assert_eq!(server["name"], "llm_request");
+        let mine = hops
+            .iter()
+            .find(|h| h["trace"]["span_id"] == hop["context"]["span_id"])
+            .expect("the proxy's record of the hop");
+        let (sent, first) = (
+            mine["sent_ns"].as_u64().unwrap(),
+            mine["chunks"][0][0].as_u64().unwrap(),
+        );
+        let ttft = hop["attributes"]["cadence.ttft_ms"].as_f64().unwrap();
+        assert_eq!(ttft, (first - sent) as f64 / 1e6);
+    }
+}

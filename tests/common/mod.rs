@@ -175,15 +175,29 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
 /// ITL 2 ms): its process and base URL.
 #[allow(dead_code)]
 pub fn fast_sim() -> (Killed, String) {
-    spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        "5ms",
-        "--itl",
-        "2ms",
-    ])
+    spawn_listening(&FAST_SIM)
+}
+
+/// [`fast_sim`]'s command line.
+const FAST_SIM: [&str; 7] = [
+    "sim",
+    "--addr",
+    "127.0.0.1:0",
+    "--ttft",
+    "5ms",
+    "--itl",
+    "2ms",
+];
+
+/// `cadence sim` (fast, fixed cadence) and `cadence proxy` in front of it, both with the
+/// flags `otlp` (`--otlp URL`, ...), the proxy with `proxy_extra` too: both processes
+/// and the proxy's base URL.
+#[allow(dead_code)]
+pub fn traced_sim_and_proxy(otlp: &[&str], proxy_extra: &[&str]) -> (Killed, Killed, String) {
+    let (sim, sim_url) = spawn_listening(&[&FAST_SIM[..], otlp].concat());
+    let up = ["proxy", "--listen", "127.0.0.1:0", "--upstream", &sim_url];
+    let (proxy, url) = spawn_listening(&[&up[..], otlp, proxy_extra].concat());
+    (sim, proxy, url)
 }
 
 /// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
