@@ -91,3 +91,61 @@ fn a_closed_loop_level_reports_its_plateau_and_report_finds_it_again() {
     );
     assert!(!console.contains("Plateau"), "{console}");
 }
+
+/// A sweep against the engine-mode simulator with 4 batch slots: up to 4 in flight
+/// every request is admitted at once; at 8, half wait for a slot, a whole answer long,
+/// so TTFT p90 bends at c=4. The knee is printed, in the JSON and marked on the chart.
+#[test]
+fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
+    let (_sim, base) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--preset",
+        "tiny@cpu",
+        "--max-batch",
+        "4",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html) = (dir.path().join("k.json"), dir.path().join("k.html"));
+    let out = common::cadence()
+        .args([
+            "bench",
+            &format!("{base}/v1"),
+            "--model",
+            "m",
+            "-c",
+            "1,2,4,8",
+        ])
+        .args(["-n", "16", "--max-tokens", "32", "--plateau", "0"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_report(&report);
+    let knees = report["knees"].as_array().unwrap();
+    let ttft = knees.iter().find(|k| k["figure"] == "TTFT p90").unwrap();
+    assert_eq!(ttft["axis"], "concurrency", "{ttft}");
+    assert_eq!(ttft["at"]["load"], 4.0, "{ttft}");
+    assert_eq!(ttft["past"]["load"], 8.0, "{ttft}");
+    // ITL p99 answers either way (the batch's step time barely moves): a knee or why not.
+    let itl = knees.iter().find(|k| k["figure"] == "ITL p99").unwrap();
+    assert!(
+        itl.get("at").is_some() || itl.get("absent").is_some(),
+        "{itl}"
+    );
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        console.contains("Knee: TTFT p90 bends at c=4: "),
+        "{console}"
+    );
+    assert!(console.contains(" at c=8\n"), "{console}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#"<g class="knee">"#), "no knee marker");
+    assert!(page.contains(">TTFT p90 knee</text>"));
+}

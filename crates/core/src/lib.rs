@@ -21,6 +21,7 @@ pub mod differences;
 pub mod fidelity;
 pub mod imported;
 pub mod json;
+pub mod knee;
 pub mod level;
 pub mod metrics;
 pub mod pacing;

@@ -50,6 +50,10 @@ pub struct Report {
     /// absent when the run exported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp: Option<OtlpExport>,
+    /// A sweep's knees: where ITL p99 and TTFT p90 bend against load
+    /// ([`crate::knee`]); empty for a single level.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knees: Vec<crate::knee::Knee>,
 }
 
 /// What an OTLP export of the run's spans came to. Export never waits a request: a
@@ -163,6 +167,16 @@ impl Report {
     /// A report with the current schema version, this crate's version (the workspace
     /// shares one) and the standard [`definitions`].
     pub fn new(run: RunInfo, levels: Vec<LevelReport>, warnings: Vec<String>) -> Report {
+        let points: Vec<crate::knee::Level> = levels
+            .iter()
+            .map(|l| crate::knee::Level {
+                concurrency: l.concurrency,
+                rate: l.rate,
+                itl_p99: l.summary.itl.map(|d| d.p99),
+                ttft_p90: l.summary.ttft.map(|d| d.p90),
+            })
+            .collect();
+        let knees = crate::knee::knees(&points);
         Report {
             schema_version: SCHEMA_VERSION,
             cadence_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -175,6 +189,7 @@ impl Report {
             fleet: None,
             imported: None,
             otlp: None,
+            knees,
         }
     }
 }

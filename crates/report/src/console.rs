@@ -45,6 +45,7 @@ pub fn render_with(report: &Report, color: bool, view: View) -> String {
         out.push('\n');
         crate::sweep::sweep_table(&mut out, report, p);
         crate::steady::console_sweep(&mut out, report);
+        crate::steady::console_knees(&mut out, report);
         if let Some(c) = report.convention.as_deref().filter(|c| *c != "cadence") {
             let _ = writeln!(out, "ITL and TPOT above: {c}'s formulas (--convention {c})");
         }
@@ -62,6 +63,7 @@ pub fn render_with(report: &Report, color: bool, view: View) -> String {
         if sweep {
             out.push('\n');
             crate::sweep::sweep_table(&mut out, report, p);
+            crate::steady::console_knees(&mut out, report);
         }
     }
     if let Some(s) = &report.search {

@@ -62,6 +62,11 @@ pub(crate) fn chart(
 
 /// One figure: its chart, or the reason it has none.
 pub(crate) fn figure(f: &Figure, o: &mut String) {
+    figure_with(f, &svg::Overlay::default(), o);
+}
+
+/// One figure with `overlay` drawn over its chart.
+pub(crate) fn figure_with(f: &Figure, overlay: &svg::Overlay, o: &mut String) {
     let _ = write!(
         o,
         r#"<figure class="chart" id="{}"><figcaption>{}</figcaption><p class="note">{}</p>"#,
@@ -69,7 +74,7 @@ pub(crate) fn figure(f: &Figure, o: &mut String) {
         esc(f.title),
         esc(&f.note)
     );
-    match svg::render(&f.chart) {
+    match svg::render_with(&f.chart, overlay) {
         Some(s) => {
             o.push_str(&s);
             o.push_str(&legend(&f.chart.series));

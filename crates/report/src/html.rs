@@ -4,7 +4,7 @@
 //! per chunk — plus the summary tables, the compatibility view and the run metadata.
 
 use crate::cell::{cell, fmt_ms, Unit, ABSENT};
-use crate::figure::{chart, figure, level_color, Figure};
+use crate::figure::{chart, level_color, Figure};
 use crate::svg::{esc, Series, Style, PALETTE};
 use crate::{headline, slo_observed};
 use cadence_core::{Distribution, LevelReport, Report};
@@ -503,7 +503,17 @@ pub fn render(r: &Report) -> String {
 fn charts_section(r: &Report, o: &mut String) {
     o.push_str(r#"<h2>Charts</h2><div class="grid">"#);
     for f in figures(r) {
-        figure(&f, o);
+        // A sweep's knee marks the chart of its figure against load.
+        let knee = match f.id {
+            "itl-by-level" => "ITL p99",
+            "ttft-by-level" => "TTFT p90",
+            _ => "",
+        };
+        let overlay = crate::svg::Overlay {
+            x_lines: crate::steady::knee_marker(r, knee),
+            ..Default::default()
+        };
+        crate::figure::figure_with(&f, &overlay, o);
     }
     o.push_str("</div>");
 }

@@ -1,5 +1,6 @@
 //! A closed-loop level's plateau ([`cadence_core::plateau`]) beside the whole level's
-//! figures: one line in a level's block, one table for a sweep (console and HTML).
+//! figures: one line in a level's block, one table for a sweep (console and HTML); and
+//! a sweep's knees ([`cadence_core::knee`]), a line each and a marker on the charts.
 
 use crate::cell::{cell, fmt_rate, plural, Unit};
 use crate::table::Table;
@@ -119,6 +120,26 @@ pub(crate) fn console_sweep(out: &mut String, r: &Report) {
         );
         out.push_str(&t.text());
     }
+}
+
+/// The console's knee lines of a sweep: `Knee: ITL p99 bends at c=16: …`.
+pub(crate) fn console_knees(out: &mut String, r: &Report) {
+    for k in &r.knees {
+        let _ = writeln!(out, "Knee: {}", k.line(crate::cell::fmt_ms));
+    }
+}
+
+/// The vertical marker of a by-level chart's knee (`figure`: `ITL p99` or `TTFT p90`):
+/// at the knee's load, labelled with its line.
+pub(crate) fn knee_marker(r: &Report, figure: &str) -> Vec<(f64, String)> {
+    r.knees
+        .iter()
+        .filter(|k| k.figure == figure)
+        .filter_map(|k| {
+            let at = k.at.as_ref()?;
+            Some((at.load, format!("{} knee", k.figure)))
+        })
+        .collect()
 }
 
 /// The HTML section: the same table, with the method in a line.

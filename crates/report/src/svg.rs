@@ -234,6 +234,9 @@ pub struct Overlay {
     /// Spans of x shaded behind the marks (an incident), each with its tooltip, in a
     /// `g.spans`; cut to the plot.
     pub x_spans: Vec<(f64, f64, String)>,
+    /// Vertical lines (a sweep's knee) at x, each with its label, dashed, in a
+    /// `g.knee` of their own; drawn when inside the plot.
+    pub x_lines: Vec<(f64, String)>,
 }
 
 /// The chart as an `<svg>` element; `None` when no series has a point to draw.
@@ -288,6 +291,7 @@ pub fn render_with(c: &Chart, o: &Overlay) -> Option<String> {
     }
     s.push_str("</g>");
     draw_lines(&mut s, &o.y_lines, &y);
+    draw_x_lines(&mut s, &o.x_lines, &x);
     s.push_str("</svg>");
     Some(s)
 }
@@ -324,6 +328,24 @@ fn draw_lines(s: &mut String, lines: &[(f64, String)], y: &Axis) {
             WIDTH - RIGHT,
             WIDTH - RIGHT - 4.0,
             py - 4.0,
+            esc(label)
+        );
+    }
+}
+
+/// The vertical lines, over the marks, each labelled at the plot's top.
+fn draw_x_lines(s: &mut String, lines: &[(f64, String)], x: &Axis) {
+    for (v, label) in lines {
+        let px = x.t(*v);
+        if !px.is_finite() || !(LEFT..=WIDTH - RIGHT).contains(&px) {
+            continue;
+        }
+        let _ = write!(
+            s,
+            r##"<g class="knee"><line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#b00" stroke-width="1.2" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="10" fill="#b00">{}</text></g>"##,
+            HEIGHT - BOTTOM,
+            px + 4.0,
+            TOP + 10.0,
             esc(label)
         );
     }
@@ -687,6 +709,7 @@ mod tests {
             x_utc: true,
             y_lines: vec![(8.0, "SLO itl.p50<=8ms".into())],
             x_spans: vec![(t0 + 50e3, t0 + 70e3, "incident".into())],
+            x_lines: vec![(t0 + 60e3, "ITL p99 knee".into())],
         };
         let svg = render_with(&c, &o).unwrap();
         // The y axis reaches the line, above every point.
@@ -700,6 +723,15 @@ mod tests {
         let marks = svg.find(r#"<g class="marks">"#).unwrap();
         let slo = svg.find(r#"<g class="slo">"#).unwrap();
         assert!(spans < marks && marks < slo, "{svg}");
+        // The knee: one vertical line over the marks, labelled; none outside the plot.
+        assert_eq!(svg.matches(r#"<g class="knee">"#).count(), 1, "{svg}");
+        assert!(svg.contains(">ITL p99 knee</text>"), "{svg}");
+        assert!(svg.find(r#"<g class="knee">"#).unwrap() > marks);
+        let outside = Overlay {
+            x_lines: vec![(t0 + 1e9, "far".into())],
+            ..Overlay::default()
+        };
+        assert!(!render_with(&c, &outside).unwrap().contains("knee"));
         assert!(
             svg.contains(">10:00:00<") && svg.contains(">10:01:30<"),
             "{svg}"

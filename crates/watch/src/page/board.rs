@@ -105,6 +105,7 @@ pub fn charts(all: &[ProbeRow], slos: &[String], now: i64) -> String {
         x_utc: true,
         y_lines: metric.map_or_else(Vec::new, |m| slo_lines(slos, m)),
         x_spans: spans.clone(),
+        ..Overlay::default()
     };
     let itl = time_chart(
         "ITL (ms)",

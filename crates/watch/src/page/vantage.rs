@@ -101,6 +101,7 @@ pub fn charts(probes: &[VantageProbe], slos: &[String], since_ms: i64, now: i64)
             x_utc: true,
             y_lines: slo_lines(slos, metric),
             x_spans: spans.clone(),
+            ..Overlay::default()
         };
         s.push_str(&figure(
             id,
