@@ -66,7 +66,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
     }
     let clock = Clock::start();
     otlp.iter()
-        .for_each(cadence_otlp::run::Export::set_origin_now);
+        .for_each(cadence_otlp::signals::Exports::set_origin_now);
     for line in fleet.header_lines(started_at_unix_ms) {
         sender.with(move |s| s.write_line(&line));
     }
@@ -118,7 +118,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<Exit> {
 
     let (mut report, verdict) = assemble(info, &metas, &aggs, &checks);
     report.search = search_report;
-    let said = otlp.and_then(|e| e.finish_into(&mut report, args.quiet));
+    let said = otlp.map_or_else(Vec::new, |e| e.finish_into(&mut report, args.quiet));
     said.iter().for_each(|l| eprintln!("{l}"));
     let exit = search_exit(Exit::from(verdict), search.as_ref().map(|(_, s)| s));
     let source = records_path.map(|p| cadence_run::RecordsSource::written(p, &metas));

@@ -570,6 +570,13 @@ pub struct OtlpArgs {
     /// exported (a session's steps are sampled together).
     #[arg(long, value_name = "SHARE", default_value = "1", value_parser = parse_share)]
     pub otlp_sample: f64,
+
+    /// Which signals bench's --otlp sends: traces (a span per request), metrics (the
+    /// run's TTFT, ITL, TPOT, E2E and token histograms to /v1/metrics, every
+    /// OTEL_METRIC_EXPORT_INTERVAL ms, default 10000, and at the end) or both. The
+    /// proxy sends spans only (its histograms are on its /metrics).
+    #[arg(long, value_name = "LIST", default_value = "traces,metrics", value_parser = cadence_otlp::Signals::parse)]
+    pub otlp_signals: cadence_otlp::Signals,
 }
 
 #[derive(Debug, Args)]

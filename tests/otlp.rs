@@ -4,53 +4,10 @@
 
 mod common;
 
+use common::collector::{collector, sent_to, Bodies};
 use common::{cadence, read_records, validate_report};
 use predicates::prelude::PredicateBooleanExt;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-
-/// A collector on 127.0.0.1 port 0 answering every POST with `status`; the bodies it
-/// was sent are kept.
-fn collector(status: u16) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let bodies: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
-    let keep = bodies.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let keep = keep.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(conn);
-                loop {
-                    let mut len = None;
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        line.clear();
-                        r.read_line(&mut line).unwrap();
-                        if line.trim().is_empty() {
-                            break;
-                        }
-                        let l = line.to_ascii_lowercase();
-                        if let Some(v) = l.strip_prefix("content-length:") {
-                            len = v.trim().parse::<usize>().ok();
-                        }
-                    }
-                    let mut body = vec![0; len.unwrap_or(0)];
-                    r.read_exact(&mut body).unwrap();
-                    keep.lock().unwrap().push(body);
-                    let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
-                    r.get_mut().write_all(answer.as_bytes()).unwrap();
-                }
-            });
-        }
-    });
-    (url, bodies)
-}
 
 fn bench(url: &str, dir: &std::path::Path) -> (Option<i32>, Value, Vec<Value>) {
     bench_with(url, dir, &["-n", "6", "-c", "2"])
@@ -81,10 +38,8 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
 }
 
 /// Every span the collector was sent.
-fn spans_of(bodies: &Mutex<Vec<Vec<u8>>>) -> Vec<Value> {
-    bodies
-        .lock()
-        .unwrap()
+fn spans_of(bodies: &Bodies) -> Vec<Value> {
+    sent_to(bodies, "/v1/traces")
         .iter()
         .flat_map(|b| {
             let doc: Value = serde_json::from_slice(b).unwrap();

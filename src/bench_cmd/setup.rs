@@ -42,8 +42,8 @@ pub(super) struct Setup {
     /// Wake-up coalescing for the run: kernel stamps time each chunk, so the runtime's
     /// workers may let reads gather (`cadence_bench::coalesce`).
     pub(super) _coalesce: Option<cadence_bench::coalesce::Enabled>,
-    /// `--otlp`: the span exporter, its sink on the record thread.
-    pub(super) otlp: Option<cadence_otlp::run::Export>,
+    /// `--otlp`: the span and metrics exporters, their sink on the record thread.
+    pub(super) otlp: Option<cadence_otlp::signals::Exports>,
 }
 
 impl Setup {
@@ -119,7 +119,10 @@ impl Setup {
             redactor,
             progress: progress.clone(),
             tokenizer: workload.tokenizer.clone(),
-            propagation: otlp.as_ref().map(|_| propagation(args.otlp.otlp_sample)),
+            propagation: otlp
+                .as_ref()
+                .filter(|o| o.traces())
+                .map(|_| propagation(args.otlp.otlp_sample)),
         });
         Ok(Setup {
             endpoint,
@@ -140,13 +143,13 @@ impl Setup {
     }
 }
 
-/// The span exporter and its sink for bench's requests to `target` (client spans) when
-/// `--otlp` or an `OTEL_EXPORTER_OTLP_*` endpoint asks for one.
+/// The exporters and their sink for bench's requests to `target` (client spans, the
+/// run's metrics) when `--otlp` or an `OTEL_EXPORTER_OTLP_*` endpoint asks for them.
 fn start_otlp(
     args: &BenchArgs,
     target: &Target,
     model: &str,
-) -> anyhow::Result<Option<(cadence_otlp::run::Export, cadence_otlp::OtlpSink)>> {
+) -> anyhow::Result<Option<(cadence_otlp::signals::Exports, cadence_otlp::signals::Sinks)>> {
     let completions = target.api == cadence_wire::Api::Completions;
     let t = cadence_otlp::run::Target {
         endpoint: &target.endpoint,
@@ -161,7 +164,10 @@ fn start_otlp(
         kind: cadence_otlp::proto::SpanKind::Client,
     };
     let (flag, protocol) = (args.otlp.otlp.as_deref(), args.otlp.otlp_protocol);
-    Ok(cadence_otlp::run::start_if_asked(flag, protocol, t)?)
+    let signals = args.otlp.otlp_signals;
+    Ok(cadence_otlp::signals::start_if_asked(
+        flag, protocol, signals, t,
+    )?)
 }
 
 /// The record thread and its sinks: the records file (when one is written), the
@@ -171,7 +177,7 @@ fn record_thread(
     records_path: Option<std::path::PathBuf>,
     progress: &Progress,
     live: Option<LiveState>,
-    exporter: Option<cadence_otlp::OtlpSink>,
+    exporter: Option<cadence_otlp::signals::Sinks>,
 ) -> anyhow::Result<(RecordSender<Sinks>, RecordThread<Sinks>)> {
     let mut sinks = BenchSinks::new(
         records_path.map(RecordsConfig::new),

@@ -2,6 +2,7 @@
 //! command, a usage error's exit code and message, the report's check against the
 //! checked-in JSON schema, and the request records of a records file.
 
+pub mod collector;
 pub mod watcher;
 
 use assert_cmd::Command;

@@ -54,6 +54,35 @@ pub struct Report {
     /// ([`crate::knee`]); empty for a single level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knees: Vec<crate::knee::Knee>,
+    /// The run's metrics sent over OTLP (`--otlp`, unless `--otlp-signals` leaves them
+    /// out): the exports made and whether the last, which holds the whole run, arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_metrics: Option<OtlpMetricsExport>,
+}
+
+/// What an OTLP export of the run's metrics came to. The histograms are cumulative, so
+/// an export that failed is made good by the next; only the last one's loss costs
+/// figures at the collector.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpMetricsExport {
+    /// The metrics endpoint (no credentials).
+    pub endpoint: String,
+    /// `http/protobuf` or `http/json`.
+    pub protocol: String,
+    /// Exports made: one each interval while the run went on, and the last at its end.
+    pub exports: u64,
+    /// Of those, exports whose POST failed (no answer, a timeout, a non-2xx status).
+    pub failed: u64,
+    /// Data points 2xx answers said were rejected (a partial success).
+    pub rejected_data_points: u64,
+    /// Data points in the last export (one per histogram series).
+    pub data_points: u64,
+    /// Whether the last export, the run's whole figures, reached the collector.
+    pub last_exported: bool,
+    /// The last failure in words, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What an OTLP export of the run's spans came to. Export never waits a request: a
@@ -190,6 +219,7 @@ impl Report {
             imported: None,
             otlp: None,
             knees,
+            otlp_metrics: None,
         }
     }
 }

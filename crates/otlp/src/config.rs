@@ -49,10 +49,95 @@ impl Protocol {
     }
 }
 
+/// What is exported: spans (`/v1/traces`) or metrics (`/v1/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// One span per measured request.
+    Traces,
+    /// The run's histograms (TTFT, ITL, TPOT, E2E, tokens).
+    Metrics,
+}
+
+impl Signal {
+    /// Both signals, in the order `--otlp-signals` names them.
+    pub const ALL: [Signal; 2] = [Signal::Traces, Signal::Metrics];
+
+    /// The signal's path under a collector's base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Signal::Traces => "/v1/traces",
+            Signal::Metrics => "/v1/metrics",
+        }
+    }
+
+    /// The name as `--otlp-signals` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    fn upper(self) -> &'static str {
+        match self {
+            Signal::Traces => "TRACES",
+            Signal::Metrics => "METRICS",
+        }
+    }
+}
+
+/// The signals a command exports (`--otlp-signals traces,metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signals {
+    /// Spans are exported.
+    pub traces: bool,
+    /// Metrics are exported.
+    pub metrics: bool,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            traces: true,
+            metrics: true,
+        }
+    }
+}
+
+impl Signals {
+    /// Reads a comma-separated list of `traces` and `metrics` (at least one).
+    pub fn parse(s: &str) -> Result<Signals, String> {
+        let mut out = Signals {
+            traces: false,
+            metrics: false,
+        };
+        for name in s.split(',').map(str::trim) {
+            match name {
+                "traces" => out.traces = true,
+                "metrics" => out.metrics = true,
+                other => {
+                    return Err(format!(
+                        "'{other}' is no OTLP signal: name traces, metrics or both (traces,metrics)"
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `signal` is among them.
+    pub fn has(self, signal: Signal) -> bool {
+        match signal {
+            Signal::Traces => self.traces,
+            Signal::Metrics => self.metrics,
+        }
+    }
+}
+
 /// A checked export configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The traces endpoint the spans are POSTed to (no userinfo).
+    /// The endpoint the signal is POSTed to (no userinfo).
     pub endpoint: Uri,
     /// Headers sent with each POST (`OTEL_EXPORTER_OTLP_HEADERS`): never printed.
     pub headers: HeaderMap,
@@ -77,44 +162,53 @@ pub const DEFAULT_BATCH: usize = 512;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Config {
-    /// The configuration from `--otlp` (`flag`, a base URL or the traces endpoint
-    /// itself), `--otlp-protocol` and the environment (`env` looks a variable up);
-    /// `None` when neither the flag nor an endpoint variable asks for export.
+    /// The traces configuration from `--otlp` (`flag`, a base URL or the traces
+    /// endpoint itself), `--otlp-protocol` and the environment (`env` looks a variable
+    /// up); `None` when neither the flag nor an endpoint variable asks for export.
     pub fn resolve(
         flag: Option<&str>,
         protocol: Option<Protocol>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<Config>, String> {
+        Config::resolve_for(Signal::Traces, flag, protocol, env)
+    }
+
+    /// The configuration of `signal`: `--otlp` is a base URL (the signal's path is
+    /// added) or that signal's endpoint; the signal's own variables
+    /// (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, `..._HEADERS`, `..._PROTOCOL`,
+    /// `..._TIMEOUT`) come before the shared ones.
+    pub fn resolve_for(
+        signal: Signal,
+        flag: Option<&str>,
+        protocol: Option<Protocol>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Config>, String> {
         let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        let endpoint = match (flag, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
-            (Some(url), _) => traces_endpoint(url, "--otlp")?,
+        let own = |what: &str| format!("OTEL_EXPORTER_OTLP_{}_{what}", signal.upper());
+        let endpoint = match (flag, var(&own("ENDPOINT"))) {
+            (Some(url), _) => signal_endpoint(signal, url, "--otlp")?,
             // The signal's own variable is the endpoint as written.
-            (None, Some(url)) => checked(&url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")?,
+            (None, Some(url)) => checked(&url, &own("ENDPOINT"))?,
             (None, None) => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                Some(url) => traces_endpoint(&url, "OTEL_EXPORTER_OTLP_ENDPOINT")?,
+                Some(url) => signal_endpoint(signal, &url, "OTEL_EXPORTER_OTLP_ENDPOINT")?,
                 None => return Ok(None),
             },
         };
         let protocol = match protocol {
             Some(p) => p,
-            None => var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            None => var(&own("PROTOCOL"))
                 .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
                 .map(|p| Protocol::parse(&p))
                 .transpose()?
                 .unwrap_or_default(),
         };
         let mut headers = HeaderMap::new();
-        for name in [
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-        ] {
-            if let Some(list) = var(name) {
-                parse_headers(&list, name, &mut headers)?;
+        for name in ["OTEL_EXPORTER_OTLP_HEADERS".to_owned(), own("HEADERS")] {
+            if let Some(list) = var(&name) {
+                parse_headers(&list, &name, &mut headers)?;
             }
         }
-        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
-            .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
-        {
+        let timeout = match var(&own("TIMEOUT")).or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT")) {
             Some(ms) => match ms.trim().parse::<u64>() {
                 Ok(ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
                 _ => {
@@ -143,14 +237,21 @@ impl Config {
     }
 }
 
-/// `url` with `/v1/traces` appended to its path, unless it already ends so.
-fn traces_endpoint(url: &str, what: &str) -> Result<Uri, String> {
+/// `url` with the signal's path (`/v1/traces`, `/v1/metrics`) appended to its path,
+/// unless it already ends so.
+fn signal_endpoint(signal: Signal, url: &str, what: &str) -> Result<Uri, String> {
     let uri = checked(url, what)?;
-    if uri.path().ends_with("/v1/traces") {
+    let path = signal.path();
+    if uri.path().ends_with(path) {
         return Ok(uri);
     }
+    // `--otlp` given the other signal's endpoint: the same base serves both.
     let base = url.trim().trim_end_matches('/');
-    checked(&format!("{base}/v1/traces"), what)
+    let base = Signal::ALL
+        .iter()
+        .find_map(|s| base.strip_suffix(s.path()))
+        .unwrap_or(base);
+    checked(&format!("{base}{path}"), what)
 }
 
 /// An http:// or https:// URL with a host and no credentials in it.
@@ -310,5 +411,46 @@ mod tests {
         ]);
         let e = Config::resolve(None, None, &slow).unwrap_err();
         assert!(e.contains("from 1 to 600000"), "{e}");
+    }
+
+    #[test]
+    fn metrics_go_to_v1_metrics_and_their_own_variables_come_first() {
+        let none = env(&[]);
+        for flag in ["http://h:4318", "http://h:4318/", "http://h:4318/v1/traces"] {
+            let c = Config::resolve_for(Signal::Metrics, Some(flag), None, &none)
+                .unwrap()
+                .unwrap();
+            assert_eq!(c.endpoint, "http://h:4318/v1/metrics", "{flag}");
+        }
+        let vars = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:9/in"),
+            ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "x-key=m"),
+            ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "300"),
+        ]);
+        let m = Config::resolve_for(Signal::Metrics, None, None, &vars)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.endpoint, "http://m:9/in");
+        assert_eq!(m.protocol, Protocol::HttpJson);
+        assert_eq!(m.headers["x-key"], "m");
+        assert_eq!(m.timeout, Duration::from_millis(300));
+        // The traces keep the shared settings.
+        let t = Config::resolve(None, None, &vars).unwrap().unwrap();
+        assert_eq!(t.endpoint, "http://h:4318/v1/traces");
+        assert_eq!(t.protocol, Protocol::HttpProtobuf);
+        assert!(t.headers.get("x-key").is_none());
+    }
+
+    #[test]
+    fn signals_parse_a_list_and_refuse_other_names() {
+        let both = Signals::parse("traces,metrics").unwrap();
+        assert!(both.traces && both.metrics);
+        let m = Signals::parse(" metrics ").unwrap();
+        assert!(!m.has(Signal::Traces) && m.has(Signal::Metrics));
+        let e = Signals::parse("traces,logs").unwrap_err();
+        assert!(e.contains("'logs'") && e.contains("traces, metrics"), "{e}");
+        assert!(Signals::parse("").is_err());
     }
 }

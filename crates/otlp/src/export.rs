@@ -65,20 +65,9 @@ impl Exporter {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
         let counters = Arc::new(Counters::default());
         let config = Arc::new(config);
-        let (done_tx, done) = std::sync::mpsc::channel();
-        let (c, cfg) = (counters.clone(), config.clone());
-        std::thread::Builder::new()
-            .name("cadence-otlp".into())
-            .spawn(move || {
-                match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt.block_on(ship_all(rx, &cfg, &c)),
-                    Err(e) => c.note_error(format!("cannot start the export thread: {e}")),
-                }
-                let _ = done_tx.send(());
-            })?;
+        let (c, cfg, on_fail) = (counters.clone(), config.clone(), counters.clone());
+        let task = move || async move { ship_all(rx, &cfg, &c).await };
+        let done = spawn("cadence-otlp", task, move |e| on_fail.note_error(e))?;
         Ok(Exporter {
             queue: SpanQueue { tx, counters },
             config,
@@ -124,14 +113,63 @@ impl Exporter {
     }
 }
 
-/// The export thread: batches of up to `config.batch` spans, sent when full or every
-/// [`FLUSH_EVERY`]; at close, what is queued.
-async fn ship_all(mut rx: mpsc::Receiver<proto::Span>, config: &Config, c: &Counters) {
-    let http = client::build(&ClientConfig {
+/// Starts thread `name` running `task` on a one-thread runtime of its own (`fail` hears
+/// why when the runtime cannot start); the receiver hears when the thread has ended.
+pub(crate) fn spawn<F, Fut>(
+    name: &str,
+    task: F,
+    fail: impl FnOnce(String) + Send + 'static,
+) -> std::io::Result<std::sync::mpsc::Receiver<()>>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(task()),
+                Err(e) => fail(format!("cannot start the export thread: {e}")),
+            }
+            let _ = done_tx.send(());
+        })?;
+    Ok(done)
+}
+
+/// An export thread's client: one connection of its own.
+pub(crate) fn http_client(config: &Config) -> HyperClient {
+    client::build(&ClientConfig {
         pool_size: 1,
         connect_timeout: config.timeout.min(Duration::from_secs(5)),
         http2: false,
-    });
+    })
+}
+
+/// One POST of `body` to the configured endpoint, with its headers, within its timeout.
+pub(crate) async fn post(
+    http: &HyperClient,
+    config: &Config,
+    body: Vec<u8>,
+) -> Result<impl AsRef<[u8]>, cadence_transport::get::GetError> {
+    cadence_transport::get::post_with(
+        http,
+        &config.endpoint,
+        &config.headers,
+        config.protocol.content_type(),
+        body,
+        config.timeout,
+    )
+    .await
+}
+
+/// The export thread: batches of up to `config.batch` spans, sent when full or every
+/// [`FLUSH_EVERY`]; at close, what is queued.
+async fn ship_all(mut rx: mpsc::Receiver<proto::Span>, config: &Config, c: &Counters) {
+    let http = http_client(config);
     let mut batch = Vec::new();
     loop {
         let until = tokio::time::Instant::now() + FLUSH_EVERY;
@@ -165,18 +203,9 @@ async fn ship_all(mut rx: mpsc::Receiver<proto::Span>, config: &Config, c: &Coun
 async fn ship(http: &HyperClient, config: &Config, c: &Counters, spans: Vec<proto::Span>) {
     let n = spans.len() as u64;
     let body = encode(config, spans);
-    let answer = cadence_transport::get::post_with(
-        http,
-        &config.endpoint,
-        &config.headers,
-        config.protocol.content_type(),
-        body,
-        config.timeout,
-    )
-    .await;
-    match answer {
+    match post(http, config, body).await {
         Ok(body) => {
-            let rejected = rejected(config.protocol, &body).min(n);
+            let rejected = rejected(config.protocol, body.as_ref()).min(n);
             c.exported.fetch_add(n - rejected, Relaxed);
             if rejected > 0 {
                 c.rejected.fetch_add(rejected, Relaxed);
@@ -201,21 +230,11 @@ pub fn encode(config: &Config, spans: Vec<proto::Span>) -> Vec<u8> {
 
 /// `spans` wrapped in the request's resource and scope.
 pub fn export_request(service: &str, spans: Vec<proto::Span>) -> proto::ExportTraceServiceRequest {
-    let resource = proto::Resource {
-        attributes: vec![
-            proto::KeyValue::new("service.name", proto::Value::String(service.into())),
-            proto::KeyValue::new("telemetry.sdk.name", proto::Value::String("cadence".into())),
-        ],
-        dropped_attributes_count: 0,
-    };
     proto::ExportTraceServiceRequest {
         resource_spans: vec![proto::ResourceSpans {
-            resource: Some(resource),
+            resource: Some(resource(service)),
             scope_spans: vec![proto::ScopeSpans {
-                scope: Some(proto::InstrumentationScope {
-                    name: "cadence".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                }),
+                scope: Some(scope()),
                 spans,
                 schema_url: String::new(),
             }],
@@ -224,20 +243,50 @@ pub fn export_request(service: &str, spans: Vec<proto::Span>) -> proto::ExportTr
     }
 }
 
+/// The resource every export names: `service.name` and the SDK, Cadence.
+pub(crate) fn resource(service: &str) -> proto::Resource {
+    proto::Resource {
+        attributes: vec![
+            proto::KeyValue::new("service.name", proto::Value::String(service.into())),
+            proto::KeyValue::new("telemetry.sdk.name", proto::Value::String("cadence".into())),
+        ],
+        dropped_attributes_count: 0,
+    }
+}
+
+/// The instrumentation scope: `cadence` and its version.
+pub(crate) fn scope() -> proto::InstrumentationScope {
+    proto::InstrumentationScope {
+        name: "cadence".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
 /// Spans a collector's answer says it rejected (a partial success), 0 when it says none
 /// or its body cannot be read.
 fn rejected(protocol: Protocol, body: &[u8]) -> u64 {
+    partial_success(
+        protocol,
+        body,
+        "rejectedSpans",
+        |r: proto::ExportTraceServiceResponse| r.partial_success.map(|p| p.rejected_spans),
+    )
+}
+
+/// The count a collector's partial success names (`json_key` in OTLP/JSON, `pick` of
+/// the protobuf answer `R`); 0 when it names none or its body cannot be read.
+pub(crate) fn partial_success<R: prost::Message + Default>(
+    protocol: Protocol,
+    body: &[u8],
+    json_key: &str,
+    pick: fn(R) -> Option<i64>,
+) -> u64 {
     let n = match protocol {
-        Protocol::HttpProtobuf => {
-            <proto::ExportTraceServiceResponse as prost::Message>::decode(body)
-                .ok()
-                .and_then(|r| r.partial_success)
-                .map_or(0, |p| p.rejected_spans)
-        }
+        Protocol::HttpProtobuf => R::decode(body).ok().and_then(pick).unwrap_or(0),
         Protocol::HttpJson => serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|v| {
-                let r = v.get("partialSuccess")?.get("rejectedSpans")?;
+                let r = v.get("partialSuccess")?.get(json_key)?;
                 r.as_i64().or_else(|| r.as_str()?.parse().ok())
             })
             .unwrap_or(0),

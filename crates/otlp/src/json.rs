@@ -77,7 +77,8 @@ fn span(s: &proto::Span) -> Json {
     Json::Object(o)
 }
 
-fn attrs(a: &[KeyValue]) -> Json {
+/// Attributes as OTLP/JSON writes them.
+pub(crate) fn attrs(a: &[KeyValue]) -> Json {
     a.iter()
         .map(|kv| json!({"key": kv.key, "value": any(kv.value.as_ref())}))
         .collect()

@@ -7,13 +7,18 @@
 pub mod config;
 pub mod export;
 pub mod json;
+pub mod metrics;
+pub mod metrics_export;
+pub mod metrics_proto;
 pub mod proto;
 pub mod run;
 pub mod session;
+pub mod signals;
 pub mod sink;
 pub mod span;
 
-pub use config::{Config, Protocol};
+pub use config::{Config, Protocol, Signal, Signals};
 pub use export::{Exporter, SpanQueue};
+pub use metrics_export::{MetricsExporter, MetricsSink};
 pub use sink::{IdGen, OtlpSink};
 pub use span::{request_span, Shape, SpanIds};

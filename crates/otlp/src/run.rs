@@ -92,6 +92,13 @@ pub fn propagation(ratio: f64) -> Propagation {
 pub fn start(config: Config, target: Target<'_>) -> std::io::Result<(Export, OtlpSink)> {
     let exporter = Exporter::start(config)?;
     let origin = Arc::new(OnceLock::new());
+    let sink = OtlpSink::new(shape(&target), exporter.queue()).with_origin(origin.clone());
+    Ok((Export { exporter, origin }, sink))
+}
+
+/// What every span and metric series of a command's requests to `target` shares (its
+/// wall-clock origin still 0).
+pub fn shape(target: &Target<'_>) -> Shape {
     let server = target.endpoint.host().map(|h| {
         let port = target.endpoint.port_u16().unwrap_or(
             if target.endpoint.scheme_str() == Some("https") {
@@ -102,7 +109,7 @@ pub fn start(config: Config, target: Target<'_>) -> std::io::Result<(Export, Otl
         );
         (h.trim_matches(['[', ']']).to_owned(), port)
     });
-    let shape = Shape {
+    Shape {
         origin_unix_ns: 0,
         operation: target.operation,
         model: target.model.to_owned(),
@@ -110,9 +117,7 @@ pub fn start(config: Config, target: Target<'_>) -> std::io::Result<(Export, Otl
         stall_threshold_ns: target.stall_threshold.as_nanos() as u64,
         chunk_events: target.chunk_events,
         kind: target.kind,
-    };
-    let sink = OtlpSink::new(shape, exporter.queue()).with_origin(origin.clone());
-    Ok((Export { exporter, origin }, sink))
+    }
 }
 
 impl Export {

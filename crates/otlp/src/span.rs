@@ -145,7 +145,7 @@ fn status(r: &RequestRecord) -> proto::Status {
     }
 }
 
-fn int(key: &str, v: u64) -> KeyValue {
+pub(crate) fn int(key: &str, v: u64) -> KeyValue {
     KeyValue::new(key, Value::Int(i64::try_from(v).unwrap_or(i64::MAX)))
 }
 
@@ -153,7 +153,7 @@ fn double(key: &str, v: f64) -> KeyValue {
     KeyValue::new(key, Value::Double(v))
 }
 
-fn string(key: &str, v: &str) -> KeyValue {
+pub(crate) fn string(key: &str, v: &str) -> KeyValue {
     KeyValue::new(key, Value::String(v.to_owned()))
 }
 

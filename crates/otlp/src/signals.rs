@@ -1,0 +1,168 @@
+//! One command's export of both signals: spans and metrics from the same `--otlp`
+//! (either left out by `--otlp-signals`), one sink for the record thread that feeds
+//! both, one origin set for both, and both ended together so the end of a run waits at
+//! most one export timeout.
+
+use crate::config::{Config, Protocol, Signal, Signals};
+use crate::metrics_export::{self, MetricsExporter, MetricsSink};
+use crate::run::{self, Export, StartError, Target};
+use crate::sink::OtlpSink;
+use cadence_core::report::{OtlpExport, OtlpMetricsExport, Report};
+use cadence_core::{RecordSink, RequestRecord};
+use std::time::Duration;
+
+/// The metrics' configuration and their export interval.
+pub type MetricsConfig = (Config, Duration);
+
+/// The signals' configurations from `--otlp` (`flag`), `--otlp-protocol`,
+/// `--otlp-signals` and the environment: spans', and metrics' with their export
+/// interval; each `None` when not asked for.
+pub fn configs(
+    flag: Option<&str>,
+    protocol: Option<Protocol>,
+    signals: Signals,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<Config>, Option<MetricsConfig>), String> {
+    let spans = match signals.traces {
+        true => Config::resolve_for(Signal::Traces, flag, protocol, env)?,
+        false => None,
+    };
+    let metrics = match signals.metrics {
+        true => match Config::resolve_for(Signal::Metrics, flag, protocol, env)? {
+            Some(c) => Some((c, metrics_export::interval(env)?)),
+            None => None,
+        },
+        false => None,
+    };
+    Ok((spans, metrics))
+}
+
+/// Starts the exports `--otlp` (`flag`), `--otlp-protocol`, `--otlp-signals` and this
+/// process's `OTEL_EXPORTER_OTLP_*` variables ask for; `None` when none is.
+pub fn start_if_asked(
+    flag: Option<&str>,
+    protocol: Option<Protocol>,
+    signals: Signals,
+    target: Target<'_>,
+) -> Result<Option<(Exports, Sinks)>, StartError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let (spans, metrics) = configs(flag, protocol, signals, &env).map_err(StartError::Config)?;
+    Ok(start(spans, metrics, target)?)
+}
+
+/// A command's running exports.
+#[derive(Debug)]
+pub struct Exports {
+    spans: Option<Export>,
+    metrics: Option<MetricsExporter>,
+}
+
+/// The record thread's sink: each record to the span exporter and to the metrics.
+#[derive(Debug)]
+pub struct Sinks {
+    spans: Option<OtlpSink>,
+    metrics: Option<MetricsSink>,
+}
+
+impl RecordSink for Sinks {
+    fn accept(&mut self, record: &RequestRecord) {
+        if let Some(s) = self.spans.as_mut() {
+            s.accept(record);
+        }
+        if let Some(m) = self.metrics.as_mut() {
+            m.accept(record);
+        }
+    }
+}
+
+/// Starts the exports configured (`configs`) for requests to `target`; `None` when
+/// neither is.
+pub fn start(
+    spans: Option<Config>,
+    metrics: Option<MetricsConfig>,
+    target: Target<'_>,
+) -> std::io::Result<Option<(Exports, Sinks)>> {
+    if spans.is_none() && metrics.is_none() {
+        return Ok(None);
+    }
+    let (m, m_sink) = match metrics {
+        Some((config, every)) => {
+            let (m, sink) = MetricsExporter::start(config, run::shape(&target), every)?;
+            (Some(m), Some(sink))
+        }
+        None => (None, None),
+    };
+    let (s, s_sink) = match spans {
+        Some(config) => {
+            let (s, sink) = run::start(config, target)?;
+            (Some(s), Some(sink))
+        }
+        None => (None, None),
+    };
+    let exports = Exports {
+        spans: s,
+        metrics: m,
+    };
+    let sinks = Sinks {
+        spans: s_sink,
+        metrics: m_sink,
+    };
+    Ok(Some((exports, sinks)))
+}
+
+impl Exports {
+    /// Whether spans are exported (and so requests carry a `traceparent`).
+    pub fn traces(&self) -> bool {
+        self.spans.is_some()
+    }
+
+    /// Sets the wall-clock time of the run clock's origin: call right after the run
+    /// clock starts, before any record.
+    pub fn set_origin_now(&self) {
+        if let Some(s) = &self.spans {
+            s.set_origin_now();
+        }
+        if let Some(m) = &self.metrics {
+            m.set_origin_now();
+        }
+    }
+
+    /// [`Exports::finish`] into `report` (each signal's figures, and a warning when
+    /// spans were dropped or the last metrics export was lost): the lines to say on
+    /// stderr (a loss even when `quiet`).
+    pub fn finish_into(self, report: &mut Report, quiet: bool) -> Vec<String> {
+        let (spans, metrics) = self.finish();
+        let mut lines = Vec::new();
+        if let Some(s) = spans {
+            let (line, warning) = run::said(&s, quiet);
+            lines.extend(line);
+            report.warnings.extend(warning);
+            report.otlp = Some(s);
+        }
+        if let Some(m) = metrics {
+            match metrics_export::warning(&m) {
+                Some(w) => {
+                    lines.push(format!("cadence: {w}"));
+                    report.warnings.push(w);
+                }
+                None if quiet => {}
+                None => lines.push(format!(
+                    "OTLP: metrics exported to {} ({} exports).",
+                    m.endpoint, m.exports
+                )),
+            }
+            report.otlp_metrics = Some(m);
+        }
+        lines
+    }
+
+    /// Sends what is left (the metrics' last export beside the queued spans, at once)
+    /// and stops; what came of each signal.
+    pub fn finish(self) -> (Option<OtlpExport>, Option<OtlpMetricsExport>) {
+        if let Some(m) = &self.metrics {
+            m.stop();
+        }
+        let spans = self.spans.map(Export::finish);
+        (spans, self.metrics.map(MetricsExporter::finish))
+    }
+}

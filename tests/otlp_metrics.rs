@@ -1,0 +1,214 @@
+//! `cadence bench --otlp`: the run's histograms at the collector's `/v1/metrics`, their
+//! counts and sums the records' own figures; `--otlp-signals` sends either signal alone,
+//! `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` is honoured, and a collector that fails costs
+//! the export, counted, never the run's figures or exit code.
+
+mod common;
+
+use common::collector::{collector, sent_to, Bodies};
+use common::{cadence, read_records, validate_report};
+use serde_json::Value;
+
+fn bench(
+    env: &[(&str, &str)],
+    args: &[&str],
+    dir: &std::path::Path,
+) -> (Option<i32>, Value, Vec<Value>) {
+    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
+    let out = cadence()
+        .args(["bench", "--seed", "7", "--quiet", "-n", "6", "-c", "2"])
+        .args(["--otlp-protocol", "http/json"])
+        .args(args)
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
+        .envs(env.iter().copied())
+        .arg("--json")
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate_report(&report);
+    (out.status.code(), report, read_records(&records))
+}
+
+/// The last metrics export's histogram point named `name` (the series without
+/// `error.type`, or of `gen_ai.token.type` `token`).
+fn point(bodies: &Bodies, name: &str, token: Option<&str>) -> Value {
+    let last = sent_to(bodies, "/v1/metrics")
+        .pop()
+        .expect("a metrics export");
+    let doc: Value = serde_json::from_slice(&last).unwrap();
+    let metrics = doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let m = metrics.iter().find(|m| m["name"] == name).unwrap();
+    let points = m["histogram"]["dataPoints"].as_array().unwrap();
+    let attr = |p: &Value, k: &str| {
+        p["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == k)
+            .map(|a| a["value"]["stringValue"].clone())
+    };
+    points
+        .iter()
+        .find(|p| match token {
+            Some(t) => attr(p, "gen_ai.token.type") == Some(Value::from(t)),
+            None => attr(p, "error.type").is_none(),
+        })
+        .unwrap()
+        .clone()
+}
+
+fn count(p: &Value) -> u64 {
+    p["count"].as_str().unwrap().parse().unwrap()
+}
+
+/// A sum of seconds as whole nanoseconds.
+fn sum_ns(p: &Value) -> u64 {
+    (p["sum"].as_f64().unwrap() * 1e9).round() as u64
+}
+
+#[test]
+fn the_histograms_counts_and_sums_are_the_records_figures() {
+    let (url, bodies) = collector(200);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench(&[], &["--otlp", &url], dir.path());
+    assert_eq!(code, Some(0));
+    let m = &report["otlp_metrics"];
+    assert_eq!(m["last_exported"], true, "{m}");
+    assert_eq!(m["failed"], 0);
+    assert!(m["endpoint"].as_str().unwrap().ends_with("/v1/metrics"));
+    let ok: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["outcome"] == "succeeded")
+        .collect();
+    assert_eq!(ok.len(), 6);
+    let ns = |r: &Value, k: &str| r[k].as_u64().unwrap();
+    let chunk = |r: &Value, i: usize| r["chunks"][i][0].as_u64().unwrap();
+    let ttft: u64 = ok.iter().map(|r| chunk(r, 0) - ns(r, "sent_ns")).sum();
+    let e2e: u64 = ok.iter().map(|r| ns(r, "end_ns") - ns(r, "sent_ns")).sum();
+    let mut gaps = (0u64, 0u64);
+    for r in &ok {
+        let n = r["chunks"].as_array().unwrap().len();
+        for i in 1..n {
+            gaps.0 += 1;
+            gaps.1 += chunk(r, i) - chunk(r, i - 1);
+        }
+    }
+    let out: u64 = ok
+        .iter()
+        .map(|r| r["output_tokens"]["count"].as_u64().unwrap())
+        .sum();
+
+    let p = point(&bodies, "gen_ai.client.operation.time_to_first_chunk", None);
+    assert_eq!((count(&p), sum_ns(&p)), (6, ttft));
+    let p = point(&bodies, "gen_ai.client.operation.duration", None);
+    assert_eq!((count(&p), sum_ns(&p)), (6, e2e));
+    let p = point(
+        &bodies,
+        "gen_ai.client.operation.time_per_output_chunk",
+        None,
+    );
+    assert_eq!((count(&p), sum_ns(&p)), gaps);
+    let buckets: u64 = p["bucketCounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(buckets, gaps.0, "every gap in a bucket");
+    let p = point(&bodies, "gen_ai.client.token.usage", Some("output"));
+    assert_eq!((count(&p), p["sum"].as_f64().unwrap() as u64), (6, out));
+    // The spans went too, to their own path.
+    assert_eq!(report["otlp"]["exported"], 6);
+}
+
+#[test]
+fn otlp_signals_sends_either_alone_and_the_metrics_endpoint_variable_is_honoured() {
+    let (url, bodies) = collector(200);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench(
+        &[],
+        &["--otlp", &url, "--otlp-signals", "metrics"],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0));
+    assert!(sent_to(&bodies, "/v1/traces").is_empty());
+    assert!(report.get("otlp").is_none());
+    assert!(
+        records.iter().all(|r| r.get("trace").is_none()),
+        "no traceparent without traces"
+    );
+    assert!(!sent_to(&bodies, "/v1/metrics").is_empty());
+
+    let (url, bodies) = collector(200);
+    let (_, report, _) = bench(
+        &[],
+        &["--otlp", &url, "--otlp-signals", "traces"],
+        dir.path(),
+    );
+    assert!(sent_to(&bodies, "/v1/metrics").is_empty());
+    assert!(report.get("otlp_metrics").is_none());
+    assert_eq!(report["otlp"]["exported"], 6);
+
+    // The metrics' own variable, as written; no traces endpoint, so no spans.
+    let (url, bodies) = collector(200);
+    let own = format!("{url}/custom/metrics");
+    let env = [("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", own.as_str())];
+    let (code, report, _) = bench(&env, &[], dir.path());
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        sent_to(&bodies, "/custom/metrics").len() as u64,
+        report["otlp_metrics"]["exports"].as_u64().unwrap()
+    );
+    assert!(report.get("otlp").is_none());
+}
+
+#[test]
+fn a_collector_answering_500_costs_the_export_not_the_run() {
+    let (url, _) = collector(500);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, records) = bench(
+        &[],
+        &["--otlp", &url, "--otlp-signals", "metrics"],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0), "the run's own exit code");
+    assert_eq!(records.len(), 6);
+    assert_eq!(report["levels"][0]["requests"]["succeeded"], 6);
+    let m = &report["otlp_metrics"];
+    assert_eq!(m["last_exported"], false, "{m}");
+    assert!(m["failed"].as_u64().unwrap() >= 1);
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("OTLP metrics: the last export"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("--otlp-signals traces"), "{warnings}");
+}
+
+#[test]
+fn a_bad_signal_or_interval_is_a_usage_error_naming_it() {
+    common::usage_error(
+        &[
+            "bench",
+            "-n",
+            "1",
+            "--otlp",
+            "http://127.0.0.1:9",
+            "--otlp-signals",
+            "logs",
+        ],
+        "'logs' is no OTLP signal",
+    );
+    cadence()
+        .args(["bench", "-n", "1", "--otlp", "http://127.0.0.1:9"])
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "5")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("OTEL_METRIC_EXPORT_INTERVAL"));
+}
