@@ -197,8 +197,14 @@ fn spawn_proxy_logged(shell: &str, args: &[&str], log: &std::path::Path) -> (Kil
 fn metrics_addr_in(log: &std::path::Path) -> String {
     for _ in 0..200 {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(rest) = text.split("metrics on http://").nth(1) {
-            return rest.split('/').next().unwrap().to_string();
+        // Only a whole line: read while the proxy writes it, the address can be cut
+        // short ("127.0.0.", an invalid socket address in CI once).
+        if let Some((addr, _)) = text
+            .split("metrics on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_once("/metrics"))
+        {
+            return addr.to_string();
         }
         std::thread::sleep(Duration::from_millis(25));
     }
