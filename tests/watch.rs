@@ -18,13 +18,15 @@ fn bin() -> std::path::PathBuf {
     assert_cmd::cargo::cargo_bin("cadence")
 }
 
-/// A port on 127.0.0.1 nothing listens at (bound, then let go): a dead target's.
-fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A port on 127.0.0.1 nothing listens at, a dead target's: bound and not listening,
+/// so a connection is refused, and held (keep the socket) so no other socket, such as
+/// the watch's own built-in simulator, is given it. A port bound and let go was, once
+/// in CI: the dead target answered 404.
+fn closed_port() -> (tokio::net::TcpSocket, u16) {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = s.local_addr().unwrap().port();
+    (s, port)
 }
 
 /// `text` as the watch config `dir/watch.toml`.
@@ -489,7 +491,7 @@ fn chromium_renders_the_pages_and_requests_nothing_from_elsewhere() {
 #[ignore = "needs Chromium; scripts/test.sh installs it and runs this"]
 fn chromium_lays_out_each_page_at_1280_px_with_axes_and_slo_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let port = closed_port();
+    let (_held, port) = closed_port();
     let cfg = config_text(
         dir.path(),
         &format!(
@@ -893,7 +895,8 @@ fn once_with_an_undelivered_webhook_says_so_and_exits_1() {
         "{said}"
     );
     // A receiver that refuses the connection: the same.
-    let refused = format!("http://127.0.0.1:{}/hook", closed_port());
+    let (_held, refused_port) = closed_port();
+    let refused = format!("http://127.0.0.1:{refused_port}/hook");
     assert_eq!(once("ttft.p50<=1us", &refused).0, Some(3));
     let (code, said) = once("ttft.p50<=1s", &refused);
     assert_eq!(code, Some(1), "{said}");
@@ -914,7 +917,7 @@ fn once_with_an_undelivered_webhook_says_so_and_exits_1() {
 #[test]
 fn a_dead_targets_line_names_its_error() {
     let dir = tempfile::tempdir().unwrap();
-    let port = closed_port();
+    let (_held, port) = closed_port();
     let cfg = config_text(
         dir.path(),
         &format!(
