@@ -64,6 +64,23 @@ pub struct Limits {
 /// longest output a model offers today); a record that long is about 4 MiB in memory.
 pub const DEFAULT_MAX_CHUNKS: usize = 1 << 18;
 
+impl Limits {
+    /// An HTTP/1.1 server builder holding these limits on request heads: the header
+    /// timeout (on its timer), the header count and size. The proxied port and the
+    /// metrics port both serve with it.
+    pub(crate) fn http1(&self) -> hyper::server::conn::http1::Builder {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout)
+            .max_headers(self.max_headers)
+            .max_header_size(self.max_header_bytes)
+            .max_buf_size(self.max_header_bytes.max(8192) + 8192)
+            .keep_alive(true);
+        builder
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -9,8 +9,7 @@ use crate::shared::Shared;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use serde::Serialize;
 use std::sync::Arc;
@@ -30,13 +29,7 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.config.limits.header_read_timeout)
-        .max_headers(shared.config.limits.max_headers)
-        .keep_alive(true);
-    let builder = Arc::new(builder);
+    let builder = Arc::new(shared.config.limits.http1());
     let svc = TowerToHyperService::new(app(shared));
     let slots = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
     let mut conns = JoinSet::new();

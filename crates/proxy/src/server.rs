@@ -11,9 +11,8 @@ use crate::records::RecordWriter;
 use crate::shared::Shared;
 use crate::{ProxyConfig, ProxyError};
 use cadence_transport::Clock;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -370,15 +369,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.config.limits.header_read_timeout)
-        .max_headers(shared.config.limits.max_headers)
-        .max_header_size(shared.config.limits.max_header_bytes)
-        .max_buf_size(shared.config.limits.max_header_bytes.max(8192) + 8192)
-        .keep_alive(true);
-    let builder = Arc::new(builder);
+    let builder = Arc::new(shared.config.limits.http1());
     let slots = connection_slots(&shared);
     let mut backoff = AcceptBackoff::default();
     let mut conns = JoinSet::new();
