@@ -95,8 +95,9 @@ fn a_closed_loop_level_reports_its_plateau_and_report_finds_it_again() {
 /// A sweep against the engine-mode simulator with 4 batch slots: up to 4 in flight
 /// every request is admitted at once; at 8, half wait for a slot, a whole answer long,
 /// so TTFT p90 bends at c=4. The knee is printed, in the JSON and marked on the chart.
-#[test]
-fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
+/// A sweep of 1, 2, 4 and 8 clients of 16 requests each against the engine-mode
+/// simulator with `max_batch` slots: the JSON report, HTML page and records at `dir/k.*`.
+fn sweep(max_batch: &str, dir: &Path) -> std::process::Output {
     let (_sim, base) = spawn_listening(&[
         "sim",
         "--addr",
@@ -104,11 +105,9 @@ fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
         "--preset",
         "tiny@cpu",
         "--max-batch",
-        "4",
+        max_batch,
     ]);
-    let dir = tempfile::tempdir().unwrap();
-    let (json, html) = (dir.path().join("k.json"), dir.path().join("k.html"));
-    let out = common::cadence()
+    common::cadence()
         .args([
             "bench",
             &format!("{base}/v1"),
@@ -119,12 +118,21 @@ fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
         ])
         .args(["-n", "16", "--max-tokens", "32", "--plateau", "0"])
         .arg("--json")
-        .arg(&json)
+        .arg(dir.join("k.json"))
         .arg("--html")
-        .arg(&html)
+        .arg(dir.join("k.html"))
+        .arg("--records")
+        .arg(dir.join("k.jsonl"))
         .timeout(Duration::from_secs(120))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html) = (dir.path().join("k.json"), dir.path().join("k.html"));
+    let out = sweep("4", dir.path());
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     validate_report(&report);
@@ -148,4 +156,50 @@ fn a_sweep_finds_its_ttft_knee_where_the_sims_batch_slots_fill() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains(r#"<g class="knee">"#), "no knee marker");
     assert!(page.contains(">TTFT p90 knee</text>"));
+}
+
+/// `cadence compare` of two sweeps' records files: with 4 batch slots TTFT p90 bends
+/// at c=4, with 2 at c=2, so B's knee came earlier: worse, in the console, the
+/// Markdown and the JSON.
+#[test]
+fn compare_says_where_each_sweeps_knee_is_and_that_it_moved() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (max_batch, dir) in [("4", &a), ("2", &b)] {
+        let out = sweep(max_batch, dir.path());
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let (json, md) = (a.path().join("cmp.json"), a.path().join("cmp.md"));
+    let out = common::cadence()
+        .arg("compare")
+        .arg(a.path().join("k.jsonl"))
+        .arg(b.path().join("k.jsonl"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let console = String::from_utf8_lossy(&out.stdout);
+    let line = "TTFT p90 knee moved from c=4 to c=2: earlier, WORSE";
+    assert!(
+        console.contains("Knees (where ITL p99 and TTFT p90 bend against load)\n"),
+        "{console}"
+    );
+    assert!(console.contains(&format!("  {line}\n")), "{console}");
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(markdown.contains(&format!("- {line}\n")), "{markdown}");
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ttft = c["knees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["figure"] == "TTFT p90")
+        .unwrap();
+    assert_eq!(ttft["shift"], "earlier", "{ttft}");
+    assert_eq!(
+        (&ttft["a"]["load"], &ttft["b"]["load"]),
+        (&4.0.into(), &2.0.into()),
+        "{ttft}"
+    );
 }

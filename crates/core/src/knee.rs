@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 /// The factor over the lowest load's value past which a level is past the knee.
 pub const FACTOR: f64 = 2.0;
 
+/// How [`Knee::absent`] opens for a curve that never passes [`FACTOR`].
+const FLAT: &str = "none: flat";
+
 /// The method in words, for the docs and the report's definitions.
 pub const FORMULA: &str = "levels in order of load (concurrency, else rate); the knee \
 is the last level before the first whose figure is more than 2x the figure at the \
@@ -74,18 +77,7 @@ pub fn load_name(axis: &str, load: f64) -> String {
 /// Each figure's knee over the sweep's levels; empty for a single level, or levels
 /// that are neither all closed-loop nor all open-loop.
 pub fn knees(levels: &[Level]) -> Vec<Knee> {
-    let (axis, loads): (&str, Vec<Option<f64>>) = if levels.iter().all(|l| l.concurrency.is_some())
-    {
-        (
-            "concurrency",
-            levels
-                .iter()
-                .map(|l| l.concurrency.map(f64::from))
-                .collect(),
-        )
-    } else if levels.iter().all(|l| l.rate.is_some()) {
-        ("rate", levels.iter().map(|l| l.rate).collect())
-    } else {
+    let Some((axis, loads)) = axis_loads(levels) else {
         return Vec::new();
     };
     if levels.len() < 2 {
@@ -97,7 +89,7 @@ pub fn knees(levels: &[Level]) -> Vec<Knee> {
             let mut curve: Vec<(f64, f64)> = levels
                 .iter()
                 .zip(&loads)
-                .filter_map(|(l, x)| Some(((*x)?, read(l)?)))
+                .filter_map(|(l, x)| Some((*x, read(l)?)))
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .collect();
             curve.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -134,7 +126,7 @@ pub fn knee(figure: &str, axis: &str, curve: &[(f64, f64)]) -> Knee {
             let most = curve.iter().map(|p| p.1).fold(f64::MIN, f64::max);
             let ratio = if base > 0.0 { most / base } else { f64::NAN };
             k.absent = Some(if base > 0.0 {
-                format!("none: flat, never more than {FACTOR}x its value at the lowest load (at most {ratio:.2}x)")
+                format!("{FLAT}, never more than {FACTOR}x its value at the lowest load (at most {ratio:.2}x)")
             } else {
                 format!("none: its value at the lowest load is {base} ms")
             });
@@ -161,6 +153,191 @@ impl Knee {
                 self.absent.as_deref().unwrap_or("none")
             ),
         }
+    }
+}
+
+/// How a figure's knee moved from run A to run B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shift {
+    /// B bends at a lower load than A: worse.
+    Earlier,
+    /// B bends at a higher load than A: better.
+    Later,
+    /// Both bend at the same load.
+    Same,
+    /// A bends and B stays flat past A's bend: better.
+    Gone,
+    /// B bends and A stays flat past B's bend: worse.
+    New,
+    /// Neither sweep bends.
+    Neither,
+    /// The sweeps cannot say (another load axis, too few levels, one stops short).
+    NotComparable,
+}
+
+impl Shift {
+    /// The verdict's words: `earlier, WORSE`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Shift::Earlier => "earlier, WORSE",
+            Shift::Later => "later, better",
+            Shift::Same => "unchanged",
+            Shift::Gone => "gone, better",
+            Shift::New => "new, WORSE",
+            Shift::Neither => "no knee in either",
+            Shift::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// One figure's knee in A and in B, and how it moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KneeMove {
+    /// The figure: `ITL p99` or `TTFT p90`; empty when the sweeps are not comparable
+    /// at all (another load axis).
+    pub figure: String,
+    /// A's knee, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<Point>,
+    /// B's knee, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<Point>,
+    /// How it moved.
+    pub shift: Shift,
+    /// The whole line: `ITL p99 knee moved from c=16 to c=8: earlier, WORSE`.
+    pub line: String,
+}
+
+/// A sweep's load axis (`concurrency` when every level has one, else `rate` when every
+/// level has one) and each level's load on it; `None` for levels of mixed kinds.
+fn axis_loads(levels: &[Level]) -> Option<(&'static str, Vec<f64>)> {
+    if let Some(c) = levels
+        .iter()
+        .map(|l| l.concurrency.map(f64::from))
+        .collect()
+    {
+        Some(("concurrency", c))
+    } else {
+        let rates: Option<Vec<f64>> = levels.iter().map(|l| l.rate).collect();
+        rates.map(|r| ("rate", r))
+    }
+}
+
+/// A sweep's load axis and its highest load.
+fn axis_and_top(levels: &[Level]) -> Option<(&'static str, f64)> {
+    axis_loads(levels).map(|(axis, loads)| (axis, loads.into_iter().fold(f64::MIN, f64::max)))
+}
+
+/// The knees of two sweeps side by side, one move per figure; empty when neither run
+/// is a sweep (a single level, or levels of mixed kinds). A sweep by concurrency
+/// against one by rate is one move, not comparable.
+pub fn compare(a: &[Level], b: &[Level]) -> Vec<KneeMove> {
+    let (ka, kb) = (knees(a), knees(b));
+    if ka.is_empty() && kb.is_empty() {
+        return Vec::new();
+    }
+    let (sa, sb) = (axis_and_top(a), axis_and_top(b));
+    let (Some((axis_a, top_a)), Some((axis_b, top_b))) = (sa, sb) else {
+        return Vec::new();
+    };
+    if ka.is_empty() || kb.is_empty() || axis_a != axis_b {
+        let what = |k: &[Knee], axis| {
+            if k.is_empty() {
+                "is no sweep (one level)".to_string()
+            } else {
+                format!("is a sweep by {axis}")
+            }
+        };
+        return vec![KneeMove {
+            figure: String::new(),
+            a: None,
+            b: None,
+            shift: Shift::NotComparable,
+            line: format!(
+                "knees not comparable: A {} and B {}",
+                what(&ka, axis_a),
+                what(&kb, axis_b)
+            ),
+        }];
+    }
+    ka.iter()
+        .zip(&kb)
+        .map(|(x, y)| moved(x, y, top_a, top_b))
+        .collect()
+}
+
+/// How one figure's knee moved from `x` (A's) to `y` (B's), the sweeps' highest loads
+/// `top_a` and `top_b`.
+fn moved(x: &Knee, y: &Knee, top_a: f64, top_b: f64) -> KneeMove {
+    let name = |l: f64| load_name(&x.axis, l);
+    let f = &x.figure;
+    let flat =
+        |k: &Knee| k.at.is_none() && k.absent.as_deref().is_some_and(|w| w.starts_with(FLAT));
+    let (shift, line) = match (&x.at, &y.at, &x.past, &y.past) {
+        (Some(p), Some(q), ..) => {
+            let shift = match p.load.total_cmp(&q.load) {
+                std::cmp::Ordering::Greater => Shift::Earlier,
+                std::cmp::Ordering::Less => Shift::Later,
+                std::cmp::Ordering::Equal => Shift::Same,
+            };
+            let line = if shift == Shift::Same {
+                format!("{f} knee at {} in both: unchanged", name(p.load))
+            } else {
+                format!(
+                    "{f} knee moved from {} to {}: {}",
+                    name(p.load),
+                    name(q.load),
+                    shift.words()
+                )
+            };
+            (shift, line)
+        }
+        (Some(p), None, Some(past), _) if flat(y) && top_b >= past.load => (
+            Shift::Gone,
+            format!(
+                "{f} knee at {} in A, none in B (flat up to {}): gone, better",
+                name(p.load),
+                name(top_b)
+            ),
+        ),
+        (None, Some(q), _, Some(past)) if flat(x) && top_a >= past.load => (
+            Shift::New,
+            format!(
+                "{f} knee at {} in B, none in A (flat up to {}): new, WORSE",
+                name(q.load),
+                name(top_a)
+            ),
+        ),
+        (None, None, ..) if flat(x) && flat(y) => {
+            (Shift::Neither, format!("{f}: no knee in either"))
+        }
+        _ => {
+            let side = |k: &Knee, top: f64| match &k.at {
+                Some(p) => format!("at {}", name(p.load)),
+                None => format!(
+                    "{} (up to {})",
+                    k.absent.as_deref().unwrap_or("none"),
+                    name(top)
+                ),
+            };
+            (
+                Shift::NotComparable,
+                format!(
+                    "{f} knee: A {}, B {}: not comparable",
+                    side(x, top_a),
+                    side(y, top_b)
+                ),
+            )
+        }
+    };
+    KneeMove {
+        figure: f.clone(),
+        a: x.at.clone(),
+        b: y.at.clone(),
+        shift,
+        line,
     }
 }
 
@@ -258,5 +435,100 @@ mod tests {
         mixed[0].rate = Some(3.0);
         assert!(knees(&mixed).is_empty());
         assert!(knees(&levels[..1]).is_empty());
+    }
+
+    fn sweep(loads: &[u32], itl: &[f64]) -> Vec<Level> {
+        loads
+            .iter()
+            .zip(itl)
+            .map(|(&c, &v)| Level {
+                concurrency: Some(c),
+                rate: None,
+                itl_p99: Some(v),
+                ttft_p90: Some(10.0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_knee_that_moves_to_a_lower_load_is_worse_and_to_a_higher_better() {
+        let a = sweep(&[1, 2, 4, 8, 16, 32], &[10.0, 11.0, 12.0, 13.0, 14.0, 50.0]);
+        let b = sweep(&[1, 2, 4, 8, 16, 32], &[10.0, 11.0, 12.0, 13.0, 40.0, 90.0]);
+        let m = compare(&a, &b);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m[0].line,
+            "ITL p99 knee moved from c=16 to c=8: earlier, WORSE"
+        );
+        assert_eq!(
+            (
+                m[0].shift,
+                m[0].a.as_ref().map(|p| p.load),
+                m[0].b.as_ref().map(|p| p.load)
+            ),
+            (Shift::Earlier, Some(16.0), Some(8.0))
+        );
+        assert_eq!(m[1].line, "TTFT p90: no knee in either");
+        assert_eq!(m[1].shift, Shift::Neither);
+        let back = compare(&b, &a);
+        assert_eq!(
+            back[0].line,
+            "ITL p99 knee moved from c=8 to c=16: later, better"
+        );
+        assert_eq!(
+            compare(&a, &a)[0].line,
+            "ITL p99 knee at c=16 in both: unchanged"
+        );
+    }
+
+    #[test]
+    fn a_knee_on_one_side_is_gone_or_new_only_when_the_other_sweep_reached_its_load() {
+        let bends = sweep(&[1, 2, 4, 8], &[10.0, 11.0, 12.0, 30.0]);
+        let flat = sweep(&[1, 2, 4, 8, 16], &[10.0, 11.0, 12.0, 13.0, 14.0]);
+        let m = compare(&bends, &flat);
+        assert_eq!(
+            m[0].line,
+            "ITL p99 knee at c=4 in A, none in B (flat up to c=16): gone, better"
+        );
+        assert_eq!(m[0].shift, Shift::Gone);
+        let m = compare(&flat, &bends);
+        assert_eq!(
+            m[0].line,
+            "ITL p99 knee at c=4 in B, none in A (flat up to c=16): new, WORSE"
+        );
+        // B stops at c=4, below A's first level past the knee (c=8): it cannot say.
+        let short = sweep(&[1, 2, 4], &[10.0, 11.0, 12.0]);
+        let m = compare(&bends, &short);
+        assert_eq!(m[0].shift, Shift::NotComparable);
+        assert_eq!(
+            m[0].line,
+            "ITL p99 knee: A at c=4, B none: flat, never more than 2x its value at the lowest load (at most 1.20x) (up to c=4): not comparable"
+        );
+    }
+
+    #[test]
+    fn a_sweep_of_rate_and_one_of_concurrency_are_not_comparable() {
+        let c = sweep(&[1, 2, 4], &[10.0, 11.0, 30.0]);
+        let r: Vec<Level> = c
+            .iter()
+            .map(|l| Level {
+                concurrency: None,
+                rate: l.concurrency.map(f64::from),
+                ..*l
+            })
+            .collect();
+        let m = compare(&c, &r);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].shift, Shift::NotComparable);
+        assert_eq!(
+            m[0].line,
+            "knees not comparable: A is a sweep by concurrency and B is a sweep by rate"
+        );
+        let one = compare(&c, &c[..1]);
+        assert_eq!(
+            one[0].line,
+            "knees not comparable: A is a sweep by concurrency and B is no sweep (one level)"
+        );
+        assert!(compare(&c[..1], &c[..1]).is_empty());
     }
 }

@@ -192,20 +192,24 @@ pub struct SearchProbe {
     pub pass: bool,
 }
 
+/// What the knee ([`crate::knee`]) reads of a report's levels.
+pub fn knee_levels(levels: &[LevelReport]) -> Vec<crate::knee::Level> {
+    levels
+        .iter()
+        .map(|l| crate::knee::Level {
+            concurrency: l.concurrency,
+            rate: l.rate,
+            itl_p99: l.summary.itl.map(|d| d.p99),
+            ttft_p90: l.summary.ttft.map(|d| d.p90),
+        })
+        .collect()
+}
+
 impl Report {
     /// A report with the current schema version, this crate's version (the workspace
     /// shares one) and the standard [`definitions`].
     pub fn new(run: RunInfo, levels: Vec<LevelReport>, warnings: Vec<String>) -> Report {
-        let points: Vec<crate::knee::Level> = levels
-            .iter()
-            .map(|l| crate::knee::Level {
-                concurrency: l.concurrency,
-                rate: l.rate,
-                itl_p99: l.summary.itl.map(|d| d.p99),
-                ttft_p90: l.summary.ttft.map(|d| d.p90),
-            })
-            .collect();
-        let knees = crate::knee::knees(&points);
+        let knees = crate::knee::knees(&knee_levels(&levels));
         Report {
             schema_version: SCHEMA_VERSION,
             cadence_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -7,6 +7,7 @@ use crate::cell::{self, Unit};
 use crate::table::Table;
 use cadence_core::compare::{MetricChange, Verdict};
 use cadence_core::differences::{DiffKind, Difference};
+use cadence_core::knee::KneeMove;
 use serde::Serialize;
 
 /// The comparison of one level.
@@ -36,6 +37,10 @@ pub struct Comparison {
     pub levels: Vec<LevelComparison>,
     /// Levels found on one side only.
     pub unmatched: Vec<String>,
+    /// Where each sweep's knees are and how they moved ([`cadence_core::knee::compare`]);
+    /// empty when neither run is a sweep.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub knees: Vec<KneeMove>,
     /// `--fail-on` rules that failed, with the level.
     pub failed_rules: Vec<String>,
     /// What the reader should know about the inputs.
@@ -227,6 +232,12 @@ pub fn render_text_with(c: &Comparison, detail: bool) -> String {
     for u in &c.unmatched {
         s.push_str(&format!("\n{u} (no counterpart)"));
     }
+    if !c.knees.is_empty() {
+        s.push_str("\n\nKnees (where ITL p99 and TTFT p90 bend against load)\n");
+        for k in &c.knees {
+            s.push_str(&format!("  {}\n", k.line));
+        }
+    }
     let method = if detail { c.method } else { METHOD_SHORT };
     s.push_str(&format!("\n\nMethod: {method}\n"));
     if !c.tools.is_empty() {
@@ -255,6 +266,12 @@ pub fn render_markdown(c: &Comparison) -> String {
     for l in &c.levels {
         s.push_str(&format!("\n**{}**\n\n", l.level));
         s.push_str(&level_table(l).markdown());
+    }
+    if !c.knees.is_empty() {
+        s.push_str("\n**Knees** (where ITL p99 and TTFT p90 bend against load)\n\n");
+        for k in &c.knees {
+            s.push_str(&format!("- {}\n", k.line));
+        }
     }
     if !c.tools.is_empty() {
         s.push_str("\n**Across tools** (first level)\n\n");
@@ -300,6 +317,7 @@ mod tests {
                 rows: vec![row("itl.p50", "ms", Some(7.8), Some(8.0))],
             }],
             unmatched: vec![],
+            knees: vec![],
             failed_rules: vec![],
             notes: vec![],
             tools: vec![],
@@ -374,5 +392,30 @@ mod tests {
             md.contains("| itl.p50 | 7.800 ms | 812.3 µs | -89.6% | – | ? |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_knees_are_a_block_of_their_own_in_text_and_markdown() {
+        let mut c = comparison(vec![]);
+        assert!(!render_text(&c).contains("Knees"));
+        c.knees = vec![KneeMove {
+            figure: "ITL p99".into(),
+            a: None,
+            b: None,
+            shift: cadence_core::knee::Shift::Earlier,
+            line: "ITL p99 knee moved from c=16 to c=8: earlier, WORSE".into(),
+        }];
+        let text = render_text(&c);
+        assert!(
+            text.contains("\n\nKnees (where ITL p99 and TTFT p90 bend against load)\n  ITL p99 knee moved from c=16 to c=8: earlier, WORSE\n"),
+            "{text}"
+        );
+        let md = render_markdown(&c);
+        assert!(
+            md.contains("- ITL p99 knee moved from c=16 to c=8: earlier, WORSE\n"),
+            "{md}"
+        );
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["knees"][0]["shift"], "earlier");
     }
 }

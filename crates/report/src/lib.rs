@@ -5,6 +5,7 @@
 
 pub mod cell;
 pub mod compare;
+pub mod compare_tools;
 pub mod console;
 pub mod csv;
 mod distributions;
