@@ -1162,6 +1162,17 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value = "poisson", requires = "rate")]
     pub arrivals: ArrivalsArg,
 
+    /// Replay a trace in virtual time, as `cadence bench --trace` sends it: one level,
+    /// each entry sent at its time with its prompt and output lengths (a prompt
+    /// counted by --tokenizer or as words; missing lengths from --input-tokens and
+    /// --max-tokens). Every entry is sent: -n and --warmup do not apply.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "concurrency", "dataset", "turns", "agent", "calibrate"])]
+    pub trace: Option<PathBuf>,
+
+    /// Replay the trace this many times faster (2 = arrivals twice as dense).
+    #[arg(long, default_value_t = 1.0, requires = "trace")]
+    pub trace_speed: f64,
+
     /// Measured requests per level, at most 1,000,000.
     #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub requests: u64,

@@ -7,8 +7,8 @@ use std::time::Duration;
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
 use cadence_core::{Checks, RecordSink};
-use cadence_engine::twin::{extrapolation, Model};
-use cadence_engine::{preset, Arrivals, EngineSpec, Sessions, Workload, PRESETS};
+use cadence_engine::twin::Model;
+use cadence_engine::{Arrivals, EngineSpec, Sessions, Workload};
 
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
 use crate::exit::{usage, Exit};
@@ -16,30 +16,6 @@ use cadence_bench::prompts::{Counter, LengthDist};
 use cadence_records::{RecordsConfig, RecordsWriter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-
-/// One line per preset: its name and the figures that decide its speed.
-pub fn preset_table() -> String {
-    let mut s = format!(
-        "{:<28} {:>5} {:>8} {:>9} {:>10} {:>9} {:>12} {:>11}\n",
-        "preset", "gpus", "weights", "KV/token", "bandwidth", "TFLOP/s", "KV capacity", "ITL@1"
-    );
-    for name in PRESETS {
-        let p = preset(name).expect("listed presets exist");
-        s.push_str(&format!(
-            "{:<28} {:>5} {:>6.1}GB {:>7.0}KB {:>7.1}TB/s {:>9.0} {:>5}k tokens {:>8.1} ms\n",
-            name,
-            p.hardware.gpus,
-            p.weight_bytes() / 1e9,
-            p.kv_bytes_per_token() / 1e3,
-            p.hardware.gpus as f64 * p.hardware.bandwidth_gbs / 1e3,
-            p.hardware.gpus as f64 * p.hardware.peak_tflops,
-            p.kv_capacity() / 1000,
-            p.decode_step_s(1, 1024) * 1e3,
-        ));
-    }
-    s.push_str("ITL@1: decode step of one sequence at 1024 tokens of context, no jitter.\n");
-    s
-}
 
 /// A calibration prints a fitted engine, not a report: report outputs and checks would
 /// be silently dropped, so they are refused by name.
@@ -79,7 +55,7 @@ fn calibrate(args: &PlanArgs, spec: EngineSpec, run: &std::path::Path) -> anyhow
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if args.list_presets {
-        crate::output::print_stdout(&preset_table())?;
+        crate::output::print_stdout(&cadence_engine::presets::table())?;
         return Ok(Exit::Ok);
     }
     let model = match &args.twin {
@@ -110,7 +86,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     if max_tokens.fixed() == Some(0) {
         return Err(usage("--max-tokens must be at least 1"));
     }
-    let workload = Workload {
+    let mut workload = Workload {
         requests: args.requests,
         warmup: args.warmup,
         input_tokens: args.input_tokens.fixed().unwrap_or(0).max(1),
@@ -119,6 +95,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         prefix_tokens: args.prefix_tokens.unwrap_or(0),
         prefix_groups: args.prefix_groups,
         sessions: sessions(&args),
+        send_at_ns: Vec::new(),
         turnaround_ns: args.client_turnaround.as_nanos() as u64,
     };
     let checks = plan_checks(&args);
@@ -131,13 +108,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         .map(|p| RecordsWriter::open(RecordsConfig::new(p)))
         .transpose()?;
     let started = std::time::Instant::now();
-    let planned = plan_levels(
-        &model,
-        &levels(&args),
-        &workload,
-        &mut aggs,
-        writer.as_mut(),
-    );
+    let levels = match &args.trace {
+        Some(path) => trace_level(&args, path, &mut workload)?,
+        None => levels(&args),
+    };
+    let planned = plan_levels(&model, &levels, &workload, &mut aggs, writer.as_mut());
     if let Some(w) = writer {
         w.finish()?;
     }
@@ -145,7 +120,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         format!("{} (virtual time)", model.name()),
         "engine-model",
         model.name(),
-        crate::run_meta::mode(args.rate.is_some(), args.arrivals),
+        match args.trace {
+            Some(_) => "trace_replay",
+            None => crate::run_meta::mode(args.rate.is_some(), args.arrivals),
+        },
         crate::run_meta::now_unix_ms(),
     );
     info.duration_s = planned.end_ns as f64 / 1e9;
@@ -253,6 +231,44 @@ pub fn levels(args: &PlanArgs) -> Vec<LevelSpec> {
     }
 }
 
+/// `--trace`'s one level: the workload sends every entry at its time (sped up by
+/// `--trace-speed`) with its lengths, the level named by its mean rate.
+fn trace_level(
+    args: &PlanArgs,
+    path: &std::path::Path,
+    workload: &mut Workload,
+) -> anyhow::Result<Vec<LevelSpec>> {
+    if !(args.trace_speed.is_finite() && args.trace_speed > 0.0) {
+        return Err(usage("--trace-speed must be a positive number"));
+    }
+    let text = crate::inputs::read(path, cadence_core::input::LARGE)?;
+    let mut entries = cadence_bench::trace::parse_trace(&text)
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    cadence_bench::trace::scale(&mut entries, args.trace_speed);
+    let counter = match args.tokenizer.as_deref() {
+        Some(t) => Counter::Tokenizer(
+            cadence_bench::tokenizer::Tokenizer::load(t).map_err(|e| usage(e.to_string()))?,
+        ),
+        None => Counter::Words,
+    };
+    let count = |p: &str| counter.count(p);
+    let (lengths, sends) = cadence_bench::trace::virtual_load(
+        &entries,
+        &count,
+        workload.input_tokens,
+        workload.max_tokens,
+    );
+    let rate = cadence_engine::measured::mean_rate(&sends);
+    (workload.requests, workload.warmup) = (lengths.len() as u64, 0);
+    (workload.lengths, workload.send_at_ns) = (lengths, sends);
+    Ok(vec![LevelSpec {
+        arrivals: Arrivals::Constant { rate },
+        name: format!("trace ({} arrivals, {rate:.3}/s)", entries.len()),
+        concurrency: None,
+        rate: None,
+    }])
+}
+
 /// Per request (prompt tokens, max tokens): from `--dataset`, drawn from the length
 /// distributions by `--seed`, or empty when both lengths are fixed.
 fn lengths(args: &PlanArgs, max_tokens: LengthDist) -> anyhow::Result<Vec<(u32, u32)>> {
@@ -303,12 +319,8 @@ pub fn plan_levels(
             model.plan_level(l.arrivals, workload, i as u32, planned.end_ns, index);
         planned.end_ns = level.end_ns;
         index += level.records.len() as u64;
-        let mut warnings = engine_warnings(&level);
-        let beyond = match (model, reach) {
-            (Model::Twin { twin, .. }, Some(r)) => extrapolation(&r, twin),
-            _ => None,
-        };
-        let name = match beyond {
+        let mut warnings = level.warnings();
+        let name = match model.extrapolation(reach) {
             Some(w) => {
                 warnings.insert(0, w);
                 format!("{} (extrapolated)", l.name)
@@ -387,33 +399,4 @@ fn dataset_lengths(
         )));
     }
     Ok(lengths)
-}
-
-/// What only the engine knows about a level: pre-emptions, and requests that waited
-/// for their first step (behind a long step, or for a slot or KV room).
-fn engine_warnings(level: &cadence_engine::PlanLevel) -> Vec<String> {
-    let mut out = Vec::new();
-    if level.preemptions > 0 {
-        out.push(format!(
-            "the KV cache ran out: {} pre-emptions (sequences recomputed, their streams paused)",
-            level.preemptions
-        ));
-    }
-    let mut queue = level.queue_ns.clone();
-    queue.sort_unstable();
-    let step50 = {
-        let mut d: Vec<u64> = level.steps.iter().map(|s| s.end - s.start).collect();
-        d.sort_unstable();
-        d.get(d.len() / 2).copied().unwrap_or(0)
-    };
-    if let (Some(&q50), Some(&qmax)) = (queue.get(queue.len() / 2), queue.last()) {
-        if q50 > 2 * step50 {
-            out.push(format!(
-                "requests waited for their first engine step: median {:.1} ms, max {:.1} ms (behind a long step, or for a batch slot or KV-cache room)",
-                q50 as f64 / 1e6,
-                qmax as f64 / 1e6
-            ));
-        }
-    }
-    out
 }

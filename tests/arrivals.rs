@@ -43,6 +43,7 @@ fn plan_offsets(args: &[&str]) -> Vec<u64> {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     let level = plan_level(&spec, levels[0].arrivals, &workload, 0, 0, 0);
     let mut at: Vec<u64> = level

@@ -162,6 +162,34 @@ fn length(obj: &Obj, keys: &[&str]) -> Result<Option<u32>, JsonError> {
     Ok(obj.int(key, 1..=u64::from(u32::MAX))?.map(|n| n as u32))
 }
 
+/// A trace as a load in virtual time (`cadence plan --trace`): per entry, in order, its
+/// (prompt tokens, output tokens) and its send time in ns from the first. The prompt
+/// length is the entry's own, else its prompt counted by `count`, else `input`; the
+/// output length its own, else `output`. Each is at least 1.
+pub fn virtual_load(
+    entries: &[TraceEntry],
+    count: &dyn Fn(&str) -> usize,
+    input: u32,
+    output: u32,
+) -> (Vec<(u32, u32)>, Vec<u64>) {
+    let lengths = entries
+        .iter()
+        .map(|e| {
+            let prompt = e.input_tokens.unwrap_or_else(|| {
+                e.prompt
+                    .as_deref()
+                    .map_or(input, |p| u32::try_from(count(p)).unwrap_or(u32::MAX))
+            });
+            (prompt.max(1), e.output_tokens.unwrap_or(output).max(1))
+        })
+        .collect();
+    let sends = entries
+        .iter()
+        .map(|e| u64::try_from(e.at.as_nanos()).unwrap_or(u64::MAX))
+        .collect();
+    (lengths, sends)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,5 +412,20 @@ mod tests {
     #[should_panic(expected = "trace speed must be a positive number")]
     fn scale_rejects_a_zero_speed() {
         scale(&mut [], 0.0);
+    }
+
+    #[test]
+    fn a_trace_in_virtual_time_keeps_its_lengths_counts_its_prompts_and_falls_back() {
+        let text = r#"{"timestamp": 1500, "input_length": 300, "output_length": 20}
+{"timestamp": 1000, "prompt": "one two three"}
+{"timestamp": 1250, "prompt": "x", "input_tokens": 7, "max_tokens": 2}"#;
+        let mut entries = parse_trace(text).unwrap();
+        scale(&mut entries, 2.0);
+        let words = |p: &str| p.split_whitespace().count();
+        let (lengths, sends) = virtual_load(&entries, &words, 512, 64);
+        // Sorted by arrival: the prompt counted (3 words), then 7 given, then 300.
+        assert_eq!(lengths, vec![(3, 64), (7, 2), (300, 20)]);
+        // Twice as fast: 0, 125 ms, 250 ms.
+        assert_eq!(sends, vec![0, 125_000_000, 250_000_000]);
     }
 }

@@ -73,12 +73,15 @@ where
     let mut levels = Vec::new();
     for g in groups {
         let l = &report[g[0]];
-        let arrivals = match (l.concurrency, l.rate) {
+        // A level of neither (a replayed trace) is sent as its records were.
+        let replayed = l.concurrency.is_none() && l.rate.is_none();
+        let mut arrivals = match (l.concurrency, l.rate) {
             (Some(c), _) => Arrivals::Closed { concurrency: c },
             (None, Some(rate)) => Arrivals::Poisson {
                 rate,
                 seed: fallbacks.seed,
             },
+            (None, None) if records.is_some() => Arrivals::Constant { rate: 1.0 },
             (None, None) => return Err(SweepError::NoLoad(l.name.clone())),
         };
         let no_streams = || SweepError::NoStreams(l.name.clone());
@@ -92,15 +95,20 @@ where
                     notes.push(format!("{}: {} levels of the run pooled", l.name, g.len()));
                 }
                 let measured = Figures::of_records(&recs).ok_or_else(no_streams)?;
-                (
-                    measured,
-                    crate::measured::workload_of(
-                        recs,
-                        fallbacks.input_tokens,
-                        fallbacks.turnaround_ns,
-                        notes,
-                    ),
-                )
+                let sends = crate::measured::sends_of(&recs);
+                let mut workload = crate::measured::workload_of(
+                    recs,
+                    fallbacks.input_tokens,
+                    fallbacks.turnaround_ns,
+                    notes,
+                );
+                if replayed {
+                    arrivals = Arrivals::Constant {
+                        rate: crate::measured::mean_rate(&sends),
+                    };
+                    workload.send_at_ns = sends;
+                }
+                (measured, workload)
             }
             None => {
                 let s = &l.summary;
@@ -146,6 +154,7 @@ fn json_workload(l: &LevelReport, fallbacks: Fallbacks, notes: &mut Vec<String>)
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     }
 }
 
@@ -188,6 +197,7 @@ mod tests {
                 prefix_tokens: 0,
                 prefix_groups: 1,
                 sessions: None,
+                send_at_ns: Vec::new(),
             },
             measured: Figures {
                 ttft: [1.0, 1.0],

@@ -43,6 +43,10 @@ pub struct Workload {
     /// Multi-turn sessions (as `cadence bench --turns` sends them); `None`: every
     /// request stands alone.
     pub sessions: Option<Sessions>,
+    /// Open loop: recorded send times (ns from the level's start, in order), request
+    /// (or session) `i` sent at the `i`-th, as a trace or a measured run sent them; the
+    /// level ends when they run out. Empty: the arrivals' own schedule.
+    pub send_at_ns: Vec<u64>,
 }
 
 /// Multi-turn sessions. `requests` and `warmup` then count sessions; each turn is a
@@ -331,7 +335,7 @@ impl<'a, B: Backend> LevelRun<'a, B> {
                     run.pending.push((back, w as u32));
                 }
             }
-            Arrivals::Constant { .. } | Arrivals::Poisson { .. } => run.schedule_next(),
+            Arrivals::Constant { .. } | Arrivals::Poisson { .. } => run.schedule_next(0),
         }
         run
     }
@@ -340,11 +344,18 @@ impl<'a, B: Backend> LevelRun<'a, B> {
         self.schedule.is_none()
     }
 
-    /// Open loop: the next arrival from the schedule, while requests remain.
-    fn schedule_next(&mut self) {
+    /// Open loop: the next arrival, recorded or from the schedule, while requests
+    /// remain.
+    /// `after` is the last send's time: a recording out of order is sent in order.
+    fn schedule_next(&mut self, after: u64) {
+        let recorded = &self.workload.send_at_ns;
         self.next_arrival = match &mut self.schedule {
-            Some(s) if self.started < self.total => s.next().map(|d| d.as_nanos() as u64),
-            _ => None,
+            _ if self.started >= self.total => None,
+            Some(_) if !recorded.is_empty() => {
+                recorded.get(self.started as usize).map(|&t| t.max(after))
+            }
+            Some(s) => s.next().map(|d| d.as_nanos() as u64),
+            None => None,
         };
     }
 
@@ -461,7 +472,7 @@ impl<'a, B: Backend> LevelRun<'a, B> {
                     0
                 };
                 self.send(t, w);
-                self.schedule_next();
+                self.schedule_next(t);
             }
         }
     }

@@ -33,6 +33,7 @@ pub mod engine;
 pub mod fit;
 pub mod inject;
 pub mod measured;
+mod notes;
 mod prefix_cache;
 pub mod presets;
 pub mod rng;

@@ -62,7 +62,32 @@ pub fn workload_of(
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     }
+}
+
+/// When each request [`workload_of`] keeps was sent, in its order: ns from the
+/// first, the open-loop schedule's time where the record has one (a late send is the
+/// client's delay, not the load's).
+pub fn sends_of(recs: &[RequestRecord]) -> Vec<u64> {
+    let mut kept: Vec<&RequestRecord> = recs
+        .iter()
+        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded)
+        .collect();
+    kept.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
+    let at: Vec<u64> = kept
+        .iter()
+        .map(|r| r.scheduled_ns.or(r.sent_ns).unwrap_or(0))
+        .collect();
+    let first = at.iter().copied().min().unwrap_or(0);
+    at.into_iter().map(|t| t - first).collect()
+}
+
+/// Requests per second of sends `at` (ns from the first): their count over their span
+/// (1 ns at least).
+pub fn mean_rate(at: &[u64]) -> f64 {
+    let span = at.iter().copied().max().unwrap_or(0).max(1);
+    at.len() as f64 * 1e9 / span as f64
 }
 
 /// Output tokens of succeeded requests over first send to last end.
@@ -128,5 +153,25 @@ mod tests {
         assert_eq!(notes.len(), 1, "{notes:?}");
         // 50 tokens from the first send (0 ms) to the last end (40 ms).
         assert_eq!(tokens_per_s(&recs), 1_250.0);
+    }
+
+    #[test]
+    fn sends_are_the_kept_requests_schedule_from_the_first_in_the_workloads_order() {
+        let mut recs = vec![rec(0, 0, 10, 20), rec(1, 0, 40, 50), rec(2, 0, 25, 60)];
+        // Scheduled at 30 ms, sent late at 40: the schedule is the load.
+        recs[1].scheduled_ns = Some(30 * MS);
+        let mut failed = rec(3, 0, 12, 13);
+        failed.outcome = Outcome::Http5xx;
+        recs.push(failed);
+        let sends = sends_of(&recs);
+        assert_eq!(sends, vec![0, 15 * MS, 20 * MS]);
+        let w = workload_of(recs, 7, 0, &mut Vec::new());
+        let inputs: Vec<u32> = w.lengths.iter().map(|l| l.0).collect();
+        assert_eq!(
+            inputs,
+            vec![100, 102, 101],
+            "the same requests, in the same order"
+        );
+        assert!((mean_rate(&sends) - 150.0).abs() < 1e-9, "3 over 20 ms");
     }
 }

@@ -273,6 +273,30 @@ pub fn preset(name: &str) -> Option<EngineSpec> {
     })
 }
 
+/// One line per preset: its name and the figures that decide its speed.
+pub fn table() -> String {
+    let mut s = format!(
+        "{:<28} {:>5} {:>8} {:>9} {:>10} {:>9} {:>12} {:>11}\n",
+        "preset", "gpus", "weights", "KV/token", "bandwidth", "TFLOP/s", "KV capacity", "ITL@1"
+    );
+    for name in PRESETS {
+        let p = preset(name).expect("listed presets exist");
+        s.push_str(&format!(
+            "{:<28} {:>5} {:>6.1}GB {:>7.0}KB {:>7.1}TB/s {:>9.0} {:>5}k tokens {:>8.1} ms\n",
+            name,
+            p.hardware.gpus,
+            p.weight_bytes() / 1e9,
+            p.kv_bytes_per_token() / 1e3,
+            p.hardware.gpus as f64 * p.hardware.bandwidth_gbs / 1e3,
+            p.hardware.gpus as f64 * p.hardware.peak_tflops,
+            p.kv_capacity() / 1000,
+            p.decode_step_s(1, 1024) * 1e3,
+        ));
+    }
+    s.push_str("ITL@1: decode step of one sequence at 1024 tokens of context, no jitter.\n");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,6 +171,7 @@ fn predict(row: &Row) -> Figures {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     let level = plan_level(&spec, arrivals, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());

@@ -28,6 +28,7 @@ fn workload() -> Workload {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     }
 }
 

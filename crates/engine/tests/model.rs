@@ -27,6 +27,7 @@ fn itl_p50_ms(spec: &EngineSpec, concurrency: u32) -> f64 {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     let level = plan_level(spec, Arrivals::Closed { concurrency }, &w, 0, 0, 0);
     let s = summarize_level(&level.records, &LevelOptions::default());
@@ -281,6 +282,7 @@ fn speculation_emits_the_expected_tokens_per_step() {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     let level = plan_level(&spec, Arrivals::Closed { concurrency: 16 }, &w, 0, 0, 0);
     let mut counts = [0u64; 6];
@@ -324,6 +326,7 @@ fn plan_accounts_for_every_request_open_loop_too() {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     // Level 2, starting at 1 µs, indices from 40.
     let poisson = |seed| {
@@ -355,6 +358,35 @@ fn plan_accounts_for_every_request_open_loop_too() {
     // Poisson at 20/s over 510 arrivals spans about 25 s.
     let last = a.records.iter().filter_map(|r| r.sent_ns).max().unwrap();
     assert!((20e9..30e9).contains(&(last as f64)), "{last}");
+}
+
+#[test]
+fn recorded_sends_are_sent_as_recorded_in_order_until_they_run_out() {
+    let spec = quiet("llama-3.1-8b@h100-fp8");
+    let w = Workload {
+        requests: 10,
+        warmup: 0,
+        input_tokens: 64,
+        max_tokens: 4,
+        turnaround_ns: 0,
+        lengths: vec![(64, 4), (640, 8), (32, 2), (128, 3)],
+        prefix_tokens: 0,
+        prefix_groups: 1,
+        sessions: None,
+        // The third came before the second: it is sent right after it, never earlier.
+        send_at_ns: vec![0, 50_000_000, 20_000_000, 400_000_000],
+    };
+    // The arrivals only name an open loop: its rate draws nothing.
+    let level = plan_level(&spec, Arrivals::Constant { rate: 1.0 }, &w, 0, 1_000, 0);
+    let sent: Vec<u64> = level.records.iter().filter_map(|r| r.sent_ns).collect();
+    assert_eq!(
+        sent,
+        vec![1_000, 50_001_000, 50_001_000, 400_001_000],
+        "four sends, as recorded (offset by the level's start)"
+    );
+    assert_eq!(level.records[1].input_tokens, Some(640));
+    assert_eq!(level.records[3].output_tokens.as_ref().unwrap().count, 3);
+    assert!(level.records.iter().all(|r| r.scheduled_ns == r.sent_ns));
 }
 
 #[test]
@@ -440,6 +472,7 @@ fn clients_that_come_back_at_different_times_land_prompts_in_others_steps() {
             prefix_tokens: 0,
             prefix_groups: 1,
             sessions: None,
+            send_at_ns: Vec::new(),
         };
         let level = plan_level(&spec, Arrivals::Closed { concurrency: 8 }, &w, 0, 0, 0);
         let s = summarize_level(&level.records, &LevelOptions::default());
@@ -755,6 +788,7 @@ fn plan_tags_shared_prefix_groups_and_computes_each_prefix_once() {
         prefix_tokens,
         prefix_groups: 2,
         sessions: None,
+        send_at_ns: Vec::new(),
     };
     let level = plan_level(
         &spec,
@@ -795,6 +829,7 @@ fn sessions_send_their_history_and_the_prefix_cache_keeps_it() {
             think_ns: 2_000_000_000,
             agent_step_input: None,
         }),
+        send_at_ns: Vec::new(),
     };
     for arrivals in [
         Arrivals::Closed { concurrency: 2 },

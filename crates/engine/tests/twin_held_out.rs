@@ -21,6 +21,7 @@ fn workload(requests: u64) -> Workload {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     }
 }
 

@@ -10,7 +10,7 @@ use cadence_core::report::LevelReport;
 use cadence_core::stats::quantile_sorted;
 use cadence_core::RequestRecord;
 
-use super::{extrapolation, Model, Twin};
+use super::{Model, Twin};
 use crate::calibrate::{measured_levels, Fallbacks, SweepError};
 use crate::fit::{self, Level, PARAMS};
 use crate::{Arrivals, EngineSpec};
@@ -116,11 +116,7 @@ pub struct Judged {
 /// Predicts `level` with `model`: its figures and, for a twin, its extrapolation.
 fn predict(model: &Model, level: &Level) -> (Option<[f64; 9]>, Option<String>) {
     let (planned, reach) = model.plan_level(level.arrivals, &level.workload, 0, 0, 0);
-    let beyond = match (model, reach) {
-        (Model::Twin { twin, .. }, Some(r)) => extrapolation(&r, twin),
-        _ => None,
-    };
-    (figures(&planned.records), beyond)
+    (figures(&planned.records), model.extrapolation(reach))
 }
 
 /// Judges the twin (and the calibrated engine) on the held-out loads: each load once,

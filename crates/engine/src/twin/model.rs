@@ -65,6 +65,15 @@ impl Model {
             }
         }
     }
+
+    /// A level's extrapolation warning: for a twin whose level went past its fit
+    /// ([`extrapolation`]); never for the engine model.
+    pub fn extrapolation(&self, reach: Option<Reach>) -> Option<String> {
+        match (self, reach) {
+            (Model::Twin { twin, .. }, Some(r)) => extrapolation(&r, twin),
+            _ => None,
+        }
+    }
 }
 
 /// A level's warning when its requests went past the fit: every figure of it is an

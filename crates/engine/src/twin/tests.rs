@@ -66,6 +66,7 @@ fn workload(requests: u64, max_tokens: u32) -> Workload {
         prefix_tokens: 0,
         prefix_groups: 1,
         sessions: None,
+        send_at_ns: Vec::new(),
     }
 }
 
