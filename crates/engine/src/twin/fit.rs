@@ -135,6 +135,16 @@ struct Samples {
     /// Requests the engine was idle for: time to first token (µs), its step's
     /// sequences, prompt tokens and context.
     idle: Vec<(f64, u32, u64, u64)>,
+    /// Requests the engine was idle for whose server reported its prompt time: their
+    /// own overhead (µs), time to first token less the server's queue and prompt.
+    front: Vec<f64>,
+}
+
+/// The server's own account of a request's wait in its queue and its prompt step (ns),
+/// when its dialect reports the prompt time (llama.cpp's `timings`, vLLM's metrics).
+fn server_prompt(r: &RequestRecord) -> Option<(u64, u64)> {
+    let t = r.counters.server_timing?;
+    Some((t.queue_ns.unwrap_or(0), t.prompt_ns.filter(|&p| p > 0)?))
 }
 
 /// A request's chunks as the step grouping reads them: arrivals kept ascending, each
@@ -187,7 +197,16 @@ impl Samples {
             self.prefill_step(n, p, r.first.saturating_sub(st.time[k - 1]));
         } else if adm == r.sent {
             let ttft = r.first - r.sent;
-            self.idle.push((ttft as f64 / 1e3, n, p, st.context[k]));
+            match server_prompt(r.rec) {
+                // The server's own time of the step is the prefill step; the rest of
+                // the time to first token is the request's overhead.
+                Some((queue, prompt)) => {
+                    let front = ttft.saturating_sub(queue).saturating_sub(prompt);
+                    self.front.push(front as f64 / 1e3);
+                    self.prefill_step(n, p, prompt.min(ttft));
+                }
+                None => self.idle.push((ttft as f64 / 1e3, n, p, st.context[k])),
+            }
         }
     }
 
@@ -324,7 +343,17 @@ pub fn fit(runs: &[Vec<RequestRecord>], source: &str) -> Result<Twin, FitError> 
         itl,
         prefill,
     };
-    twin.overhead_us = overhead(&twin, &s.idle);
+    twin.overhead_us = if s.front.is_empty() {
+        overhead(&twin, &s.idle)
+    } else {
+        // Measured by the server's own timing: no step to tell apart.
+        s.front.sort_unstable_by(f64::total_cmp);
+        if s.front.last().is_some_and(|&o| o > 0.0) {
+            table_of(&s.front, TAIL_POINTS)
+        } else {
+            Vec::new()
+        }
+    };
     Ok(twin)
 }
 

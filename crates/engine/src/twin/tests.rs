@@ -369,3 +369,31 @@ fn a_request_arriving_after_a_step_ended_is_never_scheduled_before_it_arrived() 
         "{out:?}"
     );
 }
+
+#[test]
+fn the_servers_own_prompt_time_splits_the_overhead_from_the_prefill_step() {
+    // One client, the engine idle for every request: 158 ms to the first token, of
+    // which the server says 150 ms were its prompt step (8 ms of HTTP and tokenizing).
+    // Without the server's word the twin cannot split them; with it, it must.
+    let mut t = 0;
+    let recs: Vec<RequestRecord> = (0..200)
+        .map(|i| {
+            let gaps: Vec<u64> = (0..50).map(|k| gap(i * 50 + k)).collect();
+            let mut r = rec(i, 0, t, 158 * MS, &gaps);
+            r.counters.server_timing = Some(cadence_core::record::ServerTiming {
+                prompt_ns: Some(150 * MS),
+                ..Default::default()
+            });
+            t = r.end_ns.unwrap_or(0) + MS;
+            r
+        })
+        .collect();
+    let twin = fit(&[recs], "hand-built").expect("fits");
+    assert_eq!(table_at(&twin.overhead_us, 0.5), 8_000.0);
+    let cell = twin
+        .prefill
+        .iter()
+        .find(|c| c.running == 1)
+        .expect("a cell");
+    assert_eq!(table_at(&cell.times_us, 0.5), 150_000.0);
+}
