@@ -333,7 +333,7 @@ fn checks(args: &BenchArgs) -> Checks {
         exact_samples: args.outputs.exact_samples(),
         max_error_rate: args.max_error_rate,
         what_if: args.outputs.what_if.clone(),
-        plateau: args.plateau,
+        plateau: args.outputs.plateau(),
     }
 }
 

@@ -772,13 +772,6 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0.1%", value_parser = parse_share, help_heading = GATES)]
     pub max_late: f64,
 
-    /// A closed-loop level's steady state: the span in which requests in flight stay at
-    /// or above this share of the concurrency asked, whose requests' figures the report
-    /// gives beside the level's (ramp-up and drain left out): `90%` or `0.9`; `0` turns
-    /// it off.
-    #[arg(long, value_name = "SHARE", default_value = "90%", value_parser = parse_share, help_heading = OUTPUT)]
-    pub plateau: f64,
-
     /// Which clock stamps each chunk: `kernel`, the kernel's receive time of the socket
     /// read that carried it (SO_TIMESTAMPNS; right even when this machine is busy; the
     /// user clock where the platform gives none), or `user`, the client's clock when the
@@ -1286,7 +1279,7 @@ fn parse_convention(s: &str) -> Result<cadence_core::Convention, String> {
     s.parse()
 }
 
-/// Output flags shared by `bench` and `report`.
+/// Output flags shared by `bench`, `plan` and `report`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct OutputArgs {
     /// Write a self-contained HTML report with SVG charts here (no network needed to view).
@@ -1326,6 +1319,13 @@ pub struct OutputArgs {
     /// (x: a factor of the measured). Repeat for several; each gets a report line.
     #[arg(long, value_name = "SPEC", value_parser = parse_what_if)]
     pub what_if: Vec<cadence_core::sessions::WhatIf>,
+
+    /// A closed-loop level's steady state: the span in which requests in flight stay at
+    /// or above this share of the concurrency asked, whose requests' figures the report
+    /// gives beside the level's (ramp-up and drain left out): `90%` or `0.9`; `0` turns
+    /// it off. Default 90 %; `report` recomputes it from the records, default the run's.
+    #[arg(long, value_name = "SHARE", value_parser = parse_share)]
+    pub plateau: Option<f64>,
 }
 
 pub fn parse_what_if(s: &str) -> Result<cadence_core::sessions::WhatIf, String> {
@@ -1337,6 +1337,11 @@ impl OutputArgs {
     pub fn exact_samples(&self) -> u64 {
         self.exact_samples
             .unwrap_or(cadence_core::DEFAULT_EXACT_SAMPLES)
+    }
+
+    /// `--plateau`, or the default share.
+    pub fn plateau(&self) -> f64 {
+        self.plateau.unwrap_or(cadence_core::plateau::DEFAULT_SHARE)
     }
 }
 

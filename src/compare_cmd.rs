@@ -179,7 +179,7 @@ fn load_one(
 ) -> anyhow::Result<(Loaded, Option<tempfile::TempDir>)> {
     let path = &cadence_run::spooled(path, max_spool)?;
     let from = from.filter(|_| !cadence_run::is_cadence_file(path));
-    match cadence_run::import::load(path, from, &[], None, None, &[])? {
+    match cadence_run::import::load(path, from, &Default::default())? {
         Some(i) => Ok((i.loaded, Some(i.dir))),
         None => Ok((
             load(std::slice::from_ref(&path.to_path_buf()), &[], None, None)?,

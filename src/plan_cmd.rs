@@ -164,7 +164,7 @@ fn plan_checks(args: &PlanArgs) -> Checks {
         // The model refuses only what cannot fit; --slo 'errors.rate<=…' gates it.
         max_error_rate: 1.0,
         what_if: args.outputs.what_if.clone(),
-        plateau: cadence_core::plateau::DEFAULT_SHARE,
+        plateau: args.outputs.plateau(),
     }
 }
 

@@ -8,22 +8,24 @@ use crate::cli::ReportArgs;
 use crate::exit::{usage, Exit};
 use crate::output::{deliver, named, preflight};
 use anyhow::Context;
-use cadence_run::load_with;
+use cadence_run::{load_with, Overrides};
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let outputs = named(args.json.as_deref(), None, &args.outputs);
     // Directories (a fleet's shards) stand for their records files.
     let files = cadence_run::expand_within(&args.files, args.max_spool)?;
     preflight(&files, &outputs)?;
+    let o = Overrides {
+        slos: args.slos.clone(),
+        convention: args.outputs.convention,
+        max_error_rate: args.max_error_rate,
+        exact_samples: args.outputs.exact_samples,
+        exclude_shards: args.exclude_shards.clone(),
+        what_if: args.outputs.what_if.clone(),
+        plateau: args.outputs.plateau,
+    };
     let imported = match files.as_slice() {
-        [one] => cadence_run::import::load(
-            one,
-            args.from,
-            &args.slos,
-            args.outputs.convention,
-            args.max_error_rate,
-            &args.outputs.what_if,
-        )?,
+        [one] => cadence_run::import::load(one, args.from, &o)?,
         _ if args.from.is_some() => {
             return Err(usage("--from imports one file at a time"));
         }
@@ -32,18 +34,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     // An import's records file lives in `_dir`, kept until the report is delivered.
     let (loaded, _dir) = match imported {
         Some(i) => (i.loaded, Some(i.dir)),
-        None => (
-            load_with(
-                &files,
-                &args.slos,
-                args.outputs.convention,
-                args.max_error_rate,
-                args.outputs.exact_samples,
-                &args.exclude_shards,
-                &args.outputs.what_if,
-            )?,
-            None,
-        ),
+        None => (load_with(&files, &o)?, None),
     };
     if let Some(path) = &args.llmd_benchmark {
         write_llmd(path, &loaded.report)?;

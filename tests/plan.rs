@@ -56,6 +56,43 @@ fn plan_reports_each_concurrency_level_like_a_run() {
     assert!(p50(&levels[1], "ttft") > p50(&levels[0], "ttft"));
 }
 
+/// A planned closed-loop level has a plateau as a run's (the model's clients ramp up
+/// and drain too); `--plateau` sets its share, `0` turns it off.
+#[test]
+fn plan_reports_each_closed_loop_levels_plateau_at_the_share_asked() {
+    let args = [
+        "--preset",
+        "llama-3.1-8b@h100-fp8",
+        "-c",
+        "8",
+        "-n",
+        "64",
+        "--input-tokens",
+        "200",
+        "--max-tokens",
+        "50",
+    ];
+    let with = |extra: &[&str]| plan_json(&[&args[..], extra].concat());
+    let v = with(&[]);
+    let p = &v["levels"][0]["plateau"];
+    assert_eq!(
+        (&p["share"], &p["min_in_flight"]),
+        (&0.9.into(), &8.into()),
+        "{p}"
+    );
+    let inside = p["window"]["requests"].as_u64().unwrap();
+    // The drain's last requests, sent while others ended, lie outside it.
+    assert!((1..64).contains(&inside), "{p}");
+    let half = with(&["--plateau", "50%"]);
+    assert_eq!(half["levels"][0]["plateau"]["min_in_flight"], 4);
+    let off = with(&["--plateau", "0"]);
+    assert!(
+        off["levels"][0].get("plateau").is_none(),
+        "{}",
+        off["levels"][0]
+    );
+}
+
 #[test]
 fn plan_open_loop_and_what_ifs() {
     let base = vec![

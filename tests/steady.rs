@@ -77,6 +77,33 @@ fn a_closed_loop_level_reports_its_plateau_and_report_finds_it_again() {
             .unwrap();
     assert_eq!(rebuilt["levels"][0]["plateau"], *p);
 
+    // Another share, recomputed from the same records; 0 turns it off.
+    let report_at = |share: &str| {
+        let json = dir.path().join(format!("at-{share}.json"));
+        let out = common::cadence()
+            .arg("report")
+            .arg(&records)
+            .args(["--plateau", share, "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        (v, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (half, text) = report_at("50%");
+    assert_eq!(half["levels"][0]["plateau"]["share"], 0.5);
+    assert_eq!(half["levels"][0]["plateau"]["min_in_flight"], 2);
+    assert!(text.contains("Plateau (≥ 2 of 4 in flight,"), "{text}");
+    let (none, text) = report_at("0");
+    assert!(none["levels"][0].get("plateau").is_none(), "{none}");
+    assert!(!text.contains("Plateau"), "{text}");
+    // A saved JSON report holds no records to recompute it from.
+    common::usage_error(
+        &["report", json.to_str().unwrap(), "--plateau", "50%"],
+        "--plateau 0.5 recomputes each level's steady state from its records",
+    );
+
     // Off: no plateau at all.
     let (off, console) = bench(
         &format!("{base}/v1"),

@@ -4,12 +4,10 @@
 //! then marked with what the file lacks ([`cadence_import::mark`]), so every format and
 //! every comparison treats an imported run as Cadence's own, minus the blanked figures.
 
-use crate::load::{load_with, Loaded};
+use crate::load::{load_with, Loaded, Overrides};
 use crate::{input, Error};
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{level_line, run_line, LevelMeta, RunChecks, RunMeta};
-use cadence_core::sessions::WhatIf;
-use cadence_core::{Convention, Slo};
 use cadence_import::{Imported, Tool};
 use std::io::Write;
 use std::path::Path;
@@ -51,14 +49,7 @@ pub fn is_cadence_file(path: &Path) -> bool {
 
 /// `path` imported as `from` (or as detected, when it is another tool's output);
 /// `None` when it is not another tool's file (a Cadence file, loaded as usual).
-pub fn load(
-    path: &Path,
-    from: Option<Tool>,
-    slos: &[Slo],
-    convention: Option<Convention>,
-    max_error_rate: Option<f64>,
-    what_if: &[WhatIf],
-) -> Result<Option<ImportedLoad>, Error> {
+pub fn load(path: &Path, from: Option<Tool>, o: &Overrides) -> Result<Option<ImportedLoad>, Error> {
     let tool = match from {
         Some(t) => Some(t),
         None => cadence_import::detect(path).map_err(|e| input(e.to_string()))?,
@@ -70,15 +61,12 @@ pub fn load(
     let dir = tempfile::tempdir()?;
     let file = dir.path().join(format!("imported-{tool}.jsonl"));
     write_records(&file, &imported)?;
-    let mut loaded = load_with(
-        std::slice::from_ref(&file),
-        slos,
-        convention,
-        max_error_rate,
-        None,
-        &[],
-        what_if,
-    )?;
+    let o = Overrides {
+        exact_samples: None,
+        exclude_shards: Vec::new(),
+        ..o.clone()
+    };
+    let mut loaded = load_with(std::slice::from_ref(&file), &o)?;
     cadence_import::mark(&mut loaded.report, &imported);
     Ok(Some(ImportedLoad {
         loaded,

@@ -12,7 +12,7 @@ pub mod records;
 
 pub use fleet::{expand, expand_within, spooled, FleetScan, DEFAULT_MAX_SPOOL};
 pub use import::{is_cadence_file, ImportedLoad};
-pub use load::{load, load_with, Loaded, RecordsSource, Verdict};
+pub use load::{load, load_with, Loaded, Overrides, RecordsSource, Verdict};
 
 /// Why a run could not be loaded.
 #[derive(Debug, thiserror::Error)]

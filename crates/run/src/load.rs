@@ -139,27 +139,51 @@ pub fn load(
     convention: Option<Convention>,
     max_error_rate: Option<f64>,
 ) -> Result<Loaded, Error> {
-    load_with(files, slos, convention, max_error_rate, None, &[], &[])
+    let o = Overrides {
+        slos: slos.to_vec(),
+        convention,
+        max_error_rate,
+        ..Overrides::default()
+    };
+    load_with(files, &o)
 }
 
-/// [`load`] with a level budget of `exact_samples` exactly kept values (default: the
-/// run line's, else [`cadence_core::DEFAULT_EXACT_SAMPLES`]). Directories stand for
-/// their records files; a fleet's shards merge into one run, leaving out the shards
-/// `exclude_shards` names ([`crate::fleet`]); a what-if replaces the run line's.
-pub fn load_with(
-    files: &[PathBuf],
-    slos: &[Slo],
-    convention: Option<Convention>,
-    max_error_rate: Option<f64>,
-    exact_samples: Option<u64>,
-    exclude_shards: &[u32],
-    what_if: &[WhatIf],
-) -> Result<Loaded, Error> {
+/// What a command asks of a saved run in place of what its run line saved (`cadence
+/// report`'s flags); each one left unset keeps the saved one.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// SLOs to check instead of the run's.
+    pub slos: Vec<Slo>,
+    /// The convention the summary tables lead with.
+    pub convention: Option<Convention>,
+    /// The error ceiling, a share.
+    pub max_error_rate: Option<f64>,
+    /// A level's budget of exactly kept values (default: the run line's, else
+    /// [`cadence_core::DEFAULT_EXACT_SAMPLES`]).
+    pub exact_samples: Option<u64>,
+    /// A fleet's shards left out ([`crate::fleet`]).
+    pub exclude_shards: Vec<u32>,
+    /// What-ifs in place of the run line's.
+    pub what_if: Vec<WhatIf>,
+    /// The plateau's share of the concurrency asked (0 off), recomputed from the
+    /// records; a saved JSON report cannot give one.
+    pub plateau: Option<f64>,
+}
+
+/// [`load`] with each of `o` set in place of the run line's. Directories stand for
+/// their records files; a fleet's shards merge into one run.
+pub fn load_with(files: &[PathBuf], o: &Overrides) -> Result<Loaded, Error> {
     let files = &crate::fleet::expand(files)?;
     if let Some(f) = only_json_report(files)? {
-        return load_json_report(f, slos, convention);
+        if let Some(share) = o.plateau {
+            return Err(input(format!(
+                "--plateau {share} recomputes each level's steady state from its records, and {} is a saved JSON report (its plateau is the one it was saved with): give the records file (bench --records)",
+                f.display()
+            )));
+        }
+        return load_json_report(f, &o.slos, o.convention);
     }
-    let fleet = FleetScan::scan(files, exclude_shards)?;
+    let fleet = FleetScan::scan(files, &o.exclude_shards)?;
     let (scan, feed_files) = match &fleet {
         Some(f) => (
             Scan {
@@ -173,8 +197,8 @@ pub fn load_with(
         None => (scan(files)?, files.to_vec()),
     };
     let mut warnings = Vec::new();
-    let (info, mut checks, search) = saved_checks(scan.run, exact_samples, &mut warnings)?;
-    override_checks(&mut checks, slos, convention, max_error_rate, what_if);
+    let (info, mut checks, search) = saved_checks(scan.run, o.exact_samples, &mut warnings)?;
+    override_checks(&mut checks, o);
     let mut source = RecordsSource {
         files: feed_files,
         base_unix_ms: scan.base_unix_ms,
@@ -233,24 +257,21 @@ fn only_json_report(files: &[PathBuf]) -> Result<Option<&PathBuf>, Error> {
 }
 
 /// The run line's checks, with what the command line gives in their place.
-fn override_checks(
-    checks: &mut Checks,
-    slos: &[Slo],
-    convention: Option<Convention>,
-    max_error_rate: Option<f64>,
-    what_if: &[WhatIf],
-) {
-    if !slos.is_empty() {
-        checks.slos = slos.to_vec();
+fn override_checks(checks: &mut Checks, o: &Overrides) {
+    if !o.slos.is_empty() {
+        checks.slos = o.slos.clone();
     }
-    if let Some(m) = max_error_rate {
+    if let Some(m) = o.max_error_rate {
         checks.max_error_rate = m;
     }
-    if !what_if.is_empty() {
-        checks.what_if = what_if.to_vec();
+    if !o.what_if.is_empty() {
+        checks.what_if = o.what_if.clone();
     }
-    if convention.is_some() {
-        checks.convention = convention;
+    if o.convention.is_some() {
+        checks.convention = o.convention;
+    }
+    if let Some(share) = o.plateau {
+        checks.plateau = share;
     }
 }
 

@@ -12,7 +12,7 @@ use crate::{input, Error, Loaded};
 /// it, in file order.
 pub fn read_all(path: &Path) -> Result<(Loaded, Vec<RequestRecord>), Error> {
     // An import's records file lives in `_dir`, read before it goes.
-    let (loaded, _dir) = match crate::import::load(path, None, &[], None, None, &[])? {
+    let (loaded, _dir) = match crate::import::load(path, None, &Default::default())? {
         Some(i) => (i.loaded, Some(i.dir)),
         None => (crate::load(&[path.to_path_buf()], &[], None, None)?, None),
     };
