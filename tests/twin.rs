@@ -124,7 +124,7 @@ fn served_in_real_time(twin: &Path, dir: &Path) {
         .args(["sim", "--addr", "127.0.0.1:0", "--twin"])
         .arg(twin)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -152,9 +152,36 @@ fn served_in_real_time(twin: &Path, dir: &Path) {
         ])
         .arg(&json)
         .assert();
+    let within = twin_counts(&url);
+    // 16 streams where the fit saw at most 4: the sim counts and says it.
+    let past = cadence()
+        .args([
+            "bench",
+            &url,
+            "-c",
+            "16",
+            "-n",
+            "32",
+            "--max-tokens",
+            "16",
+            "--quiet",
+        ])
+        .assert();
+    let beyond = twin_counts(&url);
     let _ = child.kill();
-    let _ = child.wait();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
     run.code(0);
+    past.code(0);
+    assert_eq!(within, (40, 0), "within the fit nothing is extrapolated");
+    assert_eq!(beyond.0, 72, "every request counted: {beyond:?}");
+    assert!(beyond.1 > 0, "past the fit: {beyond:?}");
+    assert_eq!(
+        log.matches("went past what the twin was fitted on").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("16 running (the fit saw up to 4)"), "{log}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let level = &v["levels"][0];
@@ -169,6 +196,25 @@ fn served_in_real_time(twin: &Path, dir: &Path) {
     // The twin's TTFT is its step (~5.4 ms) and the overhead it measured between send
     // and engine on the fit (several ms on a loaded machine), on top of this sim's own.
     assert!(ttft < 45.0, "TTFT p50 {ttft} ms: the twin's is ~12-25");
+}
+
+/// The served twin's (requests, extrapolated requests) from its `/metrics`.
+fn twin_counts(url: &str) -> (u64, u64) {
+    let rest = url.trim_start_matches("http://");
+    let addr = rest.split('/').next().unwrap();
+    let (status, body) = common::watcher::get(addr, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    let count = |name: &str| -> u64 {
+        body.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name}: {body}"))
+    };
+    (
+        count("cadence_twin_requests_total"),
+        count("cadence_twin_extrapolated_requests_total"),
+    )
 }
 
 fn text_with_format(text: &str) -> String {

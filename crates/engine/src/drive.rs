@@ -187,6 +187,11 @@ pub trait Backend {
     fn waiting(&self) -> usize;
     /// The share of the KV cache in use (0 where there is none to know).
     fn kv_usage(&self) -> f64;
+    /// How far a twin's requests went past its fit; `None` for the engine model,
+    /// which knows no fit.
+    fn reach(&self) -> Option<crate::reach::Reach> {
+        None
+    }
 }
 
 impl Backend for Engine {

@@ -36,6 +36,7 @@ pub mod measured;
 mod notes;
 mod prefix_cache;
 pub mod presets;
+pub mod reach;
 pub mod rng;
 pub mod spec;
 pub mod twin;

@@ -226,6 +226,9 @@ async fn run(
         metrics.running.set(engine.running() as i64);
         metrics.waiting.set(engine.waiting() as i64);
         metrics.kv_usage.set(engine.kv_usage());
+        if let (Some(t), Some(r)) = (&metrics.twin, engine.reach()) {
+            t.observe(r);
+        }
     }
 }
 
@@ -324,6 +327,7 @@ pub struct EngineMetrics {
     iteration_tokens: Histogram,
     step_time: Histogram,
     spec: Option<crate::spec_metrics::SpecMetrics>,
+    twin: Option<crate::twin_metrics::TwinMetrics>,
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -364,6 +368,7 @@ impl EngineMetrics {
             iteration_tokens: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
             step_time: seconds_histogram(),
             spec: None,
+            twin: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -384,6 +389,17 @@ impl EngineMetrics {
         self.spec =
             draft.map(|k| crate::spec_metrics::SpecMetrics::register(&mut self.registry, k));
         self
+    }
+
+    /// A served twin's families (`--twin`): its requests and those it extrapolated.
+    pub fn with_twin(mut self, twin: Option<Arc<Twin>>) -> EngineMetrics {
+        self.twin = twin.map(|t| crate::twin_metrics::TwinMetrics::register(&mut self.registry, t));
+        self
+    }
+
+    /// A served twin's families, when the sim serves one.
+    pub fn twin(&self) -> Option<&crate::twin_metrics::TwinMetrics> {
+        self.twin.as_ref()
     }
 
     /// Speculative decoding's families, when the sim speculates.

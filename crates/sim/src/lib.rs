@@ -94,6 +94,7 @@ mod stream;
 pub mod text;
 pub mod tools;
 pub mod trace;
+pub mod twin_metrics;
 mod warp;
 
 pub use config::{ConfigError, Freeze, SimConfig, Slow};

@@ -53,7 +53,8 @@ impl SimState {
             inner: Arc::new(Inner {
                 metrics: Arc::new(
                     EngineMetrics::new(&config.model, config.engine.is_some())
-                        .with_speculation(config.spec_accept_len.map(crate::plan::draft_tokens)),
+                        .with_speculation(config.spec_accept_len.map(crate::plan::draft_tokens))
+                        .with_twin(config.twin.clone()),
                 ),
                 engine: std::sync::OnceLock::new(),
                 tracer: std::sync::OnceLock::new(),

@@ -19,21 +19,7 @@ use crate::rng::{self, SplitMix64};
 /// Prefix keys the twin remembers at most (the oldest forgotten first).
 const MAX_PREFIXES: usize = 65_536;
 
-/// How far a level went past what the fit saw.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reach {
-    /// Requests served.
-    pub requests: u64,
-    /// Requests that met more running requests, a deeper context or a longer uncached
-    /// prompt than the fit saw: their figures are extrapolated.
-    pub beyond: u64,
-    /// The most requests running at once.
-    pub max_running: u32,
-    /// The deepest context met.
-    pub max_context: u64,
-    /// The longest uncached prompt met.
-    pub max_prompt: u64,
-}
+pub use crate::reach::Reach;
 
 #[derive(Debug, Clone)]
 struct Seq {
@@ -327,6 +313,9 @@ fn median_line(twin: &Twin) -> (f64, f64) {
 }
 
 impl Backend for TwinServer {
+    fn reach(&self) -> Option<Reach> {
+        Some(self.reach)
+    }
     fn abort(&mut self, t: u64, id: u64, out: &mut Vec<Event>) {
         self.run_before(t, out);
         // Freed at the step's end, as an engine frees it.
