@@ -935,6 +935,13 @@ pub struct SimArgs {
     #[arg(long, value_name = "TOKENS")]
     pub spec_accept_len: Option<f64>,
 
+    /// Prefill/decode disaggregation: a KV transfer between each request's prefill and
+    /// its first token, DURATION[+PER_TOKEN] (40ms, or 40ms+10us: plus 10 µs a prompt
+    /// token; each part at most 60s). /metrics counts it in vLLM's NIXL and SGLang's
+    /// kv_transfer names.
+    #[arg(long, value_name = "DURATION[+PER_TOKEN]", value_parser = parse_pd_transfer)]
+    pub pd_transfer: Option<cadence_engine::PdTransfer>,
+
     /// Chance per chunk of an extra stall.
     #[arg(long)]
     pub stall_probability: Option<f64>,
@@ -1085,6 +1092,11 @@ pub struct EngineOpts {
 pub enum KvPolicyArg {
     Preempt,
     Reserve,
+}
+
+fn parse_pd_transfer(s: &str) -> Result<cadence_engine::PdTransfer, String> {
+    s.parse()
+        .map_err(|e: cadence_engine::pd::PdTransferError| e.to_string())
 }
 
 fn parse_speculation(s: &str) -> Result<Speculation, String> {

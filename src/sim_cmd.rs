@@ -30,6 +30,7 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         c.burst = b;
     }
     c.spec_accept_len = args.spec_accept_len;
+    c.pd_transfer = args.pd_transfer;
     if let Some(p) = args.stall_probability {
         if !(0.0..=1.0).contains(&p) {
             return Err(usage("--stall-probability must be between 0 and 1"));
@@ -44,12 +45,8 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         return Err(usage("--parallel-tool-calls must be at least 1"));
     }
     c.parallel_tool_calls = args.parallel_tool_calls;
-    if let Some(n) = args.max_tokens {
-        c.default_max_tokens = n;
-    }
-    if let Some(m) = &args.model {
-        c.model = m.clone();
-    }
+    c.default_max_tokens = args.max_tokens.unwrap_or(c.default_max_tokens);
+    c.model = args.model.clone().unwrap_or_else(|| c.model.clone());
     if let (Some(at), Some(duration)) = (args.freeze_at, args.freeze_for) {
         c.freeze = Some(cadence_sim::Freeze { at, duration });
     }
@@ -83,6 +80,7 @@ fn flat_timing_conflict(args: &SimArgs) -> anyhow::Result<()> {
         ("--itl", args.itl.is_some()),
         ("--burst", args.burst.is_some()),
         ("--spec-accept-len", args.spec_accept_len.is_some()),
+        ("--pd-transfer", args.pd_transfer.is_some()),
         ("--stall", args.stall.is_some()),
         ("--stall-probability", args.stall_probability.is_some()),
     ];

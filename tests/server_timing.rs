@@ -19,11 +19,23 @@ const TOKENS: u64 = 8;
 /// `cadence bench` of `n` requests of `tokens` tokens: its records, report (checked
 /// against the schema) and console.
 fn bench(url: &str, api: &str, (n, tokens): (u64, u64), dir: &Path) -> (Vec<Value>, Value, String) {
+    bench_with(url, api, (n, tokens), dir, &["-c", "1"])
+}
+
+/// [`bench`] with `extra` flags (the concurrency among them).
+fn bench_with(
+    url: &str,
+    api: &str,
+    (n, tokens): (u64, u64),
+    dir: &Path,
+    extra: &[&str],
+) -> (Vec<Value>, Value, String) {
     let records = dir.join(format!("{api}.jsonl"));
     let json = dir.join(format!("{api}.json"));
     let out = common::cadence()
-        .args(["bench", url, "--api", api, "--model", "m", "-c", "1"])
+        .args(["bench", url, "--api", api, "--model", "m"])
         .args(["-n", &n.to_string(), "--max-tokens", &tokens.to_string()])
+        .args(extra)
         .arg("--records")
         .arg(&records)
         .arg("--json")
@@ -41,6 +53,14 @@ fn bench(url: &str, api: &str, (n, tokens): (u64, u64), dir: &Path) -> (Vec<Valu
 fn ns(v: &Value) -> i64 {
     v.as_i64()
         .unwrap_or_else(|| panic!("{v} is not an integer"))
+}
+
+/// A record's TTFT less the server's queue and prefill: the residual (front end and
+/// network), in ns.
+fn front_ns(r: &Value) -> i64 {
+    let t = &r["counters"]["server_timing"];
+    let ttft = ns(&r["chunks"][0][0]) - ns(&r["sent_ns"]);
+    ttft - ns(&t["queue_ns"]) - ns(&t["prompt_ns"])
 }
 
 #[test]
@@ -72,9 +92,7 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
                 ((TOKENS - 1) * ITL_MS * 1_000_000) as i64,
                 "{api}: {t}"
             );
-            let chunks = r["chunks"].as_array().unwrap();
-            let ttft = ns(&chunks[0][0]) - ns(&r["sent_ns"]);
-            let front = ttft - ns(&t["queue_ns"]) - ns(&t["prompt_ns"]);
+            let front = front_ns(r);
             // The residual is the loopback and the sim's timer (it ticks each ms):
             // never negative, and far under the prefill on an idle or a loaded machine.
             assert!(
@@ -122,9 +140,9 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
     );
 }
 
-/// `cadence sim --spec-accept-len 2.5` on a 10 ms TTFT and a 5 ms gap: the child and
-/// its base URL.
-fn speculating_sim() -> (common::Killed, String) {
+/// `cadence sim` on a 10 ms TTFT and a 5 ms gap with `flag` set to `value`: the child
+/// and its base URL.
+fn sim_with(flag: &str, value: &str) -> (common::Killed, String) {
     spawn_listening(&[
         "sim",
         "--addr",
@@ -133,9 +151,14 @@ fn speculating_sim() -> (common::Killed, String) {
         "10ms",
         "--itl",
         "5ms",
-        "--spec-accept-len",
-        "2.5",
+        flag,
+        value,
     ])
+}
+
+/// `cadence sim --spec-accept-len 2.5` on a 10 ms TTFT and a 5 ms gap.
+fn speculating_sim() -> (common::Killed, String) {
+    sim_with("--spec-accept-len", "2.5")
 }
 
 /// Speculation: `cadence sim --spec-accept-len 2.5` sends 1, 2, 3, 2, 3 tokens a chunk
@@ -241,4 +264,103 @@ fn the_servers_counters_give_the_acceptance_length_the_client_sees() {
         console.contains("24 steps drafted 48 tokens, 36 accepted; acceptance length 2.50"),
         "{console}"
     );
+}
+
+/// Prefill/decode disaggregation: `cadence sim --pd-transfer 40ms` holds each first
+/// token back by a KV transfer and counts it on `/metrics` in vLLM's NIXL and SGLang's
+/// names; `--server-metrics` names that transfer in the level's TTFT split, each
+/// request's TTFT still splits exactly, and the first-token stalls it causes are
+/// attributed to `kv_transfer`.
+#[test]
+fn a_kv_transfer_is_named_in_the_ttft_split_and_the_stalls() {
+    let (_sim, base) = sim_with("--pd-transfer", "40ms");
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = format!("{base}/metrics");
+    let (records, report, console) = bench_with(
+        &format!("{base}/v1"),
+        "chat",
+        (8, 6),
+        dir.path(),
+        &[
+            "-c",
+            "2",
+            "--server-metrics",
+            &metrics,
+            "--scrape-interval",
+            "200ms",
+            "--stall-threshold",
+            "30ms",
+        ],
+    );
+    let level = &report["levels"][0];
+    // Every transfer took 40 ms and the scraper reads once before the level's first
+    // request and once after its last answer, so the mean over the level is 40 ms up
+    // to the f64 sums' rounding (the sim's histogram sums and the scrape's deltas).
+    let split = &level["server"]["ttft_split"];
+    let transfer = split["server_kv_transfer_ms"].as_f64().unwrap();
+    assert!((transfer - 40.0).abs() < 1e-6, "{split}");
+    let client = split["client_ms"].as_f64().unwrap();
+    let rest = split["rest_ms"].as_f64().unwrap();
+    assert!((client - transfer - rest).abs() < 1e-6, "{split}");
+    assert!(console.contains("KV transfer"), "{console}");
+    // Per request: vLLM's metrics object has no transfer of its own, so the server's
+    // time to its first token holds it (10 ms of prefill + 40 ms); the client's TTFT is
+    // queue + that + the residual (front end and network), to the nanosecond.
+    assert_eq!(records.len(), 8);
+    for r in &records {
+        let t = &r["counters"]["server_timing"];
+        assert_eq!(ns(&t["queue_ns"]), 0, "{t}");
+        assert_eq!(ns(&t["prompt_ns"]), 50_000_000, "{t}");
+        let front = front_ns(r);
+        assert!((0..50_000_000).contains(&front), "residual {front} ns");
+    }
+    let timing = &level["server_timing"];
+    let parts: f64 = ["queue_ms", "prefill_ms", "front_ms"]
+        .iter()
+        .map(|k| timing[k].as_f64().unwrap())
+        .sum();
+    assert!(
+        (timing["ttft_ms"].as_f64().unwrap() - parts).abs() < 1e-6,
+        "{timing}"
+    );
+    // Each first token waited 50 ms or more, over the 30 ms threshold: a stall whose
+    // window's mean transfer (40 ms) is at least half of it. The sim counts a transfer
+    // as its first token leaves, and a sample is stamped when its page arrives, so a
+    // page rendered just before a first token left and read just after the client got
+    // it misses that transfer (the stall then reads `none`): most are named, none with
+    // another server cause.
+    let server = &level["server"];
+    let causes: Vec<&str> = server["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "first_token")
+        .map(|s| s["cause"].as_str().unwrap())
+        .collect();
+    let named = causes.iter().filter(|c| **c == "kv_transfer").count();
+    assert!(named * 2 > causes.len(), "{server}");
+    assert!(
+        causes
+            .iter()
+            .all(|c| ["kv_transfer", "none", "no_server_data"].contains(c)),
+        "{server}"
+    );
+}
+
+/// A malformed `--pd-transfer` is refused naming the flag and the form.
+#[test]
+fn a_bad_pd_transfer_is_a_usage_error() {
+    for bad in ["40", "40ms+", "2m"] {
+        let out = common::cadence()
+            .args(["sim", "--addr", "127.0.0.1:0", "--pd-transfer", bad])
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--pd-transfer") && err.contains("DURATION[+PER_TOKEN]"),
+            "{bad}: {err}"
+        );
+    }
 }

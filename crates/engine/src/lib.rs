@@ -34,6 +34,7 @@ pub mod fit;
 pub mod inject;
 pub mod measured;
 mod notes;
+pub mod pd;
 mod prefix_cache;
 pub mod presets;
 pub mod reach;
@@ -46,6 +47,7 @@ pub use drive::{
 };
 pub use engine::{Engine, Event, Prefix, StepInfo};
 pub use inject::{Cause, Injection};
+pub use pd::PdTransfer;
 pub use presets::{preset, PRESETS};
 pub use spec::{
     EngineSpec, HardwareSpec, KvPolicy, ModelSpec, Prefill, ServingSpec, SpecError, Speculation,

@@ -59,6 +59,11 @@ pub struct SimConfig {
     /// at step `s`, on the usual gap: a step's time does not grow with its tokens.
     /// Overrides `burst` (flat cadence; engine mode does not speculate).
     pub spec_accept_len: Option<f64>,
+    /// Prefill/decode disaggregation (`--pd-transfer`): each flat-timed request's KV
+    /// cache moves from the prefill worker to the decode worker before its first
+    /// token, taking this (fixed plus per prompt token); every chunk comes that much
+    /// later, and `/metrics` counts the transfer in vLLM's NIXL and SGLang's names.
+    pub pd_transfer: Option<cadence_engine::PdTransfer>,
 }
 
 /// The longest mean acceptance length the sim takes (16 tokens a step).
@@ -113,6 +118,7 @@ impl Default for SimConfig {
             tool_call_probability: DEFAULT_TOOL_CALL_PROBABILITY,
             parallel_tool_calls: 1,
             spec_accept_len: None,
+            pd_transfer: None,
         }
     }
 }

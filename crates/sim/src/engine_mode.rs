@@ -328,6 +328,7 @@ pub struct EngineMetrics {
     step_time: Histogram,
     spec: Option<crate::spec_metrics::SpecMetrics>,
     twin: Option<crate::twin_metrics::TwinMetrics>,
+    pd: Option<crate::pd_metrics::PdMetrics>,
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -369,6 +370,7 @@ impl EngineMetrics {
             step_time: seconds_histogram(),
             spec: None,
             twin: None,
+            pd: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -400,6 +402,18 @@ impl EngineMetrics {
     /// A served twin's families, when the sim serves one.
     pub fn twin(&self) -> Option<&crate::twin_metrics::TwinMetrics> {
         self.twin.as_ref()
+    }
+
+    /// Adds disaggregation's KV-transfer families, when the sim transfers
+    /// (`--pd-transfer`).
+    pub fn with_pd_transfer(mut self, transfers: bool) -> EngineMetrics {
+        self.pd = transfers.then(|| crate::pd_metrics::PdMetrics::register(&mut self.registry));
+        self
+    }
+
+    /// Disaggregation's KV-transfer families, when the sim transfers.
+    pub fn pd_transfer(&self) -> Option<&crate::pd_metrics::PdMetrics> {
+        self.pd.as_ref()
     }
 
     /// Speculative decoding's families, when the sim speculates.

@@ -81,6 +81,7 @@ pub mod engine_mode;
 pub mod fault;
 pub mod history;
 pub mod openai;
+pub mod pd_metrics;
 pub mod plan;
 mod realtime;
 pub mod request;

@@ -53,6 +53,9 @@ pub struct StreamPlan {
     /// Speculative decoding: the draft tokens proposed each step after the first
     /// chunk (`ceil(L) − 1` for an acceptance length `L`); `None` without speculation.
     pub spec_tokens: Option<u32>,
+    /// Disaggregation: the KV transfer between the prefill and the first token,
+    /// included in every chunk's `at`; `None` without one.
+    pub kv_transfer: Option<Duration>,
 }
 
 impl StreamPlan {
@@ -72,6 +75,15 @@ impl StreamPlan {
     /// Tokens over all chunks.
     pub fn token_count(&self) -> u32 {
         self.chunks.iter().map(|c| c.tokens.len() as u32).sum()
+    }
+
+    /// The plan with a KV transfer of `d` before its first token: every chunk `d` later.
+    pub fn transferred(mut self, d: Duration) -> StreamPlan {
+        for c in &mut self.chunks {
+            c.at = c.at.saturating_add(d);
+        }
+        self.kv_transfer = Some(d);
+        self
     }
 
     /// When the last chunk is due (zero for an empty plan).
@@ -142,6 +154,7 @@ pub fn plan(
         request,
         chunks,
         spec_tokens: spec.map(draft_tokens),
+        kv_transfer: None,
     }
 }
 
@@ -194,6 +207,18 @@ mod tests {
         let p = plan(&three, 0, 7, &Overrides::default());
         let tokens: Vec<usize> = p.chunks.iter().map(|c| c.tokens.len()).collect();
         assert_eq!(tokens, [1, 3, 3]);
+    }
+
+    #[test]
+    fn a_kv_transfer_holds_every_chunk_back_by_its_time() {
+        let config = SimConfig {
+            ttft: Dist::Fixed(ms(10)),
+            itl: Dist::Fixed(ms(5)),
+            ..SimConfig::default()
+        };
+        let p = plan(&config, 0, 3, &Overrides::default()).transferred(ms(40));
+        assert_eq!(p.delays(), [ms(50), ms(5), ms(5)]);
+        assert_eq!(p.kv_transfer, Some(ms(40)));
     }
 
     #[test]

@@ -209,6 +209,8 @@ pub(crate) struct Recorder {
     entry: Option<SentStream>,
     /// Speculation's counters, counted as the chunks leave.
     spec: Option<crate::spec_metrics::Tally>,
+    /// Disaggregation's KV transfer, observed as the first chunk leaves.
+    transfer: Option<crate::pd_metrics::Pending>,
 }
 
 impl Recorder {
@@ -225,12 +227,19 @@ impl Recorder {
                 finished: false,
             }),
             spec: None,
+            transfer: None,
         }
     }
 
     /// Counts each chunk after the first as a speculation step on `spec`.
     pub(crate) fn speculating(mut self, spec: Option<crate::spec_metrics::Tally>) -> Self {
         self.spec = spec;
+        self
+    }
+
+    /// Observes `transfer` as the first content chunk leaves.
+    pub(crate) fn transferring(mut self, transfer: Option<crate::pd_metrics::Pending>) -> Self {
+        self.transfer = transfer;
         self
     }
 
@@ -242,6 +251,9 @@ impl Recorder {
         }
         if let Some(spec) = self.spec.as_mut() {
             tokens.iter().for_each(|&t| spec.sent(t));
+        }
+        if let Some(t) = self.transfer.take() {
+            t.done();
         }
         let now = self.log.now_ns();
         if let Some(e) = self.entry.as_mut() {

@@ -259,7 +259,7 @@ async fn respond(
                 .await;
         }
     }
-    let plan = plan(config, request, max_tokens, &controls.overrides(fault));
+    let plan = flat_plan(config, (controls, fault), api, (request, max_tokens));
     let calls = reply_calls(state, dialect, api, fault, request, plan.token_count());
     let mut kill = state.kill();
     // Planned offsets fall due on the sim's clock: arriving while the server is
@@ -300,9 +300,7 @@ async fn respond(
             Vocabulary::Plain.push_text(&c.tokens, &mut text);
         }
         let timing = Timing::of_plan(&plan);
-        if let (Some(m), Some(k)) = (state.metrics().speculation(), plan.spec_tokens) {
-            m.stream(plan.chunks.iter().map(|c| c.tokens.len() as u32), k);
-        }
+        count_whole(state, &plan, api.prompt_tokens);
         return whole_response(dialect, &id, model, created, &text, usage, timing);
     }
 
@@ -328,9 +326,49 @@ async fn respond(
         fault.map(Fault::name),
         received,
     )
-    .speculating(spec_tally(state, &plan));
+    .speculating(spec_tally(state, &plan))
+    .transferring(pd_pending(state, &plan, api.prompt_tokens));
     let body: Body = stream::body(script, start, clock, kill, recorder);
     stream_response(content_type, body)
+}
+
+/// The flat schedule of request `request` of `max_tokens` (the timing `controls` and
+/// `fault` set), its first token after the KV transfer when the sim disaggregates.
+fn flat_plan(
+    config: &crate::config::SimConfig,
+    (controls, fault): (&Controls, Option<Fault>),
+    api: &ApiRequest,
+    (request, max_tokens): (u64, u32),
+) -> crate::plan::StreamPlan {
+    let p = plan(config, request, max_tokens, &controls.overrides(fault));
+    match config.pd_transfer {
+        Some(t) => p.transferred(t.of(api.prompt_tokens)),
+        None => p,
+    }
+}
+
+/// A non-streamed answer's steps and KV transfer, counted as it is sent.
+fn count_whole(state: &SimState, plan: &crate::plan::StreamPlan, prompt_tokens: u32) {
+    if let (Some(m), Some(k)) = (state.metrics().speculation(), plan.spec_tokens) {
+        m.stream(plan.chunks.iter().map(|c| c.tokens.len() as u32), k);
+    }
+    if let Some(p) = pd_pending(state, plan, prompt_tokens) {
+        p.done();
+    }
+}
+
+/// The KV transfer of a stream that has one, to observe as its first token leaves.
+fn pd_pending(
+    state: &SimState,
+    plan: &crate::plan::StreamPlan,
+    prompt_tokens: u32,
+) -> Option<crate::pd_metrics::Pending> {
+    let m = state.metrics().pd_transfer()?;
+    Some(crate::pd_metrics::Pending::new(
+        m.clone(),
+        plan.kv_transfer?,
+        prompt_tokens,
+    ))
 }
 
 /// Speculation's counting for a stream that speculates.

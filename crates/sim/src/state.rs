@@ -54,7 +54,8 @@ impl SimState {
                 metrics: Arc::new(
                     EngineMetrics::new(&config.model, config.engine.is_some())
                         .with_speculation(config.spec_accept_len.map(crate::plan::draft_tokens))
-                        .with_twin(config.twin.clone()),
+                        .with_twin(config.twin.clone())
+                        .with_pd_transfer(config.pd_transfer.is_some()),
                 ),
                 engine: std::sync::OnceLock::new(),
                 tracer: std::sync::OnceLock::new(),
