@@ -364,3 +364,78 @@ fn a_bad_pd_transfer_is_a_usage_error() {
         );
     }
 }
+
+/// A stand-in for TGI answering whole, as its `/generate` does: the body's text and
+/// details, the timing in its headers (ms), 60 ms after the request arrived. Its base URL.
+fn whole_tgi() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head, then the body its content-length names.
+            while let Ok(n @ 1..) = conn.read(&mut buf) {
+                seen.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&seen).to_lowercase();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if seen.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(60));
+            let body = r#"{"generated_text":"one two three four","details":{"finish_reason":"length","generated_tokens":4,"seed":null}}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 x-compute-type: cpu\r\nx-compute-time: 0.052\r\nx-compute-characters: 5\r\n\
+                 x-total-time: 52\r\nx-validation-time: 1\r\nx-queue-time: 7\r\n\
+                 x-inference-time: 44\r\nx-time-per-token: 11\r\nx-prompt-tokens: 2\r\n\
+                 x-generated-tokens: 4\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(body.as_bytes());
+        }
+    });
+    base
+}
+
+/// TGI's whole answer: `x-queue-time` is the queue and `x-inference-time` (prefill and
+/// decode together, the one chunk arriving after both) the time to it, and the split
+/// of each request's TTFT uses them.
+#[test]
+fn tgis_timing_headers_split_a_whole_answers_ttft() {
+    let base = whole_tgi();
+    let dir = tempfile::tempdir().unwrap();
+    let (records, report, console) = bench(
+        &format!("{base}/generate_stream"),
+        "generate",
+        (3, 4),
+        dir.path(),
+    );
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let t = &r["counters"]["server_timing"];
+        assert_eq!(ns(&t["queue_ns"]), 7_000_000, "{t}");
+        assert_eq!(ns(&t["prompt_ns"]), 44_000_000, "{t}");
+        assert!(t.get("decode_ns").is_none(), "{t}");
+    }
+    let split = &report["levels"][0]["server_timing"];
+    assert_eq!(split["timed"], 3, "{split}");
+    assert_eq!(split["queue_ms"].as_f64(), Some(7.0), "{split}");
+    assert_eq!(split["prefill_ms"].as_f64(), Some(44.0), "{split}");
+    let ttft = split["ttft_ms"].as_f64().unwrap();
+    let front = split["front_ms"].as_f64().unwrap();
+    assert!((ttft - (7.0 + 44.0 + front)).abs() < 1e-6, "{split}");
+    // The stand-in waits 60 ms: what the headers do not cover is the residual's.
+    assert!(front >= 60.0 - 51.0, "{split}");
+    assert!(console.contains("Where the time went"), "{console}");
+}

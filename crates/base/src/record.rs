@@ -201,8 +201,8 @@ pub struct StreamCounters {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chunks_not_kept: u64,
     /// The server's own account of its timing, when its dialect reports one (vLLM's
-    /// `metrics`, Ollama's durations, llama.cpp's `timings`, SGLang's `meta_info`):
-    /// kept beside what the client measured.
+    /// `metrics`, Ollama's durations, llama.cpp's `timings`, SGLang's `meta_info`,
+    /// TGI's timing headers): kept beside what the client measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timing: Option<ServerTiming>,
 }

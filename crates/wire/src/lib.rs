@@ -9,6 +9,7 @@ pub mod dialect;
 pub mod models;
 pub mod ndjson;
 pub mod sse;
+pub mod tgi_headers;
 pub mod tool_calls;
 pub mod tracker;
 
