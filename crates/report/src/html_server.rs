@@ -33,7 +33,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
     }
     o.push_str("<h2>Server</h2>");
     o.push_str(r#"<p class="sub">The server's own metrics, scraped during each level and lined up with the client's gaps.</p>"#);
-    o.push_str("<table><tr><th>level</th><th>engine</th><th>samples</th><th>TTFT</th><th>server queue</th><th>server prefill</th><th>rest</th><th>server decode per token</th><th>client TPOT</th><th>stalls</th><th>top causes</th></tr>");
+    o.push_str("<table><tr><th>level</th><th>engine</th><th>samples</th><th>TTFT</th><th>server queue</th><th>server prefill</th><th>KV transfer</th><th>rest</th><th>server decode per token</th><th>client TPOT</th><th>stalls</th><th>top causes</th></tr>");
     for (_, l, s) in &levels {
         let t = s.ttft_split.as_ref();
         let d = s.decode.as_ref();
@@ -45,13 +45,14 @@ pub(crate) fn section(r: &Report, o: &mut String) {
             .collect();
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"w\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"w\">{}</td></tr>",
             esc(&l.name),
             esc(&s.scrape.engine),
             s.scrape.samples.len(),
             ms(t.map(|t| t.client_ms)),
             ms(t.and_then(|t| t.server_queue_ms)),
             ms(t.and_then(|t| t.server_prefill_ms)),
+            ms(t.and_then(|t| t.server_kv_transfer_ms)),
             ms(t.and_then(|t| t.rest_ms)),
             ms(d.and_then(|d| d.server_decode_per_token_ms)),
             ms(d.and_then(|d| d.client_tpot_ms)),
@@ -60,12 +61,48 @@ pub(crate) fn section(r: &Report, o: &mut String) {
         );
     }
     o.push_str("</table>");
+    speculation_table(&levels, o);
     stall_tables(&levels, o);
     o.push_str(r#"<div class="grid">"#);
     for f in figures(&levels) {
         figure(&f, o);
     }
     o.push_str("</div>");
+}
+
+/// The server's speculation counters over each level that exported them, as the
+/// console's `Speculation` line gives them.
+fn speculation_table(levels: &[(usize, &LevelReport, &ServerReport)], o: &mut String) {
+    let spec: Vec<_> = levels
+        .iter()
+        .filter_map(|(_, l, s)| Some((l, s.speculation.as_ref()?)))
+        .collect();
+    if spec.is_empty() {
+        return;
+    }
+    o.push_str(r#"<p class="sub">Speculative decoding, the server's counters over each level (acceptance length: 1 + accepted ÷ steps, else SGLang's gauge).</p>"#);
+    o.push_str("<table><tr><th>level</th><th>steps</th><th>drafted</th><th>accepted</th><th>acceptance length</th><th>drafts accepted</th><th>accepted by draft position</th></tr>");
+    let count = |v: Option<f64>| v.map_or(crate::cell::ABSENT.to_string(), |v| format!("{v:.0}"));
+    for (l, sp) in spec {
+        let by: Vec<String> = sp
+            .accepted_by_position
+            .iter()
+            .map(|v| format!("{v:.0}"))
+            .collect();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"w\">{}</td></tr>",
+            esc(&l.name),
+            count(sp.drafts),
+            count(sp.draft_tokens),
+            count(sp.accepted),
+            sp.acceptance_length
+                .map_or(crate::cell::ABSENT.to_string(), |v| format!("{v:.2}")),
+            cell(sp.draft_acceptance_rate, Unit::Share),
+            esc(&by.join(", "))
+        );
+    }
+    o.push_str("</table>");
 }
 
 /// The longest stalls of each level with the server's state over them.

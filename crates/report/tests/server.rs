@@ -121,3 +121,46 @@ fn the_json_round_trips_the_server_side() {
     let back: cadence_core::Report = serde_json::from_str(&text).unwrap();
     assert_eq!(back, r);
 }
+
+/// What the console prints of speculation and KV transfer, the HTML shows too: a
+/// speculation table per level and the transfer in the TTFT split's row.
+#[test]
+fn the_html_shows_the_speculation_counters_and_the_kv_transfer() {
+    let mut r = report_with_server();
+    let server = r.levels[0].server.as_mut().unwrap();
+    server.speculation = Some(cadence_core::server::speculation::SpecCounters {
+        drafts: Some(24.0),
+        draft_tokens: Some(48.0),
+        accepted: Some(36.0),
+        accepted_by_position: vec![24.0, 12.0],
+        acceptance_length: Some(2.5),
+        draft_acceptance_rate: Some(0.75),
+    });
+    server.ttft_split = Some(cadence_core::attribution::TtftSplit {
+        client_ms: 600.0,
+        server_queue_ms: Some(10.0),
+        server_prefill_ms: Some(50.0),
+        server_kv_transfer_ms: Some(450.0),
+        rest_ms: Some(90.0),
+    });
+    let page = html::render(&r);
+    let console = console::render(&r, false);
+    assert!(
+        console.contains("24 steps drafted 48 tokens, 36 accepted; acceptance length 2.50"),
+        "{console}"
+    );
+    assert!(
+        page.contains("<th>acceptance length</th>"),
+        "no speculation table"
+    );
+    let name = &r.levels[0].name;
+    assert!(
+        page.contains(&format!("<tr><td>{name}</td><td>24</td><td>48</td><td>36</td><td>2.50</td><td>75 %</td><td class=\"w\">24, 12</td></tr>")),
+        "{}",
+        &page[page.find("<h2>Server</h2>").unwrap()..][..3000]
+    );
+    assert!(page.contains("<th>KV transfer</th>"));
+    assert!(page.contains("<td>450.0 ms</td>"), "the KV transfer cell");
+    // A level without speculation has no table.
+    assert!(!html::render(&report_with_server()).contains("<th>acceptance length</th>"));
+}
