@@ -35,16 +35,19 @@ pub fn workload_of(
     }
     let mut by_time = recs.clone();
     by_time.sort_by_key(|r| r.sent_ns);
-    let mut last_end = std::collections::HashMap::new();
+    let mut last_end: std::collections::HashMap<_, (u64, Option<u64>)> = Default::default();
     let mut gaps = Vec::new();
     for r in &by_time {
         // Within one level of the run: pooled levels are apart by other levels.
         let client = (r.level, r.worker);
-        if let (Some(sent), Some(&end)) = (r.sent_ns, last_end.get(&client)) {
-            gaps.push(sent.saturating_sub(end));
+        // A session's next turn comes after its think time, not a turnaround.
+        if let (Some(sent), Some(&(end, session))) = (r.sent_ns, last_end.get(&client)) {
+            if session.is_none() || session != r.session {
+                gaps.push(sent.saturating_sub(end));
+            }
         }
         if let Some(end) = r.end_ns {
-            last_end.insert(client, end);
+            last_end.insert(client, (end, r.session));
         }
     }
     gaps.sort_unstable();
@@ -52,7 +55,7 @@ pub fn workload_of(
         .get(gaps.len() / 2)
         .copied()
         .unwrap_or(fallback_turnaround_ns);
-    Workload {
+    let w = Workload {
         requests: recs.iter().filter(|r| !r.warmup).count() as u64,
         warmup: recs.iter().filter(|r| r.warmup).count() as u64,
         input_tokens: fallback_input,
@@ -63,7 +66,75 @@ pub fn workload_of(
         prefix_groups: 1,
         sessions: None,
         send_at_ns: Vec::new(),
+    };
+    sessions_of(&recs, w)
+}
+
+/// A session's turn as [`sessions_of`] reads it.
+struct Turn {
+    n: u32,
+    prompt: u64,
+    reply: u64,
+    sent: Option<u64>,
+    end: Option<u64>,
+}
+
+/// `w` as multi-turn sessions when the records are turns of sessions (`bench --turns`,
+/// `--multi-turn`): sessions counted (warm-up ones apart), each turn's own input
+/// (its prompt less the session's history: the turn before's prompt and reply), and
+/// the think time (the median from a turn's end to its session's next turn being
+/// sent, less the clients' turnaround); `w` as it is otherwise.
+fn sessions_of(recs: &[RequestRecord], mut w: Workload) -> Workload {
+    use std::collections::{BTreeSet, HashMap};
+    if recs.iter().any(|r| r.session.is_none() || r.turn.is_none()) || recs.is_empty() {
+        return w;
     }
+    let turns = recs.iter().filter_map(|r| r.turn).max().unwrap_or(0) + 1;
+    let key = |r: &RequestRecord| (r.level, r.session);
+    let count = |warm: bool| -> u64 {
+        let s: BTreeSet<_> = recs.iter().filter(|r| r.warmup == warm).map(key).collect();
+        s.len() as u64
+    };
+    // Each session's turns.
+    let mut by: HashMap<_, Vec<Turn>> = HashMap::new();
+    for r in recs {
+        by.entry(key(r)).or_default().push(Turn {
+            n: r.turn.unwrap_or(0),
+            prompt: r.input_tokens.unwrap_or(0),
+            reply: r.output_token_count().count,
+            sent: r.sent_ns,
+            end: r.end_ns,
+        });
+    }
+    let mut thinks = Vec::new();
+    let mut own = HashMap::new();
+    for (k, turns) in &mut by {
+        turns.sort_unstable_by_key(|t| t.n);
+        for (i, t) in turns.iter().enumerate() {
+            let before = i.checked_sub(1).map(|j| &turns[j]);
+            let history = before.map_or(0, |b| b.prompt.saturating_add(b.reply));
+            own.insert((*k, t.n), t.prompt.saturating_sub(history).max(1));
+            if let (Some(end), Some(sent)) = (before.and_then(|b| b.end), t.sent) {
+                thinks.push(sent.saturating_sub(end));
+            }
+        }
+    }
+    thinks.sort_unstable();
+    let think = thinks.get(thinks.len() / 2).copied().unwrap_or(0);
+    // `lengths` is in the order of `recs`: each turn's own input in place of its prompt.
+    for (l, r) in w.lengths.iter_mut().zip(recs) {
+        if let Some(&o) = own.get(&(key(r), r.turn.unwrap_or(0))) {
+            l.0 = u32::try_from(o).unwrap_or(u32::MAX);
+        }
+    }
+    w.requests = count(false);
+    w.warmup = count(true);
+    w.sessions = Some(crate::drive::Sessions {
+        turns,
+        think_ns: think.saturating_sub(w.turnaround_ns),
+        agent_step_input: None,
+    });
+    w
 }
 
 /// When each request [`workload_of`] keeps was sent, in its order: ns from the
@@ -173,5 +244,36 @@ mod tests {
             "the same requests, in the same order"
         );
         assert!((mean_rate(&sends) - 150.0).abs() < 1e-9, "3 over 20 ms");
+    }
+
+    #[test]
+    fn multi_turn_records_give_sessions_their_own_inputs_and_the_think_time() {
+        // Two sessions of three turns (bench --turns 3), open loop: each turn's prompt
+        // is the history (earlier prompts and replies of 10 tokens) and its own 20
+        // tokens; the next turn is sent 500 ms after a reply's end (think time).
+        let turn = |index: u64, session: u64, t: u32, sent: u64, end: u64| {
+            let mut r = rec(index, session as u32, sent, end);
+            r.session = Some(session);
+            r.turn = Some(t);
+            r.input_tokens = Some(u64::from(t) * 30 + 20);
+            r
+        };
+        let recs = vec![
+            turn(0, 0, 0, 0, 100),
+            turn(1, 1, 0, 50, 150),
+            turn(2, 0, 1, 600, 700),
+            turn(3, 1, 1, 650, 750),
+            turn(4, 0, 2, 1200, 1300),
+            turn(5, 1, 2, 1250, 1350),
+        ];
+        let w = workload_of(recs, 7, 0, &mut Vec::new());
+        let s = w.sessions.expect("sessions");
+        assert_eq!(
+            (s.turns, s.think_ns, s.agent_step_input),
+            (3, 500 * MS, None)
+        );
+        assert_eq!((w.requests, w.warmup), (2, 0), "sessions are counted");
+        assert_eq!(w.turnaround_ns, 0, "no client sent a second session");
+        assert!(w.lengths.iter().all(|&l| l == (20, 10)), "{:?}", w.lengths);
     }
 }
