@@ -1,31 +1,34 @@
 //! `cadence twin check` against a real engine: llama.cpp's `llama-server` (CPU,
 //! continuous batching, 4 slots; built by `scripts/real-engine.sh` into
 //! `CADENCE_REAL_ENGINE`) swept closed-loop at 1, 2, 4 and 8 clients to fit the twin
-//! on, then open-loop Poisson loads at 3 and 6 req/s it never saw, each run twice
-//! (the second run is the rerun noise). The check's table is printed; what is asserted
-//! is that it judges both loads on every figure with their rerun noise. The issue's
-//! bound (every quantile within the rerun noise or 10 %) is not met yet: on the
-//! shared 2-core VM, over two runs of this test, the twin's worst quantile was 39-84 %
-//! off where two runs of a load differed by up to 32-75 %, ITL p50 within 1.1 % in the
-//! better run (BENCHMARKS.md, "The twin on a real engine"). About 2 minutes. Ignored
-//! unless asked for (scripts/test.sh does, with `CADENCE_REAL_ENGINE`).
+//! on, then loads it never saw, each run twice (the second run is the rerun noise):
+//! open-loop Poisson at half and four fifths of the most requests per second the sweep
+//! measured (below and near capacity, where a serving engineer asks; past capacity TTFT
+//! is a queue that grows with the run's length, not a figure of the load), and
+//! multi-turn sessions (0.3 a second of 3 turns each, the history in llama-server's
+//! prompt cache). The
+//! check's table is printed. Asserted: every figure of every load judged with its rerun
+//! noise, and each load's worst quantile no more than twice the rerun's worst or 50 %
+//! off (a guard against a model gone wrong, as the overhead was before the server's
+//! own prompt time split it off). The issue's bound (every quantile within the rerun
+//! noise or 10 %) is counted and printed, not asserted: on the shared 2-core VM the
+//! engine's own speed moves several-fold within a run (BENCHMARKS.md, "The twin on a
+//! real engine"). About 3 minutes. Ignored unless asked for (scripts/test.sh does, with
+//! `CADENCE_REAL_ENGINE`).
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-/// Short prompts, 32 tokens each, every prompt processed in full (llama-server would
-/// otherwise reuse a slot's cached prompt for a repeated one).
-fn bench(port: u16, load: &[&str], records: &Path) {
+/// Short prompts, 32 tokens each; `body` the extra body (the prompt cache off for
+/// single requests, so each prompt is processed in full).
+fn bench(port: u16, load: &[&str], body: &str, records: &Path) {
     let out = common::cadence()
         .args(["bench", &format!("http://127.0.0.1:{port}/v1")])
         .args(["--model", "tiny-llama", "--quiet"])
         .args(load)
         .args(["--max-tokens", "32", "--input-tokens", "16"])
-        .args([
-            "--extra-body",
-            r#"{"ignore_eos": true, "cache_prompt": false}"#,
-        ])
+        .args(["--extra-body", body])
         .arg("--records")
         .arg(records)
         .timeout(std::time::Duration::from_secs(120))
@@ -34,6 +37,27 @@ fn bench(port: u16, load: &[&str], records: &Path) {
     let err = String::from_utf8_lossy(&out.stderr);
     // 4: sends late on a loaded machine make a run invalid; its records stand.
     assert!(matches!(out.status.code(), Some(0 | 4)), "{err}");
+}
+
+/// The most requests per second any level of a records file finished: its succeeded
+/// requests over its first send to its last end.
+fn most_per_s(records: &Path) -> f64 {
+    let text = std::fs::read_to_string(records).unwrap();
+    let mut levels: std::collections::BTreeMap<u64, (u64, u64, u64)> = Default::default();
+    for line in text.lines().filter(|l| l.starts_with("{\"index\"")) {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (Some(sent), Some(end)) = (r["sent_ns"].as_u64(), r["end_ns"].as_u64()) else {
+            continue;
+        };
+        let l = levels
+            .entry(r["level"].as_u64().unwrap())
+            .or_insert((0, u64::MAX, 0));
+        *l = (l.0 + 1, l.1.min(sent), l.2.max(end));
+    }
+    levels
+        .values()
+        .map(|&(n, a, b)| n as f64 * 1e9 / (b - a) as f64)
+        .fold(0.0, f64::max)
 }
 
 /// Each figure's row of the check for `load`: (figure, twin error %, rerun %).
@@ -55,7 +79,7 @@ fn rows(text: &str, load: &str) -> Vec<(String, f64, f64)> {
 
 #[test]
 #[ignore = "needs llama-server (CADENCE_REAL_ENGINE); scripts/test.sh builds it and runs this"]
-fn a_twin_fitted_on_a_sweep_of_llama_server_predicts_held_out_poisson_loads() {
+fn a_twin_fitted_on_a_sweep_of_llama_server_predicts_held_out_loads() {
     let dir = common::real_engine();
     let tmp = tempfile::tempdir().unwrap();
     let (_server, port) = common::llama_server(
@@ -64,32 +88,47 @@ fn a_twin_fitted_on_a_sweep_of_llama_server_predicts_held_out_poisson_loads() {
         &tmp.path().join("llama-server.log"),
     );
     let at = |name: &str| -> PathBuf { tmp.path().join(name) };
+    let uncached = r#"{"ignore_eos": true, "cache_prompt": false}"#;
     bench(
         port,
-        &["-c", "1,2,4,8", "-n", "24", "--warmup", "1"],
+        &["-c", "1,2,4,8", "-n", "20", "--warmup", "1"],
+        uncached,
         &at("sweep.jsonl"),
     );
+    let most = most_per_s(&at("sweep.jsonl"));
+    let rates: Vec<String> = [0.5, 0.8]
+        .iter()
+        .map(|f| format!("{:.2}", f * most))
+        .collect();
+    // The runs of each load interleaved, so both meet the machine as it goes.
     let mut held = Vec::new();
-    for rate in ["3", "6"] {
-        for run in ["a", "b"] {
+    for run in ["a", "b"] {
+        for rate in &rates {
             let records = at(&format!("rate{rate}-{run}.jsonl"));
+            let load = ["--rate", rate, "--arrivals", "poisson", "--seed", "5"];
             bench(
                 port,
-                &[
-                    "--rate",
-                    rate,
-                    "--arrivals",
-                    "poisson",
-                    "--seed",
-                    "5",
-                    "-n",
-                    "30",
-                ],
+                &[&load[..], &["-n", "24"]].concat(),
+                uncached,
                 &records,
             );
             held.push(records);
         }
+        let records = at(&format!("turns-{run}.jsonl"));
+        // 0.3 sessions a second of 3 turns: about the lower rate's requests.
+        let load = ["--rate", "0.3", "--arrivals", "poisson", "--seed", "5"];
+        let turns = ["-n", "6", "--turns", "3", "--think-time", "500ms"];
+        bench(
+            port,
+            &[&load[..], &turns].concat(),
+            r#"{"ignore_eos": true}"#,
+            &records,
+        );
+        held.push(records);
     }
+    // Each load's two runs side by side: the check takes a load's second run as its
+    // rerun.
+    held.sort();
     let out = common::cadence()
         .args(["twin", "check"])
         .arg(at("sweep.jsonl"))
@@ -97,16 +136,29 @@ fn a_twin_fitted_on_a_sweep_of_llama_server_predicts_held_out_poisson_loads() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprintln!("{text}");
+    eprintln!("most the sweep finished: {most:.2} req/s\n{text}");
     assert_eq!(out.status.code(), Some(0), "{text}");
-    for load in ["rate=3/s", "rate=6/s"] {
-        let rows = rows(&text, load);
+    let (mut within, mut judged) = (0, 0);
+    for block in text.split("\n\n").skip(1) {
+        let load = block.lines().next().unwrap_or_default().trim().to_string();
+        let rows = rows(&text, &load);
         assert_eq!(rows.len(), 9, "{text}");
-        for (figure, err, noise) in rows {
+        let (mut worst, mut noise) = (0.0f64, 0.0f64);
+        for (figure, err, rerun) in &rows {
             assert!(
-                err.is_finite() && noise.is_finite(),
+                err.is_finite() && rerun.is_finite(),
                 "{load} {figure}: {text}"
             );
+            worst = worst.max(err.abs());
+            noise = noise.max(rerun.abs());
+            judged += 1;
+            within += usize::from(err.abs() <= rerun.abs().max(10.0));
         }
+        assert!(
+            worst <= (2.0 * noise).max(50.0),
+            "{load}: the twin's worst quantile {worst:.1} % off, the rerun's {noise:.1} %: {text}"
+        );
     }
+    assert_eq!(judged, 27, "three loads of nine figures: {text}");
+    eprintln!("within the rerun noise or 10 %: {within} of {judged} figures");
 }
