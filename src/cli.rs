@@ -571,12 +571,25 @@ pub struct OtlpArgs {
     #[arg(long, value_name = "SHARE", default_value = "1", value_parser = parse_share)]
     pub otlp_sample: f64,
 
-    /// Which signals bench's --otlp sends: traces (a span per request), metrics (the
-    /// run's TTFT, ITL, TPOT, E2E and token histograms to /v1/metrics, every
+    /// Which signals --otlp sends: traces (a span per request), metrics (the TTFT,
+    /// ITL, TPOT, E2E and token histograms, by model, to /v1/metrics, every
     /// OTEL_METRIC_EXPORT_INTERVAL ms, default 10000, and at the end) or both. The
-    /// proxy sends spans only (its histograms are on its /metrics).
+    /// simulator sends spans only.
     #[arg(long, value_name = "LIST", default_value = "traces,metrics", value_parser = cadence_otlp::Signals::parse)]
     pub otlp_signals: cadence_otlp::Signals,
+}
+
+impl OtlpArgs {
+    /// The flags as the crates take them.
+    pub fn flags(&self) -> cadence_otlp::signals::Flags<'_> {
+        cadence_otlp::signals::Flags {
+            otlp: self.otlp.as_deref(),
+            protocol: self.otlp_protocol,
+            signals: self.otlp_signals,
+            sample: self.otlp_sample,
+            chunk_events: self.otlp_chunk_events,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -46,15 +46,7 @@ fn config(args: &ProxyArgs, argv: impl IntoIterator<Item = String>) -> anyhow::R
     if !args.measure_routes.is_empty() {
         c.measured_routes = args.measure_routes.clone();
     }
-    let o = &args.otlp;
-    c.tracing = cadence_otlp::run::config(o.otlp.as_deref(), o.otlp_protocol)?.map(|otlp| {
-        let (sample, chunk_events) = (o.otlp_sample, o.otlp_chunk_events);
-        cadence_proxy::Tracing {
-            otlp,
-            sample,
-            chunk_events,
-        }
-    });
+    (c.tracing, c.otlp_metrics) = cadence_proxy::Tracing::from_flags(&args.otlp.flags())?;
     c.limits = Limits {
         idle_timeout: args.idle_timeout,
         upstream_header_timeout: args.upstream_header_timeout,
@@ -101,8 +93,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<Exit> {
     crate::signal::stop_signal().await;
     eprintln!("cadence proxy: stopping; draining in-flight streams");
     let stopped = proxy.stop().await;
-    let said = stopped.otlp.map(|s| cadence_otlp::run::said(&s, false).0);
-    said.flatten().iter().for_each(|l| eprintln!("{l}"));
+    stopped.said().iter().for_each(|l| eprintln!("{l}"));
     let written = stopped.records?;
     if args.records.is_some() {
         eprintln!("cadence proxy: {written} records written");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::collector::{collector, sent_to, Bodies};
+use common::collector::{collector, spans_of};
 use common::{cadence, read_records, validate_report};
 use predicates::prelude::PredicateBooleanExt;
 use serde_json::Value;
@@ -35,20 +35,6 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     let a = span["attributes"].as_array().unwrap();
     let kv = a.iter().find(|kv| kv["key"] == key);
     &kv.unwrap_or_else(|| panic!("{key} in {span}"))["value"]
-}
-
-/// Every span the collector was sent.
-fn spans_of(bodies: &Bodies) -> Vec<Value> {
-    sent_to(bodies, "/v1/traces")
-        .iter()
-        .flat_map(|b| {
-            let doc: Value = serde_json::from_slice(b).unwrap();
-            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
-                .as_array()
-                .unwrap()
-                .clone()
-        })
-        .collect()
 }
 
 fn ns(v: &Value) -> u64 {

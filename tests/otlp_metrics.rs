@@ -212,3 +212,107 @@ fn a_bad_signal_or_interval_is_a_usage_error_naming_it() {
         .code(2)
         .stderr(predicates::str::contains("OTEL_METRIC_EXPORT_INTERVAL"));
 }
+
+/// Sends SIGTERM to `child` and waits (up to 20 s) for it to end.
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    for _ in 0..400 {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the proxy did not end on SIGTERM");
+}
+
+/// The last metrics export's histogram point named `name` of `model`'s series.
+fn model_point(bodies: &Bodies, name: &str, model: &str) -> Value {
+    let last = sent_to(bodies, "/v1/metrics").pop().expect("an export");
+    let doc: Value = serde_json::from_slice(&last).unwrap();
+    let metrics = &doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
+    let m = metrics
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name);
+    let points = m.unwrap()["histogram"]["dataPoints"].as_array().unwrap();
+    let of = |p: &&Value| {
+        let a = p["attributes"].as_array().unwrap();
+        a.iter()
+            .any(|a| a["key"] == "gen_ai.request.model" && a["value"]["stringValue"] == model)
+    };
+    points.iter().find(of).unwrap().clone()
+}
+
+/// `cadence proxy --otlp`: each measured request's span names the model its body asked
+/// for, and the proxy's live traffic is exported as the same histograms as bench's, by
+/// model, at shutdown: their counts and sums are the proxy's records' own.
+#[test]
+fn the_proxys_spans_name_the_model_and_its_metrics_are_its_records() {
+    let (url, bodies) = collector(200);
+    let (_sim, sim_url) = common::fast_sim();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("proxy.jsonl");
+    let up = ["proxy", "--listen", "127.0.0.1:0", "--upstream", &sim_url];
+    let otlp = ["--otlp", &url, "--otlp-protocol", "http/json", "--records"];
+    let (mut proxy, proxy_url) =
+        common::spawn_listening(&[&up[..], &otlp, &[file.to_str().unwrap()]].concat());
+    let target = format!("{proxy_url}/v1");
+    for (model, n) in [("alpha", "3"), ("beta", "2")] {
+        cadence()
+            .args(["bench", &target, "--quiet", "-c", "1", "-n", n])
+            .args(["--model", model, "--max-tokens", "8"])
+            .assert()
+            .success();
+    }
+    assert!(terminate(&mut proxy.0).success());
+    let records = read_records(&file);
+    assert_eq!(records.len(), 5);
+    let spans = common::collector::spans_of(&bodies);
+    assert_eq!(spans.len(), 5);
+    for model in ["alpha", "beta"] {
+        let mine: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["proxy"]["model"] == model)
+            .collect();
+        let named = spans
+            .iter()
+            .filter(|s| s["name"] == format!("chat {model}"));
+        assert_eq!(named.count(), mine.len(), "{model}");
+        let ns = |r: &Value, k: &str| r[k].as_u64().unwrap();
+        let chunk = |r: &Value, i: usize| r["chunks"][i][0].as_u64().unwrap();
+        let ttft: u64 = mine.iter().map(|r| chunk(r, 0) - ns(r, "sent_ns")).sum();
+        let e2e: u64 = mine
+            .iter()
+            .map(|r| ns(r, "end_ns") - ns(r, "sent_ns"))
+            .sum();
+        let mut gaps = (0u64, 0u64);
+        for r in &mine {
+            for i in 1..r["chunks"].as_array().unwrap().len() {
+                gaps = (gaps.0 + 1, gaps.1 + chunk(r, i) - chunk(r, i - 1));
+            }
+        }
+        let p = model_point(
+            &bodies,
+            "gen_ai.client.operation.time_to_first_chunk",
+            model,
+        );
+        assert_eq!(
+            (count(&p), sum_ns(&p)),
+            (mine.len() as u64, ttft),
+            "{model}"
+        );
+        let p = model_point(&bodies, "gen_ai.client.operation.duration", model);
+        assert_eq!((count(&p), sum_ns(&p)), (mine.len() as u64, e2e), "{model}");
+        let p = model_point(
+            &bodies,
+            "gen_ai.client.operation.time_per_output_chunk",
+            model,
+        );
+        assert_eq!((count(&p), sum_ns(&p)), gaps, "{model}");
+    }
+}

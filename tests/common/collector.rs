@@ -61,3 +61,17 @@ pub fn sent_to(bodies: &Bodies, path: &str) -> Vec<Vec<u8>> {
         .map(|(_, b)| b.clone())
         .collect()
 }
+
+/// Every span the collector was sent as OTLP/JSON (`/v1/traces`).
+pub fn spans_of(bodies: &Bodies) -> Vec<serde_json::Value> {
+    sent_to(bodies, "/v1/traces")
+        .iter()
+        .flat_map(|b| {
+            let doc: serde_json::Value = serde_json::from_slice(b).unwrap();
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect()
+}

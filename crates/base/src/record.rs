@@ -405,6 +405,10 @@ pub struct ProxyInfo {
     pub method: String,
     /// The request path, without the query (which may carry secrets).
     pub path: String,
+    /// The body's `model`, as the client asked for it (cut to 128 bytes): a span's
+    /// `gen_ai.request.model` and its metrics series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Time the proxy spent waiting for the client to take bytes (downstream
     /// back-pressure): upstream reads stood still meanwhile.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -169,6 +169,7 @@ mod tests {
             path: "/v1/chat/completions".into(),
             downstream_wait_ns: 870 * MS,
             downstream_gaps: vec![2],
+            model: None,
         }));
         assert_eq!(gaps(&r, &mut bad), vec![10, 10]);
         assert_eq!(ttft_ms(&r, &mut bad), Some(10.0));

@@ -134,10 +134,17 @@ impl Hist {
     }
 }
 
+/// The most series (distinct models and targets) a run's instruments keep apart; a
+/// request past them is counted under the model `other`, so a client naming a new
+/// model in every request costs no memory.
+pub const MAX_SERIES: usize = 64;
+
 /// Which series a value belongs to, besides the run's own attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     level: u32,
+    /// Its attributes over the run's ([`Instruments::series`]).
+    series: u16,
     /// `error.type` (a failure's outcome) or `gen_ai.token.type`; `None` when neither.
     tag: Option<&'static str>,
 }
@@ -145,6 +152,9 @@ struct Key {
 /// The run's metrics so far, per level (and per outcome or token type).
 #[derive(Debug, Clone, Default)]
 pub struct Instruments {
+    /// Each series' attributes that differ from the run's: the model a proxied request
+    /// named, a watch target's own (empty: the run's alone).
+    series: Vec<Vec<KeyValue>>,
     duration: BTreeMap<Key, Hist>,
     ttft: BTreeMap<Key, Hist>,
     itl: BTreeMap<Key, Hist>,
@@ -174,27 +184,65 @@ impl Instruments {
         }
     }
 
-    /// Adds one finished record as the report counts it: a warm-up request or one never
-    /// sent adds nothing; a failure adds its duration under its `error.type`; a success
-    /// adds every figure.
+    /// The series of attributes `over` the run's, made when new (up to [`MAX_SERIES`],
+    /// then the same with the model `other`).
+    fn series_of(&mut self, mut over: Vec<KeyValue>) -> u16 {
+        if let Some(i) = self.series.iter().position(|s| *s == over) {
+            return i as u16;
+        }
+        if self.series.len() >= MAX_SERIES {
+            for kv in over.iter_mut().filter(|kv| kv.key == MODEL) {
+                *kv = crate::span::string(MODEL, "other");
+            }
+            if let Some(i) = self.series.iter().position(|s| *s == over) {
+                return i as u16;
+            }
+        }
+        self.series.push(over);
+        (self.series.len() - 1) as u16
+    }
+
+    /// Adds one finished record as the report counts it, in the run's series (or the
+    /// model's a proxied request named): a warm-up request or one never sent adds
+    /// nothing; a failure adds its duration under its `error.type`; a success adds
+    /// every figure.
     pub fn push(&mut self, r: &RequestRecord) {
+        let model = r.proxy.as_ref().and_then(|p| p.model.as_deref());
+        let over = model.map(|m| crate::span::string(MODEL, m));
+        self.push_in(r, over.into_iter().collect());
+    }
+
+    /// [`Instruments::push`] into the series of `shape` (a watch target's: its model,
+    /// server and name) rather than the run's.
+    pub fn push_as(&mut self, r: &RequestRecord, shape: &Shape) {
+        let over = run_attributes(shape, crate::span::model_of(r, shape));
+        self.push_in(r, over);
+    }
+
+    fn push_in(&mut self, r: &RequestRecord, over: Vec<KeyValue>) {
         if r.warmup || !r.was_sent() {
             return;
         }
         let level = r.level;
+        let series = self.series_of(over);
         let mut bad = 0;
         let e2e = per_request::e2e_ms(r, &mut bad);
         if r.outcome != Outcome::Succeeded {
             if let Some(d) = e2e {
                 let key = Key {
                     level,
+                    series,
                     tag: Some(r.outcome.name()),
                 };
                 time_hist(&mut self.duration, key, ns(d));
             }
             return;
         }
-        let key = Key { level, tag: None };
+        let key = Key {
+            level,
+            series,
+            tag: None,
+        };
         if let Some(d) = e2e {
             time_hist(&mut self.duration, key, ns(d));
         }
@@ -216,6 +264,7 @@ impl Instruments {
                 .stalls
                 .entry(Key {
                     level,
+                    series,
                     tag: Some(tag),
                 })
                 .or_default() += n;
@@ -232,6 +281,7 @@ impl Instruments {
                 self.tokens
                     .entry(Key {
                         level,
+                        series,
                         tag: Some(kind),
                     })
                     .or_insert_with(|| Hist::new(TOKEN_BOUNDS, 1))
@@ -283,22 +333,45 @@ const SPECS: [Spec; 5] = [
     },
 ];
 
-/// The attributes every series of a run carries (no userinfo: `server.address` is
-/// the endpoint's host alone).
-fn run_attributes(shape: &Shape) -> Vec<KeyValue> {
+const MODEL: &str = "gen_ai.request.model";
+
+/// The attributes every series of a run carries, its model `model` (no userinfo:
+/// `server.address` is the endpoint's host alone).
+fn run_attributes(shape: &Shape, model: &str) -> Vec<KeyValue> {
     let mut a = vec![
         crate::span::string("gen_ai.operation.name", shape.operation),
-        crate::span::string("gen_ai.request.model", &shape.model),
+        crate::span::string(MODEL, model),
     ];
     if let Some((host, port)) = &shape.server {
         a.push(crate::span::string("server.address", host));
         a.push(crate::span::int("server.port", u64::from(*port)));
     }
+    if let Some(t) = &shape.target {
+        a.push(crate::span::string("cadence.target", t));
+    }
     a
 }
 
-fn series_attributes(run: &[KeyValue], key: Key, tag: &str) -> Vec<KeyValue> {
+/// The run's attributes with a series' own in their place (or added).
+fn overridden(run: &[KeyValue], over: &[KeyValue]) -> Vec<KeyValue> {
     let mut a = run.to_vec();
+    for kv in over {
+        match a.iter_mut().find(|x| x.key == kv.key) {
+            Some(x) => *x = kv.clone(),
+            None => a.push(kv.clone()),
+        }
+    }
+    a
+}
+
+fn series_attributes(
+    series: &[Vec<KeyValue>],
+    run: &[KeyValue],
+    key: Key,
+    tag: &str,
+) -> Vec<KeyValue> {
+    let over = series.get(usize::from(key.series));
+    let mut a = overridden(run, over.map_or(&[][..], Vec::as_slice));
     a.push(crate::span::int("cadence.level", u64::from(key.level)));
     if let Some(v) = key.tag {
         a.push(crate::span::string(tag, v));
@@ -340,7 +413,7 @@ impl Instruments {
     /// The metrics so far, cumulative from `start` to `now` (ns since the Unix epoch);
     /// an instrument nothing was recorded in is left out.
     pub fn snapshot(&self, shape: &Shape, start: u64, now: u64) -> Vec<mp::Metric> {
-        let run = run_attributes(shape);
+        let run = run_attributes(shape, &shape.model);
         let cumulative = AggregationTemporality::Cumulative as i32;
         let mut out = Vec::new();
         for (spec, map) in SPECS.iter().zip(self.hists()) {
@@ -349,7 +422,10 @@ impl Instruments {
             }
             let data_points = map
                 .iter()
-                .map(|(k, h)| h.point(series_attributes(&run, *k, spec.tag), start, now))
+                .map(|(k, h)| {
+                    let attributes = series_attributes(&self.series, &run, *k, spec.tag);
+                    h.point(attributes, start, now)
+                })
                 .collect();
             out.push(mp::Metric {
                 name: spec.name.into(),
@@ -366,7 +442,7 @@ impl Instruments {
                 .stalls
                 .iter()
                 .map(|(k, &n)| mp::NumberDataPoint {
-                    attributes: series_attributes(&run, *k, "cadence.stall.kind"),
+                    attributes: series_attributes(&self.series, &run, *k, "cadence.stall.kind"),
                     start_time_unix_nano: start,
                     time_unix_nano: now,
                     as_int: i64::try_from(n).unwrap_or(i64::MAX),

@@ -117,6 +117,7 @@ pub fn shape(target: &Target<'_>) -> Shape {
         stall_threshold_ns: target.stall_threshold.as_nanos() as u64,
         chunk_events: target.chunk_events,
         kind: target.kind,
+        target: None,
     }
 }
 

@@ -37,6 +37,39 @@ pub fn configs(
     Ok((spans, metrics))
 }
 
+/// A command's `--otlp*` flags, as every command that exports takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Flags<'a> {
+    /// `--otlp URL`.
+    pub otlp: Option<&'a str>,
+    /// `--otlp-protocol`.
+    pub protocol: Option<Protocol>,
+    /// `--otlp-signals`.
+    pub signals: Signals,
+    /// `--otlp-sample`: the share of the traces it starts that are exported.
+    pub sample: f64,
+    /// `--otlp-chunk-events`.
+    pub chunk_events: u32,
+}
+
+impl Flags<'_> {
+    /// [`configs_here`] of these flags.
+    pub fn configs(&self) -> Result<(Option<Config>, Option<MetricsConfig>), StartError> {
+        configs_here(self.otlp, self.protocol, self.signals)
+    }
+}
+
+/// [`configs`] from this process's `OTEL_EXPORTER_OTLP_*` variables (a usage error
+/// when one is not usable).
+pub fn configs_here(
+    flag: Option<&str>,
+    protocol: Option<Protocol>,
+    signals: Signals,
+) -> Result<(Option<Config>, Option<MetricsConfig>), StartError> {
+    let env = |k: &str| std::env::var(k).ok();
+    configs(flag, protocol, signals, &env).map_err(StartError::Config)
+}
+
 /// Starts the exports `--otlp` (`flag`), `--otlp-protocol`, `--otlp-signals` and this
 /// process's `OTEL_EXPORTER_OTLP_*` variables ask for; `None` when none is.
 pub fn start_if_asked(
@@ -45,8 +78,7 @@ pub fn start_if_asked(
     signals: Signals,
     target: Target<'_>,
 ) -> Result<Option<(Exports, Sinks)>, StartError> {
-    let env = |k: &str| std::env::var(k).ok();
-    let (spans, metrics) = configs(flag, protocol, signals, &env).map_err(StartError::Config)?;
+    let (spans, metrics) = configs_here(flag, protocol, signals)?;
     Ok(start(spans, metrics, target)?)
 }
 
@@ -116,6 +148,16 @@ impl Exports {
         self.spans.is_some()
     }
 
+    /// The span export's figures so far (`None`: spans are not exported).
+    pub fn spans_summary(&self) -> Option<OtlpExport> {
+        self.spans.as_ref().map(Export::summary)
+    }
+
+    /// The metrics export's figures so far (`None`: metrics are not exported).
+    pub fn metrics_summary(&self) -> Option<OtlpMetricsExport> {
+        self.metrics.as_ref().map(MetricsExporter::summary)
+    }
+
     /// Sets the wall-clock time of the run clock's origin: call right after the run
     /// clock starts, before any record.
     pub fn set_origin_now(&self) {
@@ -132,27 +174,10 @@ impl Exports {
     /// stderr (a loss even when `quiet`).
     pub fn finish_into(self, report: &mut Report, quiet: bool) -> Vec<String> {
         let (spans, metrics) = self.finish();
-        let mut lines = Vec::new();
-        if let Some(s) = spans {
-            let (line, warning) = run::said(&s, quiet);
-            lines.extend(line);
-            report.warnings.extend(warning);
-            report.otlp = Some(s);
-        }
-        if let Some(m) = metrics {
-            match metrics_export::warning(&m) {
-                Some(w) => {
-                    lines.push(format!("cadence: {w}"));
-                    report.warnings.push(w);
-                }
-                None if quiet => {}
-                None => lines.push(format!(
-                    "OTLP: metrics exported to {} ({} exports).",
-                    m.endpoint, m.exports
-                )),
-            }
-            report.otlp_metrics = Some(m);
-        }
+        let (lines, warnings) = said(spans.as_ref(), metrics.as_ref(), quiet);
+        report.warnings.extend(warnings);
+        report.otlp = spans;
+        report.otlp_metrics = metrics;
         lines
     }
 
@@ -165,4 +190,33 @@ impl Exports {
         let spans = self.spans.map(Export::finish);
         (spans, self.metrics.map(MetricsExporter::finish))
     }
+}
+
+/// What a command says of its exports at its end: the lines for stderr (a loss even
+/// when `quiet`, else what was exported) and the warnings a report carries.
+pub fn said(
+    spans: Option<&OtlpExport>,
+    metrics: Option<&OtlpMetricsExport>,
+    quiet: bool,
+) -> (Vec<String>, Vec<String>) {
+    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
+    if let Some(s) = spans {
+        let (line, warning) = run::said(s, quiet);
+        lines.extend(line);
+        warnings.extend(warning);
+    }
+    if let Some(m) = metrics {
+        match metrics_export::warning(m) {
+            Some(w) => {
+                lines.push(format!("cadence: {w}"));
+                warnings.push(w);
+            }
+            None if quiet => {}
+            None => lines.push(format!(
+                "OTLP: metrics exported to {} ({} exports).",
+                m.endpoint, m.exports
+            )),
+        }
+    }
+    (lines, warnings)
 }

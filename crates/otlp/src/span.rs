@@ -35,6 +35,8 @@ pub struct Shape {
     pub chunk_events: u32,
     /// The span's kind: a client's request (bench, watch) or a server's (proxy, sim).
     pub kind: SpanKind,
+    /// `cadence.target`: the watch target's name (its spans and series).
+    pub target: Option<String>,
 }
 
 /// Which trace a span belongs to and where in it.
@@ -95,6 +97,13 @@ pub fn figures(r: &RequestRecord, stall_threshold_ns: u64) -> Figures {
     }
 }
 
+/// The model a record's span and metrics series name: the one a proxied request's body
+/// asked for, else the run's (`gen_ai.request.model`).
+pub fn model_of<'a>(r: &'a RequestRecord, shape: &'a Shape) -> &'a str {
+    let asked = r.proxy.as_ref().and_then(|p| p.model.as_deref());
+    asked.unwrap_or(&shape.model)
+}
+
 /// The span of a finished record; `None` for a request dropped before it was sent
 /// (it never left the client) and for one with no time at all.
 pub fn request_span(r: &RequestRecord, shape: &Shape, ids: SpanIds) -> Option<proto::Span> {
@@ -112,7 +121,7 @@ pub fn request_span(r: &RequestRecord, shape: &Shape, ids: SpanIds) -> Option<pr
         trace_state: String::new(),
         parent_span_id: ids.parent.map(|p| p.to_vec()).unwrap_or_default(),
         flags: 0x100 | 1,
-        name: format!("{} {}", shape.operation, shape.model),
+        name: format!("{} {}", shape.operation, model_of(r, shape)),
         kind: shape.kind as i32,
         start_time_unix_nano: at(start),
         end_time_unix_nano: at(end),
@@ -160,7 +169,7 @@ pub(crate) fn string(key: &str, v: &str) -> KeyValue {
 fn attributes(r: &RequestRecord, shape: &Shape, f: &Figures) -> Vec<KeyValue> {
     let mut a = vec![
         string("gen_ai.operation.name", shape.operation),
-        string("gen_ai.request.model", &shape.model),
+        string("gen_ai.request.model", model_of(r, shape)),
     ];
     if let Some((host, port)) = &shape.server {
         a.push(string("server.address", host));
@@ -187,6 +196,9 @@ fn attributes(r: &RequestRecord, shape: &Shape, f: &Figures) -> Vec<KeyValue> {
     }
     if let Some(s) = r.http_status {
         a.push(int("http.response.status_code", u64::from(s)));
+    }
+    if let Some(t) = &shape.target {
+        a.push(string("cadence.target", t));
     }
     a.extend(cadence_attributes(r, f, out.source.name()));
     a
@@ -290,6 +302,7 @@ mod tests {
             stall_threshold_ns: 500 * MS,
             chunk_events: 0,
             kind: SpanKind::Client,
+            target: None,
         }
     }
 
@@ -381,6 +394,26 @@ mod tests {
             ]
         );
         assert_eq!(s.status.unwrap().code, StatusCode::Unset as i32);
+    }
+
+    #[test]
+    fn a_proxied_request_names_the_model_its_body_asked_for() {
+        let mut r = record();
+        let s = request_span(&r, &shape(), ids()).unwrap();
+        assert_eq!(
+            s.name, "chat m1",
+            "the run's model when the record names none"
+        );
+        r.proxy = Some(Box::new(cadence_core::ProxyInfo {
+            model: Some("llama-3-8b".into()),
+            ..Default::default()
+        }));
+        let s = request_span(&r, &shape(), ids()).unwrap();
+        assert_eq!(s.name, "chat llama-3-8b");
+        assert_eq!(
+            attr(&s, "gen_ai.request.model"),
+            Some(&Value::String("llama-3-8b".into()))
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn shape() -> Shape {
         stall_threshold_ns: 500 * MS,
         chunk_events: 0,
         kind: SpanKind::Client,
+        target: None,
     }
 }
 
@@ -230,4 +231,96 @@ fn time_bounds_start_at_50_us_and_grow_by_at_most_half_up_to_a_second() {
             assert!(w[1] * 2 <= w[0] * 3, "{w:?}");
         }
     }
+}
+
+/// The model a series names (`gen_ai.request.model`).
+fn model_of(p: &mp::HistogramDataPoint) -> String {
+    let a = p
+        .attributes
+        .iter()
+        .find(|a| a.key == "gen_ai.request.model");
+    match a.and_then(|a| a.value()) {
+        Some(Value::String(s)) => s.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn ttft_counts(ins: &Instruments, shape: &Shape) -> Vec<(String, u64)> {
+    let got = ins.snapshot(shape, START, NOW);
+    let m = got.iter().find(|m| m.name == metrics::TIME_TO_FIRST_CHUNK);
+    let Some(mp::Data::Histogram(h)) = &m.unwrap().data else {
+        panic!("a histogram")
+    };
+    let mut v: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (model_of(p), p.count))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_proxied_request_counts_under_the_model_it_named_and_models_are_bounded() {
+    let proxied = |i: u64, model: &str| {
+        let mut r = record(i, &[2_000, 3_000], 2);
+        r.proxy = Some(Box::new(cadence_core::ProxyInfo {
+            model: Some(model.into()),
+            ..Default::default()
+        }));
+        r
+    };
+    let mut ins = Instruments::new(500 * MS);
+    ins.push(&record(0, &[2_000, 3_000], 2));
+    ins.push(&proxied(1, "a"));
+    ins.push(&proxied(2, "a"));
+    ins.push(&proxied(3, "b"));
+    let want = [("a", 2), ("b", 1), ("m1", 1)].map(|(m, n)| (m.to_string(), n));
+    assert_eq!(ttft_counts(&ins, &shape()), want);
+    // Past MAX_SERIES models, new ones count as `other`.
+    for i in 0..metrics::MAX_SERIES as u64 + 10 {
+        ins.push(&proxied(10 + i, &format!("x{i}")));
+    }
+    let counts = ttft_counts(&ins, &shape());
+    assert_eq!(counts.len(), metrics::MAX_SERIES + 1);
+    let other = counts.iter().find(|(m, _)| m == "other").unwrap();
+    assert_eq!(other.1, 3 + 10, "the series past the ceiling");
+    assert_eq!(counts.iter().map(|c| c.1).sum::<u64>(), 4 + 74);
+}
+
+#[test]
+fn a_watch_targets_series_names_its_model_server_and_name() {
+    let mut ins = Instruments::new(500 * MS);
+    let target = Shape {
+        model: "t-model".into(),
+        server: Some(("10.0.0.9".into(), 9000)),
+        target: Some("east-api".into()),
+        ..shape()
+    };
+    ins.push_as(&record(0, &[2_000, 3_000], 2), &target);
+    ins.push(&record(1, &[2_000, 3_000], 2));
+    let got = ins.snapshot(&shape(), START, NOW);
+    let m = got.iter().find(|m| m.name == metrics::TIME_TO_FIRST_CHUNK);
+    let Some(mp::Data::Histogram(h)) = &m.unwrap().data else {
+        panic!("a histogram")
+    };
+    let attrs: Vec<Vec<(String, String)>> = h
+        .data_points
+        .iter()
+        .map(|p| {
+            p.attributes
+                .iter()
+                .map(|a| (a.key.clone(), format!("{:?}", a.value().unwrap())))
+                .collect()
+        })
+        .collect();
+    assert_eq!(attrs.len(), 2, "{attrs:?}");
+    let of = |i: usize, k: &str| attrs[i].iter().find(|a| a.0 == k).map(|a| a.1.clone());
+    let t = (0..2).find(|&i| of(i, "cadence.target").is_some()).unwrap();
+    assert_eq!(
+        of(t, "gen_ai.request.model").unwrap(),
+        "String(\"t-model\")"
+    );
+    assert_eq!(of(t, "server.port").unwrap(), "Int(9000)");
+    assert_eq!(of(1 - t, "gen_ai.request.model").unwrap(), "String(\"m1\")");
 }

@@ -57,6 +57,7 @@ fn shape() -> Shape {
         stall_threshold_ns: 500_000_000,
         chunk_events: 0,
         kind: SpanKind::Client,
+        target: None,
     }
 }
 

@@ -397,12 +397,13 @@ pub(crate) async fn handle(
     // Sent whole: the connection is forwarding, never closed to make room, until the
     // answer is done (the job holds this).
     let busy = slot.busy();
-    let (labels, asked_stream) = peek(&shared, measured, route, &body);
+    let (labels, asked_stream, model) = peek(&shared, measured, route, &body);
     let uri = match upstream_uri(&shared.config.upstream, &parts.uri) {
         Ok(u) => u,
         Err(refusal) => return refusal.answer(&shared),
     };
-    let (info, client_id) = proxy_info(&parts, &redactor);
+    let (mut info, client_id) = proxy_info(&parts, &redactor);
+    info.model = model.map(|m| redactor.redact(cadence_wire::truncate_str(&m, 128)));
     let mut up = upstream_request(&shared.via_id, parts, uri, body);
     let mut job = Job::start(&shared, measured, labels, redactor, info, client_id);
     if let (true, Some(p)) = (measured, &shared.propagation) {
@@ -520,9 +521,14 @@ async fn read_body(shared: &Shared, headers: &HeaderMap, body: Incoming) -> Resu
     }
 }
 
-/// Decides the stream's labels (model, route) and whether the client asked for a
-/// stream; only a measured route's body is parsed.
-fn peek(shared: &Shared, measured: bool, route: Route, body: &[u8]) -> (StreamLabels, bool) {
+/// Decides the stream's labels (model, route), whether the client asked for a stream
+/// and the model it named; only a measured route's body is parsed.
+fn peek(
+    shared: &Shared,
+    measured: bool,
+    route: Route,
+    body: &[u8],
+) -> (StreamLabels, bool, Option<String>) {
     let peek: Option<Peek> = if measured {
         serde_json::from_slice(body).ok()
     } else {
@@ -535,7 +541,7 @@ fn peek(shared: &Shared, measured: bool, route: Route, body: &[u8]) -> (StreamLa
         route: route.name().to_string(),
     };
     let asked_stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
-    (labels, asked_stream)
+    (labels, asked_stream, peek.and_then(|p| p.model))
 }
 
 /// Decides where the request goes upstream: the upstream's scheme, authority and path

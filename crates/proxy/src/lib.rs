@@ -26,6 +26,7 @@ pub use records::{RecordWriter, RecordsConfig, RecordsError, WriterStatus};
 pub use server::{spawn, Proxy, Stopped};
 
 use cadence_core::secret::redact_url;
+use cadence_otlp::run::StartError;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -139,6 +140,10 @@ pub struct ProxyConfig {
     /// starts one), is forwarded with its own `traceparent`, and is exported as a
     /// server span; `None`: trace headers pass through untouched and nothing is sent.
     pub tracing: Option<Tracing>,
+    /// OTLP metrics (`--otlp-signals` with `metrics`): the measured requests' TTFT,
+    /// ITL, TPOT, E2E and token histograms, by model, exported every interval and at
+    /// shutdown; `None`: not sent.
+    pub otlp_metrics: Option<cadence_otlp::signals::MetricsConfig>,
 }
 
 /// What the proxy's tracing needs: where spans go and which traces it starts itself.
@@ -152,6 +157,29 @@ pub struct Tracing {
     pub sample: f64,
     /// An event on each span for each of its first N chunks (`--otlp-chunk-events`).
     pub chunk_events: u32,
+}
+
+impl Tracing {
+    /// The proxy's OTLP exports from its `--otlp*` flags and this process's
+    /// `OTEL_EXPORTER_OTLP_*` variables: spans (with the trace context they need) and
+    /// metrics, each `None` when not asked for.
+    pub fn from_flags(
+        f: &cadence_otlp::signals::Flags<'_>,
+    ) -> Result<
+        (
+            Option<Tracing>,
+            Option<cadence_otlp::signals::MetricsConfig>,
+        ),
+        StartError,
+    > {
+        let (spans, metrics) = f.configs()?;
+        let tracing = spans.map(|otlp| Tracing {
+            otlp,
+            sample: f.sample,
+            chunk_events: f.chunk_events,
+        });
+        Ok((tracing, metrics))
+    }
 }
 
 /// The records file's run line as the caller gives it: the target and the command line,
@@ -216,6 +244,7 @@ impl ProxyConfig {
             run: RunFacts::of_upstream(&upstream),
             upstream_tls: None,
             tracing: None,
+            otlp_metrics: None,
             upstream,
         }
     }
@@ -250,7 +279,7 @@ pub enum ProxyError {
     /// The records file could not be opened.
     #[error(transparent)]
     Records(#[from] RecordsError),
-    /// The span exporter's thread could not start (`--otlp`).
+    /// An OTLP export thread (spans', metrics') could not start (`--otlp`).
     #[error("cannot start the OTLP export thread: {error}")]
     Otlp {
         /// Why the thread could not be spawned.

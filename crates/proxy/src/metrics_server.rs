@@ -77,7 +77,7 @@ fn app(shared: Arc<Shared>) -> axum::Router {
             .otlp
             .lock()
             .ok()
-            .and_then(|g| g.as_ref().map(|e| e.summary()));
+            .and_then(|g| g.as_ref().and_then(|e| e.spans_summary()));
         if let Some(spans) = spans {
             s.metrics.otlp_spans(&spans);
         }

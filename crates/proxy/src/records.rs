@@ -1,21 +1,22 @@
 //! Where the proxy's records go: the shared records writer (`cadence_records`:
-//! JSON Lines, rotation by size, `.zst`) and, with `--otlp`, the span exporter's sink,
-//! on one record thread of its own so disk I/O and span making never stall a stream.
+//! JSON Lines, rotation by size, `.zst`) and, with `--otlp`, the OTLP exports' sink
+//! (spans, metrics), on one record thread of its own so disk I/O and span making never
+//! stall a stream.
 //! The file is appended to, and each proxy run starts with a wall-clock anchor so runs
 //! appended across restarts read back on one timeline.
 
 use cadence_core::runlog::{anchor_line, Anchor};
 use cadence_core::{RecordSink, RequestRecord};
-use cadence_otlp::OtlpSink;
+use cadence_otlp::signals::Sinks as OtlpSinks;
 use cadence_records::RecordsWriter;
 pub use cadence_records::{rotated, RecordsConfig, RecordsError, WriterStatus};
 use cadence_records::{RecordSender, RecordThread, SinkError, Sinks};
 
 /// What the record thread hands each finished record to: the records file, the
-/// span exporter, or both.
+/// OTLP exports, or both.
 pub struct ProxySinks {
     file: Option<RecordsWriter>,
-    spans: Option<OtlpSink>,
+    spans: Option<OtlpSinks>,
 }
 
 impl RecordSink for ProxySinks {
@@ -57,12 +58,12 @@ impl RecordWriter {
         Self::with_spans(Some(config), anchor, None)
     }
 
-    /// The record thread for the records file (`config`) and the span exporter's sink
+    /// The record thread for the records file (`config`) and the OTLP exports' sink
     /// (`spans`), either of them or both.
     pub fn with_spans(
         config: Option<RecordsConfig>,
         anchor: Anchor,
-        spans: Option<OtlpSink>,
+        spans: Option<OtlpSinks>,
     ) -> Result<RecordWriter, RecordsError> {
         let file = match config {
             Some(mut config) => {

@@ -198,41 +198,36 @@ fn start_tasks(
 
 /// The run clock, its 0 on the wall clock, the record thread (the records file, whose
 /// anchor puts this run's records on one timeline with earlier runs appended to it, and
-/// the span sink) and the span exporter (`--otlp`), its origin the clock's 0.
+/// the OTLP sink) and the OTLP exports (`--otlp`: spans, metrics), their origin the
+/// clock's 0.
 fn start_records(config: &ProxyConfig) -> Result<Started, ProxyError> {
-    let otlp = match &config.tracing {
-        Some(t) => {
-            let target = cadence_otlp::run::Target {
-                endpoint: &config.upstream,
-                operation: "chat",
-                model: "",
-                stall_threshold: Duration::from_nanos(
-                    cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS,
-                ),
-                chunk_events: t.chunk_events,
-                kind: cadence_otlp::proto::SpanKind::Server,
-            };
-            let started = cadence_otlp::run::start(t.otlp.clone(), target);
-            Some(started.map_err(|error| ProxyError::Otlp { error })?)
-        }
-        None => None,
+    let target = cadence_otlp::run::Target {
+        endpoint: &config.upstream,
+        operation: "chat",
+        model: "",
+        stall_threshold: Duration::from_nanos(cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS),
+        chunk_events: config.tracing.as_ref().map_or(0, |t| t.chunk_events),
+        kind: cadence_otlp::proto::SpanKind::Server,
     };
+    let spans = config.tracing.as_ref().map(|t| t.otlp.clone());
+    let otlp = cadence_otlp::signals::start(spans, config.otlp_metrics.clone(), target)
+        .map_err(|error| ProxyError::Otlp { error })?;
     let clock = Clock::start();
-    let (export, spans) = otlp.unzip();
+    let (export, sinks) = otlp.unzip();
     export
         .iter()
-        .for_each(cadence_otlp::run::Export::set_origin_now);
+        .for_each(cadence_otlp::signals::Exports::set_origin_now);
     let started_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let anchor = cadence_core::runlog::Anchor {
         unix_ms: started_unix_ms,
     };
-    let records = if config.records.is_some() || spans.is_some() {
+    let records = if config.records.is_some() || sinks.is_some() {
         Some(RecordWriter::with_spans(
             config.records.clone(),
             anchor,
-            spans,
+            sinks,
         )?)
     } else {
         None
@@ -245,7 +240,7 @@ type Started = (
     Clock,
     u64,
     Option<RecordWriter>,
-    Option<cadence_otlp::run::Export>,
+    Option<cadence_otlp::signals::Exports>,
 );
 
 /// Names a records write error (a full disk) the moment it happens, not at shutdown.
@@ -309,9 +304,14 @@ impl Proxy {
                 Ok(0)
             }
         };
-        // The record thread has made its last spans (open sessions closed): send them.
-        let otlp = export.map(cadence_otlp::run::Export::finish);
-        Stopped { records, otlp }
+        // The record thread has made its last spans (open sessions closed): send them,
+        // and the metrics' last export.
+        let (otlp, otlp_metrics) = export.map_or((None, None), |e| e.finish());
+        Stopped {
+            records,
+            otlp,
+            otlp_metrics,
+        }
     }
 }
 
@@ -322,6 +322,16 @@ pub struct Stopped {
     pub records: Result<u64, crate::RecordsError>,
     /// The span export's figures (`--otlp`): spans made, exported, dropped and why.
     pub otlp: Option<cadence_core::report::OtlpExport>,
+    /// The metrics export's figures (`--otlp-signals` with `metrics`).
+    pub otlp_metrics: Option<cadence_core::report::OtlpMetricsExport>,
+}
+
+impl Stopped {
+    /// What the proxy says of its OTLP exports at its end (a loss, else what went).
+    pub fn said(&self) -> Vec<String> {
+        let (spans, metrics) = (self.otlp.as_ref(), self.otlp_metrics.as_ref());
+        cadence_otlp::signals::said(spans, metrics, false).0
+    }
 }
 
 /// Whether `upstream` names the address this proxy listens on (itself).

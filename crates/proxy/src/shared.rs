@@ -29,8 +29,9 @@ pub(crate) struct Shared {
     pub records: Option<RecordWriter>,
     /// `--otlp`: the trace context measured requests continue (`None`: not traced).
     pub propagation: Option<cadence_core::trace::Propagation>,
-    /// `--otlp`: the span exporter, finished at shutdown; its figures go to `/metrics`.
-    pub otlp: Mutex<Option<cadence_otlp::run::Export>>,
+    /// `--otlp`: the span and metrics exports, finished at shutdown; their figures go
+    /// to `/metrics`.
+    pub otlp: Mutex<Option<cadence_otlp::signals::Exports>>,
     /// Cloned by every stream; shutdown waits until all clones are gone.
     pub in_flight: Mutex<Option<mpsc::Sender<()>>>,
     /// This proxy's name in the `Via` header it adds upstream: a request arriving
