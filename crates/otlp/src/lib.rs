@@ -10,6 +10,7 @@ pub mod json;
 pub mod metrics;
 pub mod metrics_export;
 pub mod metrics_proto;
+pub mod probe;
 pub mod proto;
 pub mod run;
 pub mod session;

@@ -77,6 +77,16 @@ pub struct MetricsSink {
     shared: Arc<Shared>,
 }
 
+impl MetricsSink {
+    /// Adds `record` to the series of `shape` (a watch target's: its model, server and
+    /// name) rather than the run's.
+    pub fn accept_as(&mut self, record: &RequestRecord, shape: &Shape) {
+        if let Ok(mut i) = self.shared.instruments.lock() {
+            i.push_as(record, shape);
+        }
+    }
+}
+
 impl RecordSink for MetricsSink {
     fn accept(&mut self, record: &RequestRecord) {
         if let Ok(mut i) = self.shared.instruments.lock() {

@@ -28,7 +28,7 @@ pub struct Sessions {
     open: HashMap<u64, Open>,
 }
 
-fn span(
+pub(crate) fn span(
     ids: ([u8; 16], [u8; 8], Option<[u8; 8]>),
     name: String,
     (start, end): (u64, u64),
