@@ -102,7 +102,7 @@ pub enum TwinCommand {
     Fit(TwinFitArgs),
     /// Judge a twin the held-out way: fit on one run, predict other runs' loads, print
     /// per quantile the error, the rerun noise, and the engine model's error beside.
-    Check(TwinCheckArgs),
+    Check(Box<TwinCheckArgs>),
 }
 
 /// Flags of `cadence twin check`.
@@ -942,19 +942,6 @@ pub struct SimArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_TOKENS))]
     pub burst: Option<u32>,
 
-    /// Speculative decoding: mean tokens per decode step (1 to 16, the bonus token
-    /// included); chunks carry that many on the usual gap, and vLLM's per-request
-    /// speculative_decoding counts ride the usage chunk. Overrides --burst.
-    #[arg(long, value_name = "TOKENS")]
-    pub spec_accept_len: Option<f64>,
-
-    /// Prefill/decode disaggregation: a KV transfer between each request's prefill and
-    /// its first token, DURATION[+PER_TOKEN] (40ms, or 40ms+10us: plus 10 µs a prompt
-    /// token; each part at most 60s). /metrics counts it in vLLM's NIXL and SGLang's
-    /// kv_transfer names.
-    #[arg(long, value_name = "DURATION[+PER_TOKEN]", value_parser = parse_pd_transfer)]
-    pub pd_transfer: Option<cadence_engine::PdTransfer>,
-
     /// Chance per chunk of an extra stall.
     #[arg(long)]
     pub stall_probability: Option<f64>,
@@ -1075,6 +1062,22 @@ pub struct EngineOpts {
     #[arg(long, value_name = "K:ALPHA", value_parser = parse_speculation)]
     pub speculate: Option<Speculation>,
 
+    /// Speculative decoding as a mean acceptance length: tokens per decode step (1 to
+    /// 16, the bonus token included), drafting ceil(L) − 1. The flat sim sends that many
+    /// a chunk on the usual gap (vLLM's per-request speculative_decoding counts ride the
+    /// usage chunk; it overrides --burst); an engine speculates with the acceptance rate
+    /// that gives it (as --speculate K:ALPHA).
+    #[arg(long, value_name = "TOKENS", value_parser = parse_spec_accept_len, conflicts_with = "speculate")]
+    pub spec_accept_len: Option<f64>,
+
+    /// Prefill/decode disaggregation: a KV transfer between each request's prefill and
+    /// its first token, DURATION[+PER_TOKEN] (40ms, or 40ms+10us: plus 10 µs a prompt
+    /// token; each part at most 60s). The flat sim's /metrics counts it in vLLM's NIXL
+    /// and SGLang's kv_transfer names; an engine disaggregates onto its prefill workers
+    /// (--prefill-workers, else 1) with this transfer.
+    #[arg(long, value_name = "DURATION[+PER_TOKEN]", value_parser = parse_pd_transfer, conflicts_with = "kv_transfer")]
+    pub pd_transfer: Option<cadence_engine::PdTransfer>,
+
     /// Batch slots (vLLM max_num_seqs), at most 65,536.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_batch: Option<u32>,
@@ -1105,6 +1108,19 @@ pub struct EngineOpts {
 pub enum KvPolicyArg {
     Preempt,
     Reserve,
+}
+
+fn parse_spec_accept_len(s: &str) -> Result<f64, String> {
+    let l: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(1.0..=cadence_sim::config::MAX_SPEC_ACCEPT_LEN).contains(&l) {
+        return Err(format!(
+            "--spec-accept-len must be from 1 to 16 tokens a step (got {l})"
+        ));
+    }
+    Ok(l)
 }
 
 fn parse_pd_transfer(s: &str) -> Result<cadence_engine::PdTransfer, String> {

@@ -57,6 +57,8 @@ pub fn resolve(opts: &EngineOpts, seed: u64) -> anyhow::Result<Option<EngineSpec
     if let Some(chunk_tokens) = opts.chunk_tokens {
         s.prefill = Prefill::Chunked { chunk_tokens };
     }
+    spec.set_sim_knobs(opts.pd_transfer, opts.spec_accept_len);
+    let s = &mut spec.serving;
     if let Some(sp) = opts.speculate {
         s.speculation = Some(sp);
     }

@@ -29,8 +29,7 @@ pub fn config(args: &SimArgs) -> anyhow::Result<SimConfig> {
         }
         c.burst = b;
     }
-    c.spec_accept_len = args.spec_accept_len;
-    c.pd_transfer = args.pd_transfer;
+    (c.spec_accept_len, c.pd_transfer) = (args.engine.spec_accept_len, args.engine.pd_transfer);
     if let Some(p) = args.stall_probability {
         if !(0.0..=1.0).contains(&p) {
             return Err(usage("--stall-probability must be between 0 and 1"));
@@ -79,8 +78,6 @@ fn flat_timing_conflict(args: &SimArgs) -> anyhow::Result<()> {
         ("--ttft", args.ttft.is_some()),
         ("--itl", args.itl.is_some()),
         ("--burst", args.burst.is_some()),
-        ("--spec-accept-len", args.spec_accept_len.is_some()),
-        ("--pd-transfer", args.pd_transfer.is_some()),
         ("--stall", args.stall.is_some()),
         ("--stall-probability", args.stall_probability.is_some()),
     ];

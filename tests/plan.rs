@@ -847,3 +847,73 @@ fn plan_agent_predicts_session_wall_time_and_its_split() {
     assert!(w["wall"]["p50_ms"].as_f64().unwrap() < s["wall"]["p50_ms"].as_f64().unwrap());
     assert_eq!(level["slos"][0]["slo"], "session.p99<=60s");
 }
+
+/// The level of `cadence plan` and of `cadence bench` on its built-in simulator (the
+/// same engine in real time) with `args`.
+fn planned_and_served(args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let planned = plan_json(args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    cadence()
+        .arg("bench")
+        .args(args)
+        .args(["--quiet", "--json"])
+        .arg(&json)
+        .assert()
+        .code(0);
+    let text = std::fs::read_to_string(&json).unwrap();
+    validate(&text);
+    let served: serde_json::Value = serde_json::from_str(&text).unwrap();
+    (planned["levels"][0].clone(), served["levels"][0].clone())
+}
+
+/// The engine model takes the flat sim's speculation and transfer (`--spec-accept-len`,
+/// `--pd-transfer`): `plan` predicts a TTFT that holds the 40 ms transfer and bursts of
+/// 2.5 tokens a step, and the built-in simulator (the same engine in real time) agrees
+/// within its noise on a small run: the same TPOT, and the same TTFT once each side's
+/// TTFT without the two is taken out (the sim's own overhead, several ms on a loaded
+/// machine, is in both of its runs).
+#[test]
+fn plan_and_the_engine_sim_take_the_transfer_and_the_acceptance_length() {
+    let load = ["--preset", "tiny@cpu", "-c", "2", "-n", "24"];
+    let load = [&load[..], &["--max-tokens", "32", "--input-tokens", "64"]].concat();
+    let knobs = [
+        &load[..],
+        &["--pd-transfer", "40ms", "--spec-accept-len", "2.5"],
+    ]
+    .concat();
+    let (p0, s0) = planned_and_served(&load);
+    let (p, s) = planned_and_served(&knobs);
+    let (plan_ttft, sim_ttft) = (
+        p50(&p, "ttft") - p50(&p0, "ttft"),
+        p50(&s, "ttft") - p50(&s0, "ttft"),
+    );
+    eprintln!(
+        "TTFT p50 added: plan {plan_ttft:.2} sim {sim_ttft:.2}; TPOT p50 plan {:.3} sim {:.3}",
+        p50(&p, "tpot"),
+        p50(&s, "tpot")
+    );
+    assert!(
+        plan_ttft >= 30.0,
+        "the transfer is in TTFT: {plan_ttft} ms more"
+    );
+    assert!(
+        (plan_ttft - sim_ttft).abs() <= 10.0,
+        "TTFT added: plan {plan_ttft} ms, sim {sim_ttft} ms"
+    );
+    let (a, b) = (p50(&p, "tpot"), p50(&s, "tpot"));
+    assert!(
+        (a - b).abs() <= 1.0_f64.max(0.25 * a),
+        "TPOT p50: plan {a} ms, sim {b} ms"
+    );
+    for level in [&p, &s] {
+        let l = level["bursts"]["client_acceptance_length"]
+            .as_f64()
+            .unwrap();
+        assert!((l - 2.5).abs() < 0.25, "acceptance length {l}");
+    }
+    usage_error(
+        &["plan", "--preset", "tiny@cpu", "--spec-accept-len", "17"],
+        "--spec-accept-len must be from 1 to 16",
+    );
+}

@@ -365,11 +365,8 @@ impl Engine {
                 let (_, seq) = self.arriving.pop_front().expect("front exists");
                 self.enqueue(next, seq, out);
             } else if let Some(i) = self.transfers.iter().position(|(e, _)| *e == next) {
-                let (_, mut seq) = self.transfers.swap_remove(i);
-                seq.prefilled = seq.prompt;
-                seq.target = seq.prompt;
-                self.waiting.push_back(seq);
-                self.wake_at(next);
+                let (_, seq) = self.transfers.swap_remove(i);
+                self.transferred(next, seq, out);
             } else {
                 self.wake = None;
                 if self.step.is_none() {
@@ -378,6 +375,26 @@ impl Engine {
             }
         }
         self.now = self.now.max(t);
+    }
+
+    /// A KV transfer landed at `t`: the prefill's token, which travelled with the cache,
+    /// leaves from the decode worker (the client's first token comes after the
+    /// transfer, as vLLM's, SGLang's and Dynamo's disaggregated serving send it), and
+    /// the sequence waits for a decode slot.
+    fn transferred(&mut self, t: u64, mut seq: Seq, out: &mut Vec<Event>) {
+        out.push(Event::Tokens {
+            id: seq.id,
+            t,
+            n: 1,
+        });
+        if seq.remaining() == 0 {
+            out.push(Event::Finished { id: seq.id, t });
+            return;
+        }
+        seq.prefilled = seq.prompt;
+        seq.target = seq.prompt;
+        self.waiting.push_back(seq);
+        self.wake_at(t);
     }
 
     fn wake_at(&mut self, t: u64) {
@@ -643,14 +660,7 @@ impl Engine {
         seq.prefilled = seq.prompt;
         self.note_computed(&seq);
         seq.generated = 1;
-        out.push(Event::Tokens {
-            id: seq.id,
-            t,
-            n: 1,
-        });
-        if seq.remaining() == 0 {
-            out.push(Event::Finished { id: seq.id, t });
-        } else if let Prefill::Disaggregated {
+        if let Prefill::Disaggregated {
             transfer_ms,
             link_gbs,
             ..

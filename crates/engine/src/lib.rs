@@ -18,9 +18,8 @@
 //! ```
 //!
 //! times a seeded jitter factor. With disaggregated prefill, prompts are processed
-//! by separate prefill workers (the first token comes from there) and reach the
-//! decode loop after a KV-transfer delay, so long prompts no longer stretch decode
-//! steps. A request may name a prefix (shared prompt or session history) whose
+//! by separate prefill workers and reach the decode loop after a KV-transfer delay
+//! (the first token with them), so long prompts no longer stretch decode steps. A request may name a prefix (shared prompt or session history) whose
 //! computed part it does not prefill again. See [`EngineSpec`] for every parameter,
 //! [`presets`] for real ones and docs/src/CALIBRATION.md for how they compare with
 //! published measurements.
