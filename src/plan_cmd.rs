@@ -7,7 +7,7 @@ use std::time::Duration;
 use cadence_core::report::RunInfo;
 use cadence_core::runlog::{LevelMeta, DEFAULT_MAX_LATE};
 use cadence_core::{Checks, RecordSink};
-use cadence_engine::twin::Model;
+use cadence_engine::twin::{self, Model};
 use cadence_engine::{Arrivals, EngineSpec, Sessions, Workload};
 
 use crate::cli::{ArrivalsArg, PlanArgs, WorkloadArgs};
@@ -58,15 +58,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         crate::output::print_stdout(&cadence_engine::presets::table())?;
         return Ok(Exit::Ok);
     }
-    let model = match &args.twin {
-        Some(path) => Model::Twin {
-            twin: crate::engine_opts::twin(path)?,
-            seed: args.seed,
-        },
-        None => Model::Engine(Box::new(crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
-            usage("cadence plan needs an engine: --preset NAME (see --list-presets), --engine FILE.toml or --twin FILE")
-        })?)),
-    };
+    let model = model_of(&args)?;
     if let (Some(run), Model::Engine(spec)) = (&args.calibrate, &model) {
         return calibrate(&args, (**spec).clone(), run);
     }
@@ -138,6 +130,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             started.elapsed().as_secs_f64() * 1e3
         ),
     );
+    report
+        .warnings
+        .splice(1..1, trust(&model, &levels, &workload));
     let source = records_path.map(|p| cadence_run::RecordsSource::written(p, &planned.metas));
     crate::output::deliver(
         &report,
@@ -147,6 +142,32 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         exit,
         Vec::new(),
     )
+}
+
+/// What answers: the twin (`--twin`), else the engine model.
+fn model_of(args: &PlanArgs) -> anyhow::Result<Model> {
+    Ok(match &args.twin {
+        Some(path) => Model::Twin {
+            twin: crate::engine_opts::twin(path)?,
+            seed: args.seed,
+        },
+        None => Model::Engine(Box::new(crate::engine_opts::resolve(&args.engine, args.seed)?.ok_or_else(|| {
+            usage("cadence plan needs an engine: --preset NAME (see --list-presets), --engine FILE.toml or --twin FILE")
+        })?)),
+    })
+}
+
+/// A twin's answer says how far to trust it (its fit's error, its draws' spread).
+fn trust(model: &Model, levels: &[LevelSpec], workload: &Workload) -> Option<String> {
+    let Model::Twin { twin, seed } = model else {
+        return None;
+    };
+    let loads: Vec<_> = levels
+        .iter()
+        .map(|l| (l.name.clone(), l.arrivals))
+        .collect();
+    let spread = twin::confidence::draw_spread(twin, &loads, workload, *seed);
+    Some(twin::confidence::line(twin, spread))
 }
 
 /// The bench's own report path: the same summaries, conventions, charts, SLO

@@ -41,9 +41,11 @@ fn a_twin_fitted_on_a_sweep_plans_every_load_and_marks_what_lies_past_it() {
         .arg(&twin)
         .assert()
         .code(0)
-        .stdout(predicates::str::contains("90 requests"));
+        .stdout(predicates::str::contains("90 requests"))
+        .stdout(predicates::str::contains("on its own 3 loads: within"));
     let text = std::fs::read_to_string(&twin).unwrap();
     assert!(text.starts_with("format = 2\n"), "{text}");
+    assert!(text.contains("[in_sample]\nloads = 3\n"), "{text}");
     let json = dir.path().join("plan.json");
     cadence()
         .args(["plan", "--twin"])
@@ -76,6 +78,13 @@ fn a_twin_fitted_on_a_sweep_plans_every_load_and_marks_what_lies_past_it() {
     for l in levels {
         assert_eq!(l["requests"]["succeeded"], 60);
     }
+    // How far to trust it, beside the answer: its fit's error and its draws' spread.
+    let trust = v["warnings"].to_string();
+    assert!(
+        trust.contains("on the 3 loads it was fitted on, the twin came within")
+            && trust.contains("its own draws move this plan's figures by up to"),
+        "{trust}"
+    );
     // The rate shapes too, in virtual time.
     cadence()
         .args(["plan", "--twin"])
@@ -181,7 +190,8 @@ fn served_in_real_time(twin: &Path, dir: &Path) {
         1,
         "{log}"
     );
-    assert!(log.contains("16 running (the fit saw up to 4)"), "{log}");
+    // Said when the first went past: with more running than the fit saw, at most 16.
+    assert!(log.contains(" running (the fit saw up to 4)"), "{log}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let level = &v["levels"][0];

@@ -342,6 +342,7 @@ pub fn fit(runs: &[Vec<RequestRecord>], source: &str) -> Result<Twin, FitError> 
         overhead_us: Vec::new(),
         itl,
         prefill,
+        in_sample: None,
     };
     twin.overhead_us = if s.front.is_empty() {
         overhead(&twin, &s.idle)

@@ -8,6 +8,7 @@
 //! `format = 2`; docs/src/twin.md says every field.
 
 pub mod check;
+pub mod confidence;
 mod fit;
 mod model;
 mod server;
@@ -68,6 +69,10 @@ pub struct Twin {
     pub itl: Vec<ItlCell>,
     /// Prefill steps: steps that finished a prompt.
     pub prefill: Vec<PrefillCell>,
+    /// Its error on the runs it was fitted on, measured by `cadence twin fit` (absent:
+    /// not measured, as for records without levels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_sample: Option<confidence::InSample>,
 }
 
 /// The gaps streams saw over decode steps (steps that finished no prompt) of `running`
@@ -265,8 +270,19 @@ impl Twin {
         })
     }
 
-    /// What the twin learned, in a line: requests, gaps, slots and its reach.
+    /// What the twin learned, in a line: requests, gaps, slots and its reach; then its
+    /// error on its own loads, when measured.
     pub fn summary(&self) -> String {
+        let fit = self.in_sample.as_ref().map_or(String::new(), |s| {
+            format!(
+                "on its own {} load{}: within {:.1} % on every p50, p90 and p99 (worst: {} at {})\n",
+                s.loads,
+                if s.loads == 1 { "" } else { "s" },
+                s.worst * 100.0,
+                s.figure,
+                s.load
+            )
+        });
         format!(
             "twin of {}: {} requests, {} steps, {} gaps; {} slots{}; seen up to {} running, {} tokens of context, {} uncached prompt tokens in a step\n",
             self.source,
@@ -278,7 +294,7 @@ impl Twin {
             self.max_running,
             self.max_context,
             self.max_prompt,
-        )
+        ) + &fit
     }
 
     /// Tokens of a chunk for a uniform draw `u` in [0, 1).
