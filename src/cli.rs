@@ -552,12 +552,15 @@ const TRACING: &str = "Tracing (OpenTelemetry)";
 pub struct OtlpArgs {
     /// Send each request as an OTLP span to this collector: a base URL
     /// (http://127.0.0.1:4318, Phoenix's http://127.0.0.1:6006; /v1/traces is added)
-    /// or the traces endpoint itself. Default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-    /// OTEL_EXPORTER_OTLP_ENDPOINT when set; headers from OTEL_EXPORTER_OTLP_HEADERS.
+    /// or the traces endpoint itself; over grpc the base URL (http://127.0.0.1:4317;
+    /// port 4317 when an http:// URL names none). Default:
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when set;
+    /// headers from OTEL_EXPORTER_OTLP_HEADERS.
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
 
-    /// http/protobuf (the default) or http/json. Default: OTEL_EXPORTER_OTLP_PROTOCOL.
+    /// http/protobuf (the default), http/json or grpc (unary calls over HTTP/2: h2c on
+    /// http://, TLS on https://). Default: OTEL_EXPORTER_OTLP_PROTOCOL.
     #[arg(long, value_name = "PROTOCOL", value_parser = cadence_otlp::Protocol::parse)]
     pub otlp_protocol: Option<cadence_otlp::Protocol>,
 

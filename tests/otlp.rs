@@ -192,12 +192,12 @@ fn a_bad_otlp_setting_is_a_usage_error_for_bench_and_proxy_showing_no_secret() {
         let out = cadence()
             .args(cmd)
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{cmd:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("grpc is not supported"), "{err}");
+        assert!(err.contains("'thrift' is no OTLP protocol"), "{err}");
     }
 }
 

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 struct Phoenix {
     child: Child,
     url: String,
+    /// Its OTLP/gRPC receiver's base URL.
+    grpc_url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -43,11 +45,11 @@ fn get(url: &str) -> Option<String> {
 fn phoenix() -> Phoenix {
     let bin = std::env::var("CADENCE_PHOENIX").expect("CADENCE_PHOENIX: scripts/phoenix.sh's path");
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let (port, grpc_port) = (free_port(), free_port());
     let child = Command::new(bin)
         .arg("serve")
         .env("PHOENIX_PORT", port.to_string())
-        .env("PHOENIX_GRPC_PORT", free_port().to_string())
+        .env("PHOENIX_GRPC_PORT", grpc_port.to_string())
         .env("PHOENIX_HOST", "127.0.0.1")
         .env("PHOENIX_WORKING_DIR", dir.path())
         .stdout(Stdio::null())
@@ -57,6 +59,7 @@ fn phoenix() -> Phoenix {
     let p = Phoenix {
         child,
         url: format!("http://127.0.0.1:{port}"),
+        grpc_url: format!("http://127.0.0.1:{grpc_port}"),
         _dir: dir,
     };
     let until = Instant::now() + Duration::from_secs(180);
@@ -228,6 +231,46 @@ fn phoenix_holds_bench_proxy_and_sim_as_one_trace() {
             mine["chunks"][0][0].as_u64().unwrap(),
         );
         let ttft = hop["attributes"]["cadence.ttft_ms"].as_f64().unwrap();
+        assert_eq!(ttft, (first - sent) as f64 / 1e6);
+    }
+}
+
+/// `cadence bench --otlp-protocol grpc` into Phoenix's gRPC receiver: every record's
+/// span read back through its API with the record's ids and TTFT.
+#[test]
+#[ignore = "needs Arize Phoenix (scripts/phoenix.sh, run by scripts/test.sh; CADENCE_PHOENIX)"]
+fn phoenix_takes_a_runs_spans_over_grpc() {
+    let p = phoenix();
+    let dir = tempfile::tempdir().unwrap();
+    let (records, json) = (dir.path().join("r.jsonl"), dir.path().join("r.json"));
+    cadence()
+        .args(["bench", "-n", "4", "-c", "2", "--quiet"])
+        .args(["--otlp", &p.grpc_url, "--otlp-protocol", "grpc"])
+        .args(["--otlp-signals", "traces"])
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(0);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["otlp"]["protocol"], "grpc");
+    assert_eq!(report["otlp"]["exported"], 4, "{}", report["otlp"]);
+    let records = read_records(&records);
+    let spans = spans(&p, 4);
+    assert_eq!(spans.len(), 4, "{spans:#?}");
+    for r in &records {
+        let t = &r["trace"];
+        let s = spans
+            .iter()
+            .find(|s| s["context"]["span_id"] == t["span_id"])
+            .unwrap_or_else(|| panic!("no span for {t}"));
+        assert_eq!(s["context"]["trace_id"], t["trace_id"]);
+        let (sent, first) = (
+            r["sent_ns"].as_u64().unwrap(),
+            r["chunks"][0][0].as_u64().unwrap(),
+        );
+        let ttft = s["attributes"]["cadence.ttft_ms"].as_f64().unwrap();
         assert_eq!(ttft, (first - sent) as f64 / 1e6);
     }
 }

@@ -68,7 +68,7 @@ pub struct Report {
 pub struct OtlpMetricsExport {
     /// The metrics endpoint (no credentials).
     pub endpoint: String,
-    /// `http/protobuf` or `http/json`.
+    /// `http/protobuf`, `http/json` or `grpc`.
     pub protocol: String,
     /// Exports made: one each interval while the run went on, and the last at its end.
     pub exports: u64,
@@ -92,7 +92,7 @@ pub struct OtlpMetricsExport {
 pub struct OtlpExport {
     /// The traces endpoint (no credentials).
     pub endpoint: String,
-    /// `http/protobuf` or `http/json`.
+    /// `http/protobuf`, `http/json` or `grpc`.
     pub protocol: String,
     /// Spans made (one per measured request).
     pub spans: u64,

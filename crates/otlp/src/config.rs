@@ -13,6 +13,8 @@ pub enum Protocol {
     HttpProtobuf,
     /// OTLP/HTTP with a JSON body (`http/json`).
     HttpJson,
+    /// OTLP/gRPC (`grpc`): unary calls over HTTP/2 (a collector's port 4317).
+    Grpc,
 }
 
 impl Protocol {
@@ -21,13 +23,10 @@ impl Protocol {
         match s.trim() {
             "http/protobuf" => Ok(Protocol::HttpProtobuf),
             "http/json" => Ok(Protocol::HttpJson),
-            "grpc" => Err(
-                "the OTLP protocol grpc is not supported: use http/protobuf (the \
-                 default; a collector's port 4318) or http/json"
-                    .into(),
-            ),
+            "grpc" => Ok(Protocol::Grpc),
             other => Err(format!(
-                "'{other}' is no OTLP protocol: use http/protobuf or http/json"
+                "'{other}' is no OTLP protocol: use http/protobuf (a collector's port 4318), \
+                 http/json or grpc (port 4317)"
             )),
         }
     }
@@ -37,6 +36,7 @@ impl Protocol {
         match self {
             Protocol::HttpProtobuf => "http/protobuf",
             Protocol::HttpJson => "http/json",
+            Protocol::Grpc => "grpc",
         }
     }
 
@@ -45,6 +45,7 @@ impl Protocol {
         match self {
             Protocol::HttpProtobuf => "application/x-protobuf",
             Protocol::HttpJson => "application/json",
+            Protocol::Grpc => "application/grpc",
         }
     }
 }
@@ -67,6 +68,14 @@ impl Signal {
         match self {
             Signal::Traces => "/v1/traces",
             Signal::Metrics => "/v1/metrics",
+        }
+    }
+
+    /// The signal's gRPC method: the path an OTLP/gRPC export calls.
+    pub fn grpc_method(self) -> &'static str {
+        match self {
+            Signal::Traces => "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            Signal::Metrics => "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
         }
     }
 
@@ -185,15 +194,6 @@ impl Config {
     ) -> Result<Option<Config>, String> {
         let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let own = |what: &str| format!("OTEL_EXPORTER_OTLP_{}_{what}", signal.upper());
-        let endpoint = match (flag, var(&own("ENDPOINT"))) {
-            (Some(url), _) => signal_endpoint(signal, url, "--otlp")?,
-            // The signal's own variable is the endpoint as written.
-            (None, Some(url)) => checked(&url, &own("ENDPOINT"))?,
-            (None, None) => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                Some(url) => signal_endpoint(signal, &url, "OTEL_EXPORTER_OTLP_ENDPOINT")?,
-                None => return Ok(None),
-            },
-        };
         let protocol = match protocol {
             Some(p) => p,
             None => var(&own("PROTOCOL"))
@@ -201,6 +201,20 @@ impl Config {
                 .map(|p| Protocol::parse(&p))
                 .transpose()?
                 .unwrap_or_default(),
+        };
+        let (url, what) = match (flag, var(&own("ENDPOINT"))) {
+            (Some(url), _) => (url.to_owned(), "--otlp".to_owned()),
+            (None, Some(url)) => (url, own("ENDPOINT")),
+            (None, None) => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+                Some(url) => (url, "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned()),
+                None => return Ok(None),
+            },
+        };
+        let endpoint = match protocol {
+            Protocol::Grpc => grpc_endpoint(&checked(&url, &what)?, signal.grpc_method(), &what)?,
+            // The signal's own variable is the endpoint as written.
+            _ if flag.is_none() && what == own("ENDPOINT") => checked(&url, &what)?,
+            _ => signal_endpoint(signal, &url, &what)?,
         };
         let mut headers = HeaderMap::new();
         for name in ["OTEL_EXPORTER_OTLP_HEADERS".to_owned(), own("HEADERS")] {
@@ -235,6 +249,32 @@ impl Config {
     pub fn display(&self) -> String {
         self.endpoint.to_string()
     }
+}
+
+/// The port an http:// gRPC endpoint without one is called on: OTLP/gRPC's (a
+/// collector's default; an https:// endpoint keeps 443, where hosted backends take it).
+pub const GRPC_PORT: u16 = 4317;
+
+/// `url` (checked) as the gRPC endpoint of the service method `method`: its path must
+/// be empty, `/` or `method` itself, since gRPC calls the method's own path; an
+/// http:// URL without a port gets [`GRPC_PORT`]. `what` names the flag or variable.
+fn grpc_endpoint(url: &Uri, method: &str, what: &str) -> Result<Uri, String> {
+    let path = url.path();
+    if !matches!(path, "" | "/") && path != method {
+        return Err(format!(
+            "{what}: over gRPC the collector is called on its service's own path ({method}); \
+             give its base URL (e.g. http://127.0.0.1:{GRPC_PORT}), not the path '{path}'"
+        ));
+    }
+    let scheme = url.scheme_str().unwrap_or("http");
+    let host = url.host().unwrap_or_default();
+    let port = url.port_u16().unwrap_or(match scheme {
+        "https" => 443,
+        _ => GRPC_PORT,
+    });
+    format!("{scheme}://{host}:{port}{method}")
+        .parse()
+        .map_err(|e| format!("{what}: '{host}:{port}' makes no URL ({e})"))
 }
 
 /// `url` with the signal's path (`/v1/traces`, `/v1/metrics`) appended to its path,
@@ -296,7 +336,7 @@ fn parse_headers(list: &str, var: &str, into: &mut HeaderMap) -> Result<(), Stri
         let key = k.trim();
         let name = HeaderName::from_bytes(key.as_bytes())
             .map_err(|_| format!("{var}: '{key}' is not a header name"))?;
-        let value = HeaderValue::from_bytes(&percent_decode(v.trim()))
+        let value = HeaderValue::from_bytes(&percent_decode(v.trim().as_bytes()))
             .map_err(|_| format!("{var}: the value of '{key}' is not a header value"))?;
         into.insert(name, value);
     }
@@ -304,8 +344,7 @@ fn parse_headers(list: &str, var: &str, into: &mut HeaderMap) -> Result<(), Stri
 }
 
 /// `%XX` escapes decoded; anything else kept as written.
-fn percent_decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
+pub(crate) fn percent_decode(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -392,19 +431,18 @@ mod tests {
     }
 
     #[test]
-    fn credentials_grpc_and_bad_urls_are_refused_naming_what_to_do() {
+    fn credentials_bad_protocols_and_bad_urls_are_refused_naming_what_to_do() {
         let none = env(&[]);
         let e = Config::resolve(Some("http://user:hunter2@h:4318"), None, &none).unwrap_err();
         assert!(e.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
         let e = Config::resolve(Some("ftp://h"), None, &none).unwrap_err();
         assert!(e.contains("http://"), "{e}");
-        let grpc = env(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-        ]);
-        let e = Config::resolve(None, None, &grpc).unwrap_err();
-        assert!(e.contains("grpc is not supported"), "{e}");
+        let e = Protocol::parse("http/grpc").unwrap_err();
+        assert!(
+            e.contains("'http/grpc'") && e.contains("grpc (port 4317)"),
+            "{e}"
+        );
         let slow = env(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "0"),
@@ -452,5 +490,46 @@ mod tests {
         let e = Signals::parse("traces,logs").unwrap_err();
         assert!(e.contains("'logs'") && e.contains("traces, metrics"), "{e}");
         assert!(Signals::parse("").is_err());
+    }
+
+    #[test]
+    fn grpc_calls_the_base_url_on_the_signal_method_port_4317_by_default() {
+        let (t, m) = (Signal::Traces.grpc_method(), Signal::Metrics.grpc_method());
+        let grpc = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ]);
+        let c = Config::resolve(None, None, &grpc).unwrap().unwrap();
+        assert_eq!(
+            (c.protocol, c.endpoint.to_string()),
+            (Protocol::Grpc, format!("http://h:4317{t}"))
+        );
+        let c = Config::resolve_for(Signal::Metrics, None, None, &grpc)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.endpoint.to_string(), format!("http://h:4317{m}"));
+        let none = env(&[]);
+        let ok = |url: &str| {
+            let c = Config::resolve(Some(url), Some(Protocol::Grpc), &none);
+            c.unwrap().unwrap().endpoint.to_string()
+        };
+        assert_eq!(ok("http://h:9/"), format!("http://h:9{t}"));
+        assert_eq!(ok("https://h"), format!("https://h:443{t}"));
+        assert_eq!(ok("http://[::1]:7"), format!("http://[::1]:7{t}"));
+        assert_eq!(ok(&format!("http://h:9{t}")), format!("http://h:9{t}"));
+        let e = Config::resolve(Some("http://h:4318/v1/traces"), Some(Protocol::Grpc), &none)
+            .unwrap_err();
+        assert!(
+            e.starts_with("--otlp: ") && e.contains("'/v1/traces'"),
+            "{e}"
+        );
+        assert!(e.contains("http://127.0.0.1:4317"), "{e}");
+        // The signal's own variable is checked the same way.
+        let own = env(&[
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://h:1/x"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+        ]);
+        let e = Config::resolve(None, None, &own).unwrap_err();
+        assert!(e.starts_with("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "), "{e}");
     }
 }

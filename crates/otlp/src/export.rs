@@ -140,21 +140,29 @@ where
     Ok(done)
 }
 
-/// An export thread's client: one connection of its own.
+/// An export thread's client: one connection of its own (HTTP/2 for gRPC).
 pub(crate) fn http_client(config: &Config) -> HyperClient {
     client::build(&ClientConfig {
         pool_size: 1,
         connect_timeout: config.timeout.min(Duration::from_secs(5)),
-        http2: false,
+        http2: config.protocol == Protocol::Grpc,
     })
 }
 
-/// One POST of `body` to the configured endpoint, with its headers, within its timeout.
+/// One export of `body` to the configured endpoint, with its headers, within its
+/// timeout: a POST over OTLP/HTTP, a unary call over gRPC. The answer's body (gRPC's
+/// message unframed), or why there was none in words.
 pub(crate) async fn post(
     http: &HyperClient,
     config: &Config,
     body: Vec<u8>,
-) -> Result<impl AsRef<[u8]>, cadence_transport::get::GetError> {
+) -> Result<Vec<u8>, String> {
+    if config.protocol == Protocol::Grpc {
+        let (uri, headers) = (&config.endpoint, &config.headers);
+        return crate::grpc::call(http, uri, headers, &body, config.timeout)
+            .await
+            .map_err(|e| e.to_string());
+    }
     cadence_transport::get::post_with(
         http,
         &config.endpoint,
@@ -164,6 +172,8 @@ pub(crate) async fn post(
         config.timeout,
     )
     .await
+    .map(|b| b.to_vec())
+    .map_err(|e| e.to_string())
 }
 
 /// The export thread: batches of up to `config.batch` spans, sent when full or every
@@ -205,7 +215,7 @@ async fn ship(http: &HyperClient, config: &Config, c: &Counters, spans: Vec<prot
     let body = encode(config, spans);
     match post(http, config, body).await {
         Ok(body) => {
-            let rejected = rejected(config.protocol, body.as_ref()).min(n);
+            let rejected = rejected(config.protocol, &body).min(n);
             c.exported.fetch_add(n - rejected, Relaxed);
             if rejected > 0 {
                 c.rejected.fetch_add(rejected, Relaxed);
@@ -223,7 +233,7 @@ async fn ship(http: &HyperClient, config: &Config, c: &Counters, spans: Vec<prot
 pub fn encode(config: &Config, spans: Vec<proto::Span>) -> Vec<u8> {
     let request = export_request(&config.service, spans);
     match config.protocol {
-        Protocol::HttpProtobuf => prost::Message::encode_to_vec(&request),
+        Protocol::HttpProtobuf | Protocol::Grpc => prost::Message::encode_to_vec(&request),
         Protocol::HttpJson => crate::json::request(&request).to_string().into_bytes(),
     }
 }
@@ -282,7 +292,7 @@ pub(crate) fn partial_success<R: prost::Message + Default>(
     pick: fn(R) -> Option<i64>,
 ) -> u64 {
     let n = match protocol {
-        Protocol::HttpProtobuf => R::decode(body).ok().and_then(pick).unwrap_or(0),
+        Protocol::HttpProtobuf | Protocol::Grpc => R::decode(body).ok().and_then(pick).unwrap_or(0),
         Protocol::HttpJson => serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|v| {

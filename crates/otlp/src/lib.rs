@@ -1,11 +1,12 @@
 //! OpenTelemetry export of Cadence's measurements: each finished record one OTLP span
 //! (GenAI conventions' names, Cadence's stream figures and stalls), sent over OTLP/HTTP
-//! from a thread of its own so a slow collector never touches a measured request.
+//! or OTLP/gRPC from a thread of its own so a slow collector never touches a measured request.
 
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod export;
+pub mod grpc;
 pub mod json;
 pub mod metrics;
 pub mod metrics_export;

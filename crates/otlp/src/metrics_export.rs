@@ -230,7 +230,7 @@ async fn ship(http: &HyperClient, s: &Shared, config: &Config, last: bool) {
         Ok(body) => {
             let rejected = crate::export::partial_success(
                 config.protocol,
-                body.as_ref(),
+                &body,
                 "rejectedDataPoints",
                 |r: mp::ExportMetricsServiceResponse| {
                     r.partial_success.map(|p| p.rejected_data_points)
@@ -270,7 +270,7 @@ pub fn export_request(service: &str, metrics: Vec<mp::Metric>) -> mp::ExportMetr
 pub fn encode(config: &Config, metrics: Vec<mp::Metric>) -> Vec<u8> {
     let request = export_request(&config.service, metrics);
     match config.protocol {
-        Protocol::HttpProtobuf => prost::Message::encode_to_vec(&request),
+        Protocol::HttpProtobuf | Protocol::Grpc => prost::Message::encode_to_vec(&request),
         Protocol::HttpJson => json(&request).to_string().into_bytes(),
     }
 }

@@ -2,12 +2,15 @@
 //! the records' spans; a collector that answers 500 or 429, takes too long or is not
 //! there costs spans, counted, and never more than the export timeout at the end.
 
+mod common;
+
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use cadence_core::{Chunk, Outcome, RecordSink, RequestRecord};
-use cadence_otlp::proto::{self, ExportTraceServiceRequest, SpanKind};
+use cadence_core::{RecordSink, RequestRecord};
+use cadence_otlp::proto::{self, ExportTraceServiceRequest};
 use cadence_otlp::{Config, Exporter, OtlpSink, Protocol, Shape};
+use common::records;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,31 +49,7 @@ fn config(url: &str, protocol: Protocol, timeout_ms: &str) -> Config {
 }
 
 fn shape() -> Shape {
-    Shape {
-        origin_unix_ns: 1_800_000_000_000_000_000,
-        operation: "chat",
-        model: "sim".into(),
-        server: None,
-        stall_threshold_ns: 500_000_000,
-        chunk_events: 0,
-        kind: SpanKind::Client,
-        target: None,
-    }
-}
-
-fn records(n: u64) -> Vec<RequestRecord> {
-    (0..n)
-        .map(|i| {
-            let mut r = RequestRecord::new(i, Outcome::Succeeded);
-            r.sent_ns = Some(i * 1_000_000);
-            r.chunks = vec![
-                Chunk(i * 1_000_000 + 20_001, Some(1)),
-                Chunk(i * 1_000_000 + 21_500, None),
-            ];
-            r.end_ns = Some(i * 1_000_000 + 22_000);
-            r
-        })
-        .collect()
+    common::shape(1_800_000_000_000_000_000)
 }
 
 /// Every record through the sink, then the exporter finished; the wall time the

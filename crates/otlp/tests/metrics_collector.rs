@@ -3,6 +3,8 @@
 //! interval, and a collector that answers 500 or is not there costs the export,
 //! counted, and never more than the export timeout at the end.
 
+mod common;
+
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -10,7 +12,6 @@ use cadence_core::{Chunk, Outcome, RecordSink, RequestRecord};
 use cadence_otlp::config::Signal;
 use cadence_otlp::metrics;
 use cadence_otlp::metrics_proto::{self as mp, ExportMetricsServiceRequest};
-use cadence_otlp::proto::SpanKind;
 use cadence_otlp::{Config, MetricsExporter, Protocol, Shape};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,16 +50,7 @@ fn config(url: &str) -> Config {
 }
 
 fn shape() -> Shape {
-    Shape {
-        origin_unix_ns: 0,
-        operation: "chat",
-        model: "sim".into(),
-        server: None,
-        stall_threshold_ns: 500_000_000,
-        chunk_events: 0,
-        kind: SpanKind::Client,
-        target: None,
-    }
+    common::shape(0)
 }
 
 /// Request `i`: TTFT 20 µs + i ns, one gap of 1.5 µs.
