@@ -99,7 +99,7 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
 pub fn import(tool: cadence_import::Tool, data: &[u8]) {
     let path = scratch(&format!("import-{tool}.json"));
     std::fs::write(&path, data).expect("the input is written");
-    let _ = cadence_run::import::load(&path, Some(tool), &[], None, None, &[]);
+    let _ = cadence_run::import::load(&path, Some(tool), &Default::default());
 }
 
 #[cfg(test)]
