@@ -214,6 +214,11 @@ const FAMILIES: &[(&str, Field)] = &[
     ),
     ("sglang:spec_accept_length", Field::SpecAcceptLength),
     ("sglang:spec_accept_rate", Field::SpecAcceptRate),
+    // NVIDIA Dynamo's frontend (its HTTP entry, before the prefill and decode workers:
+    // its TTFT holds the queue, the prefill and the KV transfer between them).
+    ("dynamo_frontend_time_to_first_token_seconds", Field::Ttft),
+    ("dynamo_frontend_inter_token_latency_seconds", Field::Itl),
+    ("dynamo_frontend_request_duration_seconds", Field::E2e),
     // Text Generation Inference.
     ("tgi_batch_current_size", Field::Running),
     ("tgi_queue_size", Field::Waiting),
@@ -238,6 +243,8 @@ pub fn engine_family(series: &[Series]) -> &'static str {
     let has = |p: &str| series.iter().any(|s| s.name.starts_with(p));
     if has("cadence_sim_") && has("vllm:") {
         "cadence-sim"
+    } else if has("dynamo_") {
+        "dynamo"
     } else if has("vllm:") {
         "vllm"
     } else if has("sglang:") {
@@ -586,6 +593,31 @@ vllm:nixl_num_failed_transfers_total{engine=\"0\"} 1\n";
             })
         );
         assert_eq!(f.kv_transfer_failures, Some(2.0));
+    }
+
+    #[test]
+    fn dynamos_frontend_maps_its_latencies_summed_over_worker_types() {
+        let text = "dynamo_frontend_time_to_first_token_seconds_sum{model=\"m\",worker_type=\"prefill\"} 0.6\n\
+dynamo_frontend_time_to_first_token_seconds_count{model=\"m\",worker_type=\"prefill\"} 2\n\
+dynamo_frontend_time_to_first_token_seconds_sum{model=\"m\",worker_type=\"decode\"} 0.3\n\
+dynamo_frontend_time_to_first_token_seconds_count{model=\"m\",worker_type=\"decode\"} 1\n\
+dynamo_frontend_inter_token_latency_seconds_sum{model=\"m\"} 0.5\n\
+dynamo_frontend_inter_token_latency_seconds_count{model=\"m\"} 100\n\
+dynamo_frontend_request_duration_seconds_sum{model=\"m\"} 3\n\
+dynamo_frontend_request_duration_seconds_count{model=\"m\"} 3\n\
+vllm:num_requests_running{engine=\"0\"} 2\n";
+        let series = parse_text(text).unwrap();
+        assert_eq!(
+            engine_family(&series),
+            "dynamo",
+            "its workers' vLLM series beside it"
+        );
+        let f = to_sample(&series, 0).figures;
+        let sc = |sum, count| Some(SumCount { sum, count });
+        assert_eq!(f.ttft, sc(0.8999999999999999, 3.0));
+        assert_eq!(f.itl, sc(0.5, 100.0));
+        assert_eq!(f.e2e, sc(3.0, 3.0));
+        assert_eq!(f.running, Some(2.0));
     }
 
     #[test]
