@@ -272,6 +272,10 @@ pub struct ServerReport {
     /// level; absent when it exports none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<crate::server::speculation::SpecCounters>,
+    /// NVIDIA Dynamo's worker types over the level (the most each gauge read); empty
+    /// for other engines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<crate::server::dynamo::WorkerRow>,
     /// Stalls (gaps over the threshold) seen, every one with a cause counted.
     pub stalls_total: u64,
     /// Causes by how many stalls they explain, most first.
@@ -443,6 +447,7 @@ pub fn attribute(
         ttft_split: ttft_split(samples, summary),
         decode: decode_compare(samples, summary),
         speculation: crate::server::speculation::spec_counters(samples),
+        workers: crate::server::dynamo::worker_rows(samples),
         stalls_total: total,
         causes,
         stalls: rows,

@@ -3,6 +3,7 @@
 //! Prometheus text parser that maps each engine's names to them ([`prometheus`]); the
 //! scraper (`cadence_bench::scrape`, which owns the socket and the clock) fills them in.
 
+pub mod dynamo;
 pub mod prometheus;
 pub mod speculation;
 
@@ -102,6 +103,10 @@ pub struct ServerFigures {
     /// `nixl_num_failed_transfers`, SGLang's `num_transfer_failed_reqs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_transfer_failures: Option<f64>,
+    /// NVIDIA Dynamo's per-worker gauges by `worker_type` (prefill, decode, …), as its
+    /// frontend reports them; empty for other engines.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workers: BTreeMap<String, dynamo::WorkerGauges>,
 }
 
 /// Draft positions kept per sample, at most (vLLM drafts a handful a step).
@@ -128,7 +133,7 @@ pub struct ServerSample {
 pub struct ServerScrape {
     /// The metrics URL (secrets removed).
     pub url: String,
-    /// The engine family the names belong to: `vllm`, `sglang`, `tgi`, `llamacpp`,
+    /// The engine family the names belong to: `vllm`, `sglang`, `dynamo`, `tgi`, `llamacpp`,
     /// `tensorrt-llm`, `cadence-sim` or `unknown`.
     pub engine: String,
     /// The time between scrapes, ms.

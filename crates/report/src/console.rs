@@ -327,6 +327,10 @@ fn server(out: &mut String, sv: &ServerReport) {
     if let Some(sp) = &sv.speculation {
         let _ = writeln!(out, "{}{}", label("Speculation"), speculation_line(sp));
     }
+    for (i, w) in sv.workers.iter().enumerate() {
+        let head = if i == 0 { "Workers" } else { "" };
+        let _ = writeln!(out, "{}{}", label(head), worker_line(w));
+    }
     for (i, c) in sv.causes.iter().take(TOP_CAUSES).enumerate() {
         let head = if i == 0 { "Stall causes" } else { "" };
         let _ = writeln!(
@@ -340,6 +344,28 @@ fn server(out: &mut String, sv: &ServerReport) {
             c.cause.meaning()
         );
     }
+}
+
+/// One Dynamo worker type over the level (the most each gauge read), in one line;
+/// a gauge it does not export is left out.
+pub(crate) fn worker_line(w: &cadence_core::server::dynamo::WorkerRow) -> String {
+    let ranks = if w.ranks == 1 { "rank" } else { "ranks" };
+    let mut parts = vec![format!("{} ({} {ranks})", w.worker_type, w.ranks)];
+    let count = |v: Option<f64>, what: &str| v.map(|v| format!("{v:.0} {what}"));
+    parts.extend(
+        [
+            count(w.prefill_tokens_max, "prompt tokens queued"),
+            count(w.decode_blocks_max, "KV blocks decoding"),
+            count(w.waiting_max, "waiting"),
+            count(w.router_pending_max, "in the router's queue"),
+            w.last_ttft_ms_max
+                .map(|v| format!("last TTFT {}", fmt_ms(v))),
+            w.last_itl_ms_max.map(|v| format!("last ITL {}", fmt_ms(v))),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    format!("{} (most over the level)", parts.join(", "))
 }
 
 /// The server's speculation counters over the level, in one line.

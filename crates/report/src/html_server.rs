@@ -62,6 +62,7 @@ pub(crate) fn section(r: &Report, o: &mut String) {
     }
     o.push_str("</table>");
     speculation_table(&levels, o);
+    worker_table(&levels, o);
     stall_tables(&levels, o);
     o.push_str(r#"<div class="grid">"#);
     for f in figures(&levels) {
@@ -100,6 +101,39 @@ fn speculation_table(levels: &[(usize, &LevelReport, &ServerReport)], o: &mut St
                 .map_or(crate::cell::ABSENT.to_string(), |v| format!("{v:.2}")),
             cell(sp.draft_acceptance_rate, Unit::Share),
             esc(&by.join(", "))
+        );
+    }
+    o.push_str("</table>");
+}
+
+/// NVIDIA Dynamo's worker types over each level, as the console's `Workers` lines
+/// give them.
+fn worker_table(levels: &[(usize, &LevelReport, &ServerReport)], o: &mut String) {
+    let rows: Vec<_> = levels
+        .iter()
+        .flat_map(|(_, l, s)| s.workers.iter().map(move |w| (l, w)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str(
+        r#"<p class="sub">Dynamo's workers by type, the most each gauge read over the level.</p>"#,
+    );
+    o.push_str("<table><tr><th>level</th><th>worker type</th><th>ranks</th><th>prompt tokens queued</th><th>KV blocks decoding</th><th>waiting</th><th>router queue</th><th>last TTFT</th><th>last ITL</th></tr>");
+    let count = |v: Option<f64>| v.map_or(crate::cell::ABSENT.to_string(), |v| format!("{v:.0}"));
+    for (l, w) in rows {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&l.name),
+            esc(&w.worker_type),
+            w.ranks,
+            count(w.prefill_tokens_max),
+            count(w.decode_blocks_max),
+            count(w.waiting_max),
+            count(w.router_pending_max),
+            ms(w.last_ttft_ms_max),
+            ms(w.last_itl_ms_max)
         );
     }
     o.push_str("</table>");

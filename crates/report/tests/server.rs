@@ -164,3 +164,57 @@ fn the_html_shows_the_speculation_counters_and_the_kv_transfer() {
     // A level without speculation has no table.
     assert!(!html::render(&report_with_server()).contains("<th>acceptance length</th>"));
 }
+
+/// Dynamo's worker types: one console line each and one HTML row each, from the
+/// samples' per-worker gauges (the most each read over the level).
+#[test]
+fn dynamos_worker_types_show_in_the_console_and_the_html() {
+    use cadence_core::server::dynamo::WorkerGauges;
+    let mut r = report_with_server();
+    let l = &mut r.levels[0];
+    let server = l.server.as_mut().unwrap();
+    let mut samples = server.scrape.samples.clone();
+    for (i, s) in samples.iter_mut().enumerate() {
+        let prefill = WorkerGauges {
+            ranks: 2,
+            active_prefill_tokens: Some(100.0 * i as f64),
+            router_pending: Some(if i == 5 { 3.0 } else { 0.0 }),
+            last_ttft_s: Some(0.25),
+            ..WorkerGauges::default()
+        };
+        let decode = WorkerGauges {
+            ranks: 1,
+            active_decode_blocks: Some(40.0),
+            last_itl_s: Some(0.012),
+            ..WorkerGauges::default()
+        };
+        s.figures.workers = [("prefill".into(), prefill), ("decode".into(), decode)].into();
+    }
+    server.scrape.samples = samples;
+    let (scrape, summary) = (server.scrape.clone(), l.summary.clone());
+    l.server = Some(Box::new(attribute(&scrape, &[], 0, &summary)));
+    let out = console::render(&r, false);
+    let lines: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Workers"))
+        .take(2)
+        .collect();
+    assert!(
+        lines[0].contains("decode (1 rank), 40 KV blocks decoding, last ITL 12.00 ms"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("prefill (2 ranks), 1000 prompt tokens queued, 3 in the router's queue, last TTFT 250.0 ms"),
+        "{lines:?}"
+    );
+    let page = html::render(&r);
+    let name = &r.levels[0].name;
+    assert!(
+        page.contains(&format!(
+            "<tr><td>{name}</td><td>prefill</td><td>2</td><td>1000</td><td>–</td>"
+        )),
+        "{}",
+        &page[page.find("<h2>Server</h2>").unwrap()..][..3000]
+    );
+    assert!(!html::render(&report_with_server()).contains("<th>worker type</th>"));
+}

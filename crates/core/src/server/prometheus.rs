@@ -158,8 +158,20 @@ enum Field {
     KvTransferFailures,
 }
 
-/// Known families: the name (a histogram's base name) and its common field.
+/// Known families: the name (a histogram's base name) and its common field. Where a
+/// page carries two names for one field (vLLM's `inter_token_latency_seconds` beside
+/// its older `time_per_output_token_seconds`; a simulator speaking vLLM's and SGLang's
+/// KV-transfer names; Dynamo's frontend beside its workers' vLLM series), the first
+/// listed here is read and the others are kept raw, so nothing is counted twice.
 const FAMILIES: &[(&str, Field)] = &[
+    // NVIDIA Dynamo's frontend (its HTTP entry, before the prefill and decode workers:
+    // its TTFT holds the queue, the prefill and the KV transfer between them). First,
+    // so the frontend's view wins over a worker's on a page that has both. Its
+    // per-worker gauges are read by [`super::dynamo`].
+    ("dynamo_frontend_time_to_first_token_seconds", Field::Ttft),
+    ("dynamo_frontend_inter_token_latency_seconds", Field::Itl),
+    ("dynamo_frontend_request_duration_seconds", Field::E2e),
+    ("dynamo_frontend_inflight_requests", Field::Running),
     // vLLM (and Cadence's simulator, which names its metrics as vLLM does).
     ("vllm:num_requests_running", Field::Running),
     ("vllm:num_requests_waiting", Field::Waiting),
@@ -214,11 +226,6 @@ const FAMILIES: &[(&str, Field)] = &[
     ),
     ("sglang:spec_accept_length", Field::SpecAcceptLength),
     ("sglang:spec_accept_rate", Field::SpecAcceptRate),
-    // NVIDIA Dynamo's frontend (its HTTP entry, before the prefill and decode workers:
-    // its TTFT holds the queue, the prefill and the KV transfer between them).
-    ("dynamo_frontend_time_to_first_token_seconds", Field::Ttft),
-    ("dynamo_frontend_inter_token_latency_seconds", Field::Itl),
-    ("dynamo_frontend_request_duration_seconds", Field::E2e),
     // Text Generation Inference.
     ("tgi_batch_current_size", Field::Running),
     ("tgi_queue_size", Field::Waiting),
@@ -267,17 +274,20 @@ pub fn to_sample(series: &[Series], t_ns: u64) -> ServerSample {
     let mut f = ServerFigures::default();
     let mut raw: BTreeMap<String, f64> = BTreeMap::new();
     let mut decode_seconds = None;
+    let read = names_read(series);
     for s in series.iter().filter(|s| s.value.is_finite()) {
         let (base, part) = split_histogram(&s.name);
         let known = FAMILIES
             .iter()
-            .find(|(n, _)| *n == s.name || (part.is_some() && *n == base));
+            .find(|(n, _)| *n == s.name || (part.is_some() && *n == base))
+            .filter(|(n, _)| read.contains(n));
         match known {
             Some((_, Field::SpecAcceptedAt)) => add_at_position(&mut f, s),
             Some((_, field)) => apply(&mut f, *field, part, s.value),
             None if s.name == "llamacpp:tokens_predicted_seconds_total" => {
                 *decode_seconds.get_or_insert(0.0) += s.value;
             }
+            None if super::dynamo::is_worker_gauge(&s.name) => {}
             None => {
                 let skip = s.name.ends_with("_bucket") || s.name.ends_with("_created");
                 if !skip && (raw.len() < MAX_RAW_SERIES || raw.contains_key(&s.name)) {
@@ -287,11 +297,46 @@ pub fn to_sample(series: &[Series], t_ns: u64) -> ServerSample {
         }
     }
     derive_decode(&mut f, decode_seconds);
+    f.workers = super::dynamo::worker_gauges(
+        series
+            .iter()
+            .map(|s| (s.name.as_str(), s.labels.as_slice(), s.value)),
+    );
+    if f.waiting.is_none() {
+        f.waiting = super::dynamo::waiting(&f.workers);
+    }
     ServerSample {
         t_ns,
         figures: f,
         raw,
     }
+}
+
+/// The field a known name fills: a field in another unit fills the same one.
+fn slot(field: Field) -> Field {
+    match field {
+        Field::KvTransferMs => Field::KvTransfer,
+        Field::KvPercent => Field::KvUsage,
+        other => other,
+    }
+}
+
+/// The known names the page's series are read from: per field, the first of
+/// [`FAMILIES`] the page carries.
+fn names_read(series: &[Series]) -> Vec<&'static str> {
+    let on_page = |name: &str| {
+        series.iter().any(|s| {
+            let (base, part) = split_histogram(&s.name);
+            s.name == name || (part.is_some() && base == name)
+        })
+    };
+    let mut read: Vec<(Field, &'static str)> = Vec::new();
+    for &(name, field) in FAMILIES {
+        if !read.iter().any(|(f, _)| *f == slot(field)) && on_page(name) {
+            read.push((slot(field), name));
+        }
+    }
+    read.into_iter().map(|(_, n)| n).collect()
 }
 
 /// One draft position's accepted tokens, by its `position` label (from 0); a
@@ -618,6 +663,59 @@ vllm:num_requests_running{engine=\"0\"} 2\n";
         assert_eq!(f.itl, sc(0.5, 100.0));
         assert_eq!(f.e2e, sc(3.0, 3.0));
         assert_eq!(f.running, Some(2.0));
+    }
+
+    #[test]
+    fn dynamos_worker_gauges_are_read_not_kept_raw() {
+        let text = "dynamo_frontend_worker_active_prefill_tokens{worker_id=\"1\",dp_rank=\"0\",worker_type=\"prefill\"} 300\n\
+dynamo_frontend_worker_waiting_requests{worker_id=\"1\",dp_rank=\"0\",worker_type=\"prefill\"} 2\n\
+dynamo_frontend_router_queue_pending_requests{worker_type=\"decode\"} 3\n\
+dynamo_frontend_inflight_requests{model=\"m\"} 9\n";
+        let s = to_sample(&parse_text(text).unwrap(), 0);
+        assert_eq!(
+            s.figures.workers["prefill"].active_prefill_tokens,
+            Some(300.0)
+        );
+        assert_eq!(
+            s.figures.running,
+            Some(9.0),
+            "the frontend's in-flight gauge"
+        );
+        assert_eq!(
+            s.figures.waiting,
+            Some(5.0),
+            "the workers' and the router's queue"
+        );
+        assert!(s.raw.is_empty(), "{:?}", s.raw);
+    }
+
+    #[test]
+    fn two_names_for_one_field_are_read_once() {
+        // vLLM during its rename exports the gap histogram under both names.
+        let text = "vllm:inter_token_latency_seconds_sum 2\nvllm:inter_token_latency_seconds_count 100\n\
+vllm:time_per_output_token_seconds_sum 2\nvllm:time_per_output_token_seconds_count 100\n\
+vllm:nixl_xfer_time_seconds_sum 0.4\nvllm:nixl_xfer_time_seconds_count 10\n\
+sglang:kv_transfer_latency_ms_sum 400\nsglang:kv_transfer_latency_ms_count 10\n\
+vllm:time_to_first_token_seconds_sum 1\nvllm:time_to_first_token_seconds_count 10\n\
+dynamo_frontend_time_to_first_token_seconds_sum 3\ndynamo_frontend_time_to_first_token_seconds_count 10\n";
+        let s = to_sample(&parse_text(text).unwrap(), 0);
+        let sc = |sum, count| Some(SumCount { sum, count });
+        assert_eq!(s.figures.itl, sc(2.0, 100.0), "not 200 gaps");
+        assert_eq!(s.figures.kv_transfer, sc(0.4, 10.0), "vLLM's, not both");
+        assert_eq!(
+            s.figures.ttft,
+            sc(3.0, 10.0),
+            "the frontend's, not its worker's"
+        );
+        assert_eq!(
+            s.raw.get("vllm:time_per_output_token_seconds_count"),
+            Some(&100.0)
+        );
+        assert_eq!(s.raw.get("sglang:kv_transfer_latency_ms_sum"), Some(&400.0));
+        assert_eq!(
+            s.raw.get("vllm:time_to_first_token_seconds_sum"),
+            Some(&1.0)
+        );
     }
 
     #[test]
