@@ -1,6 +1,7 @@
 //! The server's own timing per request, end to end: `cadence sim` reports vLLM's
 //! `metrics` object from its own schedule (no queue, the prefill up to the first token,
-//! the decode from the first token to the last), `cadence bench` keeps it in each
+//! the decode from the first token to the last) or, in engine mode, from its engine's
+//! (the queue for a batch slot too), `cadence bench` keeps it in each
 //! record and splits every request's TTFT into queue + prefill + the residual (front
 //! end and network) to the nanosecond; a dialect that reports nothing is named.
 
@@ -138,6 +139,56 @@ fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
             .contains("(--api kserve) reported no timing of its own in its 4 succeeded requests"),
         "{console}"
     );
+}
+
+/// The engine-mode sim reports vLLM's `metrics` from its engine's schedule: with two
+/// batch slots and six clients, requests queue for a slot, and each request's TTFT is
+/// its queue + its prefill + a residual (the loopback and the HTTP front end).
+#[test]
+fn the_engine_mode_sims_metrics_carry_its_queue_and_prefill() {
+    let (_sim, base) = spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--preset",
+        "tiny@cpu",
+        "--max-batch",
+        "2",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    for api in ["chat", "completions"] {
+        let (records, report, _) = bench_with(
+            &format!("{base}/v1"),
+            api,
+            (6, 16),
+            dir.path(),
+            &["-c", "6", "--input-tokens", "64"],
+        );
+        assert_eq!(records.len(), 6, "{api}");
+        let queued = records
+            .iter()
+            .filter(|r| ns(&r["counters"]["server_timing"]["queue_ns"]) > 0)
+            .count();
+        assert!(queued >= 2, "{api}: {queued} of 6 queued on 2 slots");
+        for r in &records {
+            let t = &r["counters"]["server_timing"];
+            assert!(ns(&t["prompt_ns"]) > 0, "{api}: {t}");
+            assert!(ns(&t["decode_ns"]) > 0, "{api}: {t}");
+            let ttft = ns(&r["chunks"][0][0]) - ns(&r["sent_ns"]);
+            let front = front_ns(r);
+            // The engine stamps a request when its task takes it and a token at its
+            // step's end, before the client can have either: the server's part never
+            // runs past the client's TTFT (a clock tick aside), and the residual is
+            // the loopback, the HTTP front end and the machine's scheduling.
+            assert!(
+                (-1_000_000..ttft).contains(&front),
+                "{api}: residual {front} ns of a {ttft} ns TTFT: {t}"
+            );
+        }
+        let split = &report["levels"][0]["server_timing"];
+        assert_eq!(split["timed"], 6, "{api}: {split}");
+        assert!(split["queue_ms"].as_f64().unwrap() > 0.0, "{api}: {split}");
+    }
 }
 
 /// `cadence sim` on a 10 ms TTFT and a 5 ms gap with `flag` set to `value`: the child

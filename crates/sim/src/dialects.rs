@@ -151,9 +151,13 @@ pub fn opening_calls(w: &Writer<'_>, prompt_tokens: u32) -> Vec<String> {
 }
 
 /// The server's own timing of a finished stream, for the dialects that report one.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timing {
-    /// From the request's start to its first token (the prefill, as the server tells it).
+    /// From the request's arrival to its first scheduling (the engine's queue; zero on
+    /// the sim's own schedule, which queues nothing).
+    pub queue: Duration,
+    /// From the request's start (or its scheduling, after a queue) to its first token
+    /// (the prefill, as the server tells it).
     pub prompt: Duration,
     /// From the first token to the last.
     pub decode: Duration,
@@ -188,6 +192,7 @@ impl Timing {
             }
         });
         Timing {
+            queue: Duration::ZERO,
             prompt: first_at,
             decode: plan.last_at().saturating_sub(first_at),
             spec,
@@ -196,15 +201,15 @@ impl Timing {
 }
 
 /// vLLM's per-request `metrics` object (as `--enable-per-request-metrics` adds it) for
-/// a stream of `n` tokens on the sim's own schedule: no queue, the prefill up to the
-/// first token, the decode from the first token to the last.
+/// a stream of `n` tokens: the queue (none on the sim's own schedule), the prefill up
+/// to the first token, the decode from the first token to the last.
 pub fn vllm_metrics(timing: Timing, n: u32) -> serde_json::Value {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mean_itl = (n > 1).then(|| ms(timing.decode) / f64::from(n - 1));
     let total = timing.prompt + timing.decode;
     let per_s = (!total.is_zero()).then(|| f64::from(n) / total.as_secs_f64());
     let mut v = json!({"time_to_first_token_ms": ms(timing.prompt),
-        "generation_time_ms": ms(timing.decode), "queue_time_ms": 0.0, "mean_itl_ms": mean_itl,
+        "generation_time_ms": ms(timing.decode), "queue_time_ms": ms(timing.queue), "mean_itl_ms": mean_itl,
         "tokens_per_second": per_s});
     if let Some(s) = timing.spec {
         let steps = f64::from(s.steps.max(1));

@@ -25,8 +25,9 @@ use crate::warp::SimClock;
 pub enum Emit {
     /// `n` tokens, one chunk.
     Tokens(u32),
-    /// The last token has been emitted.
-    Finished,
+    /// The last token has been emitted; the engine's timing of the request (its queue,
+    /// scheduling to first token, first token to last), as vLLM reports it per request.
+    Finished(crate::dialects::Timing),
     /// The engine cannot serve the request.
     Rejected(String),
 }
@@ -281,7 +282,7 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
                     m.decode_time.observe(secs(t - f));
                 }
                 m.success.inc();
-                let _ = l.reply.send(Emit::Finished);
+                let _ = l.reply.send(Emit::Finished(timing_of(&l, t)));
             }
         }
         Event::Preempted { .. } => {
@@ -299,6 +300,21 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
             m.iteration_tokens.observe(s.tokens as f64);
             m.step_time.observe(secs(s.end - s.start));
         }
+    }
+}
+
+/// A finished request's timing on the engine's virtual clock: queued from arrival to
+/// its first scheduling, prefilled from then to its first token, decoded from its
+/// first token to its last (`end` for a request that produced none).
+fn timing_of(l: &Live, end: u64) -> crate::dialects::Timing {
+    let d = |a: u64, b: u64| std::time::Duration::from_nanos(b.saturating_sub(a));
+    let scheduled = l.scheduled.unwrap_or(l.arrived);
+    let first = l.first.unwrap_or(end);
+    crate::dialects::Timing {
+        queue: d(l.arrived, scheduled),
+        prompt: d(scheduled, first),
+        decode: d(first, if l.first.is_some() { l.last } else { end }),
+        spec: None,
     }
 }
 
@@ -583,11 +599,10 @@ impl BodyState {
         bytes::Bytes::from(crate::dialects::frame(self.s.dialect, data))
     }
 
-    fn tail(&mut self) -> bytes::Bytes {
+    fn tail(&mut self, timing: crate::dialects::Timing) -> bytes::Bytes {
         let mut out = String::new();
         if !self.s.dialect.is_openai() {
             let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
-            let timing = crate::dialects::Timing::default();
             let closing = match &self.s.calls {
                 Some(calls) => calls.closing(&self.writer(), u),
                 None => crate::dialects::closing(&self.writer(), u, "length", timing),
@@ -597,7 +612,9 @@ impl BodyState {
             }
         } else if self.s.include_usage {
             let u = crate::openai::Usage::new(self.s.prompt_tokens, self.produced);
-            out.push_str(&format!("data: {}\n\n", self.writer().usage_only(u)));
+            let metrics = crate::dialects::vllm_metrics(timing, self.produced);
+            let usage = self.writer().usage_with_metrics(u, metrics);
+            out.push_str(&format!("data: {usage}\n\n"));
         }
         if self.s.dialect.done_marker() {
             out.push_str("data: [DONE]\n\n");
@@ -711,8 +728,12 @@ impl BodyState {
                         let frame = self.tokens(n);
                         Some((Ok(frame), self))
                     }
-                    Some(Some(Emit::Finished)) | Some(None) => {
-                        let tail = self.tail();
+                    Some(Some(Emit::Finished(timing))) => {
+                        let tail = self.tail(timing);
+                        Some((Ok(tail), self))
+                    }
+                    Some(None) => {
+                        let tail = self.tail(crate::dialects::Timing::default());
                         Some((Ok(tail), self))
                     }
                     Some(Some(Emit::Rejected(reason))) => {

@@ -353,6 +353,7 @@ fn ending(
             let usage = Usage::new(spec.prompt_tokens, produced);
             let first_at = spec.plan.chunks.first().map_or(tail_at, |c| c.at);
             let timing = Timing {
+                queue: Duration::ZERO,
                 prompt: first_at,
                 decode: tail_at.saturating_sub(first_at),
                 spec: Timing::of_plan(spec.plan).spec,

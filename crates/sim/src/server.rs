@@ -652,6 +652,7 @@ async fn engine_whole(
     let mut produced = 0u32;
     let started = Instant::now();
     let mut first: Option<Instant> = None;
+    let mut engine_timing = None;
     loop {
         let msg = tokio::select! {
             biased;
@@ -663,7 +664,11 @@ async fn engine_whole(
                 first.get_or_insert_with(Instant::now);
                 produced += n
             }
-            Some(Emit::Finished) | None => break,
+            Some(Emit::Finished(t)) => {
+                engine_timing = Some(t);
+                break;
+            }
+            None => break,
             Some(Emit::Rejected(reason)) => return engine_refusal(&reason),
         }
     }
@@ -677,11 +682,12 @@ async fn engine_whole(
     let mut text = String::new();
     Vocabulary::Plain.push_text(&ids, &mut text);
     let first = first.unwrap_or(started);
-    let timing = Timing {
+    let timing = engine_timing.unwrap_or(Timing {
+        queue: Duration::ZERO,
         prompt: first - started,
         decode: first.elapsed(),
         spec: None,
-    };
+    });
     whole_response(dialect, id, model, unix_seconds(), &text, usage, timing)
 }
 

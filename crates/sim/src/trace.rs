@@ -131,6 +131,7 @@ mod tests {
             received_unix_ns: 1_000_000_000,
             queued: Duration::from_millis(2),
             timing: Timing {
+                queue: Duration::ZERO,
                 prompt: Duration::from_millis(10),
                 decode: Duration::from_millis(35),
                 spec: None,
