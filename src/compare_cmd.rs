@@ -8,7 +8,7 @@ use crate::exit::{usage, Exit};
 use crate::output::{print_stdout, write_or_print};
 use anyhow::Context;
 use cadence_core::compare::{self, FailOn};
-use cadence_core::differences::{differences, DiffKind, LevelPair};
+use cadence_core::differences::{differences, mean_input, DiffKind, LevelPair};
 use cadence_core::knee;
 use cadence_core::report::{knee_levels, LevelReport};
 use cadence_report::compare::{
@@ -127,16 +127,6 @@ pub fn compare(
         notes,
         tools: Vec::new(),
     })
-}
-
-/// Mean prompt tokens of the succeeded requests that say theirs; `None` when none does.
-fn mean_input(records: &[cadence_core::RequestRecord]) -> Option<f64> {
-    let said: Vec<u64> = records
-        .iter()
-        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded)
-        .filter_map(|r| r.input_tokens)
-        .collect();
-    (!said.is_empty()).then(|| said.iter().sum::<u64>() as f64 / said.len() as f64)
 }
 
 /// `--fail-on` across different workloads: the refusal naming every workload difference

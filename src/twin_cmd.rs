@@ -56,7 +56,7 @@ fn run_from(
         level_ids: loaded.records.map(|r| r.level_ids).unwrap_or_default(),
         seed: loaded.report.run.seed.unwrap_or(seed),
         constant: loaded.report.run.mode == "open_loop_constant",
-        levels: loaded.report.levels,
+        report: loaded.report,
         records,
     }
 }

@@ -5,28 +5,38 @@
 mod common;
 
 use common::{cadence, usage_error, validate};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// A closed-loop sweep of the built-in simulator in engine mode, as records.
-fn sweep(dir: &Path, levels: &str, requests: &str) -> std::path::PathBuf {
-    let records = dir.join("sweep.jsonl");
+/// The prompts and replies every run here asks for (a trace's entries say their own).
+const LENGTHS: [&str; 4] = ["--max-tokens", "16", "--input-tokens", "128"];
+
+/// A run of the built-in simulator in engine mode with `args`, its records in
+/// `dir/name`.
+fn bench(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let records = dir.join(name);
     cadence()
-        .args([
-            "bench",
-            "--preset",
-            "llama-3.1-8b@h100-fp8",
-            "-c",
-            levels,
-            "-n",
-            requests,
-        ])
-        .args(["--max-tokens", "16", "--input-tokens", "128", "--records"])
+        .args(["bench", "--preset", "llama-3.1-8b@h100-fp8", "--quiet"])
+        .args(args)
+        .arg("--records")
         .arg(&records)
-        .arg("--json")
-        .arg(dir.join("sweep.json"))
         .assert()
-        .code(0);
+        // 4: sends late on a loaded machine make the run invalid; its records stand.
+        .code(predicates::prelude::predicate::in_iter([0, 4]));
     records
+}
+
+/// A closed-loop sweep, as records (and its report in `dir/sweep.json`).
+fn sweep(dir: &Path, levels: &str, requests: &str) -> PathBuf {
+    let json = dir.join("sweep.json");
+    let load = [
+        "-c",
+        levels,
+        "-n",
+        requests,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    bench(dir, "sweep.jsonl", &[&load[..], &LENGTHS].concat())
 }
 
 #[test]
@@ -231,26 +241,25 @@ fn text_with_format(text: &str) -> String {
     text.replacen("format = 2", "format = 3", 1)
 }
 
-/// An open-loop Poisson run of the built-in simulator (engine mode), as records.
-fn poisson(dir: &Path, name: &str) -> std::path::PathBuf {
-    let records = dir.join(name);
-    cadence()
-        .args(["bench", "--preset", "llama-3.1-8b@h100-fp8", "--rate", "30"])
-        .args([
-            "--arrivals",
-            "poisson",
-            "--seed",
-            "5",
-            "-n",
-            "150",
-            "--quiet",
-        ])
-        .args(["--max-tokens", "16", "--input-tokens", "128", "--records"])
-        .arg(&records)
-        .assert()
-        // 4: sends late on a loaded machine make the run invalid; its records stand.
-        .code(predicates::prelude::predicate::in_iter([0, 4]));
-    records
+/// An open-loop Poisson load at 30 req/s of `requests`, with `args`, as records.
+fn at_30(dir: &Path, name: &str, requests: &str, args: &[&str]) -> PathBuf {
+    let load = ["--rate", "30", "--arrivals", "poisson", "--seed", "5"];
+    bench(
+        dir,
+        name,
+        &[&load[..], &["-n", requests], &LENGTHS, args].concat(),
+    )
+}
+
+/// A Poisson run at 30 req/s, as records.
+fn poisson(dir: &Path, name: &str) -> PathBuf {
+    at_30(dir, name, "150", &[])
+}
+
+/// Multi-turn sessions started at the Poisson load's rate (3 turns, 5 ms apart), as
+/// records: a level of the same name, another workload.
+fn sessions(dir: &Path, name: &str) -> PathBuf {
+    at_30(dir, name, "20", &["--turns", "3", "--think-time", "5ms"])
 }
 
 /// The simulator as a truth the twin is given none of: fitted on a closed-loop sweep,
@@ -272,13 +281,16 @@ fn poisson(dir: &Path, name: &str) -> std::path::PathBuf {
 fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     let fit = sweep(dir.path(), "1,2,4,8", "80");
-    let (a, b) = (
+    // Sessions at the same rate between the load's two runs: the same level name, not
+    // its rerun.
+    let (a, s, b) = (
         poisson(dir.path(), "a.jsonl"),
+        sessions(dir.path(), "s.jsonl"),
         poisson(dir.path(), "b.jsonl"),
     );
     let out = cadence()
         .args(["twin", "check"])
-        .args([&fit, &a, &b])
+        .args([&fit, &a, &s, &b])
         .assert()
         .code(0)
         .get_output()
@@ -286,8 +298,22 @@ fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
         .clone();
     let text = String::from_utf8(out).unwrap();
     eprintln!("{text}");
-    assert!(text.contains("rate=30/s"), "{text}");
+    assert!(text.contains("\nrate=30/s\n"), "{text}");
     assert!(text.contains("worst rerun noise"), "{text}");
+    let own = format!("\nrate=30/s ({})\n", s.display());
+    assert!(
+        text.contains(&own),
+        "the sessions a load of their own: {text}"
+    );
+    let note = format!(
+        "{}'s rate=30/s is not a rerun of {}'s",
+        s.display(),
+        a.display()
+    );
+    assert!(
+        text.contains(&note) && text.contains("--turns: not given against 3"),
+        "{text}"
+    );
     for (figure, limit) in [
         ("TTFT p50", 20.0),
         ("TTFT p90", 60.0),
@@ -319,7 +345,7 @@ fn twin_check_predicts_a_held_out_poisson_load_of_the_simulator() {
 
 /// A trace of 60 arrivals over about 2 s, in bursts of five, each asking for 128
 /// prompt tokens and 16 out (the sweep's: inside the fit, so nothing is extrapolated).
-fn trace_file(dir: &Path) -> std::path::PathBuf {
+fn trace_file(dir: &Path) -> PathBuf {
     let path = dir.join("trace.jsonl");
     let lines: Vec<String> = (0..60u64)
         .map(|i| {
@@ -331,17 +357,9 @@ fn trace_file(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-/// The trace replayed against the built-in simulator (engine mode), as records.
-fn replayed(dir: &Path, trace: &Path, name: &str) -> std::path::PathBuf {
-    let records = dir.join(name);
-    cadence()
-        .args(["bench", "--preset", "llama-3.1-8b@h100-fp8", "--trace"])
-        .arg(trace)
-        .args(["--quiet", "--records"])
-        .arg(&records)
-        .assert()
-        .code(predicates::prelude::predicate::in_iter([0, 4]));
-    records
+/// The trace replayed, as records.
+fn replayed(dir: &Path, trace: &Path, name: &str) -> PathBuf {
+    bench(dir, name, &["--trace", trace.to_str().unwrap()])
 }
 
 /// A replayed trace is a load like any other: `plan --twin --trace` sends each entry

@@ -122,6 +122,17 @@ pub struct LevelPair {
     pub input_tokens: (Option<f64>, Option<f64>),
 }
 
+/// Mean prompt tokens of the succeeded requests that say theirs (a [`LevelPair`]'s
+/// `input_tokens`); `None` when none does.
+pub fn mean_input<'a>(records: impl IntoIterator<Item = &'a crate::RequestRecord>) -> Option<f64> {
+    let said: Vec<u64> = records
+        .into_iter()
+        .filter(|r| r.outcome == crate::Outcome::Succeeded)
+        .filter_map(|r| r.input_tokens)
+        .collect();
+    (!said.is_empty()).then(|| said.iter().sum::<u64>() as f64 / said.len() as f64)
+}
+
 /// Every difference between A and B in target and workload, target first.
 pub fn differences(a: &Report, b: &Report, pairs: &[LevelPair]) -> Vec<Difference> {
     let mut out = target(a, b);

@@ -1,14 +1,15 @@
 //! `cadence twin check`: the twin judged the held-out way. Fitted on one run, it
 //! predicts each load of other runs (their arrivals, lengths and clients as recorded);
 //! per quantile (p50, p90, p99 of TTFT, ITL, E2E) the error beside the rerun noise
-//! (a second run of the same load against the first), and beside the engine model
+//! (a second run of the same load, the same workload as `compare` judges it, against
+//! the first), and beside the engine model
 //! calibrated on the same fit run when one is given.
 
 use std::sync::Arc;
 
-use cadence_core::report::LevelReport;
+use cadence_core::differences::{differences, mean_input, DiffKind, LevelPair};
 use cadence_core::stats::quantile_sorted;
-use cadence_core::RequestRecord;
+use cadence_core::{Report, RequestRecord};
 
 use super::{Model, Twin};
 use crate::calibrate::{measured_levels, Fallbacks, SweepError};
@@ -25,14 +26,15 @@ pub const FIGURES: [&str; 9] = [
 /// Model runs the engine's calibration may take.
 const EVALS: u32 = 1500;
 
-/// A run as the check reads it: its report's levels, the records' level index of
-/// each, every record, its arrivals' seed and whether its open loop was evenly spaced.
+/// A run as the check reads it: its report (what was run, its levels), the records'
+/// level index of each level, every record, its arrivals' seed and whether its open
+/// loop was evenly spaced.
 #[derive(Debug, Clone)]
 pub struct Run {
     /// How the output names it (its file).
     pub name: String,
-    /// Its report's levels.
-    pub levels: Vec<LevelReport>,
+    /// Its report: the command, target and model beside its levels.
+    pub report: Report,
     /// The records' level index of each report level.
     pub level_ids: Vec<u32>,
     /// Every record.
@@ -41,6 +43,40 @@ pub struct Run {
     pub seed: u64,
     /// Its open loop was evenly spaced (`--arrivals constant`).
     pub constant: bool,
+}
+
+/// Flags whose difference is a run's list of loads, not its level's load: the level's
+/// own concurrency or rate is compared instead.
+const LOAD_LISTS: [&str; 2] = ["--concurrency", "--rate"];
+
+/// The records of `run`'s report levels named `name` (pooled by load).
+fn named<'a>(run: &'a Run, name: &'a str) -> impl Iterator<Item = &'a RequestRecord> {
+    let ids: Vec<u32> = (0..run.report.levels.len())
+        .filter(|&i| run.report.levels[i].name == name)
+        .filter_map(|i| run.level_ids.get(i).copied())
+        .collect();
+    run.records.iter().filter(move |r| ids.contains(&r.level))
+}
+
+/// What makes `b`'s level `name` other than a rerun of `a`'s, each in words, `a`'s
+/// value first (`--turns: not given against 3`): a workload or target difference as `compare` finds
+/// it (arrivals, sessions, lengths asked and measured, sampling, cache; URL, model,
+/// API, tool), another seed excepted. Empty: a rerun.
+pub fn differences_at(a: &Run, b: &Run, name: &str) -> Vec<String> {
+    let at = |run: &Run| run.report.levels.iter().position(|l| l.name == name);
+    let (Some(i), Some(j)) = (at(a), at(b)) else {
+        return vec![format!("{name}: not a level of both")];
+    };
+    let pair = LevelPair {
+        a: i,
+        b: j,
+        input_tokens: (mean_input(named(a, name)), mean_input(named(b, name))),
+    };
+    differences(&a.report, &b.report, &[pair])
+        .into_iter()
+        .filter(|d| d.kind != DiffKind::Draws && !LOAD_LISTS.contains(&d.what.as_str()))
+        .map(|d| format!("{}: {} against {}", d.what, d.a, d.b))
+        .collect()
 }
 
 /// TTFT, ITL and E2E at each of [`QUANTILES`] (ms), over succeeded, non-warm-up
@@ -71,18 +107,20 @@ pub fn loads(run: &Run, notes: &mut Vec<String>) -> Result<Vec<(Level, [f64; 9])
         turnaround_ns: 0,
         seed: run.seed,
     };
-    let levels = measured_levels(&run.levels, Some(|i| Ok(of_level(i))), fallbacks, notes)?;
+    let levels = measured_levels(
+        &run.report.levels,
+        Some(|i| Ok(of_level(i))),
+        fallbacks,
+        notes,
+    )?;
     let mut out = Vec::new();
     for mut l in levels {
         if let (true, Arrivals::Poisson { rate, .. }) = (run.constant, l.arrivals) {
             l.arrivals = Arrivals::Constant { rate };
         }
         // The level's records: every report level of that name (pooled by load).
-        let recs: Vec<RequestRecord> = (0..run.levels.len())
-            .filter(|&i| run.levels[i].name == l.name)
-            .flat_map(of_level)
-            .collect();
-        let measured = figures(&recs).ok_or_else(|| SweepError::NoStreams(l.name.clone()))?;
+        let measured =
+            figures(named(run, &l.name)).ok_or_else(|| SweepError::NoStreams(l.name.clone()))?;
         out.push((l, measured));
     }
     Ok(out)
@@ -119,25 +157,51 @@ fn predict(model: &Model, level: &Level) -> (Option<[f64; 9]>, Option<String>) {
     (figures(&planned.records), model.extrapolation(reach))
 }
 
-/// Judges the twin (and the calibrated engine) on the held-out loads: each load once,
-/// its first run measured, a second run of the same name its rerun.
+/// A held-out load: the run it is of (an index into the held-out runs), its level
+/// and its measured figures.
+pub type Held = (usize, Level, [f64; 9]);
+
+/// Judges the twin (and the calibrated engine) on the held-out loads of `runs`: each
+/// load once, its first run measured, a second run of the same name and workload
+/// (`compare`'s differences: [`differences_at`]) its rerun. A second
+/// run of the name that is another workload is a load of its own, named with its run
+/// (`rate=3/s (b.jsonl)`), and a note says what differs.
 pub fn judge(
     twin: Arc<Twin>,
     engine: Option<EngineSpec>,
-    held: Vec<(Level, [f64; 9])>,
+    runs: &[Run],
+    held: Vec<Held>,
     seed: u64,
-) -> Vec<Judged> {
+) -> (Vec<Judged>, Vec<String>) {
     let twin = Model::Twin { twin, seed };
     let engine = engine.map(|s| Model::Engine(Box::new(s)));
     let mut out: Vec<Judged> = Vec::new();
-    for (level, measured) in held {
-        if let Some(j) = out.iter_mut().find(|j| j.name == level.name) {
-            j.rerun.get_or_insert(measured);
+    // Each judged load's level name and run.
+    let mut of: Vec<(String, usize)> = Vec::new();
+    let mut notes = Vec::new();
+    for (run, level, measured) in held {
+        let same_name: Vec<usize> = (0..of.len()).filter(|&k| of[k].0 == level.name).collect();
+        let differ = |k: usize| differences_at(&runs[of[k].1], &runs[run], &level.name);
+        let diffs: Vec<Vec<String>> = same_name.iter().map(|&k| differ(k)).collect();
+        if let Some(p) = diffs.iter().position(Vec::is_empty) {
+            out[same_name[p]].rerun.get_or_insert(measured);
             continue;
         }
+        let mut name = level.name.clone();
+        if let (Some(&k), Some(d)) = (same_name.first(), diffs.first()) {
+            name = format!("{} ({})", level.name, runs[run].name);
+            notes.push(format!(
+                "{}'s {} is not a rerun of {}'s, so it is judged as a load of its own: {}",
+                runs[run].name,
+                level.name,
+                runs[of[k].1].name,
+                d.join("; ")
+            ));
+        }
         let (predicted, extrapolated) = predict(&twin, &level);
+        of.push((level.name.clone(), run));
         out.push(Judged {
-            name: level.name.clone(),
+            name,
             measured,
             rerun: None,
             twin: predicted,
@@ -145,7 +209,7 @@ pub fn judge(
             extrapolated,
         });
     }
-    out
+    (out, notes)
 }
 
 /// predicted / measured − 1.
@@ -263,11 +327,13 @@ pub fn check(
         }
         None => None,
     };
-    let mut judged = Vec::new();
-    for run in held {
-        judged.extend(loads(run, &mut notes).map_err(|e| bad(run, &e))?);
+    let mut loaded = Vec::new();
+    for (i, run) in held.iter().enumerate() {
+        let l = loads(run, &mut notes).map_err(|e| bad(run, &e))?;
+        loaded.extend(l.into_iter().map(|(level, m)| (i, level, m)));
     }
-    let judged = judge(Arc::new(twin), engine, judged, seed);
+    let (judged, reruns) = judge(Arc::new(twin), engine, held, loaded, seed);
+    notes.extend(reruns);
     let mut out = format!(
         "twin fitted on {}; errors are predicted / measured - 1\n",
         fit.name

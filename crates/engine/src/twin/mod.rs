@@ -381,4 +381,6 @@ pub fn table_of(sorted: &[f64], points: usize) -> Vec<u64> {
 }
 
 #[cfg(test)]
+mod check_tests;
+#[cfg(test)]
 mod tests;

@@ -55,7 +55,7 @@ fn sequential() -> Vec<RequestRecord> {
         .collect()
 }
 
-fn workload(requests: u64, max_tokens: u32) -> Workload {
+pub(super) fn workload(requests: u64, max_tokens: u32) -> Workload {
     Workload {
         requests,
         warmup: 0,
