@@ -188,6 +188,11 @@ pub struct WatchArgs {
 
     #[command(flatten)]
     pub shared: SharedStoreArgs,
+
+    // Tracing: each probe one trace (its span, each request's a child) and its requests
+    // in the target's OTLP metric series (docs/src/tracing.md).
+    #[command(flatten, next_help_heading = TRACING)]
+    pub otlp: OtlpArgs,
 }
 
 /// Where the shared store (PostgreSQL) is.

@@ -13,6 +13,7 @@ use cadence_watch::report::Format;
 use cadence_watch::shared::SharedConfig;
 use cadence_watch::watcher;
 use cadence_watch::{webhook, HubError, Store, StoreError, WatchError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A target's `url` that stands for the built-in simulator (started in-process).
@@ -39,6 +40,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         .map(|t| Prepared::new(t, sim_model.as_deref()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(e.to_string()))?;
+    let otlp = cadence_watch::otlp::Otlp::start(&args.otlp.flags())?.map(Arc::new);
     let store = Store::open(&args.db).map_err(store_error)?;
     let shared = shared_store(&args, &config)?;
     if let Some(pw) = &args.shared.shared_password_env {
@@ -61,6 +63,7 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
             verbose: !args.quiet,
             written: None,
             once: args.once,
+            otlp: otlp.clone(),
         },
         shared: shared.clone(),
     };
@@ -90,6 +93,11 @@ pub async fn run(args: WatchArgs) -> anyhow::Result<Exit> {
         Some(h) => webhooks_settled(h).await,
         None => 0,
     };
+    if let Some(o) = otlp {
+        let (spans, metrics) = tokio::task::spawn_blocking(move || o.finish()).await?;
+        let lines = cadence_otlp::signals::said(spans.as_ref(), metrics.as_ref(), args.quiet).0;
+        lines.iter().for_each(|l| eprintln!("{l}"));
+    }
     drop(sim);
     ended(result?, args.once, undelivered)
 }

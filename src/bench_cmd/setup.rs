@@ -150,14 +150,9 @@ fn start_otlp(
     target: &Target,
     model: &str,
 ) -> anyhow::Result<Option<(cadence_otlp::signals::Exports, cadence_otlp::signals::Sinks)>> {
-    let completions = target.api == cadence_wire::Api::Completions;
     let t = cadence_otlp::run::Target {
         endpoint: &target.endpoint,
-        operation: if completions {
-            "text_completion"
-        } else {
-            "chat"
-        },
+        operation: cadence_otlp::run::operation(target.api, target.endpoint.path()),
         model,
         stall_threshold: args.stall_threshold,
         chunk_events: args.otlp.otlp_chunk_events,

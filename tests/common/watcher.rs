@@ -22,8 +22,14 @@ pub struct Watcher {
 
 /// Runs `cadence ARGS` (a `watch` command line) until it prints its page address.
 pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
+    start_cadence_env(args, &[])
+}
+
+/// [`start_cadence`] with `env` set for it.
+pub fn start_cadence_env(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Watcher {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("cadence"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -59,6 +65,11 @@ pub fn start_cadence(args: &[&std::ffi::OsStr]) -> Watcher {
 
 /// `cadence watch CONFIG --db DB --listen 127.0.0.1:0 EXTRA…`, up to its page address.
 pub fn start_watch(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
+    start_watch_env(config, db, extra, &[])
+}
+
+/// [`start_watch`] with `env` set for it.
+pub fn start_watch_env(config: &Path, db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Watcher {
     let mut args: Vec<&std::ffi::OsStr> = vec![
         "watch".as_ref(),
         config.as_os_str(),
@@ -68,7 +79,7 @@ pub fn start_watch(config: &Path, db: &Path, extra: &[&str]) -> Watcher {
         "127.0.0.1:0".as_ref(),
     ];
     args.extend(extra.iter().map(std::ffi::OsStr::new));
-    start_cadence(&args)
+    start_cadence_env(&args, env)
 }
 
 /// A test that fails midway leaves no watcher behind.

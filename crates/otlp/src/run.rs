@@ -10,6 +10,7 @@ use crate::span::Shape;
 use crate::{Config, Protocol};
 use cadence_core::report::{OtlpExport, Report};
 use cadence_core::trace::Propagation;
+use cadence_wire::Api;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -79,6 +80,22 @@ pub fn start_if_asked(
     }
 }
 
+/// `gen_ai.operation.name` of a request in `api`'s dialect to `path`, as the GenAI
+/// conventions name it: `chat` for a conversation of messages (chat completions,
+/// Anthropic Messages, Responses, Realtime, Ollama's `/api/chat`), `text_completion`
+/// for a prompt continued (completions, TGI's and SGLang's generate, KServe, llama.cpp's
+/// `/completion`, Ollama's `/api/generate`). Their `generate_content` is Gemini's API,
+/// which Cadence does not speak.
+pub fn operation(api: Api, path: &str) -> &'static str {
+    match api {
+        Api::Chat | Api::Anthropic | Api::Responses | Api::Websocket => "chat",
+        Api::Ollama if path.trim_end_matches('/').ends_with("/api/chat") => "chat",
+        Api::Completions | Api::Ollama | Api::Generate | Api::Kserve | Api::Llamacpp => {
+            "text_completion"
+        }
+    }
+}
+
 /// A command's trace context (`--otlp-sample`'s `ratio`), salted by the clock and the
 /// process id so two runs' ids differ.
 pub fn propagation(ratio: f64) -> Propagation {
@@ -90,9 +107,15 @@ pub fn propagation(ratio: f64) -> Propagation {
 
 /// Starts the export thread for `config`; the sink to hand the record thread.
 pub fn start(config: Config, target: Target<'_>) -> std::io::Result<(Export, OtlpSink)> {
+    start_shaped(config, shape(&target))
+}
+
+/// [`start`] with the spans' shape given whole (a watch's, whose targets each have
+/// their own).
+pub fn start_shaped(config: Config, shape: Shape) -> std::io::Result<(Export, OtlpSink)> {
     let exporter = Exporter::start(config)?;
     let origin = Arc::new(OnceLock::new());
-    let sink = OtlpSink::new(shape(&target), exporter.queue()).with_origin(origin.clone());
+    let sink = OtlpSink::new(shape, exporter.queue()).with_origin(origin.clone());
     Ok((Export { exporter, origin }, sink))
 }
 
@@ -181,6 +204,24 @@ pub fn warning(s: &OtlpExport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operation_follows_the_dialect_and_ollamas_path() {
+        assert_eq!(operation(Api::Chat, "/v1/chat/completions"), "chat");
+        assert_eq!(operation(Api::Anthropic, "/v1/messages"), "chat");
+        assert_eq!(operation(Api::Responses, "/v1/responses"), "chat");
+        assert_eq!(
+            operation(Api::Completions, "/v1/completions"),
+            "text_completion"
+        );
+        assert_eq!(
+            operation(Api::Generate, "/generate_stream"),
+            "text_completion"
+        );
+        assert_eq!(operation(Api::Llamacpp, "/completion"), "text_completion");
+        assert_eq!(operation(Api::Ollama, "/api/chat"), "chat");
+        assert_eq!(operation(Api::Ollama, "/api/generate"), "text_completion");
+    }
 
     #[test]
     fn a_drop_is_said_even_when_quiet_and_a_clean_export_only_when_not() {

@@ -5,8 +5,10 @@
 
 use crate::config::{Config, Protocol, Signal, Signals};
 use crate::metrics_export::{self, MetricsExporter, MetricsSink};
+use crate::proto::KeyValue;
 use crate::run::{self, Export, StartError, Target};
 use crate::sink::OtlpSink;
+use crate::span::Shape;
 use cadence_core::report::{OtlpExport, OtlpMetricsExport, Report};
 use cadence_core::{RecordSink, RequestRecord};
 use std::time::Duration;
@@ -96,6 +98,31 @@ pub struct Sinks {
     metrics: Option<MetricsSink>,
 }
 
+impl Sinks {
+    /// One watch probe of the target `shape` names, run from `start` to `end` (ns since
+    /// the Unix epoch): its trace (the probe's span with `attributes`, each record's
+    /// span its child) offered to the span queue, and each record added to the
+    /// target's own metric series. Never waits on the collector.
+    pub fn probe(
+        &mut self,
+        shape: &Shape,
+        (start, end): (u64, u64),
+        attributes: Vec<KeyValue>,
+        records: &[RequestRecord],
+    ) {
+        if let Some(s) = self.spans.as_mut() {
+            s.offer_with(|ids| {
+                crate::probe::probe_spans(ids, shape, (start, end), attributes, records)
+            });
+        }
+        if let Some(m) = self.metrics.as_mut() {
+            for r in records {
+                m.accept_as(r, shape);
+            }
+        }
+    }
+}
+
 impl RecordSink for Sinks {
     fn accept(&mut self, record: &RequestRecord) {
         if let Some(s) = self.spans.as_mut() {
@@ -114,19 +141,29 @@ pub fn start(
     metrics: Option<MetricsConfig>,
     target: Target<'_>,
 ) -> std::io::Result<Option<(Exports, Sinks)>> {
+    start_shaped(spans, metrics, run::shape(&target))
+}
+
+/// [`start`] with what the spans and series share given whole (a watch's: no server or
+/// model of its own, each target's in [`Sinks::probe`]).
+pub fn start_shaped(
+    spans: Option<Config>,
+    metrics: Option<MetricsConfig>,
+    shape: Shape,
+) -> std::io::Result<Option<(Exports, Sinks)>> {
     if spans.is_none() && metrics.is_none() {
         return Ok(None);
     }
     let (m, m_sink) = match metrics {
         Some((config, every)) => {
-            let (m, sink) = MetricsExporter::start(config, run::shape(&target), every)?;
+            let (m, sink) = MetricsExporter::start(config, shape.clone(), every)?;
             (Some(m), Some(sink))
         }
         None => (None, None),
     };
     let (s, s_sink) = match spans {
         Some(config) => {
-            let (s, sink) = run::start(config, target)?;
+            let (s, sink) = run::start_shaped(config, shape)?;
             (Some(s), Some(sink))
         }
         None => (None, None),
@@ -219,4 +256,25 @@ pub fn said(
         }
     }
     (lines, warnings)
+}
+
+/// The span export's figures as a `/metrics` counts them (the proxy's, the watch's):
+/// each result and its count.
+pub fn span_results(s: &OtlpExport) -> [(&'static str, u64); 4] {
+    [
+        ("exported", s.exported),
+        ("dropped_queue_full", s.dropped_queue_full),
+        ("dropped_failed", s.dropped_failed),
+        ("rejected", s.rejected),
+    ]
+}
+
+/// The metrics export's figures as a `/metrics` counts them (the proxy's, the
+/// watch's): exports that reached the collector and exports that failed (each a
+/// snapshot the next one makes good).
+pub fn metric_export_results(m: &OtlpMetricsExport) -> [(&'static str, u64); 2] {
+    [
+        ("exported", m.exports.saturating_sub(m.failed)),
+        ("failed", m.failed),
+    ]
 }

@@ -80,6 +80,15 @@ impl OtlpSink {
     }
 }
 
+impl OtlpSink {
+    /// Offers the spans `make` builds with this sink's ids (a watch probe's trace).
+    pub fn offer_with(&mut self, make: impl FnOnce(&mut IdGen) -> Vec<crate::proto::Span>) {
+        for s in make(&mut self.ids) {
+            self.queue.offer(s);
+        }
+    }
+}
+
 impl RecordSink for OtlpSink {
     fn accept(&mut self, record: &RequestRecord) {
         if let Some(o) = self.origin.as_ref().and_then(|o| o.get()) {

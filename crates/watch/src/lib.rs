@@ -12,6 +12,7 @@ pub mod hub;
 pub mod incident;
 pub mod lifecycle;
 pub mod metrics;
+pub mod otlp;
 pub mod page;
 pub mod probe;
 pub mod report;

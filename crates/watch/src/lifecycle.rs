@@ -83,6 +83,9 @@ pub async fn spawn(setup: Setup) -> Result<Watch, WatchError> {
     } = setup;
     let infos: Vec<TargetInfo> = targets.iter().map(TargetInfo::of).collect();
     let mut metrics = Metrics::new();
+    if let Some(o) = &options.otlp {
+        metrics.track_otlp(o.clone());
+    }
     let mut remote = None;
     let mut shipper = None;
     if let Some((config, vantage)) = shared {
@@ -229,6 +232,7 @@ mod tests {
                 verbose: false,
                 written: None,
                 once: true,
+                otlp: None,
             },
             shared: Some((shared, "east".into())),
         })

@@ -2,6 +2,7 @@
 //! OpenMetrics text, a `cadence_` prefix, seconds as the unit): gauges of each target's
 //! last probe, its SLO state, and counters of probes and requests.
 
+use crate::otlp::Otlp;
 use crate::shared::ShipState;
 use crate::store::ProbeRow;
 use cadence_core::outcome::Outcome;
@@ -147,6 +148,25 @@ pub struct Metrics {
     loop_lag: Family<TargetLabels, F64Gauge>,
     /// The shipper's state and its two gauges, when this watcher feeds a shared store.
     ship: Option<(Arc<ShipState>, Gauge, Gauge)>,
+    /// The OTLP export (`--otlp`) and its counters of spans and metric exports, brought
+    /// up to its figures at each scrape (one scrape at a time, so each counts once).
+    otlp: Option<OtlpCounters>,
+}
+
+/// `/metrics`' view of the OTLP export.
+struct OtlpCounters {
+    export: Arc<Otlp>,
+    spans: Family<OtlpLabels, Counter>,
+    metric_exports: Family<OtlpLabels, Counter>,
+    sync: std::sync::Mutex<()>,
+}
+
+/// The label of the OTLP counters.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpLabels {
+    /// What came of a span (`exported`, `dropped_queue_full`, `dropped_failed`,
+    /// `rejected`) or of a metrics export (`exported`, `failed`).
+    pub result: String,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -176,6 +196,7 @@ impl Metrics {
             requests: Family::default(),
             loop_lag: Family::default(),
             ship: None,
+            otlp: None,
         };
         let r = &mut m.registry;
         r.register_with_unit(
@@ -249,6 +270,27 @@ impl Metrics {
         self.ship = Some((state, pending, up));
     }
 
+    /// Adds the OTLP export's counters (`--otlp`): spans and metric exports by result.
+    pub fn track_otlp(&mut self, export: Arc<Otlp>) {
+        let (spans, metric_exports) = (Family::default(), Family::default());
+        self.registry.register(
+            "otlp_spans",
+            "Spans of probes and their requests sent to the OTLP collector (--otlp), by result: exported, or dropped because the queue was full, the POST failed or the collector rejected them",
+            Family::clone(&spans),
+        );
+        self.registry.register(
+            "otlp_metric_exports",
+            "Exports of the probes' metrics to the OTLP collector (--otlp), by result: exported or failed (each a cumulative snapshot the next one makes good)",
+            Family::clone(&metric_exports),
+        );
+        self.otlp = Some(OtlpCounters {
+            export,
+            spans,
+            metric_exports,
+            sync: std::sync::Mutex::new(()),
+        });
+    }
+
     /// Sets the gauges from a target's latest probe (at start, from the database).
     pub fn set_last(&self, p: &ProbeRow) {
         let t = || p.target.clone();
@@ -311,9 +353,34 @@ impl Metrics {
             pending.set(state.pending.load(Ordering::Relaxed) as i64);
             up.set(i64::from(state.up.load(Ordering::Relaxed)));
         }
+        if let Some(o) = &self.otlp {
+            o.catch_up();
+        }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+impl OtlpCounters {
+    /// Brings each counter up to the export's figures, which only grow.
+    fn catch_up(&self) {
+        let _one_at_a_time = self.sync.lock();
+        let (spans, metrics) = self.export.summaries();
+        let spans = spans.map(|s| cadence_otlp::signals::span_results(&s));
+        let metrics = metrics.map(|m| cadence_otlp::signals::metric_export_results(&m));
+        let pairs = [
+            (&self.spans, spans.as_ref().map(|s| &s[..])),
+            (&self.metric_exports, metrics.as_ref().map(|m| &m[..])),
+        ];
+        for (family, results) in pairs {
+            for (result, n) in results.into_iter().flatten() {
+                let c = family.get_or_create(&OtlpLabels {
+                    result: (*result).into(),
+                });
+                c.inc_by(n.saturating_sub(c.get()));
+            }
+        }
     }
 }
 

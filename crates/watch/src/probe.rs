@@ -4,6 +4,7 @@
 //! rows, and judged against the target's SLOs.
 
 use crate::config::{Probe, Prompts, Target};
+use crate::otlp::Otlp;
 use crate::store::{ProbeRow, RequestRow};
 use cadence_bench::body::BodySpec;
 use cadence_bench::dataset::{self, DatasetOptions};
@@ -11,11 +12,13 @@ use cadence_bench::progress::Progress;
 use cadence_bench::prompts::{Counter, PromptGen};
 use cadence_bench::workload::{RequestFactory, WorkItem};
 use cadence_bench::{Load, RunContext, RunPlan, StopReason, Timeouts};
+use cadence_core::metrics::DEFAULT_STALL_THRESHOLD_NS;
 use cadence_core::slo::{over_error_ceiling, probe_passes};
 use cadence_core::{
     per_request, summarize_level, Distribution, LevelOptions, RecordSink, RequestCounts,
 };
 use cadence_core::{LevelSummary, RequestRecord};
+use cadence_otlp::span::Shape;
 use cadence_records::{RecordThread, Sinks};
 use cadence_transport::client::{self, ClientConfig};
 use cadence_transport::{Clock, Timestamps};
@@ -31,6 +34,9 @@ pub struct Prepared {
     /// The endpoint as it may be shown (no credentials, no query values).
     pub display: String,
     cx: Arc<RunContext>,
+    /// The endpoint, dialect and model, for the spans' attributes (`--otlp`).
+    endpoint: http::Uri,
+    api: cadence_wire::Api,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -159,14 +165,37 @@ impl Prepared {
             target: t.clone(),
             display: resolved.display(),
             cx: Arc::new(cx),
+            endpoint: resolved.endpoint,
+            api: resolved.api,
         })
     }
 
-    /// Runs one probe. `None` when `stop` fired first (shutdown): an interrupted probe
-    /// is not a measurement and is not kept.
+    /// What this target's spans and metric series carry (`--otlp`): its name, model,
+    /// operation and server (the host and port alone, never the URL's userinfo), its
+    /// times from `origin_unix_ns`.
+    pub fn otlp_shape(&self, origin_unix_ns: u64, chunk_events: u32) -> Shape {
+        let target = cadence_otlp::run::Target {
+            endpoint: &self.endpoint,
+            operation: cadence_otlp::run::operation(self.api, self.endpoint.path()),
+            model: &self.cx.factory.body.model,
+            stall_threshold: Duration::from_nanos(DEFAULT_STALL_THRESHOLD_NS),
+            chunk_events,
+            kind: cadence_otlp::proto::SpanKind::Client,
+        };
+        Shape {
+            origin_unix_ns,
+            target: Some(self.target.name.clone()),
+            ..cadence_otlp::run::shape(&target)
+        }
+    }
+
+    /// Runs one probe, exported through `otlp` when given (after it ended). `None` when
+    /// `stop` fired first (shutdown): an interrupted probe is not a measurement and is
+    /// not kept.
     pub async fn run(
         &self,
         stop: impl std::future::Future<Output = ()>,
+        otlp: Option<&Otlp>,
     ) -> Option<(ProbeRow, Vec<RequestRow>)> {
         let p = &self.target.probe;
         let plan = RunPlan {
@@ -189,10 +218,14 @@ impl Prepared {
                 return None;
             }
         };
-        let started_ms = now_ms();
-        let summary =
-            cadence_bench::run(self.cx.clone(), &plan, Clock::start(), sender, stop).await;
-        let ended_ms = now_ms();
+        let clock = Clock::start();
+        let started_ns = now_ns();
+        let summary = cadence_bench::run(self.cx.clone(), &plan, clock, sender, stop).await;
+        let ended_ns = now_ns();
+        let (started_ms, ended_ms) = (
+            (started_ns / 1_000_000) as i64,
+            (ended_ns / 1_000_000) as i64,
+        );
         let records = thread.finish().ok()?.0;
         if summary.stop == StopReason::Interrupted {
             return None;
@@ -208,6 +241,10 @@ impl Prepared {
         let mut row = probe_row(&self.target, started_ms, ended_ms, &level);
         row.loop_lag_p99_ms = Some(summary.loop_lag.0.as_secs_f64() * 1e3);
         let reqs = records.iter().map(request_row).collect();
+        if let Some(o) = otlp {
+            let shape = self.otlp_shape(started_ns, o.chunk_events());
+            o.probe(&shape, (started_ns, ended_ns), &row, &records);
+        }
         Some((row, reqs))
     }
 }
@@ -221,9 +258,14 @@ fn probe_error_ceiling(counts: &RequestCounts, max: f64) -> Option<String> {
 
 /// Unix time in milliseconds.
 pub fn now_ms() -> i64 {
+    (now_ns() / 1_000_000) as i64
+}
+
+/// Unix time in nanoseconds.
+pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The probe's aggregates and its verdict: every SLO, and the error-rate ceiling.

@@ -10,6 +10,7 @@
 
 use crate::incident::{change, Change};
 use crate::metrics::Metrics;
+use crate::otlp::Otlp;
 use crate::probe::{now_ms, Prepared};
 use crate::store::{Blocking, Store, StoreError};
 use crate::webhook::Webhook;
@@ -31,6 +32,8 @@ pub struct Options {
     pub written: Option<Arc<tokio::sync::Notify>>,
     /// Probe every target once, now, in order, then return (`--once`).
     pub once: bool,
+    /// Where each probe is exported over OTLP (`--otlp`), after it ended.
+    pub otlp: Option<Arc<Otlp>>,
 }
 
 /// How often retention runs after the start: every hour, or every quarter of the
@@ -105,9 +108,12 @@ pub async fn run(
         let started = Instant::now();
         let mut stop_probe = stop.clone();
         let probe = t
-            .run(async move {
-                let _ = stop_probe.wait_for(|s| *s).await;
-            })
+            .run(
+                async move {
+                    let _ = stop_probe.wait_for(|s| *s).await;
+                },
+                opts.otlp.as_deref(),
+            )
             .await;
         let Some((row, reqs)) = probe else {
             return Ok(verdicts); // stopped mid-probe: that probe is not kept
