@@ -97,7 +97,7 @@ where
                 let measured = Figures::of_records(&recs).ok_or_else(no_streams)?;
                 let sends = crate::measured::sends_of(&recs);
                 let mut workload = crate::measured::workload_of(
-                    recs,
+                    &recs,
                     fallbacks.input_tokens,
                     fallbacks.turnaround_ns,
                     notes,

@@ -5,19 +5,31 @@
 use crate::Workload;
 use cadence_core::RequestRecord;
 
-/// A level's workload from its records: every succeeded request in send order
-/// (warm-up first), with its prompt (usage, else --input-tokens) and output length,
-/// and the clients' median turnaround (a worker's next send − its last end, within a
-/// level of the run; `fallback_turnaround_ns` when no worker sent twice). A note
-/// says when some prompt lengths were taken as `fallback_input`.
+/// The requests a level's workload is made of, in its order: the succeeded ones,
+/// warm-up first, then by send time and index. [`workload_of`]'s lengths and
+/// [`sends_of`]'s times both follow it, so a replayed request is sent with its own
+/// lengths.
+pub fn kept(recs: &[RequestRecord]) -> Vec<&RequestRecord> {
+    let mut kept: Vec<&RequestRecord> = recs
+        .iter()
+        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded)
+        .collect();
+    kept.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
+    kept
+}
+
+/// A level's workload from its records: the requests [`kept`], in its order, with
+/// each one's prompt (usage, else --input-tokens) and output length, and the clients'
+/// median turnaround (a worker's next send − its last end, within a level of the run;
+/// `fallback_turnaround_ns` when no worker sent twice). A note says when some prompt
+/// lengths were taken as `fallback_input`.
 pub fn workload_of(
-    mut recs: Vec<RequestRecord>,
+    recs: &[RequestRecord],
     fallback_input: u32,
     fallback_turnaround_ns: u64,
     notes: &mut Vec<String>,
 ) -> Workload {
-    recs.retain(|r| r.outcome == cadence_core::Outcome::Succeeded);
-    recs.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
+    let recs = kept(recs);
     let mut unknown = false;
     let lengths: Vec<(u32, u32)> = recs
         .iter()
@@ -84,13 +96,13 @@ struct Turn {
 /// (its prompt less the session's history: the turn before's prompt and reply), and
 /// the think time (the median from a turn's end to its session's next turn being
 /// sent, less the clients' turnaround); `w` as it is otherwise.
-fn sessions_of(recs: &[RequestRecord], mut w: Workload) -> Workload {
+fn sessions_of(recs: &[&RequestRecord], mut w: Workload) -> Workload {
     use std::collections::{BTreeSet, HashMap};
     if recs.iter().any(|r| r.session.is_none() || r.turn.is_none()) || recs.is_empty() {
         return w;
     }
     let turns = recs.iter().filter_map(|r| r.turn).max().unwrap_or(0) + 1;
-    let key = |r: &RequestRecord| (r.level, r.session);
+    let key = |r: &&RequestRecord| (r.level, r.session);
     let count = |warm: bool| -> u64 {
         let s: BTreeSet<_> = recs.iter().filter(|r| r.warmup == warm).map(key).collect();
         s.len() as u64
@@ -137,16 +149,11 @@ fn sessions_of(recs: &[RequestRecord], mut w: Workload) -> Workload {
     w
 }
 
-/// When each request [`workload_of`] keeps was sent, in its order: ns from the
-/// first, the open-loop schedule's time where the record has one (a late send is the
-/// client's delay, not the load's).
+/// When each request [`kept`] was sent, in its order: ns from the first, the
+/// open-loop schedule's time where the record has one (a late send is the client's
+/// delay, not the load's).
 pub fn sends_of(recs: &[RequestRecord]) -> Vec<u64> {
-    let mut kept: Vec<&RequestRecord> = recs
-        .iter()
-        .filter(|r| r.outcome == cadence_core::Outcome::Succeeded)
-        .collect();
-    kept.sort_by_key(|r| (!r.warmup, r.sent_ns, r.index));
-    let at: Vec<u64> = kept
+    let at: Vec<u64> = kept(recs)
         .iter()
         .map(|r| r.scheduled_ns.or(r.sent_ns).unwrap_or(0))
         .collect();
@@ -205,7 +212,7 @@ mod tests {
             rec(4, 1, 26, 40),
         ];
         let mut notes = Vec::new();
-        let w = workload_of(recs.clone(), 7, 99, &mut notes);
+        let w = workload_of(&recs, 7, 99, &mut notes);
         assert_eq!(w.requests, 5);
         assert_eq!(w.turnaround_ns, 4 * MS, "the median of 2, 4 and 6 ms");
         let inputs: Vec<u32> = w.lengths.iter().map(|l| l.0).collect();
@@ -219,7 +226,7 @@ mod tests {
         // No worker sent twice: the fallback; a record without a prompt length: noted.
         let mut lone = rec(0, 0, 0, 10);
         lone.input_tokens = None;
-        let w = workload_of(vec![lone], 7, 99, &mut notes);
+        let w = workload_of(&[lone], 7, 99, &mut notes);
         assert_eq!((w.turnaround_ns, w.lengths[0].0), (99, 7));
         assert_eq!(notes.len(), 1, "{notes:?}");
         // 50 tokens from the first send (0 ms) to the last end (40 ms).
@@ -236,7 +243,7 @@ mod tests {
         recs.push(failed);
         let sends = sends_of(&recs);
         assert_eq!(sends, vec![0, 15 * MS, 20 * MS]);
-        let w = workload_of(recs, 7, 0, &mut Vec::new());
+        let w = workload_of(&recs, 7, 0, &mut Vec::new());
         let inputs: Vec<u32> = w.lengths.iter().map(|l| l.0).collect();
         assert_eq!(
             inputs,
@@ -244,6 +251,45 @@ mod tests {
             "the same requests, in the same order"
         );
         assert!((mean_rate(&sends) - 150.0).abs() < 1e-9, "3 over 20 ms");
+    }
+
+    #[test]
+    fn each_send_time_stays_with_its_own_requests_lengths_whatever_the_records_order() {
+        // Read out of order: a warm-up sent last, a failure sent first, two sends at
+        // the same time, one sent late after its schedule.
+        let mut recs: Vec<RequestRecord> = [1, 4, 3, 2, 5, 0]
+            .into_iter()
+            .map(|i| {
+                let sent = [10, 30, 5, 10, 50, 20][i as usize];
+                let mut r = rec(i, 0, sent, sent + 5);
+                r.output_tokens = Some(cadence_core::TokenCount {
+                    count: 20 + i,
+                    source: cadence_core::TokenSource::Usage,
+                });
+                r.warmup = i == 4;
+                r
+            })
+            .collect();
+        recs[0].scheduled_ns = Some(25 * MS);
+        recs[3].outcome = Outcome::Http5xx;
+        let order: Vec<u64> = kept(&recs).iter().map(|r| r.index).collect();
+        assert_eq!(
+            order,
+            [4, 0, 3, 5, 1],
+            "warm-up first, then sent, then index"
+        );
+        let w = workload_of(&recs, 7, 0, &mut Vec::new());
+        let paired: Vec<(u64, (u32, u32))> = sends_of(&recs).into_iter().zip(w.lengths).collect();
+        assert_eq!(
+            paired,
+            [
+                (40 * MS, (104, 24)),
+                (0, (100, 20)),
+                (0, (103, 23)),
+                (10 * MS, (105, 25)),
+                (15 * MS, (101, 21)),
+            ]
+        );
     }
 
     #[test]
@@ -266,7 +312,7 @@ mod tests {
             turn(4, 0, 2, 1200, 1300),
             turn(5, 1, 2, 1250, 1350),
         ];
-        let w = workload_of(recs, 7, 0, &mut Vec::new());
+        let w = workload_of(&recs, 7, 0, &mut Vec::new());
         let s = w.sessions.expect("sessions");
         assert_eq!(
             (s.turns, s.think_ns, s.agent_step_input),
