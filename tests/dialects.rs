@@ -3,7 +3,7 @@
 //! records, and `cadence proxy` forwards it byte for byte while recording its ITL.
 
 mod common;
-use common::{fast_sim, interrupt_and_wait, spawn_listening};
+use common::{fast_sim, interrupt_and_wait};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -281,15 +281,7 @@ fn the_proxy_forwards_every_dialect_byte_for_byte_and_records_its_itl() {
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("live.jsonl");
     let (_sim, sim_url) = fast_sim();
-    let (mut proxy, proxy_url) = spawn_listening(&[
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        &sim_url,
-        "--records",
-        records.to_str().unwrap(),
-    ]);
+    let (mut proxy, proxy_url) = common::recording_proxy(&sim_url, &records);
     let bodies = one_stream_per_dialect();
     let direct = sim_url.strip_prefix("http://").unwrap();
     let proxied = proxy_url.strip_prefix("http://").unwrap();

@@ -62,15 +62,7 @@ fn proxy_in_front_of_sim_forwards_and_flushes_records_on_sigint() {
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("live.jsonl");
     let (_sim, sim_url) = fast_sim();
-    let (mut proxy, proxy_url) = spawn_listening(&[
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        &sim_url,
-        "--records",
-        records.to_str().unwrap(),
-    ]);
+    let (mut proxy, proxy_url) = common::recording_proxy(&sim_url, &records);
     let addr = proxy_url.strip_prefix("http://").unwrap();
     let body =
         r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}"#;

@@ -6,7 +6,7 @@
 //! end and network) to the nanosecond; a dialect that reports nothing is named.
 
 mod common;
-use common::{read_records, spawn_listening, validate_report};
+use common::{interrupt_and_wait, read_records, spawn_listening, validate_report};
 
 use serde_json::Value;
 use std::path::Path;
@@ -51,6 +51,19 @@ fn bench_with(
     (read_records(&records), report, console)
 }
 
+/// `cadence sim` on the fixed cadence above: its process and base URL.
+fn fixed_sim() -> (common::Killed, String) {
+    spawn_listening(&[
+        "sim",
+        "--addr",
+        "127.0.0.1:0",
+        "--ttft",
+        &format!("{TTFT_MS}ms"),
+        "--itl",
+        &format!("{ITL_MS}ms"),
+    ])
+}
+
 fn ns(v: &Value) -> i64 {
     v.as_i64()
         .unwrap_or_else(|| panic!("{v} is not an integer"))
@@ -66,15 +79,7 @@ fn front_ns(r: &Value) -> i64 {
 
 #[test]
 fn the_sims_metrics_split_each_ttft_into_queue_prefill_and_the_residual() {
-    let (_sim, base) = spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--ttft",
-        &format!("{TTFT_MS}ms"),
-        "--itl",
-        &format!("{ITL_MS}ms"),
-    ]);
+    let (_sim, base) = fixed_sim();
     let dir = tempfile::tempdir().unwrap();
     for api in ["chat", "completions", "responses"] {
         let (records, report, console) = bench(&format!("{base}/v1"), api, (4, TOKENS), dir.path());
@@ -326,23 +331,8 @@ fn the_servers_counters_give_the_acceptance_length_the_client_sees() {
 fn a_kv_transfer_is_named_in_the_ttft_split_and_the_stalls() {
     let (_sim, base) = sim_with("--pd-transfer", "40ms");
     let dir = tempfile::tempdir().unwrap();
-    let metrics = format!("{base}/metrics");
-    let (records, report, console) = bench_with(
-        &format!("{base}/v1"),
-        "chat",
-        (8, 6),
-        dir.path(),
-        &[
-            "-c",
-            "2",
-            "--server-metrics",
-            &metrics,
-            "--scrape-interval",
-            "200ms",
-            "--stall-threshold",
-            "30ms",
-        ],
-    );
+    let (records, report, console) =
+        scraped_bench(&base, (8, 6), dir.path(), &["--stall-threshold", "30ms"]);
     let level = &report["levels"][0];
     // Every transfer took 40 ms and the scraper reads once before the level's first
     // request and once after its last answer, so the mean over the level is 40 ms up
@@ -396,6 +386,32 @@ fn a_kv_transfer_is_named_in_the_ttft_split_and_the_stalls() {
             .all(|c| ["kv_transfer", "none", "no_server_data"].contains(c)),
         "{server}"
     );
+}
+
+/// [`bench_with`] of chat at 2 clients against the sim at `base`, scraping its
+/// `/metrics` every 200 ms, with `extra` flags.
+fn scraped_bench(
+    base: &str,
+    (n, tokens): (u64, u64),
+    dir: &Path,
+    extra: &[&str],
+) -> (Vec<Value>, Value, String) {
+    let metrics = format!("{base}/metrics");
+    let scrape = [
+        "-c",
+        "2",
+        "--server-metrics",
+        &metrics,
+        "--scrape-interval",
+        "200ms",
+    ];
+    bench_with(
+        &format!("{base}/v1"),
+        "chat",
+        (n, tokens),
+        dir,
+        &[&scrape[..], extra].concat(),
+    )
 }
 
 /// A malformed `--pd-transfer` is refused naming the flag and the form.
@@ -490,3 +506,61 @@ fn tgis_timing_headers_split_a_whole_answers_ttft() {
     assert!(front >= 60.0 - 51.0, "{split}");
     assert!(console.contains("Where the time went"), "{console}");
 }
+
+/// The sim's TGI endpoint answering whole (`"stream": false`): its timing headers say
+/// the sim's own queue (none) and inference time (the 40 ms prefill and 7 gaps of
+/// 5 ms), read by bench straight from the sim and by the proxy in front of it, each
+/// request's TTFT the queue, the inference and a residual, summing to the client's.
+#[test]
+fn the_sims_tgi_headers_split_a_whole_answer_for_bench_and_the_proxy() {
+    let (_sim, sim_url) = fixed_sim();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy_records = dir.path().join("proxy.jsonl");
+    let (mut proxy, proxy_url) = common::recording_proxy(&sim_url, &proxy_records);
+    let inference_ns = ((TTFT_MS + (TOKENS - 1) * ITL_MS) * 1_000_000) as i64;
+    let whole = ["-c", "1", "--extra-body", r#"{"stream": false}"#];
+    for (base, sub) in [(&sim_url, "direct"), (&proxy_url, "proxied")] {
+        let sub_dir = dir.path().join(sub);
+        std::fs::create_dir(&sub_dir).unwrap();
+        let url = format!("{base}/generate_stream");
+        let (records, report, console) =
+            bench_with(&url, "generate", (3, TOKENS), &sub_dir, &whole);
+        assert_eq!(records.len(), 3, "{sub}");
+        for r in &records {
+            assert_eq!(
+                r["chunks"].as_array().unwrap().len(),
+                1,
+                "{sub}: one chunk: {r}"
+            );
+            let t = &r["counters"]["server_timing"];
+            assert_eq!(ns(&t["queue_ns"]), 0, "{sub}: {t}");
+            assert_eq!(ns(&t["prompt_ns"]), inference_ns, "{sub}: {t}");
+            assert!(front_ns(r) >= 0, "{sub}: {r}");
+        }
+        let split = &report["levels"][0]["server_timing"];
+        assert_eq!(split["timed"], 3, "{sub}: {split}");
+        assert_eq!(split["queue_ms"].as_f64(), Some(0.0), "{sub}: {split}");
+        assert_eq!(
+            split["prefill_ms"].as_f64(),
+            Some(inference_ns as f64 / 1e6),
+            "{sub}: {split}"
+        );
+        let ttft = split["ttft_ms"].as_f64().unwrap();
+        let front = split["front_ms"].as_f64().unwrap();
+        assert!(
+            (ttft - (inference_ns as f64 / 1e6 + front)).abs() < 1e-6,
+            "{sub}: {split}"
+        );
+        assert!(console.contains("Where the time went"), "{sub}: {console}");
+    }
+    // The proxy's own records of the three proxied requests say the same.
+    interrupt_and_wait(&mut proxy.0);
+    let proxied = read_records(&proxy_records);
+    assert_eq!(proxied.len(), 3, "{proxied:?}");
+    for r in &proxied {
+        let t = &r["counters"]["server_timing"];
+        assert_eq!(ns(&t["queue_ns"]), 0, "proxy: {t}");
+        assert_eq!(ns(&t["prompt_ns"]), inference_ns, "proxy: {t}");
+    }
+}
+

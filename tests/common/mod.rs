@@ -201,6 +201,21 @@ pub fn traced_sim_and_proxy(otlp: &[&str], proxy_extra: &[&str]) -> (Killed, Kil
     (sim, proxy, url)
 }
 
+/// `cadence proxy` on a free port of 127.0.0.1 in front of `upstream`, appending its
+/// records to `records`: its process and base URL.
+#[allow(dead_code)]
+pub fn recording_proxy(upstream: &str, records: &Path) -> (Killed, String) {
+    spawn_listening(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream,
+        "--records",
+        records.to_str().unwrap(),
+    ])
+}
+
 /// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
 /// engine there with scripts/real-engine.sh and sets it). The tests that call this are
 /// `#[ignore]`d, so a plain `cargo test` lists them as not run; asked for anyway

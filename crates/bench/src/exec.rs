@@ -421,10 +421,10 @@ async fn read_response(
 
     let text = read_stream(cx, body, stamper, framing, cancel, rec, deadlines).await;
     // TGI's whole `/generate` answer says its timing in headers, its body nothing.
-    if cx.api == Api::Generate && framing == Framing::Ndjson && rec.counters.server_timing.is_none()
-    {
+    if rec.counters.server_timing.is_none() {
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        rec.counters.server_timing = cadence_wire::tgi_headers::server_timing(header);
+        rec.counters.server_timing =
+            cadence_wire::tgi_headers::of_answer(cx.api, content_type, header);
     }
     rec.head_no_later_than_first_chunk();
     if let Some(e) = rec.error.take() {

@@ -845,6 +845,12 @@ impl Job {
             .and_then(|v| v.to_str().ok());
         let api = route.api();
         self.api = api;
+        // TGI's whole `/generate` answer says its timing in headers (a body's own
+        // timing, read at the end, comes first).
+        if let Some(api) = api.filter(|_| self.measured) {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            self.rec.counters.server_timing = cadence_wire::tgi_headers::of_answer(api, ct, header);
+        }
         if let (Some(api), Some(framing)) = (api, stream_framing(ct, asked_stream)) {
             self.tracker = Some(tracker(&self.shared, api, framing));
         } else if self.measured && is_json(ct) {

@@ -150,6 +150,30 @@ pub fn opening_calls(w: &Writer<'_>, prompt_tokens: u32) -> Vec<String> {
     v
 }
 
+/// TGI's timing headers on its whole `/generate` answer, as its router writes them
+/// (whole milliseconds, cut down; `x-compute-time` in seconds), from the sim's own
+/// account of the request: its queue (the engine's, else none) and its inference time,
+/// the prefill and decode the client's one chunk waited for.
+pub fn tgi_headers(timing: Timing, usage: Usage) -> Vec<(&'static str, String)> {
+    let inference = timing.prompt + timing.decode;
+    let total = timing.queue + inference;
+    let ms = |d: Duration| d.as_millis().to_string();
+    let per_token = inference
+        .checked_div(usage.completion_tokens.max(1))
+        .unwrap_or_default();
+    vec![
+        ("x-compute-type", "cadence-sim".to_owned()),
+        ("x-compute-time", total.as_secs_f64().to_string()),
+        ("x-total-time", ms(total)),
+        ("x-validation-time", "0".to_owned()),
+        ("x-queue-time", ms(timing.queue)),
+        ("x-inference-time", ms(inference)),
+        ("x-time-per-token", ms(per_token)),
+        ("x-prompt-tokens", usage.prompt_tokens.to_string()),
+        ("x-generated-tokens", usage.completion_tokens.to_string()),
+    ]
+}
+
 /// The server's own timing of a finished stream, for the dialects that report one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timing {

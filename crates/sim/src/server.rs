@@ -212,7 +212,10 @@ async fn handle_as(
         (None, Dialect::OllamaChat | Dialect::OllamaGenerate) if !api.stream_given => {
             api.stream = true
         }
-        (None, Dialect::Tgi | Dialect::Kserve) => api.stream = true,
+        // TGI's `/generate_stream` always streams; a body that says `"stream": false`
+        // gets the whole answer its `/generate` gives (the sim's `/generate` is SGLang's).
+        (None, Dialect::Tgi) => api.stream = api.stream || !api.stream_given,
+        (None, Dialect::Kserve) => api.stream = true,
         _ => {}
     }
     let fault = match controls.fault {
@@ -509,7 +512,15 @@ fn whole_response(
         model,
         pretty: false,
     };
-    json_response(StatusCode::OK, dialects::whole(&w, text, usage, timing))
+    let mut r = json_response(StatusCode::OK, dialects::whole(&w, text, usage, timing));
+    if dialect == Dialect::Tgi {
+        for (name, value) in dialects::tgi_headers(timing, usage) {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().insert(name, v);
+            }
+        }
+    }
+    r
 }
 
 /// A 200 whose body streams as it is produced.

@@ -2,6 +2,7 @@
 //! account of the request in response headers, where its `/generate_stream` carries
 //! none; read here into the record's server timing, as the body dialects read theirs.
 
+use crate::{stream_framing, Api, Framing};
 use cadence_base::ServerTiming;
 
 /// Time in TGI's queue, ms (whole milliseconds as TGI writes them).
@@ -32,6 +33,22 @@ pub fn server_timing<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<Ser
     (t.queue_ns.is_some() || t.prompt_ns.is_some()).then_some(t)
 }
 
+/// The server timing a response's headers give, for the reader of any answer (bench's
+/// client, the proxy): TGI's headers read on a whole answer of the `generate` dialect
+/// (a JSON body, not an SSE stream, whose `content_type` this is); `None` for any other
+/// answer or when the headers say nothing readable. A body's own timing, where it has
+/// one, comes first: this is for an answer whose body said nothing.
+pub fn of_answer<'a>(
+    api: Api,
+    content_type: Option<&str>,
+    header: impl Fn(&str) -> Option<&'a str>,
+) -> Option<ServerTiming> {
+    let whole = stream_framing(content_type, true) == Some(Framing::Ndjson);
+    (api == Api::Generate && whole)
+        .then(|| server_timing(header))
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +76,22 @@ mod tests {
             read(&[(INFERENCE, " 0.5 ")]).unwrap().prompt_ns,
             Some(500_000)
         );
+    }
+
+    #[test]
+    fn only_a_whole_generate_answer_is_read() {
+        let pairs = [(QUEUE, "7"), (INFERENCE, "44")];
+        let header = |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        let whole = of_answer(Api::Generate, Some("application/json"), header).unwrap();
+        assert_eq!(
+            (whole.queue_ns, whole.prompt_ns),
+            (Some(7_000_000), Some(44_000_000))
+        );
+        assert_eq!(
+            of_answer(Api::Generate, Some("text/event-stream"), header),
+            None
+        );
+        assert_eq!(of_answer(Api::Chat, Some("application/json"), header), None);
     }
 
     #[test]
