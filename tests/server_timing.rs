@@ -344,6 +344,9 @@ fn a_kv_transfer_is_named_in_the_ttft_split_and_the_stalls() {
     let rest = split["rest_ms"].as_f64().unwrap();
     assert!((client - transfer - rest).abs() < 1e-6, "{split}");
     assert!(console.contains("KV transfer"), "{console}");
+    // The sim names each transfer in vLLM's and SGLang's families; the scrape counts
+    // it once: 8 transfers over the level, not 16.
+    assert_eq!(transfers_scraped(level), 8.0, "{split}");
     // Per request: vLLM's metrics object has no transfer of its own, so the server's
     // time to its first token holds it (10 ms of prefill + 40 ms); the client's TTFT is
     // queue + that + the residual (front end and network), to the nanosecond.
@@ -412,6 +415,13 @@ fn scraped_bench(
         dir,
         &[&scrape[..], extra].concat(),
     )
+}
+
+/// The KV transfers a level's scrape counted: the last sample's count less the first's.
+fn transfers_scraped(level: &Value) -> f64 {
+    let samples = level["server"]["scrape"]["samples"].as_array().unwrap();
+    let count = |s: &Value| s["kv_transfer"]["count"].as_f64().unwrap_or(0.0);
+    count(samples.last().unwrap()) - count(&samples[0])
 }
 
 /// A malformed `--pd-transfer` is refused naming the flag and the form.
@@ -564,3 +574,44 @@ fn the_sims_tgi_headers_split_a_whole_answer_for_bench_and_the_proxy() {
     }
 }
 
+/// The sim in engine mode (`--preset tiny@cpu`, continuous batching) with a 40 ms KV
+/// transfer and an acceptance length of 2.5 counts its own transfers and speculation
+/// steps on `/metrics`, as the flat sim does: scraped over the level, each transfer
+/// 40 ms (the link is free), and the steps, drafted and accepted tokens are those the
+/// client's chunks and tokens show (each chunk after the first a step, its tokens
+/// less the bonus one accepted, two drafts a step).
+#[test]
+fn an_engine_mode_sim_counts_its_transfers_and_speculation_steps() {
+    let (_sim, base) =
+        common::tiny_engine_sim(&["--pd-transfer", "40ms", "--spec-accept-len", "2.5"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (records, report, _console) = scraped_bench(&base, (6, 16), dir.path(), &[]);
+    assert_eq!(records.len(), 6);
+    // The first chunk is the prefill's one token; each after it a step.
+    let (mut steps, mut accepted) = (0.0, 0.0);
+    for r in &records {
+        let chunks = r["chunks"].as_array().unwrap().len() as f64;
+        let tokens = r["output_tokens"]["count"].as_f64().unwrap();
+        steps += chunks - 1.0;
+        accepted += tokens - 1.0 - (chunks - 1.0);
+    }
+    let level = &report["levels"][0];
+    let sp = &level["server"]["speculation"];
+    assert_eq!(sp["drafts"].as_f64(), Some(steps), "{sp}");
+    assert_eq!(sp["draft_tokens"].as_f64(), Some(2.0 * steps), "{sp}");
+    assert_eq!(sp["accepted"].as_f64(), Some(accepted), "{sp}");
+    let b = &level["bursts"];
+    let client = b["client_acceptance_length"].as_f64().unwrap();
+    let scraped = b["metrics_acceptance_length"].as_f64().unwrap();
+    assert!((client - scraped).abs() < 1e-9, "{b}");
+    let split = &level["server"]["ttft_split"];
+    let transfer = split["server_kv_transfer_ms"].as_f64().unwrap();
+    assert!((transfer - 40.0).abs() < 1e-6, "{split}");
+    assert_eq!(transfers_scraped(level), 6.0, "{split}");
+    // The server's prefill holds no transfer (tiny@cpu prefills a prompt in ms):
+    // client TTFT = queue + prefill + the transfer + a rest that is the network's and
+    // the client's, never negative.
+    let prefill = split["server_prefill_ms"].as_f64().unwrap();
+    assert!((0.0..40.0).contains(&prefill), "{split}");
+    assert!(split["rest_ms"].as_f64().unwrap() >= 0.0, "{split}");
+}

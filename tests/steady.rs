@@ -125,15 +125,7 @@ fn a_closed_loop_level_reports_its_plateau_and_report_finds_it_again() {
 /// A sweep of 1, 2, 4 and 8 clients of 16 requests each against the engine-mode
 /// simulator with `max_batch` slots: the JSON report, HTML page and records at `dir/k.*`.
 fn sweep(max_batch: &str, dir: &Path) -> std::process::Output {
-    let (_sim, base) = spawn_listening(&[
-        "sim",
-        "--addr",
-        "127.0.0.1:0",
-        "--preset",
-        "tiny@cpu",
-        "--max-batch",
-        max_batch,
-    ]);
+    let (_sim, base) = common::tiny_engine_sim(&["--max-batch", max_batch]);
     common::cadence()
         .args([
             "bench",

@@ -216,6 +216,14 @@ pub fn recording_proxy(upstream: &str, records: &Path) -> (Killed, String) {
     ])
 }
 
+/// `cadence sim` on a free port of 127.0.0.1 timed by the engine model of the
+/// `tiny@cpu` preset, with `extra` flags: its process and base URL.
+#[allow(dead_code)]
+pub fn tiny_engine_sim(extra: &[&str]) -> (Killed, String) {
+    let sim = ["sim", "--addr", "127.0.0.1:0", "--preset", "tiny@cpu"];
+    spawn_listening(&[&sim[..], extra].concat())
+}
+
 /// The real engine's directory (`CADENCE_REAL_ENGINE`: scripts/test.sh builds the
 /// engine there with scripts/real-engine.sh and sets it). The tests that call this are
 /// `#[ignore]`d, so a plain `cargo test` lists them as not run; asked for anyway

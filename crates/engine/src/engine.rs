@@ -660,16 +660,8 @@ impl Engine {
         seq.prefilled = seq.prompt;
         self.note_computed(&seq);
         seq.generated = 1;
-        if let Prefill::Disaggregated {
-            transfer_ms,
-            link_gbs,
-            ..
-        } = self.spec.serving.prefill
-        {
-            let bytes = self.spec.kv_bytes_per_token() * seq.prompt as f64;
-            let delay = transfer_ms * 1e-3 + bytes / (link_gbs * 1e9);
-            let arrive = t + ((delay * 1e9).round() as u64);
-            self.transfers.push((arrive, seq));
+        if let Some((took, _)) = self.spec.kv_transfer(seq.prompt) {
+            self.transfers.push((t + took, seq));
         }
         self.start_prefills(t, out);
     }

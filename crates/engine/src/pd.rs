@@ -90,6 +90,23 @@ impl crate::spec::EngineSpec {
         };
     }
 
+    /// The KV transfer this engine makes after a prompt of `prompt_tokens` tokens is
+    /// prefilled, when its prefill is disaggregated: its time (ns, the transfer's own
+    /// time and the bytes over the link) and its bytes.
+    pub fn kv_transfer(&self, prompt_tokens: u32) -> Option<(u64, f64)> {
+        let crate::spec::Prefill::Disaggregated {
+            transfer_ms,
+            link_gbs,
+            ..
+        } = self.serving.prefill
+        else {
+            return None;
+        };
+        let bytes = self.kv_bytes_per_token() * f64::from(prompt_tokens);
+        let delay = transfer_ms * 1e-3 + bytes / (link_gbs * 1e9);
+        Some(((delay * 1e9).round() as u64, bytes))
+    }
+
     /// The sim's flat knobs on this engine: a P/D transfer ([`Self::set_pd_transfer`])
     /// and a mean acceptance length ([`crate::spec::Speculation::for_accept_len`]).
     pub fn set_sim_knobs(&mut self, transfer: Option<PdTransfer>, accept_len: Option<f64>) {

@@ -77,7 +77,7 @@ impl EngineHandle {
             Some(t) => Box::new(TwinServer::new(t, spec.serving.seed)),
             None => Box::new(Engine::new((*spec).clone())),
         };
-        tokio::spawn(run(backend, clock, rx, metrics, phantoms));
+        tokio::spawn(run(backend, (clock, spec.clone()), rx, metrics, phantoms));
         EngineHandle {
             tx,
             spec,
@@ -163,11 +163,17 @@ struct Live {
     scheduled: Option<u64>,
     first: Option<u64>,
     last: u64,
+    /// Its KV transfer (ns, bytes), when the engine disaggregates: counted as its
+    /// first token, which waited for it, leaves.
+    transfer: Option<(u64, f64)>,
+    /// The draft tokens each of its steps proposes, when the engine speculates: each
+    /// chunk after the first is one step.
+    draft: Option<u32>,
 }
 
 async fn run(
     mut engine: Box<dyn Backend + Send>,
-    clock: Clock,
+    (clock, spec): (Clock, Arc<EngineSpec>),
     mut rx: mpsc::UnboundedReceiver<Submit>,
     metrics: Arc<EngineMetrics>,
     mut phantoms: Vec<(u64, u32, u32)>,
@@ -199,7 +205,15 @@ async fn run(
                     let now = clock.virtual_now(Instant::now());
                     let id = next_id;
                     next_id += 1;
-                    live.insert(id, Live { reply: s.reply, arrived: now, scheduled: None, first: None, last: now });
+                    live.insert(id, Live {
+                        reply: s.reply,
+                        arrived: now,
+                        scheduled: None,
+                        first: None,
+                        last: now,
+                        transfer: spec.kv_transfer(s.prompt_tokens),
+                        draft: spec.serving.speculation.map(|sp| sp.k),
+                    });
                     let request = Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens };
                     engine.submit(now, request, s.prefix, &mut out);
                 }
@@ -261,11 +275,22 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
                     None => {
                         l.first = Some(t);
                         m.ttft.observe(secs(t - l.arrived));
+                        // A disaggregated first token waited for its KV transfer after
+                        // the prefill: the transfer is its own figure, not prefill.
+                        let took = l.transfer.map_or(0, |(ns, _)| ns);
                         if let Some(s) = l.scheduled {
-                            m.prefill_time.observe(secs(t - s));
+                            m.prefill_time.observe(secs((t - s).saturating_sub(took)));
+                        }
+                        if let (Some(pd), Some((_, bytes))) = (&m.pd, l.transfer) {
+                            pd.moved(Duration::from_nanos(took), bytes);
                         }
                     }
-                    Some(_) => m.itl.observe(secs(t - l.last)),
+                    Some(_) => {
+                        m.itl.observe(secs(t - l.last));
+                        if let (Some(sm), Some(k)) = (&m.spec, l.draft) {
+                            sm.step(n, k);
+                        }
+                    }
                 }
                 l.last = t;
                 // Like vLLM, a request whose client disconnected is aborted.

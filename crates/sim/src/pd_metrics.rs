@@ -75,9 +75,13 @@ impl PdMetrics {
 
     /// One transfer of `took` for a prompt of `prompt_tokens` tokens.
     pub fn transferred(&self, took: Duration, prompt_tokens: u32) {
+        self.moved(took, (u64::from(prompt_tokens) * KV_BYTES_PER_TOKEN) as f64);
+    }
+
+    /// One transfer of `took` that moved `bytes` (an engine's KV bytes of its prompt).
+    pub fn moved(&self, took: Duration, bytes: f64) {
         self.xfer_seconds.observe(took.as_secs_f64());
-        self.bytes
-            .observe((u64::from(prompt_tokens) * KV_BYTES_PER_TOKEN) as f64);
+        self.bytes.observe(bytes);
         self.latency_ms.observe(took.as_secs_f64() * 1e3);
     }
 }
