@@ -160,17 +160,23 @@ async fn scrape_loop(
     }
 }
 
-/// One scrape into `out`: a sample, or a counted failure.
+/// One scrape into `out`: a sample, or a counted failure. The sample is stamped when
+/// its page was asked for: the server renders it between the ask and the answer, so
+/// what a sample counts happened no later than the answer, and anything that happened
+/// before its stamp is in it. Stamped at the answer instead, a page rendered just
+/// before a request's first token left (and its KV transfer was counted) and read just
+/// after the client got that token looked like a reading taken after the token, and
+/// the stall attribution missed the transfer.
 async fn once(http: &HyperClient, config: &ScrapeConfig, clock: Clock, out: &mut ServerScrape) {
     out.attempts += 1;
+    let asked = clock.now_ns();
     match fetch(http, config).await {
         Ok(text) => match prometheus::parse_text(&text) {
             Ok(series) => {
                 if out.samples.is_empty() {
                     out.engine = prometheus::engine_family(&series).to_string();
                 }
-                out.samples
-                    .push(prometheus::to_sample(&series, clock.now_ns()));
+                out.samples.push(prometheus::to_sample(&series, asked));
             }
             Err(e) => fail(out, format!("the answer is not Prometheus text ({e})")),
         },
@@ -207,6 +213,66 @@ async fn fetch(http: &HyperClient, config: &ScrapeConfig) -> Result<String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metrics page on 127.0.0.1 that answers each request `delay` after it came.
+    async fn slow_page(delay: Duration) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let mut seen = Vec::new();
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        seen.extend_from_slice(&buf[..n]);
+                        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            tokio::time::sleep(delay).await;
+                            let body = "vllm:num_requests_running 1\n";
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = conn.write_all(head.as_bytes()).await;
+                            let _ = conn.write_all(body.as_bytes()).await;
+                            seen.clear();
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// A sample is stamped when its page was asked for, not when it arrived: against a
+    /// page that answers 1 s after each ask, the first sample's stamp is well before
+    /// the answer (a tolerant bound: the ask comes as the scraper starts).
+    #[tokio::test]
+    async fn a_sample_is_stamped_when_its_page_was_asked_for() {
+        let delay = Duration::from_secs(1);
+        let url = slow_page(delay).await;
+        let endpoint: Uri = "http://127.0.0.1:1/v1".parse().unwrap();
+        let config = ScrapeConfig::new(
+            &url,
+            &endpoint,
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let clock = Clock::start();
+        let scraper = Scraper::start(config, clock).await.unwrap();
+        let first_arrived = clock.now_ns();
+        let scrape = scraper.finish().await.unwrap();
+        assert_eq!(scrape.samples.len(), 2, "{scrape:?}");
+        let first = scrape.samples[0].t_ns;
+        assert!(first_arrived >= delay.as_nanos() as u64, "{first_arrived}");
+        assert!(
+            first + 800_000_000 < first_arrived,
+            "stamped at {first} ns, the answer came by {first_arrived} ns"
+        );
+        // The last sample, asked for as the scraper was told to stop.
+        assert!(scrape.samples[1].t_ns < first_arrived + 800_000_000);
+    }
 
     #[test]
     fn auto_is_the_servers_metrics_path() {
