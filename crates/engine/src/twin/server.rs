@@ -43,7 +43,8 @@ impl Seq {
 pub struct TwinServer {
     twin: Arc<Twin>,
     rng: SplitMix64,
-    /// Requests on their way to the engine (their overhead): when each arrives there.
+    /// Requests on their way to the engine (their overhead): when each arrives there
+    /// (one sent while others are on their way arrives with the last of them).
     arriving: Vec<(u64, Seq)>,
     waiting: VecDeque<Seq>,
     /// Streams decoding: each gets a chunk at every step's end.
@@ -375,8 +376,14 @@ impl Backend for TwinServer {
         };
         let u = self.rng.unit();
         let o = (table_at(&self.twin.overhead_us, u) * 1e3).round() as u64;
-        if o > 0 {
-            self.arriving.push((t + o, seq));
+        // Sent while others are on their way in, it is handed over with the last of
+        // them: clients that send together are admitted at one step boundary, as an
+        // engine prefills a closed loop's waiting prompts together (independent
+        // draws would spread them over several steps and break that lock-step).
+        let at = self.arriving.iter().map(|a| a.0).max().filter(|&a| a > t);
+        let at = at.unwrap_or(t + o);
+        if at > t {
+            self.arriving.push((at, seq));
             return;
         }
         self.waiting.push_back(seq);
