@@ -580,7 +580,8 @@ fn the_sims_tgi_headers_split_a_whole_answer_for_bench_and_the_proxy() {
 /// steps on `/metrics`, as the flat sim does: scraped over the level, each transfer
 /// 40 ms (the link is free), and the steps, drafted and accepted tokens are those the
 /// client's chunks and tokens show (each chunk after the first a step, its tokens
-/// less the bonus one accepted, two drafts a step).
+/// less the bonus one accepted, two drafts a step), and each request's own `metrics`
+/// object reports its share.
 #[test]
 fn an_engine_mode_sim_counts_its_transfers_and_speculation_steps() {
     let (_sim, base) =
@@ -595,6 +596,15 @@ fn an_engine_mode_sim_counts_its_transfers_and_speculation_steps() {
         let tokens = r["output_tokens"]["count"].as_f64().unwrap();
         steps += chunks - 1.0;
         accepted += tokens - 1.0 - (chunks - 1.0);
+        // Each request's own counts, as vLLM's per-request object gives them.
+        let t = &r["counters"]["server_timing"];
+        assert_eq!(t["spec_steps"].as_f64(), Some(chunks - 1.0), "{t}");
+        assert_eq!(t["spec_accepted"].as_f64(), Some(tokens - chunks), "{t}");
+        assert_eq!(
+            t["spec_drafted"].as_f64(),
+            Some(2.0 * (chunks - 1.0)),
+            "{t}"
+        );
     }
     let level = &report["levels"][0];
     let sp = &level["server"]["speculation"];

@@ -169,6 +169,9 @@ struct Live {
     /// The draft tokens each of its steps proposes, when the engine speculates: each
     /// chunk after the first is one step.
     draft: Option<u32>,
+    /// Its speculation so far, as vLLM counts it per request (steps, accepted and
+    /// drafted tokens); counted only when `draft` is set.
+    spec: crate::dialects::SpecCounts,
 }
 
 async fn run(
@@ -213,6 +216,7 @@ async fn run(
                         last: now,
                         transfer: spec.kv_transfer(s.prompt_tokens),
                         draft: spec.serving.speculation.map(|sp| sp.k),
+                        spec: Default::default(),
                     });
                     let request = Request { id, prompt_tokens: s.prompt_tokens, max_tokens: s.max_tokens };
                     engine.submit(now, request, s.prefix, &mut out);
@@ -287,8 +291,14 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
                     }
                     Some(_) => {
                         m.itl.observe(secs(t - l.last));
-                        if let (Some(sm), Some(k)) = (&m.spec, l.draft) {
-                            sm.step(n, k);
+                        if let Some(k) = l.draft {
+                            // Each step's tokens but its bonus token were drafts accepted.
+                            l.spec.steps += 1;
+                            l.spec.accepted += n.saturating_sub(1);
+                            l.spec.drafted += k;
+                            if let Some(sm) = &m.spec {
+                                sm.step(n, k);
+                            }
                         }
                     }
                 }
@@ -330,7 +340,8 @@ fn dispatch(e: Event, live: &mut HashMap<u64, Live>, m: &EngineMetrics, gone: &m
 
 /// A finished request's timing on the engine's virtual clock: queued from arrival to
 /// its first scheduling, prefilled from then to its first token, decoded from its
-/// first token to its last (`end` for a request that produced none).
+/// first token to its last (`end` for a request that produced none), and its
+/// speculation when the engine speculates.
 fn timing_of(l: &Live, end: u64) -> crate::dialects::Timing {
     let d = |a: u64, b: u64| std::time::Duration::from_nanos(b.saturating_sub(a));
     let scheduled = l.scheduled.unwrap_or(l.arrived);
@@ -339,7 +350,7 @@ fn timing_of(l: &Live, end: u64) -> crate::dialects::Timing {
         queue: d(l.arrived, scheduled),
         prompt: d(scheduled, first),
         decode: d(first, if l.first.is_some() { l.last } else { end }),
-        spec: None,
+        spec: l.draft.map(|_| l.spec),
     }
 }
 
