@@ -208,8 +208,12 @@ impl Instruments {
     /// every figure.
     pub fn push(&mut self, r: &RequestRecord) {
         let model = r.proxy.as_ref().and_then(|p| p.model.as_deref());
-        let over = model.map(|m| crate::span::string(MODEL, m));
-        self.push_in(r, over.into_iter().collect());
+        let operation = crate::span::record_operation(r);
+        let over = [
+            operation.map(|o| crate::span::string(OPERATION, o)),
+            model.map(|m| crate::span::string(MODEL, m)),
+        ];
+        self.push_in(r, over.into_iter().flatten().collect());
     }
 
     /// [`Instruments::push`] into the series of `shape` (a watch target's: its model,
@@ -334,12 +338,13 @@ const SPECS: [Spec; 5] = [
 ];
 
 const MODEL: &str = "gen_ai.request.model";
+const OPERATION: &str = "gen_ai.operation.name";
 
 /// The attributes every series of a run carries, its model `model` (no userinfo:
 /// `server.address` is the endpoint's host alone).
 fn run_attributes(shape: &Shape, model: &str) -> Vec<KeyValue> {
     let mut a = vec![
-        crate::span::string("gen_ai.operation.name", shape.operation),
+        crate::span::string(OPERATION, shape.operation),
         crate::span::string(MODEL, model),
     ];
     if let Some((host, port)) = &shape.server {

@@ -224,7 +224,6 @@ async fn ship(http: &HyperClient, s: &Shared, config: &Config, last: bool) {
         return;
     }
     let c = &s.counters;
-    c.exports.fetch_add(1, Relaxed);
     let body = encode(config, metrics);
     match crate::export::post(http, config, body).await {
         Ok(body) => {
@@ -249,6 +248,9 @@ async fn ship(http: &HyperClient, s: &Shared, config: &Config, last: bool) {
             c.note_error(format!("{}: {e}", config.display()));
         }
     }
+    // Counted once its answer is in (after `failed`), so exports less failures is
+    // never more than the exports that arrived, even read mid-export.
+    c.exports.fetch_add(1, Relaxed);
 }
 
 /// `metrics` wrapped in the request's resource (`service.name`) and scope (`cadence`).

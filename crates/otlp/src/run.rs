@@ -10,7 +10,6 @@ use crate::span::Shape;
 use crate::{Config, Protocol};
 use cadence_core::report::{OtlpExport, Report};
 use cadence_core::trace::Propagation;
-use cadence_wire::Api;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -80,21 +79,7 @@ pub fn start_if_asked(
     }
 }
 
-/// `gen_ai.operation.name` of a request in `api`'s dialect to `path`, as the GenAI
-/// conventions name it: `chat` for a conversation of messages (chat completions,
-/// Anthropic Messages, Responses, Realtime, Ollama's `/api/chat`), `text_completion`
-/// for a prompt continued (completions, TGI's and SGLang's generate, KServe, llama.cpp's
-/// `/completion`, Ollama's `/api/generate`). Their `generate_content` is Gemini's API,
-/// which Cadence does not speak.
-pub fn operation(api: Api, path: &str) -> &'static str {
-    match api {
-        Api::Chat | Api::Anthropic | Api::Responses | Api::Websocket => "chat",
-        Api::Ollama if path.trim_end_matches('/').ends_with("/api/chat") => "chat",
-        Api::Completions | Api::Ollama | Api::Generate | Api::Kserve | Api::Llamacpp => {
-            "text_completion"
-        }
-    }
-}
+pub use crate::span::operation;
 
 /// A command's trace context (`--otlp-sample`'s `ratio`), salted by the clock and the
 /// process id so two runs' ids differ.
@@ -204,6 +189,7 @@ pub fn warning(s: &OtlpExport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cadence_wire::Api;
 
     #[test]
     fn the_operation_follows_the_dialect_and_ollamas_path() {

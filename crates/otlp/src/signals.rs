@@ -258,23 +258,39 @@ pub fn said(
     (lines, warnings)
 }
 
-/// The span export's figures as a `/metrics` counts them (the proxy's, the watch's):
-/// each result and its count.
-pub fn span_results(s: &OtlpExport) -> [(&'static str, u64); 4] {
-    [
-        ("exported", s.exported),
-        ("dropped_queue_full", s.dropped_queue_full),
-        ("dropped_failed", s.dropped_failed),
-        ("rejected", s.rejected),
-    ]
+/// Which of a command's `/metrics` OTLP counters a figure goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Spans, by result: `exported`, `dropped_queue_full`, `dropped_failed`, `rejected`.
+    Spans,
+    /// Metrics exports, by result: `exported`, `failed` (each a snapshot the next one
+    /// makes good).
+    MetricExports,
 }
 
-/// The metrics export's figures as a `/metrics` counts them (the proxy's, the
-/// watch's): exports that reached the collector and exports that failed (each a
-/// snapshot the next one makes good).
-pub fn metric_export_results(m: &OtlpMetricsExport) -> [(&'static str, u64); 2] {
-    [
-        ("exported", m.exports.saturating_sub(m.failed)),
-        ("failed", m.failed),
-    ]
+/// Each figure of the exports so far as a `/metrics` counts them (the proxy's, the
+/// watch's): `f(counter, result, count)`, the counts only growing.
+pub fn each_result(
+    spans: Option<&OtlpExport>,
+    metrics: Option<&OtlpMetricsExport>,
+    mut f: impl FnMut(Counted, &'static str, u64),
+) {
+    if let Some(s) = spans {
+        for (result, n) in [
+            ("exported", s.exported),
+            ("dropped_queue_full", s.dropped_queue_full),
+            ("dropped_failed", s.dropped_failed),
+            ("rejected", s.rejected),
+        ] {
+            f(Counted::Spans, result, n);
+        }
+    }
+    if let Some(m) = metrics {
+        f(
+            Counted::MetricExports,
+            "exported",
+            m.exports.saturating_sub(m.failed),
+        );
+        f(Counted::MetricExports, "failed", m.failed);
+    }
 }

@@ -8,6 +8,7 @@ use crate::proto::{self, KeyValue, SpanKind, StatusCode, Value};
 use cadence_core::per_request::{self, itl_gaps};
 use cadence_core::stats::quantile_sorted;
 use cadence_core::{Outcome, RequestRecord};
+use cadence_wire::Api;
 
 /// The most chunk events a span may carry (`--otlp-chunk-events`).
 pub const MAX_CHUNK_EVENTS: u32 = 1_000;
@@ -104,6 +105,34 @@ pub fn model_of<'a>(r: &'a RequestRecord, shape: &'a Shape) -> &'a str {
     asked.unwrap_or(&shape.model)
 }
 
+/// `gen_ai.operation.name` of a request in `api`'s dialect to `path`, as the GenAI
+/// conventions name it: `chat` for a conversation of messages (chat completions,
+/// Anthropic Messages, Responses, Realtime, Ollama's `/api/chat`), `text_completion`
+/// for a prompt continued (completions, TGI's and SGLang's generate, KServe, llama.cpp's
+/// `/completion`, Ollama's `/api/generate`). Their `generate_content` is Gemini's API,
+/// which Cadence does not speak.
+pub fn operation(api: Api, path: &str) -> &'static str {
+    match api {
+        Api::Chat | Api::Anthropic | Api::Responses | Api::Websocket => "chat",
+        Api::Ollama if path.trim_end_matches('/').ends_with("/api/chat") => "chat",
+        Api::Completions | Api::Ollama | Api::Generate | Api::Kserve | Api::Llamacpp => {
+            "text_completion"
+        }
+    }
+}
+
+/// The operation a proxied request's path names (`None`: not proxied, or a path of no
+/// dialect): a proxy's spans and series follow each request, not the run.
+pub fn record_operation(r: &RequestRecord) -> Option<&'static str> {
+    let path = &r.proxy.as_ref()?.path;
+    Api::from_path(path).map(|api| operation(api, path))
+}
+
+/// A record's operation: its own ([`record_operation`]), else the run's.
+fn operation_of(r: &RequestRecord, shape: &Shape) -> &'static str {
+    record_operation(r).unwrap_or(shape.operation)
+}
+
 /// The span of a finished record; `None` for a request dropped before it was sent
 /// (it never left the client) and for one with no time at all.
 pub fn request_span(r: &RequestRecord, shape: &Shape, ids: SpanIds) -> Option<proto::Span> {
@@ -121,7 +150,7 @@ pub fn request_span(r: &RequestRecord, shape: &Shape, ids: SpanIds) -> Option<pr
         trace_state: String::new(),
         parent_span_id: ids.parent.map(|p| p.to_vec()).unwrap_or_default(),
         flags: 0x100 | 1,
-        name: format!("{} {}", shape.operation, model_of(r, shape)),
+        name: format!("{} {}", operation_of(r, shape), model_of(r, shape)),
         kind: shape.kind as i32,
         start_time_unix_nano: at(start),
         end_time_unix_nano: at(end),
@@ -168,7 +197,7 @@ pub(crate) fn string(key: &str, v: &str) -> KeyValue {
 
 fn attributes(r: &RequestRecord, shape: &Shape, f: &Figures) -> Vec<KeyValue> {
     let mut a = vec![
-        string("gen_ai.operation.name", shape.operation),
+        string("gen_ai.operation.name", operation_of(r, shape)),
         string("gen_ai.request.model", model_of(r, shape)),
     ];
     if let Some((host, port)) = &shape.server {
@@ -414,6 +443,30 @@ mod tests {
             attr(&s, "gen_ai.request.model"),
             Some(&Value::String("llama-3-8b".into()))
         );
+    }
+
+    #[test]
+    fn a_proxied_requests_operation_follows_its_path() {
+        let mut r = record();
+        for (path, op) in [
+            ("/v1/chat/completions", "chat"),
+            ("/v1/messages", "chat"),
+            ("/v1/completions", "text_completion"),
+            ("/generate_stream", "text_completion"),
+            ("/api/generate", "text_completion"),
+            ("/api/chat", "chat"),
+            ("/some/route", "chat"),
+        ] {
+            r.proxy = Some(Box::new(cadence_core::ProxyInfo {
+                path: path.into(),
+                model: Some("m".into()),
+                ..Default::default()
+            }));
+            let s = request_span(&r, &shape(), ids()).unwrap();
+            assert_eq!(s.name, format!("{op} m"), "{path}");
+            let want = Value::String(op.into());
+            assert_eq!(attr(&s, "gen_ai.operation.name"), Some(&want), "{path}");
+        }
     }
 
     #[test]

@@ -289,6 +289,47 @@ fn a_proxied_request_counts_under_the_model_it_named_and_models_are_bounded() {
 }
 
 #[test]
+fn a_proxied_requests_series_names_the_operation_its_path_asks_for() {
+    let mut ins = Instruments::new(500 * MS);
+    for (i, path) in ["/v1/chat/completions", "/v1/completions", "/v1/completions"]
+        .iter()
+        .enumerate()
+    {
+        let mut r = record(i as u64, &[2_000, 3_000], 2);
+        r.proxy = Some(Box::new(cadence_core::ProxyInfo {
+            path: (*path).into(),
+            model: Some("a".into()),
+            ..Default::default()
+        }));
+        ins.push(&r);
+    }
+    let got = ins.snapshot(&shape(), START, NOW);
+    let m = got.iter().find(|m| m.name == metrics::TIME_TO_FIRST_CHUNK);
+    let Some(mp::Data::Histogram(h)) = &m.unwrap().data else {
+        panic!("a histogram")
+    };
+    let mut by_op: Vec<(String, u64)> = h
+        .data_points
+        .iter()
+        .map(|p| {
+            let a = p
+                .attributes
+                .iter()
+                .find(|a| a.key == "gen_ai.operation.name");
+            match a.and_then(|a| a.value()) {
+                Some(Value::String(s)) => (s.clone(), p.count),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    by_op.sort();
+    assert_eq!(
+        by_op,
+        [("chat".to_string(), 1), ("text_completion".to_string(), 2)]
+    );
+}
+
+#[test]
 fn a_watch_targets_series_names_its_model_server_and_name() {
     let mut ins = Instruments::new(500 * MS);
     let target = Shape {

@@ -4,6 +4,7 @@
 //! core's definitions, so Prometheus and `cadence report` agree on what ITL means.
 
 use cadence_core::{per_request, Outcome, RequestRecord};
+use cadence_otlp::signals::Counted;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -129,16 +130,18 @@ pub struct Metrics {
     unmeasured: Counter,
     truncated: Family<StreamLabels, Counter>,
     otlp: Family<OtlpLabels, Counter>,
-    /// Held while `otlp` catches up with the exporter's figures, so two scrapes at once
+    otlp_metric_exports: Family<OtlpLabels, Counter>,
+    /// Held while `otlp` and `otlp_metric_exports` catch up with the exporter's figures, so two scrapes at once
     /// add each span once.
     otlp_sync: std::sync::Mutex<()>,
 }
 
-/// The label of `otlp_spans`.
+/// The label of `otlp_spans` and `otlp_metric_exports`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OtlpLabels {
     /// What came of a span: `exported`, `dropped_queue_full`, `dropped_failed`
-    /// (its POST failed) or `rejected` (the collector refused it).
+    /// (its POST failed) or `rejected` (the collector refused it); of a metrics
+    /// export: `exported` or `failed`.
     pub result: String,
 }
 
@@ -187,6 +190,7 @@ impl Metrics {
         let unmeasured = Counter::default();
         let truncated = Family::<StreamLabels, Counter>::default();
         let otlp = Family::<OtlpLabels, Counter>::default();
+        let otlp_metric_exports = Family::<OtlpLabels, Counter>::default();
 
         let mut m = Metrics {
             registry: Registry::with_prefix("cadence"),
@@ -204,6 +208,7 @@ impl Metrics {
             unmeasured,
             truncated,
             otlp,
+            otlp_metric_exports,
             otlp_sync: std::sync::Mutex::new(()),
         };
         m.register_latencies();
@@ -289,6 +294,11 @@ impl Metrics {
             "Spans of measured requests sent to the OTLP collector (--otlp), by result: exported, or dropped because the queue was full, the POST failed or the collector rejected them",
             self.otlp.clone(),
         );
+        r.register(
+            "otlp_metric_exports",
+            "Exports of the live traffic's metrics to the OTLP collector (--otlp), by result: exported or failed (each a cumulative snapshot the next one makes good)",
+            self.otlp_metric_exports.clone(),
+        );
         r.register_with_unit(
             "proxy_loop_lag",
             "How late the proxy's 10 ms timer fired: chunk timestamps taken meanwhile are late by up to this",
@@ -307,21 +317,24 @@ impl Metrics {
         self.unmeasured.inc();
     }
 
-    /// The span exporter's figures so far (`--otlp`), which only grow: each result's
-    /// counter is brought up to them.
-    pub fn otlp_spans(&self, s: &cadence_core::report::OtlpExport) {
+    /// The exporters' figures so far (`--otlp`: spans, metric exports), which only
+    /// grow: each result's counter is brought up to them.
+    pub fn otlp(
+        &self,
+        spans: Option<&cadence_core::report::OtlpExport>,
+        metrics: Option<&cadence_core::report::OtlpMetricsExport>,
+    ) {
         let _one_at_a_time = self.otlp_sync.lock();
-        for (result, n) in [
-            ("exported", s.exported),
-            ("dropped_queue_full", s.dropped_queue_full),
-            ("dropped_failed", s.dropped_failed),
-            ("rejected", s.rejected),
-        ] {
-            let c = self.otlp.get_or_create(&OtlpLabels {
+        cadence_otlp::signals::each_result(spans, metrics, |counted, result, n| {
+            let family = match counted {
+                Counted::Spans => &self.otlp,
+                Counted::MetricExports => &self.otlp_metric_exports,
+            };
+            let c = family.get_or_create(&OtlpLabels {
                 result: result.into(),
             });
             c.inc_by(n.saturating_sub(c.get()));
-        }
+        });
     }
 
     /// One tick of the event-loop lag probe.

@@ -73,14 +73,11 @@ async fn until_stopped(rx: &mut watch::Receiver<bool>) {
 
 fn app(shared: Arc<Shared>) -> axum::Router {
     async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-        let spans = s
-            .otlp
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().and_then(|e| e.spans_summary()));
-        if let Some(spans) = spans {
-            s.metrics.otlp_spans(&spans);
-        }
+        let (spans, exports) = match s.otlp.lock().ok().as_ref().and_then(|g| g.as_ref()) {
+            Some(e) => (e.spans_summary(), e.metrics_summary()),
+            None => (None, None),
+        };
+        s.metrics.otlp(spans.as_ref(), exports.as_ref());
         (
             [(
                 http::header::CONTENT_TYPE,

@@ -54,6 +54,7 @@ async fn upstream() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
     }
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(chat))
+        .route("/v1/completions", axum::routing::post(chat))
         .with_state(seen.clone());
     (serve(app).await, seen)
 }
@@ -87,6 +88,46 @@ fn tracing_to(url: &str) -> cadence_proxy::Tracing {
         sample: 1.0,
         chunk_events: 0,
     }
+}
+
+/// The metrics' export to `url` (OTLP/JSON, 2 s timeout).
+fn metrics_to(url: &str) -> cadence_otlp::Config {
+    let none = |_: &str| None;
+    let proto = Some(cadence_otlp::Protocol::HttpJson);
+    let signal = cadence_otlp::Signal::Metrics;
+    let mut c = cadence_otlp::Config::resolve_for(signal, Some(url), proto, &none)
+        .unwrap()
+        .unwrap();
+    c.timeout = Duration::from_secs(2);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_span_names_the_operation_its_path_asks_for() {
+    let (up, _) = upstream().await;
+    let (col, kept) = collector().await;
+    let p = proxy(&up, |c| c.tracing = Some(tracing_to(&col))).await;
+    let c = client();
+    for path in ["/v1/chat/completions", "/v1/completions"] {
+        let url = format!("{}{path}", p.url());
+        let got = fetch(&c, "POST", &url, &[], &chat_body(3, true)).await;
+        assert_eq!(got.status, 200, "{path}");
+    }
+    p.stop().await;
+    let spans = kept.lock().unwrap().clone();
+    let mut ops: Vec<String> = spans
+        .iter()
+        .map(|s| {
+            let op = attr(s, "gen_ai.operation.name")["stringValue"]
+                .as_str()
+                .unwrap();
+            let name = s["name"].as_str().unwrap();
+            assert!(name.starts_with(&format!("{op} ")), "{name}");
+            op.to_string()
+        })
+        .collect();
+    ops.sort();
+    assert_eq!(ops, ["chat", "text_completion"]);
 }
 
 /// `/metrics` of `p` once it holds `line` (within 3 s), else what it last said.
@@ -200,13 +241,25 @@ async fn a_collector_that_is_down_costs_spans_counted_in_metrics_never_a_stream(
         let l = std::net::TcpListener::bind(LOCAL).unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
-    let p = proxy(&up, |c| c.tracing = Some(tracing_to(&down))).await;
+    let p = proxy(&up, |c| {
+        c.tracing = Some(tracing_to(&down));
+        c.otlp_metrics = Some((metrics_to(&down), Duration::from_millis(100)));
+    })
+    .await;
     let url = format!("{}/v1/chat/completions", p.url());
     let got = fetch(&client(), "POST", &url, &[], &chat_body(3, true)).await;
     assert!(got.text().contains("[DONE]"), "{}", got.text());
     let failed = "cadence_otlp_spans_total{result=\"dropped_failed\"} 1";
     let text = metrics_with(&p, failed).await;
     assert!(text.contains(failed), "{text}");
+    // The metrics' exports failed too, each counted beside the spans.
+    let exports = "cadence_otlp_metric_exports_total{result=\"failed\"}";
+    let text = metrics_with(&p, exports).await;
+    assert!(text.contains(exports), "{text}");
+    assert!(
+        text.contains("cadence_otlp_metric_exports_total{result=\"exported\"} 0"),
+        "{text}"
+    );
     let otlp = p.stop().await.otlp.unwrap();
     assert_eq!((otlp.spans, otlp.exported, otlp.dropped_failed), (1, 0, 1));
     assert!(seen.lock().unwrap()[0].is_some(), "still traced upstream");

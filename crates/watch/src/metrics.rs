@@ -6,6 +6,7 @@ use crate::otlp::Otlp;
 use crate::shared::ShipState;
 use crate::store::ProbeRow;
 use cadence_core::outcome::Outcome;
+use cadence_otlp::signals::Counted;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -367,20 +368,20 @@ impl OtlpCounters {
     fn catch_up(&self) {
         let _one_at_a_time = self.sync.lock();
         let (spans, metrics) = self.export.summaries();
-        let spans = spans.map(|s| cadence_otlp::signals::span_results(&s));
-        let metrics = metrics.map(|m| cadence_otlp::signals::metric_export_results(&m));
-        let pairs = [
-            (&self.spans, spans.as_ref().map(|s| &s[..])),
-            (&self.metric_exports, metrics.as_ref().map(|m| &m[..])),
-        ];
-        for (family, results) in pairs {
-            for (result, n) in results.into_iter().flatten() {
+        cadence_otlp::signals::each_result(
+            spans.as_ref(),
+            metrics.as_ref(),
+            |counted, result, n| {
+                let family = match counted {
+                    Counted::Spans => &self.spans,
+                    Counted::MetricExports => &self.metric_exports,
+                };
                 let c = family.get_or_create(&OtlpLabels {
-                    result: (*result).into(),
+                    result: result.into(),
                 });
                 c.inc_by(n.saturating_sub(c.get()));
-            }
-        }
+            },
+        );
     }
 }
 
