@@ -4,8 +4,8 @@
 
 mod common;
 
+use common::cadence;
 use common::collector::{collector, spans_of};
-use common::{cadence, read_records, validate_report};
 use predicates::prelude::PredicateBooleanExt;
 use serde_json::Value;
 
@@ -14,21 +14,9 @@ fn bench(url: &str, dir: &std::path::Path) -> (Option<i32>, Value, Vec<Value>) {
 }
 
 fn bench_with(url: &str, dir: &std::path::Path, load: &[&str]) -> (Option<i32>, Value, Vec<Value>) {
-    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
-    let out = cadence()
-        .args(["bench", "--seed", "7", "--quiet"])
-        .args(load)
-        .args(["--otlp", url, "--otlp-protocol", "http/json"])
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
-        .arg("--json")
-        .arg(&json)
-        .arg("--records")
-        .arg(&records)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    validate_report(&report);
-    (out.status.code(), report, read_records(&records))
+    let otlp = ["--otlp", url, "--otlp-protocol", "http/json"];
+    let env = [("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")];
+    common::bench_report(&[load, &otlp[..]].concat(), &env, dir)
 }
 
 fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {

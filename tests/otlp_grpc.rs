@@ -10,7 +10,6 @@ use axum::http::Uri;
 use axum::response::Response;
 use cadence_otlp::grpc::unframe;
 use cadence_otlp::proto::{self, ExportTraceServiceRequest};
-use common::{cadence, read_records, validate_report};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -67,20 +66,18 @@ fn spans_of(calls: &Calls) -> Vec<proto::Span> {
 }
 
 fn bench(url: &str, dir: &std::path::Path) -> (Option<i32>, Value, Vec<Value>) {
-    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
-    let out = cadence()
-        .args(["bench", "--seed", "7", "--quiet", "-n", "6", "-c", "2"])
-        .args(["--otlp", url, "--otlp-protocol", "grpc"])
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "3000")
-        .arg("--json")
-        .arg(&json)
-        .arg("--records")
-        .arg(&records)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    validate_report(&report);
-    (out.status.code(), report, read_records(&records))
+    let args = [
+        "-n",
+        "6",
+        "-c",
+        "2",
+        "--otlp",
+        url,
+        "--otlp-protocol",
+        "grpc",
+    ];
+    let env = [("OTEL_EXPORTER_OTLP_TIMEOUT", "3000")];
+    common::bench_report(&args, &env, dir)
 }
 
 fn hex(b: &[u8]) -> String {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::collector::{collector, sent_to, Bodies};
-use common::{cadence, read_records, validate_report};
+use common::{cadence, read_records};
 use serde_json::Value;
 
 fn bench(
@@ -14,22 +14,9 @@ fn bench(
     args: &[&str],
     dir: &std::path::Path,
 ) -> (Option<i32>, Value, Vec<Value>) {
-    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
-    let out = cadence()
-        .args(["bench", "--seed", "7", "--quiet", "-n", "6", "-c", "2"])
-        .args(["--otlp-protocol", "http/json"])
-        .args(args)
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
-        .envs(env.iter().copied())
-        .arg("--json")
-        .arg(&json)
-        .arg("--records")
-        .arg(&records)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    validate_report(&report);
-    (out.status.code(), report, read_records(&records))
+    let shape = ["-n", "6", "-c", "2", "--otlp-protocol", "http/json"];
+    let env = [&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")], env].concat();
+    common::bench_report(&[&shape[..], args].concat(), &env, dir)
 }
 
 /// The last metrics export's histogram point named `name` (the series without

@@ -58,6 +58,30 @@ pub fn record_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().filter(|l| !l.starts_with("{\"cadence_"))
 }
 
+/// `cadence bench --seed 7 --quiet ARGS --json --records` into `dir` with `env` set:
+/// its exit code, its JSON report (checked against the schema) and its records.
+#[allow(dead_code)]
+pub fn bench_report(
+    args: &[&str],
+    env: &[(&str, &str)],
+    dir: &Path,
+) -> (Option<i32>, Value, Vec<Value>) {
+    let (json, records) = (dir.join("r.json"), dir.join("r.jsonl"));
+    let out = cadence()
+        .args(["bench", "--seed", "7", "--quiet"])
+        .args(args)
+        .envs(env.iter().copied())
+        .arg("--json")
+        .arg(&json)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate_report(&report);
+    (out.status.code(), report, read_records(&records))
+}
+
 /// The request records of the records file at `path`, parsed, in file order.
 #[allow(dead_code)]
 pub fn read_records(path: &Path) -> Vec<Value> {
