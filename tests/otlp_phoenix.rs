@@ -91,6 +91,18 @@ fn spans(p: &Phoenix, want: usize) -> Vec<Value> {
 }
 
 /// A Phoenix time as µs since the Unix epoch.
+/// The span Phoenix holds for record `r`: the one its trace's span id names, in the
+/// trace it names.
+fn span_of<'a>(spans: &'a [Value], r: &Value) -> &'a Value {
+    let t = &r["trace"];
+    let s = spans
+        .iter()
+        .find(|s| s["context"]["span_id"] == t["span_id"])
+        .unwrap_or_else(|| panic!("no span for {t}"));
+    assert_eq!(s["context"]["trace_id"], t["trace_id"]);
+    s
+}
+
 fn us(v: &Value) -> u64 {
     let t = parse_rfc3339(v.as_str().unwrap()).unwrap();
     t.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
@@ -126,12 +138,7 @@ fn phoenix_holds_each_request_and_session_as_the_records_say() {
     let spans = spans(&p, 9);
     assert_eq!(spans.len(), 9, "{spans:#?}");
     for r in &records {
-        let t = &r["trace"];
-        let s = spans
-            .iter()
-            .find(|s| s["context"]["span_id"] == t["span_id"])
-            .unwrap_or_else(|| panic!("no span for {t}"));
-        assert_eq!(s["context"]["trace_id"], t["trace_id"]);
+        let (t, s) = (&r["trace"], span_of(&spans, r));
         assert_eq!(
             s["parent_id"], t["parent_span_id"],
             "a child of its session"
@@ -260,12 +267,7 @@ fn phoenix_takes_a_runs_spans_over_grpc() {
     let spans = spans(&p, 4);
     assert_eq!(spans.len(), 4, "{spans:#?}");
     for r in &records {
-        let t = &r["trace"];
-        let s = spans
-            .iter()
-            .find(|s| s["context"]["span_id"] == t["span_id"])
-            .unwrap_or_else(|| panic!("no span for {t}"));
-        assert_eq!(s["context"]["trace_id"], t["trace_id"]);
+        let s = span_of(&spans, r);
         let (sent, first) = (
             r["sent_ns"].as_u64().unwrap(),
             r["chunks"][0][0].as_u64().unwrap(),
