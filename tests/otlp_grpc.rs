@@ -22,37 +22,25 @@ type Calls = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 fn grpc_collector(code: u32) -> (String, Calls) {
     let calls: Calls = Arc::default();
     let keep = calls.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
-                let keep = keep.clone();
-                async move {
-                    let message = unframe(&body).unwrap().to_vec();
-                    keep.lock().unwrap().push((uri.path().to_owned(), message));
-                    let mut trailers = axum::http::HeaderMap::new();
-                    trailers.insert("grpc-status", code.to_string().parse().unwrap());
-                    let body = http_body_util::Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
-                        .with_trailers(
-                            async move { Some(Ok::<_, std::convert::Infallible>(trailers)) },
-                        );
-                    Response::builder()
-                        .header("content-type", "application/grpc")
-                        .body(Body::new(body))
-                        .unwrap()
-                }
-            });
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
+    let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
+        let keep = keep.clone();
+        async move {
+            let message = unframe(&body).unwrap().to_vec();
+            keep.lock().unwrap().push((uri.path().to_owned(), message));
+            let mut trailers = axum::http::HeaderMap::new();
+            trailers.insert("grpc-status", code.to_string().parse().unwrap());
+            let body = http_body_util::Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
+                .with_trailers(async move { Some(Ok::<_, std::convert::Infallible>(trailers)) });
+            Response::builder()
+                .header("content-type", "application/grpc")
+                .body(Body::new(body))
+                .unwrap()
+        }
     });
-    (url, calls)
+    let addr = common::serve_on_own_thread(|listener| async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), calls)
 }
 
 /// Every span the collector was sent over the traces service.

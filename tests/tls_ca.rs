@@ -110,28 +110,17 @@ where
         .with_single_cert(certs, key)
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let (tcp, _) = listener.accept().await.unwrap();
-                let session = acceptor.accept(tcp);
-                let serve = serve(match session.await {
-                    Ok(tls) => tls,
-                    Err(_) => continue,
-                });
-                tokio::spawn(serve);
-            }
-        });
-    });
-    addr
+    common::serve_on_own_thread(move |listener| async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let session = acceptor.accept(tcp);
+            let serve = serve(match session.await {
+                Ok(tls) => tls,
+                Err(_) => continue,
+            });
+            tokio::spawn(serve);
+        }
+    })
 }
 
 /// A chat endpoint over TLS on 127.0.0.1: each request gets a stream of two chunks and

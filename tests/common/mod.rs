@@ -370,3 +370,27 @@ pub fn chromium(url: &str, profile: &Path, args: &[&str]) -> std::process::Outpu
     let _ = tx.send(());
     out
 }
+
+/// A listener on 127.0.0.1 port 0 handed to `serve` on a one-thread runtime of its own
+/// thread (a test's server beside the binary it runs): its address. It serves until
+/// the test ends.
+#[allow(dead_code)]
+pub fn serve_on_own_thread<F, Fut>(serve: F) -> std::net::SocketAddr
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            serve(tokio::net::TcpListener::from_std(listener).unwrap()).await;
+        });
+    });
+    addr
+}
