@@ -19,8 +19,10 @@
 # Env: CADENCE (the binary; default target/release/cadence), CADENCE_BEFORE (a second
 # binary, e.g. one built from an earlier commit: each run then runs it first, then
 # CADENCE, alternated), FLOOR (target/release/floor),
-# DURATION (5s), FLOOR_SECS (3), BENCH_FLAGS (extra `cadence bench` flags), THREADS
-# (the client's runtime threads; default cadence's own choice).
+# DURATION (5s), FLOOR_SECS (3), BENCH_FLAGS (extra `cadence bench` flags, both
+# clients), BEFORE_FLAGS (extra flags for CADENCE_BEFORE's runs only: the same binary
+# with and without a flag, e.g. `--otlp URL`), THREADS (the client's runtime threads;
+# default cadence's own choice).
 set -euo pipefail
 RATE=${1:?rate in requests/s (all shards together)}
 RUNS=${2:-3}
@@ -45,7 +47,8 @@ clients=(cadence)
 for run in $(seq "$RUNS"); do
 for client in "${clients[@]}"; do
   exe=$BIN
-  [ "$client" = before ] && exe=$CADENCE_BEFORE
+  extra=${BENCH_FLAGS:-}
+  [ "$client" = before ] && exe=$CADENCE_BEFORE && extra="$extra ${BEFORE_FLAGS:-}"
   "$FLOOR" "${FLOOR_SECS:-3}" >"$WORK/floor.json"
   rm -f "$WORK/send.log"
   TOKENS=4 start_sim 5ms 5ms --send-log "$WORK/send.log"
@@ -55,13 +58,13 @@ for client in "${clients[@]}"; do
     for i in $(seq 0 $((SHARDS - 1))); do
       (code=0; "$exe" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" \
         --max-tokens 4 --shard "$i/$SHARDS" --start-at "$at" --json "$WORK/r$i.json" -q \
-        ${BENCH_FLAGS:-} >/dev/null 2>&1 || code=$?; echo "$code" >"$WORK/code$i") &
+        $extra >/dev/null 2>&1 || code=$?; echo "$code" >"$WORK/code$i") &
     done
     wait $(jobs -p | grep -v "^$SIM$") 2>/dev/null || true
   else
     code=0
     "$exe" "${threads[@]}" bench "$URL" --model m --rate "$RATE" -d "$DURATION" --max-tokens 4 \
-      --json "$WORK/r0.json" -q ${BENCH_FLAGS:-} >/dev/null 2>&1 || code=$?
+      --json "$WORK/r0.json" -q $extra >/dev/null 2>&1 || code=$?
     echo "$code" >"$WORK/code0"
   fi
   kill "$SIM"; wait "$SIM" 2>/dev/null || true; SIM=
