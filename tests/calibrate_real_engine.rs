@@ -82,13 +82,8 @@ fn calibrate(records: &Path, fitted: &Path) -> (String, Vec<f64>) {
 #[test]
 #[ignore = "needs llama-server (CADENCE_REAL_ENGINE); scripts/test.sh builds it and runs this"]
 fn a_fit_on_three_loads_of_llama_server_predicts_the_held_out_one() {
-    let dir = common::real_engine();
     let tmp = tempfile::tempdir().unwrap();
-    let (_server, port) = common::llama_server(
-        &dir,
-        &["-t", "1", "-np", "4", "-c", "4096", "-cb", "--no-webui"],
-        &tmp.path().join("llama-server.log"),
-    );
+    let (_server, port) = common::four_slot_llama_server(tmp.path());
     // A shared machine can slow the server for seconds at a time; a sweep that met
     // such a burst gets another try (up to three), and every try is printed.
     let mut tries = Vec::new();

@@ -162,13 +162,8 @@ fn judge(text: &str) {
 #[test]
 #[ignore = "needs llama-server (CADENCE_REAL_ENGINE); scripts/test.sh builds it and runs this"]
 fn a_twin_fitted_on_a_sweep_of_llama_server_predicts_held_out_loads() {
-    let dir = common::real_engine();
     let tmp = tempfile::tempdir().unwrap();
-    let (_server, port) = common::llama_server(
-        &dir,
-        &["-t", "1", "-np", "4", "-c", "4096", "-cb", "--no-webui"],
-        &tmp.path().join("llama-server.log"),
-    );
+    let (_server, port) = common::four_slot_llama_server(tmp.path());
     let fit = tmp.path().join("sweep.jsonl");
     sweep(port, &fit);
     let most = most_per_s(&fit);

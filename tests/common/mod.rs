@@ -281,6 +281,18 @@ impl Drop for LlamaServer {
     }
 }
 
+/// The real engine as the twin and calibration tests measure it: `llama-server` from
+/// `CADENCE_REAL_ENGINE` on one thread with four continuous-batching slots and a
+/// 4,096-token context, its log in `tmp`; the server and its port.
+#[allow(dead_code)]
+pub fn four_slot_llama_server(tmp: &Path) -> (LlamaServer, u16) {
+    llama_server(
+        &real_engine(),
+        &["-t", "1", "-np", "4", "-c", "4096", "-cb", "--no-webui"],
+        &tmp.join("llama-server.log"),
+    )
+}
+
 /// llama.cpp's `llama-server` from `dir` (scripts/real-engine.sh's layout) serving its
 /// tiny model as `tiny-llama` on a free port of 127.0.0.1 with `args`, once its
 /// `/health` answers 200, and the port; its log goes to `log`.
