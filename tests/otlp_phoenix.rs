@@ -1,7 +1,7 @@
 //! `cadence bench --otlp` into a real receiver: Arize Phoenix (from PyPI, installed by
 //! scripts/phoenix.sh, started here on ports of its own), its spans read back through
 //! its REST API and checked against the records: the same ids, TTFT and the request's
-//! time to the microsecond (Phoenix keeps microseconds), one child per session step.
+//! time within 2 µs (Phoenix keeps microseconds, through a float), one child per session step.
 
 mod common;
 
@@ -62,11 +62,13 @@ fn phoenix() -> Phoenix {
         grpc_url: format!("http://127.0.0.1:{grpc_port}"),
         _dir: dir,
     };
-    let until = Instant::now() + Duration::from_secs(180);
+    // Each test starts its own Phoenix, and they start at once: in a pre-stop CI run
+    // one took over 180 s to answer.
+    let until = Instant::now() + Duration::from_secs(300);
     while get(&format!("{}/healthz", p.url)).is_none() {
         assert!(
             Instant::now() < until,
-            "Phoenix did not answer within 180 s"
+            "Phoenix did not answer within 300 s"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -154,12 +156,14 @@ fn phoenix_holds_each_request_and_session_as_the_records_say() {
             (first - sent) as f64 / 1e6
         );
         assert_eq!(a["gen_ai.usage.output_tokens"], r["output_tokens"]["count"]);
-        // Phoenix keeps microseconds: the span's length and its first chunk's event are
-        // the record's to the microsecond (each end cut once).
+        // Phoenix keeps microseconds, through a float of the Unix time (about 0.25 µs
+        // apart at today's 1.7e18 ns), so each end can round as well as be cut: the
+        // span's length is the record's within 2 µs (a pre-stop CI run read 347,524 µs
+        // for a record of 347,522,883 ns).
         let (start_us, end_us) = (us(&s["start_time"]), us(&s["end_time"]));
         let d = (end_us - start_us) as i64 - ((end - sent) / 1000) as i64;
         assert!(
-            d.abs() <= 1,
+            d.abs() <= 2,
             "span {} µs, record {} ns",
             end_us - start_us,
             end - sent
@@ -171,7 +175,7 @@ fn phoenix_holds_each_request_and_session_as_the_records_say() {
             .find(|e| e["name"] == "cadence.first_chunk")
             .unwrap();
         let d = (us(&ev["timestamp"]) - start_us) as i64 - ((first - sent) / 1000) as i64;
-        assert!(d.abs() <= 1, "first chunk off by {d} µs");
+        assert!(d.abs() <= 2, "first chunk off by {d} µs");
     }
     for session in 0..3 {
         let steps: Vec<&Value> = records.iter().filter(|r| r["session"] == session).collect();
